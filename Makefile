@@ -1,0 +1,34 @@
+# Two commands for a fresh machine:  make run   (the daemon)   make test   (the whole suite)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: run test bench clean extension-vendor
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall when the packaging changes.
+$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e '.[test]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(BIN)/twistd -n gasoline $(ARGS)
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/roundtrip.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

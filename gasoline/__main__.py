@@ -1,0 +1,3 @@
+from gasoline.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""
+The composition root: builds every daemon component from a L{Config} and a clock.
+
+Tests build a L{Gasoline} with a C{task.Clock} and talk to C{gasoline.resource} through
+C{treq.testing.StubTreq}; C{tap.makeService} builds the same object with the real reactor and puts
+it behind a listening endpoint. Nothing here touches the global reactor.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+import platformdirs
+from twisted.application.service import MultiService
+from twisted.internet.interfaces import IReactorTime
+
+from gasoline.core.notify import Notifier
+from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec, TelemetryStore
+from gasoline.http.site import GasolineRoot
+
+DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
+DEFAULT_CLIENT_TTL = 3600.0
+DEFAULT_MAX_CLIENTS = 10
+
+
+def default_state_dir() -> Path:
+    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for ``gasoline``."""
+    env = os.environ.get("GASOLINE_STATE_DIR")
+    if env:
+        return Path(env)
+    return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
+
+
+@attrs.frozen
+class Config:
+    """Everything the daemon is configured with (the validated command-line options)."""
+
+    listen: str = DEFAULT_LISTEN
+    state_dir: Path = attrs.field(factory=default_state_dir, converter=Path)
+    max_entries: int = DEFAULT_BUFFERS[CONSOLE].entries
+    client_ttl: float = DEFAULT_CLIENT_TTL
+    max_clients: int = DEFAULT_MAX_CLIENTS
+    log_dir: Path | None = None
+    #: Pinned extension ids allowed as ``chrome-extension://<id>`` origins (empty: any id).
+    extension_ids: tuple[str, ...] = ()
+    #: Optional key guarding MCP and admin routes (never the extension routes).
+    api_key: str | None = None
+    #: Persist the console buffer to the state dir.
+    persist: bool = True
+    #: Register the official MCP conformance suite's fixture tools/resources/prompts.
+    conformance_fixtures: bool = False
+
+    def buffer_specs(self) -> dict[str, BufferSpec]:
+        spec = DEFAULT_BUFFERS[CONSOLE]
+        return {CONSOLE: BufferSpec(self.max_entries, spec.max_bytes)}
+
+
+@attrs.define
+class Gasoline:
+    """Every component of one daemon, wired together."""
+
+    config: Config
+    clock: IReactorTime
+    store: TelemetryStore
+    #: Services with a lifecycle (timers, persistence); C{tap} adds the listening endpoint.
+    services: MultiService
+    started_at: float
+    extras: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def resource(self):
+        """The root twisted.web resource of the whole HTTP surface."""
+        return self.extras["resource"]
+
+
+def build(config: Config, clock: IReactorTime) -> Gasoline:
+    """Build the daemon's components on C{clock}; no sockets are opened here."""
+    notifier = Notifier(clock)
+    store = TelemetryStore(clock, config.buffer_specs(), notifier)
+    services = MultiService()
+    app = Gasoline(
+        config=config, clock=clock, store=store, services=services, started_at=clock.seconds()
+    )
+    # --- HTTP surface: guards, then one resource per first path segment -------------------------
+    # Each component below adds itself here; keep one small block per component.
+    root = GasolineRoot(guard=_AllowAll(), fallback=None)
+    app.extras["resource"] = root
+    return app
+
+
+class _AllowAll:
+    """Placeholder guard until gasoline.http.guards lands (issue 2)."""
+
+    def check(self, request):
+        return None

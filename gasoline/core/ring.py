@@ -1,0 +1,167 @@
+"""
+A fixed-capacity ring buffer with sequence numbers and reader cursors.
+
+Every write gets the next sequence number (``head`` is the sequence number the *next* write will
+get, so ``head`` also counts every write ever made). A reader holds a cursor, the first sequence
+number it has not seen, and reads ``[cursor, head)``. Entries leave from the oldest end when either
+the entry capacity or the byte capacity is exceeded; a cursor that points before the oldest retained
+entry is answered with what is left plus the count of entries it missed, never with an error.
+
+Memory is fixed: slots are a preallocated list indexed by ``seq % capacity``. Items are opaque to
+the buffer; their size is ``len(item)`` unless a ``sizeof`` is given (the telemetry store keeps
+compact JSON ``bytes``, so ``len`` is the honest size).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+import attrs
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class ReadResult(Generic[T]):
+    """What a read returns: the items, the cursor to read from next time, and what was missed."""
+
+    items: list[T]
+    #: Sequence number of ``items[0]`` (meaningful when ``items`` is not empty).
+    first_seq: int
+    #: The cursor a reader should keep to continue after this read.
+    next_cursor: int
+    #: Entries between the reader's cursor and the oldest retained entry that were evicted.
+    missed: int
+    #: True when ``limit`` cut the read short and more entries are already waiting.
+    has_more: bool
+
+
+class RingBuffer(Generic[T]):
+    """
+    Fixed capacity in entries and bytes; monotonically increasing sequence numbers.
+
+    @ivar head: the sequence number the next write gets (= number of writes ever made).
+    @ivar tail: the sequence number of the oldest retained entry (``== head`` when empty).
+    @ivar bytes_used: sum of the sizes of the retained entries.
+    """
+
+    __slots__ = ("capacity", "max_bytes", "head", "tail", "bytes_used", "_slots", "_sizes", "_sizeof")
+
+    def __init__(
+        self, capacity: int, max_bytes: int = 0, sizeof: Callable[[Any], int] = len
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0 (0 means unbounded)")
+        self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.head = 0
+        self.tail = 0
+        self.bytes_used = 0
+        self._slots: list[T | None] = [None] * capacity
+        # Sizes are remembered so eviction need not call sizeof again.
+        self._sizes: list[int] = [0] * capacity
+        self._sizeof = sizeof
+
+    def __len__(self) -> int:
+        return self.head - self.tail
+
+    def append(self, item: T) -> int:
+        """Store C{item}; return its sequence number. Never blocks, never fails on size.
+
+        An item larger than the whole byte budget is still stored (alone): dropping it silently
+        would be worse than briefly exceeding the budget by one entry.
+        """
+        size = self._sizeof(item)
+        if self.head - self.tail == self.capacity:
+            self._evict_one()
+        if self.max_bytes:
+            while self.bytes_used + size > self.max_bytes and self.tail < self.head:
+                self._evict_one()
+        seq = self.head
+        i = seq % self.capacity
+        self._slots[i] = item
+        self._sizes[i] = size
+        self.bytes_used += size
+        self.head = seq + 1
+        return seq
+
+    def extend(self, items: list[T]) -> tuple[int, int]:
+        """Append each item; return C{(first_seq, head)} (C{first_seq == head} for no items)."""
+        first = self.head
+        for item in items:
+            self.append(item)
+        return first, self.head
+
+    def _evict_one(self) -> None:
+        i = self.tail % self.capacity
+        self.bytes_used -= self._sizes[i]
+        self._slots[i] = None
+        self._sizes[i] = 0
+        self.tail += 1
+
+    def read(self, cursor: int = 0, limit: int | None = None) -> ReadResult[T]:
+        """Read entries with sequence numbers in ``[max(cursor, tail), head)``, oldest first.
+
+        A cursor beyond C{head} (say, from before a restart or a clear) is treated as C{head}.
+        """
+        if cursor < 0:
+            cursor = 0
+        missed = max(0, self.tail - cursor)
+        start = min(max(cursor, self.tail), self.head)
+        stop = self.head
+        has_more = False
+        if limit is not None and stop - start > limit:
+            stop = start + max(0, limit)
+            has_more = True
+        return ReadResult(
+            items=self._slice(start, stop),
+            first_seq=start,
+            next_cursor=stop,
+            missed=missed,
+            has_more=has_more,
+        )
+
+    def read_last(self, n: int) -> ReadResult[T]:
+        """The newest C{n} entries (no cursor involved)."""
+        start = max(self.tail, self.head - max(0, n))
+        return ReadResult(self._slice(start, self.head), start, self.head, 0, False)
+
+    def _slice(self, start: int, stop: int) -> list[T]:
+        if start >= stop:
+            return []
+        cap = self.capacity
+        a, b = start % cap, stop % cap
+        if a < b:
+            return self._slots[a:b]  # type: ignore[return-value]
+        return self._slots[a:] + self._slots[:b]  # type: ignore[operator]
+
+    def get(self, seq: int) -> T | None:
+        """The entry with sequence number C{seq}, or C{None} if evicted or not yet written."""
+        if self.tail <= seq < self.head:
+            return self._slots[seq % self.capacity]
+        return None
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._slice(self.tail, self.head))
+
+    def clear(self) -> int:
+        """Drop every entry; sequence numbers keep counting. Return how many were dropped."""
+        dropped = self.head - self.tail
+        self._slots = [None] * self.capacity
+        self._sizes = [0] * self.capacity
+        self.tail = self.head
+        self.bytes_used = 0
+        return dropped
+
+    def stats(self) -> dict[str, int]:
+        """``{capacity, used, head}`` as ``/health`` reports it, plus bytes."""
+        return {
+            "capacity": self.capacity,
+            "used": self.head - self.tail,
+            "head": self.head,
+            "oldest": self.tail,
+            "bytes": self.bytes_used,
+            "max_bytes": self.max_bytes,
+        }

@@ -1,0 +1,263 @@
+"""
+The shared telemetry store: one ring buffer per kind of telemetry, plus two derived views.
+
+Entries arrive as validated dicts (validation is the ingest layer's job), are stored as compact JSON
+``bytes`` (about a third of the memory of the dicts), and are decoded again when read. Every write
+publishes one L{BufferWrite} per batch to the notifier; an optional journal (see
+L{gasoline.core.persist}) receives the same bytes for the console buffer.
+
+Derived views, updated on write:
+ - ``performance``: the latest snapshot per URL (bounded, least recently updated URL leaves first);
+ - ``websocket_connections``: open connections and recently closed ones, with message counts and
+   rates, built from the WebSocket lifecycle events.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Iterable, Protocol
+
+import attrs
+import orjson
+from twisted.internet.interfaces import IReactorTime
+from zope.interface import implementer
+
+from gasoline.core.notify import Notifier
+from gasoline.core.ring import ReadResult, RingBuffer
+from gasoline.interfaces import ITelemetryStore
+
+#: Buffer names, as used in cursors, ``/health`` and tool arguments.
+CONSOLE = "console"
+NETWORK_BODIES = "network_bodies"
+WEBSOCKET_EVENTS = "websocket_events"
+ACTIONS = "actions"
+WATERFALL = "network_waterfall"
+EXTENSION_LOGS = "extension_logs"
+
+MiB = 1024 * 1024
+
+
+@attrs.frozen
+class BufferSpec:
+    entries: int
+    max_bytes: int
+
+
+#: Documented defaults (docs/operations.md). ``--max-entries`` overrides the console entry count.
+DEFAULT_BUFFERS: dict[str, BufferSpec] = {
+    CONSOLE: BufferSpec(10_000, 64 * MiB),
+    NETWORK_BODIES: BufferSpec(1_000, 32 * MiB),
+    WEBSOCKET_EVENTS: BufferSpec(5_000, 16 * MiB),
+    ACTIONS: BufferSpec(2_000, 8 * MiB),
+    WATERFALL: BufferSpec(2_000, 8 * MiB),
+    EXTENSION_LOGS: BufferSpec(2_000, 4 * MiB),
+}
+MAX_PERFORMANCE_URLS = 200
+MAX_CLOSED_CONNECTIONS = 100
+
+
+@attrs.frozen
+class BufferWrite:
+    """Published once per batch written to a buffer."""
+
+    buffer: str
+    first_seq: int
+    head: int
+    entries: tuple[dict[str, Any], ...]
+    at: float
+
+
+class Journal(Protocol):
+    """Receives the encoded entries of one buffer as they are written (append-only persistence)."""
+
+    def append(self, encoded: list[bytes], first_seq: int) -> None: ...
+
+    def cleared(self) -> None: ...
+
+
+@attrs.define
+class WebSocketConnection:
+    id: str
+    url: str | None
+    tab_id: Any
+    opened_at: float
+    state: str = "open"
+    closed_at: float | None = None
+    close_code: Any = None
+    close_reason: Any = None
+    incoming: int = 0
+    outgoing: int = 0
+    errors: int = 0
+    last_message_at: float | None = None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        end = self.closed_at if self.closed_at is not None else now
+        elapsed = max(end - self.opened_at, 1e-9)
+        total = self.incoming + self.outgoing
+        return {
+            "id": self.id,
+            "url": self.url,
+            "tab_id": self.tab_id,
+            "state": self.state,
+            "opened_at": self.opened_at,
+            "closed_at": self.closed_at,
+            "close_code": self.close_code,
+            "close_reason": self.close_reason,
+            "messages": {"incoming": self.incoming, "outgoing": self.outgoing, "total": total},
+            "errors": self.errors,
+            "rate_per_second": round(total / elapsed, 3),
+            "last_message_at": self.last_message_at,
+        }
+
+
+def _encode(entry: dict[str, Any]) -> bytes:
+    return orjson.dumps(entry)
+
+
+@implementer(ITelemetryStore)
+class TelemetryStore:
+    """The shared buffers. All methods run on the reactor thread; none blocks."""
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        buffers: dict[str, BufferSpec] | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self._clock = clock
+        specs = dict(DEFAULT_BUFFERS)
+        specs.update(buffers or {})
+        self.specs = specs
+        self.buffers: dict[str, RingBuffer[bytes]] = {
+            name: RingBuffer(spec.entries, spec.max_bytes) for name, spec in specs.items()
+        }
+        self.notifier = notifier if notifier is not None else Notifier(clock)
+        self.journals: dict[str, Journal] = {}
+        self.last_write: dict[str, float | None] = {name: None for name in specs}
+        self.performance: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.websocket_connections: dict[str, WebSocketConnection] = {}
+        self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add(self, buffer_name: str, entries: list[dict[str, Any]]) -> tuple[int, int]:
+        ring = self.buffers[buffer_name]
+        if not entries:
+            return ring.head, ring.head
+        encoded = [_encode(e) for e in entries]
+        first, head = ring.extend(encoded)
+        now = self._clock.seconds()
+        self.last_write[buffer_name] = now
+        journal = self.journals.get(buffer_name)
+        if journal is not None:
+            journal.append(encoded, first)
+        if buffer_name == WEBSOCKET_EVENTS:
+            self._track_websocket(entries, now)
+        self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
+        return first, head
+
+    def restore(self, buffer_name: str, encoded: Iterable[bytes]) -> int:
+        """Load previously persisted encoded entries (at start-up; no events, no journal)."""
+        ring = self.buffers[buffer_name]
+        n = 0
+        for item in encoded:
+            ring.append(item)
+            n += 1
+        return n
+
+    def add_performance(self, snapshots: list[dict[str, Any]]) -> int:
+        """Keep the latest snapshot per URL; publish a ``performance`` write."""
+        now = self._clock.seconds()
+        for snap in snapshots:
+            url = str(snap.get("url", ""))
+            self.performance.pop(url, None)
+            self.performance[url] = snap
+            while len(self.performance) > MAX_PERFORMANCE_URLS:
+                self.performance.popitem(last=False)
+        if snapshots:
+            self.last_write["performance"] = now
+            self.notifier.publish(BufferWrite("performance", 0, 0, tuple(snapshots), now))
+        return len(snapshots)
+
+    def _track_websocket(self, events: list[dict[str, Any]], now: float) -> None:
+        for ev in events:
+            conn_id = ev.get("id")
+            if not isinstance(conn_id, str) or not conn_id:
+                continue
+            kind = ev.get("event")
+            conn = self.websocket_connections.get(conn_id)
+            if conn is None:
+                conn = self._closed_connections.get(conn_id)
+            if conn is None:
+                conn = WebSocketConnection(
+                    id=conn_id, url=ev.get("url"), tab_id=ev.get("tab_id"), opened_at=now
+                )
+                self.websocket_connections[conn_id] = conn
+            if kind == "message":
+                if ev.get("direction") == "outgoing":
+                    conn.outgoing += 1
+                else:
+                    conn.incoming += 1
+                conn.last_message_at = now
+            elif kind == "error":
+                conn.errors += 1
+            elif kind == "close":
+                conn.state = "closed"
+                conn.closed_at = now
+                conn.close_code = ev.get("code")
+                conn.close_reason = ev.get("reason")
+                self.websocket_connections.pop(conn_id, None)
+                self._closed_connections.pop(conn_id, None)
+                self._closed_connections[conn_id] = conn
+                while len(self._closed_connections) > MAX_CLOSED_CONNECTIONS:
+                    self._closed_connections.popitem(last=False)
+            elif kind == "open" and ev.get("url"):
+                conn.url = ev.get("url")
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def read(
+        self, buffer_name: str, cursor: int = 0, limit: int | None = None
+    ) -> ReadResult[dict[str, Any]]:
+        raw = self.buffers[buffer_name].read(cursor, limit)
+        return ReadResult(
+            items=[orjson.loads(b) for b in raw.items],
+            first_seq=raw.first_seq,
+            next_cursor=raw.next_cursor,
+            missed=raw.missed,
+            has_more=raw.has_more,
+        )
+
+    def websocket_status(self) -> dict[str, Any]:
+        now = self._clock.seconds()
+        return {
+            "active": [c.to_json(now) for c in self.websocket_connections.values()],
+            "closed": [c.to_json(now) for c in reversed(self._closed_connections.values())],
+        }
+
+    # -- clearing and stats --------------------------------------------------------------------
+
+    def clear(self, buffer_name: str | None = None) -> int:
+        names = [buffer_name] if buffer_name is not None else list(self.buffers)
+        removed = 0
+        for name in names:
+            removed += self.buffers[name].clear()
+            journal = self.journals.get(name)
+            if journal is not None:
+                journal.cleared()
+            if name == WEBSOCKET_EVENTS:
+                self.websocket_connections.clear()
+                self._closed_connections.clear()
+        if buffer_name is None:
+            removed += len(self.performance)
+            self.performance.clear()
+        return removed
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        out = {name: ring.stats() for name, ring in self.buffers.items()}
+        out["performance"] = {
+            "capacity": MAX_PERFORMANCE_URLS,
+            "used": len(self.performance),
+            "head": len(self.performance),
+        }
+        return out

@@ -1,0 +1,35 @@
+"""
+The root of the HTTP surface: request guards, then dispatch by the first path segment.
+
+Each API is its own object with its own Klein app (ingest, MCP, admin, ...). The root is a leaf
+resource that runs the guards of extension-protocol.md §1 for every request, then hands the request,
+with its full path intact, to the resource mounted for the path's first segment (or to the fallback,
+the extension ingest API). Mounting is explicit: C{app.build} fills C{mounts}.
+"""
+
+from __future__ import annotations
+
+from twisted.web.resource import Resource
+
+from gasoline.http.json import json_error
+
+
+class GasolineRoot(Resource):
+    isLeaf = True
+
+    def __init__(self, guard, fallback: Resource | None = None) -> None:
+        super().__init__()
+        #: first path segment (bytes) -> resource that renders every path under it
+        self.mounts: dict[bytes, Resource] = {}
+        self.fallback = fallback
+        self.guard = guard
+
+    def render(self, request):
+        refused = self.guard.check(request)
+        if refused is not None:
+            return refused
+        segment = request.postpath[0] if request.postpath else b""
+        target = self.mounts.get(segment, self.fallback)
+        if target is None:
+            return json_error(request, 404, "not found")
+        return target.render(request)

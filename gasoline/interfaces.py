@@ -1,0 +1,127 @@
+"""
+The interfaces the layers talk through.
+
+``core`` implements them; ``mcp`` and ``http`` depend on them rather than on the classes, so each
+piece can be replaced by an in-memory fake from :mod:`gasoline.testing` in tests.
+"""
+
+from __future__ import annotations
+
+from zope.interface import Attribute, Interface
+
+
+class INotifier(Interface):
+    """In-process fan-out of telemetry events to subscribers.
+
+    Publishing never blocks the publisher and never raises into it: delivery happens on a later
+    reactor turn, and a subscriber that raises is logged and skipped (it stays subscribed).
+    """
+
+    def subscribe(callback):
+        """Call C{callback(event)} for every event published from now on.
+
+        @return: a zero-argument callable that unsubscribes.
+        """
+
+    def publish(event):
+        """Queue C{event} for delivery to every subscriber. Returns at once."""
+
+
+class ITelemetryStore(Interface):
+    """The shared telemetry buffers every client reads.
+
+    Entries are JSON objects. They are stored as compact JSON ``bytes`` in ring buffers (see
+    L{gasoline.core.ring.RingBuffer}) and decoded on read.
+    """
+
+    buffers = Attribute("dict of buffer name -> RingBuffer (console, network_bodies, ...)")
+    notifier = Attribute("the L{INotifier} every write publishes a L{BufferWrite} to")
+
+    def add(buffer_name, entries):
+        """Append already-validated entry dicts to a buffer; publish one event for the batch.
+
+        @return: C{(first_seq, head)} of the written range.
+        """
+
+    def read(buffer_name, cursor=0, limit=None):
+        """Decode entries from C{cursor}: a L{gasoline.core.ring.ReadResult} of dicts."""
+
+    def clear(buffer_name=None):
+        """Empty one buffer, or all when C{None}. Return the number of entries removed."""
+
+    def stats():
+        """``{name: {capacity, used, head, ...}}`` for ``/health``."""
+
+
+class IExtensionLink(Interface):
+    """What the daemon knows about the browser extension: liveness, settings, the command channel."""
+
+    connected = Attribute("True while the last /sync is less than the disconnect timeout old")
+    last_sync = Attribute("clock seconds of the last /sync, or None")
+    settings = Attribute("the latest SyncRequest.settings dict")
+    commands = Attribute("the L{ICommandQueue} delivered through /sync")
+
+    def sync(request):
+        """Handle one SyncRequest dict; return a Deferred firing with the SyncResponse dict."""
+
+
+class ICommandQueue(Interface):
+    """Commands for the extension, delivered through /sync until acknowledged or expired."""
+
+    def enqueue(type, params, owner, tab_id=None, correlation_id=None):
+        """Queue a command; wake any waiting long-poll. @return: the L{Command} (id ``q-<n>``)."""
+
+    def deliverable():
+        """The commands to hand out on the next sync (every unacked, unexpired command)."""
+
+    def ack(command_id):
+        """Mark C{command_id} and every command queued before it as delivered."""
+
+    def resolve(result):
+        """A command result arrived (dict with ``id``): hand it to the result listener; idempotent."""
+
+    def wait(timeout):
+        """A Deferred that fires (with None) when a command is queued, or after C{timeout}."""
+
+
+class IClientState(Interface):
+    """Everything that belongs to one agent: never visible to another."""
+
+    client_id = Attribute("the client's id (str)")
+    connected_at = Attribute("clock seconds when first registered")
+    last_seen = Attribute("clock seconds of the client's latest request")
+    cursors = Attribute("dict buffer name -> next sequence number to read")
+    checkpoints = Attribute("dict name -> checkpoint dict (names unqualified)")
+    noise_rules = Attribute("list of this client's noise rule dicts")
+    kv = Attribute("dict key -> JSON value")
+    tab_filters = Attribute("list of URL patterns (empty: every tab)")
+    subscriptions = Attribute("dict of streaming subscription settings")
+    pending_commands = Attribute("set of command ids this client owns")
+
+    def touch(now):
+        """Record activity at clock time C{now}."""
+
+    def to_json():
+        """A JSON-able dict of the persistent parts (cursors, checkpoints, noise rules, kv, tabs)."""
+
+
+class IClientRegistry(Interface):
+    """Client identity and per-client state, with a TTL after a client goes away."""
+
+    def register(client_id=None, now=None):
+        """Return the L{IClientState} for C{client_id} (created, or inherited within the TTL).
+
+        @raise gasoline.core.errors.TooManyClients: past the maximum number of live clients.
+        """
+
+    def get(client_id):
+        """The state for C{client_id} or C{None}."""
+
+    def unregister(client_id, now=None):
+        """The client went away: keep its state for the TTL, then drop it."""
+
+    def expire(now):
+        """Drop state of clients gone longer than the TTL. Pure: reads only C{now}."""
+
+    def list():
+        """All known client states."""

@@ -1,0 +1,151 @@
+"""
+``twistd gasoline``: command-line options and the service they build.
+
+This is the only module that resolves the global reactor (lazily, inside L{makeService}) and the
+only one that turns endpoint strings into listening services.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from twisted.application.internet import StreamServerEndpointService
+from twisted.application.service import IService, MultiService
+from twisted.internet.endpoints import serverFromString
+from twisted.python import usage
+from twisted.web.server import Site
+
+from gasoline import __version__
+from gasoline.app import (
+    DEFAULT_CLIENT_TTL,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_CLIENTS,
+    Config,
+    build,
+    default_state_dir,
+)
+from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise ValueError("must be a positive integer")
+    return n
+
+
+def _positive_float(value: str) -> float:
+    n = float(value)
+    if not n > 0 or n == float("inf"):
+        raise ValueError("must be a positive number of seconds")
+    return n
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = (
+        "Run the Gasoline daemon: the browser extension streams telemetry into it and many MCP "
+        "agents read it, each with its own cursors, checkpoints, noise rules and results."
+    )
+
+    optParameters = [
+        ["listen", "l", DEFAULT_LISTEN, "Endpoint to listen on (a Twisted endpoint string)."],
+        [
+            "state-dir",
+            None,
+            None,
+            "Where persistent state lives (default: $GASOLINE_STATE_DIR, else the platform's "
+            f"user state dir, here {default_state_dir()}).",
+        ],
+        [
+            "max-entries",
+            None,
+            DEFAULT_BUFFERS[CONSOLE].entries,
+            "Capacity of the console log buffer, in entries.",
+            _positive_int,
+        ],
+        [
+            "client-ttl",
+            None,
+            DEFAULT_CLIENT_TTL,
+            "Seconds a disconnected client's state is kept for a reconnect.",
+            _positive_float,
+        ],
+        [
+            "max-clients",
+            None,
+            DEFAULT_MAX_CLIENTS,
+            "Maximum number of live clients.",
+            _positive_int,
+        ],
+        ["log-dir", None, None, "Directory for the daemon's JSON-lines logs (default: none)."],
+        [
+            "extension-id",
+            None,
+            None,
+            "Comma-separated browser extension ids allowed as origins "
+            "(default: $GASOLINE_EXTENSION_IDS, else any id).",
+        ],
+        ["api-key", None, None, "Key required on MCP and admin routes (X-Gasoline-Key)."],
+    ]
+    optFlags = [
+        ["no-persist", None, "Do not persist the console buffer to the state dir."],
+        [
+            "conformance-fixtures",
+            None,
+            "Register the MCP conformance suite's fixture tools, prompts and resources.",
+        ],
+    ]
+
+    def opt_version(self) -> None:
+        """Print the version and exit."""
+        print(f"gasoline {__version__}")
+        raise SystemExit(0)
+
+    def postOptions(self) -> None:
+        from twisted.internet.endpoints import _parseServer  # noqa: PLC0415  (validation only)
+
+        try:
+            _parseServer(self["listen"], None)
+        except (ValueError, KeyError, TypeError) as e:
+            raise usage.UsageError(f"--listen {self['listen']!r} is not a valid endpoint: {e}")
+        ids = self["extension-id"]
+        if ids is None:
+            import os  # noqa: PLC0415
+
+            ids = os.environ.get("GASOLINE_EXTENSION_IDS", "")
+        self["extension-ids"] = tuple(i.strip() for i in ids.split(",") if i.strip())
+
+    def config(self) -> Config:
+        kwargs = dict(
+            listen=self["listen"],
+            max_entries=self["max-entries"],
+            client_ttl=self["client-ttl"],
+            max_clients=self["max-clients"],
+            log_dir=Path(self["log-dir"]) if self["log-dir"] else None,
+            extension_ids=self["extension-ids"],
+            api_key=self["api-key"],
+            persist=not self["no-persist"],
+            conformance_fixtures=bool(self["conformance-fixtures"]),
+        )
+        if self["state-dir"]:
+            kwargs["state_dir"] = Path(self["state-dir"])
+        return Config(**kwargs)
+
+
+def makeService(options: Options, reactor=None) -> IService:
+    """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
+    if reactor is None:
+        from twisted.internet import reactor  # noqa: PLC0415  (the one place this is allowed)
+    config = options.config() if isinstance(options, Options) else options
+    gasoline = build(config, reactor)
+    top = MultiService()
+    gasoline.services.setServiceParent(top)
+    endpoint = serverFromString(reactor, config.listen)
+    site = Site(gasoline.resource)
+    site.displayTracebacks = False
+    listening = StreamServerEndpointService(endpoint, site)
+    listening._raiseSynchronously = True
+    listening.setServiceParent(top)
+    top.gasoline = gasoline  # type: ignore[attr-defined]
+    return top

@@ -68,6 +68,14 @@ class Gasoline:
     #: Services with a lifecycle (timers, persistence); C{tap} adds the listening endpoint.
     services: MultiService
     started_at: float
+    #: The browser extension link: liveness, settings, command queue (gasoline.core.extension).
+    extension: Any = None
+    #: Client identity and per-client state (gasoline.core.clients.ClientRegistry).
+    registry: Any = None
+    #: The MCP server shared by every transport (gasoline.mcp.server).
+    mcp: Any = None
+    #: The console buffer's append-only journal (gasoline.core.persist).
+    journal: Any = None
     extras: dict[str, Any] = attrs.field(factory=dict)
 
     @property

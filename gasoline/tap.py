@@ -7,10 +7,12 @@ only one that turns endpoint strings into listening services.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
-from twisted.application.internet import StreamServerEndpointService
-from twisted.application.service import IService, MultiService
+from twisted.application.service import IService, MultiService, Service
+from twisted.internet.error import CannotListenError
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 from twisted.web.server import Site
@@ -133,6 +135,90 @@ class Options(usage.Options):
         return Config(**kwargs)
 
 
+def _probe_gasoline(host: str, port: int) -> str:
+    """Say whether a Gasoline daemon answers C{GET /health} at host:port.
+
+    Only called when listening failed at start-up, before the reactor runs, so a short blocking
+    request is harmless here (and only here).
+    """
+    import urllib.request  # noqa: PLC0415
+
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.5) as resp:
+            body = json.loads(resp.read(65536) or b"{}")
+    except Exception:
+        return "something else is using it (no Gasoline daemon answers /health there)"
+    if isinstance(body, dict) and body.get("service-name") == "gasoline":
+        return f"a Gasoline daemon (version {body.get('version', '?')}) is already running there"
+    return "something else is using it (it answers /health, but not as Gasoline)"
+
+
+class GasolineListener(Service):
+    """Listen on C{--listen}; write C{daemon.json} (pid, port, url) to the state dir once listening.
+
+    If the address is taken, exit with one clear line naming the port and saying whether a Gasoline
+    daemon answers there, instead of a traceback.
+    """
+
+    def __init__(self, reactor, spec: str, factory, state_dir: Path) -> None:
+        self._reactor = reactor
+        self._spec = spec
+        self._factory = factory
+        self._state_dir = state_dir
+        self.port = None
+
+    @property
+    def info_path(self) -> Path:
+        return self._state_dir / "daemon.json"
+
+    def startService(self) -> None:
+        super().startService()
+        endpoint = serverFromString(self._reactor, self._spec)
+        failures: list = []
+        d = endpoint.listen(self._factory)
+        d.addCallbacks(self._listening, failures.append)
+        if failures:
+            failure = failures[0]
+            if failure.check(CannotListenError):
+                err = failure.value
+                host = err.interface or "127.0.0.1"
+                who = _probe_gasoline(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1",
+                                      err.port)
+                raise SystemExit(
+                    f"gasoline: cannot listen on {host}:{err.port} ({self._spec}): "
+                    f"port {err.port} is in use; {who}."
+                )
+            failure.raiseException()
+
+    def _listening(self, port) -> None:
+        self.port = port
+        address = port.getHost()
+        host = getattr(address, "host", "127.0.0.1")
+        info = {
+            "pid": os.getpid(),
+            "port": getattr(address, "port", None),
+            "host": host,
+            "url": f"http://{host}:{getattr(address, 'port', '')}",
+            "version": __version__,
+            "listen": self._spec,
+        }
+        self._state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.info_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info))
+        tmp.replace(self.info_path)
+
+    def stopService(self):
+        super().stopService()
+        try:
+            if json.loads(self.info_path.read_text()).get("pid") == os.getpid():
+                self.info_path.unlink()
+        except (OSError, ValueError):
+            pass
+        if self.port is not None:
+            return self.port.stopListening()
+        return None
+
+
 def makeService(options: Options, reactor=None) -> IService:
     """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
     if reactor is None:
@@ -141,11 +227,8 @@ def makeService(options: Options, reactor=None) -> IService:
     gasoline = build(config, reactor)
     top = MultiService()
     gasoline.services.setServiceParent(top)
-    endpoint = serverFromString(reactor, config.listen)
     site = Site(gasoline.resource)
     site.displayTracebacks = False
-    listening = StreamServerEndpointService(endpoint, site)
-    listening._raiseSynchronously = True
-    listening.setServiceParent(top)
+    GasolineListener(reactor, config.listen, site, config.state_dir).setServiceParent(top)
     top.gasoline = gasoline  # type: ignore[attr-defined]
     return top

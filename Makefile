@@ -30,5 +30,9 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/roundtrip.py
 
+# Re-vendor the pinned axe-core into extension/vendor/ (the result is committed).
+extension-vendor:
+	bash extension/scripts/vendor-axe.sh
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -92,10 +92,20 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
     app = Gasoline(
         config=config, clock=clock, store=store, services=services, started_at=clock.seconds()
     )
+    # --- client registry: identity, per-client state, TTL expiry + persistence (issue 3) --------
+    from gasoline.core.clients import ClientRegistry  # noqa: PLC0415
+
+    app.registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir)
+    app.registry.expiry_service.setName("client-registry")
+    app.registry.expiry_service.setServiceParent(services)
     # --- HTTP surface: guards, then one resource per first path segment -------------------------
     # Each component below adds itself here; keep one small block per component.
     root = GasolineRoot(guard=_AllowAll(), fallback=None)
     app.extras["resource"] = root
+    # /clients: register, list, unregister agents (gasoline.http.clients_api)
+    from gasoline.http.clients_api import ClientsAPI  # noqa: PLC0415
+
+    root.mounts[b"clients"] = ClientsAPI(app.registry).resource()
     return app
 
 

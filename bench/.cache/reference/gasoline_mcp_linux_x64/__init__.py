@@ -1,0 +1,3 @@
+"""Platform-specific Gasoline binary for linux-x64."""
+
+__version__ = "0.7.9"

@@ -1,0 +1,218 @@
+"""
+Ingest benchmark (issue 2): the reference workload against ``twistd -n gasoline``.
+
+4 keep-alive connections POST ``/logs`` with 50 console entries per request (~270 B each, the
+extension's format and headers) for a fixed time. Reports entries/s, POST latency p50/p95/p99, daemon
+RSS idle and after, and — in a second phase with a 100 000-entry console buffer — RSS bytes per stored
+entry. ``--compare-reference`` runs the same phases, in the same run, against the published Gasoline
+0.7.9 daemon and prints the ratios.
+
+    .venv/bin/python bench/ingest.py [--seconds 10] [--compare-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    HTTPConnection,
+    ReferenceDaemon,
+    median,
+    percentile,
+    print_table,
+    rss,
+    write_json,
+)
+
+from gasoline.testing import EXTENSION_HEADERS, DaemonProcess  # noqa: E402
+
+LEVELS = ["log", "info", "warn", "error", "debug"]
+CONNECTIONS = 4
+BATCH = 50
+
+
+def console_entry(i: int) -> dict:
+    """One console entry as the extension sends it (~270 bytes of JSON)."""
+    return {
+        "ts": f"2026-11-26T01:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z",
+        "url": "http://localhost:3000/app/dashboard",
+        "message": f"[dashboard] widget {i} refreshed in {i % 97} ms (cache miss)",
+        "source": "http://localhost:3000/static/js/main.chunk.js:1234:17",
+        "level": LEVELS[i % len(LEVELS)],
+        "type": "console",
+        "args": [f"widget {i}", {"ms": i % 97}],
+        "tabId": 1234567,
+    }
+
+
+def batches(n: int, start: int = 0) -> list[bytes]:
+    return [
+        json.dumps({"entries": [console_entry(start + b * BATCH + k) for k in range(BATCH)]},
+                   separators=(",", ":")).encode()
+        for b in range(n)
+    ]
+
+
+def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONNECTIONS) -> dict:
+    """Keep C{connections} connections busy for C{seconds}; return counts and latencies."""
+    stop_at = time.perf_counter() + seconds
+    results: list[tuple[int, int, list[float]]] = []
+    lock = threading.Lock()
+
+    def worker(offset: int) -> None:
+        conn = HTTPConnection("127.0.0.1", port)
+        raws = [conn.build("POST", "/logs", body, EXTENSION_HEADERS) for body in bodies]
+        ok = bad = 0
+        lat: list[float] = []
+        i = offset
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            status, _ = conn.send_raw(raws[i % len(raws)])
+            lat.append((time.perf_counter() - t0) * 1000.0)
+            if status == 200:
+                ok += 1
+            else:
+                bad += 1
+            i += 1
+        conn.close()
+        with lock:
+            results.append((ok, bad, lat))
+
+    threads = [threading.Thread(target=worker, args=(k * 7,)) for k in range(connections)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    ok = sum(r[0] for r in results)
+    bad = sum(r[1] for r in results)
+    lat = [x for r in results for x in r[2]]
+    return {
+        "seconds": elapsed,
+        "requests_ok": ok,
+        "requests_failed": bad,
+        "entries_per_second": ok * BATCH / elapsed,
+        "post_ms_p50": percentile(lat, 50),
+        "post_ms_p95": percentile(lat, 95),
+        "post_ms_p99": percentile(lat, 99),
+        "post_ms_median": median(lat),
+    }
+
+
+def fill(port: int, entries: int) -> None:
+    conn = HTTPConnection("127.0.0.1", port)
+    for body in batches(entries // BATCH, start=10_000_000):
+        status, text = conn.request("POST", "/logs", body, EXTENSION_HEADERS)
+        if status != 200:
+            raise RuntimeError(f"fill failed: {status} {text[:200]!r}")
+    conn.close()
+
+
+def stored_entries(port: int) -> int:
+    conn = HTTPConnection("127.0.0.1", port)
+    status, body = conn.request("GET", "/health", b"", {})
+    conn.close()
+    return int(json.loads(body)["logs"]["entries"])
+
+
+def run_target(name: str, start, seconds: float, memory_entries: int) -> dict:
+    """Throughput phase at default sizes, then a memory phase with a large console buffer."""
+    out: dict = {"target": name}
+    bodies = batches(64)
+    with start(None) as d:
+        time.sleep(0.5)
+        out["rss_idle_bytes"] = rss(d.pid)
+        load(d.port, bodies, 1.0)  # warm-up
+        out.update(load(d.port, bodies, seconds))
+        out["rss_after_bytes"] = rss(d.pid)
+    with start(memory_entries) as d:
+        time.sleep(0.5)
+        before = rss(d.pid)
+        fill(d.port, memory_entries)
+        time.sleep(1.0)
+        after = rss(d.pid)
+        held = stored_entries(d.port)
+        out["memory_phase"] = {
+            "buffer_entries": memory_entries,
+            "entries_held": held,
+            "rss_before_bytes": before,
+            "rss_after_bytes": after,
+            "rss_bytes_per_entry": (after - before) / max(held, 1),
+        }
+    return out
+
+
+class _Ours:
+    """Context manager around DaemonProcess exposing pid/port like ReferenceDaemon."""
+
+    def __init__(self, max_entries: int | None) -> None:
+        args = ["--max-entries", str(max_entries)] if max_entries else []
+        self._tmp = tempfile.TemporaryDirectory(prefix="gasoline-bench-")
+        self.d = DaemonProcess(state_dir=Path(self._tmp.name) / "state", args=args)
+
+    def __enter__(self):
+        self.d.start()
+        self.port = self.d.port
+        self.pid = self.d.process.pid
+        return self
+
+    def __exit__(self, *exc):
+        self.d.stop()
+        self._tmp.cleanup()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the load phase")
+    parser.add_argument("--memory-entries", type=int, default=100_000)
+    parser.add_argument("--compare-reference", action="store_true",
+                        help="also run the published Gasoline 0.7.9 daemon in the same run")
+    args = parser.parse_args()
+
+    runs = [run_target("gasoline", _Ours, args.seconds, args.memory_entries)]
+    if args.compare_reference:
+        runs.append(run_target("reference-0.7.9", lambda n: ReferenceDaemon(n), args.seconds,
+                               args.memory_entries))
+
+    rows = [
+        [r["target"], r["entries_per_second"], r["post_ms_p50"], r["post_ms_p95"], r["post_ms_p99"],
+         r["requests_failed"], r["rss_idle_bytes"] / 2**20, r["rss_after_bytes"] / 2**20,
+         r["memory_phase"]["entries_held"], r["memory_phase"]["rss_bytes_per_entry"]]
+        for r in runs
+    ]
+    print_table(
+        f"POST /logs, {CONNECTIONS} keep-alive connections x {BATCH} entries/request, "
+        f"{args.seconds:.0f} s; memory phase: {args.memory_entries:,}-entry console buffer",
+        ["target", "entries/s", "p50 ms", "p95 ms", "p99 ms", "failed", "RSS idle MiB",
+         "RSS after MiB", "held", "RSS B/entry"],
+        rows,
+    )
+    result = {"runs": runs, "seconds": args.seconds, "connections": CONNECTIONS, "batch": BATCH}
+    if len(runs) == 2:
+        ours, ref = runs
+        ratios = {
+            "entries_per_second": ours["entries_per_second"] / ref["entries_per_second"],
+            "post_ms_p99": ours["post_ms_p99"] / ref["post_ms_p99"],
+            "rss_bytes_per_entry": ours["memory_phase"]["rss_bytes_per_entry"]
+            / ref["memory_phase"]["rss_bytes_per_entry"],
+        }
+        result["ratios_ours_over_reference"] = ratios
+        print_table("ratios (gasoline / reference)", ["metric", "ratio"],
+                    [[k, v] for k, v in ratios.items()])
+        print("targets: entries/s ratio >= 8, p99 ratio < 1, RSS per entry <= 600 B")
+    path = write_json("ingest", result)
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

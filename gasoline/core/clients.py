@@ -1,0 +1,431 @@
+"""
+Client identity and per-client state.
+
+Every agent has a client id: ``--client-id`` if given, else L{client_id_for_cwd} of its working
+directory, else L{new_client_id}. Everything that belongs to one agent (read cursors per buffer,
+checkpoints, noise rules, key-value store, tab filters, subscriptions, pending command ids) lives in
+its L{ClientState}; no other client ever sees it.
+
+Lifecycle, all on the injected clock:
+
+ - C{register(id)} makes a client *live* (creating its state, or inheriting the state it had within
+   the TTL, in memory or persisted on disk). Past C{max_clients} live clients it raises
+   L{TooManyClients}.
+ - C{connect(id)} / C{disconnect(id)} count live connections (an MCP session, an SSE stream);
+   when the last one ends the client is *gone* and its TTL starts.
+ - C{unregister(id)} says the client went away (``DELETE /clients/<id>``): gone now, TTL starts.
+ - C{expire(now)} drops every client without live connections whose latest activity (last request,
+   or going away) is older than the TTL. It is pure (reads only C{now}); the registry's
+   C{expiry_service} (a C{TimerService} on the clock) calls it and then flushes to disk.
+
+Persistence: the persistent parts (L{ClientState.to_json}) are written to
+``<state_dir>/clients/<id>.json`` (mode 0600, atomic replace) by the timer, never in a request:
+C{touch} marks a state dirty (it is called on every request, before the request mutates the state),
+and the next tick writes the dirty states whose serialized form changed. The files are written again
+on service stop, and removed when a client expires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+from twisted.application.internet import TimerService
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
+from gasoline.interfaces import IClientRegistry, IClientState
+
+log = Logger()
+
+#: Client ids name files in the state dir, so they are restricted to a safe alphabet.
+CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+#: Seconds between timer ticks (persistence flush + expiry).
+DEFAULT_TICK = 1.0
+STATE_VERSION = 1
+
+
+def client_id_for_cwd(path: str | os.PathLike[str]) -> str:
+    """The first 12 hex chars of SHA-256 of the absolute path: same directory, same id."""
+    return hashlib.sha256(os.path.abspath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def new_client_id() -> str:
+    """A random client id (12 hex chars)."""
+    return secrets.token_hex(6)
+
+
+def validate_client_id(client_id: Any) -> str:
+    """Return C{client_id} if it is a well-formed id, else raise L{InvalidParam}."""
+    if not isinstance(client_id, str) or not CLIENT_ID_RE.match(client_id):
+        raise InvalidParam(
+            "client_id must be 1-64 characters of letters, digits, '.', '_' or '-' "
+            "(not starting with '.' or '-')",
+            client_id=client_id if isinstance(client_id, str) else None,
+        )
+    return client_id
+
+
+@implementer(IClientState)
+@attrs.define
+class ClientState:
+    """Everything that belongs to one agent."""
+
+    client_id: str
+    connected_at: float
+    last_seen: float
+    cursors: dict[str, int] = attrs.field(factory=dict)
+    checkpoints: dict[str, Any] = attrs.field(factory=dict)
+    noise_rules: list[Any] = attrs.field(factory=list)
+    kv: dict[str, Any] = attrs.field(factory=dict)
+    tab_filters: list[str] = attrs.field(factory=list)
+    subscriptions: dict[str, Any] = attrs.field(factory=dict)
+    pending_commands: set[str] = attrs.field(factory=set)
+    #: Live connections (MCP sessions, SSE streams) using this client id right now.
+    connections: int = 0
+    #: Clock seconds when the client went away (last connection ended / unregistered), else None.
+    gone_at: float | None = None
+    #: True when the latest C{register} found earlier state (in memory or on disk) and kept it.
+    inherited: bool = False
+    _dirty: bool = attrs.field(default=False, repr=False, eq=False)
+
+    @property
+    def live(self) -> bool:
+        """Registered and not gone (it counts towards C{max_clients})."""
+        return self.gone_at is None
+
+    def touch(self, now: float) -> None:
+        self.last_seen = now
+        self._dirty = True
+
+    def mark_dirty(self) -> None:
+        """Ask for the persistent parts to be written on the next tick."""
+        self._dirty = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "client_id": self.client_id,
+            "cursors": dict(self.cursors),
+            "checkpoints": self.checkpoints,
+            "noise_rules": self.noise_rules,
+            "kv": self.kv,
+            "tab_filters": list(self.tab_filters),
+            "subscriptions": self.subscriptions,
+        }
+
+    def load_json(self, data: dict[str, Any]) -> None:
+        """Restore the persistent parts from L{to_json} output (ignoring malformed fields)."""
+        cursors = data.get("cursors")
+        if isinstance(cursors, dict):
+            self.cursors = {
+                str(k): int(v)
+                for k, v in cursors.items()
+                if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            }
+        for name, kind in (
+            ("checkpoints", dict),
+            ("noise_rules", list),
+            ("kv", dict),
+            ("subscriptions", dict),
+        ):
+            value = data.get(name)
+            if isinstance(value, kind):
+                setattr(self, name, value)
+        tabs = data.get("tab_filters")
+        if isinstance(tabs, list):
+            self.tab_filters = [t for t in tabs if isinstance(t, str)]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.client_id,
+            "connected_at": self.connected_at,
+            "last_seen": self.last_seen,
+            "connected": self.live,
+            "connections": self.connections,
+        }
+
+
+class _RegistryTimer(TimerService):
+    """The expiry/flush timer; writes every client's state once more when the daemon stops."""
+
+    def __init__(self, registry: "ClientRegistry", period: float) -> None:
+        super().__init__(period, registry.tick)
+        self.clock = registry.clock
+        self._registry = registry
+
+    def startService(self) -> None:
+        self._registry.sweep_disk()
+        super().startService()
+
+    def stopService(self):
+        d = super().stopService()
+        self._registry.flush(force=True)
+        return d
+
+
+@implementer(IClientRegistry)
+class ClientRegistry:
+    """Client ids -> L{ClientState}, with TTL expiry, a live-client limit and disk persistence."""
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        ttl: float,
+        max_clients: int,
+        state_dir: Path | None = None,
+        tick: float = DEFAULT_TICK,
+    ) -> None:
+        self.clock = clock
+        self.ttl = float(ttl)
+        self.max_clients = int(max_clients)
+        self.dir = Path(state_dir) / "clients" if state_dir is not None else None
+        self._clients: dict[str, ClientState] = {}
+        #: Serialized state last written per client (skip rewriting unchanged files).
+        self._written: dict[str, bytes] = {}
+        self._to_delete: set[str] = set()
+        self.expiry_service = _RegistryTimer(self, tick)
+
+    # -- identity and lifecycle ------------------------------------------------------------------
+
+    def new_client_id(self) -> str:
+        while True:
+            cid = new_client_id()
+            if cid not in self._clients:
+                return cid
+
+    def live_count(self) -> int:
+        return sum(1 for s in self._clients.values() if s.live)
+
+    def register(
+        self, client_id: str | None = None, now: float | None = None, *, cwd: str | None = None
+    ) -> ClientState:
+        if now is None:
+            now = self.clock.seconds()
+        if client_id is None:
+            client_id = client_id_for_cwd(cwd) if cwd else self.new_client_id()
+        validate_client_id(client_id)
+        state = self._clients.get(client_id)
+        if state is None or not state.live:
+            if self.live_count() >= self.max_clients:
+                raise TooManyClients(
+                    f"{self.max_clients} clients are already connected (the maximum)",
+                    max_clients=self.max_clients,
+                )
+        if state is not None:
+            state.inherited = True
+            state.gone_at = None
+            state.touch(now)
+            return state
+        state = ClientState(client_id=client_id, connected_at=now, last_seen=now)
+        self._to_delete.discard(client_id)
+        if self._load(state, now):
+            state.inherited = True
+        self._clients[client_id] = state
+        return state
+
+    def get(self, client_id: str) -> ClientState | None:
+        return self._clients.get(client_id)
+
+    def connect(self, client_id: str, now: float | None = None) -> ClientState:
+        """Register-or-get C{client_id} and count one more live connection."""
+        if now is None:
+            now = self.clock.seconds()
+        state = self._clients.get(client_id)
+        if state is None or not state.live:
+            state = self.register(client_id, now)
+        else:
+            state.touch(now)
+        state.connections += 1
+        return state
+
+    def disconnect(self, client_id: str, now: float | None = None) -> None:
+        """One connection of C{client_id} ended; when none remain the client is gone (TTL starts)."""
+        state = self._clients.get(client_id)
+        if state is None:
+            return
+        if now is None:
+            now = self.clock.seconds()
+        state.connections = max(0, state.connections - 1)
+        if state.connections == 0 and state.gone_at is None:
+            state.gone_at = now
+
+    def unregister(self, client_id: str, now: float | None = None) -> ClientState:
+        """The client went away: keep its state for the TTL.
+
+        @raise UnknownClient: no state is known for C{client_id}.
+        """
+        state = self._clients.get(client_id)
+        if state is None:
+            raise UnknownClient(f"no client {client_id!r}", client_id=client_id)
+        if now is None:
+            now = self.clock.seconds()
+        state.connections = 0
+        state.gone_at = now
+        state.mark_dirty()
+        return state
+
+    def _last_activity(self, state: ClientState) -> float:
+        if state.gone_at is None:
+            return state.last_seen
+        return max(state.gone_at, state.last_seen)
+
+    def expire(self, now: float) -> list[str]:
+        """Drop clients with no live connection whose last activity is older than the TTL."""
+        dropped = [
+            cid
+            for cid, s in self._clients.items()
+            if s.connections == 0 and now - self._last_activity(s) >= self.ttl
+        ]
+        for cid in dropped:
+            del self._clients[cid]
+            self._written.pop(cid, None)
+            self._to_delete.add(cid)
+        if dropped:
+            log.info("client state expired: {ids}", ids=dropped)
+        return dropped
+
+    def list(self) -> list[ClientState]:
+        return list(self._clients.values())
+
+    def summary(self) -> dict[str, Any]:
+        states = sorted(self._clients.values(), key=lambda s: (s.connected_at, s.client_id))
+        return {
+            "active": sum(1 for s in states if s.live),
+            "total": len(states),
+            "max": self.max_clients,
+            "list": [s.summary() for s in states],
+        }
+
+    # -- timer ----------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Expire, then flush. Never raises (a TimerService stops for good on an exception)."""
+        try:
+            self.expire(self.clock.seconds())
+            self.flush()
+        except Exception:
+            log.failure("client registry tick failed")
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def _path(self, client_id: str) -> Path:
+        assert self.dir is not None
+        return self.dir / f"{client_id}.json"
+
+    def _encode(self, state: ClientState) -> bytes:
+        return orjson.dumps(state.to_json(), option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS)
+
+    def flush(self, force: bool = False) -> int:
+        """Write dirty states whose persistent parts changed, remove expired ones' files.
+
+        @param force: consider every state, dirty or not.
+        @return: the number of files written.
+        """
+        if self.dir is None:
+            for s in self._clients.values():
+                s._dirty = False
+            self._to_delete.clear()
+            return 0
+        for cid in sorted(self._to_delete):
+            try:
+                self._path(cid).unlink()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                log.failure("could not remove state of expired client {client_id}", client_id=cid)
+        self._to_delete.clear()
+        written = 0
+        for cid, state in self._clients.items():
+            if not (force or state._dirty):
+                continue
+            state._dirty = False
+            try:
+                body = self._encode(state)
+            except (TypeError, orjson.JSONEncodeError):
+                log.failure("client {client_id} state is not JSON-serializable", client_id=cid)
+                continue
+            if self._written.get(cid) == body:
+                continue
+            now = self.clock.seconds()
+            try:
+                self._write(cid, body, now)
+            except OSError:
+                log.failure("could not write state of client {client_id}", client_id=cid)
+                continue
+            self._written[cid] = body
+            written += 1
+        return written
+
+    def _write(self, client_id: str, body: bytes, now: float) -> None:
+        assert self.dir is not None
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        payload = b'{"version":%d,"saved_at":%s,"state":%s}' % (
+            STATE_VERSION,
+            repr(float(now)).encode(),
+            body,
+        )
+        path = self._path(client_id)
+        tmp = path.with_name(f".{path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, payload)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+
+    def _read(self, client_id: str) -> dict[str, Any] | None:
+        try:
+            raw = self._path(client_id).read_bytes()
+            data = orjson.loads(raw)
+        except FileNotFoundError:
+            return None
+        except (OSError, orjson.JSONDecodeError):
+            log.warn("ignoring unreadable state file of client {client_id}", client_id=client_id)
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("state"), dict):
+            return None
+        return data
+
+    def _load(self, state: ClientState, now: float) -> bool:
+        """Restore C{state} from disk if its file exists and is younger than the TTL."""
+        if self.dir is None:
+            return False
+        data = self._read(state.client_id)
+        if data is None:
+            return False
+        saved_at = data.get("saved_at")
+        if isinstance(saved_at, (int, float)) and now - saved_at >= self.ttl:
+            self._to_delete.add(state.client_id)
+            return False
+        state.load_json(data["state"])
+        self._written[state.client_id] = self._encode(state)
+        return True
+
+    def sweep_disk(self) -> list[str]:
+        """Remove persisted states older than the TTL (at start-up). Return their ids."""
+        if self.dir is None or not self.dir.is_dir():
+            return []
+        now = self.clock.seconds()
+        removed = []
+        for path in self.dir.glob("*.json"):
+            cid = path.stem
+            if not CLIENT_ID_RE.match(cid) or cid in self._clients:
+                continue
+            data = self._read(cid)
+            saved_at = data.get("saved_at") if data else None
+            if data is None or not isinstance(saved_at, (int, float)) or now - saved_at >= self.ttl:
+                try:
+                    path.unlink()
+                    removed.append(cid)
+                except OSError:
+                    pass
+        return removed

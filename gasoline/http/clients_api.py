@@ -1,0 +1,109 @@
+"""
+``/clients``: register, list and unregister agents (seed 000's admin surface).
+
+  POST   /clients          body ``{"client_id"?: str, "cwd"?: str}`` (both optional)
+                           -> 200 ``{"client_id", "connected_at", "inherited"}``
+                           -> 429 ``{"error": "too_many_clients", ...}`` past ``--max-clients``
+                           -> 400 ``{"error": "invalid_param" | "bad_json", ...}``
+  GET    /clients          -> 200 ``registry.summary()``
+  GET    /clients/{id}     -> 200 one client's summary, or 404
+  DELETE /clients/{id}     -> 200 ``{"client_id", "gone": true, "ttl"}`` (state kept for the TTL),
+                           or 404 ``{"error": "unknown_client"}``
+
+The identity rule is the registry's: ``client_id`` if given, else the hash of ``cwd``, else random.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from klein import Klein
+from twisted.logger import Logger
+
+from gasoline.core.errors import GasolineError, InvalidParam, TooManyClients, UnknownClient
+from gasoline.http.json import json_body
+
+log = Logger()
+
+#: A registration body is tiny; anything larger is refused without parsing.
+MAX_BODY = 64 * 1024
+
+_STATUS = {TooManyClients: 429, UnknownClient: 404, InvalidParam: 400}
+
+
+def _error(request, err: GasolineError) -> bytes:
+    status = next((s for cls, s in _STATUS.items() if isinstance(err, cls)), 400)
+    return json_body(request, err.to_json(), status)
+
+
+class ClientsAPI:
+    """The ``/clients`` routes over an L{gasoline.interfaces.IClientRegistry}."""
+
+    app = Klein()
+
+    def __init__(self, registry) -> None:
+        self.registry = registry
+
+    def resource(self):
+        return self.app.resource()
+
+    def _body(self, request) -> dict[str, Any]:
+        raw = request.content.read(MAX_BODY + 1) if request.content is not None else b""
+        if len(raw) > MAX_BODY:
+            raise InvalidParam(f"request body larger than {MAX_BODY} bytes", code="body_too_large")
+        if not raw.strip():
+            return {}
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise InvalidParam(f"request body is not valid JSON: {e}", code="bad_json")
+        if not isinstance(body, dict):
+            raise InvalidParam("request body must be a JSON object", code="bad_json")
+        return body
+
+    @app.route("/clients", methods=["POST"])
+    def register(self, request):
+        try:
+            body = self._body(request)
+            client_id = body.get("client_id")
+            cwd = body.get("cwd")
+            if client_id is not None and not isinstance(client_id, str):
+                raise InvalidParam("client_id must be a string")
+            if cwd is not None and not isinstance(cwd, str):
+                raise InvalidParam("cwd must be a string")
+            state = self.registry.register(client_id or None, cwd=cwd or None)
+        except GasolineError as e:
+            return _error(request, e)
+        log.info("client {client_id} registered (inherited={inherited})",
+                 client_id=state.client_id, inherited=state.inherited)
+        return json_body(
+            request,
+            {
+                "client_id": state.client_id,
+                "connected_at": state.connected_at,
+                "inherited": bool(state.inherited),
+            },
+        )
+
+    @app.route("/clients", methods=["GET"])
+    def list_clients(self, request):
+        return json_body(request, self.registry.summary())
+
+    @app.route("/clients/<client_id>", methods=["GET"])
+    def get_client(self, request, client_id):
+        state = self.registry.get(client_id)
+        if state is None:
+            return _error(request, UnknownClient(f"no client {client_id!r}", client_id=client_id))
+        return json_body(request, state.summary())
+
+    @app.route("/clients/<client_id>", methods=["DELETE"])
+    def unregister(self, request, client_id):
+        try:
+            self.registry.unregister(client_id)
+        except GasolineError as e:
+            return _error(request, e)
+        log.info("client {client_id} unregistered", client_id=client_id)
+        return json_body(
+            request, {"client_id": client_id, "gone": True, "ttl": self.registry.ttl}
+        )

@@ -98,19 +98,55 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
     app.registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir)
     app.registry.expiry_service.setName("client-registry")
     app.registry.expiry_service.setServiceParent(services)
+    # --- console persistence: reload the newest entries, then journal every write (issue 2) ----
+    if config.persist:
+        from gasoline.core.persist import ConsoleJournal, thread_runner  # noqa: PLC0415
+
+        console = store.buffers[CONSOLE]
+        journal = ConsoleJournal(
+            config.state_dir, clock, lambda: list(console), max_entries=config.max_entries,
+            max_file_bytes=max(2 * console.max_bytes, 16 * 1024 * 1024),
+            run_in_thread=thread_runner(clock),
+        )
+        # A blocking read, before the reactor runs: acceptable at start-up only.
+        store.restore(CONSOLE, journal.load(config.max_entries))
+        store.journals[CONSOLE] = journal
+        app.journal = journal
+        journal.setServiceParent(services)
     # --- HTTP surface: guards, then one resource per first path segment -------------------------
     # Each component below adds itself here; keep one small block per component.
-    root = GasolineRoot(guard=_AllowAll(), fallback=None)
+    from gasoline.http.guards import Guard  # noqa: PLC0415
+
+    root = GasolineRoot(guard=Guard.from_config(config), fallback=None)
     app.extras["resource"] = root
+    # --- extension link (/sync, liveness, command queue), ingest API (fallback), /health -------
+    from gasoline.core.commands import CommandQueue  # noqa: PLC0415
+    from gasoline.core.extension import ExtensionLink  # noqa: PLC0415
+    from gasoline.http.admin import HealthAPI  # noqa: PLC0415
+    from gasoline.http.ingest import IngestAPI  # noqa: PLC0415
+
+    from gasoline.core.redact import Redactor  # noqa: PLC0415
+
+    app.extension = ExtensionLink(
+        clock, store, CommandQueue(clock), redactor=Redactor().redact_value
+    )
+    app.extension.service().setServiceParent(services)
+    ingest = IngestAPI(clock, store, app.extension, config.state_dir)
+    app.extras["ingest"] = ingest  # tap sets ingest.stop (POST /shutdown)
+    root.fallback = ingest.resource()
+    root.mounts[b"health"] = HealthAPI(app).resource()
     # /clients: register, list, unregister agents (gasoline.http.clients_api)
     from gasoline.http.clients_api import ClientsAPI  # noqa: PLC0415
 
     root.mounts[b"clients"] = ClientsAPI(app.registry).resource()
+    # /mcp: the MCP server (lifecycle, sessions, tools, resources) behind streamable HTTP, the
+    # connector form and legacy HTTP+SSE (gasoline.mcp.server, gasoline.http.mcp_http)
+    from gasoline.http.mcp_http import McpHTTP  # noqa: PLC0415
+    from gasoline.mcp.server import build_mcp  # noqa: PLC0415
+
+    app.mcp = build_mcp(app)
+    app.mcp.service.setServiceParent(services)
+    mcp_http = McpHTTP(app.mcp)
+    mcp_http.keepalive_service.setServiceParent(services)
+    root.mounts[b"mcp"] = mcp_http
     return app
-
-
-class _AllowAll:
-    """Placeholder guard until gasoline.http.guards lands (issue 2)."""
-
-    def check(self, request):
-        return None

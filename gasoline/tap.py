@@ -15,7 +15,6 @@ from twisted.application.service import IService, MultiService, Service
 from twisted.internet.error import CannotListenError
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
-from twisted.web.server import Site
 
 from gasoline import __version__
 from gasoline.app import (
@@ -27,6 +26,7 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
+from gasoline.http.request import GasolineSite
 
 
 def _positive_int(value: str) -> int:
@@ -219,6 +219,20 @@ class GasolineListener(Service):
         return None
 
 
+def _reactor_stopper(reactor):
+    """A graceful stop for C{POST /shutdown}: stop the reactor (services stop in order)."""
+
+    def stop() -> None:
+        from twisted.internet.error import ReactorNotRunning  # noqa: PLC0415
+
+        try:
+            reactor.stop()
+        except ReactorNotRunning:
+            pass
+
+    return stop
+
+
 def makeService(options: Options, reactor=None) -> IService:
     """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
     if reactor is None:
@@ -227,7 +241,8 @@ def makeService(options: Options, reactor=None) -> IService:
     gasoline = build(config, reactor)
     top = MultiService()
     gasoline.services.setServiceParent(top)
-    site = Site(gasoline.resource)
+    site = GasolineSite(gasoline.resource)  # caps buffered request bodies (gasoline.http.request)
+    gasoline.extras["ingest"].stop = _reactor_stopper(reactor)  # POST /shutdown
     site.displayTracebacks = False
     GasolineListener(reactor, config.listen, site, config.state_dir).setServiceParent(top)
     top.gasoline = gasoline  # type: ignore[attr-defined]

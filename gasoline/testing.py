@@ -123,3 +123,16 @@ class DaemonProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def stub_treq(resource):
+    """A C{treq.testing.StubTreq} whose in-memory server uses the daemon's own request class
+    (L{gasoline.http.request.GasolineRequest}: capped body buffer, no form parsing), so tests see
+    what the real C{GasolineSite} does."""
+    from treq.testing import StubTreq  # noqa: PLC0415  (test-only dependency)
+
+    from gasoline.http.request import GasolineRequest  # noqa: PLC0415
+
+    treq = StubTreq(resource)
+    treq._agent._serverFactory.requestFactory = GasolineRequest  # private, but stable in treq
+    return treq

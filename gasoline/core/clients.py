@@ -13,7 +13,8 @@ Lifecycle, all on the injected clock:
    L{TooManyClients}.
  - C{connect(id)} / C{disconnect(id)} count live connections (an MCP session, an SSE stream);
    when the last one ends the client is *gone* and its TTL starts.
- - C{unregister(id)} says the client went away (``DELETE /clients/<id>``): gone now, TTL starts.
+ - C{unregister(id)} says the client is leaving (``DELETE /clients/<id>``): gone now and the TTL
+   starts, unless another connection still uses the id (then its last C{disconnect} starts it).
  - C{expire(now)} drops every client without live connections whose latest activity (last request,
    or going away) is older than the TTL. It is pure (reads only C{now}); the registry's
    C{expiry_service} (a C{TimerService} on the clock) calls it and then flushes to disk.
@@ -228,6 +229,7 @@ class ClientRegistry:
         self._to_delete.discard(client_id)
         if self._load(state, now):
             state.inherited = True
+        state.mark_dirty()
         self._clients[client_id] = state
         return state
 
@@ -258,7 +260,10 @@ class ClientRegistry:
             state.gone_at = now
 
     def unregister(self, client_id: str, now: float | None = None) -> ClientState:
-        """The client went away: keep its state for the TTL.
+        """The client says it is leaving: keep its state for the TTL.
+
+        If other connections still use the same id (a second terminal in the same repo), the
+        client stays live and its TTL starts when the last of them disconnects.
 
         @raise UnknownClient: no state is known for C{client_id}.
         """
@@ -267,8 +272,8 @@ class ClientRegistry:
             raise UnknownClient(f"no client {client_id!r}", client_id=client_id)
         if now is None:
             now = self.clock.seconds()
-        state.connections = 0
-        state.gone_at = now
+        if state.connections == 0 and state.gone_at is None:
+            state.gone_at = now
         state.mark_dirty()
         return state
 

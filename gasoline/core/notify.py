@@ -3,10 +3,12 @@ In-process fan-out of telemetry events.
 
 ``publish`` only appends to a list and, if none is pending, schedules one flush on the injected
 clock (``callLater(0, ...)``): ingest never waits for subscribers, whatever they do. Each flush
-delivers the events queued since the last one, in order, to every subscriber; a subscriber that
-raises is logged and skipped for that event. The pending list is bounded: if subscribers are so slow
-that the reactor cannot even run a flush before ``max_pending`` events pile up, the oldest are
-dropped and counted in ``dropped`` rather than letting memory grow.
+delivers queued events, in order, to every subscriber; a subscriber that raises is logged and
+skipped for that event (it stays subscribed). One flush delivers at most ``batch`` events and then
+yields the reactor (another ``callLater(0, ...)``) so that slow subscribers share the reactor with
+ingest instead of starving it. The pending list is bounded: if subscribers are so slow that
+``max_pending`` events pile up, the oldest are dropped and counted in ``dropped`` rather than
+letting memory grow. Unsubscribing takes effect from the next event, even in the middle of a flush.
 """
 
 from __future__ import annotations
@@ -25,23 +27,35 @@ log = Logger()
 
 @implementer(INotifier)
 class Notifier:
-    def __init__(self, clock: IReactorTime, max_pending: int = 10_000) -> None:
+    def __init__(self, clock: IReactorTime, max_pending: int = 10_000, batch: int = 1_000) -> None:
+        if max_pending < 1 or batch < 1:
+            raise ValueError("max_pending and batch must be at least 1")
         self._clock = clock
-        self._subscribers: list[Callable[[Any], None]] = []
+        # Copy-on-write: (un)subscribing replaces the tuple, so a flush in progress always sees
+        # the current subscribers without copying the list for every event.
+        self._subscribers: tuple[Callable[[Any], None], ...] = ()
         self._pending: deque[Any] = deque(maxlen=max_pending)
         self._max_pending = max_pending
+        self._batch = batch
         self._call: IDelayedCall | None = None
         self.published = 0
         self.dropped = 0
 
     def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
-        self._subscribers.append(callback)
+        self._subscribers = self._subscribers + (callback,)
+        done = False
 
         def unsubscribe() -> None:
+            nonlocal done
+            if done:
+                return
+            done = True
+            subs = list(self._subscribers)
             try:
-                self._subscribers.remove(callback)
+                subs.remove(callback)
             except ValueError:
-                pass
+                return
+            self._subscribers = tuple(subs)
 
         return unsubscribe
 
@@ -60,16 +74,24 @@ class Notifier:
         if self._call is None:
             self._call = self._clock.callLater(0, self._flush)
 
+    @property
+    def pending(self) -> int:
+        """Events queued and not yet delivered."""
+        return len(self._pending)
+
     def _flush(self) -> None:
         self._call = None
-        pending, self._pending = self._pending, deque(maxlen=self._max_pending)
-        subscribers = list(self._subscribers)
-        for event in pending:
-            for callback in subscribers:
+        pending = self._pending
+        for _ in range(min(self._batch, len(pending))):
+            event = pending.popleft()
+            for callback in self._subscribers:
                 try:
                     callback(event)
                 except Exception:
                     log.failure("notifier subscriber {callback!r} failed", callback=callback)
+        if pending and self._call is None:
+            # More is waiting: let the reactor run (ingest, other I/O) before the next batch.
+            self._call = self._clock.callLater(0, self._flush)
 
     def stop(self) -> None:
         """Cancel a scheduled flush (service shutdown; keeps tests free of leaked timers)."""

@@ -14,6 +14,7 @@ compact JSON ``bytes``, so ``len`` is the honest size).
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 import attrs
@@ -60,8 +61,9 @@ class RingBuffer(Generic[T]):
         self.tail = 0
         self.bytes_used = 0
         self._slots: list[T | None] = [None] * capacity
-        # Sizes are remembered so eviction need not call sizeof again.
-        self._sizes: list[int] = [0] * capacity
+        # Sizes are remembered so eviction need not call sizeof again (a flat array: 8 bytes per
+        # slot instead of a pointer plus an int object).
+        self._sizes = array("q", bytes(8 * capacity))
         self._sizeof = sizeof
 
     def __len__(self) -> int:
@@ -150,7 +152,7 @@ class RingBuffer(Generic[T]):
         """Drop every entry; sequence numbers keep counting. Return how many were dropped."""
         dropped = self.head - self.tail
         self._slots = [None] * self.capacity
-        self._sizes = [0] * self.capacity
+        self._sizes = array("q", bytes(8 * self.capacity))
         self.tail = self.head
         self.bytes_used = 0
         return dropped

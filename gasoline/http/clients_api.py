@@ -7,8 +7,9 @@
                            -> 400 ``{"error": "invalid_param" | "bad_json", ...}``
   GET    /clients          -> 200 ``registry.summary()``
   GET    /clients/{id}     -> 200 one client's summary, or 404
-  DELETE /clients/{id}     -> 200 ``{"client_id", "gone": true, "ttl"}`` (state kept for the TTL),
-                           or 404 ``{"error": "unknown_client"}``
+  DELETE /clients/{id}     -> 200 ``{"client_id", "gone", "connections", "ttl"}``: the state is kept
+                           for the TTL, which starts now, or when the last live connection
+                           (another terminal with the same id) ends; 404 ``unknown_client``
 
 The identity rule is the registry's: ``client_id`` if given, else the hash of ``cwd``, else random.
 """
@@ -100,10 +101,16 @@ class ClientsAPI:
     @app.route("/clients/<client_id>", methods=["DELETE"])
     def unregister(self, request, client_id):
         try:
-            self.registry.unregister(client_id)
+            state = self.registry.unregister(client_id)
         except GasolineError as e:
             return _error(request, e)
         log.info("client {client_id} unregistered", client_id=client_id)
         return json_body(
-            request, {"client_id": client_id, "gone": True, "ttl": self.registry.ttl}
+            request,
+            {
+                "client_id": client_id,
+                "gone": not state.live,
+                "connections": state.connections,
+                "ttl": self.registry.ttl,
+            },
         )

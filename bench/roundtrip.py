@@ -1,0 +1,222 @@
+"""
+MCP round-trip benchmark (issue 3).
+
+``tools/call observe {what:"errors", limit:10}`` over 200 sequential calls, through the stdio
+connector (``gasoline connect``) and directly over ``POST /mcp``; median and p95. Also the connector's
+start-up: process start to the first answered ``initialize``. With ``--compare-reference`` the same
+runs, in the same run, against the published Gasoline 0.7.9: its stdio bridge (``gasoline --port P``)
+and its ``POST /mcp``.
+
+    .venv/bin/python bench/roundtrip.py [--calls 200] [--compare-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    HTTPConnection,
+    ReferenceDaemon,
+    median,
+    percentile,
+    print_table,
+    reference_binary,
+    write_json,
+)
+
+from gasoline.testing import EXTENSION_HEADERS, DaemonProcess  # noqa: E402
+
+PROTOCOL = "2025-06-18"
+INIT = {
+    "jsonrpc": "2.0", "id": 0, "method": "initialize",
+    "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+               "clientInfo": {"name": "gasoline-bench", "version": "1"}},
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(i: int) -> dict:
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "observe", "arguments": {"what": "errors", "limit": 10}}}
+
+
+def seed_errors(port: int) -> None:
+    """Put 200 console entries (40 errors) into the daemon so observe has something to return."""
+    entries = [
+        {"ts": "2026-11-26T01:00:00.000Z", "url": "http://localhost:3000/", "type": "console",
+         "level": "error" if i % 5 == 0 else "log", "message": f"bench message {i}",
+         "source": "app.js:1:1", "args": [f"bench message {i}"], "tabId": 1}
+        for i in range(200)
+    ]
+    conn = HTTPConnection("127.0.0.1", port)
+    for k in range(0, len(entries), 50):
+        body = json.dumps({"entries": entries[k:k + 50]}).encode()
+        status, text = conn.request("POST", "/logs", body, EXTENSION_HEADERS)
+        if status != 200:
+            raise RuntimeError(f"seeding failed: {status} {text[:200]!r}")
+    conn.close()
+
+
+# -- stdio -----------------------------------------------------------------------------------------
+
+
+class StdioClient:
+    def __init__(self, argv: list[str], cwd: str | None = None, env: dict | None = None) -> None:
+        self.t_start = time.perf_counter()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, cwd=cwd, env=env)
+
+    def request(self, message: dict) -> dict:
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("stdio peer closed its stdout")
+            reply = json.loads(line)
+            if reply.get("id") == message["id"]:
+                return reply
+
+    def notify(self, message: dict) -> None:
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(5)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def bench_stdio(argv: list[str], calls: int, cwd: str | None = None) -> dict:
+    client = StdioClient(argv, cwd=cwd)
+    try:
+        init = client.request(INIT)
+        startup_ms = (time.perf_counter() - client.t_start) * 1000
+        if "result" not in init:
+            raise RuntimeError(f"initialize failed: {init}")
+        client.notify(INITIALIZED)
+        lat, errors = [], 0
+        for i in range(1, calls + 1):
+            t0 = time.perf_counter()
+            reply = client.request(call(i))
+            lat.append((time.perf_counter() - t0) * 1000)
+            if "result" not in reply or reply["result"].get("isError"):
+                errors += 1
+        return {"startup_ms": startup_ms, "median_ms": median(lat), "p95_ms": percentile(lat, 95),
+                "errors": errors, "calls": calls}
+    finally:
+        client.close()
+
+
+# -- HTTP ------------------------------------------------------------------------------------------
+
+
+def _parse_mcp_body(status: int, body: bytes) -> dict:
+    text = body.decode()
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    for line in text.splitlines():  # an SSE-framed answer
+        if line.startswith("data:"):
+            return json.loads(line[5:].strip())
+    raise RuntimeError(f"unexpected /mcp answer {status}: {text[:200]!r}")
+
+
+def bench_http(port: int, calls: int, headers: dict[str, str], session: bool) -> dict:
+    conn = HTTPConnection("127.0.0.1", port)
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            **headers}
+    raw = conn.sock  # noqa: F841  (keep-alive connection reused for every call)
+    status, body = conn.request("POST", "/mcp", json.dumps(INIT).encode(), base)
+    init = _parse_mcp_body(status, body)
+    if "result" not in init:
+        raise RuntimeError(f"initialize failed: {status} {body[:300]!r}")
+    if session:
+        # Read the session id the server issued (our /mcp is streamable HTTP).
+        conn2 = HTTPConnection("127.0.0.1", port)
+        conn2.sock.sendall(conn2.build("POST", "/mcp", json.dumps(INIT).encode(), base))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn2.sock.recv(65536)
+        conn2.close()
+        sid = next((line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"mcp-session-id:")), None)
+        if not sid:
+            raise RuntimeError("no Mcp-Session-Id issued")
+        base = {**base, "Mcp-Session-Id": sid, "MCP-Protocol-Version": PROTOCOL}
+    conn.request("POST", "/mcp", json.dumps(INITIALIZED).encode(), base)
+    lat, errors = [], 0
+    for i in range(1, calls + 1):
+        payload = json.dumps(call(i)).encode()
+        t0 = time.perf_counter()
+        status, body = conn.request("POST", "/mcp", payload, base)
+        lat.append((time.perf_counter() - t0) * 1000)
+        reply = _parse_mcp_body(status, body)
+        if "result" not in reply or reply["result"].get("isError"):
+            errors += 1
+    conn.close()
+    return {"median_ms": median(lat), "p95_ms": percentile(lat, 95), "errors": errors, "calls": calls}
+
+
+def gasoline_bin() -> str:
+    return str(Path(sys.executable).with_name("gasoline"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--compare-reference", action="store_true")
+    args = parser.parse_args()
+    rows, result = [], {"calls": args.calls}
+
+    with tempfile.TemporaryDirectory(prefix="gasoline-rt-") as tmp:
+        with DaemonProcess(state_dir=Path(tmp) / "state") as d:
+            seed_errors(d.port)
+            ours_stdio = bench_stdio([gasoline_bin(), "connect", "--port", str(d.port),
+                                      "--client-id", "bench-stdio", "--no-autostart"], args.calls)
+            ours_http = bench_http(d.port, args.calls, {}, session=True)
+    result["gasoline"] = {"stdio": ours_stdio, "http": ours_http}
+    rows += [["gasoline", "stdio (gasoline connect)", ours_stdio["median_ms"], ours_stdio["p95_ms"],
+              ours_stdio["startup_ms"], ours_stdio["errors"]],
+             ["gasoline", "POST /mcp (streamable HTTP)", ours_http["median_ms"], ours_http["p95_ms"],
+              "", ours_http["errors"]]]
+
+    if args.compare_reference:
+        with ReferenceDaemon() as ref:
+            seed_errors(ref.port)
+            ref_stdio = bench_stdio([str(reference_binary()), "--port", str(ref.port)], args.calls,
+                                    cwd=str(ref.state_dir))
+            ref_http = bench_http(ref.port, args.calls, {}, session=False)
+        result["reference"] = {"stdio": ref_stdio, "http": ref_http}
+        rows += [["reference-0.7.9", "stdio bridge", ref_stdio["median_ms"], ref_stdio["p95_ms"],
+                  ref_stdio["startup_ms"], ref_stdio["errors"]],
+                 ["reference-0.7.9", "POST /mcp", ref_http["median_ms"], ref_http["p95_ms"], "",
+                  ref_http["errors"]]]
+        result["ratios_ours_over_reference"] = {
+            "stdio_median": ours_stdio["median_ms"] / ref_stdio["median_ms"],
+            "http_median": ours_http["median_ms"] / ref_http["median_ms"],
+            "startup": ours_stdio["startup_ms"] / ref_stdio["startup_ms"],
+        }
+
+    print_table(f"observe {{what:errors, limit:10}}, {args.calls} sequential calls",
+                ["target", "transport", "median ms", "p95 ms", "start→initialize ms", "errors"], rows)
+    if "ratios_ours_over_reference" in result:
+        print_table("ratios (gasoline / reference)", ["metric", "ratio"],
+                    [[k, v] for k, v in result["ratios_ours_over_reference"].items()])
+    print(f"\nwrote {write_json('roundtrip', result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

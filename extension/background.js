@@ -1,0 +1,748 @@
+// Gasoline — MV3 service worker.
+//
+// * Receives captured items from content scripts of tracked tabs, tags them with their tab and
+//   sends them to the daemon in protocol-sized batches (retry with backoff; while the daemon is down
+//   a bounded buffer per route drops the oldest items and counts them).
+// * Runs the /sync loop (heartbeat + long poll + command channel; extension-protocol.md §3). The
+//   worker can be stopped by Chrome at any time: an alarm wakes it every 30 s, the loop restarts at
+//   top level, and the command bookkeeping (acks, seen ids, unsent results) lives in
+//   chrome.storage.session so a restart neither loses results nor runs a command twice.
+// * Carries out commands (commands.js holds the content-side handlers).
+
+import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './lib/settings.js';
+
+const VERSION = chrome.runtime.getManifest().version;
+const HEADERS = {
+  'Content-Type': 'application/json',
+  'X-Gasoline-Client': `gasoline-extension/${VERSION}`,
+  'X-Gasoline-Extension-Version': VERSION,
+};
+const SYNC_TIMEOUT_MS = 8000;
+const POST_TIMEOUT_MS = 8000;
+const HEALTH_TIMEOUT_MS = 3000;
+const COMMAND_TIMEOUT_MS = 30000;
+const KEEPALIVE_ALARM = 'gasoline-keepalive';
+const ext_session_id = `ext_${Date.now()}_${Math.random().toString(36).slice(2, 10)}`;
+
+// ------------------------------------------------------------------ settings
+let settings = null;
+let settingsPromise = null;
+
+function loadSettings() {
+  if (!settingsPromise) {
+    settingsPromise = chrome.storage.local.get(null).then((raw) => {
+      settings = settingsFromStorage(raw);
+      return settings;
+    });
+  }
+  return settingsPromise;
+}
+
+chrome.storage.onChanged.addListener((changes, area) => {
+  if (area !== 'local') return;
+  const before = settings;
+  settingsPromise = null;
+  loadSettings().then((now) => {
+    if (!before || before.serverUrl !== now.serverUrl) {
+      status.connected = false;
+      wakeSync();
+    }
+    if (!before || before.trackedTabId !== now.trackedTabId || before.trackAllTabs !== now.trackAllTabs
+        || String(before.extraTabs) !== String(now.extraTabs)) {
+      sendExtensionStatus();
+      wakeSync();
+    }
+  });
+});
+
+// ------------------------------------------------------------------ status (popup)
+const status = {
+  connected: false,
+  consecutiveFailures: 0,
+  lastSyncAt: null,
+  lastError: '',
+  entries: null,
+  health: null,
+  captureOverrides: {},
+  serverVersion: '',
+};
+
+function updateBadge() {
+  let text = '';
+  let color = '#888888';
+  if (!status.connected) { text = status.consecutiveFailures >= 2 ? '!' : ''; color = '#c0392b'; }
+  else if (typeof status.entries === 'number') {
+    text = status.entries >= 1000 ? Math.floor(status.entries / 1000) + 'k' : String(status.entries);
+    color = '#f28c28';
+  }
+  chrome.action.setBadgeText({ text }).catch(() => {});
+  chrome.action.setBadgeBackgroundColor({ color }).catch(() => {});
+}
+
+// ------------------------------------------------------------------ extension logs (sent with /sync)
+const extensionLogs = [];
+function extLog(level, message, category = 'general', data = undefined) {
+  extensionLogs.push({ timestamp: new Date().toISOString(), level, message, source: 'background', category, data });
+  if (extensionLogs.length > 100) extensionLogs.shift();
+}
+
+// ------------------------------------------------------------------ HTTP
+async function daemonFetch(path, { method = 'POST', body, timeout = POST_TIMEOUT_MS } = {}) {
+  const s = await loadSettings();
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), timeout);
+  try {
+    return await fetch(s.serverUrl + path, {
+      method,
+      headers: HEADERS,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: ctrl.signal,
+      cache: 'no-store',
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ------------------------------------------------------------------ batching queues
+const QUEUE_SPECS = {
+  log: { path: '/logs', key: 'entries', batch: 50, cap: 5000 },
+  network_body: { path: '/network-bodies', key: 'bodies', batch: 50, cap: 1000 },
+  ws: { path: '/websocket-events', key: 'events', batch: 100, cap: 5000 },
+  action: { path: '/enhanced-actions', key: 'actions', batch: 50, cap: 2000 },
+  perf: { path: '/performance-snapshots', key: 'snapshots', batch: 10, cap: 100 },
+};
+const queues = {};
+for (const name of Object.keys(QUEUE_SPECS)) {
+  queues[name] = { items: [], dropped: 0, sent: 0, rejected: 0, sending: false, backoffMs: 0, timer: null };
+}
+let reportedDrops = 0;
+
+function enqueue(name, item) {
+  const q = queues[name];
+  const spec = QUEUE_SPECS[name];
+  q.items.push(item);
+  if (q.items.length > spec.cap) {
+    const over = q.items.length - spec.cap;
+    q.items.splice(0, over);
+    q.dropped += over;
+  }
+  scheduleFlush(name, q.backoffMs ? null : 250);
+}
+
+function scheduleFlush(name, delay) {
+  const q = queues[name];
+  if (q.timer || q.sending) return;
+  const wait = delay === null ? q.backoffMs : delay;
+  q.timer = setTimeout(() => { q.timer = null; flushQueue(name); }, wait);
+}
+
+function backoff(q, retryAfterSeconds) {
+  q.backoffMs = Math.min(q.backoffMs ? q.backoffMs * 2 : 1000, 30000);
+  if (retryAfterSeconds > 0) q.backoffMs = Math.max(q.backoffMs, Math.min(retryAfterSeconds * 1000, 60000));
+}
+
+async function flushQueue(name) {
+  const q = queues[name];
+  const spec = QUEUE_SPECS[name];
+  if (q.sending || !q.items.length) return;
+  q.sending = true;
+  const batch = q.items.slice(0, spec.batch);
+  try {
+    const resp = await daemonFetch(spec.path, { body: { [spec.key]: batch } });
+    const permanent = resp.status >= 400 && resp.status < 500 && resp.status !== 408 && resp.status !== 429;
+    if (resp.ok || permanent) {
+      const sent = new Set(batch);
+      q.items = q.items.filter((x) => !sent.has(x));
+      q.backoffMs = 0;
+      if (resp.ok) {
+        q.sent += batch.length;
+        if (name === 'log') {
+          const data = await resp.json().catch(() => null);
+          if (data && typeof data.entries === 'number') { status.entries = data.entries; updateBadge(); }
+          if (data && data.rejected) q.rejected += data.rejected;
+        }
+      } else {
+        q.rejected += batch.length;
+        extLog('warn', `${spec.path} refused a batch of ${batch.length}: HTTP ${resp.status}`, 'capture');
+      }
+    } else {
+      backoff(q, Number(resp.headers.get('Retry-After')) || 0);
+    }
+  } catch (e) {
+    backoff(q, 0);
+  } finally {
+    q.sending = false;
+  }
+  if (q.items.length) scheduleFlush(name, q.backoffMs ? null : 0);
+}
+
+function totalDropped() {
+  return Object.values(queues).reduce((n, q) => n + q.dropped, 0);
+}
+
+function captureItem(kind, payload, tab) {
+  const s = settings;
+  if (kind === 'log') {
+    if (!s.captureLogs && payload.type === 'console') return;
+    payload.tabId = tab.id;
+  } else {
+    payload.tab_id = tab.id;
+  }
+  if (kind === 'network_body' && !s.captureNetwork) return;
+  if (kind === 'ws' && !s.captureWebSocket) return;
+  if (kind === 'action' && !s.captureActions) return;
+  if (!QUEUE_SPECS[kind]) return;
+  enqueue(kind, payload);
+}
+
+// ------------------------------------------------------------------ persisted sync state
+const SYNC_STATE_KEY = 'gasolineSyncState';
+let syncState = null; // {lastAck, seen: [ids], results: [command results not yet delivered]}
+
+async function loadSyncState() {
+  if (!syncState) {
+    const raw = (await chrome.storage.session.get(SYNC_STATE_KEY))[SYNC_STATE_KEY];
+    syncState = Object.assign({ lastAck: null, seen: [], results: [] }, raw || {});
+  }
+  return syncState;
+}
+
+function saveSyncState() {
+  return chrome.storage.session.set({ [SYNC_STATE_KEY]: syncState }).catch(() => {});
+}
+
+// ------------------------------------------------------------------ /sync loop
+const inProgress = new Map();
+let loopRunning = false;
+let wake = null;
+let lastHealthAt = 0;
+
+function wakeSync() {
+  if (wake) wake();
+}
+
+function sleepOrWake(ms) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => { wake = null; resolve(); }, ms);
+    wake = () => { clearTimeout(timer); wake = null; resolve(); };
+  });
+}
+
+async function syncOnce() {
+  const s = await loadSettings();
+  const st = await loadSyncState();
+  const results = st.results.slice();
+  const logs = extensionLogs.slice();
+  const ownLogs = logs.length;
+  const dropped = totalDropped();
+  if (dropped > reportedDrops) {
+    logs.push({
+      timestamp: new Date().toISOString(), level: 'warn', source: 'background', category: 'capture',
+      message: `buffer full while the daemon was unreachable: dropped ${dropped - reportedDrops} oldest item(s)`,
+      data: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, q.dropped])),
+    });
+  }
+  const tab = s.trackedTabId ? await chrome.tabs.get(s.trackedTabId).catch(() => null) : null;
+  const body = {
+    ext_session_id,
+    extension_version: VERSION,
+    settings: {
+      pilot_enabled: s.pilotEnabled,
+      tracking_enabled: !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length),
+      tracked_tab_id: s.trackedTabId || 0,
+      tracked_tab_url: s.trackedTabUrl || (tab && tab.url) || '',
+      tracked_tab_title: s.trackedTabTitle || (tab && tab.title) || '',
+      tracked_tab_ids: [s.trackedTabId, ...s.extraTabs].filter(Boolean),
+      track_all_tabs: s.trackAllTabs,
+      capture_logs: s.captureLogs,
+      capture_network: s.captureNetwork,
+      capture_websocket: s.captureWebSocket,
+      capture_actions: s.captureActions,
+      csp_restricted: false,
+      csp_level: '',
+      dropped_items: dropped,
+    },
+    extension_logs: logs,
+    in_progress: Array.from(inProgress.values()),
+  };
+  if (st.lastAck) body.last_command_ack = st.lastAck;
+  if (results.length) body.command_results = results;
+
+  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+  if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
+  const data = await resp.json();
+
+  // Delivered: forget what we sent.
+  extensionLogs.splice(0, Math.min(extensionLogs.length, ownLogs));
+  reportedDrops = dropped;
+  if (results.length) {
+    const sentIds = new Set(results.map((r) => r.id));
+    st.results = st.results.filter((r) => !sentIds.has(r.id));
+  }
+  status.connected = true;
+  status.consecutiveFailures = 0;
+  status.lastSyncAt = Date.now();
+  status.lastError = '';
+  status.serverVersion = data.server_version || '';
+  status.captureOverrides = (data.capture_overrides && typeof data.capture_overrides === 'object') ? data.capture_overrides : {};
+
+  const commands = Array.isArray(data.commands) ? data.commands : [];
+  for (const cmd of commands) {
+    if (!cmd || typeof cmd.id !== 'string') continue;
+    st.lastAck = cmd.id;
+    if (st.seen.includes(cmd.id)) continue;
+    st.seen.push(cmd.id);
+    if (st.seen.length > 500) st.seen.splice(0, st.seen.length - 500);
+    enqueueCommand(cmd);
+  }
+  await saveSyncState();
+  const next = Number(data.next_poll_ms);
+  return Number.isFinite(next) && next >= 0 ? Math.min(next, 30000) : 1000;
+}
+
+async function refreshHealth() {
+  try {
+    const resp = await daemonFetch('/health', { method: 'GET', timeout: HEALTH_TIMEOUT_MS });
+    if (resp.ok) {
+      status.health = await resp.json();
+      if (status.health && status.health.logs && typeof status.health.logs.entries === 'number') {
+        status.entries = status.health.logs.entries;
+      }
+    }
+  } catch (_) { /* reported through sync failures */ }
+}
+
+async function syncLoop() {
+  if (loopRunning) return;
+  loopRunning = true;
+  try {
+    for (;;) {
+      let delay;
+      try {
+        delay = await syncOnce();
+        if (Date.now() - lastHealthAt > 10000) { lastHealthAt = Date.now(); refreshHealth(); }
+        // A daemon that came back: push whatever waited in the buffers now.
+        for (const name of Object.keys(queues)) {
+          const q = queues[name];
+          if (q.items.length && q.backoffMs) { q.backoffMs = 0; clearTimeout(q.timer); q.timer = null; scheduleFlush(name, 0); }
+        }
+      } catch (e) {
+        status.consecutiveFailures += 1;
+        status.lastError = String((e && e.message) || e);
+        if (status.consecutiveFailures >= 2) status.connected = false;
+        delay = Math.min(1000 * 2 ** Math.min(status.consecutiveFailures - 1, 3), 5000);
+      }
+      updateBadge();
+      // Any extension API call keeps the worker alive between polls.
+      await chrome.storage.session.set({ gasolineStatus: statusSnapshot() }).catch(() => {});
+      const st = await loadSyncState();
+      if (st.results.length && status.connected) delay = Math.min(delay, 50);
+      await sleepOrWake(delay);
+    }
+  } finally {
+    loopRunning = false;
+  }
+}
+
+function statusSnapshot() {
+  return {
+    connected: status.connected,
+    last_sync_at: status.lastSyncAt,
+    last_error: status.lastError,
+    entries: status.entries,
+    server_url: settings ? settings.serverUrl : DEFAULT_SERVER_URL,
+    server_version: status.serverVersion,
+    ai_controlled: Object.keys(status.captureOverrides || {}).length > 0,
+    ext_session_id,
+    version: VERSION,
+    queues: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, { buffered: q.items.length, sent: q.sent, dropped: q.dropped, rejected: q.rejected }])),
+    dropped: totalDropped(),
+  };
+}
+
+async function sendExtensionStatus() {
+  const s = await loadSettings();
+  daemonFetch('/api/extension-status', {
+    body: {
+      type: 'status', tracking_enabled: !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length),
+      tracked_tab_id: s.trackedTabId || 0, tracked_tab_url: s.trackedTabUrl || '', message: 'tracking changed',
+      extension_connected: true, timestamp: new Date().toISOString(),
+    },
+    timeout: HEALTH_TIMEOUT_MS,
+  }).catch(() => {});
+}
+
+// ------------------------------------------------------------------ commands
+const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action']);
+const READ_ONLY_DOM_ACTIONS = new Set(['get_text', 'get_value', 'get_attribute', 'list_interactive', 'wait_for']);
+
+// Commands for one tab run one after another, in the order the daemon queued them (a navigation
+// must not pull the page away from a DOM read that was queued before it); tabs run independently.
+const tabChains = new Map();
+
+function enqueueCommand(cmd) {
+  const queued = new Date().toISOString();
+  inProgress.set(cmd.id, { id: cmd.id, correlation_id: cmd.correlation_id, type: cmd.type, status: 'pending', started_at: queued, updated_at: queued });
+  const params = cmd.params && typeof cmd.params === 'object' ? cmd.params : {};
+  const key = String(cmd.tab_id || params.tab_id || 'tracked');
+  const chain = (tabChains.get(key) || Promise.resolve()).then(() => runCommand(cmd));
+  tabChains.set(key, chain);
+  chain.then(() => { if (tabChains.get(key) === chain) tabChains.delete(key); });
+}
+
+async function runCommand(cmd) {
+  const started = new Date().toISOString();
+  inProgress.set(cmd.id, { id: cmd.id, correlation_id: cmd.correlation_id, type: cmd.type, status: 'running', started_at: started, updated_at: started });
+  let entry;
+  try {
+    let timer;
+    const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve({ __timeout: true }), COMMAND_TIMEOUT_MS); });
+    const result = await Promise.race([dispatch(cmd), timeout]);
+    clearTimeout(timer);
+    if (result && result.__timeout) {
+      entry = { status: 'timeout', error: `command ${cmd.type} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s` };
+    } else if (result && result.__answered) {
+      entry = null; // answered through another route (screenshot → POST /screenshots)
+    } else if (result && typeof result === 'object' && typeof result.error === 'string') {
+      entry = { status: 'error', error: result.error, result };
+    } else {
+      entry = { status: 'complete', result };
+    }
+  } catch (e) {
+    entry = { status: 'error', error: String((e && e.message) || e) };
+  }
+  inProgress.delete(cmd.id);
+  if (entry) {
+    const st = await loadSyncState();
+    st.results.push(Object.assign({ id: cmd.id }, cmd.correlation_id ? { correlation_id: cmd.correlation_id } : {}, entry));
+    await saveSyncState();
+  }
+  wakeSync();
+}
+
+async function targetTab(cmd) {
+  const params = cmd.params || {};
+  const s = await loadSettings();
+  const id = Number(cmd.tab_id || params.tab_id || s.trackedTabId || 0);
+  if (id) {
+    const tab = await chrome.tabs.get(id).catch(() => null);
+    if (!tab) throw new Error(`no_tab: tab ${id} does not exist`);
+    return tab;
+  }
+  const [active] = await chrome.tabs.query({ active: true, lastFocusedWindow: true });
+  if (!active) throw new Error('no_tab: no tracked or active tab');
+  return active;
+}
+
+async function inTab(tabId, type, params) {
+  const [{ result: ready }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.__gasolineCommands });
+  if (!ready) await chrome.scripting.executeScript({ target: { tabId }, files: ['content/commands.js'] });
+  if (type === 'a11y') {
+    const [{ result: hasAxe }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.axe });
+    if (!hasAxe) await chrome.scripting.executeScript({ target: { tabId }, files: ['vendor/axe.min.js'] });
+  }
+  const [{ result }] = await chrome.scripting.executeScript({
+    target: { tabId },
+    func: (t, p) => globalThis.__gasolineCommands.run(t, p),
+    args: [type, params],
+  });
+  return result;
+}
+
+function waitForTabComplete(tabId, timeoutMs = 15000) {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (tab) => {
+      if (done) return;
+      done = true;
+      chrome.tabs.onUpdated.removeListener(listener);
+      clearTimeout(timer);
+      resolve(tab);
+    };
+    const listener = (id, info, tab) => { if (id === tabId && info.status === 'complete') finish(tab); };
+    const timer = setTimeout(() => chrome.tabs.get(tabId).then(finish, () => finish(null)), timeoutMs);
+    chrome.tabs.onUpdated.addListener(listener);
+    // It may already be complete (e.g. a same-document navigation).
+    setTimeout(() => chrome.tabs.get(tabId).then((t) => { if (t && t.status === 'complete') finish(t); }, () => {}), 300);
+  });
+}
+
+const SAFE_URL = /^(?:https?:|file:|about:blank$)/i;
+
+async function browserAction(cmd) {
+  const params = cmd.params || {};
+  const action = params.action;
+  const tabInfo = (tab) => (tab ? { tab_id: tab.id, url: tab.url, title: tab.title } : {});
+  switch (action) {
+    case 'navigate': {
+      if (!params.url || !SAFE_URL.test(params.url)) return { error: 'invalid_param', message: 'navigate needs an http(s), file or about:blank url' };
+      const tab = await targetTab(cmd);
+      await chrome.tabs.update(tab.id, { url: params.url });
+      const done = await waitForTabComplete(tab.id);
+      return Object.assign({ success: true, action }, tabInfo(done));
+    }
+    case 'refresh': {
+      const tab = await targetTab(cmd);
+      await chrome.tabs.reload(tab.id, { bypassCache: !!params.bypass_cache });
+      return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
+    }
+    case 'back':
+    case 'forward': {
+      const tab = await targetTab(cmd);
+      await (action === 'back' ? chrome.tabs.goBack(tab.id) : chrome.tabs.goForward(tab.id));
+      return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
+    }
+    case 'new_tab': {
+      const url = params.url || 'about:blank';
+      if (!SAFE_URL.test(url)) return { error: 'invalid_param', message: 'new_tab needs an http(s), file or about:blank url' };
+      const tab = await chrome.tabs.create({ url, active: params.active !== false });
+      if (params.track) await addTrackedTab(tab.id);
+      return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
+    }
+    case 'switch_tab': {
+      const id = Number(params.tab_id || cmd.tab_id);
+      if (!id) return { error: 'missing_param', message: 'switch_tab needs tab_id' };
+      const tab = await chrome.tabs.update(id, { active: true });
+      await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
+      if (params.track !== false) await setPrimaryTab(tab);
+      return Object.assign({ success: true, action }, tabInfo(tab));
+    }
+    case 'close_tab': {
+      const tab = await targetTab(cmd);
+      await chrome.tabs.remove(tab.id);
+      return { success: true, action, tab_id: tab.id };
+    }
+    default:
+      return { error: 'invalid_param', message: `unknown browser_action ${action}` };
+  }
+}
+
+// Runs in the page (MAIN) or in the extension's isolated world; must be self-contained.
+async function runUserScript(code, timeoutMs) {
+  const serialize = (value, depth, seen) => {
+    const t = typeof value;
+    if (value === null || t === 'boolean' || t === 'number' || t === 'string') return value;
+    if (t === 'undefined') return null;
+    if (t === 'bigint' || t === 'symbol') return value.toString();
+    if (t === 'function') return '[Function ' + (value.name || 'anonymous') + ']';
+    if (value instanceof Error) return { name: value.name, message: value.message, stack: String(value.stack || '') };
+    if (typeof Node !== 'undefined' && value instanceof Node) return value.nodeType === 1 ? value.outerHTML.slice(0, 2000) : String(value.textContent).slice(0, 2000);
+    if (seen.has(value)) return '[Circular]';
+    seen.add(value);
+    if (depth > 5) return '[Object]';
+    if (Array.isArray(value)) return value.slice(0, 1000).map((v) => serialize(v, depth + 1, seen));
+    const out = {};
+    for (const k of Object.keys(value).slice(0, 500)) {
+      try { out[k] = serialize(value[k], depth + 1, seen); } catch (_) { out[k] = '[Getter threw]'; }
+    }
+    return out;
+  };
+  let fn;
+  try {
+    try {
+      fn = new Function('return (async () => (\n' + code + '\n))()');
+    } catch (syntax) {
+      fn = new Function('return (async () => {\n' + code + '\n})()');
+    }
+  } catch (e) {
+    const blocked = e instanceof EvalError || /Content Security Policy|unsafe-eval/i.test(String(e && e.message));
+    return { error: blocked ? 'csp_blocked' : 'syntax_error', message: String((e && e.message) || e) };
+  }
+  try {
+    const value = await Promise.race([
+      fn(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error('script did not settle within ' + timeoutMs + ' ms')), timeoutMs)),
+    ]);
+    return { success: true, type: value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value, result: serialize(value, 0, new WeakSet()) };
+  } catch (e) {
+    return { error: 'execution_error', message: String((e && e.message) || e), stack: String((e && e.stack) || '') };
+  }
+}
+
+async function execute(cmd) {
+  const params = cmd.params || {};
+  const code = params.script || params.code || params.expression;
+  if (typeof code !== 'string' || !code.trim()) return { error: 'missing_param', message: 'script is required' };
+  const world = String(params.world || 'main').toLowerCase() === 'isolated' ? 'ISOLATED' : 'MAIN';
+  const tab = await targetTab(cmd);
+  const timeoutMs = Math.min(Math.max(Number(params.timeout_ms) || 5000, 100), 25000);
+  if (world === 'ISOLATED') return Object.assign({ world: 'isolated', url: tab.url }, await executeIsolated(tab.id, code, timeoutMs));
+  const [{ result }] = await chrome.scripting.executeScript({ target: { tabId: tab.id }, world, func: runUserScript, args: [code, timeoutMs] });
+  return Object.assign({ world: 'main', url: tab.url }, result);
+}
+
+// MV3 forbids evaluating strings in the extension's own isolated world, so "isolated" code runs in
+// a user-script world of its own (separate from the page's JavaScript, full DOM access). Chrome
+// only allows that once the user turns on "Allow User Scripts" for Gasoline.
+let userScriptWorldReady = false;
+async function executeIsolated(tabId, code, timeoutMs) {
+  let api;
+  try { api = chrome.userScripts; } catch (_) { api = undefined; }
+  if (!api || typeof api.execute !== 'function') {
+    return {
+      error: 'isolated_world_unavailable',
+      message: 'running code in an isolated world needs "Allow User Scripts" turned on for Gasoline (chrome://extensions → Gasoline → Details); world "main" works without it',
+    };
+  }
+  if (!userScriptWorldReady) {
+    await api.configureWorld({ worldId: 'gasoline', csp: "script-src 'self' 'unsafe-eval'; object-src 'none'", messaging: false });
+    userScriptWorldReady = true;
+  }
+  const source = `(${runUserScript.toString()})(${JSON.stringify(code)}, ${Number(timeoutMs)})`;
+  const [res] = await api.execute({ target: { tabId }, world: 'USER_SCRIPT', worldId: 'gasoline', js: [{ code: source }] });
+  if (res && res.error) return { error: 'execution_error', message: String(res.error) };
+  return res ? res.result : { error: 'execution_error', message: 'no result' };
+}
+
+async function screenshot(cmd) {
+  const params = cmd.params || {};
+  const tab = await targetTab(cmd);
+  if (!tab.active) await chrome.tabs.update(tab.id, { active: true });
+  const format = params.format === 'png' ? 'png' : 'jpeg';
+  const dataUrl = await chrome.tabs.captureVisibleTab(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
+  const resp = await daemonFetch('/screenshots', {
+    body: { data_url: dataUrl, url: tab.url, query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+    timeout: 15000,
+  });
+  if (!resp.ok) return { error: 'upload_failed', message: `POST /screenshots answered HTTP ${resp.status}` };
+  return { __answered: true };
+}
+
+async function tabsList() {
+  const s = await loadSettings();
+  const tabs = await chrome.tabs.query({});
+  return {
+    tracked_tab_id: s.trackedTabId || 0,
+    tabs: tabs.map((t) => ({ id: t.id, window_id: t.windowId, url: t.url, title: t.title, active: t.active, status: t.status, tracked: isTrackedTab(s, t.id) })),
+  };
+}
+
+async function dispatch(cmd) {
+  const s = await loadSettings();
+  const params = cmd.params && typeof cmd.params === 'object' ? cmd.params : {};
+  const type = cmd.type;
+  const needsPilot = PILOT_COMMANDS.has(type) && !(type === 'dom_action' && READ_ONLY_DOM_ACTIONS.has(params.action));
+  if (needsPilot && !s.pilotEnabled) {
+    return { error: 'pilot_disabled', message: 'AI Web Pilot is off: turn it on in the Gasoline popup to let agents act in the browser' };
+  }
+  switch (type) {
+    case 'tabs': return tabsList();
+    case 'browser_action': return browserAction(cmd);
+    case 'execute': return execute(cmd);
+    case 'screenshot': return screenshot(cmd);
+    case 'page_info': {
+      const tab = await targetTab(cmd);
+      const info = await inTab(tab.id, 'page_info', params);
+      return Object.assign({ tab_id: tab.id, tracked: isTrackedTab(s, tab.id) }, info);
+    }
+    case 'dom': case 'a11y': case 'dom_action': case 'highlight': case 'subtitle': case 'waterfall':
+    case 'state_capture': case 'computed_styles': case 'form_discovery': {
+      const tab = await targetTab(cmd);
+      const result = await inTab(tab.id, type, params);
+      if (type === 'dom_action' && result && result.success) {
+        enqueue('action', { type: params.action, source: 'ai', timestamp: Date.now(), url: tab.url, tab_id: tab.id, selectors: result.element ? result.element.selectors : { css: params.selector } });
+      }
+      return result;
+    }
+    default:
+      return { error: 'unknown_query_type', message: `unknown command type ${type}` };
+  }
+}
+
+// ------------------------------------------------------------------ tracking
+async function setPrimaryTab(tab) {
+  await chrome.storage.local.set({ [STORAGE_KEYS.trackedTabId]: tab.id, [STORAGE_KEYS.trackedTabUrl]: tab.url || '', [STORAGE_KEYS.trackedTabTitle]: tab.title || '' });
+}
+
+async function addTrackedTab(tabId) {
+  const s = await loadSettings();
+  if (!s.trackedTabId) {
+    const tab = await chrome.tabs.get(tabId);
+    return setPrimaryTab(tab);
+  }
+  if (s.trackedTabId === tabId || s.extraTabs.includes(tabId)) return undefined;
+  return chrome.storage.local.set({ [STORAGE_KEYS.extraTabs]: [...s.extraTabs, tabId] });
+}
+
+async function untrackTab(tabId) {
+  const s = await loadSettings();
+  if (s.trackedTabId === tabId) {
+    const [next, ...rest] = s.extraTabs;
+    const nextTab = next ? await chrome.tabs.get(next).catch(() => null) : null;
+    await chrome.storage.local.set({
+      [STORAGE_KEYS.trackedTabId]: nextTab ? nextTab.id : 0,
+      [STORAGE_KEYS.trackedTabUrl]: nextTab ? nextTab.url : '',
+      [STORAGE_KEYS.trackedTabTitle]: nextTab ? nextTab.title : '',
+      [STORAGE_KEYS.extraTabs]: rest,
+    });
+  } else if (s.extraTabs.includes(tabId)) {
+    await chrome.storage.local.set({ [STORAGE_KEYS.extraTabs]: s.extraTabs.filter((id) => id !== tabId) });
+  }
+}
+
+chrome.tabs.onRemoved.addListener((tabId) => { loadSettings().then((s) => { if (isTrackedTab(s, tabId, false)) untrackTab(tabId); }); });
+
+chrome.tabs.onUpdated.addListener((tabId, info, tab) => {
+  if (!info.url && !info.title) return;
+  loadSettings().then((s) => {
+    if (s.trackedTabId !== tabId) return;
+    const patch = {};
+    if (info.url && info.url !== s.trackedTabUrl) patch[STORAGE_KEYS.trackedTabUrl] = info.url;
+    if (info.title && info.title !== s.trackedTabTitle) patch[STORAGE_KEYS.trackedTabTitle] = info.title;
+    if (Object.keys(patch).length) chrome.storage.local.set(patch);
+  });
+});
+
+// ------------------------------------------------------------------ messages from content scripts and the popup
+chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
+  if (!msg || typeof msg.type !== 'string') return false;
+  if (msg.type === 'gasoline:hello') {
+    settingsPromise = null; // read storage afresh: the answer decides what this page may capture
+    loadSettings().then((s) => {
+      const tabId = sender.tab ? sender.tab.id : -1;
+      sendResponse({
+        tracked: isTrackedTab(s, tabId),
+        capture: { logs: s.captureLogs, network: s.captureNetwork, websocket: s.captureWebSocket, actions: s.captureActions },
+      });
+    });
+    return true;
+  }
+  if (msg.type === 'gasoline:capture') {
+    if (!sender.tab || !Array.isArray(msg.items)) return false;
+    loadSettings().then((s) => {
+      if (!isTrackedTab(s, sender.tab.id)) return;
+      for (const item of msg.items.slice(0, 500)) {
+        if (item && item.payload && typeof item.payload === 'object') captureItem(item.kind, item.payload, sender.tab);
+      }
+    });
+    return false;
+  }
+  if (sender.tab) return false; // everything below is for extension pages only
+  if (msg.type === 'gasoline:status') {
+    loadSettings().then(() => sendResponse(statusSnapshot()));
+    return true;
+  }
+  if (msg.type === 'gasoline:track') {
+    (msg.tracked ? addTrackedTab(msg.tabId) : untrackTab(msg.tabId)).then(() => sendResponse({ ok: true }), (e) => sendResponse({ ok: false, error: String(e) }));
+    return true;
+  }
+  if (msg.type === 'gasoline:health') {
+    refreshHealth().then(() => sendResponse({ health: status.health, status: statusSnapshot() }));
+    return true;
+  }
+  return false;
+});
+
+// ------------------------------------------------------------------ lifecycle
+function ensureAlive() {
+  chrome.alarms.get(KEEPALIVE_ALARM).then((a) => {
+    if (!a) chrome.alarms.create(KEEPALIVE_ALARM, { periodInMinutes: 0.5 });
+  });
+  syncLoop();
+}
+
+chrome.alarms.onAlarm.addListener((alarm) => { if (alarm.name === KEEPALIVE_ALARM) ensureAlive(); });
+chrome.runtime.onStartup.addListener(ensureAlive);
+chrome.runtime.onInstalled.addListener(ensureAlive);
+ensureAlive();

@@ -1,0 +1,535 @@
+// Gasoline — content-side command handlers (isolated world).
+//
+// Defines globalThis.__gasolineCommands: pure DOM code with no chrome.* calls, so the service
+// worker can run it in any tab (chrome.scripting.executeScript) and tests can load this file into
+// an ordinary page and call it. Every handler returns a JSON-able object; failures come back as
+// {error: <code>, message} instead of throwing.
+(() => {
+  'use strict';
+  if (globalThis.__gasolineCommands) return;
+
+  const TEXT_LIMIT = 2000;
+  const HTML_LIMIT = 4000;
+
+  const clip = (s, n) => {
+    s = String(s == null ? '' : s);
+    return s.length > n ? s.slice(0, n) + '…' : s;
+  };
+  const norm = (s) => String(s || '').replace(/\s+/g, ' ').trim();
+  const fail = (error, message, extra) => Object.assign({ error, message }, extra || {});
+
+  // ---------------------------------------------------------------- roles and names
+  const INPUT_ROLES = {
+    button: 'button', submit: 'button', reset: 'button', image: 'button', checkbox: 'checkbox', radio: 'radio',
+    range: 'slider', number: 'spinbutton', search: 'searchbox', hidden: null,
+  };
+  const IMPLICIT_ROLES = {
+    A: (el) => (el.hasAttribute('href') ? 'link' : null),
+    BUTTON: () => 'button', SELECT: (el) => (el.multiple || el.size > 1 ? 'listbox' : 'combobox'),
+    TEXTAREA: () => 'textbox', IMG: (el) => (el.getAttribute('alt') === '' ? 'presentation' : 'img'),
+    H1: () => 'heading', H2: () => 'heading', H3: () => 'heading', H4: () => 'heading', H5: () => 'heading', H6: () => 'heading',
+    NAV: () => 'navigation', MAIN: () => 'main', FORM: () => 'form', UL: () => 'list', OL: () => 'list', LI: () => 'listitem',
+    TABLE: () => 'table', DIALOG: () => 'dialog', HEADER: () => 'banner', FOOTER: () => 'contentinfo', ASIDE: () => 'complementary',
+    OPTION: () => 'option', PROGRESS: () => 'progressbar', SUMMARY: () => 'button',
+    INPUT: (el) => {
+      const t = (el.getAttribute('type') || 'text').toLowerCase();
+      return Object.prototype.hasOwnProperty.call(INPUT_ROLES, t) ? INPUT_ROLES[t] : 'textbox';
+    },
+  };
+
+  const roleOf = (el) => {
+    const explicit = el.getAttribute && el.getAttribute('role');
+    if (explicit) return explicit.trim().split(/\s+/)[0];
+    const f = IMPLICIT_ROLES[el.tagName];
+    return f ? f(el) : null;
+  };
+
+  const labelsText = (el) => {
+    if (el.labels && el.labels.length) return norm(Array.from(el.labels).map((l) => l.textContent).join(' '));
+    return '';
+  };
+
+  const accessibleName = (el) => {
+    const aria = el.getAttribute('aria-label');
+    if (aria && aria.trim()) return norm(aria);
+    const by = el.getAttribute('aria-labelledby');
+    if (by) {
+      const text = by.split(/\s+/).map((id) => { const n = document.getElementById(id); return n ? n.textContent : ''; }).join(' ');
+      if (norm(text)) return norm(text);
+    }
+    const fromLabel = labelsText(el);
+    if (fromLabel) return fromLabel;
+    if (el.tagName === 'IMG') return norm(el.getAttribute('alt'));
+    if (el.tagName === 'INPUT' && ['button', 'submit', 'reset'].includes(el.type)) return norm(el.value);
+    const role = roleOf(el);
+    if (!['textbox', 'searchbox', 'combobox', 'listbox', 'spinbutton', 'slider'].includes(role)) {
+      const text = norm(el.innerText !== undefined ? el.innerText : el.textContent);
+      if (text) return clip(text, 200);
+    }
+    return norm(el.getAttribute('title') || el.getAttribute('placeholder') || '');
+  };
+
+  // ---------------------------------------------------------------- selectors (for recorded actions)
+  const cssEscape = (s) => (globalThis.CSS && CSS.escape ? CSS.escape(s) : String(s).replace(/[^a-zA-Z0-9_-]/g, '\\$&'));
+
+  const cssPath = (el) => {
+    if (el.id && document.querySelectorAll('#' + cssEscape(el.id)).length === 1) return '#' + cssEscape(el.id);
+    const parts = [];
+    let node = el;
+    while (node && node.nodeType === 1 && node !== document.documentElement && parts.length < 6) {
+      let part = node.tagName.toLowerCase();
+      if (node.id && document.querySelectorAll('#' + cssEscape(node.id)).length === 1) {
+        parts.unshift('#' + cssEscape(node.id));
+        break;
+      }
+      const parent = node.parentElement;
+      if (parent) {
+        const same = Array.from(parent.children).filter((c) => c.tagName === node.tagName);
+        if (same.length > 1) part += ':nth-of-type(' + (same.indexOf(node) + 1) + ')';
+      }
+      parts.unshift(part);
+      node = parent;
+    }
+    return parts.join(' > ');
+  };
+
+  const selectorsFor = (el) => {
+    const out = { css: cssPath(el), tag: el.tagName.toLowerCase() };
+    const testId = el.getAttribute('data-testid') || el.getAttribute('data-test-id') || el.getAttribute('data-test') || el.getAttribute('data-cy');
+    if (testId) out.testId = testId;
+    const aria = el.getAttribute('aria-label');
+    if (aria) out.ariaLabel = aria;
+    const role = roleOf(el);
+    if (role) {
+      const name = el.type === 'password' ? '' : accessibleName(el);
+      out.role = { role, name: clip(name, 100) };
+    }
+    if (el.id) out.id = el.id;
+    if (el.getAttribute('name')) out.name = el.getAttribute('name');
+    if (el.getAttribute('placeholder')) out.placeholder = el.getAttribute('placeholder');
+    const isField = el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT';
+    if (!isField) {
+      const text = norm(el.innerText !== undefined ? el.innerText : el.textContent);
+      if (text && text.length <= 80) out.text = text;
+    }
+    return out;
+  };
+
+  // ---------------------------------------------------------------- selector resolution
+  const visible = (el) => {
+    if (!el.isConnected) return false;
+    const style = getComputedStyle(el);
+    if (style.display === 'none' || style.visibility === 'hidden') return false;
+    const r = el.getBoundingClientRect();
+    return r.width > 0 || r.height > 0;
+  };
+
+  const textMatch = (actual, wanted, exact) => {
+    const a = norm(actual).toLowerCase();
+    const w = norm(wanted).toLowerCase();
+    return exact ? a === w : a.includes(w);
+  };
+
+  const unquote = (s) => {
+    s = String(s).trim();
+    if ((s.startsWith('"') && s.endsWith('"')) || (s.startsWith("'") && s.endsWith("'"))) return s.slice(1, -1);
+    return s;
+  };
+
+  const allElements = (root) => Array.from((root || document).querySelectorAll('*'));
+
+  const byText = (text) => {
+    const wanted = unquote(text);
+    const candidates = allElements().filter((el) => !['SCRIPT', 'STYLE', 'HEAD', 'TITLE', 'HTML', 'NOSCRIPT'].includes(el.tagName));
+    for (const exact of [true, false]) {
+      const hits = candidates.filter((el) => textMatch(el.innerText !== undefined ? el.innerText : el.textContent, wanted, exact)
+        || (el.tagName === 'INPUT' && ['button', 'submit'].includes(el.type) && textMatch(el.value, wanted, exact)));
+      // Keep the innermost matches (an element none of whose matching descendants also matched).
+      const inner = hits.filter((el) => !hits.some((other) => other !== el && el.contains(other)));
+      if (inner.length) return inner;
+    }
+    return [];
+  };
+
+  const byRole = (spec) => {
+    // role=button, role=button[name="Save"], role=button name="Save"
+    const m = String(spec).match(/^\s*([a-zA-Z-]+)\s*(?:\[\s*name\s*=\s*(.+?)\s*\]|\s+name\s*=\s*(.+))?\s*$/);
+    if (!m) return [];
+    const role = m[1].toLowerCase();
+    const name = m[2] || m[3] ? unquote(m[2] || m[3]) : null;
+    const hits = allElements().filter((el) => roleOf(el) === role);
+    if (name === null) return hits;
+    const exact = hits.filter((el) => textMatch(accessibleName(el), name, true));
+    return exact.length ? exact : hits.filter((el) => textMatch(accessibleName(el), name, false));
+  };
+
+  const byAttr = (attr, value) => {
+    const wanted = unquote(value);
+    const hits = allElements().filter((el) => el.hasAttribute(attr));
+    const exact = hits.filter((el) => el.getAttribute(attr) === wanted);
+    return exact.length ? exact : hits.filter((el) => textMatch(el.getAttribute(attr), wanted, true));
+  };
+
+  const byLabel = (text) => {
+    const wanted = unquote(text);
+    const out = [];
+    for (const label of document.querySelectorAll('label')) {
+      if (textMatch(label.textContent, wanted, true) || textMatch(label.textContent, wanted, false)) {
+        const control = label.control || label.querySelector('input,select,textarea');
+        if (control && !out.includes(control)) out.push(control);
+      }
+    }
+    for (const el of document.querySelectorAll('[aria-labelledby]')) {
+      const name = accessibleName(el);
+      if (textMatch(name, wanted, false) && !out.includes(el)) out.push(el);
+    }
+    return out;
+  };
+
+  const SEMANTIC = [
+    ['text=', byText],
+    ['role=', byRole],
+    ['placeholder=', (v) => byAttr('placeholder', v)],
+    ['aria-label=', (v) => byAttr('aria-label', v)],
+    ['label=', byLabel],
+  ];
+
+  /** All elements matching a CSS or semantic selector; throws {error:"invalid_selector"} on bad CSS. */
+  const resolve = (selector) => {
+    if (typeof selector !== 'string' || !selector.trim()) throw fail('missing_param', 'selector is required');
+    const s = selector.trim();
+    for (const [prefix, fn] of SEMANTIC) {
+      if (s.startsWith(prefix)) return fn(s.slice(prefix.length));
+    }
+    try {
+      return Array.from(document.querySelectorAll(s));
+    } catch (e) {
+      throw fail('invalid_selector', 'not a valid CSS or semantic selector: ' + s);
+    }
+  };
+
+  const resolveOne = (selector) => {
+    const all = resolve(selector);
+    if (!all.length) throw fail('element_not_found', 'no element matches ' + selector, { selector });
+    return all.find(visible) || all[0];
+  };
+
+  const rect = (el) => {
+    const r = el.getBoundingClientRect();
+    return { x: Math.round(r.x), y: Math.round(r.y), width: Math.round(r.width), height: Math.round(r.height) };
+  };
+
+  const describe = (el, opts) => {
+    const attrs = {};
+    for (const a of Array.from(el.attributes).slice(0, 30)) attrs[a.name] = clip(a.value, 300);
+    const out = {
+      tag: el.tagName.toLowerCase(),
+      id: el.id || undefined,
+      classes: Array.from(el.classList),
+      text: clip(norm(el.innerText !== undefined ? el.innerText : el.textContent), TEXT_LIMIT),
+      attributes: attrs,
+      visible: visible(el),
+      rect: rect(el),
+      selectors: selectorsFor(el),
+    };
+    if ('value' in el && el.tagName !== 'BUTTON' && el.tagName !== 'LI') out.value = el.type === 'password' ? '[redacted]' : clip(el.value, 500);
+    if (opts && opts.html !== false) out.html = clip(el.outerHTML, HTML_LIMIT);
+    if (opts && opts.children) out.child_count = el.children.length;
+    return out;
+  };
+
+  // ---------------------------------------------------------------- handlers
+  const dom = (params) => {
+    const selector = params.selector || 'body';
+    const limit = Math.max(1, Math.min(Number(params.limit) || 50, 500));
+    const all = resolve(selector);
+    return {
+      url: location.href,
+      title: document.title,
+      selector,
+      count: all.length,
+      matches: all.slice(0, limit).map((el) => describe(el, { html: params.include_html !== false, children: true })),
+      truncated: all.length > limit,
+    };
+  };
+
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  const setNativeValue = (el, value) => {
+    const proto = el instanceof HTMLTextAreaElement ? HTMLTextAreaElement.prototype
+      : el instanceof HTMLSelectElement ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
+    const desc = Object.getOwnPropertyDescriptor(proto, 'value');
+    if (desc && desc.set) desc.set.call(el, value); else el.value = value;
+  };
+
+  const fire = (el, type, init) => el.dispatchEvent(new Event(type, Object.assign({ bubbles: true, cancelable: true }, init || {})));
+
+  const keyEvent = (el, key, type) => el.dispatchEvent(new KeyboardEvent(type, { key, code: key.length === 1 ? 'Key' + key.toUpperCase() : key, bubbles: true, cancelable: true }));
+
+  const listInteractive = (params) => {
+    const sel = 'a[href],button,input:not([type=hidden]),select,textarea,[role=button],[role=link],[role=checkbox],[role=tab],[role=menuitem],[contenteditable=""],[contenteditable=true],[tabindex]:not([tabindex="-1"])';
+    const limit = Math.max(1, Math.min(Number(params.limit) || 100, 500));
+    const els = Array.from(document.querySelectorAll(sel)).filter(visible);
+    return {
+      url: location.href,
+      count: els.length,
+      elements: els.slice(0, limit).map((el, i) => {
+        const s = selectorsFor(el);
+        const id = 'e' + (i + 1);
+        return { element_id: id, tag: s.tag, role: s.role ? s.role.role : null, name: s.role ? s.role.name : '', selector: s.testId ? '[data-testid="' + s.testId + '"]' : s.css, type: el.type || undefined, rect: rect(el) };
+      }),
+    };
+  };
+
+  const domAction = async (params) => {
+    const action = params.action;
+    if (!action) return fail('missing_param', 'action is required');
+    if (action === 'list_interactive') return listInteractive(params);
+    if (action === 'wait_for') {
+      const timeout = Math.min(Number(params.timeout_ms) || 5000, 15000);
+      const deadline = Date.now() + timeout;
+      for (;;) {
+        const found = resolve(params.selector).filter(visible);
+        if (found.length) return { success: true, action, selector: params.selector, count: found.length, element: describe(found[0], { html: false }) };
+        if (Date.now() > deadline) return fail('timeout', 'no visible element matched ' + params.selector + ' within ' + timeout + ' ms', { selector: params.selector });
+        await sleep(100);
+      }
+    }
+    const el = resolveOne(params.selector);
+    const done = (extra) => Object.assign({ success: true, action, selector: params.selector, element: { tag: el.tagName.toLowerCase(), selectors: selectorsFor(el) } }, extra || {});
+    switch (action) {
+      case 'click': {
+        el.scrollIntoView({ block: 'center', inline: 'center' });
+        if (typeof el.focus === 'function') el.focus({ preventScroll: true });
+        el.click();
+        return done();
+      }
+      case 'type': {
+        const text = String(params.text !== undefined ? params.text : params.value !== undefined ? params.value : '');
+        el.focus();
+        if (el.isContentEditable) {
+          if (params.clear !== false) el.textContent = '';
+          el.textContent += text;
+          fire(el, 'input');
+        } else {
+          const base = params.clear === false ? String(el.value || '') : '';
+          setNativeValue(el, base + text);
+          fire(el, 'input');
+          fire(el, 'change');
+        }
+        return done({ typed_length: text.length });
+      }
+      case 'select': {
+        if (!(el instanceof HTMLSelectElement)) return fail('invalid_param', 'element is not a <select>', { selector: params.selector });
+        const wanted = String(params.value !== undefined ? params.value : params.text);
+        const opt = Array.from(el.options).find((o) => o.value === wanted) || Array.from(el.options).find((o) => norm(o.text) === norm(wanted));
+        if (!opt) return fail('option_not_found', 'no option ' + wanted, { options: Array.from(el.options).map((o) => o.value).slice(0, 50) });
+        setNativeValue(el, opt.value);
+        fire(el, 'input');
+        fire(el, 'change');
+        return done({ value: opt.value });
+      }
+      case 'check':
+      case 'uncheck': {
+        const want = action === 'check' ? (params.checked !== false) : false;
+        if (el.checked !== want) el.click();
+        return done({ checked: !!el.checked });
+      }
+      case 'focus':
+        el.focus();
+        return done({ focused: document.activeElement === el });
+      case 'scroll_to':
+        el.scrollIntoView({ block: 'center', behavior: 'instant' });
+        return done({ scroll_y: Math.round(window.scrollY) });
+      case 'key_press': {
+        const key = String(params.key || params.text || 'Enter');
+        keyEvent(el, key, 'keydown');
+        keyEvent(el, key, 'keypress');
+        keyEvent(el, key, 'keyup');
+        if (key === 'Enter' && el.form && el.tagName === 'INPUT') {
+          if (typeof el.form.requestSubmit === 'function') el.form.requestSubmit(); else el.form.submit();
+        }
+        return done({ key });
+      }
+      case 'get_text':
+        return done({ text: clip(norm(el.innerText !== undefined ? el.innerText : el.textContent), 20000) });
+      case 'get_value':
+        return done({ value: el.type === 'password' ? '[redacted]' : (el.value !== undefined ? String(el.value) : null) });
+      case 'get_attribute':
+        if (!params.name) return fail('missing_param', 'name is required');
+        return done({ name: params.name, value: el.getAttribute(params.name) });
+      case 'set_attribute':
+        if (!params.name) return fail('missing_param', 'name is required');
+        el.setAttribute(params.name, String(params.value == null ? '' : params.value));
+        return done({ name: params.name, value: el.getAttribute(params.name) });
+      case 'paste': {
+        const text = String(params.text || '');
+        el.focus();
+        const dt = new DataTransfer();
+        dt.setData('text/plain', text);
+        const ok = el.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }));
+        if (ok && 'value' in el) { setNativeValue(el, String(el.value || '') + text); fire(el, 'input'); }
+        return done();
+      }
+      default:
+        return fail('unknown_action', 'unknown dom_action ' + action);
+    }
+  };
+
+  const OVERLAY_ATTR = 'data-gasoline-overlay';
+
+  const highlight = (params) => {
+    const el = resolveOne(params.selector);
+    const r = el.getBoundingClientRect();
+    const box = document.createElement('div');
+    box.setAttribute(OVERLAY_ATTR, 'highlight');
+    Object.assign(box.style, {
+      position: 'fixed', left: r.left - 2 + 'px', top: r.top - 2 + 'px', width: r.width + 4 + 'px', height: r.height + 4 + 'px',
+      border: '3px solid #f28c28', background: 'rgba(242,140,40,0.15)', zIndex: 2147483647, pointerEvents: 'none', borderRadius: '3px',
+    });
+    document.documentElement.appendChild(box);
+    const duration = Math.min(Math.max(Number(params.duration_ms) || 3000, 100), 60000);
+    setTimeout(() => box.remove(), duration);
+    return { success: true, selector: params.selector, bounds: rect(el), duration_ms: duration };
+  };
+
+  const subtitle = (params) => {
+    let bar = document.querySelector('[' + OVERLAY_ATTR + '="subtitle"]');
+    const text = String(params.text || '');
+    if (!text) {
+      if (bar) bar.remove();
+      return { success: true, cleared: true };
+    }
+    if (!bar) {
+      bar = document.createElement('div');
+      bar.setAttribute(OVERLAY_ATTR, 'subtitle');
+      Object.assign(bar.style, {
+        position: 'fixed', left: '50%', bottom: '24px', transform: 'translateX(-50%)', maxWidth: '80%',
+        background: 'rgba(0,0,0,0.8)', color: '#fff', font: '16px/1.4 sans-serif', padding: '8px 16px',
+        borderRadius: '6px', zIndex: 2147483647, pointerEvents: 'none', textAlign: 'center',
+      });
+      document.documentElement.appendChild(bar);
+    }
+    bar.textContent = clip(text, 500);
+    clearTimeout(globalThis.__gasolineSubtitleTimer);
+    if (params.duration_ms) globalThis.__gasolineSubtitleTimer = setTimeout(() => bar.remove(), Math.min(Number(params.duration_ms), 600000));
+    return { success: true, text: bar.textContent };
+  };
+
+  const pageInfo = () => ({
+    url: location.href,
+    title: document.title,
+    ready_state: document.readyState,
+    referrer: document.referrer,
+    language: document.documentElement.lang || '',
+    viewport: { width: window.innerWidth, height: window.innerHeight },
+    scroll: { x: Math.round(window.scrollX), y: Math.round(window.scrollY) },
+    document_size: { width: document.documentElement.scrollWidth, height: document.documentElement.scrollHeight },
+    element_count: document.getElementsByTagName('*').length,
+    forms: document.forms.length,
+    links: document.links.length,
+    images: document.images.length,
+    headings: Array.from(document.querySelectorAll('h1,h2,h3')).slice(0, 20).map((h) => ({ level: Number(h.tagName[1]), text: clip(norm(h.textContent), 200) })),
+  });
+
+  const storageDump = (store) => {
+    const out = {};
+    try {
+      for (let i = 0; i < store.length && i < 200; i++) {
+        const k = store.key(i);
+        out[k] = clip(store.getItem(k), 4000);
+      }
+    } catch (_) { /* storage blocked */ }
+    return out;
+  };
+
+  const stateCapture = () => {
+    const forms = Array.from(document.querySelectorAll('input,select,textarea')).slice(0, 200)
+      .filter((el) => el.type !== 'password' && el.type !== 'hidden' && el.type !== 'file')
+      .map((el) => ({ selector: selectorsFor(el).css, value: el.type === 'checkbox' || el.type === 'radio' ? String(el.checked) : clip(el.value, 2000) }));
+    return {
+      url: location.href,
+      title: document.title,
+      local_storage: storageDump(window.localStorage),
+      session_storage: storageDump(window.sessionStorage),
+      cookie_names: document.cookie ? document.cookie.split(';').map((c) => c.split('=')[0].trim()).filter(Boolean) : [],
+      scroll: { x: Math.round(window.scrollX), y: Math.round(window.scrollY) },
+      form_values: forms,
+      captured_at: new Date().toISOString(),
+    };
+  };
+
+  const waterfall = (params) => {
+    const limit = Math.max(1, Math.min(Number(params.limit) || 500, 2000));
+    const entries = performance.getEntriesByType('resource').slice(-limit).map((r) => ({
+      name: r.name, url: r.name, initiator_type: r.initiatorType, duration: Math.round(r.duration * 10) / 10,
+      start_time: Math.round(r.startTime * 10) / 10, fetch_start: Math.round(r.fetchStart * 10) / 10,
+      response_end: Math.round(r.responseEnd * 10) / 10, transfer_size: r.transferSize || 0,
+      decoded_body_size: r.decodedBodySize || 0, encoded_body_size: r.encodedBodySize || 0, page_url: location.href,
+    }));
+    return { page_url: location.href, count: entries.length, entries };
+  };
+
+  const computedStyles = (params) => {
+    const el = resolveOne(params.selector);
+    const cs = getComputedStyle(el);
+    const props = Array.isArray(params.properties) && params.properties.length ? params.properties
+      : ['display', 'visibility', 'position', 'color', 'background-color', 'font-size', 'font-family', 'font-weight', 'width', 'height', 'margin', 'padding', 'border', 'opacity', 'z-index', 'overflow'];
+    const styles = {};
+    for (const p of props.slice(0, 100)) styles[p] = cs.getPropertyValue(p);
+    return { selector: params.selector, styles, rect: rect(el) };
+  };
+
+  const formDiscovery = () => ({
+    url: location.href,
+    forms: Array.from(document.forms).slice(0, 50).map((f) => ({
+      selector: selectorsFor(f).css, action: f.action, method: (f.method || 'get').toLowerCase(),
+      fields: Array.from(f.elements).slice(0, 100).map((el) => ({
+        tag: el.tagName.toLowerCase(), type: el.type || '', name: el.name || '', label: accessibleName(el),
+        required: !!el.required, selector: selectorsFor(el).css,
+      })),
+    })),
+  });
+
+  const a11y = async (params) => {
+    if (!globalThis.axe) return fail('axe_unavailable', 'axe-core is not loaded in this page');
+    const context = params.selector ? resolve(params.selector) : document;
+    const options = { resultTypes: ['violations'] };
+    if (Array.isArray(params.tags) && params.tags.length) options.runOnly = { type: 'tag', values: params.tags };
+    else if (Array.isArray(params.rules) && params.rules.length) options.runOnly = { type: 'rule', values: params.rules };
+    const res = await globalThis.axe.run(context, options);
+    const nodeLimit = Math.max(1, Math.min(Number(params.node_limit) || 20, 200));
+    return {
+      url: location.href,
+      engine: 'axe-core ' + (globalThis.axe.version || ''),
+      violations: res.violations.map((v) => ({
+        id: v.id, impact: v.impact, help: v.help, help_url: v.helpUrl, description: v.description, tags: v.tags,
+        node_count: v.nodes.length,
+        nodes: v.nodes.slice(0, nodeLimit).map((n) => ({ target: n.target, html: clip(n.html, 500), failure_summary: clip(n.failureSummary, 1000), impact: n.impact })),
+      })),
+      summary: { violations: res.violations.length, passes: (res.passes || []).length, incomplete: (res.incomplete || []).length },
+    };
+  };
+
+  const HANDLERS = {
+    dom, dom_action: domAction, highlight, subtitle, page_info: pageInfo, state_capture: stateCapture,
+    waterfall, computed_styles: computedStyles, form_discovery: formDiscovery, a11y,
+  };
+
+  /** Run one command; never throws. */
+  const run = async (type, params) => {
+    const handler = HANDLERS[type];
+    if (!handler) return { error: 'unknown_query_type', message: 'unknown command type ' + type };
+    try {
+      return await handler(params || {});
+    } catch (e) {
+      if (e && e.error) return e;
+      return fail('command_failed', String((e && e.message) || e));
+    }
+  };
+
+  Object.defineProperty(globalThis, '__gasolineCommands', {
+    value: Object.freeze({ run, resolve, selectorsFor, accessibleName, roleOf, types: Object.keys(HANDLERS) }),
+    enumerable: false,
+  });
+})();

@@ -1,0 +1,547 @@
+// Gasoline — page (MAIN world) capture hooks.
+//
+// Runs at document_start in the page's own JavaScript world so it can wrap console, fetch,
+// XMLHttpRequest and WebSocket and observe errors and performance. It never talks to the network:
+// it hands every captured item to the isolated-world content script (content.js) with
+// window.postMessage, and only once that script has said this tab is tracked. Until the verdict
+// arrives items wait in a small bounded buffer; when the tab is not tracked they are discarded.
+(() => {
+  'use strict';
+  if (window.__gasolineHooks) return;
+  Object.defineProperty(window, '__gasolineHooks', { value: true, enumerable: false });
+
+  const TAG = '__gasoline_page__';
+  const REQUEST_BODY_LIMIT = 8192;
+  const RESPONSE_BODY_LIMIT = 16384;
+  const WS_FRAME_LIMIT = 4096;
+  const MESSAGE_LIMIT = 10000;
+  const PENDING_LIMIT = 300;
+
+  let tracked = null; // null = not known yet, then true / false
+  let pending = [];
+  let capture = { logs: true, network: true, websocket: true };
+
+  const emit = (kind, payload) => {
+    if (tracked === false) return;
+    if (kind === 'log' && payload.type === 'console' && !capture.logs) return;
+    if ((kind === 'network_body' || (kind === 'log' && payload.type === 'network')) && !capture.network) return;
+    if (kind === 'ws' && !capture.websocket) return;
+    if (tracked === null) {
+      pending.push([kind, payload]);
+      if (pending.length > PENDING_LIMIT) pending.shift();
+      return;
+    }
+    try {
+      window.postMessage({ [TAG]: true, kind, payload }, '*');
+    } catch (_) { /* unserializable payloads are dropped */ }
+  };
+
+  window.addEventListener('message', (event) => {
+    if (event.source !== window || !event.data || event.data.__gasoline_ext__ !== true) return;
+    const msg = event.data;
+    if (msg.kind === 'tracking') {
+      tracked = !!msg.tracked;
+      if (msg.capture) capture = Object.assign(capture, msg.capture);
+      const queued = pending;
+      pending = [];
+      if (tracked) for (const [k, p] of queued) emit(k, p);
+    }
+  });
+
+  // ---------------------------------------------------------------- safe serialization
+  const describeNode = (node) => {
+    if (node.nodeType === 1) {
+      let s = '<' + node.tagName.toLowerCase();
+      if (node.id) s += '#' + node.id;
+      if (typeof node.className === 'string' && node.className.trim()) {
+        s += '.' + node.className.trim().split(/\s+/).slice(0, 3).join('.');
+      }
+      return s + '>';
+    }
+    if (node.nodeType === 3) return '#text "' + String(node.textContent).slice(0, 50) + '"';
+    if (node.nodeType === 9) return '#document';
+    return '#node(' + node.nodeName + ')';
+  };
+
+  const serialize = (value, depth = 0, seen = new WeakSet()) => {
+    const t = typeof value;
+    if (value === null || t === 'boolean') return value;
+    if (t === 'number') return Number.isFinite(value) ? value : String(value);
+    if (t === 'string') return value.length > MESSAGE_LIMIT ? value.slice(0, MESSAGE_LIMIT) + '…[truncated]' : value;
+    if (t === 'undefined') return '[undefined]';
+    if (t === 'bigint') return value.toString() + 'n';
+    if (t === 'symbol') return value.toString();
+    if (t === 'function') return '[Function ' + (value.name || 'anonymous') + ']';
+    try {
+      if (value instanceof Error) {
+        return { name: value.name, message: String(value.message), stack: String(value.stack || '').slice(0, 4000) };
+      }
+      if (typeof Node !== 'undefined' && value instanceof Node) return describeNode(value);
+      if (typeof Window !== 'undefined' && value instanceof Window) return '[Window]';
+      if (value instanceof Date) return isNaN(value) ? 'Invalid Date' : value.toISOString();
+      if (value instanceof RegExp) return value.toString();
+      if (seen.has(value)) return '[Circular]';
+      seen.add(value);
+      if (depth >= 4) return Array.isArray(value) ? '[Array(' + value.length + ')]' : '[Object]';
+      if (value instanceof Map) {
+        const out = {};
+        let i = 0;
+        for (const [k, v] of value) {
+          if (i++ >= 50) { out['…'] = (value.size - 50) + ' more'; break; }
+          out[String(k)] = serialize(v, depth + 1, seen);
+        }
+        return { '[Map]': out };
+      }
+      if (value instanceof Set) return { '[Set]': Array.from(value).slice(0, 50).map((v) => serialize(v, depth + 1, seen)) };
+      if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return '[' + value.constructor.name + ' ' + value.byteLength + ' bytes]';
+      if (Array.isArray(value)) {
+        const out = value.slice(0, 100).map((v) => serialize(v, depth + 1, seen));
+        if (value.length > 100) out.push('…' + (value.length - 100) + ' more');
+        return out;
+      }
+      const out = {};
+      let n = 0;
+      for (const key of Object.keys(value)) {
+        if (n++ >= 50) { out['…'] = 'more keys'; break; }
+        let v;
+        try { v = value[key]; } catch (e) { v = '[Getter threw]'; }
+        out[key] = serialize(v, depth + 1, seen);
+      }
+      return out;
+    } catch (e) {
+      return '[Unserializable]';
+    }
+  };
+
+  const stringify = (arg) => {
+    if (typeof arg === 'string') return arg;
+    try {
+      const s = serialize(arg);
+      return typeof s === 'string' ? s : JSON.stringify(s);
+    } catch (_) {
+      return String(arg);
+    }
+  };
+
+  const limitArgs = (args) => {
+    const out = [];
+    let budget = 64000;
+    for (const a of args) {
+      const s = serialize(a);
+      let size;
+      try { size = JSON.stringify(s).length; } catch (_) { size = 0; }
+      if (size > budget) { out.push('[truncated: argument of ' + size + ' chars]'); budget = 0; continue; }
+      budget -= size;
+      out.push(s);
+    }
+    return out;
+  };
+
+  const callerSource = () => {
+    const stack = new Error().stack || '';
+    const lines = stack.split('\n').slice(1);
+    for (const line of lines) {
+      if (line.includes('/content/inject.js')) continue;
+      const m = line.match(/\(?((?:https?|file|chrome-extension):\/\/[^)\s]+)\)?\s*$/);
+      if (m) return m[1];
+    }
+    return '';
+  };
+
+  // ---------------------------------------------------------------- console
+  for (const level of ['log', 'info', 'warn', 'error', 'debug']) {
+    const original = console[level];
+    if (typeof original !== 'function') continue;
+    console[level] = function (...args) {
+      try {
+        const message = args.map(stringify).join(' ');
+        emit('log', {
+          ts: new Date().toISOString(),
+          url: location.href,
+          type: 'console',
+          level,
+          message: message.length > MESSAGE_LIMIT ? message.slice(0, MESSAGE_LIMIT) + '…[truncated]' : message,
+          source: callerSource(),
+          args: limitArgs(args),
+        });
+      } catch (_) { /* capture must never break the page */ }
+      return original.apply(this, args);
+    };
+  }
+
+  // ---------------------------------------------------------------- errors
+  window.addEventListener('error', (event) => {
+    if (event.target !== window && event.target && event.target.tagName) return; // resource load errors
+    const err = event.error;
+    emit('log', {
+      ts: new Date().toISOString(),
+      url: location.href,
+      level: 'error',
+      type: 'exception',
+      message: String(event.message || (err && err.message) || 'Uncaught error'),
+      source: (event.filename || '') + ':' + (event.lineno || 0),
+      filename: event.filename || '',
+      lineno: event.lineno || 0,
+      colno: event.colno || 0,
+      stack: err && err.stack ? String(err.stack).slice(0, 8000) : '',
+    });
+  }, true);
+
+  window.addEventListener('unhandledrejection', (event) => {
+    const reason = event.reason;
+    const isErr = reason instanceof Error;
+    emit('log', {
+      ts: new Date().toISOString(),
+      url: location.href,
+      level: 'error',
+      type: 'exception',
+      message: 'Unhandled promise rejection: ' + (isErr ? reason.name + ': ' + reason.message : stringify(reason)),
+      source: 'unhandledrejection',
+      filename: '',
+      lineno: 0,
+      colno: 0,
+      stack: isErr && reason.stack ? String(reason.stack).slice(0, 8000) : '',
+    });
+  });
+
+  // ---------------------------------------------------------------- network helpers
+  const AUTH_PATH = /\/(?:login|logout|signin|sign-in|signup|sign-up|register|auth|oauth2?|token|password|passwd|session|sessions|2fa|mfa|otp|credentials?)(?:[/?#.]|$)/i;
+  const SENSITIVE_HEADER = /^(?:authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|x-csrf-token|x-xsrf-token|x-access-token|x-refresh-token|x-gasoline-key)$/i;
+  const BINARY_TYPE = /^(?:image|audio|video|font)\/|application\/(?:octet-stream|pdf|zip|gzip|x-protobuf|protobuf|wasm|x-tar|x-7z|vnd\.)/i;
+
+  const isAuthUrl = (url) => {
+    try { return AUTH_PATH.test(new URL(url, location.href).pathname); } catch (_) { return false; }
+  };
+
+  const cleanHeaders = (entries) => {
+    const out = {};
+    for (const [k, v] of entries) {
+      if (!SENSITIVE_HEADER.test(k)) out[k.toLowerCase()] = String(v).slice(0, 500);
+    }
+    return out;
+  };
+
+  const truncate = (text, limit) => {
+    if (text.length <= limit) return [text, false];
+    return [text.slice(0, limit), true];
+  };
+
+  const describeRequestBody = (body) => {
+    if (body === undefined || body === null) return [undefined, false];
+    if (typeof body === 'string') return truncate(body, REQUEST_BODY_LIMIT);
+    if (body instanceof URLSearchParams) return truncate(body.toString(), REQUEST_BODY_LIMIT);
+    if (typeof FormData !== 'undefined' && body instanceof FormData) {
+      const parts = [];
+      for (const [k, v] of body.entries()) {
+        parts.push(k + '=' + (typeof v === 'string' ? v : '[file ' + (v.name || 'blob') + ', ' + v.size + ' bytes]'));
+      }
+      return truncate('[form-data] ' + parts.join('&'), REQUEST_BODY_LIMIT);
+    }
+    if (typeof Blob !== 'undefined' && body instanceof Blob) return ['[binary: ' + (body.type || 'blob') + ', ' + body.size + ' bytes]', false];
+    if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return ['[binary: ' + body.byteLength + ' bytes]', false];
+    if (typeof ReadableStream !== 'undefined' && body instanceof ReadableStream) return ['[stream]', false];
+    return truncate(String(body), REQUEST_BODY_LIMIT);
+  };
+
+  const readLimited = async (response, limit) => {
+    // Reads at most `limit` characters from a cloned response, then cancels the clone.
+    if (!response.body) return ['', false];
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    let truncated = false;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (text.length > limit) {
+        truncated = true;
+        text = text.slice(0, limit);
+        try { await reader.cancel(); } catch (_) { /* ignore */ }
+        break;
+      }
+    }
+    return [text, truncated];
+  };
+
+  const emitNetwork = (info) => {
+    // info: {method, url, status, statusText, duration, requestBody, responseBody, contentType,
+    //        requestTruncated, responseTruncated, error, requestHeaders, responseHeaders, initiator}
+    const auth = isAuthUrl(info.url);
+    const body = {
+      ts: new Date().toISOString(),
+      method: info.method,
+      url: info.url,
+      status: info.status,
+      content_type: info.contentType || '',
+      duration: Math.round(info.duration),
+      initiator: info.initiator,
+      page_url: location.href,
+    };
+    if (info.requestBody !== undefined) {
+      body.request_body = auth ? '[redacted: auth endpoint]' : info.requestBody;
+      if (!auth && info.requestTruncated) body.request_truncated = true;
+    }
+    if (info.responseBody !== undefined) {
+      body.response_body = auth ? '[redacted: auth endpoint]' : info.responseBody;
+      if (!auth && info.responseTruncated) body.response_truncated = true;
+    }
+    if (info.requestHeaders) body.request_headers = info.requestHeaders;
+    if (info.responseHeaders) body.response_headers = info.responseHeaders;
+    if (info.error) body.error = info.error;
+    emit('network_body', body);
+    if (info.error || info.status >= 400) {
+      const entry = {
+        ts: body.ts,
+        url: info.url,
+        level: 'error',
+        type: 'network',
+        method: info.method,
+        status: info.status,
+        statusText: info.statusText || '',
+        duration: body.duration,
+        response: info.responseBody === undefined ? '' : String(body.response_body).slice(0, 2000),
+        page_url: location.href,
+      };
+      if (info.error) entry.error = info.error;
+      if (info.responseHeaders) entry.headers = info.responseHeaders;
+      entry.message = info.method + ' ' + info.url + ' → ' + (info.error ? 'failed: ' + info.error : info.status + ' ' + (info.statusText || ''));
+      emit('log', entry);
+    }
+  };
+
+  // ---------------------------------------------------------------- fetch
+  const originalFetch = window.fetch;
+  if (typeof originalFetch === 'function') {
+    window.fetch = function (input, init) {
+      const started = performance.now();
+      let url = '';
+      let method = 'GET';
+      let requestBody;
+      let requestTruncated = false;
+      let requestHeaders;
+      try {
+        const req = (typeof Request !== 'undefined' && input instanceof Request) ? input : null;
+        url = new URL(req ? req.url : String(input), location.href).href;
+        method = String((init && init.method) || (req && req.method) || 'GET').toUpperCase();
+        [requestBody, requestTruncated] = describeRequestBody(init ? init.body : undefined);
+        const h = new Headers((init && init.headers) || (req && req.headers) || undefined);
+        requestHeaders = cleanHeaders(h.entries());
+      } catch (_) { /* keep going with what we have */ }
+      const promise = originalFetch.apply(this, arguments);
+      if (tracked === false) return promise;
+      promise.then(async (response) => {
+        try {
+          const contentType = response.headers.get('content-type') || '';
+          const responseHeaders = cleanHeaders(response.headers.entries());
+          let responseBody;
+          let responseTruncated = false;
+          if (/text\/event-stream/i.test(contentType)) {
+            responseBody = '[stream: text/event-stream]';
+          } else if (BINARY_TYPE.test(contentType)) {
+            const len = response.headers.get('content-length');
+            responseBody = '[binary: ' + contentType + (len ? ', ' + len + ' bytes' : '') + ']';
+          } else if (response.type !== 'opaque') {
+            [responseBody, responseTruncated] = await readLimited(response.clone(), RESPONSE_BODY_LIMIT);
+          }
+          emitNetwork({
+            method, url, status: response.status, statusText: response.statusText,
+            duration: performance.now() - started, requestBody, requestTruncated,
+            responseBody, responseTruncated, contentType, requestHeaders, responseHeaders,
+            initiator: 'fetch',
+          });
+        } catch (_) { /* ignore */ }
+      }, (error) => {
+        emitNetwork({
+          method, url, status: 0, statusText: '', duration: performance.now() - started,
+          requestBody, requestTruncated, error: String((error && error.message) || error),
+          requestHeaders, initiator: 'fetch',
+        });
+      });
+      return promise;
+    };
+  }
+
+  // ---------------------------------------------------------------- XMLHttpRequest
+  const XHR = window.XMLHttpRequest;
+  if (XHR) {
+    const open = XHR.prototype.open;
+    const send = XHR.prototype.send;
+    const setRequestHeader = XHR.prototype.setRequestHeader;
+    XHR.prototype.open = function (method, url) {
+      try {
+        this.__gasoline = { method: String(method || 'GET').toUpperCase(), url: new URL(String(url), location.href).href, headers: [] };
+      } catch (_) {
+        this.__gasoline = { method: String(method || 'GET').toUpperCase(), url: String(url), headers: [] };
+      }
+      return open.apply(this, arguments);
+    };
+    XHR.prototype.setRequestHeader = function (name, value) {
+      if (this.__gasoline) this.__gasoline.headers.push([name, value]);
+      return setRequestHeader.apply(this, arguments);
+    };
+    XHR.prototype.send = function (body) {
+      const info = this.__gasoline;
+      if (info && tracked !== false) {
+        const started = performance.now();
+        const [requestBody, requestTruncated] = describeRequestBody(body);
+        this.addEventListener('loadend', () => {
+          try {
+            const contentType = this.getResponseHeader('content-type') || '';
+            let responseBody;
+            let responseTruncated = false;
+            if (this.responseType === '' || this.responseType === 'text') {
+              if (BINARY_TYPE.test(contentType)) responseBody = '[binary: ' + contentType + ']';
+              else [responseBody, responseTruncated] = truncate(String(this.responseText || ''), RESPONSE_BODY_LIMIT);
+            } else if (this.responseType === 'json') {
+              let s = '';
+              try { s = JSON.stringify(this.response); } catch (_) { s = ''; }
+              [responseBody, responseTruncated] = truncate(s || '', RESPONSE_BODY_LIMIT);
+            } else if (this.response) {
+              responseBody = '[binary: ' + this.responseType + ']';
+            }
+            const failed = this.status === 0;
+            emitNetwork({
+              method: info.method, url: info.url, status: this.status, statusText: this.statusText,
+              duration: performance.now() - started, requestBody, requestTruncated,
+              responseBody: failed ? undefined : responseBody, responseTruncated, contentType,
+              error: failed ? 'network error' : undefined,
+              requestHeaders: cleanHeaders(info.headers), initiator: 'xhr',
+            });
+          } catch (_) { /* ignore */ }
+        });
+      }
+      return send.apply(this, arguments);
+    };
+  }
+
+  // ---------------------------------------------------------------- WebSocket
+  const NativeWebSocket = window.WebSocket;
+  if (typeof NativeWebSocket === 'function') {
+    let counter = 0;
+    const frame = (data) => {
+      if (typeof data === 'string') {
+        const [text, truncated] = truncate(data, WS_FRAME_LIMIT);
+        return { data: text, size: data.length, truncated };
+      }
+      const size = data && (data.byteLength !== undefined ? data.byteLength : data.size);
+      return { data: '[binary ' + (size || 0) + ' bytes]', size: size || 0, binary: true };
+    };
+    class GasolineWebSocket extends NativeWebSocket {
+      constructor(url, protocols) {
+        super(url, protocols);
+        const id = 'ws-' + Date.now().toString(36) + '-' + (++counter);
+        Object.defineProperty(this, '__gasolineId', { value: id });
+        const wsUrl = this.url;
+        const base = () => ({ ts: new Date().toISOString(), type: 'websocket', id, url: wsUrl });
+        this.addEventListener('open', () => emit('ws', Object.assign(base(), { event: 'open', protocol: this.protocol })));
+        this.addEventListener('message', (e) => emit('ws', Object.assign(base(), { event: 'message', direction: 'incoming' }, frame(e.data))));
+        this.addEventListener('close', (e) => emit('ws', Object.assign(base(), { event: 'close', code: e.code, reason: e.reason, was_clean: e.wasClean })));
+        this.addEventListener('error', () => emit('ws', Object.assign(base(), { event: 'error' })));
+      }
+      send(data) {
+        try {
+          emit('ws', Object.assign({ ts: new Date().toISOString(), type: 'websocket', id: this.__gasolineId, url: this.url, event: 'message', direction: 'outgoing' }, frame(data)));
+        } catch (_) { /* ignore */ }
+        return super.send(data);
+      }
+    }
+    Object.defineProperty(GasolineWebSocket, 'name', { value: 'WebSocket' });
+    window.WebSocket = GasolineWebSocket;
+  }
+
+  // ---------------------------------------------------------------- performance
+  const perf = { fcp: null, lcp: null, cls: 0, inp: null, longTasks: [] };
+  const observe = (type, handler) => {
+    try {
+      new PerformanceObserver((list) => list.getEntries().forEach(handler)).observe({ type, buffered: true });
+    } catch (_) { /* unsupported entry type */ }
+  };
+  observe('paint', (e) => { if (e.name === 'first-contentful-paint') perf.fcp = e.startTime; });
+  observe('largest-contentful-paint', (e) => { perf.lcp = e.startTime; });
+  observe('layout-shift', (e) => { if (!e.hadRecentInput) perf.cls += e.value; });
+  observe('longtask', (e) => { perf.longTasks.push(e.duration); });
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        if (e.interactionId && (perf.inp === null || e.duration > perf.inp)) perf.inp = e.duration;
+      }
+    }).observe({ type: 'event', buffered: true, durationThreshold: 16 });
+  } catch (_) { /* unsupported */ }
+
+  const round = (v) => (v === null || v === undefined ? null : Math.round(v * 10) / 10);
+
+  const buildSnapshot = () => {
+    const nav = performance.getEntriesByType('navigation')[0];
+    const resources = performance.getEntriesByType('resource');
+    const byType = {};
+    let transfer = 0;
+    let decoded = 0;
+    for (const r of resources) {
+      const t = r.initiatorType || 'other';
+      byType[t] = byType[t] || { count: 0, transfer_size: 0 };
+      byType[t].count += 1;
+      byType[t].transfer_size += r.transferSize || 0;
+      transfer += r.transferSize || 0;
+      decoded += r.decodedBodySize || 0;
+    }
+    const slowest = resources.slice().sort((a, b) => b.duration - a.duration).slice(0, 5).map((r) => ({
+      url: r.name, duration: round(r.duration), size: r.transferSize || 0, type: r.initiatorType,
+    }));
+    const tbt = perf.longTasks.reduce((sum, d) => sum + Math.max(0, d - 50), 0);
+    const userTiming = performance.getEntriesByType('mark').concat(performance.getEntriesByType('measure'))
+      .slice(0, 20).map((m) => ({ name: m.name, type: m.entryType, start: round(m.startTime), duration: round(m.duration) }));
+    return {
+      url: location.href,
+      timestamp: new Date().toISOString(),
+      timing: {
+        dom_content_loaded: nav ? round(nav.domContentLoadedEventEnd) : null,
+        load: nav ? round(nav.loadEventEnd) : null,
+        first_contentful_paint: round(perf.fcp),
+        largest_contentful_paint: round(perf.lcp),
+        interaction_to_next_paint: round(perf.inp),
+        time_to_first_byte: nav ? round(nav.responseStart - nav.requestStart) : null,
+        dom_interactive: nav ? round(nav.domInteractive) : null,
+      },
+      network: {
+        request_count: resources.length,
+        transfer_size: transfer,
+        decoded_size: decoded,
+        by_type: byType,
+        slowest_requests: slowest,
+      },
+      long_tasks: {
+        count: perf.longTasks.length,
+        total_blocking_time: round(tbt),
+        longest: round(perf.longTasks.length ? Math.max(...perf.longTasks) : 0),
+      },
+      cumulative_layout_shift: Math.round(perf.cls * 10000) / 10000,
+      user_timing: userTiming,
+    };
+  };
+
+  let snapshotSent = false;
+  const sendSnapshot = () => {
+    if (snapshotSent) return;
+    snapshotSent = true;
+    try { emit('perf', buildSnapshot()); } catch (_) { /* ignore */ }
+  };
+  const scheduleSnapshot = () => setTimeout(sendSnapshot, 1500);
+  if (document.readyState === 'complete') scheduleSnapshot();
+  else window.addEventListener('load', scheduleSnapshot, { once: true });
+  window.addEventListener('pagehide', sendSnapshot, { once: true });
+
+  // ---------------------------------------------------------------- SPA navigations
+  const notifyNavigate = (from) => {
+    if (from !== location.href) emit('nav', { from_url: from, to_url: location.href });
+  };
+  for (const fn of ['pushState', 'replaceState']) {
+    const original = history[fn];
+    history[fn] = function () {
+      const from = location.href;
+      const result = original.apply(this, arguments);
+      notifyNavigate(from);
+      return result;
+    };
+  }
+})();

@@ -1,0 +1,72 @@
+// Gasoline popup: connection state, the daemon's entry count, tracked tabs, tracking and pilot toggles.
+import { STORAGE_KEYS, settingsFromStorage, isTrackedTab } from '../lib/settings.js';
+
+const $ = (id) => document.getElementById(id);
+let currentTab = null;
+
+async function render() {
+  const raw = await chrome.storage.local.get(null);
+  const s = settingsFromStorage(raw);
+  const status = await chrome.runtime.sendMessage({ type: 'gasoline:status' }).catch(() => null);
+
+  const state = $('state');
+  if (!status) { state.textContent = 'starting…'; state.className = 'state unknown'; }
+  else if (status.connected) { state.textContent = 'connected'; state.className = 'state connected'; }
+  else { state.textContent = 'disconnected'; state.className = 'state disconnected'; }
+  $('server').textContent = s.serverUrl;
+  $('entries').textContent = status && typeof status.entries === 'number' ? String(status.entries) : '–';
+  $('ai-controlled').hidden = !(status && status.ai_controlled);
+  $('dropped-row').hidden = !(status && status.dropped);
+  $('dropped').textContent = status ? String(status.dropped) : '0';
+  const err = $('error-row');
+  err.hidden = !(status && !status.connected && status.last_error);
+  err.textContent = status && status.last_error ? `Last error: ${status.last_error}` : '';
+  $('version').textContent = `v${chrome.runtime.getManifest().version}`;
+
+  $('pilot').checked = s.pilotEnabled;
+  $('track-all').checked = s.trackAllTabs;
+
+  const trackedHere = currentTab && isTrackedTab(s, currentTab.id, false);
+  const btn = $('track-current');
+  btn.textContent = trackedHere ? 'Stop tracking this tab' : 'Track this tab';
+  btn.disabled = !currentTab || !/^(https?|file):/.test(currentTab.url || '');
+  btn.dataset.tracked = trackedHere ? '1' : '';
+
+  const list = $('tracked');
+  list.textContent = '';
+  const ids = [s.trackedTabId, ...s.extraTabs].filter(Boolean);
+  if (!ids.length) {
+    const li = document.createElement('li');
+    li.className = 'muted';
+    li.textContent = s.trackAllTabs ? 'every tab' : 'none';
+    list.appendChild(li);
+  }
+  for (const id of ids) {
+    const tab = await chrome.tabs.get(id).catch(() => null);
+    const li = document.createElement('li');
+    li.textContent = tab ? `${tab.title || tab.url} ` : `tab ${id} `;
+    if (id === s.trackedTabId) li.title = 'primary tracked tab';
+    const un = document.createElement('button');
+    un.textContent = 'untrack';
+    un.addEventListener('click', async () => { await chrome.runtime.sendMessage({ type: 'gasoline:track', tabId: id, tracked: false }); render(); });
+    li.appendChild(un);
+    list.appendChild(li);
+  }
+}
+
+$('track-current').addEventListener('click', async () => {
+  if (!currentTab) return;
+  const tracked = !$('track-current').dataset.tracked;
+  await chrome.runtime.sendMessage({ type: 'gasoline:track', tabId: currentTab.id, tracked });
+  render();
+});
+$('pilot').addEventListener('change', (e) => chrome.storage.local.set({ [STORAGE_KEYS.pilotEnabled]: e.target.checked }));
+$('track-all').addEventListener('change', (e) => chrome.storage.local.set({ [STORAGE_KEYS.trackAllTabs]: e.target.checked }));
+$('options').addEventListener('click', (e) => { e.preventDefault(); chrome.runtime.openOptionsPage(); });
+chrome.storage.onChanged.addListener(() => render());
+
+(async () => {
+  [currentTab] = await chrome.tabs.query({ active: true, currentWindow: true });
+  await render();
+  setInterval(render, 2000);
+})();

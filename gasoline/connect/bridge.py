@@ -1,0 +1,595 @@
+"""
+The connector's core: stdin JSON-RPC lines <-> the daemon, surviving daemon restarts.
+
+L{Bridge} is clock-injected and talks to the daemon only through a L{DaemonHTTP}-like object and a
+L{Discovery}, so every behaviour below is unit-tested with C{task.Clock} and a fake daemon.
+
+ - Each stdin line is parsed (bad JSON is answered locally with a JSON-RPC parse error) and queued.
+   Notifications and ``initialize`` are *barriers*: nothing queued after them is sent until the daemon
+   has taken them, so ``initialize`` -> ``notifications/initialized`` -> ``tools/list`` keep their
+   order; requests between barriers are sent concurrently (a slow tool call never blocks a
+   ``notifications/cancelled``).
+ - Every JSON-RPC message in a reply, and every message on the ``GET /mcp`` stream, is written to
+   stdout as one line. Responses are written only for requests still pending (so a request already
+   answered with an error never gets a second answer).
+ - Connection failure (POST or stream) puts the bridge in *reconnecting*: the failed messages go back
+   to the queue in their original order; the bridge probes ``/health`` with exponential backoff
+   (starting the daemon if allowed), re-registers (``POST /clients``), replays the session it had
+   (``initialize`` with an internal id, ``notifications/initialized``, the latest
+   ``logging/setLevel``, resource subscriptions; their answers are swallowed), and resends the queue.
+ - A request that is not delivered within C{bound} seconds of arriving is answered with a JSON-RPC
+   error (code -32000, ``data.error = "daemon_unavailable"``): never silence.
+ - Stdin EOF: wait (at most C{bound}) for pending requests, then ``DELETE /clients/<id>``, then
+   L{closed} fires.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Any, Callable
+
+import attrs
+import orjson
+from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+from gasoline.connect.client import RegistrationRefused
+
+log = Logger()
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+#: Server-defined error: the request could not be delivered to the daemon in time.
+DAEMON_UNAVAILABLE = -32000
+
+DEFAULT_BOUND = 30.0
+MAX_QUEUE = 10_000
+_REPLAY_PREFIX = "gasoline-connect-replay-"
+_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,256}")')
+
+
+def _key(request_id: Any) -> bytes:
+    return orjson.dumps(request_id)
+
+
+def error_message(request_id: Any, code: int, message: str, **data: Any) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": err}
+
+
+def sniff_id(head: bytes) -> Any:
+    """Best effort: the top-level ``"id"`` of a (truncated) JSON-RPC message, else C{None}."""
+    params = head.find(b'"params"')
+    scope = head if params < 0 else head[:params]
+    m = _ID_RE.search(scope)
+    if m is None:
+        return None
+    try:
+        return orjson.loads(m.group(1))
+    except orjson.JSONDecodeError:
+        return None
+
+
+@attrs.define(eq=False)
+class Outgoing:
+    """One stdin line on its way to the daemon."""
+
+    seq: int
+    body: bytes
+    #: Request ids carried (one, several for a batch, none for notifications and responses).
+    ids: list[Any]
+    barrier: bool
+    inflight: bool = False
+    done: bool = False
+    session_retries: int = 0
+    d: Deferred | None = None
+
+
+@attrs.define(eq=False)
+class Pending:
+    id: Any
+    item: Outgoing
+    deadline: IDelayedCall | None = None
+    expired: bool = False
+
+
+class Bridge:
+    def __init__(
+        self,
+        clock: IReactorTime,
+        daemon,
+        discovery,
+        write: Callable[[bytes], None],
+        *,
+        cwd: str | None = None,
+        bound: float = DEFAULT_BOUND,
+        min_backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        max_queue: int = MAX_QUEUE,
+    ) -> None:
+        self.clock = clock
+        self.daemon = daemon
+        self.discovery = discovery
+        self._write = write
+        self.cwd = cwd
+        self.bound = bound
+        self.min_backoff = min_backoff
+        self.max_backoff = max_backoff
+        self.max_queue = max_queue
+
+        #: "connecting" | "connected" | "reconnecting" | "closed"
+        self.state = "connecting"
+        self.last_problem = "the daemon has not been reached yet"
+        self.closed: Deferred = Deferred()
+        self._queue: list[Outgoing] = []
+        self._pending: dict[bytes, Pending] = {}
+        self._inflight: set[Outgoing] = set()
+        self._barriers = 0
+        self._seq = 0
+        self._backoff = min_backoff
+        self._retry: IDelayedCall | None = None
+        self._drain_call: IDelayedCall | None = None
+        self._attempting = False
+        self._closing = False
+        self._registered = False
+        self.reconnects = 0
+
+        # What is needed to re-create the MCP session on a restarted daemon.
+        self._init_msg: dict[str, Any] | None = None
+        self._init_key: bytes | None = None
+        self._init_answered = False
+        self._initialized = False
+        self._log_level: dict[str, Any] | None = None
+        self._subscriptions: dict[str, dict[str, Any]] = {}
+        self._replay_n = 0
+
+        self._stream = None
+        self._stream_unsupported = False
+        self._last_event_id: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._attempt()
+
+    @property
+    def pending_ids(self) -> list[Any]:
+        return [p.id for p in self._pending.values()]
+
+    # -- stdin side -------------------------------------------------------------------------------
+
+    def line_received(self, line: bytes) -> None:
+        line = line.strip()
+        if not line or self._closing:
+            return
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            self._emit(error_message(None, PARSE_ERROR, f"Parse error: {e}"))
+            return
+        if isinstance(msg, dict):
+            messages = [msg]
+        elif isinstance(msg, list) and msg and all(isinstance(m, dict) for m in msg):
+            messages = msg
+        else:
+            self._emit(error_message(
+                None, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC object or batch"))
+            return
+        ids: list[Any] = []
+        barrier = False
+        for m in messages:
+            method = m.get("method")
+            has_id = "id" in m and m["id"] is not None
+            if isinstance(method, str) and has_id:
+                ids.append(m["id"])
+                self._note_request(m, method)
+            elif isinstance(method, str):
+                barrier = True
+                if method == "notifications/initialized":
+                    self._initialized = True
+        if any(m.get("method") == "initialize" for m in messages):
+            barrier = True
+        self._seq += 1
+        item = Outgoing(self._seq, line, ids, barrier)
+        if len(self._queue) >= self.max_queue:
+            for rid in ids:
+                self._emit(error_message(
+                    rid, DAEMON_UNAVAILABLE,
+                    "Gasoline connector queue is full while the daemon is unreachable",
+                    error="queue_full"))
+            log.warn("connector queue full: dropped a message")
+            return
+        for rid in ids:
+            key = _key(rid)
+            old = self._pending.pop(key, None)
+            if old is not None and old.deadline is not None and old.deadline.active():
+                old.deadline.cancel()
+            self._pending[key] = Pending(
+                rid, item, self.clock.callLater(self.bound, self._deadline_passed, key))
+        self._queue.append(item)
+        self._pump()
+
+    def line_too_long(self, head: bytes, limit: int) -> None:
+        """A stdin line exceeded the connector's line limit (the rest of it is discarded)."""
+        rid = sniff_id(head[:65536])
+        self._emit(error_message(
+            rid, INVALID_REQUEST,
+            f"Invalid Request: message larger than the connector's limit of {limit} bytes",
+            error="message_too_large", limit=limit))
+
+    def _note_request(self, m: dict[str, Any], method: str) -> None:
+        params = m.get("params")
+        if method == "initialize":
+            self._init_msg = m
+            self._init_key = _key(m["id"])
+            self._init_answered = False
+        elif method == "logging/setLevel":
+            self._log_level = params if isinstance(params, dict) else None
+        elif method == "resources/subscribe" and isinstance(params, dict):
+            self._subscriptions[str(params.get("uri"))] = params
+        elif method == "resources/unsubscribe" and isinstance(params, dict):
+            self._subscriptions.pop(str(params.get("uri")), None)
+
+    # -- stdout side ------------------------------------------------------------------------------
+
+    def _emit(self, message: Any) -> None:
+        self._write(orjson.dumps(message))
+
+    def _from_daemon(self, message: Any) -> None:
+        """A JSON-RPC message (or batch) from the daemon: write what the client should see."""
+        if isinstance(message, list):
+            kept = [m for m in message if self._accept(m)]
+            if kept:
+                self._emit(kept)
+        elif self._accept(message):
+            self._emit(message)
+        self._maybe_finish_drain()
+
+    def _accept(self, m: Any) -> bool:
+        if not isinstance(m, dict):
+            return False
+        if "method" in m:
+            return True  # a notification or a server->client request
+        if "result" not in m and "error" not in m:
+            return True
+        rid = m.get("id")
+        key = _key(rid)
+        pending = self._pending.pop(key, None)
+        if pending is None:
+            if rid is None:
+                return True  # an error the daemon could not attach to a request
+            log.debug("dropping a reply to {id!r}: already answered", id=rid)
+            return False
+        if pending.deadline is not None and pending.deadline.active():
+            pending.deadline.cancel()
+        if key == self._init_key and "result" in m:
+            self._init_answered = True
+            self.clock.callLater(0, self._open_stream)
+        return True
+
+    def _answer_error(self, request_id: Any, code: int, message: str, **data: Any) -> None:
+        pending = self._pending.pop(_key(request_id), None)
+        if pending is None:
+            return
+        if pending.deadline is not None and pending.deadline.active():
+            pending.deadline.cancel()
+        self._emit(error_message(request_id, code, message, **data))
+        self._maybe_finish_drain()
+
+    # -- sending ----------------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        while self.state == "connected" and self._queue and self._barriers == 0:
+            item = self._queue.pop(0)
+            if item.done:
+                continue
+            if item.ids and not any(_key(i) in self._pending for i in item.ids):
+                item.done = True  # every request in it was already answered (timed out)
+                continue
+            self._send(item)
+
+    def _send(self, item: Outgoing) -> None:
+        item.inflight = True
+        self._inflight.add(item)
+        if item.barrier:
+            self._barriers += 1
+        d = self.daemon.post_mcp(item.body, self._from_daemon)
+        item.d = d
+        d.addCallbacks(self._sent, self._send_failed, callbackArgs=(item,), errbackArgs=(item,))
+        d.addErrback(lambda f: log.failure("connector send bookkeeping failed", f))
+
+    def _settle(self, item: Outgoing) -> None:
+        item.inflight = False
+        item.d = None
+        self._inflight.discard(item)
+        if item.barrier:
+            self._barriers -= 1
+
+    def _sent(self, reply, item: Outgoing) -> None:
+        self._settle(item)
+        self._backoff = self.min_backoff
+        if reply.text and reply.status == 404 and item.session_retries < 2 and not self._closing:
+            # The daemon does not know this connection's MCP session (it restarted between two
+            # requests): re-create it, then send this message again.
+            item.session_retries += 1
+            self._requeue(item)
+            self._lost(f"the daemon answered HTTP 404 ({reply.text[:120]!r}); re-creating the session")
+            return
+        item.done = True
+        if reply.text or reply.status >= 400:
+            code, message, data = _describe_refusal(reply)
+            for rid in item.ids:
+                self._answer_error(rid, code, message, **data)
+            if not item.ids and reply.text:
+                # A refused notification/response: the client still deserves to hear about it.
+                self._emit(error_message(None, code, message, **data))
+        self._pump()
+        self._maybe_finish_drain()
+
+    def _send_failed(self, failure, item: Outgoing) -> None:
+        self._settle(item)
+        reason = failure.getErrorMessage() or failure.type.__name__
+        if self._closing:
+            return
+        expired = [rid for rid in item.ids if self._is_expired(rid)]
+        for rid in expired:
+            self._answer_error(
+                rid, DAEMON_UNAVAILABLE,
+                f"Gasoline daemon unreachable: request not answered within {self.bound:g}s ({reason})",
+                error="daemon_unavailable")
+        if item.ids and not any(_key(i) in self._pending for i in item.ids):
+            item.done = True
+        else:
+            self._requeue(item)
+        self._lost(f"sending to the daemon failed: {reason}")
+
+    def _is_expired(self, rid: Any) -> bool:
+        p = self._pending.get(_key(rid))
+        return p is not None and p.expired
+
+    def _requeue(self, item: Outgoing) -> None:
+        seqs = [i.seq for i in self._queue]
+        self._queue.insert(bisect.bisect_left(seqs, item.seq), item)
+
+    def _deadline_passed(self, key: bytes) -> None:
+        pending = self._pending.get(key)
+        if pending is None:
+            return
+        pending.deadline = None
+        if pending.item.inflight and self.state == "connected":
+            # The daemon has it and is working on it: its answer (or a failure) decides. If the
+            # daemon has silently gone (a hung process), the health probe below finds out.
+            pending.expired = True
+            self._check_health().addErrback(lambda f: log.failure("health probe failed", f))
+            return
+        self._answer_error(
+            pending.id, DAEMON_UNAVAILABLE,
+            f"Gasoline daemon unreachable: request not delivered within {self.bound:g}s "
+            f"({self.last_problem})",
+            error="daemon_unavailable")
+        if self.state == "connected" and self._inflight:
+            # Connected, yet the request waited behind something in flight: make sure the daemon
+            # is alive (a hung daemon holding a barrier would otherwise stall the queue).
+            self._check_health().addErrback(lambda f: log.failure("health probe failed", f))
+
+    @inlineCallbacks
+    def _check_health(self):
+        health = yield self.daemon.health()
+        if health is None or health.get("service-name") != "gasoline":
+            for item in list(self._inflight):
+                if item.d is not None:
+                    item.d.cancel()
+
+    # -- connecting -------------------------------------------------------------------------------
+
+    def _lost(self, why: str) -> None:
+        if self._closing:
+            return
+        self.last_problem = why
+        if self.state != "connected":
+            return
+        log.warn("lost the Gasoline daemon: {why}; reconnecting", why=why)
+        self.state = "reconnecting"
+        self.reconnects += 1
+        self._close_stream()
+        self._schedule_attempt()
+
+    def _schedule_attempt(self) -> None:
+        if self._closing or self._retry is not None or self._attempting:
+            return
+        delay = self._backoff
+        self._backoff = min(self._backoff * 2, self.max_backoff)
+        self._retry = self.clock.callLater(delay, self._attempt)
+
+    @inlineCallbacks
+    def _attempt(self):
+        self._retry = None
+        if self._closing or self._attempting:
+            return
+        self._attempting = True
+        try:
+            status = yield self.discovery.check()
+            if status != "up":
+                self.last_problem = self.discovery.problem
+                if status == "starting":
+                    self._backoff = self.min_backoff
+                raise _NotYet(self.discovery.problem)
+            yield self.daemon.register(self.cwd)
+            self._registered = True
+            yield self._restore_session()
+        except _NotYet:
+            self._attempting = False
+            self._schedule_attempt()
+            return
+        except RegistrationRefused as e:
+            self.last_problem = f"the daemon refused registration: {e}"
+            log.warn("{problem}", problem=self.last_problem)
+            self._attempting = False
+            self._backoff = self.max_backoff
+            self._schedule_attempt()
+            return
+        except Exception as e:
+            self.last_problem = f"{type(e).__name__}: {e}"
+            log.info("connecting to the daemon failed: {problem}", problem=self.last_problem)
+            self._attempting = False
+            self._schedule_attempt()
+            return
+        self._attempting = False
+        if self._closing:
+            return
+        was = self.state
+        self.state = "connected"
+        self._stream_unsupported = False
+        self._backoff = self.min_backoff
+        if was == "reconnecting":
+            log.info("reconnected to the Gasoline daemon; resending {n} message(s)", n=len(self._queue))
+        self._open_stream()
+        self._pump()
+
+    @inlineCallbacks
+    def _restore_session(self):
+        """Re-create the MCP session on a (possibly restarted) daemon, swallowing the answers."""
+        if self._init_msg is None or not self._init_answered:
+            return
+        replies: list[Any] = []
+        init = dict(self._init_msg)
+        init["id"] = self._replay_id()
+        reply = yield self.daemon.post_mcp(orjson.dumps(init), replies.append)
+        ok = any(isinstance(r, dict) and "result" in r for r in replies)
+        if not ok:
+            raise RuntimeError(f"replaying initialize failed (HTTP {reply.status}): {replies or reply.text[:200]!r}")
+        if self._initialized:
+            yield self.daemon.post_mcp(
+                b'{"jsonrpc":"2.0","method":"notifications/initialized"}', replies.append)
+        if self._log_level is not None:
+            yield self.daemon.post_mcp(orjson.dumps({
+                "jsonrpc": "2.0", "id": self._replay_id(), "method": "logging/setLevel",
+                "params": self._log_level}), replies.append)
+        for params in list(self._subscriptions.values()):
+            yield self.daemon.post_mcp(orjson.dumps({
+                "jsonrpc": "2.0", "id": self._replay_id(), "method": "resources/subscribe",
+                "params": params}), replies.append)
+
+    def _replay_id(self) -> str:
+        self._replay_n += 1
+        return f"{_REPLAY_PREFIX}{self._replay_n}"
+
+    # -- server->client stream ------------------------------------------------------------------
+
+    def _open_stream(self) -> None:
+        if (self._stream is not None or self._stream_unsupported or self.state != "connected"
+                or not self._init_answered or self._closing):
+            return
+        stream = self.daemon.open_stream(self._from_daemon, self._last_event_id)
+        self._stream = stream
+        stream.opened.addCallback(self._stream_opened, stream)
+        stream.opened.addErrback(lambda f: None)  # the `done` errback reports it
+        stream.done.addBoth(self._stream_ended, stream)
+
+    def _stream_opened(self, status: int, stream) -> None:
+        if status != 200:
+            self._stream_unsupported = True
+            log.warn("the daemon offers no server->client stream (GET /mcp answered {status}); "
+                     "notifications will not be forwarded", status=status)
+
+    def _stream_ended(self, result, stream) -> None:
+        if stream.last_event_id:
+            self._last_event_id = stream.last_event_id
+        if self._stream is not stream:
+            return None  # closed on purpose
+        self._stream = None
+        if self._stream_unsupported or self._closing:
+            return None
+        reason = getattr(result, "getErrorMessage", lambda: "it ended")()
+        self._lost(f"the server->client stream closed: {reason}")
+        return None
+
+    def _close_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+    # -- shutting down ----------------------------------------------------------------------------
+
+    def stdin_closed(self) -> Deferred:
+        """Stdin reached EOF: answer what is pending (at most C{bound}), unregister, finish."""
+        if self._closing or self._drain_call is not None:
+            return self.closed
+        if not self._pending:
+            self._finish()
+            return self.closed
+        self._drain_call = self.clock.callLater(self.bound, self._drain_timeout)
+        return self.closed
+
+    def _maybe_finish_drain(self) -> None:
+        if self._drain_call is not None and not self._pending and not self._closing:
+            self._drain_call.cancel()
+            self._drain_call = None
+            self._finish()
+
+    def _drain_timeout(self) -> None:
+        self._drain_call = None
+        for p in list(self._pending.values()):
+            self._answer_error(
+                p.id, DAEMON_UNAVAILABLE,
+                f"Gasoline connector is exiting (stdin closed) and the daemon did not answer within "
+                f"{self.bound:g}s", error="daemon_unavailable")
+        self._finish()
+
+    def shutdown(self) -> Deferred:
+        """Stop now (process shutdown): unregister if possible, drop the rest."""
+        return self._finish()
+
+    def _finish(self) -> Deferred:
+        if self._closing:
+            return self.closed
+        self._closing = True
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
+        self._retry = None
+        if self._drain_call is not None and self._drain_call.active():
+            self._drain_call.cancel()
+        self._drain_call = None
+        for p in self._pending.values():
+            if p.deadline is not None and p.deadline.active():
+                p.deadline.cancel()
+        self._pending.clear()
+        self._close_stream()
+        for item in list(self._inflight):
+            if item.d is not None:
+                item.d.cancel()
+        d = self.daemon.unregister() if self._registered and self.state == "connected" else succeed(None)
+
+        def done(_):
+            self.state = "closed"
+            if not self.closed.called:
+                self.closed.callback(None)
+
+        d.addErrback(lambda f: log.info("unregistering failed: {e}", e=f.getErrorMessage()))
+        d.addBoth(done)
+        return self.closed
+
+
+class _NotYet(Exception):
+    pass
+
+
+def _describe_refusal(reply) -> tuple[int, str, dict[str, Any]]:
+    """JSON-RPC error fields for an HTTP answer that carried no answer to the request."""
+    data: dict[str, Any] = {"error": "http_error", "status": reply.status}
+    try:
+        body = orjson.loads(reply.text) if reply.text else None
+    except orjson.JSONDecodeError:
+        body = None
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str):
+        if "data" in err:
+            data["daemon"] = err["data"]
+        return err["code"], err["message"], data
+    snippet = reply.text[:300].decode("utf-8", "replace")
+    return INTERNAL_ERROR, f"Gasoline daemon answered HTTP {reply.status}: {snippet}", data

@@ -1,0 +1,345 @@
+"""
+The connector's HTTP side: talking to one daemon with treq.
+
+L{DaemonHTTP} wraps a treq C{HTTPClient} (C{treq.testing.StubTreq} in tests) and knows the daemon's
+routes: ``GET /health``, ``POST /clients``, ``DELETE /clients/<id>``, the MCP connector form
+``POST /mcp`` and the ``GET /mcp`` server->client SSE stream (both with ``X-Gasoline-Client`` and
+``X-Gasoline-Connection``). Connection-level failures (refused, reset, timed out) fail the returned
+Deferreds; HTTP-level answers, whatever their status, succeed with a L{Reply}.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+import orjson
+import treq
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.web.client import ResponseDone
+
+log = Logger()
+
+HEALTH_TIMEOUT = 2.0
+ADMIN_TIMEOUT = 5.0
+
+
+@attrs.frozen
+class Reply:
+    """An HTTP answer from the daemon."""
+
+    status: int
+    content_type: str
+    #: The raw body when it was not JSON-RPC (for error messages); empty otherwise.
+    text: bytes = b""
+
+
+class RegistrationRefused(Exception):
+    """``POST /clients`` answered with an error (e.g. ``too_many_clients``)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        msg = None
+        if isinstance(body, dict):
+            msg = body.get("message") or body.get("error")
+        detail = f"HTTP {status}: {msg}" if isinstance(msg, str) and msg else f"HTTP {status}"
+        super().__init__(f"registration refused ({detail})")
+
+
+@attrs.frozen
+class SSEEvent:
+    data: bytes
+    event: str = "message"
+    id: str | None = None
+
+
+class SSEParser:
+    """Incremental ``text/event-stream`` parser (the WHATWG rules that matter here)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._data: list[bytes] = []
+        self._event = ""
+        self._id: str | None = None
+        self.last_id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._buf += chunk
+        out: list[SSEEvent] = []
+        while True:
+            idx = self._buf.find(b"\n")
+            if idx < 0:
+                break
+            line, self._buf = self._buf[:idx], self._buf[idx + 1:]
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:
+                if self._data:
+                    out.append(SSEEvent(b"\n".join(self._data), self._event or "message", self._id))
+                self._data, self._event = [], ""
+                continue
+            if line.startswith(b":"):
+                continue
+            name, _, value = line.partition(b":")
+            if value.startswith(b" "):
+                value = value[1:]
+            if name == b"data":
+                self._data.append(value)
+            elif name == b"event":
+                self._event = value.decode("utf-8", "replace")
+            elif name == b"id":
+                self._id = value.decode("utf-8", "replace")
+                self.last_id = self._id
+        return out
+
+
+def _content_type(response) -> str:
+    values = response.headers.getRawHeaders(b"content-type") or [b""]
+    return values[0].split(b";")[0].strip().lower().decode("latin-1")
+
+
+class DaemonHTTP:
+    """One daemon at C{base_url}, seen by one connector process."""
+
+    def __init__(
+        self,
+        http,
+        base_url: str,
+        clock: IReactorTime,
+        client_id: str,
+        connection_id: str,
+        api_key: str | None = None,
+    ) -> None:
+        self.http = http
+        self.api_key = api_key
+        self.base_url = base_url.rstrip("/")
+        self.clock = clock
+        self.client_id = client_id
+        self.connection_id = connection_id
+
+    def _url(self, path: str) -> str:
+        return self.base_url + path
+
+    def _headers(self, **extra: str) -> dict[str, list[str]]:
+        headers = {k.replace("_", "-"): [v] for k, v in extra.items()}
+        if self.api_key:
+            headers["X-Gasoline-Key"] = [self.api_key]
+        return headers
+
+    def _mcp_headers(self, accept: str) -> dict[str, list[str]]:
+        headers = self._headers(Accept=accept)
+        headers["X-Gasoline-Client"] = [self.client_id]
+        headers["X-Gasoline-Connection"] = [self.connection_id]
+        return headers
+
+    # -- discovery and registration ------------------------------------------------------------
+
+    @inlineCallbacks
+    def health(self):
+        """The ``/health`` body if a Gasoline daemon answers, else C{None} (never fails)."""
+        try:
+            d = self.http.request("GET", self._url("/health"))
+            d.addTimeout(HEALTH_TIMEOUT, self.clock)
+            response = yield d
+            body = yield treq.content(response)
+            data = orjson.loads(body)
+        except Exception:
+            return None
+        if isinstance(data, dict) and data.get("service-name") == "gasoline":
+            return data
+        return {"_not_gasoline": True, "status": response.code}
+
+    @inlineCallbacks
+    def register(self, cwd: str | None = None):
+        body: dict[str, Any] = {"client_id": self.client_id}
+        if cwd:
+            body["cwd"] = cwd
+        d = self.http.request(
+            "POST",
+            self._url("/clients"),
+            data=orjson.dumps(body),
+            headers=self._headers(Content_Type="application/json"),
+        )
+        d.addTimeout(ADMIN_TIMEOUT, self.clock)
+        response = yield d
+        raw = yield treq.content(response)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            data = {"message": raw[:200].decode("utf-8", "replace")}
+        if response.code != 200:
+            raise RegistrationRefused(response.code, data)
+        return data
+
+    @inlineCallbacks
+    def unregister(self):
+        """End this connection's MCP session (``DELETE /mcp``), then ``DELETE /clients/<id>``."""
+        d = self.http.request("DELETE", self._url("/mcp"), headers=self._mcp_headers("*/*"))
+        d.addTimeout(ADMIN_TIMEOUT, self.clock)
+        try:
+            response = yield d
+            yield treq.content(response)
+        except Exception as e:
+            log.info("ending the MCP session failed: {e}", e=e)
+        d = self.http.request("DELETE", self._url(f"/clients/{self.client_id}"),
+                              headers=self._headers())
+        d.addTimeout(ADMIN_TIMEOUT, self.clock)
+        response = yield d
+        yield treq.content(response)
+        return response.code
+
+    # -- MCP ------------------------------------------------------------------------------------
+
+    @inlineCallbacks
+    def post_mcp(self, body: bytes, on_message: Callable[[Any], None]):
+        """POST one JSON-RPC message (or batch) in the connector form.
+
+        Every JSON-RPC message in the answer (a JSON body, or the events of an SSE body as they
+        arrive) is passed to C{on_message}. Fires with a L{Reply}; fails only on connection errors.
+        """
+        headers = self._mcp_headers("application/json, text/event-stream")
+        headers["Content-Type"] = ["application/json"]
+        response = yield self.http.request("POST", self._url("/mcp"), data=body, headers=headers)
+        ctype = _content_type(response)
+        if ctype == "text/event-stream":
+            parser = SSEParser()
+
+            def chunk(data: bytes) -> None:
+                for event in parser.feed(data):
+                    _deliver_event(event, on_message)
+
+            yield treq.collect(response, chunk)
+            return Reply(response.code, ctype)
+        raw = yield treq.content(response)
+        if raw.strip() and ctype in ("application/json", ""):
+            try:
+                parsed = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                parsed = None
+            # A transport-level refusal (4xx/5xx) carries a JSON-RPC error with a null id: it
+            # answers no particular request, so the caller decides what to do with it.
+            unattached = (response.code >= 400 and isinstance(parsed, dict)
+                          and parsed.get("id") is None)
+            if _is_jsonrpc(parsed) and not unattached:
+                on_message(parsed)
+                return Reply(response.code, ctype)
+        return Reply(response.code, ctype, raw)
+
+    def open_stream(
+        self, on_message: Callable[[Any], None], last_event_id: str | None = None
+    ) -> "Stream":
+        """Open the ``GET /mcp`` server->client stream; see L{Stream}."""
+        headers = self._mcp_headers("text/event-stream")
+        if last_event_id:
+            headers["Last-Event-ID"] = [last_event_id]
+        return Stream(self.http.request("GET", self._url("/mcp"), headers=headers), on_message)
+
+
+class Stream:
+    """A running ``GET /mcp`` SSE stream.
+
+    @ivar opened: fires with the HTTP status once headers arrive (200 means streaming).
+    @ivar done: fires when the stream ends (with the status), fails on connection loss.
+    @ivar last_event_id: the id of the last event seen (for ``Last-Event-ID`` on reopen).
+    """
+
+    def __init__(self, request_d: Deferred, on_message: Callable[[Any], None]) -> None:
+        self._request_d = request_d
+        self._on_message = on_message
+        self._parser = SSEParser()
+        self.opened: Deferred = Deferred()
+        self.done: Deferred = Deferred()
+        self.status: int | None = None
+        self._response = None
+        self._body_transport = None
+        self._closed = False
+        request_d.addCallbacks(self._got_response, self._failed)
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._parser.last_id
+
+    def _got_response(self, response) -> None:
+        self._response = response
+        self.status = response.code
+        self.opened.callback(response.code)
+        if response.code != 200 or _content_type(response) != "text/event-stream":
+            d = treq.content(response)
+            d.addBoth(lambda _: self.done.called or self.done.callback(response.code))
+            return
+        response.deliverBody(_StreamBody(self))
+
+    def _chunk(self, data: bytes) -> None:
+        for event in self._parser.feed(data):
+            _deliver_event(event, self._on_message)
+
+    def _failed(self, failure) -> None:
+        if not self.opened.called:
+            self.opened.errback(failure)
+        self._failed_done(failure)
+
+    def _failed_done(self, failure) -> None:
+        if not self.done.called:
+            self.done.errback(failure)
+
+    def _ended(self, reason) -> None:
+        if self.done.called:
+            return
+        if reason.check(ResponseDone):
+            self.done.callback(self.status)
+        else:
+            self.done.errback(reason)
+
+    def close(self) -> None:
+        """Stop reading (the daemon sees the connection close)."""
+        self._closed = True
+        if not self._request_d.called:
+            self._request_d.cancel()
+        elif self._body_transport is not None:
+            self._body_transport.stopProducing()
+        if not self.done.called:
+            self.done.callback(None)
+        # Anything that fails from here on was wanted: swallow it.
+        self.done.addErrback(lambda _: None)
+        self.opened.addErrback(lambda _: None)
+
+
+class _StreamBody(Protocol):
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+
+    def connectionMade(self) -> None:
+        self._stream._body_transport = self.transport
+        if self._stream._closed:
+            self.transport.stopProducing()
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self._stream._closed:
+            self._stream._chunk(data)
+
+    def connectionLost(self, reason) -> None:
+        self._stream._ended(reason)
+
+
+def _is_jsonrpc(value: Any) -> bool:
+    if isinstance(value, dict):
+        return value.get("jsonrpc") == "2.0"
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(v, dict) and v.get("jsonrpc") == "2.0" for v in value)
+    return False
+
+
+def _deliver_event(event: SSEEvent, on_message: Callable[[Any], None]) -> None:
+    if event.event != "message" or not event.data.strip():
+        return
+    try:
+        parsed = orjson.loads(event.data)
+    except orjson.JSONDecodeError:
+        log.warn("ignoring an SSE event that is not JSON: {data!r}", data=event.data[:200])
+        return
+    if _is_jsonrpc(parsed):
+        on_message(parsed)

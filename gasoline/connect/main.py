@@ -1,0 +1,227 @@
+"""
+``gasoline connect``: the stdio MCP connector an agent's MCP configuration spawns.
+
+    gasoline connect [--client-id ID] [--port 7890 | --url http://127.0.0.1:7890]
+                     [--state-dir DIR] [--no-autostart] [--bound 30] [--max-line BYTES]
+                     [--api-key KEY]
+
+Identity: ``--client-id``, else the first 12 hex chars of SHA-256 of the working directory, else a
+random id. Nothing but JSON-RPC lines is ever written to stdout: Twisted's log goes to stderr, and
+``sys.stdout`` itself points at stderr so a stray ``print`` cannot corrupt the protocol.
+
+This is a separate program, so (unlike library code) it resolves the global reactor itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sys
+
+from twisted.python import usage
+
+from gasoline import __version__
+from gasoline.connect.bridge import DEFAULT_BOUND
+from gasoline.connect.discovery import DEFAULT_PORT, default_state_dir, loopback_port
+from gasoline.connect.protocol import DEFAULT_MAX_LINE
+
+
+def client_id_for_cwd(path: str) -> str:
+    """Same rule as gasoline.core.clients.client_id_for_cwd (kept here: connect must not import core)."""
+    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def _positive_float(value: str) -> float:
+    n = float(value)
+    if not n > 0 or n == float("inf"):
+        raise ValueError("must be a positive number of seconds")
+    return n
+
+
+def _port(value: str) -> int:
+    n = int(value)
+    if not 0 < n < 65536:
+        raise ValueError("must be a TCP port (1-65535)")
+    return n
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n < 1024:
+        raise ValueError("must be at least 1024")
+    return n
+
+
+class ConnectOptions(usage.Options):
+    synopsis = "[options]"
+    longdesc = (
+        "Forward an MCP client's stdio session to the shared Gasoline daemon, starting the daemon "
+        "if none runs. Only JSON-RPC lines are written to stdout; logs go to stderr."
+    )
+    optParameters = [
+        ["client-id", None, None, "This agent's client id (default: hash of the working directory)."],
+        ["port", "p", None, f"Daemon port on 127.0.0.1 (default {DEFAULT_PORT}).", _port],
+        ["url", None, None, "Daemon base URL (instead of --port), e.g. http://127.0.0.1:7890."],
+        ["state-dir", None, None,
+         "State dir for an auto-started daemon (default: $GASOLINE_STATE_DIR, else the platform's "
+         "user state dir)."],
+        ["bound", None, DEFAULT_BOUND,
+         "Seconds a request may wait for an unreachable daemon before it is answered with an error.",
+         _positive_float],
+        ["max-line", None, DEFAULT_MAX_LINE, "Longest accepted stdin line in bytes.", _positive_int],
+        ["api-key", None, None,
+         "Key for a daemon started with --api-key (default: $GASOLINE_API_KEY); sent as "
+         "X-Gasoline-Key, and given to a daemon this connector starts."],
+    ]
+    optFlags = [
+        ["no-autostart", None, "Never start a daemon; wait for one (requests time out with errors)."],
+    ]
+
+    def opt_version(self) -> None:
+        sys.stderr.write(f"gasoline {__version__}\n")
+        raise SystemExit(0)
+
+    def postOptions(self) -> None:
+        if self["api-key"] is None:
+            self["api-key"] = os.environ.get("GASOLINE_API_KEY") or None
+        if self["url"] and self["port"]:
+            raise usage.UsageError("give --port or --url, not both")
+        if self["url"]:
+            if not self["url"].startswith(("http://", "https://")):
+                raise usage.UsageError("--url must be an http:// URL")
+            self["base-url"] = self["url"].rstrip("/")
+        else:
+            self["base-url"] = f"http://127.0.0.1:{self['port'] or DEFAULT_PORT}"
+        cid = self["client-id"]
+        if cid is not None:
+            import re  # noqa: PLC0415
+
+            if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$", cid):
+                raise usage.UsageError(
+                    "--client-id must be 1-64 characters of letters, digits, '.', '_' or '-'")
+
+
+def resolve_client_id(explicit: str | None) -> tuple[str, str | None]:
+    """C{(client_id, cwd)}: --client-id, else the working directory's hash, else random."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = None
+    if explicit:
+        return explicit, cwd
+    if cwd:
+        return client_id_for_cwd(cwd), cwd
+    return secrets.token_hex(6), None
+
+
+def _log_to_stderr() -> None:
+    from twisted.logger import (  # noqa: PLC0415
+        FilteringLogObserver,
+        LogLevel,
+        LogLevelFilterPredicate,
+        globalLogBeginner,
+        textFileLogObserver,
+    )
+
+    level = LogLevel.levelWithName(os.environ.get("GASOLINE_CONNECT_LOG_LEVEL", "info"))
+    observer = FilteringLogObserver(
+        textFileLogObserver(sys.stderr), [LogLevelFilterPredicate(defaultLogLevel=level)])
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+
+
+def _quiet_factory():
+    from twisted.web.client import _HTTP11ClientFactory  # noqa: PLC0415
+
+    class Quiet(_HTTP11ClientFactory):
+        noisy = False
+
+    return Quiet
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = ConnectOptions()
+    try:
+        options.parseOptions(list(sys.argv[1:] if argv is None else argv))
+    except usage.UsageError as e:
+        sys.stderr.write(f"gasoline connect: {e}\n\n{options}\n")
+        return 2
+    # Protocol lines are written to fd 1 by StandardIO; everything Python-level goes to stderr.
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    _log_to_stderr()
+    try:
+        return _run(options)
+    finally:
+        sys.stdout = real_stdout
+
+
+def _run(options: ConnectOptions) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from treq.client import HTTPClient  # noqa: PLC0415
+    from twisted.internet import reactor  # noqa: PLC0415  (a program of its own)
+    from twisted.internet import stdio  # noqa: PLC0415
+    from twisted.logger import Logger  # noqa: PLC0415
+    from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
+
+    from gasoline.connect.bridge import Bridge  # noqa: PLC0415
+    from gasoline.connect.client import DaemonHTTP  # noqa: PLC0415
+    from gasoline.connect.discovery import Discovery, Spawner  # noqa: PLC0415
+    from gasoline.connect.protocol import StdioLines  # noqa: PLC0415
+
+    log = Logger(namespace="gasoline.connect")
+    _QuietFactory = _quiet_factory()
+    client_id, cwd = resolve_client_id(options["client-id"])
+    connection_id = secrets.token_hex(8)
+    base_url = options["base-url"]
+
+    pool = HTTPConnectionPool(reactor, persistent=True)
+    pool.maxPersistentPerHost = 4
+    pool._factory = _QuietFactory  # no "Starting factory" lines per connection on stderr
+    http = HTTPClient(Agent(reactor, pool=pool))
+    daemon = DaemonHTTP(http, base_url, reactor, client_id, connection_id, options["api-key"])
+    spawner = None
+    port = loopback_port(base_url)
+    if not options["no-autostart"] and port is not None:
+        state_dir = Path(options["state-dir"]) if options["state-dir"] else default_state_dir()
+        spawner = Spawner(reactor, port, state_dir, api_key=options["api-key"])
+    discovery = Discovery(reactor, daemon, spawner)
+
+    lines: StdioLines | None = None
+
+    def write(data: bytes) -> None:
+        if lines is not None:
+            lines.write_line(data)
+
+    bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"])
+    exit_code = [0]
+    stopping = [False]
+
+    def stop(_=None) -> None:
+        if stopping[0]:
+            return
+        stopping[0] = True
+        # Let buffered stdout drain, then stop.
+        if lines is not None and lines.transport is not None and not lines.lost:
+            lines.transport.loseConnection()
+        d = pool.closeCachedConnections()
+        d.addBoth(lambda _: reactor.callLater(0.05, _stop_reactor))
+
+    def _stop_reactor() -> None:
+        if reactor.running:
+            reactor.stop()
+
+    def eof() -> None:
+        log.info("stdin closed; unregistering {client_id}", client_id=client_id)
+        bridge.stdin_closed().addBoth(stop)
+
+    lines = StdioLines(bridge.line_received, bridge.line_too_long, eof, options["max-line"])
+    log.info("gasoline connect {version}: client {client_id} (connection {connection_id}) -> "
+             "{url}", version=__version__, client_id=client_id, connection_id=connection_id,
+             url=base_url)
+    reactor.addSystemEventTrigger("before", "shutdown", bridge.shutdown)
+    reactor.callWhenRunning(stdio.StandardIO, lines, reactor=reactor)
+    reactor.callWhenRunning(bridge.start)
+    reactor.run()
+    return exit_code[0]

@@ -1,0 +1,97 @@
+"""
+The connector's stdio side: newline-delimited JSON-RPC on stdin/stdout.
+
+L{StdioLines} is a C{LineReceiver} for C{twisted.internet.stdio.StandardIO}. Its C{MAX_LENGTH} is
+raised well above the 16 KiB default, and a longer line does not drop the connection (which would
+end the agent's whole session): the line is discarded up to its newline and answered with a
+JSON-RPC error, and the lines after it are read normally. Stdin EOF and stdout closing are reported
+separately (C{IHalfCloseableProtocol}) so answers still pending can be written after EOF.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.protocols.basic import LineReceiver
+from zope.interface import implementer
+
+#: Default longest stdin line (bytes). Bigger requests get a JSON-RPC error.
+DEFAULT_MAX_LINE = 8 * 1024 * 1024
+
+
+@implementer(IHalfCloseableProtocol)
+class StdioLines(LineReceiver):
+    delimiter = b"\n"
+    MAX_LENGTH = DEFAULT_MAX_LINE
+
+    def __init__(
+        self,
+        on_line: Callable[[bytes], None],
+        on_too_long: Callable[[bytes, int], None],
+        on_eof: Callable[[], None],
+        max_length: int | None = None,
+    ) -> None:
+        self.on_line = on_line
+        self.on_too_long = on_too_long
+        self.on_eof = on_eof
+        if max_length is not None:
+            self.MAX_LENGTH = max_length
+        self._discarding = False
+        self._leftover: bytes | None = None
+        self._eof_reported = False
+        self.lost = False
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._discarding:
+            end = data.find(self.delimiter)
+            if end < 0:
+                return
+            self._discarding = False
+            data = data[end + len(self.delimiter):]
+            if not data:
+                return
+        super().dataReceived(data)
+        # Lines that arrived together with an over-long one are read now (LineReceiver hands
+        # the whole buffer to lineLengthExceeded).
+        while self._leftover is not None and not self._discarding:
+            rest, self._leftover = self._leftover, None
+            super().dataReceived(rest)
+
+    def lineReceived(self, line: bytes) -> None:
+        self.on_line(line)
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        end = line.find(self.delimiter)
+        if end >= 0:
+            head, rest = line[:end], line[end + len(self.delimiter):]
+            self._leftover = rest or None
+        else:
+            head = line
+            self._discarding = True
+        self.on_too_long(head, self.MAX_LENGTH)
+
+    def readConnectionLost(self) -> None:
+        self._report_eof()
+
+    def writeConnectionLost(self) -> None:
+        # Nobody reads our answers any more: same as the agent going away.
+        self._report_eof()
+
+    def connectionLost(self, reason=None) -> None:
+        self.lost = True
+        self._report_eof()
+
+    def _report_eof(self) -> None:
+        if not self._eof_reported:
+            self._eof_reported = True
+            self.on_eof()
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def write_line(self, data: bytes) -> None:
+        """Write one protocol line (C{data} must not contain a newline)."""
+        if self.transport is not None and not self.lost:
+            self.transport.write(data + self.delimiter)

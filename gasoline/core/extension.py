@@ -1,0 +1,242 @@
+"""
+The daemon's link to the browser extension: liveness, settings and the ``/sync`` command channel.
+
+One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
+
+ 1. every sync marks the extension alive and (re)arms a C{callLater} of C{disconnect_after}
+    seconds (10); when it fires the extension counts as disconnected: every outstanding command
+    fails at once with L{ExtensionDisconnected} and the C{on_disconnect} hooks run;
+ 2. ``settings`` replaces the tracked tab / pilot / capture state;
+ 3. ``command_results`` resolve their commands (idempotent; unknown ids ignored);
+ 4. ``last_command_ack`` acknowledges that command and every command queued before it;
+ 5. with nothing to hand out the request is held up to C{long_poll} seconds (5); a newly queued
+    command answers it at once; cancelling the returned Deferred (Klein does so when the client
+    goes away) removes the waiter and its timer;
+ 6. commands are re-sent on every sync until acknowledged or expired;
+ 7. ``extension_logs`` are redacted and kept in the ``extension_logs`` buffer.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import attrs
+import orjson
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from gasoline._version import EXTENSION_COMPAT_VERSION
+from gasoline.core.commands import CommandQueue
+from gasoline.core.errors import ExtensionDisconnected
+from gasoline.core.store import EXTENSION_LOGS
+from gasoline.core.validate import encodable
+from gasoline.interfaces import IExtensionLink
+
+log = Logger()
+
+DISCONNECT_AFTER = 10.0
+LONG_POLL = 5.0
+NEXT_POLL_MS = 1000
+NEXT_POLL_BUSY_MS = 200
+#: Keep at most this many extension log entries from one sync (the extension sends a few).
+MAX_EXTENSION_LOGS_PER_SYNC = 500
+
+
+def rfc3339(seconds: float | None) -> str | None:
+    """Clock seconds as an RFC 3339 UTC timestamp with milliseconds (``...Z``), or C{None}."""
+    if seconds is None:
+        return None
+    dt = datetime.fromtimestamp(seconds, timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+# -- redaction (simple secret patterns; a full redactor replaces this later) ------------------------
+
+_SECRET_PATTERNS = [
+    # key=value / key: value for secret-looking keys
+    (re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
+                r"auth(?:orization)?|session(?:id)?|cookie)(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"),
+     r"\1\2[REDACTED]"),
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer [REDACTED]"),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), "[REDACTED_JWT]"),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_AWS_KEY]"),
+    (re.compile(r"\b(?:sk|pk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{16,}"), "[REDACTED_KEY]"),
+]
+_SECRET_KEYS = re.compile(r"(?i)password|passwd|secret|token|api[_-]?key|authorization|cookie")
+
+
+def redact(value: Any, _depth: int = 0) -> Any:
+    """A copy of C{value} with secret-looking strings and secret-named fields masked."""
+    if isinstance(value, str):
+        for pattern, repl in _SECRET_PATTERNS:
+            value = pattern.sub(repl, value)
+        return value
+    if _depth > 20:
+        return value
+    if isinstance(value, dict):
+        return {
+            k: ("[REDACTED]" if isinstance(k, str) and _SECRET_KEYS.search(k)
+                and isinstance(v, (str, int, float)) else redact(v, _depth + 1))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v, _depth + 1) for v in value]
+    return value
+
+
+@implementer(IExtensionLink)
+@attrs.define(eq=False)
+class ExtensionLink:
+    """See the module docstring. C{store} is the telemetry store (for ``extension_logs``)."""
+
+    clock: IReactorTime
+    store: Any
+    commands: CommandQueue
+    disconnect_after: float = DISCONNECT_AFTER
+    long_poll: float = LONG_POLL
+    redactor: Callable[[Any], Any] = redact
+    connected: bool = attrs.field(default=False, init=False)
+    last_sync: float | None = attrs.field(default=None, init=False)
+    settings: dict[str, Any] = attrs.field(factory=dict, init=False)
+    session_id: str | None = attrs.field(default=None, init=False)
+    extension_version: str | None = attrs.field(default=None, init=False)
+    in_progress: list[Any] = attrs.field(factory=list, init=False)
+    #: The latest ``POST /api/extension-status`` body and when it came.
+    status: dict[str, Any] = attrs.field(factory=dict, init=False)
+    status_at: float | None = attrs.field(default=None, init=False)
+    syncs: int = attrs.field(default=0, init=False)
+    _timer: IDelayedCall | None = attrs.field(default=None, init=False)
+    _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
+
+    # -- liveness --------------------------------------------------------------------------------
+
+    def touch(self) -> None:
+        """The extension talked to us (a sync or a legacy poll): it is alive for 10 s more."""
+        self.last_sync = self.clock.seconds()
+        self.connected = True
+        if self._timer is not None and self._timer.active():
+            self._timer.reset(self.disconnect_after)
+        else:
+            self._timer = self.clock.callLater(self.disconnect_after, self._went_away)
+
+    def _went_away(self) -> None:
+        self._timer = None
+        self.connected = False
+        error = ExtensionDisconnected(
+            f"the browser extension has not synced for {self.disconnect_after:g} s"
+        )
+        failed = self.commands.fail_all(error)
+        if failed:
+            log.info("extension disconnected; failed {n} pending commands", n=len(failed))
+        for hook in list(self._disconnect_hooks):
+            try:
+                hook()
+            except Exception:
+                log.failure("on_disconnect hook {hook!r} failed", hook=hook)
+
+    def on_disconnect(self, hook: Callable[[], None]) -> Callable[[], None]:
+        """Call C{hook()} each time the extension goes from connected to disconnected."""
+        self._disconnect_hooks.append(hook)
+
+        def remove() -> None:
+            try:
+                self._disconnect_hooks.remove(hook)
+            except ValueError:
+                pass
+
+        return remove
+
+    def require_connected(self) -> None:
+        """@raise ExtensionDisconnected: when no sync came within the last 10 s."""
+        if not self.connected:
+            raise ExtensionDisconnected("the browser extension is not connected to this daemon")
+
+    def stop(self) -> None:
+        """Cancel the liveness timer (service shutdown; keeps tests free of leaked timers)."""
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def service(self) -> Service:
+        """A service whose stop cancels this link's timer (add it to the daemon's services)."""
+        return _LinkService(self)
+
+    def health(self) -> dict[str, Any]:
+        """``{connected, last_poll}`` for ``/health``."""
+        return {"connected": self.connected, "last_poll": rfc3339(self.last_sync)}
+
+    # -- /sync -----------------------------------------------------------------------------------
+
+    def sync(self, request: dict[str, Any]) -> Deferred:
+        """Handle one SyncRequest dict; a Deferred firing with the SyncResponse dict."""
+        self.touch()
+        self.syncs += 1
+        session = request.get("ext_session_id")
+        if isinstance(session, str):
+            self.session_id = session[:200]
+        version = request.get("extension_version")
+        if isinstance(version, str):
+            self.extension_version = version[:50]
+        settings = request.get("settings")
+        if isinstance(settings, dict):
+            self.settings = settings
+        in_progress = request.get("in_progress")
+        if isinstance(in_progress, list):
+            self.in_progress = in_progress
+        logs = request.get("extension_logs")
+        if isinstance(logs, list) and logs:
+            self.add_extension_logs(logs)
+        results = request.get("command_results")
+        if isinstance(results, list):
+            for result in results:
+                self.commands.resolve(result)
+        ack = request.get("last_command_ack")
+        if isinstance(ack, str):
+            self.commands.ack(ack)
+
+        commands = self.commands.deliverable()
+        if commands or self.long_poll <= 0:
+            return succeed(self._response(commands))
+        d = self.commands.wait(self.long_poll)
+        d.addCallback(lambda _: self._response(self.commands.deliverable()))
+        return d
+
+    def _response(self, commands: list) -> dict[str, Any]:
+        return {
+            "ack": True,
+            "commands": [c.to_json() for c in commands],
+            "next_poll_ms": NEXT_POLL_BUSY_MS if commands else NEXT_POLL_MS,
+            "server_time": rfc3339(self.clock.seconds()),
+            "server_version": EXTENSION_COMPAT_VERSION,
+            "capture_overrides": {},
+        }
+
+    def add_extension_logs(self, logs: list[Any]) -> int:
+        """Redact and keep extension debug log entries (dicts only); return how many were kept."""
+        kept = [self.redactor(e) for e in logs[:MAX_EXTENSION_LOGS_PER_SYNC] if isinstance(e, dict)]
+        if kept:
+            try:
+                self.store.add(EXTENSION_LOGS, kept)
+            except orjson.JSONEncodeError:  # nested deeper than orjson encodes: drop those
+                kept = encodable(kept)[0]
+                self.store.add(EXTENSION_LOGS, kept)
+        return len(kept)
+
+    def set_status(self, status: dict[str, Any]) -> None:
+        """Record a ``POST /api/extension-status`` ping."""
+        self.status = status
+        self.status_at = self.clock.seconds()
+
+
+class _LinkService(Service):
+    def __init__(self, link: ExtensionLink) -> None:
+        self.link = link
+
+    def stopService(self):
+        super().stopService()
+        self.link.stop()

@@ -1,0 +1,542 @@
+"""
+Secret redaction for every text an agent receives, and the result-size cap.
+
+Two layers, both pure:
+
+ - L{Redactor.redact_value} walks a JSON-like structure (dicts, lists, strings, numbers) and
+   replaces the value under any sensitive key name (``password``, ``token``, ``authorization``,
+   ``cookie``, ...; case-insensitive, at any depth), including header lists of ``{name, value}``
+   pairs and strings that themselves parse as JSON (a network body ``'{"password":"x"}'``). Every
+   other string goes through L{Redactor.redact_text}.
+ - L{Redactor.redact_text} finds secret-shaped text (cloud keys, bearer and basic credentials,
+   JWTs, GitHub/Slack/``sk-`` tokens, PEM private keys, Luhn-valid card numbers, US SSNs,
+   ``api_key=`` / ``session=`` style assignments, ``"password": "..."`` inside JSON text) in one
+   combined regular-expression pass and replaces each with ``[REDACTED:<kind>]``.
+
+Both are idempotent: a redaction marker is never redacted again. L{cap_text} cuts an over-long
+result at a line (or word) boundary and says so; redact first, then cap, so the cut can never leave
+half a secret unredacted.
+
+The patterns are fixed, written here, and compiled once with Python's C{re}; user-supplied
+patterns never reach this module (noise rules use RE2, see L{gasoline.core.noise}).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any, Callable
+
+import orjson
+import re2
+
+MARKER_PREFIX = "[REDACTED:"
+
+# -- sensitive key names ----------------------------------------------------------------------
+
+#: Key names (normalised: lower case, ``-`` and ``.`` turned into ``_``) whose values are secret.
+SENSITIVE_KEYS = frozenset(
+    {
+        "password", "passwd", "pwd", "pass", "passphrase", "secret", "token", "access_token",
+        "refresh_token", "id_token", "auth_token", "authorization", "proxy_authorization",
+        "cookie", "set_cookie", "api_key", "apikey", "x_api_key", "client_secret",
+        "private_key", "privatekey", "session", "sessionid", "session_id", "sessid",
+        "jsessionid", "phpsessid", "connect_sid", "csrf_token", "xsrf_token", "x_csrf_token",
+        "x_xsrf_token", "credentials", "credential", "aws_secret_access_key", "secret_key",
+        "access_key_secret", "account_key", "sig", "signature", "otp", "pin", "cvv", "cvc",
+        "ssn", "card_number", "cardnumber",
+    }
+)
+#: Endings that make a key sensitive too (``csrfToken``, ``db_password``, ``stripe_secret``).
+SENSITIVE_SUFFIXES = (
+    "password", "passwd", "secret", "token", "apikey", "api_key", "private_key", "sessionid",
+    "session_id", "cookie", "credentials",
+)
+
+_KEY_LABELS = (
+    ("authorization", "authorization"),
+    ("cookie", "cookie"),
+    ("pass", "password"),
+    ("pwd", "password"),
+    ("secret", "secret"),
+    ("token", "token"),
+    ("key", "api_key"),
+    ("sess", "session"),
+    ("sid", "session"),
+)
+
+
+def _normalise_key(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(".", "_")
+
+
+def is_sensitive_key(name: object) -> bool:
+    """True when a value stored under C{name} must not reach an agent."""
+    if not isinstance(name, str) or not name or len(name) > 200:
+        return False
+    key = _normalise_key(name)
+    return key in SENSITIVE_KEYS or key.endswith(SENSITIVE_SUFFIXES)
+
+
+def _key_label(name: str) -> str:
+    key = _normalise_key(name)
+    for needle, label in _KEY_LABELS:
+        if needle in key:
+            return label
+    return "secret"
+
+
+def marker(kind: str) -> str:
+    return f"{MARKER_PREFIX}{kind}]"
+
+
+def is_marker(value: str) -> bool:
+    return value.startswith(MARKER_PREFIX) and value.endswith("]") and "\n" not in value
+
+
+# -- validators used by some patterns ---------------------------------------------------------
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _card_brand_ok(digits: str) -> bool:
+    """Issuer prefix and length agree (so a 13-digit millisecond timestamp is not a card)."""
+    n = len(digits)
+    if digits[0] == "4":
+        return n in (13, 16, 19)
+    two, four = int(digits[:2]), int(digits[:4])
+    if 51 <= two <= 55 or 2221 <= four <= 2720:
+        return n == 16
+    if two in (34, 37):
+        return n == 15
+    if digits.startswith("6011") or two == 65 or 644 <= int(digits[:3]) <= 649:
+        return 16 <= n <= 19
+    if 3528 <= four <= 3589:
+        return 16 <= n <= 19
+    if two in (36, 38, 39) or 300 <= int(digits[:3]) <= 305:
+        return 14 <= n <= 19
+    if two == 62:
+        return 16 <= n <= 19
+    return False
+
+
+def is_card_number(text: str) -> bool:
+    digits = "".join(ch for ch in text if ch.isdigit())
+    return 13 <= len(digits) <= 19 and _card_brand_ok(digits) and luhn_valid(digits)
+
+
+def _looks_like_basic_credentials(token: str) -> bool:
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return ":" in text and text.isprintable()
+
+
+def _looks_like_token(token: str) -> bool:
+    """A bearer token mixes digits, symbols or capitals into letters; prose after 'bearer' does not."""
+    if len(token) < 12:
+        return False
+    if any(not ch.isalpha() for ch in token):
+        return True
+    return sum(ch.isupper() for ch in token[1:]) >= 2 and any(ch.islower() for ch in token)
+
+
+# -- the patterns -----------------------------------------------------------------------------
+
+# Key names recognised in text assignments (``api_key=...``, ``"token": "..."``).
+_TEXT_KEY = (
+    r"(?:[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|apikey|private[_-]?key"
+    r"|session[_-]?id|sessid|credentials)|passwd|pwd|session|jsessionid|phpsessid|connect\.sid"
+    r"|access[_-]?key[_-]?secret|aws[_-]?secret[_-]?access[_-]?key|sig)"
+)
+_WHOLE_LINE_KEY = r"(?:proxy-authorization|authorization|set-cookie|cookie)"
+_NOT_MARKER = r"(?!\[REDACTED:)"
+
+# (kind, pattern, handler). Order matters where two could start at the same position. Matching
+# runs on the UTF-8 bytes of the text (see ``_scan``); a handler gets the pattern's own match and
+# returns the replacement bytes for the matched span.
+Handler = Callable[["re.Match[bytes]"], bytes]
+
+
+def _m(kind: str) -> bytes:
+    return marker(kind).encode("ascii")
+
+
+def _ascii(value: bytes) -> str:
+    return value.decode("utf-8", errors="replace")
+
+
+def _whole(kind: str) -> Handler:
+    return lambda m: _m(kind)
+
+
+def _checked(kind: str, check: Callable[[str], bool]) -> Handler:
+    return lambda m: _m(kind) if check(_ascii(m.group(0))) else m.group(0)
+
+
+def _replace_group(m: "re.Match[bytes]", group: int, kind: str) -> bytes:
+    start = m.start()
+    text = m.group(0)
+    return text[: m.start(group) - start] + _m(kind) + text[m.end(group) - start:]
+
+
+def _keep_prefix(kind: str, check: Callable[[str], bool] | None = None) -> Handler:
+    """Replace group 2 (the secret after a key, a scheme word or a user name)."""
+
+    def handle(m: "re.Match[bytes]") -> bytes:
+        value = _ascii(m.group(2))
+        if is_marker(value) or (check is not None and not check(value)):
+            return m.group(0)
+        return _replace_group(m, 2, kind)
+
+    return handle
+
+
+def _keyed(m: "re.Match[bytes]") -> bytes:
+    """Group 2 is a key name, group 3 its value."""
+    value = _ascii(m.group(3)).strip()
+    if not value or is_marker(value):
+        return m.group(0)
+    return _replace_group(m, 3, _key_label(_ascii(m.group(2))))
+
+
+_KEY_ALTS = "(?i:" + _TEXT_KEY + "|" + _WHOLE_LINE_KEY + ")"
+
+_RULES: list[tuple[str, str, Handler]] = [
+    (
+        "private_key",
+        r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+        # The body never holds two dashes in a row, so it stops at the next "-----": linear.
+        r"(?:(?:[A-Za-z0-9+/=\s\\:,.]|-[A-Za-z0-9+/=\s\\:,.]){0,8000}?-----END [A-Z0-9 ]{0,40}PRIVATE KEY"
+        r"(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)",
+        _whole("private_key"),
+    ),
+    # "password": "x" in JSON text, plain or with escaped quotes (a body inside a JSON string).
+    (
+        "json_key",
+        r"(\")(" + _KEY_ALTS + r")\"\s*:\s*\"((?:[^\"\\\n]|\\.){1,4096})\"",
+        _keyed,
+    ),
+    (
+        "json_key_escaped",
+        r"(\\\")(" + _KEY_ALTS + r")\\\"\s*:\s*\\\"(.{1,4096}?)\\\"",
+        _keyed,
+    ),
+    (
+        "json_key_number",
+        r"(\\?\")((?i:" + _TEXT_KEY + r"))\\?\"\s*:\s*(-?\d[\d.eE+-]{0,40})",
+        _keyed,
+    ),
+    # Authorization / Cookie headers: the whole value to the end of the line or quote.
+    (
+        "header",
+        r"\b()((?i:" + _WHOLE_LINE_KEY + r"))\s*[:=]\s*" + _NOT_MARKER
+        + r"([^\s\"'\\][^\r\n\"'\\]{0,8191})",
+        _keyed,
+    ),
+    (
+        "assignment_quoted",
+        r"\b()((?i:" + _TEXT_KEY + r"))\s*[:=]\s*[\"']" + _NOT_MARKER
+        + r"([^\"'\r\n]{1,4096})[\"']",
+        _keyed,
+    ),
+    (
+        "assignment",
+        r"\b()((?i:" + _TEXT_KEY + r"))\s*[:=]\s*" + _NOT_MARKER
+        + r"([^\s\"'&;,<>\\)\]}]{1,4096})",
+        _keyed,
+    ),
+    (
+        "url_credentials",
+        r"(\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s/:@\"'<>]{1,256}:)([^\s/@\"'<>]{1,256})(?=@)",
+        _keep_prefix("url_credentials"),
+    ),
+    (
+        "bearer",
+        r"(\b(?i:bearer)\s+)([A-Za-z0-9._~+/=-]{8,4096})",
+        _keep_prefix("bearer", _looks_like_token),
+    ),
+    (
+        "basic",
+        r"(\b(?i:basic)\s+)([A-Za-z0-9+/]{8,4096}={0,2})",
+        _keep_prefix("basic_auth", _looks_like_basic_credentials),
+    ),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*", _whole("jwt")),
+    (
+        "aws_access_key",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b",
+        _whole("aws_access_key"),
+    ),
+    ("github_token", r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255}\b", _whole("github_token")),
+    ("github_pat", r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b", _whole("github_token")),
+    ("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,255}", _whole("slack_token")),
+    (
+        "slack_webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}",
+        _whole("slack_webhook"),
+    ),
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,255}\b", _whole("sk_key")),
+    ("sk_key", r"\bsk-(?:[A-Za-z0-9]+-){0,3}[A-Za-z0-9_-]{20,255}", _whole("sk_key")),
+    ("gcp_api_key", r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", _whole("gcp_api_key")),
+    ("gcp_oauth", r"\bya29\.[0-9A-Za-z_-]{20,}", _whole("gcp_oauth_token")),
+    (
+        "azure_key",
+        r"(\b(?i:AccountKey|SharedAccessKey)=)([A-Za-z0-9+/]{20,}={0,2})",
+        _keep_prefix("azure_key"),
+    ),
+    ("azure_sas", r"([?&]sig=)([A-Za-z0-9%+/=]{20,})", _keep_prefix("azure_sas")),
+    # \b(?<!-) rather than (?<![\w-]): RE2 keeps the \b, so a long digit run is one candidate.
+    ("card", r"\b(?<!-)\d(?:[ -]?\d){12,18}(?![\w-])", _checked("card_number", is_card_number)),
+    (
+        "ssn",
+        r"\b(?<!-)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])",
+        _whole("ssn"),
+    ),
+]
+
+
+# The scan has two stages. RE2 (a DFA: linear time, one pass for all rules) finds the next position
+# where any rule *could* start, using each pattern with its look-around assertions dropped and its
+# bounded repetitions opened up (so it matches a superset). Python's C{re} then tries the exact
+# rules, in order, at that position only. Text without candidates costs one RE2 pass.
+_LOOKAHEAD_NEG = re.compile(r"\(\?<?!(?:[^()\\]|\\.|\([^()]*\))*\)")
+_LOOKAHEAD_POS = re.compile(r"\(\?=((?:[^()\\]|\\.)*)\)")
+
+
+_QUANT_BRACES = re.compile(r"\{(\d+)(?:(,)(\d*))?\}")
+
+
+def _lazy(pattern: str) -> str:
+    """Make every quantifier lazy (and cap repetition counts RE2 refuses, > 1000).
+
+    Only the start of a candidate matters to the scan; lazy quantifiers let RE2 stop at the
+    shortest candidate instead of running to the end of, say, a 100 kB run of digits, which would
+    make re-scanning after a rejected candidate quadratic.
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+            out.append(c)
+            i += 1
+            continue
+        if c == "[":
+            in_class = True
+            out.append(c)
+            i += 1
+            for literal in ("^", "]"):
+                if i < n and pattern[i] == literal:
+                    out.append(literal)
+                    i += 1
+            continue
+        braces = _QUANT_BRACES.match(pattern, i) if c == "{" else None
+        if c in "*+" or (c == "?" and out and out[-1] != "(") or braces:
+            if braces:
+                low, comma, high = braces.groups()
+                if comma and high and int(high) > 1000:
+                    out.append("{%s,}" % low)
+                else:
+                    out.append(braces.group(0))
+                i = braces.end()
+            else:
+                out.append(c)
+                i += 1
+            if i < n and pattern[i] == "?":
+                i += 1
+            out.append("?")
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+_CAPTURING_GROUP = re.compile(r"(?<!\\)\((?!\?)")
+
+
+def _superset(pattern: str) -> str:
+    pattern = _LOOKAHEAD_NEG.sub("", pattern)
+    pattern = _LOOKAHEAD_POS.sub(r"\1", pattern)
+    pattern = _CAPTURING_GROUP.sub("(?:", pattern)
+    return _lazy(pattern)
+
+
+def _compile_prefilter() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 64 << 20
+    # One capturing group per rule (and none inside: see _superset) tells which rule's superset
+    # matched first at the candidate's start; rules before it cannot match there.
+    return re2.compile("|".join(f"({_superset(p)})" for _, p, _ in _RULES), options)
+
+
+_PREFILTER = _compile_prefilter()
+_EXACT = [(re.compile(p.encode("ascii")), handler) for _, p, handler in _RULES]
+
+
+def _scan(data: bytes) -> bytes | None:
+    """The redacted bytes, or None when nothing changed."""
+    pieces: list[bytes] = []
+    last = pos = 0
+    changed = False
+    search = _PREFILTER.search
+    while True:
+        candidate = search(data, pos)
+        if candidate is None:
+            break
+        start = candidate.start()
+        first = (candidate.lastindex or 1) - 1
+        for exact, handler in _EXACT[first:]:
+            m = exact.match(data, start)
+            if m is not None:
+                replacement = handler(m)
+                if replacement != m.group(0):
+                    pieces.append(data[last:start])
+                    pieces.append(replacement)
+                    last = m.end()
+                    changed = True
+                pos = max(m.end(), start + 1)
+                break
+        else:
+            pos = start + 1
+    if not changed:
+        return None
+    pieces.append(data[last:])
+    return b"".join(pieces)
+
+
+class Redactor:
+    """Redacts secrets from text and JSON-like values. Stateless; one instance may be shared."""
+
+    #: Strings longer than this are not parsed as JSON when walking values (still pattern-redacted).
+    max_json_string = 1_000_000
+    #: Nesting deeper than this is replaced rather than walked (hostile input).
+    max_depth = 64
+
+    def redact_text(self, text: str) -> str:
+        if not text:
+            return text
+        data = text.encode("utf-8", errors="surrogatepass")
+        out = _scan(data)
+        if out is None:
+            return text
+        return out.decode("utf-8", errors="surrogatepass")
+
+    def redact_value(self, value: Any) -> Any:
+        """A new structure with sensitive values replaced; the input is not modified."""
+        return self._walk(value, 0)
+
+    def _walk(self, value: Any, depth: int) -> Any:
+        if isinstance(value, str):
+            return self._redact_string(value, depth)
+        if depth > self.max_depth:
+            return marker("too_deep")
+        if isinstance(value, dict):
+            return self._walk_dict(value, depth)
+        if isinstance(value, (list, tuple)):
+            return [self._walk(v, depth + 1) for v in value]
+        return value
+
+    def _walk_dict(self, value: dict[Any, Any], depth: int) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        # Header lists as name/value pairs: {"name": "Authorization", "value": "..."}.
+        pair_name = value.get("name") if "value" in value else None
+        pair_sensitive = is_sensitive_key(pair_name)
+        for key, item in value.items():
+            if isinstance(key, str) and is_sensitive_key(key):
+                out[key] = self._secret(key, item)
+            elif pair_sensitive and key == "value":
+                out[key] = self._secret(str(pair_name), item)
+            else:
+                out[key] = self._walk(item, depth + 1)
+        return out
+
+    def _secret(self, key: str, item: Any) -> Any:
+        if item is None or isinstance(item, bool) or item == "" or item == [] or item == {}:
+            return item
+        if isinstance(item, str) and is_marker(item):
+            return item
+        return marker(_key_label(key))
+
+    def _redact_string(self, value: str, depth: int) -> str:
+        stripped = value.lstrip()
+        if stripped[:1] in ("{", "[") and len(value) <= self.max_json_string:
+            try:
+                parsed = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, (dict, list)):
+                redacted = self._walk(parsed, depth + 1)
+                if redacted != parsed:
+                    return orjson.dumps(redacted).decode("utf-8")
+        return self.redact_text(value)
+
+
+_DEFAULT = Redactor()
+redact_text = _DEFAULT.redact_text
+redact_value = _DEFAULT.redact_value
+
+# -- result cap -------------------------------------------------------------------------------
+
+DEFAULT_LIMIT = 100_000
+
+
+def cap_text(text: str, limit: int = DEFAULT_LIMIT) -> str:
+    """
+    Return C{text} unchanged when its UTF-8 size is at most C{limit} bytes; otherwise cut it at the
+    last line break (or space) before the limit and append an explicit note, the whole staying
+    within C{limit} bytes.
+    """
+    encoded = text.encode("utf-8", errors="surrogatepass")
+    total = len(encoded)
+    if total <= limit:
+        return text
+    note_template = "\n[truncated: showing {shown} of {total} bytes; narrow the request (limit, filters, cursors) to see the rest]"
+    budget = max(0, limit - len(note_template.format(shown=total, total=total)))
+    # Decode the prefix dropping a partial multi-byte character at the end.
+    head = encoded[:budget].decode("utf-8", errors="ignore")  # drops a cut character
+    window = max(0, len(head) - 4096)
+    cut = head.rfind("\n", window)
+    if cut <= 0:
+        cut = head.rfind(" ", window)
+    if cut > 0:
+        head = head[:cut]
+    shown = len(head.encode("utf-8", errors="surrogatepass"))
+    return head + note_template.format(shown=shown, total=total)
+
+
+_MARKER_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+
+
+def secret_kinds(text: str) -> list[str]:
+    """The kinds of secret C{redact_text} would remove from C{text} (one per occurrence)."""
+    if not text:
+        return []
+    before = _MARKER_RE.findall(text)
+    after = _MARKER_RE.findall(redact_text(text))
+    for kind in before:
+        if kind in after:
+            after.remove(kind)
+    return after

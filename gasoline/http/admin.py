@@ -1,0 +1,96 @@
+"""
+``GET /health``: liveness for the extension, its options page, the connector and supervisors.
+
+The body has the fields the extension reads (extension-protocol.md §2: ``status``,
+``service-name``, ``name``, ``version``, ``logs{...}``, ``capture{...}``) plus ``uptime_seconds``,
+``buffers`` (C{store.stats()}), ``extension`` (``{connected, last_poll}``) and ``clients``. Other
+admin routes (``/clients``, ``/metrics``) are separate resources mounted beside this one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from klein import Klein
+from werkzeug.exceptions import MethodNotAllowed, NotFound
+
+from gasoline._version import __version__
+from gasoline.core.extension import rfc3339
+from gasoline.core.store import CONSOLE
+from gasoline.http.json import json_body, json_error
+
+
+class HealthAPI:
+    """C{GET /health} of one daemon (C{app} is the L{gasoline.app.Gasoline})."""
+
+    app = Klein()
+
+    def __init__(self, gasoline) -> None:
+        self.gasoline = gasoline
+
+    def resource(self):
+        return self.app.resource()
+
+    def health(self) -> dict[str, Any]:
+        g = self.gasoline
+        console = g.store.buffers[CONSOLE]
+        log_file = None
+        log_file_size = 0
+        journal = getattr(g, "journal", None)
+        if journal is not None and getattr(journal, "path", None) is not None:
+            log_file = str(journal.path)
+            try:
+                log_file_size = os.stat(journal.path).st_size
+            except OSError:
+                log_file_size = 0
+        link = g.extension
+        settings = (link.settings if link is not None else None) or {}
+        capture: dict[str, Any] = {
+            "extension_connected": bool(link is not None and link.connected),
+            "extension_last_seen": rfc3339(link.last_sync) if link is not None else None,
+            "extension_version": getattr(link, "extension_version", None),
+            "extension_session_id": getattr(link, "session_id", None),
+            "pilot_enabled": settings.get("pilot_enabled"),
+            "tracking_enabled": settings.get("tracking_enabled"),
+            "tracked_tab_id": settings.get("tracked_tab_id"),
+            "tracked_tab_url": settings.get("tracked_tab_url"),
+            "pending_commands": len(link.commands.outstanding()) if link is not None else 0,
+        }
+        registry = g.registry
+        if registry is not None and hasattr(registry, "summary"):
+            clients = registry.summary()
+        else:
+            clients = {"active": 0, "list": []}
+        return {
+            "status": "ok",
+            "service-name": "gasoline",
+            "name": "gasoline",
+            "version": __version__,
+            "logs": {
+                "entries": len(console),
+                "max_entries": console.capacity,
+                "log_file": log_file,
+                "log_file_size": log_file_size,
+            },
+            "capture": capture,
+            "uptime_seconds": round(g.clock.seconds() - g.started_at, 3),
+            "buffers": g.store.stats(),
+            "extension": (
+                link.health() if link is not None else {"connected": False, "last_poll": None}
+            ),
+            "clients": clients,
+        }
+
+    @app.route("/health", methods=["GET", "HEAD"])
+    def get_health(self, request):
+        return json_body(request, self.health())
+
+    @app.handle_errors(NotFound)
+    def not_found(self, request, failure):
+        return json_error(request, 404, "not found", path=request.path.decode("utf-8", "replace"))
+
+    @app.handle_errors(MethodNotAllowed)
+    def method_not_allowed(self, request, failure):
+        request.setHeader(b"allow", b"GET, HEAD")
+        return json_error(request, 405, f"method {request.method.decode()} not allowed here")

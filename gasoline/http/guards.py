@@ -1,0 +1,126 @@
+"""
+The guards every request passes before any route runs (extension-protocol.md §1).
+
+L{Guard.check} runs first for every request (the root resource calls it) and either returns
+C{None} (go on; CORS headers are already set on the response) or the JSON body of a refusal:
+
+ 1. ``Host`` must be ``localhost``, ``127.0.0.1`` or ``[::1]`` (any port) or absent, else 403
+    (DNS-rebinding guard);
+ 2. ``Origin``, when present, must be a loopback ``http://`` origin or
+    ``chrome-extension://<id>`` / ``moz-extension://<id>`` (``[a-z0-9_-]+``; only the pinned ids
+    when C{extension_ids} is set), else 403 ``{"error":"forbidden: invalid origin"}``;
+ 3. CORS: the allowed origin is echoed (never ``*``) with the allowed methods and headers, on
+    every response;
+ 4. ``OPTIONS`` (preflight) -> 204;
+ 5. body over the route's limit (``/logs`` 10 MB, everything else 5 MB) -> 413;
+ 6. with an C{api_key}, MCP (``/mcp...``) and admin (``/clients``, ``/metrics``) routes need
+    ``X-Gasoline-Key: <key>`` (or ``Authorization: Bearer <key>``), else 401. The key never guards
+    the extension routes, ``/health`` or preflight (the extension never sends it).
+
+The extension header gate (``X-Gasoline-Client: gasoline-extension...``) is per route and lives in
+L{gasoline.http.ingest}.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+
+import attrs
+
+from gasoline.http.json import json_error
+from gasoline.http.request import body_length, body_limit_for
+
+ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
+ALLOW_HEADERS = b"Content-Type, X-Gasoline-Client, X-Gasoline-Extension-Version, X-Gasoline-Key"
+
+_LOOPBACK_HOSTS = frozenset({b"localhost", b"127.0.0.1", b"[::1]"})
+_PORT = re.compile(rb"\d{1,5}")
+_LOOPBACK_ORIGIN = re.compile(rb"http://(?:localhost|127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?", re.I)
+_EXTENSION_ORIGIN = re.compile(rb"(chrome-extension|moz-extension)://([a-z0-9_-]+)")
+#: First path segments that the optional API key guards (MCP transports and admin routes).
+KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics")
+
+
+def host_allowed(host: bytes | None) -> bool:
+    """Is C{host} (a ``Host`` header value) a loopback name with an optional port, or absent?"""
+    if host is None:
+        return True
+    host = host.strip().lower()
+    if host.startswith(b"["):
+        end = host.find(b"]")
+        if end < 0:
+            return False
+        name, rest = host[: end + 1], host[end + 1 :]
+    else:
+        name, sep, port = host.partition(b":")
+        rest = sep + port
+    if rest and not (rest[:1] == b":" and _PORT.fullmatch(rest[1:]) and int(rest[1:]) <= 65535):
+        return False
+    return name in _LOOPBACK_HOSTS
+
+
+def _first_segment(path: bytes) -> bytes:
+    return path[1:].split(b"/", 1)[0] if path.startswith(b"/") else path.split(b"/", 1)[0]
+
+
+@attrs.define
+class Guard:
+    """See the module docstring. Build it with L{Guard.from_config}."""
+
+    #: Pinned extension ids (empty: any well-formed id).
+    extension_ids: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
+    api_key: str | None = None
+    keyed_segments: tuple[bytes, ...] = KEYED_SEGMENTS
+
+    @classmethod
+    def from_config(cls, config) -> "Guard":
+        return cls(extension_ids=config.extension_ids, api_key=config.api_key or None)
+
+    def origin_allowed(self, origin: bytes) -> bool:
+        m = _LOOPBACK_ORIGIN.fullmatch(origin)
+        if m is not None:
+            return m.group(1) is None or int(m.group(1)) <= 65535
+        m = _EXTENSION_ORIGIN.fullmatch(origin)
+        if m is None:
+            return False
+        return not self.extension_ids or m.group(2).decode() in self.extension_ids
+
+    def check(self, request) -> bytes | None:
+        """C{None} to go on, else the body of the refusal (status and headers already set)."""
+        if not host_allowed(request.getHeader(b"host")):
+            return json_error(request, 403, "forbidden: invalid host")
+        origin = request.getHeader(b"origin")
+        if origin is not None:
+            if not self.origin_allowed(origin):
+                return json_error(request, 403, "forbidden: invalid origin")
+            request.setHeader(b"access-control-allow-origin", origin)
+            request.setHeader(b"vary", b"Origin")
+        request.setHeader(b"access-control-allow-methods", ALLOW_METHODS)
+        request.setHeader(b"access-control-allow-headers", ALLOW_HEADERS)
+        if request.method == b"OPTIONS":
+            request.setHeader(b"access-control-max-age", b"600")
+            if request.getHeader(b"access-control-request-private-network") == b"true":
+                request.setHeader(b"access-control-allow-private-network", b"true")
+            request.setResponseCode(204)
+            return b""
+        path = request.path
+        limit = body_limit_for(path)
+        if body_length(request) > limit:
+            return json_error(
+                request, 413, f"request body too large (limit {limit} bytes)", limit=limit
+            )
+        if self.api_key is not None and _first_segment(path) in self.keyed_segments:
+            if not self._key_ok(request):
+                request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')
+                return json_error(request, 401, "unauthorized: missing or invalid X-Gasoline-Key")
+        return None
+
+    def _key_ok(self, request) -> bool:
+        expected = self.api_key.encode()
+        given = request.getHeader(b"x-gasoline-key")
+        if given is None:
+            auth = request.getHeader(b"authorization") or b""
+            if auth[:7].lower() == b"bearer ":
+                given = auth[7:].strip()
+        return given is not None and hmac.compare_digest(given, expected)

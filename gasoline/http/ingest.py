@@ -1,0 +1,504 @@
+"""
+The extension ingest API: every route of extension-protocol.md §2 except ``/health``.
+
+One Klein app on one object (L{IngestAPI}); the root resource runs the guards first (Host, Origin,
+CORS, size, key) and falls back to this API for every path it has no mount for. Every route here is
+an extension (EXT) route: it needs ``X-Gasoline-Client: gasoline-extension[/...]`` (or
+``gasoline-extension-offscreen``), else 403. Every answer is JSON, errors included
+(``{"error": ...}``; unknown path 404, wrong method 405, bad JSON / wrong types 400, over a rate
+limit 429 with ``Retry-After``).
+
+``POST /logs`` is the hot path (the extension streams every console line through it): one
+``orjson.loads``, one list comprehension of checks, one ``store.add``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import math
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+import attrs
+import orjson
+from klein import Klein
+from twisted.internet.defer import CancelledError
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from werkzeug.exceptions import MethodNotAllowed, NotFound
+
+from gasoline.core import validate
+from gasoline.core.errors import GasolineError
+from gasoline.core.extension import ExtensionLink, rfc3339
+from gasoline.core.store import (
+    ACTIONS,
+    CONSOLE,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
+from gasoline.core.validate import PayloadError
+from gasoline.http.json import json_body, json_error
+
+log = Logger()
+
+EXTENSION_CLIENT = b"gasoline-extension"
+EXTENSION_OFFSCREEN = b"gasoline-extension-offscreen"
+#: ``/websocket-events``: events accepted per one-second window.
+WS_EVENTS_PER_SECOND = 1000
+#: ``/screenshots``: minimum seconds between two uploads of one client.
+SCREENSHOT_INTERVAL = 1.0
+MAX_ACTIVE_TESTS = 100
+#: Delay between answering ``/shutdown`` and stopping, so the answer reaches the client.
+SHUTDOWN_DELAY = 0.1
+
+_DATA_URL = re.compile(r"data:image/(jpeg|jpg|png|webp);base64,", re.I)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def is_extension_client(value: bytes | None) -> bool:
+    """The extension header gate of extension-protocol.md §1."""
+    if value is None:
+        return False
+    return (
+        value == EXTENSION_CLIENT
+        or value.startswith(b"gasoline-extension/")
+        or value == EXTENSION_OFFSCREEN
+    )
+
+
+def extension_only(route: Callable) -> Callable:
+    """Refuse (403) a request that does not carry the extension's ``X-Gasoline-Client``."""
+
+    @functools.wraps(route)
+    def gated(self, request, *args, **kwargs):
+        if not is_extension_client(request.getHeader(b"x-gasoline-client")):
+            return json_error(
+                request,
+                403,
+                "forbidden: this route is for the Gasoline extension "
+                "(X-Gasoline-Client: gasoline-extension/<version>)",
+            )
+        return route(self, request, *args, **kwargs)
+
+    return gated
+
+
+def _ok(request, **extra: Any) -> bytes:
+    return json_body(request, {"status": "ok", **extra})
+
+
+def _entry_time_ms(entry: dict[str, Any]) -> float | None:
+    """An entry's time in epoch milliseconds (``ts`` RFC 3339 or ``timestamp``), if it has one."""
+    value = entry.get("ts", entry.get("timestamp"))
+    return _time_ms(value)
+
+
+def _time_ms(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        # Milliseconds since the epoch unless it is clearly seconds.
+        return float(value) if value > 1e11 else float(value) * 1000.0
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000.0
+        except ValueError:
+            try:
+                return _time_ms(float(value))
+            except ValueError:
+                return None
+    return None
+
+
+@attrs.define(eq=False, slots=False)  # Klein binds its app on the instance's __dict__
+class IngestAPI:
+    """The extension's HTTP API; mount C{IngestAPI(...).app.resource()}."""
+
+    app = Klein()
+
+    clock: IReactorTime
+    store: Any
+    extension: ExtensionLink
+    state_dir: Path = attrs.field(converter=Path)
+    #: Called (after a short delay) by ``POST /shutdown``; C{tap} passes one that stops the reactor.
+    stop: Callable[[], Any] | None = None
+    ws_events_per_second: int = WS_EVENTS_PER_SECOND
+    screenshot_interval: float = SCREENSHOT_INTERVAL
+    active_tests: dict[str, float] = attrs.field(factory=dict, init=False)
+    _ws_window: float = attrs.field(default=-math.inf, init=False)
+    _ws_count: int = attrs.field(default=0, init=False)
+    _last_screenshot: dict[bytes, float] = attrs.field(factory=dict, init=False)
+    _shutdown_call: Any = attrs.field(default=None, init=False)
+
+    @property
+    def commands(self):
+        return self.extension.commands
+
+    def resource(self):
+        return self.app.resource()
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _payload(request) -> tuple[dict[str, Any], int]:
+        body = request.content.read()
+        return validate.parse_object(body), len(body)
+
+    def _add(self, buffer: str, items: list[dict[str, Any]]) -> int:
+        """Store a batch; entries orjson cannot re-encode (too deeply nested) are dropped.
+
+        @return: how many entries were dropped.
+        """
+        try:
+            self.store.add(buffer, items)
+            return 0
+        except orjson.JSONEncodeError:  # nothing was written: encoding precedes the write
+            items, dropped = validate.encodable(items)
+            self.store.add(buffer, items)
+            return dropped
+
+    # -- console ---------------------------------------------------------------------------------
+
+    @app.route("/logs", methods=["POST"])
+    @extension_only
+    def post_logs(self, request):
+        body = request.content.read()
+        payload = validate.parse_object(body)
+        items = validate.batch(payload, "entries")
+        valid, rejected = validate.log_entries(items, len(body))
+        if self.active_tests:
+            ids = list(self.active_tests)
+            for entry in valid:
+                entry["test_ids"] = ids
+        if valid:
+            rejected += self._add(CONSOLE, valid)
+        received = len(items) - rejected
+        return json_body(
+            request,
+            {"received": received, "rejected": rejected, "entries": len(self.store.buffers[CONSOLE])},
+        )
+
+    @app.route("/logs", methods=["DELETE"])
+    @extension_only
+    def delete_logs(self, request):
+        self.store.clear(CONSOLE)
+        return json_body(request, {"cleared": True})
+
+    # -- other telemetry -------------------------------------------------------------------------
+
+    def _store_batch(self, request, field: str, buffer: str, extra=None) -> bytes:
+        payload, _ = self._payload(request)
+        items = validate.batch(payload, field)
+        valid, rejected = validate.objects(items)
+        if extra is not None:
+            extra(payload, valid)
+        if valid:
+            rejected += self._add(buffer, valid)
+        return _ok(request, count=len(items) - rejected, rejected=rejected)
+
+    @app.route("/network-bodies", methods=["POST"])
+    @extension_only
+    def network_bodies(self, request):
+        return self._store_batch(request, "bodies", NETWORK_BODIES)
+
+    @app.route("/enhanced-actions", methods=["POST"])
+    @extension_only
+    def enhanced_actions(self, request):
+        return self._store_batch(request, "actions", ACTIONS)
+
+    @app.route("/network-waterfall", methods=["POST"])
+    @extension_only
+    def network_waterfall(self, request):
+        def page_url(payload, entries):
+            url = payload.get("page_url")
+            if isinstance(url, str):
+                for entry in entries:
+                    entry.setdefault("page_url", url)
+
+        return self._store_batch(request, "entries", WATERFALL, page_url)
+
+    @app.route("/websocket-events", methods=["POST"])
+    @extension_only
+    def websocket_events(self, request):
+        payload, _ = self._payload(request)
+        items = validate.batch(payload, "events")
+        now = self.clock.seconds()
+        if now - self._ws_window >= 1.0:
+            self._ws_window, self._ws_count = now, 0
+        if self._ws_count + len(items) > self.ws_events_per_second and items:
+            retry = max(1, math.ceil(self._ws_window + 1.0 - now))
+            request.setHeader(b"retry-after", str(retry).encode())
+            return json_error(
+                request, 429, "rate limited: too many WebSocket events",
+                limit_per_second=self.ws_events_per_second, retry_after=retry,
+            )
+        self._ws_count += len(items)
+        valid, rejected = validate.objects(items)
+        if valid:
+            rejected += self._add(WEBSOCKET_EVENTS, valid)
+        return _ok(request, count=len(items) - rejected, rejected=rejected)
+
+    @app.route("/performance-snapshots", methods=["POST"])
+    @extension_only
+    def performance_snapshots(self, request):
+        payload, _ = self._payload(request)
+        items = validate.batch(payload, "snapshots")
+        valid, rejected = validate.objects(items)
+        valid, dropped = validate.encodable(valid)
+        rejected += dropped
+        self.store.add_performance(valid)
+        return _ok(request, count=len(valid), rejected=rejected)
+
+    @app.route("/extension-logs", methods=["POST"])
+    @extension_only
+    def extension_logs(self, request):
+        payload, _ = self._payload(request)
+        items = validate.batch(payload, "logs")
+        kept = self.extension.add_extension_logs(items)
+        return _ok(request, count=kept)
+
+    @app.route("/api/extension-status", methods=["POST"])
+    @extension_only
+    def extension_status(self, request):
+        payload, _ = self._payload(request)
+        self.extension.set_status(payload)
+        return _ok(request)
+
+    # -- commands --------------------------------------------------------------------------------
+
+    @app.route("/sync", methods=["POST"])
+    @extension_only
+    def sync(self, request):
+        payload, _ = self._payload(request)
+        d = self.extension.sync(payload)
+        d.addCallback(lambda response: json_body(request, response))
+        return d
+
+    @app.route("/pending-queries", methods=["GET"])
+    @extension_only
+    def pending_queries(self, request):
+        self.extension.touch()
+        return json_body(
+            request, {"queries": [c.to_json() for c in self.commands.deliverable()]}
+        )
+
+    def _resolve(self, request) -> bytes:
+        payload, _ = self._payload(request)
+        command_id = payload.get("id")
+        if not isinstance(command_id, str):
+            raise PayloadError("field 'id' must be a command id string (q-<n>)")
+        resolved = self.commands.resolve(payload)
+        return _ok(request, resolved=resolved)
+
+    @app.route("/query-result", methods=["POST"])
+    @extension_only
+    def query_result(self, request):
+        return self._resolve(request)
+
+    @app.route("/dom-result", methods=["POST"])
+    @extension_only
+    def dom_result(self, request):
+        return self._resolve(request)
+
+    # -- screenshots -----------------------------------------------------------------------------
+
+    @app.route("/screenshots", methods=["POST"])
+    @extension_only
+    def screenshots(self, request):
+        payload, _ = self._payload(request)
+
+        def field(*names: str) -> Any:
+            for name in names:
+                value = payload.get(name)
+                if value is not None:
+                    return value
+            return None
+
+        data_url = field("data_url", "dataUrl")
+        if not isinstance(data_url, str):
+            raise PayloadError("field 'data_url' (or 'dataUrl') must be a data: URL string")
+        m = _DATA_URL.match(data_url)
+        if m is None:
+            raise PayloadError("data_url must be a base64 data:image/jpeg|png|webp URL")
+        try:
+            image = base64.b64decode(data_url[m.end():], validate=True)
+        except (binascii.Error, ValueError):
+            raise PayloadError("data_url is not valid base64") from None
+        if not image:
+            raise PayloadError("data_url holds an empty image")
+        client = request.getHeader(b"x-gasoline-client") or b""
+        now = self.clock.seconds()
+        last = self._last_screenshot.get(client)
+        if last is not None and now - last < self.screenshot_interval:
+            retry = max(1, math.ceil(last + self.screenshot_interval - now))
+            request.setHeader(b"retry-after", str(retry).encode())
+            return json_error(request, 429, "rate limited: one screenshot per second",
+                              retry_after=retry)
+        self._note_screenshot(client, now)
+        url = field("url")
+        correlation_id = field("correlation_id", "correlationId", "errorId")
+        query_id = field("query_id", "queryId")
+        ext = m.group(1).lower().replace("jpeg", "jpg")
+        path = self._save_screenshot(image, ext, url, correlation_id, now)
+        out = {
+            "filename": path.name,
+            "path": str(path),
+            "correlation_id": correlation_id if isinstance(correlation_id, str) else None,
+        }
+        if isinstance(query_id, str):
+            self.commands.resolve(
+                {"id": query_id, "status": "complete", "result": dict(out, url=url)}
+            )
+        return json_body(request, out)
+
+    def _note_screenshot(self, client: bytes, now: float) -> None:
+        if len(self._last_screenshot) > 100:
+            horizon = now - self.screenshot_interval
+            self._last_screenshot = {
+                k: t for k, t in self._last_screenshot.items() if t > horizon
+            }
+        self._last_screenshot[client] = now
+
+    def _save_screenshot(
+        self, image: bytes, ext: str, url: Any, correlation_id: Any, now: float
+    ) -> Path:
+        """Write the image (mode 0600) under ``<state_dir>/screenshots/``; one small write."""
+        directory = self.state_dir / "screenshots"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        host = urlsplit(url).hostname if isinstance(url, str) else None
+        stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{int(now * 1000) % 1000:03d}"
+        parts = [_UNSAFE.sub("_", host or "page")[:60], stamp]
+        if isinstance(correlation_id, str) and correlation_id:
+            parts.append(_UNSAFE_ID.sub("_", correlation_id)[:60])
+        base = "-".join(parts)
+        for n in range(1000):
+            name = f"{base}.{ext}" if n == 0 else f"{base}-{n}.{ext}"
+            path = directory / name
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "wb") as f:
+                f.write(image)
+            return path
+        raise GasolineError("could not pick a screenshot file name", code="screenshot_failed")
+
+    # -- CI support ------------------------------------------------------------------------------
+
+    @app.route("/test-boundary", methods=["POST"])
+    @extension_only
+    def test_boundary(self, request):
+        payload, _ = self._payload(request)
+        test_id = payload.get("test_id")
+        action = payload.get("action")
+        if not isinstance(test_id, str) or not test_id:
+            raise PayloadError("field 'test_id' must be a non-empty string")
+        if action not in ("start", "end"):
+            raise PayloadError("field 'action' must be \"start\" or \"end\"")
+        now = self.clock.seconds()
+        if action == "start":
+            if test_id not in self.active_tests and len(self.active_tests) >= MAX_ACTIVE_TESTS:
+                oldest = min(self.active_tests, key=self.active_tests.__getitem__)
+                del self.active_tests[oldest]
+            self.active_tests[test_id] = now
+        else:
+            self.active_tests.pop(test_id, None)
+        return json_body(request, {"test_id": test_id, "action": action, "timestamp": rfc3339(now)})
+
+    @app.route("/snapshot", methods=["GET"])
+    @extension_only
+    def snapshot(self, request):
+        since_arg = request.args.get(b"since", [b""])[0].decode("utf-8", "replace")
+        test_id = request.args.get(b"test_id", [b""])[0].decode("utf-8", "replace") or None
+        since = _time_ms(since_arg) if since_arg else None
+        if since_arg and since is None:
+            raise PayloadError("'since' must be an RFC 3339 time or epoch milliseconds")
+
+        def select(buffer: str) -> list[dict[str, Any]]:
+            items = self.store.read(buffer).items
+            if since is not None:
+                items = [e for e in items if (_entry_time_ms(e) or math.inf) >= since]
+            if test_id is not None:
+                items = [e for e in items if test_id in (e.get("test_ids") or ())]
+            return items
+
+        logs = select(CONSOLE)
+        out = {
+            "timestamp": rfc3339(self.clock.seconds()),
+            "test_id": test_id,
+            "logs": logs,
+            "websocket_events": select(WEBSOCKET_EVENTS),
+            "network_bodies": select(NETWORK_BODIES),
+            "enhanced_actions": select(ACTIONS),
+        }
+        out["stats"] = {
+            "total_logs": len(logs),
+            "errors": sum(1 for e in logs if e.get("level") == "error"),
+            "warnings": sum(1 for e in logs if e.get("level") == "warn"),
+            "websocket_events": len(out["websocket_events"]),
+            "network_bodies": len(out["network_bodies"]),
+            "enhanced_actions": len(out["enhanced_actions"]),
+        }
+        return json_body(request, out)
+
+    @app.route("/clear", methods=["POST", "DELETE"])
+    @extension_only
+    def clear(self, request):
+        removed = self.store.clear()
+        return json_body(request, {"cleared": True, "entries_removed": removed})
+
+    @app.route("/shutdown", methods=["POST"])
+    @extension_only
+    def shutdown(self, request):
+        if self.stop is None:
+            return json_error(request, 503, "shutdown is not available in this daemon")
+        if self._shutdown_call is None:
+            log.info("shutdown requested through POST /shutdown")
+            self._shutdown_call = self.clock.callLater(SHUTDOWN_DELAY, self._do_stop)
+        return json_body(request, {"status": "shutting_down"})
+
+    def _do_stop(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            log.failure("stopping the daemon failed")
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    @app.handle_errors(NotFound)
+    def not_found(self, request, failure):
+        return json_error(request, 404, "not found", path=request.path.decode("utf-8", "replace"))
+
+    @app.handle_errors(MethodNotAllowed)
+    def method_not_allowed(self, request, failure):
+        allowed = getattr(failure.value, "valid_methods", None) or []
+        if allowed:
+            request.setHeader(b"allow", ", ".join(allowed).encode())
+        return json_error(request, 405, f"method {request.method.decode()} not allowed here",
+                          allowed=allowed)
+
+    @app.handle_errors(PayloadError)
+    def bad_payload(self, request, failure):
+        return json_error(request, 400, str(failure.value))
+
+    @app.handle_errors(GasolineError)
+    def domain_error(self, request, failure):
+        return json_body(request, failure.value.to_json(), 400)
+
+    @app.handle_errors(Exception)
+    def internal_error(self, request, failure):
+        if failure.check(CancelledError):
+            return None
+        log.failure("ingest route {path} failed", failure, path=request.path)
+        return json_error(request, 500, "internal error")
+
+
+__all__ = ["IngestAPI", "is_extension_client", "extension_only"]

@@ -1,0 +1,569 @@
+"""
+MCP over HTTP: streamable HTTP (2025-11-25) at ``/mcp``, the connector's form of it, and the legacy
+HTTP+SSE transport (2024-11-05) at ``/mcp/sse`` + ``/mcp/messages/<session-id>``.
+
+Streamable HTTP
+  ``POST /mcp`` carries one JSON-RPC message (or a batch where the negotiated revision allows it).
+  Notifications and responses get 202 with no body. Requests are answered with
+  ``application/json``, or with an SSE stream when the client accepts ``text/event-stream`` and the
+  answer is not ready at once or the handler sends something first (progress, log messages,
+  sampling/elicitation requests): the JSON fast path costs nothing for the common case. An SSE
+  answer starts with a priming event (an id, empty data, a ``retry`` hint); every event has an id,
+  and ``GET /mcp`` with ``Last-Event-ID`` resumes that stream. ``initialize`` without a session id
+  creates a session and returns its cryptographically random ``Mcp-Session-Id``; any other request
+  without one is a 400, an unknown or ended session a 404. ``GET /mcp`` (``Accept:
+  text/event-stream``) opens the server→client stream; ``DELETE /mcp`` ends the session. An
+  ``MCP-Protocol-Version`` header naming a revision we do not speak is a 400.
+
+Connector form (the ``gasoline connect`` bridge, contract in docs/mcp.md)
+  ``X-Gasoline-Client: <client id>`` and ``X-Gasoline-Connection: <per-process id>``, no
+  ``Mcp-Session-Id``: the session is keyed by (client id, connection id) and (re)created by
+  ``initialize``; answers are always plain JSON (200, or 202 without a body); ``GET /mcp`` with the
+  same headers streams that connection's notifications as SSE with ids and ``Last-Event-ID`` replay.
+
+Legacy HTTP+SSE
+  ``GET /mcp/sse`` opens a session and sends ``event: endpoint`` whose data is
+  ``/mcp/messages/<session-id>``; POSTs there get 202 and their answers arrive on the stream as
+  ``event: message``. Closing the stream ends the session (``notifyFinish``); a session with no
+  request for an hour is dropped (a clock timer, see L{gasoline.mcp.server}).
+
+Host and Origin are checked for every path by the root resource's guard before this code runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.internet import TimerService
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+
+from gasoline.core.errors import GasolineError, TooManyClients
+from gasoline.mcp import jsonrpc
+from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
+from gasoline.mcp.server import SUPPORTED_VERSIONS, McpServer
+from gasoline.mcp.session import EventStream, McpSession
+
+log = Logger()
+
+#: Largest JSON-RPC body accepted (a 413 beyond it).
+MAX_BODY = 4 * 1024 * 1024
+#: Reconnection delay suggested to SSE clients (the ``retry`` field), in milliseconds.
+RETRY_MS = 1000
+#: Every open SSE stream gets a comment line this often, so idle streams are not cut by client
+#: read timeouts (the Python SDK's legacy SSE client gives up after 300 s of silence) or proxies.
+KEEPALIVE_SECONDS = 25.0
+_VERSIONS = frozenset(v.encode() for v in SUPPORTED_VERSIONS)
+_JSON = b"application/json"
+
+
+def _sse_event(event_id: str, payload: bytes, event: bytes | None = None) -> bytes:
+    head = b"event: " + event + b"\n" if event else b""
+    return head + b"id: " + event_id.encode() + b"\ndata: " + payload + b"\n\n"
+
+
+def _start_sse(request) -> None:
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", b"text/event-stream")
+    request.setHeader(b"cache-control", b"no-cache")
+    request.setHeader(b"x-accel-buffering", b"no")
+
+
+def _error_body(request, status: int, code: int, message: str, id: Any = None) -> bytes:
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", _JSON)
+    return jsonrpc.encode(jsonrpc.error(id, code, message))
+
+
+def _gasoline_error(request, error: GasolineError) -> bytes:
+    status = 429 if isinstance(error, TooManyClients) else 400
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", _JSON)
+    return jsonrpc.encode(jsonrpc.error(None, INVALID_REQUEST, error.message, error.to_json()))
+
+
+class _Finisher:
+    """Finishes one streaming request at most once, and never after the client went away."""
+
+    __slots__ = ("request", "done")
+
+    def __init__(self, request) -> None:
+        self.request = request
+        self.done = False
+        request.notifyFinish().addBoth(self._gone)
+
+    def _gone(self, _: Any) -> None:
+        self.done = True
+
+    def write(self, data: bytes) -> None:
+        if not self.done:
+            self.request.write(data)
+
+    def finish(self) -> None:
+        if not self.done:
+            self.done = True
+            self.request.finish()
+
+
+class _PostExchange:
+    """One ``POST /mcp`` carrying requests: answered as JSON, or upgraded to an SSE stream."""
+
+    def __init__(
+        self, http: "McpHTTP", request, session: McpSession, sse_ok: bool, sse_only: bool
+    ) -> None:
+        self.http = http
+        self.request = request
+        self.session = session
+        self.sse_ok = sse_ok
+        #: The client accepts only SSE: even an immediate answer goes on a stream.
+        self.sse_only = sse_only
+        self.response: Any = None
+        self.stream: EventStream | None = None
+        self.finisher: _Finisher | None = None
+        self.in_render = True
+        self.sync_body: bytes | None = None
+        self.deferred = None
+
+    # emit: messages tied to the request (progress, logs, server->client requests)
+    def emit(self, message: dict[str, Any]) -> None:
+        if self.stream is None and self.sse_ok and not self._answered:
+            self.upgrade()
+        if self.stream is not None:
+            self.stream.push(jsonrpc.encode(message))
+        else:
+            self.session.send(message)
+
+    @property
+    def _answered(self) -> bool:
+        return self.sync_body is not None or (self.finisher is not None and self.finisher.done)
+
+    def upgrade(self) -> None:
+        """Switch the answer to an SSE stream: headers, then a priming event (id, empty data)."""
+        if self.stream is not None:
+            return
+        request = self.request
+        _start_sse(request)
+        self.stream = stream = self.session.new_stream()
+        finisher = self.finisher or _Finisher(request)
+        self.finisher = finisher
+        self.http.track(finisher)
+
+        def writer(event_id: str, payload: bytes) -> None:
+            finisher.write(_sse_event(event_id, payload))
+
+        stream.attach(writer)
+        request.write(b"retry: %d\n" % RETRY_MS)
+        stream.push(b"")
+        stream.closer = finisher.finish
+        request.notifyFinish().addBoth(lambda _: stream.detach(writer))
+
+    def close_stream(self) -> None:
+        """End the HTTP response now; later events wait in the stream's replay log."""
+        if not self.sse_ok:
+            return
+        self.upgrade()
+        assert self.stream is not None and self.finisher is not None
+        self.stream.detach()
+        self.stream.closer = None
+        self.finisher.finish()
+
+    def respond(self, response: Any) -> None:
+        self.response = response
+        if self.stream is None and self.sse_only:
+            self.upgrade()
+        stream = self.stream
+        if stream is not None:
+            if response is not None:
+                stream.push(jsonrpc.encode(response))
+            stream.done = True
+            closer = stream.closer
+            stream.detach()
+            stream.closer = None
+            if closer is not None:
+                closer()
+            return
+        request = self.request
+        if response is None:
+            request.setResponseCode(202)
+            body = b""
+        else:
+            request.setHeader(b"content-type", _JSON)
+            body = jsonrpc.encode(response)
+        if self.in_render:
+            self.sync_body = body
+        elif self.finisher is not None and not self.finisher.done:
+            self.finisher.write(body)
+            self.finisher.finish()
+
+    def failed(self, failure: Failure) -> None:
+        log.failure("MCP POST handling failed", failure)
+        self.respond(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
+
+    def client_gone(self, _: Any) -> None:
+        # An SSE answer stays in the replay log (disconnection is not cancellation); a JSON
+        # answer has nowhere to go, so the work is cancelled.
+        if self.stream is None and self.deferred is not None and not self.deferred.called:
+            self.deferred.cancel()
+
+
+class McpHTTP(Resource):
+    """Renders every path under ``/mcp``; mounted at ``root.mounts[b"mcp"]``."""
+
+    isLeaf = True
+
+    def __init__(self, server: McpServer, max_body: int = MAX_BODY) -> None:
+        super().__init__()
+        self.server = server
+        self.max_body = max_body
+        #: (client id, connection id) -> the connector connection's session.
+        self.connections: dict[tuple[str, str], McpSession] = {}
+        #: Open SSE responses (they get keep-alive comments).
+        self.open_streams: set[_Finisher] = set()
+        self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
+        self.keepalive_service.clock = server.clock
+        self.keepalive_service.setName("mcp-sse-keepalive")
+
+    def track(self, finisher: "_Finisher") -> None:
+        """Count C{finisher}'s response as an open SSE stream until it ends."""
+        if finisher not in self.open_streams and not finisher.done:
+            self.open_streams.add(finisher)
+            finisher.request.notifyFinish().addBoth(lambda _: self.open_streams.discard(finisher))
+
+    def keepalive(self) -> None:
+        """Write an SSE comment on every open stream (guarded: a LoopingCall must not die)."""
+        for finisher in list(self.open_streams):
+            try:
+                finisher.write(b": keepalive\n\n")
+            except Exception:
+                log.failure("SSE keep-alive write failed")
+                self.open_streams.discard(finisher)
+
+    def resource(self) -> Resource:
+        return self
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def render(self, request):
+        rest = [p for p in request.postpath[1:] if p]
+        method = request.method
+        if not rest:
+            if method == b"POST":
+                return self._post(request)
+            if method == b"GET":
+                return self._get(request)
+            if method == b"DELETE":
+                return self._delete(request)
+            return self._not_allowed(request, b"GET, POST, DELETE")
+        if rest == [b"sse"]:
+            if method != b"GET":
+                return self._not_allowed(request, b"GET")
+            return self._legacy_sse(request)
+        if len(rest) == 2 and rest[0] == b"messages":
+            if method != b"POST":
+                return self._not_allowed(request, b"POST")
+            return self._legacy_post(request, rest[1])
+        return _error_body(request, 404, INVALID_REQUEST, "Not found: no such MCP endpoint")
+
+    def _not_allowed(self, request, allow: bytes) -> bytes:
+        request.setHeader(b"allow", allow)
+        return _error_body(request, 405, INVALID_REQUEST, f"Method {request.method.decode()} not allowed")
+
+    # -- shared helpers ------------------------------------------------------------------------
+
+    def _body(self, request) -> bytes | None:
+        length = request.getHeader(b"content-length")
+        if length is not None:
+            try:
+                if int(length) > self.max_body:
+                    return None
+            except ValueError:
+                pass
+        request.content.seek(0)
+        body = request.content.read(self.max_body + 1)
+        return None if len(body) > self.max_body else body
+
+    def _version_error(self, request) -> bytes | None:
+        version = request.getHeader(b"mcp-protocol-version")
+        if version is not None and version not in _VERSIONS:
+            return _error_body(
+                request, 400, INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version {version.decode('latin-1')!r} "
+                f"(supported: {', '.join(SUPPORTED_VERSIONS)})",
+            )
+        return None
+
+    def _connector_key(self, request) -> tuple[str, str] | None:
+        client = request.getHeader(b"x-gasoline-client")
+        if client is None:
+            return None
+        conn = request.getHeader(b"x-gasoline-connection") or b"default"
+        return client.decode("utf-8", "replace"), conn.decode("utf-8", "replace")
+
+    def _find(self, request) -> tuple[McpSession | None, bytes | None]:
+        """The session a non-initialize request names, or the error body to answer."""
+        key = self._connector_key(request)
+        if key is not None:
+            session = self.connections.get(key)
+            if session is None or session.closed:
+                return None, _error_body(
+                    request, 404, SESSION_NOT_FOUND,
+                    "Session not found: this connection has no MCP session; send initialize",
+                )
+            return session, None
+        sid = request.getHeader(b"mcp-session-id")
+        if sid is None:
+            return None, _error_body(request, 400, INVALID_REQUEST,
+                                     "Bad Request: Mcp-Session-Id header is required")
+        session = self.server.sessions.get(sid.decode("latin-1"))
+        if session is None or session.transport != "streamable":
+            return None, _error_body(request, 404, SESSION_NOT_FOUND,
+                                     "Session not found: unknown or ended Mcp-Session-Id")
+        return session, None
+
+    def _open_connector(self, key: tuple[str, str]) -> McpSession:
+        old = self.connections.pop(key, None)
+        if old is not None:
+            self.server.close_session(old)
+        session = self.server.open_session(key[0], "connector")
+        self.connections[key] = session
+
+        def forget(s: McpSession) -> None:
+            if self.connections.get(key) is s:
+                del self.connections[key]
+
+        session.on_close.append(forget)
+        session.on_close.append(_finish_streams)
+        return session
+
+    # -- streamable HTTP -----------------------------------------------------------------------
+
+    def _post(self, request):
+        ctype = request.getHeader(b"content-type")
+        if ctype is not None and b"json" not in ctype.lower():
+            return _error_body(request, 415, INVALID_REQUEST,
+                               "Unsupported Media Type: send application/json")
+        body = self._body(request)
+        if body is None:
+            return _error_body(request, 413, INVALID_REQUEST,
+                               f"Payload Too Large: the limit is {self.max_body} bytes")
+        refused = self._version_error(request)
+        if refused is not None:
+            return refused
+        try:
+            obj = jsonrpc.decode(body)
+        except jsonrpc.JsonRpcError as e:
+            return _error_body(request, 400, PARSE_ERROR, e.message)
+        is_init = isinstance(obj, dict) and obj.get("method") == "initialize"
+        key = self._connector_key(request)
+        new_session = False
+        try:
+            if key is not None:
+                if is_init:
+                    session = self._open_connector(key)
+                    new_session = True
+                else:
+                    session, refused = self._find(request)
+                    if refused is not None:
+                        return refused
+            elif is_init and request.getHeader(b"mcp-session-id") is None:
+                session = self.server.open_session(None, "streamable")
+                session.on_close.append(_finish_streams)
+                new_session = True
+            else:
+                session, refused = self._find(request)
+                if refused is not None:
+                    return refused
+        except GasolineError as e:
+            return _gasoline_error(request, e)
+        assert session is not None
+        if session.transport == "streamable":
+            request.setHeader(b"mcp-session-id", session.session_id.encode())
+            # Browser-based MCP clients can only read the id if it is exposed (CORS).
+            request.setHeader(b"access-control-expose-headers", b"Mcp-Session-Id")
+        self.server.touch(session)
+
+        if isinstance(obj, list):
+            has_requests = any(jsonrpc.is_request_obj(m) for m in obj)
+        else:
+            has_requests = jsonrpc.is_request_obj(obj)
+        if not has_requests:
+            return self._accept(request, session, obj)
+
+        sse_ok = False
+        if key is None:
+            accept = (request.getHeader(b"accept") or b"").lower()
+            sse_ok = b"text/event-stream" in accept
+            if accept and not sse_ok and _JSON not in accept and b"*/*" not in accept:
+                return _error_body(request, 406, INVALID_REQUEST,
+                                   "Not Acceptable: accept application/json or text/event-stream")
+            sse_only = sse_ok and _JSON not in accept and b"*/*" not in accept
+        else:
+            sse_only = False
+        exchange = _PostExchange(self, request, session, sse_ok, sse_only)
+        if isinstance(obj, list):
+            d = self.server.handle_batch(session, obj, exchange.emit)
+        else:
+            d = self.server.handle(session, obj, exchange.emit, exchange.close_stream)
+        exchange.deferred = d
+        d.addCallback(exchange.respond)
+        d.addErrback(exchange.failed)
+        exchange.in_render = False
+        if new_session and isinstance(exchange.response, dict) and "error" in exchange.response:
+            # A refused initialize leaves no session behind.
+            self.server.close_session(session)
+            request.responseHeaders.removeHeader(b"mcp-session-id")
+        if exchange.sync_body is not None:
+            return exchange.sync_body
+        if exchange.finisher is None:
+            # Still working: answer on an SSE stream when the client takes one, else JSON later.
+            exchange.finisher = _Finisher(request)
+            if sse_ok:
+                exchange.upgrade()
+            request.notifyFinish().addErrback(exchange.client_gone)
+        return NOT_DONE_YET
+
+    def _accept(self, request, session: McpSession, obj: Any) -> bytes:
+        """Notifications and responses only: process them; 202 without a body."""
+        answers: list[Any] = []
+        if isinstance(obj, list):
+            d = self.server.handle_batch(session, obj)
+        else:
+            d = self.server.handle(session, obj)
+        d.addCallback(answers.append)
+        d.addErrback(lambda f: log.failure("MCP notification handling failed", f))
+        errors = answers[0] if answers else None
+        if errors:
+            first = errors[0] if isinstance(errors, list) else errors
+            request.setResponseCode(400)
+            request.setHeader(b"content-type", _JSON)
+            return jsonrpc.encode(first)
+        request.setResponseCode(202)
+        return b""
+
+    def _get(self, request):
+        accept = (request.getHeader(b"accept") or b"").lower()
+        if b"text/event-stream" not in accept:
+            return _error_body(request, 406, INVALID_REQUEST,
+                               "Not Acceptable: GET /mcp needs Accept: text/event-stream")
+        refused = self._version_error(request)
+        if refused is not None:
+            return refused
+        session, refused = self._find(request)
+        if refused is not None:
+            return refused
+        assert session is not None
+        self.server.touch(session)
+        last = request.getHeader(b"last-event-id")
+        last_id = last.decode("latin-1") if last else None
+        stream = session.standalone
+        if last_id is not None:
+            found = session.stream_for_event(last_id)
+            if found is not None:
+                stream = found
+            else:
+                last_id = None
+        old_closer = stream.closer
+        if old_closer is not None and stream.writer is not None:
+            old_closer()  # one GET per stream: the newest replaces the previous one
+        _start_sse(request)
+        if session.transport == "streamable":
+            request.setHeader(b"mcp-session-id", session.session_id.encode())
+        finisher = _Finisher(request)
+        self.track(finisher)
+        request.write(b": gasoline stream\n\n")
+
+        def writer(event_id: str, payload: bytes) -> None:
+            finisher.write(_sse_event(event_id, payload))
+
+        stream.closer = finisher.finish
+        stream.attach(writer, last_id)
+
+        def gone(_: Any) -> None:
+            stream.detach(writer)
+            if stream.closer == finisher.finish:
+                stream.closer = None
+
+        request.notifyFinish().addBoth(gone)
+        if stream.done:
+            stream.detach(writer)
+            finisher.finish()
+        return NOT_DONE_YET
+
+    def _delete(self, request):
+        session, refused = self._find(request)
+        if refused is not None:
+            return refused
+        assert session is not None
+        self.server.close_session(session)
+        request.setResponseCode(204)
+        return b""
+
+    # -- legacy HTTP+SSE -----------------------------------------------------------------------
+
+    def _legacy_sse(self, request):
+        accept = (request.getHeader(b"accept") or b"").lower()
+        if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
+            return _error_body(request, 406, INVALID_REQUEST,
+                               "Not Acceptable: GET /mcp/sse needs Accept: text/event-stream")
+        client = request.getHeader(b"x-gasoline-client")
+        try:
+            session = self.server.open_session(
+                client.decode("utf-8", "replace") if client else None, "sse"
+            )
+        except GasolineError as e:
+            return _gasoline_error(request, e)
+        _start_sse(request)
+        finisher = _Finisher(request)
+        self.track(finisher)
+        request.write(b"event: endpoint\ndata: /mcp/messages/" + session.session_id.encode() + b"\n\n")
+
+        def writer(event_id: str, payload: bytes) -> None:
+            finisher.write(_sse_event(event_id, payload, b"message"))
+
+        session.standalone.attach(writer)
+        session.standalone.closer = finisher.finish
+        session.on_close.append(lambda s: finisher.finish())
+        # Disconnect detection: the stream is the session.
+        request.notifyFinish().addBoth(lambda _: self.server.close_session(session))
+        return NOT_DONE_YET
+
+    def _legacy_post(self, request, sid: bytes):
+        session = self.server.sessions.get(sid.decode("latin-1"))
+        if session is None or session.transport != "sse":
+            return _error_body(request, 404, SESSION_NOT_FOUND,
+                               "Session not found: unknown or ended session id")
+        body = self._body(request)
+        if body is None:
+            return _error_body(request, 413, INVALID_REQUEST,
+                               f"Payload Too Large: the limit is {self.max_body} bytes")
+        try:
+            obj = jsonrpc.decode(body)
+        except jsonrpc.JsonRpcError as e:
+            return _error_body(request, 400, PARSE_ERROR, e.message)
+        self.server.touch(session)
+        if isinstance(obj, list):
+            d = self.server.handle_batch(session, obj)
+        else:
+            d = self.server.handle(session, obj)
+
+        def answer(response: Any) -> None:
+            if response is not None and not session.closed:
+                session.send(response)
+
+        d.addCallback(answer)
+        d.addErrback(lambda f: log.failure("legacy MCP message failed", f))
+        request.setResponseCode(202)
+        request.setHeader(b"content-type", b"text/plain")
+        return b"Accepted"
+
+
+def _finish_streams(session: McpSession) -> None:
+    """A session ended: end every HTTP stream still attached to it."""
+    for stream in list(session.streams.values()):
+        closer = stream.closer
+        stream.detach()
+        if closer is not None:
+            stream.closer = None
+            closer()

@@ -1,0 +1,532 @@
+"""
+The MCP server every transport shares: lifecycle, version negotiation, sessions and dispatch.
+
+Transports (``gasoline.http.mcp_http``) decode bytes and call L{McpServer.handle} (one message) or
+L{McpServer.handle_batch} with the session and an C{emit} callable that carries messages tied to
+this request (progress, log messages, server→client requests) to wherever the transport sends them;
+both return a Deferred that fires with the response dict, a list of them, or C{None} when nothing is
+to be answered (notifications, client responses, cancelled requests).
+
+Three error tiers: the transport answers HTTP statuses for transport faults; this module answers
+JSON-RPC errors for protocol faults (malformed messages, unknown methods, bad params, requests before
+``initialize``); tool failures are ``isError: true`` results (see L{gasoline.mcp.tools}).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Callable
+
+import attrs
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, gatherResults, maybeDeferred, succeed
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from gasoline import __version__
+from gasoline.mcp import jsonrpc
+from gasoline.mcp.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    REQUEST_CANCELLED,
+    JsonRpcError,
+    Notification,
+    Request,
+    Response,
+)
+from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
+from gasoline.mcp.session import LOG_LEVELS, McpSession
+from gasoline.mcp.tools import ToolRegistry
+
+log = Logger()
+
+#: Newest first. The answer to ``initialize`` is the requested version if listed, else the first.
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+LATEST_VERSION = SUPPORTED_VERSIONS[0]
+#: Only this revision allows JSON-RPC batches (added in 2025-03-26, removed in 2025-06-18).
+BATCH_VERSIONS = frozenset({"2025-03-26"})
+#: Sessions with no request for this long are closed (legacy SSE: 1 h, as seed 001 says).
+DEFAULT_IDLE_TIMEOUT = 3600.0
+#: How long a tool waits for the client to answer a sampling/elicitation request.
+CLIENT_REQUEST_TIMEOUT = 60.0
+
+INSTRUCTIONS = (
+    "Gasoline gives you read access to a real browser (console logs, errors, network, WebSocket "
+    "traffic, user actions, performance) and lets you drive it, through five tools: observe (read "
+    "what the browser did), analyze (compute answers: DOM, accessibility, performance, security), "
+    "generate (artifacts: reproduction scripts, tests, HAR, CSP), configure (your own settings and "
+    "state: noise rules, checkpoints, key-value store, health) and interact (navigate, click, type, "
+    "screenshots). Every tool takes a required `what` naming the mode. Reads go through your own "
+    "cursor: `observe {what:\"errors\"}` returns what is new since your last call, and other agents "
+    "sharing this daemon never move it. Read the gasoline://guide resource for details."
+)
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+@attrs.define(eq=False)
+class RequestContext:
+    """What a method or tool handler gets: the session, the caller's state, and ways to talk back."""
+
+    server: "McpServer"
+    session: McpSession
+    request_id: Any
+    method: str
+    params: dict[str, Any]
+    #: Sends a message tied to this request (progress, log, server→client request).
+    emit: Emit
+    #: Transport hook: end this request's SSE stream now (the response is then replayed after
+    #: the client reconnects with Last-Event-ID). None when the transport has no such stream.
+    close_stream: Callable[[], None] | None = None
+
+    @property
+    def state(self) -> Any:
+        """The calling agent's client state (cursors, checkpoints, ...)."""
+        return self.session.state
+
+    @property
+    def clock(self) -> IReactorTime:
+        return self.server.clock
+
+    @property
+    def progress_token(self) -> Any:
+        meta = self.params.get("_meta")
+        return meta.get("progressToken") if isinstance(meta, dict) else None
+
+    def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
+        """Send ``notifications/progress`` if the request asked for it (``_meta.progressToken``)."""
+        token = self.progress_token
+        if token is None:
+            return False
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self.emit(jsonrpc.notification("notifications/progress", params))
+        return True
+
+    def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
+        """Send ``notifications/message`` if the session's log level lets C{level} through."""
+        if not self.session.wants_log(level):
+            return False
+        self.emit(
+            jsonrpc.notification(
+                "notifications/message", {"level": level, "logger": logger, "data": data}
+            )
+        )
+        return True
+
+    def request_client(
+        self, method: str, params: dict[str, Any], timeout: float = CLIENT_REQUEST_TIMEOUT
+    ) -> Deferred:
+        """Send the client a request (e.g. ``sampling/createMessage``); fire with its result."""
+        return self.server.request_client(self.session, method, params, self.emit, timeout)
+
+
+class McpServer:
+    """Dispatches MCP messages for every session; owns the session table."""
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        registry: Any,
+        tools: ToolRegistry,
+        resources: ResourceRegistry,
+        prompts: PromptRegistry | None = None,
+        *,
+        instructions: str = INSTRUCTIONS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        server_name: str = "gasoline",
+    ) -> None:
+        self.clock = clock
+        self.registry = registry
+        self.tools = tools
+        self.resources = resources
+        self.prompts = prompts if prompts is not None else PromptRegistry()
+        self.instructions = instructions
+        self.idle_timeout = idle_timeout
+        self.server_info = {"name": server_name, "title": "Gasoline", "version": __version__}
+        self.sessions: dict[str, McpSession] = {}
+        self._methods: dict[str, Callable[[RequestContext, dict[str, Any]], Any]] = {
+            "ping": self._ping,
+            "logging/setLevel": self._set_level,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._resources_templates,
+            "resources/read": self._resources_read,
+            "resources/subscribe": self._resources_subscribe,
+            "resources/unsubscribe": self._resources_unsubscribe,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
+        }
+        self.service = _SessionsService(self)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def open_session(self, client_id: str | None, transport: str) -> McpSession:
+        """A new session for C{client_id} (a fresh id from the registry when None).
+
+        @raise gasoline.core.errors.GasolineError: the registry refused (too many clients, bad id).
+        """
+        if client_id is None:
+            client_id = self.registry.new_client_id()
+        state = self.registry.connect(client_id)
+        now = self.clock.seconds()
+        session = McpSession(
+            session_id=secrets.token_hex(16),
+            client_id=client_id,
+            state=state,
+            transport=transport,
+            created_at=now,
+            last_seen=now,
+        )
+        self.sessions[session.session_id] = session
+        session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
+        return session
+
+    def touch(self, session: McpSession) -> None:
+        """Activity on C{session}: push its idle deadline back and touch the agent's state."""
+        now = self.clock.seconds()
+        session.last_seen = now
+        session.state.touch(now)
+        call = session.idle_call
+        if call is not None and call.active():
+            call.reset(self.idle_timeout)
+
+    def _idle(self, session: McpSession) -> None:
+        session.idle_call = None
+        log.info("MCP session {sid} idle for {t}s: closed", sid=session.session_id, t=self.idle_timeout)
+        self.close_session(session)
+
+    def close_session(self, session: McpSession) -> None:
+        """End C{session}: cancel its work, release its client connection, run transport hooks."""
+        if session.closed:
+            return
+        session.closed = True
+        self.sessions.pop(session.session_id, None)
+        call, session.idle_call = session.idle_call, None
+        if call is not None and call.active():
+            call.cancel()
+        for d in list(session.in_flight.values()) + list(session.outgoing.values()):
+            d.cancel()
+        session.in_flight.clear()
+        session.outgoing.clear()
+        try:
+            self.registry.disconnect(session.client_id)
+        except Exception:
+            log.failure("registry.disconnect failed for {cid}", cid=session.client_id)
+        hooks, session.on_close = session.on_close, []
+        for hook in hooks:
+            try:
+                hook(session)
+            except Exception:
+                log.failure("session close hook failed")
+
+    def close_all(self) -> None:
+        for session in list(self.sessions.values()):
+            self.close_session(session)
+
+    def resource_updated(self, uri: str) -> int:
+        """Tell every session subscribed to C{uri}; return how many were told."""
+        message = jsonrpc.encode(
+            jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+        )
+        told = 0
+        for session in list(self.sessions.values()):
+            if uri in session.subscriptions:
+                session.send(message)
+                told += 1
+        return told
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def handle(
+        self,
+        session: McpSession,
+        obj: Any,
+        emit: Emit | None = None,
+        close_stream: Callable[[], None] | None = None,
+    ) -> Deferred:
+        """Handle one decoded message; fire with the response dict or None."""
+        try:
+            message = jsonrpc.classify(obj)
+        except JsonRpcError as e:
+            return succeed(e.response())
+        return self.dispatch(session, message, emit, close_stream)
+
+    def handle_batch(
+        self, session: McpSession, items: list[Any], emit: Emit | None = None
+    ) -> Deferred:
+        """Handle a JSON-RPC batch; fire with the list of responses (None when there are none)."""
+        if session.protocol_version not in BATCH_VERSIONS:
+            version = session.protocol_version or "none negotiated yet"
+            return succeed(
+                jsonrpc.error(
+                    None,
+                    INVALID_REQUEST,
+                    f"Invalid Request: batches are not supported in protocol version {version} "
+                    "(only 2025-03-26 allows them)",
+                )
+            )
+        if not items:
+            return succeed(jsonrpc.error(None, INVALID_REQUEST, "Invalid Request: empty batch"))
+        ds = []
+        for obj in items:
+            if isinstance(obj, dict) and obj.get("method") == "initialize":
+                ds.append(
+                    succeed(
+                        jsonrpc.error(
+                            obj.get("id") if jsonrpc._valid_id(obj.get("id")) else None,
+                            INVALID_REQUEST,
+                            "Invalid Request: initialize must not be part of a batch",
+                        )
+                    )
+                )
+            else:
+                ds.append(self.handle(session, obj, emit))
+        d = gatherResults(ds, consumeErrors=True)
+        d.addCallback(lambda rs: [r for r in rs if r is not None] or None)
+        return d
+
+    def dispatch(
+        self,
+        session: McpSession,
+        message: Any,
+        emit: Emit | None = None,
+        close_stream: Callable[[], None] | None = None,
+    ) -> Deferred:
+        if isinstance(message, Request):
+            return self._request(session, message, emit or session.send, close_stream)
+        if isinstance(message, Notification):
+            self._notification(session, message)
+        elif isinstance(message, Response):
+            self._response(session, message)
+        return succeed(None)
+
+    def _request(
+        self, session: McpSession, req: Request, emit: Emit, close_stream: Callable[[], None] | None
+    ) -> Deferred:
+        rid = req.id
+        method = req.method
+        if method == "initialize":
+            try:
+                return succeed(jsonrpc.result(rid, self._initialize(session, req.params)))
+            except JsonRpcError as e:
+                return succeed(e.response(rid))
+        if not session.initialized and method != "ping":
+            return succeed(
+                jsonrpc.error(
+                    rid, INVALID_REQUEST, f"Invalid Request: {method} before initialize"
+                )
+            )
+        handler = self._methods.get(method)
+        if handler is None:
+            return succeed(jsonrpc.error(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
+        ctx = RequestContext(self, session, rid, method, req.params, emit, close_stream)
+        d = maybeDeferred(handler, ctx, req.params)
+        if not d.called:
+            session.in_flight[rid] = d
+
+            def done(value: Any) -> Any:
+                if session.in_flight.get(rid) is d:
+                    del session.in_flight[rid]
+                return value
+
+            d.addBoth(done)
+        d.addCallbacks(lambda value: jsonrpc.result(rid, value), self._failed, errbackArgs=(rid,))
+        return d
+
+    def _failed(self, failure: Failure, rid: Any) -> dict[str, Any] | None:
+        if failure.check(JsonRpcError):
+            return failure.value.response(rid)
+        if failure.check(CancelledError):
+            # The client cancelled (or went away): the spec says not to answer.
+            return None
+        log.failure("MCP request {rid} failed", failure, rid=rid)
+        return jsonrpc.error(rid, INTERNAL_ERROR, f"Internal error: {failure.getErrorMessage()}")
+
+    def _notification(self, session: McpSession, note: Notification) -> None:
+        method = note.method
+        if method == "notifications/initialized":
+            session.ready = True
+        elif method == "notifications/cancelled":
+            rid = note.params.get("requestId")
+            try:
+                d = session.in_flight.pop(rid, None)
+            except TypeError:  # unhashable requestId
+                d = None
+            if d is not None:
+                d.cancel()
+        # Anything else (progress, roots/list_changed, unknown) needs no action and no answer.
+
+    def _response(self, session: McpSession, response: Response) -> None:
+        d = session.outgoing.pop(response.id, None)
+        if d is None:
+            return
+        if response.error is not None:
+            err = response.error if isinstance(response.error, dict) else {}
+            d.errback(
+                JsonRpcError(
+                    int(err.get("code", INTERNAL_ERROR)) if isinstance(err.get("code"), int) else INTERNAL_ERROR,
+                    str(err.get("message", "client error")),
+                    err.get("data"),
+                )
+            )
+        else:
+            d.callback(response.result)
+
+    def request_client(
+        self, session: McpSession, method: str, params: dict[str, Any], emit: Emit, timeout: float
+    ) -> Deferred:
+        rid = session.next_request_id()
+        d: Deferred = Deferred(lambda _: session.outgoing.pop(rid, None))
+        session.outgoing[rid] = d
+        emit(jsonrpc.request(rid, method, params))
+        return d.addTimeout(timeout, self.clock)
+
+    # -- methods -------------------------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        caps: dict[str, Any] = {
+            "logging": {},
+            "tools": {"listChanged": False},
+            "resources": {"subscribe": True, "listChanged": False},
+        }
+        if self.prompts.prompts:
+            caps["prompts"] = {"listChanged": False}
+            caps["completions"] = {}
+        return caps
+
+    def _initialize(self, session: McpSession, params: dict[str, Any]) -> dict[str, Any]:
+        if session.initialized:
+            raise JsonRpcError(INVALID_REQUEST, "Invalid Request: this session is already initialized")
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "protocolVersion" must be a string')
+        caps = params.get("capabilities", {})
+        info = params.get("clientInfo", {})
+        if not isinstance(caps, dict) or not isinstance(info, dict):
+            raise JsonRpcError(
+                INVALID_PARAMS, 'Invalid params: "capabilities" and "clientInfo" must be objects'
+            )
+        version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
+        session.protocol_version = version
+        session.client_capabilities = caps
+        session.client_info = info
+        session.initialized = True
+        return {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info,
+            "instructions": self.instructions,
+        }
+
+    def _ping(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _set_level(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise JsonRpcError(
+                INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}"
+            )
+        ctx.session.log_level = level
+        ctx.log("info", {"message": f"log level set to {level}", "session": ctx.session.session_id})
+        return {}
+
+    def _tools_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"tools": self.tools.definitions()}
+
+    def _tools_call(self, ctx: RequestContext, params: dict[str, Any]) -> Any:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "name" must be a string')
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
+        tool = self.tools.get(name)
+        if tool is None:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        return self.tools.call(ctx, tool, arguments)
+
+    def _resources_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"resources": self.resources.definitions()}
+
+    def _resources_templates(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"resourceTemplates": self.resources.template_definitions()}
+
+    def _uri(self, params: dict[str, Any]) -> str:
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "uri" must be a non-empty string')
+        return uri
+
+    def _resources_read(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return self.resources.read(ctx, self._uri(params))
+
+    def _resources_subscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        uri = self._uri(params)
+        self.resources.require(uri)
+        ctx.session.subscriptions.add(uri)
+        return {}
+
+    def _resources_unsubscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        ctx.session.subscriptions.discard(self._uri(params))
+        return {}
+
+    def _prompts_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {"prompts": self.prompts.definitions()}
+
+    def _prompts_get(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "name" must be a string')
+        args = params.get("arguments") or {}
+        if not isinstance(args, dict):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
+        return self.prompts.get(name, args)
+
+    def _complete(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "ref" and "argument" must be objects')
+        return {"completion": self.prompts.complete(ref, argument)}
+
+
+class _SessionsService(Service):
+    """Closes every MCP session (and its idle timer) when the daemon stops."""
+
+    name = "mcp-sessions"
+
+    def __init__(self, server: McpServer) -> None:
+        self._server = server
+
+    def stopService(self):
+        self._server.close_all()
+        return super().stopService()
+
+
+def build_mcp(app: Any) -> McpServer:
+    """The daemon's MCP server: Gasoline's tools and resources, plus the conformance fixtures
+    when C{app.config.conformance_fixtures} is set."""
+    from gasoline.mcp.resources import gasoline_resources  # noqa: PLC0415
+    from gasoline.mcp.tools import GasolineTools  # noqa: PLC0415
+
+    tools = ToolRegistry()
+    GasolineTools(app).register(tools)
+    resources = gasoline_resources(tools)
+    prompts = PromptRegistry()
+    if getattr(app.config, "conformance_fixtures", False):
+        from gasoline.mcp.fixtures import register_fixtures  # noqa: PLC0415
+
+        register_fixtures(tools, resources, prompts)
+    return McpServer(app.clock, app.registry, tools, resources, prompts)

@@ -1,0 +1,177 @@
+"""
+MCP sessions and their server→client event streams.
+
+One L{McpSession} exists per MCP connection: a streamable-HTTP session (``Mcp-Session-Id``), a
+connector connection (client id + connection id) or a legacy HTTP+SSE stream. It holds what the MCP
+protocol negotiates per connection (protocol version, log level, resource subscriptions, requests in
+flight); everything that belongs to the *agent* lives in its client state (``session.state``), which
+several sessions may share.
+
+Server→client messages travel on L{EventStream}s: the session's I{standalone} stream (drained by
+``GET /mcp``, the legacy SSE stream, or the connector's GET) and one stream per ``POST`` answered
+with SSE. Every event gets an id ``<stream>-<n>``; a bounded log of recent events lets a client that
+reconnects with ``Last-Event-ID`` receive what it missed. A stream with no writer attached keeps
+its events until one attaches (bounded: the oldest are dropped first).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable
+
+import attrs
+
+from gasoline.mcp.jsonrpc import encode
+
+#: RFC 5424 severities as MCP names them, least severe first.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_LEVEL_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
+
+#: How many recent events each stream keeps for replay.
+MAX_REPLAY_EVENTS = 256
+#: How many finished POST streams a session keeps for ``Last-Event-ID`` replay.
+MAX_FINISHED_STREAMS = 16
+
+#: ``writer(event_id, payload_bytes)`` puts one event on the wire.
+Writer = Callable[[str, bytes], None]
+
+
+class EventStream:
+    """The server→client events of one SSE stream, with ids and a bounded replay log."""
+
+    __slots__ = ("stream_id", "_log", "_n", "writer", "closer", "delivered", "done", "dropped")
+
+    def __init__(self, stream_id: str, max_events: int = MAX_REPLAY_EVENTS) -> None:
+        self.stream_id = stream_id
+        self._log: deque[tuple[int, str, bytes]] = deque(maxlen=max_events)
+        self._n = 0
+        self.writer: Writer | None = None
+        #: Ends the HTTP response the writer belongs to (set by the transport), or None.
+        self.closer: Callable[[], None] | None = None
+        #: Number of the newest event handed to a writer.
+        self.delivered = 0
+        #: True once the stream's last event (a POST's response) has been pushed.
+        self.done = False
+        #: Events that left the replay log before any writer saw them.
+        self.dropped = 0
+
+    def push(self, payload: bytes) -> str:
+        """Record one event and write it to the attached writer, if any. Return its id."""
+        self._n += 1
+        event_id = f"{self.stream_id}-{self._n}"
+        log = self._log
+        if len(log) == log.maxlen and log[0][0] > self.delivered:
+            self.dropped += 1
+        log.append((self._n, event_id, payload))
+        writer = self.writer
+        if writer is not None:
+            self.delivered = self._n
+            writer(event_id, payload)
+        return event_id
+
+    def attach(self, writer: Writer, last_event_id: str | None = None) -> int:
+        """Make C{writer} receive this stream's events; first replay what it has not seen.
+
+        With C{last_event_id}, every logged event after that one is replayed; without it, the
+        events no writer has received yet. Return how many were replayed.
+        """
+        after = self.delivered
+        if last_event_id is not None:
+            after = event_number(last_event_id)
+        self.writer = writer
+        replayed = 0
+        for n, event_id, payload in list(self._log):
+            if n > after:
+                writer(event_id, payload)
+                replayed += 1
+                self.delivered = max(self.delivered, n)
+        return replayed
+
+    def detach(self, writer: Writer | None = None) -> None:
+        if writer is None or self.writer is writer:
+            self.writer = None
+
+    def __len__(self) -> int:
+        return len(self._log)
+
+
+def event_number(event_id: str) -> int:
+    """The sequence number in an event id ``<stream>-<n>`` (0 if malformed)."""
+    _, _, n = event_id.rpartition("-")
+    try:
+        return int(n)
+    except ValueError:
+        return 0
+
+
+def stream_of(event_id: str) -> str:
+    """The stream id in an event id ``<stream>-<n>``."""
+    return event_id.rpartition("-")[0]
+
+
+@attrs.define(eq=False)
+class McpSession:
+    """One MCP connection's protocol state. The agent's own state is C{state} (shared)."""
+
+    session_id: str
+    client_id: str
+    #: The agent's L{gasoline.interfaces.IClientState}.
+    state: Any
+    #: ``"streamable"``, ``"connector"`` or ``"sse"``.
+    transport: str
+    created_at: float
+    last_seen: float
+    protocol_version: str | None = None
+    #: ``initialize`` was answered.
+    initialized: bool = False
+    #: ``notifications/initialized`` arrived.
+    ready: bool = False
+    client_info: dict[str, Any] = attrs.field(factory=dict)
+    client_capabilities: dict[str, Any] = attrs.field(factory=dict)
+    #: Minimum level of ``notifications/message`` to send; None until ``logging/setLevel``.
+    log_level: str | None = None
+    subscriptions: set[str] = attrs.field(factory=set)
+    #: Requests being handled: request id -> Deferred (cancelled by ``notifications/cancelled``).
+    in_flight: dict[Any, Any] = attrs.field(factory=dict)
+    #: Requests this server sent the client (sampling, elicitation): id -> Deferred.
+    outgoing: dict[Any, Any] = attrs.field(factory=dict)
+    streams: dict[str, EventStream] = attrs.field(factory=dict)
+    standalone: EventStream = attrs.field(factory=lambda: EventStream("0"))
+    closed: bool = False
+    #: The idle deadline (an C{IDelayedCall}), reset on every request.
+    idle_call: Any = None
+    #: Called once when the session ends (transport cleanup).
+    on_close: list[Callable[["McpSession"], None]] = attrs.field(factory=list)
+    _next_stream: int = 0
+    _next_request: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        self.streams[self.standalone.stream_id] = self.standalone
+
+    def new_stream(self) -> EventStream:
+        """A stream for one POST answered with SSE (finished ones are pruned, oldest first)."""
+        self._next_stream += 1
+        stream = EventStream(str(self._next_stream))
+        self.streams[stream.stream_id] = stream
+        finished = [s for s in self.streams.values() if s.done]
+        for old in finished[: max(0, len(finished) - MAX_FINISHED_STREAMS)]:
+            del self.streams[old.stream_id]
+        return stream
+
+    def stream_for_event(self, event_id: str) -> EventStream | None:
+        return self.streams.get(stream_of(event_id))
+
+    def send(self, message: dict[str, Any] | bytes) -> str:
+        """Queue a message on the standalone stream (GET / legacy SSE / connector stream)."""
+        payload = message if isinstance(message, bytes) else encode(message)
+        return self.standalone.push(payload)
+
+    def next_request_id(self) -> str:
+        self._next_request += 1
+        return f"gasoline-{self._next_request}"
+
+    def wants_log(self, level: str) -> bool:
+        """Should a ``notifications/message`` at C{level} be sent to this session?"""
+        if self.log_level is None:
+            return False
+        return _LEVEL_RANK.get(level, 0) >= _LEVEL_RANK[self.log_level]

@@ -1,0 +1,62 @@
+"""Fixtures shared by the end-to-end tests (imported into each test module)."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from conftest import require_tool  # tests/conftest.py
+
+from gasoline.testing import DaemonProcess
+from harness import CHROMIUM, Chromium, TestSite
+
+#: Each end-to-end test must finish within this many seconds (SIGALRM fails it otherwise).
+TEST_TIME_LIMIT = 120
+
+
+@pytest.fixture(autouse=True)
+def time_limit():
+    def expired(signum, frame):
+        raise TimeoutError(f"end-to-end test exceeded {TEST_TIME_LIMIT}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_TIME_LIMIT)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def chromium_bin():
+    return require_tool("chromium", CHROMIUM, "the extension's end-to-end tests drive a real Chromium")
+
+
+@pytest.fixture
+def site():
+    s = TestSite().start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def browser(chromium_bin):
+    b = Chromium(executable=chromium_bin)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture
+def ext_daemon(tmp_path):
+    d = DaemonProcess(state_dir=tmp_path / "state")
+    d.start()
+    try:
+        yield d
+    finally:
+        d.stop()

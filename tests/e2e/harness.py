@@ -1,0 +1,312 @@
+"""
+End-to-end harness: Debian's Chromium with the Gasoline extension, the test site, and a small
+Chrome DevTools Protocol client (``websocket-client``, one browser-level connection with flat
+sessions). Everything here is synchronous and every process it starts is stopped by its owner.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+import websocket  # websocket-client
+
+from gasoline.testing import EXTENSION_HEADERS
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION_DIR = REPO / "extension"
+CHROMIUM = "/usr/bin/chromium"
+
+
+class CDPError(RuntimeError):
+    pass
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; raise AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as e:  # noqa: BLE001 - reported on timeout
+            last_exc = e
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+        time.sleep(interval)
+
+
+# ------------------------------------------------------------------------------------------ CDP
+
+
+class CDP:
+    """A browser-level DevTools connection; talk to targets through flat sessions."""
+
+    def __init__(self, ws_url: str, timeout: float = 15.0):
+        self.ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True)
+        self.ids = itertools.count(1)
+        self.events: list[dict] = []
+        self.timeout = timeout
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float | None = None) -> dict:
+        msg_id = next(self.ids)
+        msg: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        self.ws.send(json.dumps(msg))
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CDPError(f"{method}: no answer within {timeout or self.timeout}s")
+            self.ws.settimeout(remaining)
+            data = json.loads(self.ws.recv())
+            if data.get("id") == msg_id:
+                if "error" in data:
+                    raise CDPError(f"{method}: {data['error']}")
+                return data.get("result", {})
+            if "method" in data:
+                self.events.append(data)
+                del self.events[:-2000]
+
+    def evaluate(self, session: str, expression: str, timeout: float = 15.0) -> Any:
+        """Evaluate ``expression`` (awaiting a promise) in a target and return its JSON value."""
+        res = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "awaitPromise": True, "returnByValue": True, "userGesture": True},
+            session=session,
+            timeout=timeout,
+        )
+        if "exceptionDetails" in res:
+            details = res["exceptionDetails"]
+            text = details.get("exception", {}).get("description") or details.get("text")
+            raise CDPError(f"evaluate failed: {text}")
+        return res.get("result", {}).get("value")
+
+    def attach(self, target_id: str) -> str:
+        return self.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
+
+    def targets(self) -> list[dict]:
+        return self.call("Target.getTargets")["targetInfos"]
+
+
+# ------------------------------------------------------------------------------------------ Chromium
+
+
+class Chromium:
+    """Debian's Chromium, headless, with the unpacked extension from this repository."""
+
+    def __init__(self, executable: str = CHROMIUM, extension_dir: Path = EXTENSION_DIR):
+        self.executable = executable
+        self.extension_dir = extension_dir
+        self.user_data_dir = Path(tempfile.mkdtemp(prefix="gasoline-chromium-"))
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.cdp: CDP | None = None
+        self.stderr_path = self.user_data_dir.parent / (self.user_data_dir.name + ".stderr.log")
+
+    def start(self, timeout: float = 30.0) -> "Chromium":
+        ext = str(self.extension_dir)
+        args = [
+            self.executable,
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={self.user_data_dir}",
+            f"--load-extension={ext}", f"--disable-extensions-except={ext}",
+            "--remote-debugging-port=0",
+            "--no-default-browser-check", "--disable-dev-shm-usage", "--window-size=1280,900",
+            "about:blank",
+        ]
+        self._stderr = open(self.stderr_path, "wb")
+        self.process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True,
+        )
+        port_file = self.user_data_dir / "DevToolsActivePort"
+
+        def ready():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"chromium exited with {self.process.returncode}: {self.stderr_tail()}")
+            lines = port_file.read_text().split("\n") if port_file.exists() else []
+            return lines if len(lines) >= 2 and lines[0].strip() else None
+
+        try:
+            lines = wait_until(ready, timeout, what="Chromium's DevToolsActivePort")
+        except BaseException:
+            self.stop()
+            raise
+        self.port = int(lines[0])
+        self.cdp = CDP(f"ws://127.0.0.1:{self.port}{lines[1].strip()}")
+        return self
+
+    def stderr_tail(self, n: int = 3000) -> str:
+        try:
+            return self.stderr_path.read_bytes()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.cdp:
+            self.cdp.close()
+            self.cdp = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                try:
+                    os.killpg(self.process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    self.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait(10)
+            self.process = None
+        if getattr(self, "_stderr", None):
+            self._stderr.close()
+            self._stderr = None
+        shutil.rmtree(self.user_data_dir, ignore_errors=True)
+        try:
+            self.stderr_path.unlink()
+        except OSError:
+            pass
+
+    # ---- extension helpers
+
+    def service_worker(self, timeout: float = 20.0) -> str:
+        """Attach to the extension's service worker (waking it if it was stopped); return the session id."""
+
+        def find():
+            for t in self.cdp.targets():
+                if t["type"] == "service_worker" and t["url"].startswith("chrome-extension://") and t["url"].endswith("/background.js"):
+                    return t
+            return None
+
+        target = wait_until(find, timeout, interval=0.2, what="the extension's service worker")
+        session = self.cdp.attach(target["targetId"])
+        self.cdp.call("Runtime.enable", session=session)
+        return session
+
+    def extension_id(self) -> str:
+        for t in self.cdp.targets():
+            if t["type"] == "service_worker" and t["url"].startswith("chrome-extension://"):
+                return t["url"].split("/")[2]
+        raise AssertionError("extension service worker not found")
+
+    def allow_user_scripts(self) -> None:
+        """Turn on "Allow User Scripts" for the extension, as a user does in chrome://extensions."""
+        eid = self.extension_id()
+        target_id = self.cdp.call("Target.createTarget", {"url": f"chrome://extensions/?id={eid}"})["targetId"]
+        try:
+            session = self.cdp.attach(target_id)
+            expr = (
+                "new Promise(r => chrome.developerPrivate.updateExtensionConfiguration("
+                f"{{extensionId: {json.dumps(eid)}, userScriptsAccess: true}},"
+                " () => r(chrome.runtime.lastError ? chrome.runtime.lastError.message : 'ok')))"
+            )
+            result = wait_until(lambda: self.cdp.evaluate(session, expr), 10, what="chrome://extensions to load")
+            assert result == "ok", result
+        finally:
+            self.cdp.call("Target.closeTarget", {"targetId": target_id})
+
+    def storage_set(self, sw: str, values: dict) -> None:
+        self.cdp.evaluate(sw, f"chrome.storage.local.set({json.dumps(values)}).then(() => true)")
+
+    def new_page(self, url: str) -> tuple[str, str, int]:
+        """Open a tab at ``url``; return (target id, session id, chrome tab id)."""
+        target_id = self.cdp.call("Target.createTarget", {"url": url})["targetId"]
+        session = self.cdp.attach(target_id)
+        self.cdp.call("Page.enable", session=session)
+        self.cdp.call("Runtime.enable", session=session)
+        return target_id, session, -1
+
+    def tab_id_for(self, sw: str, url: str, timeout: float = 10.0) -> int:
+        expr = f"chrome.tabs.query({{}}).then(ts => (ts.find(t => t.url === {json.dumps(url)}) || {{}}).id || 0)"
+        return wait_until(lambda: self.cdp.evaluate(sw, expr), timeout, what=f"a tab at {url}")
+
+    def navigate(self, session: str, url: str, timeout: float = 15.0) -> None:
+        self.cdp.call("Page.navigate", {"url": url}, session=session)
+        wait_until(
+            lambda: self.cdp.evaluate(session, "document.readyState === 'complete' && location.href") == url,
+            timeout, what=f"{url} to load",
+        )
+
+    def click(self, session: str, selector: str) -> None:
+        """A real mouse click (Input.dispatchMouseEvent) at the centre of the element."""
+        box = self.cdp.evaluate(
+            session,
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            f" return [r.x + r.width / 2, r.y + r.height / 2]; }})()",
+        )
+        for kind in ("mousePressed", "mouseReleased"):
+            self.cdp.call(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": box[0], "y": box[1], "button": "left", "clickCount": 1},
+                session=session,
+            )
+
+
+# ------------------------------------------------------------------------------------------ test site
+
+
+class TestSite:
+    """``tests/e2e/testsite.py`` as a subprocess on a free loopback port."""
+
+    __test__ = False
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 15.0) -> "TestSite":
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("testsite.py"))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        line = self.process.stdout.readline().decode().strip()
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"test site did not start: {line!r}")
+        self.port = int(line.split()[1])
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait(10)
+            self.process.stdout.close()
+            self.process = None
+
+
+# ------------------------------------------------------------------------------------------ daemon HTTP
+
+
+def daemon_get(base_url: str, path: str, timeout: float = 5.0) -> dict:
+    req = urllib.request.Request(base_url + path, headers=EXTENSION_HEADERS, method="GET")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())

@@ -1,0 +1,272 @@
+"""
+The extension's command side, in Debian's Chromium.
+
+1. The content-side handlers (extension/content/commands.js, axe-core) loaded into an ordinary page
+   over CDP and called directly: CSS and semantic selectors, dom, dom_action, highlight, subtitle,
+   page_info, state_capture, a11y.
+2. The service worker's /sync client against a scripted stand-in daemon (a tiny HTTP server in this
+   test process): it hands out commands, and the test checks the SyncRequests the extension sends
+   (settings, acks, results, in_progress) and the screenshot upload. The real daemon cannot have
+   commands queued from outside its process, so its round trip is left to the MCP-level tests.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from fixtures import browser, chromium_bin, site, time_limit  # noqa: F401 (fixtures)
+from harness import EXTENSION_DIR, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+COMMANDS_JS = (EXTENSION_DIR / "content" / "commands.js").read_text()
+AXE_JS = (EXTENSION_DIR / "vendor" / "axe.min.js").read_text()
+
+
+def run(browser, page, type_, params):
+    return browser.cdp.evaluate(page, f"__gasolineCommands.run({json.dumps(type_)}, {json.dumps(params)})")
+
+
+@pytest.fixture
+def commands_page(browser, site):
+    _, page, _ = browser.new_page(site.url + "/blank.html")
+    browser.navigate(page, site.url + "/commands.html")
+    browser.cdp.evaluate(page, COMMANDS_JS + "\n;true")
+    return page
+
+
+def test_semantic_and_css_selectors_resolve_the_right_elements(browser, commands_page):
+    page = commands_page
+    resolve = lambda sel: browser.cdp.evaluate(page, f"__gasolineCommands.resolve({json.dumps(sel)}).map(e => e.id || e.tagName)")  # noqa: E731
+    assert resolve("text=Next page") == ["link"]
+    assert resolve("role=button[name=\"Close dialog\"]") == ["x"]
+    assert resolve("role=button name='Fake button'") == ["fake"]
+    assert resolve("placeholder=Type here") == ["q"]
+    assert resolve("label=Search term") == ["q"]
+    assert resolve("aria-label=Close dialog") == ["x"]
+    assert resolve("ul.items > li") == ["LI", "LI", "LI"]
+    assert resolve("text=nothing like this") == []
+    bad = run(browser, page, "dom", {"selector": "div[[["})
+    assert bad["error"] == "invalid_selector"
+
+
+def test_dom_command_describes_matches(browser, commands_page):
+    result = run(browser, commands_page, "dom", {"selector": "ul.items li", "limit": 2})
+    assert result["count"] == 3 and result["truncated"] is True
+    assert [m["text"] for m in result["matches"]] == ["one", "two"]
+    assert result["matches"][0]["tag"] == "li" and result["title"] == "Gasoline commands page"
+    pw = run(browser, commands_page, "dom", {"selector": "#pw"})
+    assert pw["matches"][0]["value"] == "[redacted]"
+
+
+def test_dom_actions_type_select_check_click_and_read_back(browser, commands_page):
+    page = commands_page
+    typed = run(browser, page, "dom_action", {"action": "type", "selector": "placeholder=Type here", "text": "gasoline"})
+    assert typed["success"] is True
+    assert run(browser, page, "dom_action", {"action": "get_value", "selector": "#q"})["value"] == "gasoline"
+    assert run(browser, page, "dom_action", {"action": "select", "selector": "#color", "value": "Green"})["value"] == "g"
+    assert run(browser, page, "dom_action", {"action": "check", "selector": "#agree"})["checked"] is True
+    run(browser, page, "dom_action", {"action": "click", "selector": "text=Submit"})
+    text = run(browser, page, "dom_action", {"action": "get_text", "selector": "#out"})
+    assert text["text"] == "submitted gasoline"
+    assert run(browser, page, "dom_action", {"action": "get_attribute", "selector": "#link", "name": "href"})["value"] == "#next"
+    assert run(browser, page, "dom_action", {"action": "get_value", "selector": "#pw"})["value"] == "[redacted]"
+    missing = run(browser, page, "dom_action", {"action": "click", "selector": "#nope"})
+    assert missing["error"] == "element_not_found"
+    listed = run(browser, page, "dom_action", {"action": "list_interactive"})
+    names = {e["name"] for e in listed["elements"]}
+    assert {"Close dialog", "Next page", "Submit"} <= names
+    waited = run(browser, page, "dom_action", {"action": "wait_for", "selector": "#late", "timeout_ms": 300})
+    assert waited["error"] == "timeout"
+
+
+def test_highlight_subtitle_page_info_and_state_capture(browser, commands_page):
+    page = commands_page
+    hl = run(browser, page, "highlight", {"selector": "#x", "duration_ms": 5000})
+    assert hl["success"] is True and hl["bounds"]["width"] > 0
+    assert browser.cdp.evaluate(page, "document.querySelectorAll('[data-gasoline-overlay=highlight]').length") == 1
+    run(browser, page, "subtitle", {"text": "Agent is looking at the form"})
+    assert browser.cdp.evaluate(page, "document.querySelector('[data-gasoline-overlay=subtitle]').textContent") == "Agent is looking at the form"
+    assert run(browser, page, "subtitle", {"text": ""})["cleared"] is True
+    info = run(browser, page, "page_info", {})
+    assert info["title"] == "Gasoline commands page" and info["forms"] == 1
+    assert info["headings"] == [{"level": 1, "text": "Commands"}]
+    browser.cdp.evaluate(page, "localStorage.setItem('k', 'v'); 1")
+    state = run(browser, page, "state_capture", {})
+    assert state["local_storage"] == {"k": "v"}
+    assert "hunter2" not in json.dumps(state)
+    assert run(browser, page, "no_such_command", {})["error"] == "unknown_query_type"
+
+
+def test_a11y_finds_a_planted_violation_with_axe_core(browser, commands_page):
+    page = commands_page
+    browser.cdp.evaluate(page, AXE_JS + "\n;true", timeout=30)
+    result = browser.cdp.evaluate(page, "__gasolineCommands.run('a11y', {})", timeout=30)
+    ids = {v["id"] for v in result["violations"]}
+    assert "image-alt" in ids
+    image_alt = next(v for v in result["violations"] if v["id"] == "image-alt")
+    assert image_alt["nodes"][0]["target"] == ["#noalt"]
+    assert image_alt["impact"] in ("critical", "serious")
+    assert result["engine"].startswith("axe-core 4.")
+
+
+# ---------------------------------------------------------------------------------------- /sync
+
+
+class ScriptedDaemon:
+    """A stand-in daemon that speaks just enough of the protocol to hand out scripted commands."""
+
+    def __init__(self, commands):
+        self.commands = list(commands)
+        self.syncs: list[dict] = []
+        self.screenshots: list[dict] = []
+        self.headers: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _json(self, status, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._json(200, {"status": "ok", "service-name": "gasoline", "logs": {"entries": 0}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with outer.lock:
+                    outer.headers.append(dict(self.headers))
+                    if self.path == "/sync":
+                        outer.syncs.append(body)
+                        acked = body.get("last_command_ack")
+                        if acked:
+                            ids = [c["id"] for c in outer.commands]
+                            if acked in ids:
+                                outer.commands = outer.commands[ids.index(acked) + 1:]
+                        cmds = list(outer.commands)
+                    elif self.path == "/screenshots":
+                        outer.screenshots.append(body)
+                if self.path == "/sync":
+                    if not cmds:
+                        time.sleep(0.2)
+                    self._json(200, {"ack": True, "commands": cmds, "next_poll_ms": 200 if cmds else 300,
+                                     "server_time": "2026-01-01T00:00:00Z", "server_version": "0.7.99", "capture_overrides": {}})
+                elif self.path == "/screenshots":
+                    self._json(200, {"filename": "s.jpg", "path": "/tmp/s.jpg", "correlation_id": body.get("correlation_id", "")})
+                else:
+                    self._json(200, {"status": "ok", "count": 0, "received": 0, "rejected": 0, "entries": 0})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+    def results(self):
+        with self.lock:
+            out = {}
+            for s in self.syncs:
+                for r in s.get("command_results", []):
+                    out.setdefault(r["id"], r)
+            return out
+
+    def results_when(self, predicate):
+        r = self.results()
+        return r if predicate(r) else None
+
+
+def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browser, site):
+    sw = browser.service_worker()
+    browser.allow_user_scripts()
+    _, page, _ = browser.new_page(site.url + "/commands.html")
+    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    commands = [
+        {"id": "q-1", "type": "dom", "params": {"selector": "label=Search term"}, "correlation_id": "c-1"},
+        {"id": "q-2", "type": "execute", "params": {"script": "document.title + ' / ' + typeof window.__gasolineHooks", "world": "main"}},
+        {"id": "q-3", "type": "dom_action", "params": {"action": "type", "selector": "#q", "text": "from agent"}},
+        {"id": "q-4", "type": "teleport", "params": {}},
+        {"id": "q-5", "type": "screenshot", "params": {"format": "jpeg"}, "correlation_id": "c-5"},
+        {"id": "q-6", "type": "tabs", "params": {}},
+        {"id": "q-7", "type": "execute", "params": {"script": "throw new Error('boom')"}},
+        {"id": "q-8", "type": "a11y", "params": {}},
+        {"id": "q-10", "type": "execute", "params": {"script": "[document.title, typeof window.__gasolineHooks]", "world": "isolated"}},
+        {"id": "q-9", "type": "browser_action", "params": {"action": "navigate", "url": site.url + "/blank.html?nav"}},
+    ]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "trackedTabUrl": site.url + "/commands.html",
+                                 "aiWebPilotEnabled": True})
+        wanted = {f"q-{i}" for i in (1, 2, 3, 4, 6, 7, 8, 9, 10)}
+        results = wait_until(lambda: fake.results_when(lambda r: wanted <= set(r)), 60, interval=0.3, what="every command result")
+        wait_until(lambda: fake.screenshots, 20, what="the screenshot upload")
+
+        assert results["q-1"]["status"] == "complete" and results["q-1"]["correlation_id"] == "c-1"
+        assert results["q-1"]["result"]["matches"][0]["id"] == "q"
+        assert results["q-2"]["result"]["result"] == "Gasoline commands page / boolean"  # main world: sees the page's globals
+        assert results["q-3"]["result"]["success"] is True
+        assert results["q-4"]["status"] == "error" and results["q-4"]["error"] == "unknown_query_type"
+        assert tab in [t["id"] for t in results["q-6"]["result"]["tabs"] if t["tracked"]]
+        assert results["q-7"]["error"] == "execution_error" and "boom" in results["q-7"]["result"]["message"]
+        assert "image-alt" in {v["id"] for v in results["q-8"]["result"]["violations"]}
+        # isolated: the page's DOM, not the page's JavaScript globals (inject.js's marker)
+        assert results["q-10"]["result"]["result"] == ["Gasoline commands page", "undefined"]
+        assert results["q-9"]["result"]["url"] == site.url + "/blank.html?nav"
+        assert "q-5" not in results  # answered through POST /screenshots instead
+        shot = fake.screenshots[0]
+        assert shot["query_id"] == "q-5" and shot["correlation_id"] == "c-5"
+        assert shot["data_url"].startswith("data:image/jpeg;base64,")
+
+        with fake.lock:
+            syncs = list(fake.syncs)
+            headers = list(fake.headers)
+        assert all(h["X-Gasoline-Client"].startswith("gasoline-extension/") for h in headers)
+        assert all(h["X-Gasoline-Extension-Version"] for h in headers)
+        last = syncs[-1]
+        assert last["ext_session_id"].startswith("ext_")
+        assert last["settings"]["tracked_tab_id"] == tab and last["settings"]["pilot_enabled"] is True
+        assert last["last_command_ack"] == "q-9"  # the last one handed out
+        assert last["in_progress"] == []
+        # Each command ran once even though it was re-sent until acked.
+        delivered = [r["id"] for s in syncs for r in s.get("command_results", [])]
+        assert sorted(delivered) == sorted(set(delivered))
+
+
+def test_pilot_off_refuses_acting_commands_but_answers_reads(browser, site):
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/commands.html")
+    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    commands = [
+        {"id": "q-1", "type": "execute", "params": {"script": "1 + 1"}},
+        {"id": "q-2", "type": "dom_action", "params": {"action": "click", "selector": "#x"}},
+        {"id": "q-3", "type": "dom_action", "params": {"action": "get_text", "selector": "#x"}},
+        {"id": "q-4", "type": "page_info", "params": {}},
+    ]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": False})
+        results = wait_until(lambda: fake.results_when(lambda r: len(r) == 4), 30, interval=0.3, what="four results")
+    assert results["q-1"]["error"] == "pilot_disabled"
+    assert results["q-2"]["error"] == "pilot_disabled"
+    assert results["q-3"]["result"]["text"] == "X"
+    assert results["q-4"]["result"]["title"] == "Gasoline commands page" and results["q-4"]["result"]["tab_id"] == tab

@@ -1,0 +1,166 @@
+"""
+The end-to-end test site: a small twisted.web server on 127.0.0.1 port 0 with a WebSocket echo.
+
+Run as a subprocess (``python tests/e2e/testsite.py``); it prints ``PORT <n>`` on its first line of
+stdout once listening and stops on SIGTERM. Pages:
+
+- ``/blank.html``     an empty page (tabs are opened here, then tracked, then navigated)
+- ``/capture.html``   does everything the capture test looks for (see ``CAPTURE_PAGE``)
+- ``/commands.html``  elements the content-side command handlers are tested against
+- ``/api/fail``       answers 500 with a JSON body
+- ``/api/ok``         answers 200 with a JSON body that echoes the request body
+- ``/api/login``      an auth endpoint (its bodies must be redacted)
+- ``/ws``             WebSocket echo
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from twisted.internet import endpoints, reactor
+from twisted.web import resource, server, static
+from twisted.web.websocket import WebSocketResource
+
+CAPTURE_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline capture page</title></head>
+<body>
+<h1>Capture</h1>
+<button id="go" data-testid="go-button" aria-label="Go button">Go</button>
+<input id="secret" type="password" name="secret">
+<p id="status">waiting</p>
+<script>
+  window.__done = {ws: false, fetch: false};
+  const marker = new URLSearchParams(location.search).get('m') || 'none';
+  console.log('e2e log line', marker, {nested: {deep: [1, 2, 3]}});
+  const cyclic = {name: 'cyclic'}; cyclic.self = cyclic;
+  console.error('e2e console error', marker, cyclic, document.body);
+  setTimeout(() => { throw new Error('e2e thrown ' + marker); }, 0);
+  Promise.reject(new Error('e2e rejected ' + marker));
+  fetch('/api/fail?m=' + marker, {method: 'POST', headers: {'Content-Type': 'application/json',
+        'Authorization': 'Bearer e2e-secret-token'}, body: JSON.stringify({hello: 'body-' + marker})})
+    .then(r => r.text()).then(() => { window.__done.fetch = true; });
+  fetch('/api/login', {method: 'POST', body: JSON.stringify({user: 'u', password: 'hunter2-' + marker})});
+  const ws = new WebSocket('ws://' + location.host + '/ws');
+  ws.onopen = () => ws.send('ping-' + marker);
+  ws.onmessage = (e) => { window.__done.ws = e.data; ws.close(1000, 'done'); };
+  document.getElementById('go').addEventListener('click', () => {
+    document.getElementById('status').textContent = 'clicked';
+  });
+</script>
+</body></html>
+"""
+
+COMMANDS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline commands page</title></head>
+<body>
+<main>
+  <h1>Commands</h1>
+  <form id="f" onsubmit="event.preventDefault(); document.getElementById('out').textContent = 'submitted ' + this.q.value;">
+    <label for="q">Search term</label>
+    <input id="q" name="q" placeholder="Type here">
+    <input id="pw" type="password" value="hunter2">
+    <select id="color"><option value="r">Red</option><option value="g">Green</option></select>
+    <input id="agree" type="checkbox">
+    <button type="submit" data-testid="submit-btn">Submit</button>
+  </form>
+  <button aria-label="Close dialog" id="x">X</button>
+  <a href="#next" id="link">Next page</a>
+  <div role="button" id="fake">Fake button</div>
+  <p id="out"></p>
+  <img src="/nothing.png" id="noalt">
+  <ul class="items"><li>one</li><li>two</li><li>three</li></ul>
+</main>
+</body></html>
+"""
+
+
+class Page(resource.Resource):
+    isLeaf = True
+
+    def __init__(self, body: str):
+        super().__init__()
+        self.body = body.encode()
+
+    def render_GET(self, request):
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        request.setHeader(b"cache-control", b"no-store")
+        return self.body
+
+
+class Api(resource.Resource):
+    isLeaf = True
+
+    def __init__(self, status: int):
+        super().__init__()
+        self.status = status
+
+    def render(self, request):
+        body = request.content.read().decode("utf-8", "replace")
+        request.setResponseCode(self.status)
+        request.setHeader(b"content-type", b"application/json")
+        return json.dumps({"status": self.status, "echo": body, "note": "e2e api"}).encode()
+
+
+class Echo:
+    """WebSocket echo (text and bytes)."""
+
+    def negotiationStarted(self, transport):
+        self.transport = transport
+
+    def negotiationFinished(self):
+        pass
+
+    def textMessageReceived(self, message):
+        self.transport.sendTextMessage(message)
+
+    def bytesMessageReceived(self, data):
+        self.transport.sendBytesMessage(bytes(data))
+
+    def pongReceived(self, payload):
+        pass
+
+    def connectionLost(self, reason):
+        pass
+
+
+class EchoFactory:
+    def buildProtocol(self, request):
+        return Echo()
+
+
+def build_site() -> server.Site:
+    root = resource.Resource()
+    root.putChild(b"", Page("<!doctype html><title>root</title><p>gasoline e2e site</p>"))
+    root.putChild(b"blank.html", Page("<!doctype html><title>blank</title><p>blank</p>"))
+    root.putChild(b"capture.html", Page(CAPTURE_PAGE))
+    root.putChild(b"commands.html", Page(COMMANDS_PAGE))
+    api = resource.Resource()
+    api.putChild(b"fail", Api(500))
+    api.putChild(b"ok", Api(200))
+    api.putChild(b"login", Api(200))
+    root.putChild(b"api", api)
+    root.putChild(b"ws", WebSocketResource(EchoFactory()))
+    root.putChild(b"favicon.ico", static.Data(b"", "image/x-icon"))
+    site = server.Site(root)
+    site.displayTracebacks = False
+    return site
+
+
+def main() -> None:
+    ep = endpoints.TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1")
+
+    def listening(port):
+        sys.stdout.write(f"PORT {port.getHost().port}\n")
+        sys.stdout.flush()
+
+    def failed(f):
+        sys.stderr.write(f"site failed to listen: {f.getErrorMessage()}\n")
+        reactor.stop()
+
+    ep.listen(build_site()).addCallbacks(listening, failed)
+    reactor.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""``gasoline connect`` as a real process against a real daemon.
+
+The official ``mcp`` SDK's stdio client spawns the connector; raw pipes drive the hostile-input and
+auto-start cases. Every process started here is stopped here (by pid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from gasoline.testing import EXTENSION_HEADERS, DaemonProcess
+
+FIVE_TOOLS = {"observe", "analyze", "generate", "configure", "interact"}
+ENTRIES = [
+    {"level": "info", "message": "hello", "type": "console", "ts": "2026-01-01T00:00:00Z"},
+    {"level": "error", "message": "boom", "type": "console", "ts": "2026-01-01T00:00:01Z"},
+    {"level": "error", "type": "exception", "message": "TypeError: x is undefined",
+     "ts": "2026-01-01T00:00:02Z"},
+]
+
+
+def connector_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gasoline", "connect", *args]
+
+
+def post_logs(url: str, entries: list[dict]) -> None:
+    req = urllib.request.Request(url + "/logs", data=json.dumps({"entries": entries}).encode(),
+                                 headers=EXTENSION_HEADERS, method="POST")
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def observe_payload(result) -> dict:
+    assert result.is_error is False, result
+    return json.loads(result.content[0].text.partition("\n")[2])
+
+
+def sdk_params(port: int, client_id: str, cwd: Path, *extra: str) -> StdioServerParameters:
+    argv = connector_argv("--port", str(port), "--client-id", client_id, "--no-autostart", *extra)
+    return StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(cwd), env=dict(os.environ))
+
+
+def run(coro, timeout: float = 60):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+# -- the official SDK over stdio ------------------------------------------------------------------
+
+
+def test_sdk_stdio_client_through_connector(daemon, tmp_path):
+    post_logs(daemon.url, ENTRIES)
+
+    async def main():
+        messages: list = []
+
+        async def on_log(params) -> None:
+            messages.append(params)
+
+        with open(tmp_path / "connector.err", "w") as errlog:
+            async with stdio_client(sdk_params(daemon.port, "sdk-a", tmp_path), errlog=errlog) as (r, w):
+                async with ClientSession(r, w, logging_callback=on_log) as session:
+                    init = await session.initialize()
+                    assert init.server_info.name == "gasoline"
+                    tools = await session.list_tools()
+                    assert FIVE_TOOLS <= {t.name for t in tools.tools}
+                    await session.set_logging_level("debug")
+                    first = observe_payload(await session.call_tool("observe", {"what": "errors"}))
+                    second = observe_payload(await session.call_tool("observe", {"what": "errors"}))
+                    guide = await session.read_resource("gasoline://guide")
+                    for _ in range(100):
+                        if any(m.level == "debug" for m in messages):
+                            break
+                        await asyncio.sleep(0.05)
+                    clients = get_json(daemon.url + "/clients")
+        return first, second, guide, messages, clients
+
+    first, second, guide, messages, clients = run(main())
+    assert first["count"] == 2
+    assert [e["message"] for e in first["entries"]] == ["boom", "TypeError: x is undefined"]
+    assert second["count"] == 0
+    assert "# Gasoline usage guide" in guide.contents[0].text
+    # notifications/message arrived through the connector's GET /mcp stream.
+    assert any(m.level == "debug" for m in messages)
+    assert {c["id"]: c["connected"] for c in clients["list"]}["sdk-a"] is True
+    # On stdin EOF the connector unregistered.
+    after = get_json(daemon.url + "/clients")
+    assert {c["id"]: c["connected"] for c in after["list"]}["sdk-a"] is False
+
+
+def test_three_connectors_each_see_every_buffered_log_once(daemon, tmp_path):
+    post_logs(daemon.url, ENTRIES)
+
+    async def agent(client_id: str):
+        with open(tmp_path / f"{client_id}.err", "w") as errlog:
+            async with stdio_client(sdk_params(daemon.port, client_id, tmp_path), errlog=errlog) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    first = observe_payload(await session.call_tool("observe", {"what": "logs"}))
+                    again = observe_payload(await session.call_tool("observe", {"what": "logs"}))
+                    return first, again
+
+    async def main():
+        return await asyncio.gather(agent("agent-1"), agent("agent-2"), agent("agent-3"))
+
+    results = run(main())
+    for first, again in results:
+        assert [e["message"] for e in first["entries"]] == [
+            "hello", "boom", "TypeError: x is undefined"]
+        assert again["count"] == 0
+    ids = {c["id"] for c in get_json(daemon.url + "/clients")["list"]}
+    assert {"agent-1", "agent-2", "agent-3"} <= ids
+
+
+def test_connector_recovers_when_the_daemon_is_killed_and_restarted(tmp_path):
+    state = tmp_path / "state"
+    first = DaemonProcess(state_dir=state).start()
+    port = first.port
+    second = DaemonProcess(state_dir=state, args=["--listen", f"tcp:{port}:interface=127.0.0.1"])
+    try:
+        post_logs(first.url, ENTRIES)
+
+        async def main():
+            with open(tmp_path / "connector.err", "w") as errlog:
+                async with stdio_client(sdk_params(port, "survivor", tmp_path), errlog=errlog) as (r, w):
+                    async with ClientSession(r, w) as session:
+                        await session.initialize()
+                        before = observe_payload(await session.call_tool("observe", {"what": "errors"}))
+                        first.kill()  # a crash, mid-session
+                        call = asyncio.ensure_future(session.call_tool("observe", {"what": "errors"}))
+                        await asyncio.sleep(1.0)
+                        assert not call.done()  # held by the connector, not failed
+                        t0 = time.monotonic()
+                        await asyncio.to_thread(second.start)
+                        during = observe_payload(await call)
+                        waited = time.monotonic() - t0
+                        tools = await session.list_tools()
+                        post_logs(second.url, [{"level": "error", "message": "after restart",
+                                                "type": "console", "ts": "2026-01-01T00:00:09Z"}])
+                        after = observe_payload(await session.call_tool("observe", {"what": "errors"}))
+                        return before, during, waited, tools, after
+
+        before, during, waited, tools, after = run(main(), timeout=90)
+        assert before["count"] == 2
+        assert isinstance(during["count"], int)  # answered, not an error
+        assert waited < 20
+        assert FIVE_TOOLS <= {t.name for t in tools.tools}
+        assert "after restart" in [e["message"] for e in after["entries"]]
+    finally:
+        first.stop()
+        second.stop()
+
+
+# -- raw pipes ------------------------------------------------------------------------------------
+
+
+class RawConnector:
+    """The connector as a subprocess with line-oriented access to its stdout."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.stderr_path = cwd / f"connector-{time.monotonic_ns()}.err"
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, cwd=str(cwd), stdin=subprocess.PIPE, env=env,
+                                     stdout=subprocess.PIPE, stderr=self._err)
+        self.lines: queue.Queue = queue.Queue()
+        self.raw: list[bytes] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.raw.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send_raw(self, data: bytes) -> None:
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: dict) -> None:
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def recv(self, timeout: float = 15) -> dict:
+        line = self.lines.get(timeout=timeout)
+        assert line is not None, f"connector exited; stderr:\n{self.stderr()}"
+        return json.loads(line)
+
+    def stderr(self) -> str:
+        self._err.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """Clean-up: make sure the process is gone."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        if not self._err.closed:
+            self._err.close()
+
+    def close(self, timeout: float = 15) -> int:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise
+        finally:
+            self._err.close()
+
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+def test_hostile_stdin_gets_jsonrpc_errors_and_the_session_continues(daemon, tmp_path):
+    c = RawConnector(connector_argv("--port", str(daemon.port), "--client-id", "hostile",
+                                    "--no-autostart", "--max-line", "1048576"), tmp_path)
+    try:
+        c.send(INIT)
+        assert c.recv()["result"]["serverInfo"]["name"] == "gasoline"
+        c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        c.send_raw(b"{this is not json\n")
+        bad = c.recv()
+        assert bad["id"] is None and bad["error"]["code"] == -32700
+        huge = b'{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"observe","arguments":{"x":"'
+        c.send_raw(huge + b"a" * (2 * 1024 * 1024) + b'"}}}\n')
+        too_big = c.recv()
+        assert too_big["id"] == 41 and too_big["error"]["code"] == -32600
+        assert too_big["error"]["data"]["error"] == "message_too_large"
+        c.send({"jsonrpc": "2.0", "id": 42, "method": "tools/call",
+                "params": {"name": "observe", "arguments": {"what": 12}}})
+        wrong_type = c.recv()
+        assert wrong_type["id"] == 42
+        assert "error" in wrong_type or wrong_type["result"].get("isError") is True
+        c.send({"jsonrpc": "2.0", "id": 43, "method": "ping"})
+        assert c.recv() == {"jsonrpc": "2.0", "id": 43, "result": {}}
+        assert c.close() == 0
+        # Nothing but JSON-RPC lines ever reached stdout.
+        assert all(json.loads(line).get("jsonrpc") == "2.0" for line in c.raw)
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait(5)
+
+
+def test_request_is_answered_with_error_when_no_daemon_appears_within_the_bound(tmp_path):
+    port = _free_port()
+    c = RawConnector(connector_argv("--port", str(port), "--no-autostart", "--bound", "1.5"), tmp_path)
+    try:
+        t0 = time.monotonic()
+        c.send(INIT)
+        err = c.recv(timeout=15)
+        assert err["id"] == 0 and err["error"]["code"] == -32000
+        assert err["error"]["data"]["error"] == "daemon_unavailable"
+        assert 1.0 < time.monotonic() - t0 < 10
+        assert c.close() == 0
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait(5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _daemon_pid(state: Path) -> int | None:
+    for name in ("daemon.json", "gasoline.pid"):
+        try:
+            text = (state / name).read_text()
+            return int(json.loads(text)["pid"]) if name.endswith(".json") else int(text.strip())
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
+
+
+def test_connector_autostarts_a_detached_daemon(tmp_path):
+    port = _free_port()
+    state = tmp_path / "auto-state"
+    project = tmp_path / "project"
+    project.mkdir()
+    c = RawConnector(connector_argv("--port", str(port), "--state-dir", str(state)), project)
+    pid = None
+    try:
+        c.send(INIT)
+        init = c.recv(timeout=30)
+        assert init["result"]["serverInfo"]["name"] == "gasoline", c.stderr()
+        pid = _daemon_pid(state)
+        assert pid is not None and psutil.pid_exists(pid)
+        assert (state / "daemon.log").exists()
+        health = get_json(f"http://127.0.0.1:{port}/health")
+        assert health["service-name"] == "gasoline"
+        # Identity from the working directory.
+        from gasoline.core.clients import client_id_for_cwd
+
+        ids = [x["id"] for x in get_json(f"http://127.0.0.1:{port}/clients")["list"]]
+        assert client_id_for_cwd(project) in ids
+        assert c.close() == 0
+        # The daemon is detached: it outlives the connector.
+        assert psutil.pid_exists(pid)
+        assert get_json(f"http://127.0.0.1:{port}/health")["service-name"] == "gasoline"
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait(5)
+        pid = pid or _daemon_pid(state)
+        if pid is not None and psutil.pid_exists(pid):
+            os.kill(pid, signal.SIGTERM)
+            try:
+                psutil.Process(pid).wait(10)
+            except psutil.TimeoutExpired:
+                os.kill(pid, signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+
+
+def test_sigterm_unregisters_and_exits(daemon, tmp_path):
+    c = RawConnector(connector_argv("--port", str(daemon.port), "--client-id", "termed",
+                                    "--no-autostart"), tmp_path)
+    try:
+        c.send(INIT)
+        assert "result" in c.recv()
+        listed = {x["id"]: x["connected"] for x in get_json(daemon.url + "/clients")["list"]}
+        assert listed["termed"] is True
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.proc.wait(15) == 0
+        listed = {x["id"]: x["connected"] for x in get_json(daemon.url + "/clients")["list"]}
+        assert listed["termed"] is False
+    finally:
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait(5)
+
+
+def test_connector_uses_the_api_key_of_a_keyed_daemon(tmp_path):
+    with DaemonProcess(state_dir=tmp_path / "state", args=["--api-key", "k-123"]) as keyed:
+        argv = connector_argv("--port", str(keyed.port), "--client-id", "keyed", "--no-autostart",
+                              "--bound", "2")
+        env = dict(os.environ, GASOLINE_API_KEY="k-123")
+        ok = RawConnector(argv, tmp_path, env=env)
+        try:
+            ok.send(INIT)
+            assert "result" in ok.recv()
+            assert ok.close() == 0
+        finally:
+            ok.kill()
+        env.pop("GASOLINE_API_KEY")
+        refused = RawConnector(argv, tmp_path, env=env)
+        try:
+            refused.send(INIT)
+            err = refused.recv()
+            assert err["id"] == 0 and err["error"]["code"] == -32000
+            assert "unauthorized" in err["error"]["message"]
+            assert refused.close() == 0
+        finally:
+            refused.kill()

@@ -1,0 +1,213 @@
+"""Notifier: delivery on a later clock turn, isolation from failing subscribers, bounded pending."""
+
+from __future__ import annotations
+
+from twisted.internet import task
+from twisted.logger import capturedLogs
+from zope.interface.verify import verifyObject
+
+from gasoline.core.notify import Notifier
+from gasoline.core.store import CONSOLE, TelemetryStore
+from gasoline.interfaces import INotifier
+
+
+def one_turn(clock: task.Clock) -> None:
+    """Run the calls due now but not those they schedule, as one reactor iteration would.
+
+    (C{Clock.advance(0)} also runs calls scheduled while it runs, hiding any yield.)
+    """
+    due = [c for c in clock.getDelayedCalls() if c.getTime() <= clock.seconds()]
+    for call in due:
+        clock.calls.remove(call)
+        call.called = 1
+        call.func(*call.args, **call.kw)
+
+
+def test_notifier_provides_inotifier():
+    assert verifyObject(INotifier, Notifier(task.Clock()))
+
+
+def test_events_are_delivered_on_a_later_turn_in_order():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    n.subscribe(got.append)
+    n.publish("a")
+    n.publish("b")
+    assert got == []  # publish returns before any subscriber runs
+    clock.advance(0)
+    assert got == ["a", "b"]
+    assert n.published == 2
+    assert clock.getDelayedCalls() == []
+
+
+def test_every_subscriber_gets_every_event():
+    clock = task.Clock()
+    n = Notifier(clock)
+    first: list = []
+    second: list = []
+    n.subscribe(first.append)
+    n.subscribe(second.append)
+    for i in range(3):
+        n.publish(i)
+    clock.advance(0)
+    assert first == second == [0, 1, 2]
+    assert n.subscriber_count == 2
+
+
+def test_a_raising_subscriber_is_logged_and_others_still_get_the_event():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    calls: list = []
+
+    def broken(event):
+        calls.append(event)
+        raise RuntimeError("subscriber bug")
+
+    n.subscribe(broken)
+    n.subscribe(got.append)
+    n.publish("x")
+    n.publish("y")
+    with capturedLogs() as events:
+        clock.advance(0)
+    assert got == ["x", "y"]
+    assert calls == ["x", "y"]  # stays subscribed after failing
+    failures = [e for e in events if "log_failure" in e]
+    assert len(failures) == 2
+    assert all(e["log_failure"].check(RuntimeError) for e in failures)
+    assert clock.getDelayedCalls() == []
+
+
+def test_a_failing_subscriber_never_breaks_ingest():
+    clock = task.Clock()
+    store = TelemetryStore(clock)
+
+    def broken(event):
+        raise RuntimeError("boom")
+
+    store.notifier.subscribe(broken)
+    with capturedLogs():
+        assert store.add(CONSOLE, [{"message": "m", "level": "error"}]) == (0, 1)
+        assert store.read(CONSOLE).items == [{"message": "m", "level": "error"}]
+        clock.advance(0)
+    assert store.add(CONSOLE, [{"message": "n"}]) == (1, 2)
+
+
+def test_unsubscribe_stops_delivery_and_is_idempotent():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    unsubscribe = n.subscribe(got.append)
+    n.publish(1)
+    clock.advance(0)
+    unsubscribe()
+    unsubscribe()
+    assert n.subscriber_count == 0
+    n.publish(2)
+    clock.advance(0)
+    assert got == [1]
+    assert clock.getDelayedCalls() == []
+
+
+def test_unsubscribing_the_same_callback_twice_removes_one_subscription_each():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    first = n.subscribe(got.append)
+    n.subscribe(got.append)
+    first()
+    first()  # the second call must not remove the other subscription
+    n.publish("e")
+    clock.advance(0)
+    assert got == ["e"]
+
+
+def test_unsubscribe_during_a_flush_takes_effect_from_the_next_event():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    holder: dict = {}
+
+    def first(event):
+        if event == 1:
+            holder["unsub"]()
+
+    n.subscribe(first)
+    holder["unsub"] = n.subscribe(got.append)
+    for i in range(3):
+        n.publish(i)
+    clock.advance(0)
+    # Unsubscribed while event 1 was being delivered: gets event 1, not event 2.
+    assert got == [0, 1]
+
+
+def test_pending_events_are_bounded_and_drops_are_counted():
+    clock = task.Clock()
+    n = Notifier(clock, max_pending=3)
+    got: list = []
+    n.subscribe(got.append)
+    for i in range(5):
+        n.publish(i)
+    assert n.dropped == 2
+    assert n.pending == 3
+    clock.advance(0)
+    assert got == [2, 3, 4]  # the oldest ones went
+
+
+def test_a_big_backlog_is_delivered_in_batches_that_yield_the_reactor():
+    clock = task.Clock()
+    n = Notifier(clock, batch=2)
+    got: list = []
+    n.subscribe(got.append)
+    for i in range(5):
+        n.publish(i)
+    one_turn(clock)
+    assert got == [0, 1]
+    assert len(clock.getDelayedCalls()) == 1  # the rest waits for a later turn
+    one_turn(clock)
+    assert got == [0, 1, 2, 3]
+    n.publish(5)  # joins the backlog, in order
+    one_turn(clock)
+    assert got == [0, 1, 2, 3, 4, 5]
+    assert clock.getDelayedCalls() == []
+
+
+def test_publishing_from_a_subscriber_is_delivered_on_a_later_turn():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+
+    def echo(event):
+        got.append(event)
+        if event == "ping":
+            n.publish("pong")
+
+    n.subscribe(echo)
+    n.publish("ping")
+    one_turn(clock)
+    assert got == ["ping"]  # no recursion into subscribers
+    one_turn(clock)
+    assert got == ["ping", "pong"]
+    assert clock.getDelayedCalls() == []
+
+
+def test_nothing_is_scheduled_without_subscribers():
+    clock = task.Clock()
+    n = Notifier(clock)
+    n.publish("lost")
+    assert clock.getDelayedCalls() == []
+    assert n.published == 0
+
+
+def test_stop_cancels_a_scheduled_flush():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    n.subscribe(got.append)
+    n.publish(1)
+    assert len(clock.getDelayedCalls()) == 1
+    n.stop()
+    assert clock.getDelayedCalls() == []
+    clock.advance(0)
+    assert got == []

@@ -1,0 +1,295 @@
+"""Secret redaction (gasoline.core.redact): patterns, JSON keys, idempotence, the result cap."""
+
+from __future__ import annotations
+
+import base64
+import json
+import string
+import time
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gasoline.core.redact import (
+    Redactor,
+    cap_text,
+    is_card_number,
+    is_sensitive_key,
+    luhn_valid,
+    redact_text,
+    redact_value,
+    secret_kinds,
+)
+
+# Filler text that cannot spell any trigger word (no e, o, s, w, digits, capitals, _ or @).
+SAFE_ALPHABET = "".join(c for c in string.ascii_lowercase if c not in "eosw") + " \n.,;:!?()-'\"/"
+safe_text = st.text(alphabet=SAFE_ALPHABET, max_size=200)
+# Secret parts use capitals and digits so they never occur in the filler by chance.
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+ALNUM = string.ascii_letters + string.digits
+B64URL = ALNUM + "-_"
+
+
+def _luhn_complete(body: str) -> str:
+    for d in "0123456789":
+        if luhn_valid(body + d):
+            return body + d
+    raise AssertionError("unreachable")
+
+
+def secret_value(min_size: int = 12) -> st.SearchStrategy[str]:
+    return st.text(alphabet=UPPER_DIGITS, min_size=min_size, max_size=40).filter(
+        lambda v: any(c.isdigit() for c in v) and any(c.isalpha() for c in v))
+
+
+@st.composite
+def planted(draw):
+    """(text containing a secret, the secret part that must disappear)."""
+    kind = draw(st.sampled_from([
+        "aws", "jwt", "ghp", "gh_pat", "slack", "sk", "sk_live", "gcp", "pem", "card", "ssn",
+        "bearer_header", "bearer", "basic", "api_key", "session", "password_json",
+        "password_json_escaped", "cookie_header", "url_creds", "apikey_colon", "token_quoted",
+    ]))
+    v = draw(secret_value())
+    if kind == "aws":
+        s = "AKIA" + draw(st.text(alphabet=UPPER_DIGITS, min_size=16, max_size=16))
+        return s, s
+    if kind == "jwt":
+        parts = [draw(st.text(alphabet=B64URL, min_size=6, max_size=40)) for _ in range(3)]
+        s = f"eyJ{parts[0]}.eyJ{parts[1]}.{parts[2]}"
+        return s, s
+    if kind == "ghp":
+        prefix = draw(st.sampled_from(["ghp_", "gho_", "ghs_"]))
+        s = prefix + draw(st.text(alphabet=ALNUM, min_size=36, max_size=40))
+        return s, s
+    if kind == "gh_pat":
+        s = "github_pat_" + draw(st.text(alphabet=ALNUM + "_", min_size=22, max_size=60))
+        return s, s
+    if kind == "slack":
+        s = draw(st.sampled_from(["xoxb-", "xoxp-", "xoxa-"])) + v
+        return s, s
+    if kind == "sk":
+        s = "sk-" + draw(st.text(alphabet=ALNUM, min_size=20, max_size=48))
+        return s, s
+    if kind == "sk_live":
+        s = "sk_live_" + draw(st.text(alphabet=ALNUM, min_size=10, max_size=30))
+        return s, s
+    if kind == "gcp":
+        s = "AIza" + draw(st.text(alphabet=B64URL, min_size=35, max_size=35))
+        return s, s
+    if kind == "pem":
+        body = base64.b64encode(draw(st.binary(min_size=20, max_size=80))).decode()
+        label = draw(st.sampled_from(["", "RSA ", "EC ", "OPENSSH "]))
+        s = f"-----BEGIN {label}PRIVATE KEY-----\n{body}\n-----END {label}PRIVATE KEY-----"
+        return s, body
+    if kind == "card":
+        body = "4" + "".join(draw(st.lists(st.sampled_from("0123456789"), min_size=14, max_size=14)))
+        number = _luhn_complete(body)
+        sep = draw(st.sampled_from(["", " ", "-"]))
+        s = sep.join(number[i:i + 4] for i in range(0, 16, 4))
+        return s, s
+    if kind == "ssn":
+        area = draw(st.integers(1, 665).filter(lambda a: a != 666))
+        s = f"{area:03d}-{draw(st.integers(1, 99)):02d}-{draw(st.integers(1, 9999)):04d}"
+        return s, s
+    if kind == "bearer_header":
+        return f"Authorization: Bearer {v}", v
+    if kind == "bearer":
+        return f"Bearer {v}.{v}", v
+    if kind == "basic":
+        user = draw(st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=10))
+        token = base64.b64encode(f"{user}:{v}".encode()).decode()
+        return f"Basic {token}", token
+    if kind == "api_key":
+        return f"https://api.example.com/x?api_key={v}&page=2", v
+    if kind == "session":
+        return f"session={v}; Path=/", v
+    if kind == "password_json":
+        return json.dumps({"user": "bob", "password": v}), v
+    if kind == "password_json_escaped":
+        return json.dumps({"response_body": json.dumps({"Password": v})}), v
+    if kind == "cookie_header":
+        return f"Cookie: theme=dark; sid={v}", v
+    if kind == "url_creds":
+        return f"https://bob:{v}@db.example.com/", v
+    if kind == "apikey_colon":
+        return f"apikey: {v}", v
+    return f"token = '{v}'", v
+
+
+@given(safe_text, planted(), safe_text)
+@settings(max_examples=400)
+def test_planted_secrets_of_every_kind_are_removed(before, secret, after):
+    text, must_vanish = secret
+    out = redact_text(f"{before} {text} {after}")
+    assert must_vanish not in out
+    assert "[REDACTED:" in out
+
+
+@given(safe_text)
+@settings(max_examples=300)
+def test_text_without_secrets_is_unchanged(text):
+    assert redact_text(text) == text
+
+
+@given(st.lists(st.fixed_dictionaries({
+    "level": st.sampled_from(["error", "warn", "info"]),
+    "message": safe_text,
+    "url": st.sampled_from(["http://localhost:3000/app", "https://example.com/a/b?page=2"]),
+    "ts": st.integers(1_600_000_000_000, 1_900_000_000_000),
+    "count": st.integers(0, 10**9),
+}), max_size=10))
+def test_ordinary_log_json_is_unchanged(entries):
+    text = json.dumps(entries)
+    assert redact_text(text) == text
+    assert redact_value(entries) == entries
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=400)
+def test_redaction_is_idempotent_on_any_text(text):
+    once = redact_text(text)
+    assert redact_text(once) == once
+
+
+@given(safe_text, planted(), safe_text)
+def test_redaction_is_idempotent_on_planted_secrets(before, secret, after):
+    once = redact_text(f"{before} {secret[0]} {after}")
+    assert redact_text(once) == once
+
+
+def test_password_body_as_dict_and_as_json_string_is_redacted():
+    body = {"password": "hunter2", "user": "bob"}
+    entry = {"url": "https://x.test/login", "request_body": json.dumps(body), "parsed": body}
+    out = redact_value(entry)
+    assert "hunter2" not in json.dumps(out)
+    assert json.loads(out["request_body"]) == {"password": "[REDACTED:password]", "user": "bob"}
+    assert out["parsed"] == {"password": "[REDACTED:password]", "user": "bob"}
+    assert entry["parsed"]["password"] == "hunter2", "the input is not modified"
+    assert redact_text(json.dumps(entry)).count("hunter2") == 0
+
+
+def test_authorization_bearer_header_is_redacted_in_text_dict_and_pair_list():
+    token = "abc.DEF-123_456.xyz"
+    assert token not in redact_text(f"Authorization: Bearer {token}\r\nAccept: */*")
+    assert redact_value({"Authorization": f"Bearer {token}"}) == {
+        "Authorization": "[REDACTED:authorization]"}
+    pairs = [{"name": "authorization", "value": f"Bearer {token}"}, {"name": "accept", "value": "*/*"}]
+    assert redact_value(pairs) == [
+        {"name": "authorization", "value": "[REDACTED:authorization]"},
+        {"name": "accept", "value": "*/*"},
+    ]
+
+
+def test_sensitive_keys_are_found_case_insensitively_at_any_depth():
+    value = {"a": [{"b": {"Client_Secret": "s1", "refresh-token": "s2", "csrfToken": "s3"}}],
+             "storage": {"localStorage": {"API_KEY": "s4", "theme": "dark"}},
+             "headers": {"Set-Cookie": "sid=s5; HttpOnly", "Cookie": "s6=1"}}
+    out = json.dumps(redact_value(value))
+    for secret in ("s1", "s2", "s3", "s4", "s5", "s6"):
+        assert f'"{secret}' not in out and f"={secret}" not in out
+    assert '"theme": "dark"' in out
+
+
+def test_non_secret_values_under_sensitive_keys_are_kept():
+    assert redact_value({"password": None, "token": "", "session": False}) == {
+        "password": None, "token": "", "session": False}
+
+
+def test_sensitive_value_that_is_an_object_is_replaced_whole():
+    assert redact_value({"credentials": {"user": "u", "pass": "p"}}) == {
+        "credentials": "[REDACTED:secret]"}
+
+
+def test_key_names_that_only_look_alike_are_not_sensitive():
+    for key in ("max_tokens", "tokens", "author", "session_count", "keyboard", "primary_key"):
+        assert not is_sensitive_key(key), key
+    for key in ("password", "X-Api-Key", "Set-Cookie", "db_password", "accessToken"):
+        assert is_sensitive_key(key), key
+
+
+def test_json_string_value_is_only_rewritten_when_something_was_redacted():
+    spaced = '{ "a" : 1 }'
+    assert redact_value(spaced) == spaced
+
+
+def test_deeply_nested_hostile_input_does_not_crash():
+    value: object = "x"
+    for _ in range(200):
+        value = [value]
+    out = redact_value(value)
+    assert "[REDACTED:too_deep]" in json.dumps(out)
+
+
+def test_only_luhn_valid_card_numbers_are_redacted():
+    assert redact_text("card 4111 1111 1111 1111") == "card [REDACTED:card_number]"
+    assert redact_text("card 4111 1111 1111 1112") == "card 4111 1111 1111 1112"
+    assert is_card_number("378282246310005")  # Amex test number
+    assert not is_card_number("1700000000000")  # a millisecond timestamp is not a card
+
+
+def test_url_credentials_keep_the_user_and_host():
+    assert redact_text("postgres://app:pw1234@db:5432/x") == \
+        "postgres://app:[REDACTED:url_credentials]@db:5432/x"
+
+
+def test_prose_after_bearer_and_basic_is_not_redacted():
+    text = "The bearer of this note asked for basic information about cookies."
+    assert redact_text(text) == text
+
+
+def test_secret_kinds_lists_what_would_be_removed():
+    assert sorted(secret_kinds("AKIAABCDEFGHIJKLMNOP and 123-45-6789")) == ["aws_access_key", "ssn"]
+    assert secret_kinds("[REDACTED:jwt] only") == []
+
+
+def test_redaction_of_100kb_is_fast_and_hostile_repetition_is_linear():
+    entries = [{"ts": 1_700_000_000_000 + i, "url": f"http://localhost:3000/api/items/{i}",
+                "message": f"TypeError: x is undefined at line {i}", "level": "error"}
+               for i in range(1200)]
+    text = orjson.dumps(entries).decode()
+    assert len(text) > 100_000
+    start = time.perf_counter()
+    for _ in range(5):
+        redact_text(text)
+    assert (time.perf_counter() - start) / 5 < 0.1
+    hostile = ["password=" * 20_000, "a" * 200_000 + "!", "1 " * 50_000, '"token":"' * 10_000,
+               "Bearer " * 20_000, "4" * 100_000]
+    start = time.perf_counter()
+    for text in hostile:
+        redact_text(text)
+    assert time.perf_counter() - start < 3.0
+
+
+def test_a_redactor_instance_behaves_like_the_module_functions():
+    r = Redactor()
+    assert r.redact_text("api_key=ZZZ999") == redact_text("api_key=ZZZ999") == "api_key=[REDACTED:api_key]"
+
+
+# -- cap_text ---------------------------------------------------------------------------------
+
+
+def test_cap_leaves_short_text_alone():
+    assert cap_text("hello", limit=10) == "hello"
+
+
+def test_cap_cuts_at_a_line_boundary_and_says_so():
+    text = "\n".join(f"line {i:05d}" for i in range(20_000))
+    out = cap_text(text, limit=100_000)
+    assert len(out.encode()) <= 100_000
+    body, note = out.rsplit("\n[truncated:", 1)
+    assert text.startswith(body) and text[len(body)] == "\n"
+    assert f"of {len(text.encode())} bytes" in note
+
+
+@given(st.text(min_size=0, max_size=3000), st.integers(min_value=200, max_value=4000))
+def test_cap_never_exceeds_the_limit_and_keeps_a_prefix(text, limit):
+    out = cap_text(text, limit=limit)
+    if len(text.encode()) <= limit:
+        assert out == text
+    else:
+        assert len(out.encode()) <= limit
+        head, note = out.rsplit("\n[truncated:", 1)
+        assert text.startswith(head)
+        assert "bytes" in note

@@ -320,12 +320,15 @@ async function syncLoop() {
     for (;;) {
       let delay;
       try {
+        const wasDown = status.consecutiveFailures > 0 || !status.lastSyncAt;
         delay = await syncOnce();
         if (Date.now() - lastHealthAt > 10000) { lastHealthAt = Date.now(); refreshHealth(); }
-        // A daemon that came back: push whatever waited in the buffers now.
-        for (const name of Object.keys(queues)) {
-          const q = queues[name];
-          if (q.items.length && q.backoffMs) { q.backoffMs = 0; clearTimeout(q.timer); q.timer = null; scheduleFlush(name, 0); }
+        // A daemon that came back: push whatever waited in the buffers now instead of after the backoff.
+        if (wasDown) {
+          for (const name of Object.keys(queues)) {
+            const q = queues[name];
+            if (q.items.length && q.backoffMs) { q.backoffMs = 0; clearTimeout(q.timer); q.timer = null; scheduleFlush(name, 0); }
+          }
         }
       } catch (e) {
         status.consecutiveFailures += 1;
@@ -718,7 +721,8 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     });
     return false;
   }
-  if (sender.tab) return false; // everything below is for extension pages only
+  // Everything below is for the extension's own pages (popup, options), never for content scripts.
+  if (!sender.url || !sender.url.startsWith(chrome.runtime.getURL(''))) return false;
   if (msg.type === 'gasoline:status') {
     loadSettings().then(() => sendResponse(statusSnapshot()));
     return true;

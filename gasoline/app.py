@@ -76,6 +76,8 @@ class Gasoline:
     mcp: Any = None
     #: The console buffer's append-only journal (gasoline.core.persist).
     journal: Any = None
+    #: Extension-bound calls routed to the client that asked (gasoline.core.router.QueryRouter).
+    router: Any = None
     extras: dict[str, Any] = attrs.field(factory=dict)
 
     @property
@@ -113,6 +115,11 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
         store.journals[CONSOLE] = journal
         app.journal = journal
         journal.setServiceParent(services)
+    # --- noise rules: the daemon-wide (scope "global") set; each client's NoiseRules links to it
+    #     with NoiseRules.from_json(state.noise_rules, parent=...) (gasoline.core.noise) -----------
+    from gasoline.core.noise import NoiseRules  # noqa: PLC0415
+
+    app.extras["noise_global"] = NoiseRules(scope="global")
     # --- HTTP surface: guards, then one resource per first path segment -------------------------
     # Each component below adds itself here; keep one small block per component.
     from gasoline.http.guards import Guard  # noqa: PLC0415
@@ -134,6 +141,11 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
     ingest = IngestAPI(clock, store, app.extension, config.state_dir)
     app.extras["ingest"] = ingest  # tap sets ingest.stop (POST /shutdown)
     root.fallback = ingest.resource()
+    # --- query router: extension-bound calls -> q-<n> owned by the caller (gasoline.core.router)
+    from gasoline.core.router import QueryRouter  # noqa: PLC0415
+
+    app.router = QueryRouter(clock, app.extension, registry=app.registry)
+    app.router.service().setServiceParent(services)
     root.mounts[b"health"] = HealthAPI(app).resource()
     # /clients: register, list, unregister agents (gasoline.http.clients_api)
     from gasoline.http.clients_api import ClientsAPI  # noqa: PLC0415

@@ -125,3 +125,53 @@ class IClientRegistry(Interface):
 
     def list():
         """All known client states."""
+
+
+class IQueryRouter(Interface):
+    """Extension-bound requests of many agents, each answered to the agent that asked and no other.
+
+    Every call becomes a command ``q-<n>`` owned by the calling client (its client id), delivered
+    to the extension through ``/sync``; its result is routed strictly by command id to the owner's
+    Deferred (or async outcome). Errors are L{gasoline.core.errors.GasolineError} subclasses.
+    """
+
+    def call(owner, type, params, tab_id=None, timeout=None):
+        """Ask the extension to run one command for C{owner}; wait for its result.
+
+        @return: a Deferred firing with the extension's C{result} value; failing with
+            C{ExtensionDisconnected} at once when the extension is not connected (and later, if it
+            goes away), C{QueueFull} past the per-client or total limit, C{ExtensionTimeout} after
+            C{timeout} seconds, or a C{GasolineError} carrying the extension's error text.
+            Cancelling it removes the command (it is not delivered any more).
+        """
+
+    def submit(owner, type, params, tab_id=None, timeout=None):
+        """Async mode: queue the command and return its correlation id at once.
+
+        @raise ExtensionDisconnected: the extension is not connected.
+        @raise QueueFull: past the per-client or total limit.
+        """
+
+    def command_result(owner, correlation_id):
+        """The outcome of C{owner}'s async command: a dict with ``status`` (pending, complete,
+        error, timeout, expired, cancelled) and ``result`` or ``error``.
+
+        @raise GasolineError: code ``no_data`` for an unknown id *and* for another client's id
+            (the same answer, so ids cannot be probed).
+        """
+
+    def pending_commands(owner):
+        """The caller's own commands still waiting for the extension (list of dicts)."""
+
+    def failed_commands(owner):
+        """The caller's own recently failed commands (list of dicts, newest last)."""
+
+    def cancel(owner, command_id):
+        """The owner gave up on one command (``notifications/cancelled``); C{command_id} may also
+        be an async correlation id. Another client's id is ignored.
+
+        @return: True if one of C{owner}'s commands was cancelled.
+        """
+
+    def client_gone(owner):
+        """The client went away: cancel every command it is waiting for. @return: how many."""

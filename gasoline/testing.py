@@ -136,3 +136,439 @@ def stub_treq(resource):
     treq = StubTreq(resource)
     treq._agent._serverFactory.requestFactory = GasolineRequest  # private, but stable in treq
     return treq
+
+
+# -- a fake browser extension that runs the real /sync loop over HTTP ------------------------------
+
+from itertools import count as _count  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+#: A 1x1 transparent PNG: what the fake extension uploads for a ``screenshot`` command.
+TINY_PNG_DATA_URL = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
+    "DwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+DEFAULT_FAKE_SETTINGS: dict[str, Any] = {
+    "pilot_enabled": True,
+    "tracking_enabled": True,
+    "tracked_tab_id": 1,
+    "tracked_tab_url": "http://localhost:3000/",
+    "tracked_tab_title": "Fake page",
+    "capture_logs": True,
+    "capture_network": True,
+    "capture_websocket": True,
+    "capture_actions": True,
+    "csp_restricted": False,
+    "csp_level": "none",
+}
+
+_ext_sessions = _count(1)
+
+
+class FakeExtensionError(Exception):
+    """Raise from a L{FakeExtension} handler to report an error result for the command.
+
+    C{status} is the result's ``status`` (``error``, ``timeout`` or ``cancelled``).
+    """
+
+    def __init__(self, error: str, status: str = "error") -> None:
+        super().__init__(error)
+        self.error = error
+        self.status = status
+
+
+@attrs.define(eq=False)
+class FakeExtension:
+    """A stand-in for the MV3 extension's service worker, talking to a daemon over real HTTP.
+
+    It loops ``POST /sync`` (extension headers, the SyncRequest shape of extension-protocol.md §3):
+    each new command (de-duplicated by id) runs through C{handlers[type](params)}, which returns
+    the result or a Deferred of it (raise L{FakeExtensionError} to report an error); results go
+    out in a sync at once (``command_results``), and every sync acknowledges the newest command
+    received (``last_command_ack``). ``screenshot`` commands are answered, as the real extension
+    does, by ``POST /screenshots`` with ``query_id`` (unless C{handlers} has a ``screenshot``
+    entry). Unknown types get ``{"error": "unknown_query_type"}``.
+
+    C{reactor} must provide C{IReactorTime} and C{IReactorTCPCore} (the real reactor in tests and
+    benchmarks). C{start()} begins the loop; C{stop()} cancels the in-flight requests and closes
+    the connections (returns a Deferred).
+    """
+
+    url: str
+    reactor: Any
+    handlers: dict[str, Callable[[dict[str, Any]], Any]] = attrs.field(factory=dict)
+    settings: dict[str, Any] = attrs.field(factory=dict)
+    #: Seconds between syncs; C{None} honours the daemon's ``next_poll_ms``.
+    poll_interval: float | None = None
+    #: Per-request timeout (the extension aborts a sync after 8 s).
+    request_timeout: float = 8.0
+    retry_delay: float = 0.5
+    #: Result syncs that may be in flight at once besides the poll loop's own.
+    max_flushes: int = 4
+    extension_version: str = "0.7.9"
+    ext_session_id: str = attrs.field(factory=lambda: f"ext_fake_{next(_ext_sessions)}")
+    #: Every command received (first delivery only), in order.
+    received: list[dict[str, Any]] = attrs.field(factory=list, init=False)
+    #: Every result sent in a sync, in order.
+    sent_results: list[dict[str, Any]] = attrs.field(factory=list, init=False)
+    syncs: int = attrs.field(default=0, init=False)
+    errors: list[Any] = attrs.field(factory=list, init=False)
+    running: bool = attrs.field(default=False, init=False)
+    _http: Any = attrs.field(default=None, init=False)
+    _pool: Any = attrs.field(default=None, init=False)
+    _seen: set[str] = attrs.field(factory=set, init=False)
+    _ack: str | None = attrs.field(default=None, init=False)
+    _ack_n: int = attrs.field(default=0, init=False)
+    _outbox: list[dict[str, Any]] = attrs.field(factory=list, init=False)
+    _running_cmds: dict[str, tuple[dict[str, Any], int]] = attrs.field(factory=dict, init=False)
+    _inflight: set[Any] = attrs.field(factory=set, init=False)
+    _flushes: int = attrs.field(default=0, init=False)
+    _flush_call: Any = attrs.field(default=None, init=False)
+    _next_poll_ms: int = attrs.field(default=1000, init=False)
+    _loop: Any = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.settings = {**DEFAULT_FAKE_SETTINGS, **self.settings}
+        self.url = self.url.rstrip("/")
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> "FakeExtension":
+        from treq.client import HTTPClient  # noqa: PLC0415
+        from twisted.internet.defer import Deferred  # noqa: PLC0415
+        from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
+
+        if self.running:
+            return self
+        self.running = True
+        self._pool = HTTPConnectionPool(self.reactor, persistent=True)
+        self._pool.maxPersistentPerHost = self.max_flushes + 4
+        self._http = HTTPClient(Agent(self.reactor, pool=self._pool))
+        self._loop = Deferred.fromCoroutine(self._poll_loop())
+        self._loop.addErrback(self._log_failure, "poll loop")
+        return self
+
+    def stop(self):
+        """Stop syncing: cancel every in-flight request and timer; a Deferred that fires when the
+        connections are closed."""
+        from twisted.internet.defer import succeed  # noqa: PLC0415
+
+        self.running = False
+        if self._flush_call is not None and self._flush_call.active():
+            self._flush_call.cancel()
+        self._flush_call = None
+        for d in list(self._inflight):
+            d.cancel()
+        self._inflight.clear()
+        if self._pool is None:
+            return succeed(None)
+        pool, self._pool = self._pool, None
+        return pool.closeCachedConnections()
+
+    def set_settings(self, **settings: Any) -> None:
+        """Change what the next sync reports (``pilot_enabled``, ``tracked_tab_id``, ...)."""
+        self.settings.update(settings)
+
+    def connected(self, timeout: float = 10.0):
+        """A Deferred firing once the daemon's ``GET /health`` says the extension is connected."""
+        from twisted.internet.defer import Deferred  # noqa: PLC0415
+        from twisted.internet.task import deferLater  # noqa: PLC0415
+
+        async def poll() -> None:
+            deadline = self.reactor.seconds() + timeout
+            while True:
+                try:
+                    body = await self._request(b"GET", "/health", None)
+                    if body.get("capture", {}).get("extension_connected"):
+                        return
+                except Exception:
+                    pass
+                if self.reactor.seconds() > deadline:
+                    raise TimeoutError("the daemon never saw the fake extension connected")
+                await self._track(deferLater(self.reactor, 0.02, lambda: None))
+
+        return Deferred.fromCoroutine(poll())
+
+    # -- HTTP --------------------------------------------------------------------------------------
+
+    def _track(self, d):
+        self._inflight.add(d)
+
+        def untrack(result):
+            self._inflight.discard(d)
+            return result
+
+        d.addBoth(untrack)
+        return d
+
+    async def _request(self, method: bytes, path: str, body: Any) -> dict[str, Any]:
+        import treq  # noqa: PLC0415
+
+        data = None if body is None else json.dumps(body).encode()
+        response = await self._track(self._http.request(
+            method, self.url + path, data=data, headers=EXTENSION_HEADERS,
+            reactor=self.reactor, timeout=self.request_timeout,
+        ))
+        content = await self._track(treq.content(response))
+        if response.code != 200:
+            raise RuntimeError(f"{method.decode()} {path} answered {response.code}: {content[:200]!r}")
+        return json.loads(content)
+
+    # -- /sync -------------------------------------------------------------------------------------
+
+    def _sync_request(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        now_ms = int(self.reactor.seconds() * 1000)
+        body: dict[str, Any] = {
+            "ext_session_id": self.ext_session_id,
+            "extension_version": self.extension_version,
+            "settings": dict(self.settings),
+            "in_progress": [
+                {"id": c["id"], "type": c.get("type"), "status": "running",
+                 "started_at": started, "updated_at": now_ms,
+                 **({"correlation_id": c["correlation_id"]} if c.get("correlation_id") else {})}
+                for c, started in self._running_cmds.values()
+            ],
+        }
+        if self._ack is not None:
+            body["last_command_ack"] = self._ack
+        if results:
+            body["command_results"] = results
+        return body
+
+    async def _sync_once(self) -> None:
+        results, self._outbox = self._outbox, []
+        try:
+            response = await self._request(b"POST", "/sync", self._sync_request(results))
+        except BaseException:
+            self._outbox[:0] = results  # not delivered: send them again
+            raise
+        self.syncs += 1
+        self.sent_results.extend(results)
+        next_poll = response.get("next_poll_ms")
+        if isinstance(next_poll, int):
+            self._next_poll_ms = next_poll
+        for command in response.get("commands") or ():
+            self._received(command)
+        if self._outbox:
+            self._schedule_flush()
+
+    async def _poll_loop(self) -> None:
+        from twisted.internet.defer import CancelledError  # noqa: PLC0415
+        from twisted.internet.task import deferLater  # noqa: PLC0415
+
+        while self.running:
+            try:
+                await self._sync_once()
+                delay = (self.poll_interval if self.poll_interval is not None
+                         else self._next_poll_ms / 1000.0)
+            except CancelledError:
+                if not self.running:
+                    return
+                delay = self.retry_delay
+            except Exception as e:
+                if not self.running:
+                    return
+                self.errors.append(e)
+                delay = self.retry_delay
+            if not self.running:
+                return
+            if delay > 0:
+                try:
+                    await self._track(deferLater(self.reactor, delay, lambda: None))
+                except CancelledError:
+                    return
+
+    def _schedule_flush(self) -> None:
+        if not self.running or self._flush_call is not None or self._flushes >= self.max_flushes:
+            return
+        self._flush_call = self.reactor.callLater(0, self._flush)
+
+    def _flush(self) -> None:
+        from twisted.internet.defer import Deferred  # noqa: PLC0415
+
+        self._flush_call = None
+        if not self.running or not self._outbox:
+            return
+        self._flushes += 1
+        d = Deferred.fromCoroutine(self._sync_once())
+
+        def done(result):
+            self._flushes -= 1
+            if self._outbox:
+                self._schedule_flush()
+            return result
+
+        d.addBoth(done)
+        d.addErrback(self._swallow)
+
+    def _swallow(self, failure) -> None:
+        from twisted.internet.defer import CancelledError  # noqa: PLC0415
+
+        if not failure.check(CancelledError) and self.running:
+            self.errors.append(failure.value)
+
+    def _log_failure(self, failure, what: str) -> None:
+        self.errors.append(failure.value)
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def _received(self, command: Any) -> None:
+        if not isinstance(command, dict) or not isinstance(command.get("id"), str):
+            return
+        command_id = command["id"]
+        n = int(command_id[2:]) if command_id[2:].isdigit() else 0
+        if n > self._ack_n:
+            self._ack_n, self._ack = n, command_id
+        if command_id in self._seen:
+            return  # re-sent before our ack reached the daemon
+        self._seen.add(command_id)
+        self.received.append(command)
+        self._run(command)
+
+    def _run(self, command: dict[str, Any]) -> None:
+        from twisted.internet.defer import Deferred, maybeDeferred  # noqa: PLC0415
+
+        kind = command.get("type")
+        params = command.get("params") if isinstance(command.get("params"), dict) else {}
+        self._running_cmds[command["id"]] = (command, int(self.reactor.seconds() * 1000))
+        if kind == "screenshot" and "screenshot" not in self.handlers:
+            d = self._track(Deferred.fromCoroutine(self._screenshot(command)))
+            d.addBoth(lambda _: self._running_cmds.pop(command["id"], None))
+            d.addErrback(self._swallow)
+            return
+        handler = self.handlers.get(kind) or self._default_handlers().get(kind)
+        if handler is None:
+            self._report(command, {"status": "error", "error": "unknown_query_type"})
+            return
+        d = maybeDeferred(handler, params)
+        d.addCallbacks(
+            lambda result: self._report(command, {"status": "complete", "result": result}),
+            lambda failure: self._report(command, self._error_result(failure)),
+        )
+
+    @staticmethod
+    def _error_result(failure) -> dict[str, Any]:
+        value = failure.value
+        if isinstance(value, FakeExtensionError):
+            return {"status": value.status, "error": value.error}
+        return {"status": "error", "error": str(value) or type(value).__name__}
+
+    def _report(self, command: dict[str, Any], outcome: dict[str, Any]) -> None:
+        self._running_cmds.pop(command["id"], None)
+        result = {"id": command["id"], **outcome}
+        if command.get("correlation_id"):
+            result["correlation_id"] = command["correlation_id"]
+        self._outbox.append(result)
+        self._schedule_flush()
+
+    async def _screenshot(self, command: dict[str, Any]) -> None:
+        body = {
+            "data_url": TINY_PNG_DATA_URL,
+            "url": self.settings.get("tracked_tab_url"),
+            "query_id": command["id"],
+        }
+        if command.get("correlation_id"):
+            body["correlation_id"] = command["correlation_id"]
+        await self._request(b"POST", "/screenshots", body)
+        self.sent_results.append({"id": command["id"], "status": "complete", "via": "/screenshots"})
+
+    # -- default answers ---------------------------------------------------------------------------
+
+    def _default_handlers(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        return {
+            "dom": self._dom,
+            "a11y": self._a11y,
+            "execute": self._execute,
+            "page_info": self._page_info,
+            "tabs": self._tabs,
+            "browser_action": self._ok,
+            "dom_action": self._ok,
+            "highlight": self._ok,
+            "subtitle": self._ok,
+        }
+
+    def _dom(self, params: dict[str, Any]) -> dict[str, Any]:
+        selector = params.get("selector")
+        return {
+            "selector": selector,
+            "url": self.settings.get("tracked_tab_url"),
+            "match_count": 1,
+            "matches": [{"tag": "div", "text": f"fake match for {selector}", "visible": True,
+                         "attributes": {"class": "fake"}}],
+        }
+
+    def _a11y(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": self.settings.get("tracked_tab_url"),
+            "violations": [{
+                "id": "image-alt", "impact": "critical",
+                "description": "Ensures <img> elements have alternate text",
+                "help": "Images must have alternate text",
+                "helpUrl": "https://dequeuniversity.com/rules/axe/4.8/image-alt",
+                "tags": ["wcag2a", "wcag111"],
+                "nodes": [{"target": ["img.logo"], "html": "<img class=\"logo\" src=\"/logo.png\">"}],
+            }],
+            "passes": 12, "incomplete": 0, "inapplicable": 30,
+        }
+
+    def _execute(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"success": True, "result": None, "script": params.get("script")}
+
+    def _page_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": self.settings.get("tracked_tab_url"),
+            "title": self.settings.get("tracked_tab_title"),
+            "tab_id": self.settings.get("tracked_tab_id"),
+            "ready_state": "complete",
+            "viewport": {"width": 1280, "height": 800},
+        }
+
+    def _tabs(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"tabs": [{
+            "id": self.settings.get("tracked_tab_id"),
+            "url": self.settings.get("tracked_tab_url"),
+            "title": self.settings.get("tracked_tab_title"),
+            "active": True,
+        }]}
+
+    def _ok(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"success": True, "action": params.get("action"), "params": params}
+
+
+
+@attrs.define(eq=False)
+class InProcessDaemon:
+    """The daemon's components (L{gasoline.app.build}) listening on 127.0.0.1:0 in this process,
+    on C{reactor} (the real one in integration tests and benchmarks). Services are not started:
+    this is for exercising HTTP paths (e.g. L{FakeExtension} against the query router) when no
+    subprocess is needed."""
+
+    reactor: Any
+    state_dir: Path
+    app: Any = attrs.field(default=None, init=False)
+    listening: Any = attrs.field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listening.getHost().port}"
+
+    def start(self) -> "InProcessDaemon":
+        from gasoline.app import Config, build  # noqa: PLC0415
+        from gasoline.http.request import GasolineSite  # noqa: PLC0415
+
+        Path(self.state_dir).mkdir(parents=True, exist_ok=True)
+        self.app = build(Config(state_dir=self.state_dir, persist=False), self.reactor)
+        site = GasolineSite(self.app.resource, reactor=self.reactor)
+        self.listening = self.reactor.listenTCP(0, site, interface="127.0.0.1")
+        return self
+
+    def stop(self):
+        """Stop listening and cancel the components' timers; a Deferred."""
+        from twisted.internet.defer import maybeDeferred  # noqa: PLC0415
+
+        if self.app.router is not None:
+            self.app.router.close()
+        self.app.extension.stop()
+        self.app.store.notifier.stop()
+        return maybeDeferred(self.listening.stopListening)

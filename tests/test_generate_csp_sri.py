@@ -42,7 +42,8 @@ def test_csp_ignores_junk_and_reports_unknown_types():
     out = csp({"script": ["javascript:alert(1)", 42, None, "not a url"], "weird": ["https://w.test/"]},
               page_origin="https://app.test")
     d = directives(out["policy"])
-    assert d["script-src"] == ["'self'"]
+    assert "script-src" not in d, "nothing usable: scripts fall back to default-src 'self'"
+    assert "javascript" not in out["policy"] and "42" not in out["policy"]
     assert "https://w.test" in d["default-src"]
     assert any("weird" in n for n in out["notes"])
     assert csp("garbage")["policy"].startswith("default-src 'self'")

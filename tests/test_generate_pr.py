@@ -26,7 +26,7 @@ def test_errors_failed_requests_and_performance_are_tabulated_and_safe():
     md = out["markdown"]
     assert md.startswith("## Checkout fix\n")
     assert "4 console error(s), 1 failed request(s) observed" in md
-    assert "| 3 | Boom \\| 'code' <num> | app.js:1 |" in md
+    assert "| 3 | Boom \\| <str> <num> | app.js:1 |" in md
     assert "SECRET99" not in md
     assert "| 500 | POST https://api.test/save |" in md
     assert "| https://app.test/ | poor | 5000.0ms (poor) | 0.01 (good) | – |" in md

@@ -265,7 +265,9 @@ def test_notification_flood_does_not_disturb_another_session(client, app):
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12))
 def test_arbitrary_json_never_crashes_the_endpoint(client, payload):
-    sid = client.initialize()
+    if not hasattr(client, "sid"):
+        client.sid = client.initialize()  # one session for every example
+    sid = client.sid
     response, body = client.post(payload, {"mcp-session-id": sid})
     assert response.code in (200, 202, 400)
     if response.code != 202:
@@ -463,3 +465,14 @@ def test_too_many_clients_is_429(tmp_path, clock):
     c.initialize()
     response, body = c.post(init_msg())
     assert response.code == 429 and json.loads(body)["error"]["data"]["error"] == "too_many_clients"
+
+
+def test_daemon_stop_closes_sessions_and_their_streams(client, app, clock):
+    sid = client.initialize()
+    response, _ = client.stream("GET", headers={"mcp-session-id": sid, "accept": "text/event-stream"})
+    client.initialize(headers=conn("repo-z"))
+    app.mcp.service.stopService()
+    client.stub.flush()
+    assert response.done and app.mcp.sessions == {} and app.resource.mounts[b"mcp"].connections == {}
+    assert app.registry.get("repo-z").connections == 0
+    assert clock.getDelayedCalls() == []

@@ -11,11 +11,18 @@ import asyncio
 import json
 import urllib.request
 
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from gasoline.testing import EXTENSION_HEADERS
+
+pytestmark = [
+    pytest.mark.integration,
+    # mcp 2.3.0 warns that a future revision deprecates logging; the four we speak all have it.
+    pytest.mark.filterwarnings("ignore:The logging capability is deprecated"),
+]
 
 FIVE_TOOLS = {"observe", "analyze", "generate", "configure", "interact"}
 

@@ -441,3 +441,44 @@ def test_observe_redacts_secrets_in_entries(server, app):
     s = ready(server)
     text = tool(server, s, "observe", {"what": "errors"})["result"]["content"][0]["text"]
     assert "hunter2" not in text and "Bearer abc" not in text and "[REDACTED:" in text
+
+
+def test_before_cursor_pages_backwards_without_moving_the_cursor(server, app):
+    app.store.add(CONSOLE, [{"level": "error", "message": str(i), "tabId": i % 2} for i in range(7)])
+    s = ready(server)
+    summary, page = tool_json(tool(server, s, "observe", {"what": "errors", "before_cursor": 7, "limit": 3}))
+    assert [e["message"] for e in page["entries"]] == ["4", "5", "6"]
+    assert page["has_more"] is True and page["before_cursor"] == 4 and "older ones waiting" in summary
+    _, older = tool_json(tool(server, s, "observe", {"what": "errors", "before_cursor": 4, "limit": 3}))
+    assert [e["message"] for e in older["entries"]] == ["1", "2", "3"]
+    _, oldest = tool_json(tool(server, s, "observe", {"what": "errors", "before_cursor": 1, "limit": 3}))
+    assert [e["message"] for e in oldest["entries"]] == ["0"] and oldest["has_more"] is False
+    assert s.state.cursors.get(CONSOLE, 0) == 0
+    _, tab = tool_json(tool(server, s, "observe", {"what": "errors", "tab_id": 1}))
+    assert [e["message"] for e in tab["entries"]] == ["1", "3", "5"]
+
+
+def test_at_the_client_limit_an_idle_anonymous_session_makes_room(tmp_path, clock):
+    app = build(Config(state_dir=tmp_path, persist=False, max_clients=2), clock)
+    server = app.mcp
+    old = ready(server)
+    named = ready(server, "named")
+    from gasoline.core.errors import TooManyClients
+
+    with pytest.raises(TooManyClients):
+        server.open_session(None, "streamable")  # nobody idle long enough yet
+    clock.advance(301)
+    server.touch(named)
+    new = server.open_session(None, "streamable")
+    assert old.closed and not named.closed and not new.closed
+    # Named clients and recently active sessions are never reclaimed: the limit holds.
+    clock.advance(301)
+    server.touch(new)
+    with pytest.raises(TooManyClients):
+        server.open_session("another", "connector")
+    # Nor is an idle session whose server->client stream is open.
+    clock.advance(301)
+    new.standalone.attach(lambda event_id, payload: None)
+    with pytest.raises(TooManyClients):
+        server.open_session("another", "connector")
+    server.close_all()

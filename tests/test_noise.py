@@ -217,3 +217,16 @@ def test_any_user_pattern_either_compiles_or_raises_invalid_param(pattern, messa
     except InvalidParam:
         return
     assert rule.matches({"level": "error", "message": message}) in (True, False)
+
+
+def test_the_daemon_builds_one_global_noise_rule_set(tmp_path):
+    from twisted.internet.task import Clock
+
+    from gasoline.app import Config, build
+
+    app = build(Config(state_dir=tmp_path, persist=False), Clock())
+    global_rules = app.extras["noise_global"]
+    assert global_rules.scope == "global" and global_rules.rules == []
+    client = NoiseRules.from_json({}, parent=global_rules)
+    global_rules.add("shared noise", kind="substring")
+    assert client.matches(err("some shared noise here")) is not None

@@ -50,6 +50,7 @@ def planted(draw):
         "aws", "jwt", "ghp", "gh_pat", "slack", "sk", "sk_live", "gcp", "pem", "card", "ssn",
         "bearer_header", "bearer", "basic", "api_key", "session", "password_json",
         "password_json_escaped", "cookie_header", "url_creds", "apikey_colon", "token_quoted",
+        "gitlab", "npm", "sendgrid", "gocspx", "gcp_oauth", "azure_key",
     ]))
     v = draw(secret_value())
     if kind == "aws":
@@ -93,6 +94,25 @@ def planted(draw):
         area = draw(st.integers(1, 665).filter(lambda a: a != 666))
         s = f"{area:03d}-{draw(st.integers(1, 99)):02d}-{draw(st.integers(1, 9999)):04d}"
         return s, s
+    if kind == "gitlab":
+        s = "glpat-" + draw(st.text(alphabet=B64URL, min_size=20, max_size=30))
+        return s, s
+    if kind == "npm":
+        s = "npm_" + draw(st.text(alphabet=ALNUM, min_size=36, max_size=36))
+        return s, s
+    if kind == "sendgrid":
+        s = ("SG." + draw(st.text(alphabet=B64URL, min_size=22, max_size=22)) + "."
+             + draw(st.text(alphabet=B64URL, min_size=43, max_size=43)))
+        return s, s
+    if kind == "gocspx":
+        s = "GOCSPX-" + draw(st.text(alphabet=B64URL, min_size=28, max_size=28))
+        return s, s
+    if kind == "gcp_oauth":
+        s = "ya29." + draw(st.text(alphabet=B64URL, min_size=20, max_size=60))
+        return s, s
+    if kind == "azure_key":
+        key = base64.b64encode(draw(st.binary(min_size=32, max_size=64))).decode()
+        return f"DefaultEndpointsProtocol=https;AccountName=x;AccountKey={key};", key
     if kind == "bearer_header":
         return f"Authorization: Bearer {v}", v
     if kind == "bearer":
@@ -293,3 +313,16 @@ def test_cap_never_exceeds_the_limit_and_keeps_a_prefix(text, limit):
         head, note = out.rsplit("\n[truncated:", 1)
         assert text.startswith(head)
         assert "bytes" in note
+
+
+def test_lone_surrogates_and_odd_unicode_do_not_break_redaction():
+    text = "x \ud800 api_key=ABC123 \udfff é token: 99ZZ"
+    assert redact_text(text) == "x \ud800 api_key=[REDACTED:api_key] \udfff é token: [REDACTED:token]"
+    assert redact_value({"b": '[{"token": "\ud800"}]'}) == {"b": '[{"token": "[REDACTED:token]"}]'}
+    assert cap_text("\ud800" * 100, limit=50).endswith("see the rest]")
+
+
+def test_tokens_ending_in_a_dash_are_still_redacted_whole():
+    text = f"a SG.{'a' * 21}-.{'b' * 42}- b GOCSPX-{'c' * 27}- c AIza{'d' * 34}- d"
+    assert redact_text(text) == ("a [REDACTED:sendgrid_key] b [REDACTED:google_client_secret] "
+                                 "c [REDACTED:gcp_api_key] d")

@@ -35,7 +35,7 @@ from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from gasoline.connect.client import RegistrationRefused
+from gasoline.connect.errors import RegistrationRefused
 
 log = Logger()
 
@@ -492,7 +492,7 @@ class Bridge:
         stream.done.addBoth(self._stream_ended, stream)
 
     def _stream_opened(self, status: int, stream) -> None:
-        if status != 200:
+        if status != 200 or not getattr(stream, "streaming", True):
             self._stream_unsupported = True
             log.warn("the daemon offers no server->client stream (GET /mcp answered {status}); "
                      "notifications will not be forwarded", status=status)

@@ -21,6 +21,10 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.web.client import ResponseDone
 
+from gasoline.connect.errors import RegistrationRefused
+
+__all__ = ["DaemonHTTP", "RegistrationRefused", "Reply", "SSEEvent", "SSEParser", "Stream"]
+
 log = Logger()
 
 HEALTH_TIMEOUT = 2.0
@@ -35,19 +39,6 @@ class Reply:
     content_type: str
     #: The raw body when it was not JSON-RPC (for error messages); empty otherwise.
     text: bytes = b""
-
-
-class RegistrationRefused(Exception):
-    """``POST /clients`` answered with an error (e.g. ``too_many_clients``)."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        self.status = status
-        self.body = body
-        msg = None
-        if isinstance(body, dict):
-            msg = body.get("message") or body.get("error")
-        detail = f"HTTP {status}: {msg}" if isinstance(msg, str) and msg else f"HTTP {status}"
-        super().__init__(f"registration refused ({detail})")
 
 
 @attrs.frozen
@@ -257,6 +248,8 @@ class Stream:
         self._response = None
         self._body_transport = None
         self._closed = False
+        #: True once a 200 ``text/event-stream`` answer arrived.
+        self.streaming = False
         request_d.addCallbacks(self._got_response, self._failed)
 
     @property
@@ -266,8 +259,9 @@ class Stream:
     def _got_response(self, response) -> None:
         self._response = response
         self.status = response.code
+        self.streaming = response.code == 200 and _content_type(response) == "text/event-stream"
         self.opened.callback(response.code)
-        if response.code != 200 or _content_type(response) != "text/event-stream":
+        if not self.streaming:
             d = treq.content(response)
             d.addBoth(lambda _: self.done.called or self.done.callback(response.code))
             return

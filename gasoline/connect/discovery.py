@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-import platformdirs
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import ProcessProtocol
@@ -43,6 +42,8 @@ def default_state_dir() -> Path:
     env = os.environ.get("GASOLINE_STATE_DIR")
     if env:
         return Path(env)
+    import platformdirs  # noqa: PLC0415  (only needed when auto-starting)
+
     return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
 
 

@@ -139,6 +139,16 @@ def _quiet_factory():
     return Quiet
 
 
+def _skip_tls(base_url: str) -> None:
+    """Plain HTTP to the daemon needs no TLS: keep twisted.web.client from loading pyOpenSSL.
+
+    That import is about a third of the connector's start-up time (an agent waits for it before
+    its first ``initialize`` is answered). Twisted treats a missing pyOpenSSL as "no TLS".
+    """
+    if base_url.startswith("http://") and "OpenSSL" not in sys.modules:
+        sys.modules["OpenSSL"] = None  # type: ignore[assignment]
+
+
 def main(argv: list[str] | None = None) -> int:
     options = ConnectOptions()
     try:
@@ -146,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     except usage.UsageError as e:
         sys.stderr.write(f"gasoline connect: {e}\n\n{options}\n")
         return 2
+    _skip_tls(options["base-url"])
     # Protocol lines are written to fd 1 by StandardIO; everything Python-level goes to stderr.
     real_stdout = sys.stdout
     sys.stdout = sys.stderr
@@ -162,6 +173,7 @@ def _run(options: ConnectOptions) -> int:
     from treq.client import HTTPClient  # noqa: PLC0415
     from twisted.internet import reactor  # noqa: PLC0415  (a program of its own)
     from twisted.internet import stdio  # noqa: PLC0415
+    from twisted.internet.defer import DeferredList  # noqa: PLC0415
     from twisted.logger import Logger  # noqa: PLC0415
     from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
 
@@ -202,11 +214,13 @@ def _run(options: ConnectOptions) -> int:
         if stopping[0]:
             return
         stopping[0] = True
-        # Let buffered stdout drain, then stop.
+        waits = [pool.closeCachedConnections()]
         if lines is not None and lines.transport is not None and not lines.lost:
+            # loseConnection writes what is buffered for stdout first; stop once it has.
+            lost = lines.when_lost()
             lines.transport.loseConnection()
-        d = pool.closeCachedConnections()
-        d.addBoth(lambda _: reactor.callLater(0.05, _stop_reactor))
+            waits.append(lost.addTimeout(5, reactor))
+        DeferredList(waits, consumeErrors=True).addBoth(lambda _: _stop_reactor())
 
     def _stop_reactor() -> None:
         if reactor.running:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.protocols.basic import LineReceiver
 from zope.interface import implementer
@@ -41,6 +42,7 @@ class StdioLines(LineReceiver):
         self._leftover: bytes | None = None
         self._eof_reported = False
         self.lost = False
+        self._lost_waiters: list[Deferred] = []
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -83,6 +85,17 @@ class StdioLines(LineReceiver):
     def connectionLost(self, reason=None) -> None:
         self.lost = True
         self._report_eof()
+        waiters, self._lost_waiters = self._lost_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    def when_lost(self) -> Deferred:
+        """A Deferred that fires once stdin and stdout are both closed (stdout flushed)."""
+        if self.lost:
+            return succeed(None)
+        d: Deferred = Deferred()
+        self._lost_waiters.append(d)
+        return d
 
     def _report_eof(self) -> None:
         if not self._eof_reported:

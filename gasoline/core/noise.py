@@ -217,7 +217,10 @@ _BUILTIN_SPECS: list[dict[str, Any]] = [
     },
     {
         "id": "builtin:hmr-endpoints",
-        "pattern": r"(?:/__webpack_hmr|/@vite/client|/sockjs-node|/_next/webpack-hmr|hot-update\.(?:js|json)|livereload)",
+        "pattern": (
+            r"(?:/__webpack_hmr|/@vite/client|/sockjs-node|/_next/webpack-hmr"
+            r"|hot-update\.(?:js|json)|livereload)"
+        ),
         "field": "url",
         "reason": "Dev-server hot-reload endpoints.",
     },
@@ -332,7 +335,6 @@ class NoiseRules:
         if len(self.rules) >= MAX_RULES:
             raise InvalidParam(
                 f"at most {MAX_RULES} noise rules per scope",
-                code="invalid_param",
                 retry="Remove rules you no longer need (noise_action:'remove').",
             )
         if id is None:

@@ -10,7 +10,8 @@ Two layers, both pure:
    other string goes through L{Redactor.redact_text}.
  - L{Redactor.redact_text} finds secret-shaped text (cloud keys, bearer and basic credentials,
    JWTs, GitHub/Slack/``sk-`` tokens, PEM private keys, Luhn-valid card numbers, US SSNs,
-   ``api_key=`` / ``session=`` style assignments, ``"password": "..."`` inside JSON text) in one
+   ``api_key=`` / ``session=`` style assignments, ``"password": "..."`` inside JSON text; also
+   GitLab, npm, SendGrid and Google OAuth client-secret tokens) in one
    combined regular-expression pass and replaces each with ``[REDACTED:<kind>]``.
 
 Both are idempotent: a redaction marker is never redacted again. L{cap_text} cuts an over-long
@@ -286,6 +287,18 @@ _RULES: list[tuple[str, str, Handler]] = [
     ("github_token", r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255}\b", _whole("github_token")),
     ("github_pat", r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b", _whole("github_token")),
     ("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,255}", _whole("slack_token")),
+    ("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,255}", _whole("gitlab_token")),
+    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", _whole("npm_token")),
+    (
+        "sendgrid_key",
+        r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])",
+        _whole("sendgrid_key"),
+    ),
+    (
+        "google_client_secret",
+        r"\bGOCSPX-[A-Za-z0-9_-]{28}(?![A-Za-z0-9_-])",
+        _whole("google_client_secret"),
+    ),
     (
         "slack_webhook",
         r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}",
@@ -312,9 +325,9 @@ _RULES: list[tuple[str, str, Handler]] = [
 
 
 # The scan has two stages. RE2 (a DFA: linear time, one pass for all rules) finds the next position
-# where any rule *could* start, using each pattern with its look-around assertions dropped and its
-# bounded repetitions opened up (so it matches a superset). Python's C{re} then tries the exact
-# rules, in order, at that position only. Text without candidates costs one RE2 pass.
+# where any rule *could* start, using each pattern with its look-around assertions dropped (so it
+# matches a superset) and its quantifiers made lazy (see _lazy). Python's C{re} then tries the
+# exact rules, in order, at that position only. Text without candidates costs one RE2 pass.
 _LOOKAHEAD_NEG = re.compile(r"\(\?<?!(?:[^()\\]|\\.|\([^()]*\))*\)")
 _LOOKAHEAD_POS = re.compile(r"\(\?=((?:[^()\\]|\\.)*)\)")
 
@@ -513,7 +526,10 @@ def cap_text(text: str, limit: int = DEFAULT_LIMIT) -> str:
     total = len(encoded)
     if total <= limit:
         return text
-    note_template = "\n[truncated: showing {shown} of {total} bytes; narrow the request (limit, filters, cursors) to see the rest]"
+    note_template = (
+        "\n[truncated: showing {shown} of {total} bytes; "
+        "narrow the request (limit, filters, cursors) to see the rest]"
+    )
     budget = max(0, limit - len(note_template.format(shown=total, total=total)))
     # Decode the prefix dropping a partial multi-byte character at the end.
     head = encoded[:budget].decode("utf-8", errors="ignore")  # drops a cut character

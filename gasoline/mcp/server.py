@@ -25,13 +25,13 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gasoline import __version__
+from gasoline.core.errors import TooManyClients
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    REQUEST_CANCELLED,
     JsonRpcError,
     Notification,
     Request,
@@ -50,6 +50,9 @@ LATEST_VERSION = SUPPORTED_VERSIONS[0]
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 #: Sessions with no request for this long are closed (legacy SSE: 1 h, as seed 001 says).
 DEFAULT_IDLE_TIMEOUT = 3600.0
+#: At the client limit, an anonymous HTTP session idle this long (no open stream) may be closed
+#: to make room (clients such as the TypeScript SDK never send DELETE /mcp).
+RECLAIM_AFTER = 300.0
 #: How long a tool waits for the client to answer a sampling/elicitation request.
 CLIENT_REQUEST_TIMEOUT = 60.0
 
@@ -174,9 +177,15 @@ class McpServer:
 
         @raise gasoline.core.errors.GasolineError: the registry refused (too many clients, bad id).
         """
+        anonymous = client_id is None
         if client_id is None:
             client_id = self.registry.new_client_id()
-        state = self.registry.connect(client_id)
+        try:
+            state = self.registry.connect(client_id)
+        except TooManyClients:
+            if not self.reclaim_idle():
+                raise
+            state = self.registry.connect(client_id)
         now = self.clock.seconds()
         session = McpSession(
             session_id=secrets.token_hex(16),
@@ -185,10 +194,29 @@ class McpServer:
             transport=transport,
             created_at=now,
             last_seen=now,
+            anonymous=anonymous,
         )
         self.sessions[session.session_id] = session
         session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
         return session
+
+    def reclaim_idle(self) -> bool:
+        """At the client limit: close the least recently used I{anonymous} session (one that
+        named no client id, so nobody can come back to its state) that has been idle for
+        C{RECLAIM_AFTER} seconds with no open stream and no request in flight. True if one was."""
+        now = self.clock.seconds()
+        candidates = [
+            s for s in self.sessions.values()
+            if s.anonymous and not s.in_flight and now - s.last_seen >= RECLAIM_AFTER
+            and all(stream.writer is None for stream in s.streams.values())
+        ]
+        if not candidates:
+            return False
+        victim = min(candidates, key=lambda s: s.last_seen)
+        log.info("client limit reached: closing idle anonymous MCP session {sid} ({cid})",
+                 sid=victim.session_id, cid=victim.client_id)
+        self.close_session(victim)
+        return True
 
     def touch(self, session: McpSession) -> None:
         """Activity on C{session}: push its idle deadline back and touch the agent's state."""

@@ -138,6 +138,8 @@ class McpSession:
     streams: dict[str, EventStream] = attrs.field(factory=dict)
     standalone: EventStream = attrs.field(factory=lambda: EventStream("0"))
     closed: bool = False
+    #: Opened without a client id (its client id is a fresh random one nobody can reuse).
+    anonymous: bool = False
     #: The idle deadline (an C{IDelayedCall}), reset on every request.
     idle_call: Any = None
     #: Called once when the session ends (transport cleanup).

@@ -407,6 +407,7 @@ class GasolineTools:
             if value is not None and not isinstance(value, str):
                 raise InvalidParam(f"{name} must be a string", param=name)
         min_rank = _CONSOLE_RANK[min_level] if min_level is not None else None
+        tab_id = self._int(args, "tab_id", None, -(2**62), 2**62)
 
         def match(e: dict[str, Any]) -> bool:
             lvl = e.get("level")
@@ -420,6 +421,8 @@ class GasolineTools:
                 return False
             if url is not None and url not in str(e.get("url", "")):
                 return False
+            if tab_id is not None and e.get("tabId", e.get("tab_id")) != tab_id:
+                return False
             return True
 
         store = self.app.store
@@ -429,23 +432,33 @@ class GasolineTools:
         entries: list[dict[str, Any]] = []
         size = 0
         truncated = False
-        if last_n is not None:
+        before = None
+        if args.get("before_cursor") is not None:
+            before = self._int(args, "before_cursor", None, 0, 2**62)
+        oldest_seq = None
+        if last_n is not None or before is not None:
+            # Newest first, backwards from before_cursor (or the head); the cursor does not move.
+            want = last_n if last_n is not None else limit
             raw = ring.read(0)
-            for b in reversed(raw.items):
+            stop = len(raw.items) if before is None else max(0, min(len(raw.items), before - raw.first_seq))
+            has_more = False
+            for i in range(stop - 1, -1, -1):
+                b = raw.items[i]
                 if errors_only and b"error" not in b and b"exception" not in b:
                     continue
                 e = orjson.loads(b)
-                if match(e):
-                    if size + len(b) > RESULT_CAP:
-                        truncated = True
-                        break
-                    entries.append(e)
-                    size += len(b)
-                    if len(entries) == last_n:
-                        break
+                if not match(e):
+                    continue
+                if len(entries) == want or size + len(b) > RESULT_CAP:
+                    truncated = len(entries) < want
+                    has_more = True
+                    break
+                entries.append(e)
+                size += len(b)
+                oldest_seq = raw.first_seq + i
             entries.reverse()
             cursor = state.cursors.get(CONSOLE, 0)
-            next_cursor, has_more, missed = cursor, False, 0
+            next_cursor, missed = cursor, 0
         else:
             cursor = explicit if explicit is not None else state.cursors.get(CONSOLE, 0)
             raw = ring.read(cursor)
@@ -477,13 +490,20 @@ class GasolineTools:
             "data_age_seconds": round(now - last_write, 3) if last_write is not None else None,
             "extension_connected": connected,
         }
+        if before is not None or last_n is not None:
+            # Pass this as before_cursor to page further back.
+            meta["before_cursor"] = oldest_seq
         if truncated:
             meta["truncated"] = f"result capped at {RESULT_CAP} bytes; call again for the rest"
         plural = kind + ("s" if len(entries) != 1 and kind == "error" else "")
         if kind == "log entry" and len(entries) != 1:
             plural = "log entries"
-        summary = f"{len(entries)} {'new ' if last_n is None else ''}{plural}"
-        if last_n is None:
+        backwards = last_n is not None or before is not None
+        summary = f"{len(entries)} {'' if backwards else 'new '}{plural}"
+        if backwards:
+            summary += " (the newest" + (f" before cursor {before}" if before is not None else "")
+            summary += "; older ones waiting)" if has_more else ")"
+        else:
             summary += f" (cursor {cursor} -> {next_cursor}"
             summary += ", more waiting)" if has_more else ")"
         if missed:

@@ -112,9 +112,9 @@ class CDP:
 
 
 class Chromium:
-    """Debian's Chromium, headless, with the unpacked extension from this repository."""
+    """Debian's Chromium, headless, with the unpacked extension from this repository (or none)."""
 
-    def __init__(self, executable: str = CHROMIUM, extension_dir: Path = EXTENSION_DIR):
+    def __init__(self, executable: str = CHROMIUM, extension_dir: Path | None = EXTENSION_DIR):
         self.executable = executable
         self.extension_dir = extension_dir
         self.user_data_dir = Path(tempfile.mkdtemp(prefix="gasoline-chromium-"))
@@ -130,7 +130,7 @@ class Chromium:
             "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={self.user_data_dir}",
-            f"--load-extension={ext}", f"--disable-extensions-except={ext}",
+            *([f"--load-extension={ext}", f"--disable-extensions-except={ext}"] if self.extension_dir else ["--disable-extensions"]),
             "--remote-debugging-port=0",
             "--no-default-browser-check", "--disable-dev-shm-usage", "--window-size=1280,900",
             "about:blank",

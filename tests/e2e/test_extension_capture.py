@@ -188,7 +188,7 @@ def test_sync_resumes_after_the_service_worker_is_stopped(browser, site, ext_dae
 
 
 def _observe_all(mcp_url: str, modes: list[str]) -> dict[str, str]:
-    """One MCP agent (the official SDK over streamable HTTP) reads each observe mode; returns the texts."""
+    """MCP agents (the official SDK over streamable HTTP) read observe modes; returns the texts."""
     import asyncio
 
     from mcp.client.session import ClientSession
@@ -196,10 +196,10 @@ def _observe_all(mcp_url: str, modes: list[str]) -> dict[str, str]:
 
     async def main() -> dict[str, str]:
         out = {}
-        async with streamable_http_client(mcp_url) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                for what in modes:
+        for what in modes:  # one agent per mode: each read advances that agent's own cursor
+            async with streamable_http_client(mcp_url) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
                     result = await session.call_tool("observe", {"what": what, "limit": 1000})
                     assert result.is_error is False, (what, result.content[0].text)
                     out[what] = result.content[0].text

@@ -126,6 +126,9 @@ class ScriptedDaemon:
         self.syncs: list[dict] = []
         self.screenshots: list[dict] = []
         self.headers: list[dict] = []
+        self.posts: dict[str, list[dict]] = {}
+        self.fail_logs = False
+        self.refused = 0
         self.lock = threading.Lock()
         outer = self
 
@@ -148,7 +151,11 @@ class ScriptedDaemon:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with outer.lock:
                     outer.headers.append(dict(self.headers))
-                    if self.path == "/sync":
+                    if not (self.path == "/logs" and outer.fail_logs):
+                        outer.posts.setdefault(self.path, []).append(body)
+                    if self.path == "/logs" and outer.fail_logs:
+                        outer.refused += len(body.get("entries", []))
+                    elif self.path == "/sync":
                         outer.syncs.append(body)
                         acked = body.get("last_command_ack")
                         if acked:
@@ -158,6 +165,9 @@ class ScriptedDaemon:
                         cmds = list(outer.commands)
                     elif self.path == "/screenshots":
                         outer.screenshots.append(body)
+                if self.path == "/logs" and outer.fail_logs:
+                    self._json(503, {"error": "scripted outage"})
+                    return
                 if self.path == "/sync":
                     if not cmds:
                         time.sleep(0.2)
@@ -270,3 +280,87 @@ def test_pilot_off_refuses_acting_commands_but_answers_reads(browser, site):
     assert results["q-2"]["error"] == "pilot_disabled"
     assert results["q-3"]["result"]["text"] == "X"
     assert results["q-4"]["result"]["title"] == "Gasoline commands page" and results["q-4"]["result"]["tab_id"] == tab
+
+
+def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(browser, site):
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/blank.html")
+    tab = browser.tab_id_for(sw, site.url + "/blank.html")
+    with ScriptedDaemon([]) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        browser.navigate(page, site.url + "/capture.html?m=batch")
+        browser.cdp.evaluate(page, "for (let i = 0; i < 130; i++) console.log('bulk', i); 1")
+
+        def logged():
+            with fake.lock:
+                entries = [e for b in fake.posts.get("/logs", []) for e in b["entries"]]
+            return entries if sum(1 for e in entries if e["message"].startswith("bulk ")) == 130 else None
+
+        wait_until(logged, 20, interval=0.3, what="130 console entries")
+        wait_until(lambda: fake.posts.get("/performance-snapshots"), 20, interval=0.3, what="a performance snapshot")
+        with fake.lock:
+            posts = {k: list(v) for k, v in fake.posts.items()}
+    assert all(len(b["entries"]) <= 50 for b in posts["/logs"]) and len(posts["/logs"]) >= 3
+    assert all(len(b["events"]) <= 100 for b in posts["/websocket-events"])
+    assert all(len(b["bodies"]) <= 50 for b in posts["/network-bodies"])
+    assert posts["/enhanced-actions"][0]["actions"][0]["type"] == "navigate"
+    snaps = [s for b in posts["/performance-snapshots"] for s in b["snapshots"]]
+    assert len(snaps) == 1 and len(posts["/performance-snapshots"][0]["snapshots"]) <= 10
+    snap = snaps[0]
+    assert snap["url"] == site.url + "/capture.html?m=batch" and snap["tab_id"] == tab
+    assert snap["timing"]["load"] > 0 and snap["timing"]["dom_content_loaded"] > 0
+    assert snap["timing"]["first_contentful_paint"] > 0
+    assert {"request_count", "transfer_size", "slowest_requests", "by_type"} <= set(snap["network"])
+    assert {"count", "total_blocking_time", "longest"} <= set(snap["long_tasks"])
+    assert "cumulative_layout_shift" in snap
+
+
+def test_while_the_daemon_refuses_logs_the_buffer_keeps_the_newest_and_counts_drops(browser, site):
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/blank.html")
+    tab = browser.tab_id_for(sw, site.url + "/blank.html")
+    with ScriptedDaemon([]) as fake:
+        fake.fail_logs = True
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        browser.navigate(page, site.url + "/blank.html?tracked")
+        browser.cdp.evaluate(page, "console.log('first'); 1")
+        wait_until(lambda: fake.refused, 10, interval=0.2, what="a refused /logs batch")
+        # The log buffer holds 5000 entries; 5100 more arrive during the outage.
+        browser.cdp.evaluate(page, "for (let i = 0; i < 5100; i++) console.log('outage ' + i); 1", timeout=30)
+        wait_until(
+            lambda: browser.cdp.evaluate(sw, "chrome.storage.session.get('gasolineStatus').then(r => r.gasolineStatus.queues.log.dropped)") >= 100,
+            20, interval=0.3, what="the extension to drop the oldest entries",
+        )
+        fake.fail_logs = False
+
+        def delivered():
+            with fake.lock:
+                msgs = [e["message"] for b in fake.posts.get("/logs", []) for e in b["entries"]]
+            return msgs if "outage 5099" in msgs else None
+
+        msgs = wait_until(delivered, 45, interval=0.5, what="the buffered entries after the outage")
+        wait_until(lambda: any(s["settings"].get("dropped_items", 0) >= 100 for s in fake.syncs), 10, what="the drop count in /sync")
+        with fake.lock:
+            warnings = [log for s in fake.syncs for log in s.get("extension_logs", []) if "dropped" in log["message"]]
+    outage = [m for m in msgs if m.startswith("outage ")]
+    assert outage[-1] == "outage 5099"
+    assert "outage 0" not in outage  # the oldest were dropped first
+    assert len(outage) <= 5000
+    assert outage == sorted(outage, key=lambda m: int(m.split()[1]))
+    assert warnings and warnings[0]["level"] == "warn"
+
+
+def test_isolated_execute_without_user_scripts_access_answers_a_clear_error(browser, site):
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/commands.html")
+    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    commands = [
+        {"id": "q-1", "type": "execute", "params": {"script": "document.title", "world": "isolated"}},
+        {"id": "q-2", "type": "execute", "params": {"script": "document.title", "world": "main"}},
+    ]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": True})
+        results = wait_until(lambda: fake.results_when(lambda r: len(r) == 2), 30, interval=0.3, what="two results")
+    assert results["q-1"]["error"] == "isolated_world_unavailable"
+    assert "Allow User Scripts" in results["q-1"]["result"]["message"]
+    assert results["q-2"]["result"]["result"] == "Gasoline commands page"

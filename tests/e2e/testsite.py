@@ -7,6 +7,7 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/blank.html``     an empty page (tabs are opened here, then tracked, then navigated)
 - ``/capture.html``   does everything the capture test looks for (see ``CAPTURE_PAGE``)
 - ``/commands.html``  elements the content-side command handlers are tested against
+- ``/bench.html``     a page with some DOM, console, fetch and WebSocket work (bench/extension_overhead.py)
 - ``/api/fail``       answers 500 with a JSON body
 - ``/api/ok``         answers 200 with a JSON body that echoes the request body
 - ``/api/login``      an auth endpoint (its bodies must be redacted)
@@ -75,6 +76,36 @@ COMMANDS_PAGE = """<!doctype html>
 """
 
 
+BENCH_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline bench page</title>
+<script>
+  window.__longTasks = [];
+  try {
+    new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__longTasks.push(e.duration)))
+      .observe({type: 'longtask', buffered: true});
+  } catch (e) {}
+</script></head>
+<body>
+<h1>Bench</h1>
+<div id="list"></div>
+<script>
+  const list = document.getElementById('list');
+  for (let i = 0; i < 300; i++) {
+    const row = document.createElement('div');
+    row.className = 'row';
+    row.innerHTML = '<span>item ' + i + '</span> <button data-testid="b' + i + '">go</button>';
+    list.appendChild(row);
+  }
+  for (let i = 0; i < 30; i++) console.log('bench line', i, {i, nested: {values: [i, i * 2]}});
+  console.warn('bench warning');
+  for (let i = 0; i < 5; i++) fetch('/api/ok?i=' + i, {method: 'POST', body: JSON.stringify({i})});
+  const ws = new WebSocket('ws://' + location.host + '/ws');
+  ws.onopen = () => { for (let i = 0; i < 5; i++) ws.send('frame ' + i); };
+</script>
+</body></html>
+"""
+
+
 class Page(resource.Resource):
     isLeaf = True
 
@@ -135,6 +166,7 @@ def build_site() -> server.Site:
     root.putChild(b"blank.html", Page("<!doctype html><title>blank</title><p>blank</p>"))
     root.putChild(b"capture.html", Page(CAPTURE_PAGE))
     root.putChild(b"commands.html", Page(COMMANDS_PAGE))
+    root.putChild(b"bench.html", Page(BENCH_PAGE))
     api = resource.Resource()
     api.putChild(b"fail", Api(500))
     api.putChild(b"ok", Api(200))

@@ -1,0 +1,138 @@
+"""
+Extension overhead: page-load time and main-thread long-task time of a test page in Debian's
+Chromium (headless) without the extension, and with it tracking the tab and streaming into a real
+daemon. Medians over N loads each (default 15, at least 10), in one run; the order of the runs
+rotates per round so drift on the machine hits them alike. A third column loads the page in an
+untracked tab of the extension's browser (hooks installed, nothing sent).
+
+    .venv/bin/python bench/extension_overhead.py [--loads N]
+
+Prints a table and writes ``bench/results/extension_overhead.json``. Target: < 5 % on load time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
+
+from _common import median, percentile, print_table, write_json  # noqa: E402
+from harness import CHROMIUM, Chromium, TestSite, daemon_get, wait_until  # noqa: E402
+
+from gasoline.testing import DaemonProcess  # noqa: E402
+
+MEASURE = """
+new Promise((resolve) => {
+  const done = () => setTimeout(() => {
+    const nav = performance.getEntriesByType('navigation')[0];
+    resolve({
+      load: nav.loadEventEnd,
+      dcl: nav.domContentLoadedEventEnd,
+      long_tasks: (window.__longTasks || []).reduce((a, b) => a + b, 0),
+    });
+  }, 300);
+  if (document.readyState === 'complete' && performance.getEntriesByType('navigation')[0].loadEventEnd > 0) done();
+  else addEventListener('load', done, {once: true});
+})
+"""
+
+
+def load_once(browser: Chromium, target: tuple[str, str], url: str) -> dict:
+    target_id, page = target
+    browser.cdp.call("Target.activateTarget", {"targetId": target_id})
+    browser.cdp.call("Page.navigate", {"url": url}, session=page)
+    return wait_until(
+        lambda: browser.cdp.evaluate(page, f"location.href === {url!r} && document.readyState === 'complete'")
+        and browser.cdp.evaluate(page, MEASURE),
+        20, interval=0.05, what=f"{url} to load",
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loads", type=int, default=15)
+    parser.add_argument("--chromium", default=CHROMIUM)
+    args = parser.parse_args()
+    if args.loads < 10:
+        parser.error("--loads must be at least 10")
+    if not os.path.exists(args.chromium):
+        print(f"Chromium not found at {args.chromium}", file=sys.stderr)
+        return 2
+
+    site = TestSite().start()
+    daemon = DaemonProcess(state_dir=Path(tempfile.mkdtemp(prefix="gasoline-bench-")) / "state").start()
+    plain = Chromium(executable=args.chromium, extension_dir=None).start()
+    with_ext = Chromium(executable=args.chromium).start()
+    samples: dict[str, list[dict]] = {"without": [], "with, untracked tab": [], "with": []}
+    try:
+        plain_page = plain.new_page(site.url + "/blank.html")[:2]
+        sw = with_ext.service_worker()
+        ext_page = with_ext.new_page(site.url + "/blank.html")[:2]
+        tab = with_ext.tab_id_for(sw, site.url + "/blank.html")
+        untracked_page = with_ext.new_page(site.url + "/blank.html?untracked")[:2]
+        with_ext.storage_set(sw, {"serverUrl": daemon.url, "trackedTabId": tab, "trackedTabUrl": site.url + "/blank.html"})
+        wait_until(lambda: daemon_get(daemon.url, "/health")["capture"]["extension_connected"], 15, what="the extension to connect")
+
+        # Warm both browsers (first loads compile and cache).
+        for _ in range(2):
+            load_once(plain, plain_page, f"{site.url}/bench.html?warm")
+            load_once(with_ext, ext_page, f"{site.url}/bench.html?warm")
+            load_once(with_ext, untracked_page, f"{site.url}/bench.html?warm")
+        for i in range(args.loads):
+            order = [("without", plain, plain_page), ("with, untracked tab", with_ext, untracked_page), ("with", with_ext, ext_page)]
+            order = order[i % 3:] + order[:i % 3]
+            for name, browser, page in order:
+                samples[name].append(load_once(browser, page, f"{site.url}/bench.html?r={i}"))
+        time.sleep(1.5)
+        entries = daemon_get(daemon.url, "/health")["logs"]["entries"]
+    finally:
+        with_ext.stop()
+        plain.stop()
+        daemon.stop()
+        site.stop()
+
+    summary = {}
+    for name, rows in samples.items():
+        summary[name] = {
+            "load_ms_median": median([r["load"] for r in rows]),
+            "load_ms_p90": percentile([r["load"] for r in rows], 90),
+            "dcl_ms_median": median([r["dcl"] for r in rows]),
+            "long_task_ms_median": median([r["long_tasks"] for r in rows]),
+            "loads": len(rows),
+        }
+    base = summary["without"]["load_ms_median"]
+    overhead = (summary["with"]["load_ms_median"] - base) / base * 100 if base else float("nan")
+    lt_delta = summary["with"]["long_task_ms_median"] - summary["without"]["long_task_ms_median"]
+    print_table(
+        f"Extension overhead on /bench.html ({args.loads} loads each, medians)",
+        ["browser", "load ms", "load p90 ms", "DCL ms", "long tasks ms"],
+        [
+            [name, f"{s['load_ms_median']:.1f}", f"{s['load_ms_p90']:.1f}", f"{s['dcl_ms_median']:.1f}", f"{s['long_task_ms_median']:.1f}"]
+            for name, s in summary.items()
+        ],
+    )
+    verdict = "meets" if overhead < 5 else "misses"
+    untracked = summary["with, untracked tab"]["load_ms_median"]
+    untracked_overhead = (untracked - base) / base * 100 if base else float("nan")
+    print(f"load-time overhead: {overhead:+.1f} % tracked ({verdict} the < 5 % target), {untracked_overhead:+.1f} % untracked;"
+          f" absolute {summary['with']['load_ms_median'] - base:+.1f} ms; long-task delta: {lt_delta:+.1f} ms")
+    print(f"console entries the daemon received from the tracked runs: {entries}")
+    path = write_json("extension_overhead", {
+        "loads": args.loads, "summary": summary, "load_overhead_percent": overhead,
+        "untracked_load_overhead_percent": untracked_overhead,
+        "long_task_delta_ms": lt_delta, "daemon_entries": entries, "samples": samples,
+        "target_percent": 5, "meets_target": overhead < 5,
+    })
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

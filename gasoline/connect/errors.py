@@ -1,0 +1,18 @@
+"""Errors shared by the connector's modules (kept free of heavy imports)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RegistrationRefused(Exception):
+    """``POST /clients`` answered with an error (e.g. ``too_many_clients``, 401 without the key)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        msg = None
+        if isinstance(body, dict):
+            msg = body.get("message") or body.get("error")
+        detail = f"HTTP {status}: {msg}" if isinstance(msg, str) and msg else f"HTTP {status}"
+        super().__init__(f"registration refused ({detail})")

@@ -1,0 +1,593 @@
+"""
+The query router: extension-bound requests of many agents, each answered to the agent that asked.
+
+An agent's extension-bound call (``analyze dom``, ``interact click``, a screenshot, ...) becomes a
+command ``q-<n>`` in the L{CommandQueue}, owned by the calling client. The extension picks it up
+through ``/sync`` and answers it in a later sync's ``command_results`` (or through
+``POST /query-result``, ``/dom-result``, or ``POST /screenshots`` with ``query_id``); every one of
+those paths ends in L{CommandQueue.resolve}, whose listener here routes the result **by command id
+only** to the one L{_Pending} record that created it. A result therefore fires its owner's
+Deferred and nothing else, and another client has no way to read it.
+
+One cleanup path
+================
+Each command's Deferred is created with a canceller (L{_Pending.cleanup}) that removes the command
+from the queue (it is not delivered any more) and from the owner's pending set. The three ways a
+caller can give up all go through C{Deferred.cancel()}:
+
+ - timeout: C{Deferred.addTimeout(t, clock)} cancels it, and the failure becomes
+   L{ExtensionTimeout};
+ - cancellation (MCP ``notifications/cancelled``): L{QueryRouter.cancel};
+ - the client going away: L{QueryRouter.client_gone}.
+
+When the extension answers, or the link declares it disconnected (every pending command fails with
+L{ExtensionDisconnected}), the same record is detached first and then its Deferred fires; the
+timeout's delayed call is cancelled by C{addTimeout} when it fires, so nothing leaks.
+
+Async mode
+==========
+L{QueryRouter.submit} starts the same command and returns a ``correlation_id`` at once; the outcome
+is kept per owner (bounded, and dropped after C{result_ttl}; an outcome past that answers
+``expired`` for another C{result_ttl}) and L{QueryRouter.command_result} returns it only to its
+owner. Any other client, and any unknown id, gets the same ``no_data`` error.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict, deque
+from typing import Any, Callable
+
+import attrs
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from gasoline.core.commands import Command, command_number
+from gasoline.core.errors import (
+    ExtensionDisconnected,
+    ExtensionTimeout,
+    GasolineError,
+    InvalidParam,
+    QueueFull,
+)
+from gasoline.interfaces import IQueryRouter
+
+log = Logger()
+
+#: Seconds a synchronous call waits for the extension (tool-surface.md: "up to ~15 s").
+DEFAULT_TIMEOUT = 15.0
+#: Seconds an async (background) command waits for the extension.
+DEFAULT_ASYNC_TIMEOUT = 60.0
+#: Commands one client may have waiting at once.
+PER_CLIENT_LIMIT = 100
+#: Commands all clients together may have waiting at once.
+TOTAL_LIMIT = 1000
+#: Seconds a finished async outcome is kept (then it answers ``expired`` as long again).
+RESULT_TTL = 300.0
+#: Async outcomes kept per client (the oldest finished ones go first).
+MAX_OUTCOMES_PER_CLIENT = 200
+#: Recently failed commands remembered per client for ``failed_commands``.
+MAX_FAILED_PER_CLIENT = 50
+#: The longest timeout a caller may ask for.
+MAX_TIMEOUT = 600.0
+#: Extra seconds the queue keeps a command past the router's own timeout, so the router's
+#: timeout (not the queue's lazy expiry) is what normally ends a command.
+QUEUE_GRACE = 5.0
+
+PENDING = "pending"
+COMPLETE = "complete"
+ERROR = "error"
+TIMEOUT = "timeout"
+EXPIRED = "expired"
+CANCELLED = "cancelled"
+NO_DATA = "no_data"
+
+
+class CommandCancelled(GasolineError):
+    """The extension reported the command as cancelled."""
+
+    code = "cancelled"
+
+
+class ExtensionError(GasolineError):
+    """The extension ran the command and reported an error (its text is in the message)."""
+
+    code = "extension_error"
+    retry = "Check the selector/parameters against the page; the error text comes from the extension."
+
+
+def _no_data(correlation_id: Any) -> GasolineError:
+    return GasolineError(
+        f"no command result for correlation_id {correlation_id!r} (unknown, or not yours)",
+        code=NO_DATA,
+        retry="Use the correlation_id a background call returned to you; results are kept "
+        f"{RESULT_TTL:g} s.",
+    )
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """One command a caller is waiting for (a sync call or an async submit)."""
+
+    router: "QueryRouter"
+    command: Command
+    owner: str
+    timeout: float
+    deferred: Deferred = attrs.field(default=None)
+    #: The async outcome this command feeds, if it was submitted in async mode.
+    outcome: "_Outcome | None" = None
+    detached: bool = False
+
+    def cleanup(self, _deferred: Deferred | None = None) -> None:
+        """The canceller (the one cleanup path): forget the command everywhere. Idempotent."""
+        if self.detached:
+            return
+        self.detached = True
+        self.router._forget(self)
+
+
+@attrs.define(eq=False)
+class _Outcome:
+    """The outcome of an async command, as its owner will read it."""
+
+    correlation_id: str
+    command_id: str
+    type: str
+    created_at: float
+    status: str = PENDING
+    result: Any = None
+    error: dict[str, Any] | None = None
+    completed_at: float | None = None
+    expired_at: float | None = None
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "correlation_id": self.correlation_id,
+            "command_id": self.command_id,
+            "type": self.type,
+            "status": self.status,
+            "created_at": self.created_at,
+        }
+        if self.completed_at is not None:
+            out["completed_at"] = self.completed_at
+            out["elapsed_ms"] = round((self.completed_at - self.created_at) * 1000.0, 3)
+        else:
+            out["age_ms"] = round((now - self.created_at) * 1000.0, 3)
+        if self.status == COMPLETE:
+            out["result"] = self.result
+        elif self.error is not None:
+            out.update(self.error)
+        return out
+
+
+def _error_fields(failure: Failure) -> dict[str, Any]:
+    value = failure.value
+    if isinstance(value, GasolineError):
+        out = {"error": value.code, "message": value.message}
+        if value.retry:
+            out["retry"] = value.retry
+        return out
+    return {"error": "internal_error", "message": failure.getErrorMessage()}
+
+
+def _status_of(failure: Failure) -> str:
+    if failure.check(ExtensionTimeout):
+        return TIMEOUT
+    if failure.check(CancelledError, CommandCancelled):
+        return CANCELLED
+    return ERROR
+
+
+@implementer(IQueryRouter)
+@attrs.define(eq=False)
+class QueryRouter:
+    """Routes extension-bound commands to their owners; see the module docstring.
+
+    C{extension_link} is the L{gasoline.core.extension.ExtensionLink} (C{connected},
+    C{commands}, C{on_disconnect}). C{registry}, when given, mirrors each owner's pending command
+    ids into its C{ClientState.pending_commands}.
+    """
+
+    clock: IReactorTime
+    extension_link: Any
+    default_timeout: float = attrs.field(default=DEFAULT_TIMEOUT, kw_only=True)
+    async_timeout: float = attrs.field(default=DEFAULT_ASYNC_TIMEOUT, kw_only=True)
+    per_client_limit: int = attrs.field(default=PER_CLIENT_LIMIT, kw_only=True)
+    total_limit: int = attrs.field(default=TOTAL_LIMIT, kw_only=True)
+    result_ttl: float = attrs.field(default=RESULT_TTL, kw_only=True)
+    max_outcomes: int = attrs.field(default=MAX_OUTCOMES_PER_CLIENT, kw_only=True)
+    max_failed: int = attrs.field(default=MAX_FAILED_PER_CLIENT, kw_only=True)
+    registry: Any = attrs.field(default=None, kw_only=True)
+
+    #: Every command waiting for the extension, by command id.
+    _by_id: dict[str, _Pending] = attrs.field(factory=dict, init=False)
+    #: owner -> {command id -> pending}, in queue order.
+    _owned: dict[str, dict[str, _Pending]] = attrs.field(factory=dict, init=False)
+    #: owner -> {correlation id -> outcome}, oldest first.
+    _outcomes: dict[str, OrderedDict[str, _Outcome]] = attrs.field(factory=dict, init=False)
+    #: owner -> recently failed commands.
+    _failed: dict[str, deque] = attrs.field(factory=dict, init=False)
+    _next_correlation: int = attrs.field(default=1, init=False)
+    _unsubscribe: list[Callable[[], None]] = attrs.field(factory=list, init=False)
+    #: Counters for /health and /metrics.
+    stats: dict[str, int] = attrs.field(init=False, factory=lambda: {
+        "calls": 0, "complete": 0, "error": 0, "timeout": 0, "cancelled": 0,
+        "disconnected": 0, "queue_full": 0, "unrouted_results": 0,
+    })
+
+    def __attrs_post_init__(self) -> None:
+        self._unsubscribe.append(self.commands.on_result(self._on_result))
+        self._unsubscribe.append(self.extension_link.on_disconnect(self._on_disconnect))
+
+    @property
+    def commands(self):
+        return self.extension_link.commands
+
+    def close(self) -> None:
+        """Shut down: cancel every pending command (its caller gets C{CancelledError}) and stop
+        listening to the queue and the link (tests, daemon shutdown)."""
+        for owner in list(self._owned):
+            self.client_gone(owner)
+        for remove in self._unsubscribe:
+            remove()
+        self._unsubscribe.clear()
+
+    def service(self) -> Service:
+        """A service whose stop runs L{close} (add it to the daemon's services)."""
+        return _RouterService(self)
+
+    # -- starting commands ------------------------------------------------------------------------
+
+    def call(
+        self,
+        owner: str,
+        type: str,
+        params: dict[str, Any] | None = None,
+        tab_id: int | None = None,
+        timeout: float | None = None,
+    ) -> Deferred:
+        """See L{IQueryRouter.call}. Every refusal comes back as a failed Deferred."""
+        try:
+            pending = self._start(owner, type, params, tab_id, timeout, self.default_timeout, None)
+        except GasolineError as e:
+            return fail(e)
+        return pending.deferred
+
+    def submit(
+        self,
+        owner: str,
+        type: str,
+        params: dict[str, Any] | None = None,
+        tab_id: int | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """See L{IQueryRouter.submit}: the correlation id, at once."""
+        correlation_id = f"{type}-{self._next_correlation}-{secrets.token_hex(4)}"
+        self._next_correlation += 1
+        pending = self._start(owner, type, params, tab_id, timeout, self.async_timeout,
+                              correlation_id)
+        now = self.clock.seconds()
+        self._purge(owner, now)
+        outcome = _Outcome(correlation_id, pending.command.id, type, now)
+        pending.outcome = outcome
+        outcomes = self._outcomes.setdefault(owner, OrderedDict())
+        outcomes[correlation_id] = outcome
+        self._cap(outcomes)
+
+        def done(result: Any) -> None:
+            outcome.status = COMPLETE
+            outcome.result = result
+            outcome.completed_at = self.clock.seconds()
+
+        def failed(failure: Failure) -> None:
+            outcome.status = _status_of(failure)
+            outcome.error = _error_fields(failure)
+            outcome.completed_at = self.clock.seconds()
+
+        pending.deferred.addCallbacks(done, failed)
+        return correlation_id
+
+    def _start(
+        self,
+        owner: str,
+        type: str,
+        params: dict[str, Any] | None,
+        tab_id: int | None,
+        timeout: float | None,
+        default_timeout: float,
+        correlation_id: str | None,
+    ) -> _Pending:
+        if not isinstance(owner, str) or not owner:
+            raise InvalidParam("a command needs the calling client's id as its owner")
+        if not isinstance(type, str) or not type:
+            raise InvalidParam("a command needs a type (dom, a11y, execute, ...)")
+        if params is not None and not isinstance(params, dict):
+            raise InvalidParam("command params must be an object")
+        if timeout is None:
+            timeout = default_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            0 < timeout <= MAX_TIMEOUT
+        ):
+            raise InvalidParam(f"timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
+        if not self.extension_link.connected:
+            self.stats["disconnected"] += 1
+            raise ExtensionDisconnected("the browser extension is not connected to this daemon")
+        mine = self._owned.get(owner)
+        if mine is not None and len(mine) >= self.per_client_limit:
+            self.stats["queue_full"] += 1
+            raise QueueFull(
+                f"you already have {len(mine)} commands waiting for the extension "
+                f"(limit {self.per_client_limit})",
+                limit=self.per_client_limit, scope="client",
+            )
+        if len(self._by_id) >= self.total_limit:
+            self.stats["queue_full"] += 1
+            raise QueueFull(
+                f"{len(self._by_id)} commands of all clients are waiting for the extension "
+                f"(limit {self.total_limit})",
+                limit=self.total_limit, scope="total",
+            )
+        command = self.commands.enqueue(
+            type, params, owner=owner, tab_id=tab_id, correlation_id=correlation_id,
+            ttl=timeout + QUEUE_GRACE,
+        )
+        pending = _Pending(self, command, owner, float(timeout))
+        pending.deferred = Deferred(pending.cleanup)
+        self._by_id[command.id] = pending
+        self._owned.setdefault(owner, {})[command.id] = pending
+        state = self._state(owner)
+        if state is not None:
+            state.pending_commands.add(command.id)
+        self.stats["calls"] += 1
+
+        def timed_out(result: Any, seconds: float) -> Failure:
+            self.stats["timeout"] += 1
+            return Failure(ExtensionTimeout(
+                f"the extension did not answer {type} command {command.id} within {seconds:g} s",
+                command_id=command.id,
+            ))
+
+        pending.deferred.addTimeout(timeout, self.clock, onTimeoutCancel=timed_out)
+        pending.deferred.addErrback(self._note_failure, pending)
+        return pending
+
+    # -- giving up (all through Deferred.cancel -> _Pending.cleanup) ------------------------------
+
+    def cancel(self, owner: str, command_id: str) -> bool:
+        """See L{IQueryRouter.cancel}. C{command_id} may be a ``q-<n>`` id or a correlation id."""
+        mine = self._owned.get(owner)
+        if not mine or not isinstance(command_id, str):
+            return False
+        pending = mine.get(command_id)
+        if pending is None:
+            outcome = self._outcomes.get(owner, {}).get(command_id)
+            if outcome is not None:
+                pending = mine.get(outcome.command_id)
+        if pending is None:
+            return False
+        pending.deferred.cancel()
+        return True
+
+    def client_gone(self, owner: str) -> int:
+        """See L{IQueryRouter.client_gone}."""
+        mine = list(self._owned.get(owner, {}).values())
+        for pending in mine:
+            pending.deferred.cancel()
+        return len(mine)
+
+    def _forget(self, pending: _Pending) -> None:
+        """Remove C{pending} from the queue, the id index and its owner's set."""
+        command_id = pending.command.id
+        self.commands.cancel(command_id)
+        self._by_id.pop(command_id, None)
+        mine = self._owned.get(pending.owner)
+        if mine is not None:
+            mine.pop(command_id, None)
+            if not mine:
+                del self._owned[pending.owner]
+        state = self._state(pending.owner)
+        if state is not None:
+            state.pending_commands.discard(command_id)
+
+    def _note_failure(self, failure: Failure, pending: _Pending) -> Failure:
+        status = _status_of(failure)
+        if status == CANCELLED:
+            self.stats["cancelled"] += 1
+        elif status == ERROR:
+            self.stats["error"] += 1
+        failed = self._failed.get(pending.owner)
+        if failed is None:
+            failed = self._failed[pending.owner] = deque(maxlen=self.max_failed)
+        entry = {
+            "command_id": pending.command.id,
+            "type": pending.command.type,
+            "status": status,
+            "created_at": pending.command.created_at,
+            "failed_at": self.clock.seconds(),
+            **_error_fields(failure),
+        }
+        if pending.command.correlation_id is not None:
+            entry["correlation_id"] = pending.command.correlation_id
+        failed.append(entry)
+        return failure
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def _on_result(self, result: dict[str, Any]) -> None:
+        """A queue listener: route one result dict to the pending record of its command id."""
+        command_id = result.get("id")
+        pending = self._by_id.get(command_id) if isinstance(command_id, str) else None
+        if pending is None:
+            # Not one of ours (queued by someone else, or already given up on): nobody to tell.
+            self.stats["unrouted_results"] += 1
+            return
+        pending.cleanup()
+        status = result.get("status")
+        if status == COMPLETE and "error" not in result:
+            self.stats["complete"] += 1
+            pending.deferred.callback(result.get("result"))
+            return
+        pending.deferred.errback(Failure(self._error_for(pending, result)))
+
+    def _error_for(self, pending: _Pending, result: dict[str, Any]) -> GasolineError:
+        command = pending.command
+        code = result.get("error")
+        text = code if isinstance(code, str) else repr(code)
+        message = result.get("message")
+        if isinstance(message, str) and message and message != text:
+            text = f"{text}: {message}"
+        text = text[:2000]
+        status = result.get("status")
+        if code == ExtensionDisconnected.code:
+            self.stats["disconnected"] += 1
+            return ExtensionDisconnected(
+                message if isinstance(message, str) else "the browser extension disconnected",
+                command_id=command.id,
+            )
+        if status == EXPIRED:
+            return ExtensionTimeout(
+                f"{command.type} command {command.id} expired before the extension answered",
+                command_id=command.id,
+            )
+        if status == TIMEOUT:
+            return ExtensionTimeout(
+                f"the extension timed out running {command.type} command {command.id}: {text}",
+                command_id=command.id,
+            )
+        if status == CANCELLED:
+            return CommandCancelled(
+                f"the extension cancelled {command.type} command {command.id}: {text}",
+                command_id=command.id,
+            )
+        return ExtensionError(
+            f"the extension reported an error for {command.type} command {command.id}: {text}",
+            command_id=command.id, extension_error=text,
+        )
+
+    def _on_disconnect(self) -> None:
+        """The link declared the extension gone: fail whatever is still waiting."""
+        waiting = list(self._by_id.values())
+        for pending in waiting:
+            pending.cleanup()
+            self.stats["disconnected"] += 1
+            pending.deferred.errback(Failure(ExtensionDisconnected(
+                "the browser extension disconnected before answering "
+                f"{pending.command.type} command {pending.command.id}",
+                command_id=pending.command.id,
+            )))
+
+    # -- reading (only the caller's own) ----------------------------------------------------------
+
+    def command_result(self, owner: str, correlation_id: str) -> dict[str, Any]:
+        """See L{IQueryRouter.command_result}."""
+        now = self.clock.seconds()
+        self._purge(owner, now)
+        outcome = None
+        if isinstance(correlation_id, str):
+            outcome = self._outcomes.get(owner, {}).get(correlation_id)
+        if outcome is None:
+            raise _no_data(correlation_id)
+        return outcome.to_json(now)
+
+    def pending_commands(self, owner: str) -> list[dict[str, Any]]:
+        """See L{IQueryRouter.pending_commands}."""
+        now = self.clock.seconds()
+        acked = self.commands.acked_upto
+        out = []
+        for pending in self._owned.get(owner, {}).values():
+            command = pending.command
+            entry = {
+                "command_id": command.id,
+                "type": command.type,
+                "status": PENDING,
+                "delivered": (command_number(command.id) or 0) <= acked,
+                "created_at": command.created_at,
+                "age_ms": round((now - command.created_at) * 1000.0, 3),
+                "timeout_s": pending.timeout,
+            }
+            if command.correlation_id is not None:
+                entry["correlation_id"] = command.correlation_id
+            out.append(entry)
+        return out
+
+    def failed_commands(self, owner: str) -> list[dict[str, Any]]:
+        """See L{IQueryRouter.failed_commands}: kept for C{result_ttl}, newest last."""
+        failed = self._failed.get(owner)
+        if not failed:
+            return []
+        horizon = self.clock.seconds() - self.result_ttl
+        while failed and failed[0]["failed_at"] < horizon:
+            failed.popleft()
+        if not failed:
+            del self._failed[owner]
+            return []
+        return [dict(entry) for entry in failed]
+
+    def pending_count(self, owner: str | None = None) -> int:
+        """Commands waiting: of C{owner}, or of everyone."""
+        if owner is None:
+            return len(self._by_id)
+        return len(self._owned.get(owner, ()))
+
+    def health(self) -> dict[str, Any]:
+        """Counters for ``/health`` (no client's data)."""
+        return {"pending": len(self._by_id), "clients_waiting": len(self._owned), **self.stats}
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def _purge(self, owner: str, now: float) -> None:
+        """Age C{owner}'s finished outcomes: results past C{result_ttl} become ``expired``
+        tombstones, tombstones past C{result_ttl} go."""
+        outcomes = self._outcomes.get(owner)
+        if not outcomes:
+            return
+        horizon = now - self.result_ttl
+        for key, outcome in list(outcomes.items()):
+            if outcome.expired_at is not None:
+                if outcome.expired_at <= horizon:
+                    del outcomes[key]
+            elif outcome.completed_at is not None and outcome.completed_at <= horizon:
+                outcome.status = EXPIRED
+                outcome.result = None
+                outcome.error = {"error": "result_expired",
+                                 "message": f"the result was dropped after {self.result_ttl:g} s"}
+                outcome.expired_at = now
+        if not outcomes:
+            del self._outcomes[owner]
+
+    def _cap(self, outcomes: OrderedDict[str, _Outcome]) -> None:
+        """Drop the oldest finished outcomes past C{max_outcomes} (pending ones are bounded by
+        the per-client limit)."""
+        excess = len(outcomes) - self.max_outcomes
+        if excess <= 0:
+            return
+        for key in [k for k, o in outcomes.items() if o.status != PENDING][:excess]:
+            del outcomes[key]
+
+    def _state(self, owner: str):
+        if self.registry is None:
+            return None
+        return self.registry.get(owner)
+
+
+class _RouterService(Service):
+    def __init__(self, router: QueryRouter) -> None:
+        self.router = router
+
+    def stopService(self):
+        super().stopService()
+        self.router.close()
+
+
+__all__ = [
+    "QueryRouter",
+    "ExtensionError",
+    "CommandCancelled",
+    "DEFAULT_TIMEOUT",
+    "PER_CLIENT_LIMIT",
+    "TOTAL_LIMIT",
+]

@@ -204,13 +204,11 @@ class FakeExtension:
     #: Per-request timeout (the extension aborts a sync after 8 s).
     request_timeout: float = 8.0
     retry_delay: float = 0.5
-    #: Result syncs that may be in flight at once besides the poll loop's own.
-    max_flushes: int = 4
     extension_version: str = "0.7.9"
     ext_session_id: str = attrs.field(factory=lambda: f"ext_fake_{next(_ext_sessions)}")
     #: Every command received (first delivery only), in order.
     received: list[dict[str, Any]] = attrs.field(factory=list, init=False)
-    #: Every result sent in a sync, in order.
+    #: Every result put in a sync request, in order (one re-sent after a failed sync repeats).
     sent_results: list[dict[str, Any]] = attrs.field(factory=list, init=False)
     syncs: int = attrs.field(default=0, init=False)
     errors: list[Any] = attrs.field(factory=list, init=False)
@@ -223,7 +221,9 @@ class FakeExtension:
     _outbox: list[dict[str, Any]] = attrs.field(factory=list, init=False)
     _running_cmds: dict[str, tuple[dict[str, Any], int]] = attrs.field(factory=dict, init=False)
     _inflight: set[Any] = attrs.field(factory=set, init=False)
-    _flushes: int = attrs.field(default=0, init=False)
+    _flush_d: Any = attrs.field(default=None, init=False)
+    #: Result syncs cancelled (while held by the daemon's long poll) to send newer results.
+    resent: int = attrs.field(default=0, init=False)
     _flush_call: Any = attrs.field(default=None, init=False)
     _next_poll_ms: int = attrs.field(default=1000, init=False)
     _loop: Any = attrs.field(default=None, init=False)
@@ -243,7 +243,7 @@ class FakeExtension:
             return self
         self.running = True
         self._pool = HTTPConnectionPool(self.reactor, persistent=True)
-        self._pool.maxPersistentPerHost = self.max_flushes + 4
+        self._pool.maxPersistentPerHost = 4
         self._http = HTTPClient(Agent(self.reactor, pool=self._pool))
         self._loop = Deferred.fromCoroutine(self._poll_loop())
         self._loop.addErrback(self._log_failure, "poll loop")
@@ -258,6 +258,7 @@ class FakeExtension:
         if self._flush_call is not None and self._flush_call.active():
             self._flush_call.cancel()
         self._flush_call = None
+        self._flush_d = None
         for d in list(self._inflight):
             d.cancel()
         self._inflight.clear()
@@ -277,15 +278,19 @@ class FakeExtension:
 
         async def poll() -> None:
             deadline = self.reactor.seconds() + timeout
+            problem: Any = None
             while True:
                 try:
-                    body = await self._request(b"GET", "/health", None)
+                    body = await self._request("GET", "/health", None)
                     if body.get("capture", {}).get("extension_connected"):
                         return
-                except Exception:
-                    pass
+                except Exception as e:  # not up yet; say why if it never comes up
+                    problem = e
                 if self.reactor.seconds() > deadline:
-                    raise TimeoutError("the daemon never saw the fake extension connected")
+                    raise TimeoutError(
+                        "the daemon never saw the fake extension connected "
+                        f"(last /health error: {problem!r}; sync errors: {self.errors[-3:]!r})"
+                    )
                 await self._track(deferLater(self.reactor, 0.02, lambda: None))
 
         return Deferred.fromCoroutine(poll())
@@ -302,7 +307,7 @@ class FakeExtension:
         d.addBoth(untrack)
         return d
 
-    async def _request(self, method: bytes, path: str, body: Any) -> dict[str, Any]:
+    async def _request(self, method: str, path: str, body: Any) -> dict[str, Any]:
         import treq  # noqa: PLC0415
 
         data = None if body is None else json.dumps(body).encode()
@@ -312,7 +317,7 @@ class FakeExtension:
         ))
         content = await self._track(treq.content(response))
         if response.code != 200:
-            raise RuntimeError(f"{method.decode()} {path} answered {response.code}: {content[:200]!r}")
+            raise RuntimeError(f"{method} {path} answered {response.code}: {content[:200]!r}")
         return json.loads(content)
 
     # -- /sync -------------------------------------------------------------------------------------
@@ -338,13 +343,13 @@ class FakeExtension:
 
     async def _sync_once(self) -> None:
         results, self._outbox = self._outbox, []
+        self.sent_results.extend(results)
         try:
-            response = await self._request(b"POST", "/sync", self._sync_request(results))
+            response = await self._request("POST", "/sync", self._sync_request(results))
         except BaseException:
-            self._outbox[:0] = results  # not delivered: send them again
+            self._outbox[:0] = results  # no answer: send them again (the daemon ignores repeats)
             raise
         self.syncs += 1
-        self.sent_results.extend(results)
         next_poll = response.get("next_poll_ms")
         if isinstance(next_poll, int):
             self._next_poll_ms = next_poll
@@ -379,28 +384,40 @@ class FakeExtension:
                 except CancelledError:
                     return
 
-    def _schedule_flush(self) -> None:
-        if not self.running or self._flush_call is not None or self._flushes >= self.max_flushes:
+    def _schedule_flush(self, delay: float = 0) -> None:
+        if not self.running or self._flush_call is not None:
             return
-        self._flush_call = self.reactor.callLater(0, self._flush)
+        self._flush_call = self.reactor.callLater(delay, self._flush)
 
     def _flush(self) -> None:
-        from twisted.internet.defer import Deferred  # noqa: PLC0415
+        """Send every finished result now. The daemon holds a sync that has nothing to hand out
+        (long poll), so a result sync still held when more results are ready is cancelled and its
+        results go again with the new ones (the daemon ignores a result it already has)."""
+        from twisted.internet.defer import CancelledError, Deferred  # noqa: PLC0415
+        from twisted.python.failure import Failure  # noqa: PLC0415
 
         self._flush_call = None
         if not self.running or not self._outbox:
             return
-        self._flushes += 1
-        d = Deferred.fromCoroutine(self._sync_once())
+        held, self._flush_d = self._flush_d, None
+        if held is not None:
+            self.resent += 1
+            held.cancel()  # puts its results back at the front of the outbox
+        d = self._flush_d = Deferred.fromCoroutine(self._sync_once())
 
         def done(result):
-            self._flushes -= 1
-            if self._outbox:
+            if self._flush_d is d:
+                self._flush_d = None
+            if isinstance(result, Failure):
+                if result.check(CancelledError):
+                    return  # superseded by a newer flush, or stopped
+                if self.running:
+                    self.errors.append(result.value)
+                self._schedule_flush(self.retry_delay)
+            elif self._outbox:
                 self._schedule_flush()
-            return result
 
         d.addBoth(done)
-        d.addErrback(self._swallow)
 
     def _swallow(self, failure) -> None:
         from twisted.internet.defer import CancelledError  # noqa: PLC0415
@@ -470,7 +487,7 @@ class FakeExtension:
         }
         if command.get("correlation_id"):
             body["correlation_id"] = command["correlation_id"]
-        await self._request(b"POST", "/screenshots", body)
+        await self._request("POST", "/screenshots", body)
         self.sent_results.append({"id": command["id"], "status": "complete", "via": "/screenshots"})
 
     # -- default answers ---------------------------------------------------------------------------

@@ -20,10 +20,17 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from gasoline.testing import EXTENSION_HEADERS, DaemonProcess
+
+pytestmark = [
+    pytest.mark.integration,
+    # mcp 2.3.0 warns that a future revision deprecates logging; the revisions we speak have it.
+    pytest.mark.filterwarnings("ignore:The logging capability is deprecated"),
+]
 
 FIVE_TOOLS = {"observe", "analyze", "generate", "configure", "interact"}
 ENTRIES = [

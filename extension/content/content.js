@@ -77,7 +77,18 @@
   });
 
   // ---------------------------------------------------------------- user actions
-  const selectorsFor = (el) => globalThis.__gasolineCommands.selectorsFor(el);
+  // commands.js (loaded just before this file) holds the selector logic; if it is missing (e.g. a
+  // page that replaced its globals before we ran), fall back to the basic selectors.
+  const selectorsFor = (el) => {
+    if (globalThis.__gasolineCommands) return globalThis.__gasolineCommands.selectorsFor(el);
+    const out = { tag: el.tagName.toLowerCase() };
+    if (el.id) out.css = '#' + el.id;
+    const testId = el.getAttribute('data-testid');
+    if (testId) out.testId = testId;
+    const aria = el.getAttribute('aria-label');
+    if (aria) out.ariaLabel = aria;
+    return out;
+  };
 
   const isPassword = (el) => el && el.tagName === 'INPUT' && (el.type === 'password' || /password|passwd|secret|otp|cc-number|cc-csc/i.test(el.autocomplete || ''));
 

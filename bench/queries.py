@@ -2,8 +2,8 @@
 Query routing benchmark (issue 4).
 
 10 clients x 100 concurrent ``dom`` calls per round through the query router, answered by the
-FakeExtension over real HTTP (``POST /sync`` on 127.0.0.1) against the daemon's components running
-in this process on the real reactor (the MCP tools are not wired to the router yet, so the calls
+FakeExtension (in its own process, ``bench/_queries_fake.py``) over real HTTP (``POST /sync`` on
+127.0.0.1) against the daemon's components running in this process on the real reactor (the MCP tools are not wired to the router yet, so the calls
 enter at ``QueryRouter.call``). Reports:
 
  - calls/s per round (queue -> /sync long poll -> fake extension -> result sync -> Deferred);
@@ -15,12 +15,16 @@ enter at ``QueryRouter.call``). Reports:
  - misrouted results: answers whose selector is not the one the caller asked for (must be 0),
    plus results the router could not route.
 
-    .venv/bin/python bench/queries.py [--clients 10] [--calls 100] [--rounds 5]
+Two scenarios: instant answers (every result of a round comes back in one or two syncs: the worst
+case for batching) and 0..20 ms of simulated extension work per command.
+
+    .venv/bin/python bench/queries.py [--clients 10] [--calls 100] [--rounds 5] [--work-ms 20]
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +36,6 @@ from _common import median, percentile, print_table, write_json  # noqa: E402
 
 from gasoline.app import Config, build  # noqa: E402
 from gasoline.http.request import GasolineRequest, GasolineSite  # noqa: E402
-from gasoline.testing import FakeExtension  # noqa: E402
 
 #: perf_counter() when the request now being processed was fully received, else None.
 _arrival: list[float | None] = [None]
@@ -50,19 +53,17 @@ class TimedRequest(GasolineRequest):
             _arrival[0] = None
 
 
-def dom_answer(params: dict) -> dict:
-    selector = params.get("selector")
-    return {"selector": selector, "match_count": 1,
-            "matches": [{"tag": "div", "text": f"fake match for {selector}", "visible": True}]}
+async def _sleep(reactor, seconds: float) -> None:
+    from twisted.internet.task import deferLater  # noqa: PLC0415
+
+    await deferLater(reactor, seconds, lambda: None)
 
 
 async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float) -> dict:
-    """One scenario. C{work_ms} > 0: each dom command takes a uniform 0..work_ms of simulated
-    extension work (results then arrive spread out, in smaller syncs, as from a real browser)."""
-    import random  # noqa: PLC0415
-
+    """One scenario. The FakeExtension runs in its own process (bench/_queries_fake.py). With
+    C{work_ms} > 0 each dom command takes a uniform 0..work_ms of simulated extension work, so
+    results arrive spread out, in smaller syncs, as from a real browser."""
     from twisted.internet.defer import gatherResults  # noqa: PLC0415
-    from twisted.internet.task import deferLater  # noqa: PLC0415
 
     state = Path(tempfile.mkdtemp(prefix="gasoline-bench-queries-"))
     app = build(Config(state_dir=state, persist=False), reactor)
@@ -70,16 +71,19 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float) ->
     site.requestFactory = TimedRequest
     port = reactor.listenTCP(0, site, interface="127.0.0.1")
     url = f"http://127.0.0.1:{port.getHost().port}"
-    handlers = {}
-    if work_ms > 0:
-        rng = random.Random(4)
-        handlers["dom"] = lambda params: deferLater(
-            reactor, rng.uniform(0, work_ms) / 1000.0, dom_answer, params)
-    fake = FakeExtension(url, reactor, handlers=handlers, poll_interval=0).start()
+    fake = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("_queries_fake.py")), url, str(work_ms)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+    )
     router = app.router
     out: dict = {"work_ms": work_ms, "rounds": []}
     try:
-        await fake.connected()
+        for _ in range(500):
+            if app.extension.connected:
+                break
+            await _sleep(reactor, 0.02)
+        else:
+            raise RuntimeError("the fake extension process never synced")
         overhead_all: list[float] = []
         misrouted = unattributed = 0
         for r in range(rounds + 1):  # round 0 warms up and is not reported
@@ -98,7 +102,6 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float) ->
 
             ds = []
             syncs0 = app.extension.syncs
-            resent0 = fake.resent
             t0 = time.perf_counter()
             for i in range(calls):
                 for c in range(clients):
@@ -112,16 +115,17 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float) ->
             n = clients * calls
             row = {
                 "round": r, "calls": n, "seconds": elapsed, "calls_per_s": n / elapsed,
-                "overhead_p50_ms": percentile(overhead, 50), "overhead_p99_ms": percentile(overhead, 99),
+                "overhead_p50_ms": percentile(overhead, 50),
+                "overhead_p99_ms": percentile(overhead, 99),
                 "overhead_max_ms": max(overhead) if overhead else float("nan"),
                 "misrouted": wrong[0], "unattributed": wrong[1],
                 "syncs": app.extension.syncs - syncs0,
-                "result_syncs_superseded": fake.resent - resent0,
             }
             out["rounds"].append(row)
             overhead_all += overhead
             misrouted += wrong[0]
             unattributed += wrong[1]
+            await _sleep(reactor, 0.2)  # let the last result syncs settle between rounds
         rows = out["rounds"]
         out["summary"] = {
             "clients": clients, "concurrent_calls_per_client": calls, "rounds": rounds,
@@ -132,11 +136,17 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float) ->
             "misrouted": misrouted,
             "unrouted_results": router.stats["unrouted_results"],
             "unattributed": unattributed,
-            "fake_extension_errors": [repr(e) for e in fake.errors],
             "targets": {"overhead_p99_ms": 5.0, "misrouted": 0},
         }
     finally:
-        await fake.stop()
+        fake.stdin.close()
+        for _ in range(250):
+            if fake.poll() is not None:
+                break
+            await _sleep(reactor, 0.02)
+        else:
+            fake.kill()
+            fake.wait()
         router.close()
         app.extension.stop()
         app.store.notifier.stop()

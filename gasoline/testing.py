@@ -204,6 +204,11 @@ class FakeExtension:
     #: Per-request timeout (the extension aborts a sync after 8 s).
     request_timeout: float = 8.0
     retry_delay: float = 0.5
+    #: Run one tab's commands one after another, as the real extension does (default: all at
+    #: once, which makes the daemon see every result of a burst in one sync).
+    sequential: bool = False
+    #: A result sync in flight this long is taken to be held by the daemon (see L{_flush}).
+    supersede_after: float = 0.01
     extension_version: str = "0.7.9"
     ext_session_id: str = attrs.field(factory=lambda: f"ext_fake_{next(_ext_sessions)}")
     #: Every command received (first delivery only), in order.
@@ -220,8 +225,10 @@ class FakeExtension:
     _ack_n: int = attrs.field(default=0, init=False)
     _outbox: list[dict[str, Any]] = attrs.field(factory=list, init=False)
     _running_cmds: dict[str, tuple[dict[str, Any], int]] = attrs.field(factory=dict, init=False)
+    _tab_queues: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
     _inflight: set[Any] = attrs.field(factory=set, init=False)
     _flush_d: Any = attrs.field(default=None, init=False)
+    _flush_started: float = attrs.field(default=0.0, init=False)
     #: Result syncs cancelled (while held by the daemon's long poll) to send newer results.
     resent: int = attrs.field(default=0, init=False)
     _flush_call: Any = attrs.field(default=None, init=False)
@@ -391,18 +398,25 @@ class FakeExtension:
 
     def _flush(self) -> None:
         """Send every finished result now. The daemon holds a sync that has nothing to hand out
-        (long poll), so a result sync still held when more results are ready is cancelled and its
-        results go again with the new ones (the daemon ignores a result it already has)."""
+        (long poll), so a result sync in flight for C{supersede_after} seconds (it has reached the
+        daemon and is being held) is cancelled when more results are ready, and its results go
+        again with the new ones (the daemon ignores a result it already has)."""
         from twisted.internet.defer import CancelledError, Deferred  # noqa: PLC0415
         from twisted.python.failure import Failure  # noqa: PLC0415
 
         self._flush_call = None
         if not self.running or not self._outbox:
             return
-        held, self._flush_d = self._flush_d, None
-        if held is not None:
+        now = self.reactor.seconds()
+        if self._flush_d is not None:
+            age = now - self._flush_started
+            if age < self.supersede_after:  # probably still on its way: let it arrive first
+                self._schedule_flush(self.supersede_after - age)
+                return
+            held, self._flush_d = self._flush_d, None
             self.resent += 1
             held.cancel()  # puts its results back at the front of the outbox
+        self._flush_started = now
         d = self._flush_d = Deferred.fromCoroutine(self._sync_once())
 
         def done(result):
@@ -444,7 +458,34 @@ class FakeExtension:
         self._run(command)
 
     def _run(self, command: dict[str, Any]) -> None:
-        from twisted.internet.defer import Deferred, maybeDeferred  # noqa: PLC0415
+        if not self.sequential:
+            self._execute(command)
+            return
+        # As the real extension does: one tab's commands run one after another, in queue order.
+        params = command.get("params") if isinstance(command.get("params"), dict) else {}
+        key = str(command.get("tab_id") or params.get("tab_id") or "tracked")
+        queue = self._tab_queues.setdefault(key, [])
+        queue.append(command)
+        if len(queue) == 1:
+            self._drain(key)
+
+    def _drain(self, key: str) -> None:
+        queue = self._tab_queues[key]
+        while queue:
+            d = self._execute(queue[0])
+            if not d.called:
+                def next_one(_, queue=queue) -> None:
+                    queue.pop(0)
+                    self._drain(key)
+
+                d.addBoth(next_one)
+                return
+            queue.pop(0)
+        del self._tab_queues[key]
+
+    def _execute(self, command: dict[str, Any]):
+        """Run one command; a Deferred that fires (with None) once its result is reported."""
+        from twisted.internet.defer import Deferred, maybeDeferred, succeed  # noqa: PLC0415
 
         kind = command.get("type")
         params = command.get("params") if isinstance(command.get("params"), dict) else {}
@@ -453,16 +494,17 @@ class FakeExtension:
             d = self._track(Deferred.fromCoroutine(self._screenshot(command)))
             d.addBoth(lambda _: self._running_cmds.pop(command["id"], None))
             d.addErrback(self._swallow)
-            return
+            return d
         handler = self.handlers.get(kind) or self._default_handlers().get(kind)
         if handler is None:
             self._report(command, {"status": "error", "error": "unknown_query_type"})
-            return
+            return succeed(None)
         d = maybeDeferred(handler, params)
         d.addCallbacks(
             lambda result: self._report(command, {"status": "complete", "result": result}),
             lambda failure: self._report(command, self._error_result(failure)),
         )
+        return d
 
     @staticmethod
     def _error_result(failure) -> dict[str, Any]:

@@ -17,6 +17,7 @@ async function load() {
   const s = settingsFromStorage(await chrome.storage.local.get(null));
   $('port').value = String(portOf(s.serverUrl));
   for (const [key, field] of Object.entries(TOGGLES)) $(key).checked = s[field];
+  document.body.dataset.ready = 'true';
 }
 
 $('save').addEventListener('click', async () => {

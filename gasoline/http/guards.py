@@ -32,7 +32,12 @@ from gasoline.http.json import json_error
 from gasoline.http.request import body_length, body_limit_for
 
 ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
-ALLOW_HEADERS = b"Content-Type, X-Gasoline-Client, X-Gasoline-Extension-Version, X-Gasoline-Key"
+#: The extension's headers (extension-protocol.md §1), then the MCP streamable-HTTP headers a
+#: browser-based MCP client must be allowed to send, and the connector's connection id.
+ALLOW_HEADERS = (
+    b"Content-Type, X-Gasoline-Client, X-Gasoline-Extension-Version, X-Gasoline-Key, "
+    b"Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, X-Gasoline-Connection, Authorization"
+)
 
 _LOOPBACK_HOSTS = frozenset({b"localhost", b"127.0.0.1", b"[::1]"})
 _PORT = re.compile(rb"\d{1,5}")

@@ -37,7 +37,8 @@ def test_options_page_sets_the_daemon_port_and_rejects_bad_ones(browser, site, e
     sw = browser.service_worker()
     eid = browser.extension_id()
     _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
-    wait_until(lambda: browser.cdp.evaluate(options, "document.getElementById('port').value") == "7890", 5, what="the default port")
+    wait_until(lambda: browser.cdp.evaluate(options, "document.body.dataset.ready === 'true'"), 5, what="the options page to load")
+    assert browser.cdp.evaluate(options, "document.getElementById('port').value") == "7890"  # the default
     browser.cdp.evaluate(options, f"document.getElementById('port').value = '{ext_daemon.port}'; document.getElementById('save').click(); 1")
     stored = wait_until(lambda: browser.cdp.evaluate(sw, "chrome.storage.local.get('serverUrl').then(r => r.serverUrl)"), 5, what="the saved port")
     assert stored == f"http://127.0.0.1:{ext_daemon.port}"

@@ -612,6 +612,35 @@ async function screenshot(cmd) {
   return { __answered: true };
 }
 
+async function linkHealth(cmd) {
+  const params = cmd.params || {};
+  const tab = await targetTab(cmd);
+  const limit = Math.max(1, Math.min(Number(params.limit) || 50, 200));
+  const [{ result: urls }] = await chrome.scripting.executeScript({
+    target: { tabId: tab.id },
+    func: (max) => Array.from(new Set(Array.from(document.links).map((a) => a.href.split('#')[0])))
+      .filter((u) => /^https?:/.test(u)).slice(0, max),
+    args: [limit],
+  });
+  const check = async (url) => {
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => ctrl.abort(), 5000);
+    const started = Date.now();
+    try {
+      let resp = await fetch(url, { method: 'HEAD', redirect: 'follow', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
+      if (resp.status === 405 || resp.status === 501) resp = await fetch(url, { method: 'GET', redirect: 'follow', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
+      return { url, status: resp.status, ok: resp.ok, redirected: resp.redirected, duration: Date.now() - started };
+    } catch (e) {
+      return { url, status: 0, ok: false, error: ctrl.signal.aborted ? 'timeout' : String((e && e.message) || e), duration: Date.now() - started };
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const links = [];
+  for (let i = 0; i < urls.length; i += 6) links.push(...await Promise.all(urls.slice(i, i + 6).map(check)));
+  return { page_url: tab.url, checked: links.length, broken: links.filter((l) => !l.ok).length, links };
+}
+
 async function tabsList() {
   const s = await loadSettings();
   const tabs = await chrome.tabs.query({});
@@ -634,6 +663,7 @@ async function dispatch(cmd) {
     case 'browser_action': return browserAction(cmd);
     case 'execute': return execute(cmd);
     case 'screenshot': return screenshot(cmd);
+    case 'link_health': return linkHealth(cmd);
     case 'page_info': {
       const tab = await targetTab(cmd);
       const info = await inTab(tab.id, 'page_info', params);

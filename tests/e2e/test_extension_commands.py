@@ -222,13 +222,14 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
         {"id": "q-6", "type": "tabs", "params": {}},
         {"id": "q-7", "type": "execute", "params": {"script": "throw new Error('boom')"}},
         {"id": "q-8", "type": "a11y", "params": {}},
+        {"id": "q-11", "type": "link_health", "params": {}},
         {"id": "q-10", "type": "execute", "params": {"script": "[document.title, typeof window.__gasolineHooks]", "world": "isolated"}},
         {"id": "q-9", "type": "browser_action", "params": {"action": "navigate", "url": site.url + "/blank.html?nav"}},
     ]
     with ScriptedDaemon(commands) as fake:
         browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "trackedTabUrl": site.url + "/commands.html",
                                  "aiWebPilotEnabled": True})
-        wanted = {f"q-{i}" for i in (1, 2, 3, 4, 6, 7, 8, 9, 10)}
+        wanted = {f"q-{i}" for i in (1, 2, 3, 4, 6, 7, 8, 9, 10, 11)}
         results = wait_until(lambda: fake.results_when(lambda r: wanted <= set(r)), 60, interval=0.3, what="every command result")
         wait_until(lambda: fake.screenshots, 20, what="the screenshot upload")
 
@@ -242,6 +243,9 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
         assert "image-alt" in {v["id"] for v in results["q-8"]["result"]["violations"]}
         # isolated: the page's DOM, not the page's JavaScript globals (inject.js's marker)
         assert results["q-10"]["result"]["result"] == ["Gasoline commands page", "undefined"]
+        links = {link["url"]: link["status"] for link in results["q-11"]["result"]["links"]}
+        assert links == {site.url + "/commands.html": 200, site.url + "/missing-page": 404}
+        assert results["q-11"]["result"]["broken"] == 1
         assert results["q-9"]["result"]["url"] == site.url + "/blank.html?nav"
         assert "q-5" not in results  # answered through POST /screenshots instead
         shot = fake.screenshots[0]

@@ -67,6 +67,7 @@ COMMANDS_PAGE = """<!doctype html>
   </form>
   <button aria-label="Close dialog" id="x">X</button>
   <a href="#next" id="link">Next page</a>
+  <a href="/missing-page" id="broken">Old page</a>
   <div role="button" id="fake">Fake button</div>
   <p id="out"></p>
   <img src="/nothing.png" id="noalt">

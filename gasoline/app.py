@@ -52,6 +52,8 @@ class Config:
     persist: bool = True
     #: Register the official MCP conformance suite's fixture tools/resources/prompts.
     conformance_fixtures: bool = False
+    #: MCP tool calls allowed per minute per client (seed 001); 0 disables the limit.
+    tool_rate_limit: int = 100
 
     def buffer_specs(self) -> dict[str, BufferSpec]:
         spec = DEFAULT_BUFFERS[CONSOLE]

@@ -89,6 +89,8 @@ class Options(usage.Options):
             "(default: $GASOLINE_EXTENSION_IDS, else any id).",
         ],
         ["api-key", None, None, "Key required on MCP and admin routes (X-Gasoline-Key)."],
+        ["tool-rate-limit", None, 100, "MCP tool calls allowed per minute per client (0: no "
+         "limit).", int],
     ]
     optFlags = [
         ["no-persist", None, "Do not persist the console buffer to the state dir."],
@@ -129,6 +131,7 @@ class Options(usage.Options):
             api_key=self["api-key"],
             persist=not self["no-persist"],
             conformance_fixtures=bool(self["conformance-fixtures"]),
+            tool_rate_limit=self["tool-rate-limit"],
         )
         if self["state-dir"]:
             kwargs["state_dir"] = Path(self["state-dir"])

@@ -207,8 +207,6 @@ class FakeExtension:
     #: Run one tab's commands one after another, as the real extension does (default: all at
     #: once, which makes the daemon see every result of a burst in one sync).
     sequential: bool = False
-    #: A result sync in flight this long is taken to be held by the daemon (see L{_flush}).
-    supersede_after: float = 0.01
     extension_version: str = "0.7.9"
     ext_session_id: str = attrs.field(factory=lambda: f"ext_fake_{next(_ext_sessions)}")
     #: Every command received (first delivery only), in order.
@@ -228,9 +226,6 @@ class FakeExtension:
     _tab_queues: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict, init=False)
     _inflight: set[Any] = attrs.field(factory=set, init=False)
     _flush_d: Any = attrs.field(default=None, init=False)
-    _flush_started: float = attrs.field(default=0.0, init=False)
-    #: Result syncs cancelled (while held by the daemon's long poll) to send newer results.
-    resent: int = attrs.field(default=0, init=False)
     _flush_call: Any = attrs.field(default=None, init=False)
     _next_poll_ms: int = attrs.field(default=1000, init=False)
     _loop: Any = attrs.field(default=None, init=False)
@@ -397,36 +392,24 @@ class FakeExtension:
         self._flush_call = self.reactor.callLater(delay, self._flush)
 
     def _flush(self) -> None:
-        """Send every finished result now. The daemon holds a sync that has nothing to hand out
-        (long poll), so a result sync in flight for C{supersede_after} seconds (it has reached the
-        daemon and is being held) is cancelled when more results are ready, and its results go
-        again with the new ones (the daemon ignores a result it already has)."""
+        """Send every finished result now, one result sync at a time (the daemon answers a sync
+        that reports results at once, so one in flight is enough; results finished meanwhile go
+        in the next one)."""
         from twisted.internet.defer import CancelledError, Deferred  # noqa: PLC0415
         from twisted.python.failure import Failure  # noqa: PLC0415
 
         self._flush_call = None
-        if not self.running or not self._outbox:
-            return
-        now = self.reactor.seconds()
-        if self._flush_d is not None:
-            age = now - self._flush_started
-            if age < self.supersede_after:  # probably still on its way: let it arrive first
-                self._schedule_flush(self.supersede_after - age)
-                return
-            held, self._flush_d = self._flush_d, None
-            self.resent += 1
-            held.cancel()  # puts its results back at the front of the outbox
-        self._flush_started = now
+        if not self.running or not self._outbox or self._flush_d is not None:
+            return  # a flush in flight schedules the next one when it returns
         d = self._flush_d = Deferred.fromCoroutine(self._sync_once())
 
         def done(result):
             if self._flush_d is d:
                 self._flush_d = None
             if isinstance(result, Failure):
-                if result.check(CancelledError):
-                    return  # superseded by a newer flush, or stopped
-                if self.running:
-                    self.errors.append(result.value)
+                if result.check(CancelledError) or not self.running:
+                    return
+                self.errors.append(result.value)
                 self._schedule_flush(self.retry_delay)
             elif self._outbox:
                 self._schedule_flush()
@@ -459,7 +442,7 @@ class FakeExtension:
 
     def _run(self, command: dict[str, Any]) -> None:
         if not self.sequential:
-            self._execute(command)
+            self._run_command(command)
             return
         # As the real extension does: one tab's commands run one after another, in queue order.
         params = command.get("params") if isinstance(command.get("params"), dict) else {}
@@ -472,7 +455,7 @@ class FakeExtension:
     def _drain(self, key: str) -> None:
         queue = self._tab_queues[key]
         while queue:
-            d = self._execute(queue[0])
+            d = self._run_command(queue[0])
             if not d.called:
                 def next_one(_, queue=queue) -> None:
                     queue.pop(0)
@@ -483,7 +466,7 @@ class FakeExtension:
             queue.pop(0)
         del self._tab_queues[key]
 
-    def _execute(self, command: dict[str, Any]):
+    def _run_command(self, command: dict[str, Any]):
         """Run one command; a Deferred that fires (with None) once its result is reported."""
         from twisted.internet.defer import Deferred, maybeDeferred, succeed  # noqa: PLC0415
 

@@ -151,3 +151,40 @@ async def test_stop_cancels_the_in_flight_long_poll(tmp_path):
         assert fake.errors == []
     finally:
         await daemon.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_sequential_fake_runs_one_command_at_a_time_and_no_result_waits_for_the_long_poll(
+    tmp_path,
+):
+    """Three agents' commands run one after the other (as the real extension runs one tab's
+    commands); a result must not wait behind the previous result's sync (the daemon
+    answers a sync that reports results at once instead of holding it for its 5 s long poll)."""
+    reactor = _reactor()
+    running = [0, 0]  # now, most at once
+
+    async def slow_dom(params):
+        running[0] += 1
+        running[1] = max(running)
+        await deferLater(reactor, 0.05, lambda: None)
+        running[0] -= 1
+        return {"selector": params["selector"]}
+
+    def handler(params):
+        return Deferred.fromCoroutine(slow_dom(params))
+
+    # A slow poll loop, so that results go out only in the result syncs.
+    _, daemon, fake = await _running(tmp_path, handlers={"dom": handler}, sequential=True,
+                                     poll_interval=3.0)
+    try:
+        started = reactor.seconds()
+        results = await gatherResults([
+            daemon.app.router.call(f"agent-{x}", "dom", {"selector": f"#{x}"}, timeout=10)
+            for x in "abc"
+        ])
+        elapsed = reactor.seconds() - started
+        assert [r["selector"] for r in results] == ["#a", "#b", "#c"]
+        assert running[1] == 1
+        assert elapsed < 2.0, f"the last result waited {elapsed:.2f} s"
+    finally:
+        await _shutdown(daemon, fake)

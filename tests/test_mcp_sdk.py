@@ -58,7 +58,9 @@ async def _exercise(session: ClientSession, messages: list) -> dict:
     guide = await session.read_resource("gasoline://guide")
     assert guide.contents[0].mime_type == "text/markdown"
     assert "# Gasoline usage guide" in guide.contents[0].text
-    not_built = await session.call_tool("interact", {"what": "click", "selector": "#go"})
+    # configure streaming is still unbuilt (its own issue follows).
+    not_built = await session.call_tool("configure", {"what": "streaming",
+                                                      "streaming_action": "status"})
     # Give the server->client stream a moment to deliver the log records.
     for _ in range(50):
         if len(messages) >= 2:

@@ -7,6 +7,8 @@ import base64
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
@@ -297,11 +299,13 @@ def test_total_limit_refuses_with_queue_full():
 
 @pytest.mark.parametrize("bad", [
     {"owner": ""}, {"type": ""}, {"params": [1]}, {"timeout": 0}, {"timeout": -1},
-    {"timeout": True}, {"timeout": "5"}, {"timeout": 10_000},
+    {"timeout": True}, {"timeout": "5"}, {"timeout": 10_000}, {"timeout": float("nan")},
+    {"tab_id": "7"}, {"tab_id": True},
 ])
 def test_bad_arguments_are_invalid_param(w, bad):
-    args = {"owner": "A", "type": "dom", "params": {}, "timeout": None, **bad}
-    d = w.router.call(args["owner"], args["type"], args["params"], timeout=args["timeout"])
+    args = {"owner": "A", "type": "dom", "params": {}, "timeout": None, "tab_id": None, **bad}
+    d = w.router.call(args["owner"], args["type"], args["params"], tab_id=args["tab_id"],
+                      timeout=args["timeout"])
     assert outcome(d).check(InvalidParam)
     assert w.link.commands.outstanding() == []
 
@@ -469,3 +473,72 @@ def test_screenshot_command_resolves_through_post_screenshots_for_each_owner(tmp
     # An unsolicited upload right after is still rate limited.
     code, _ = post("q-999")
     assert code == 429
+
+
+def test_outcomes_and_failures_of_clients_that_never_read_them_are_swept(w):
+    w.router.result_ttl = 100
+    corr = w.router.submit("A", "dom", {}, timeout=1)
+    failing = w.router.call("B", "dom", {}, timeout=1)
+    w.clock.advance(1)
+    assert outcome(failing).check(ExtensionTimeout)
+    assert w.router._outcomes and w.router._failed
+    # Neither A nor B reads again; other clients' commands drive the sweep.
+    for _ in range(3):
+        w.clock.advance(100)
+        w.connect()
+        d = w.router.call("C", "dom", {})
+        d.cancel()
+        assert outcome(d).check(CancelledError)
+    assert "A" not in w.router._outcomes and "B" not in w.router._failed
+    with pytest.raises(GasolineError):
+        w.router.command_result("A", corr)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    owners=st.lists(st.sampled_from(["A", "B", "C"]), min_size=1, max_size=12),
+    data=st.data(),
+)
+def test_any_order_of_results_fires_each_owner_with_its_own_answer(owners, data):
+    """Hypothesis: results in any order, split across syncs, repeated, mixed with unknown and
+    garbage ids, and some callers cancelling: every Deferred gets its own answer or nothing."""
+    # Draw everything first: hypothesis may abort an example inside a draw.
+    n = len(owners)
+    order = data.draw(st.permutations(range(n)))
+    cancelled = data.draw(st.sets(st.integers(0, n - 1), max_size=n // 2))
+    extra = data.draw(st.lists(st.one_of(
+        st.integers(0, n - 1), st.sampled_from(["unknown", "no-id", "garbage"])), max_size=5))
+    cut = data.draw(st.integers(0, n + len(extra)))
+    world = World()
+    world.connect()
+    calls = [(owner, world.router.call(owner, "dom", {"n": i})) for i, owner in enumerate(owners)]
+    commands = world.sync()
+    for i in cancelled:
+        world.router.cancel(owners[i], commands[i]["id"])
+
+    def result_for(item):
+        if isinstance(item, int):
+            c = commands[item]
+            return {"id": c["id"], "status": "complete", "result": {"n": c["params"]["n"]}}
+        return {"unknown": {"id": "q-999", "result": {"n": -1}}, "no-id": {"id": None},
+                "garbage": {"nope": 1}}[item]
+
+    results = [result_for(i) for i in list(order) + extra]
+    world.sync(results[:cut])
+    world.sync(results[cut:])
+    for i, (owner, d) in enumerate(calls):
+        got = outcome(d)
+        if i in cancelled:
+            assert isinstance(got, Failure) and got.check(CancelledError)
+        else:
+            assert got == {"n": i}
+    assert world.router.pending_count() == 0
+    world.close()
+    assert world.clock.getDelayedCalls() == []
+
+
+def test_tab_id_is_delivered_with_the_command(w):
+    d = w.router.call("A", "dom", {"selector": "p"}, tab_id=12)
+    assert w.sync()[0]["tab_id"] == 12
+    d.cancel()
+    assert outcome(d).check(CancelledError)

@@ -67,12 +67,15 @@
   refreshTracking();
 
   window.addEventListener('message', (event) => {
-    if (event.source !== window || !event.data || event.data[PAGE_TAG] !== true) return;
-    const { kind, payload } = event.data;
-    if (kind === 'nav') {
-      queue('action', { type: 'navigate', timestamp: Date.now(), url: payload.to_url, from_url: payload.from_url, to_url: payload.to_url });
-    } else if (kind === 'log' || kind === 'network_body' || kind === 'ws' || kind === 'perf') {
-      queue(kind, payload);
+    if (event.source !== window || !event.data || event.data[PAGE_TAG] !== true || !Array.isArray(event.data.items)) return;
+    for (const item of event.data.items) {
+      const { kind, payload } = item || {};
+      if (!payload || typeof payload !== 'object') continue;
+      if (kind === 'nav') {
+        queue('action', { type: 'navigate', timestamp: Date.now(), url: payload.to_url, from_url: payload.from_url, to_url: payload.to_url });
+      } else if (kind === 'log' || kind === 'network_body' || kind === 'ws' || kind === 'perf') {
+        queue(kind, payload);
+      }
     }
   });
 

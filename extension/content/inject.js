@@ -31,9 +31,22 @@
       if (pending.length > PENDING_LIMIT) pending.shift();
       return;
     }
+    // Items from one task (e.g. a loop of console calls) travel in one message.
+    outbox.push({ kind, payload });
+    if (outbox.length === 1) queueMicrotask(flushOutbox);
+  };
+
+  let outbox = [];
+  const flushOutbox = () => {
+    const items = outbox;
+    outbox = [];
     try {
-      window.postMessage({ [TAG]: true, kind, payload }, '*');
-    } catch (_) { /* unserializable payloads are dropped */ }
+      window.postMessage({ [TAG]: true, items }, '*');
+    } catch (_) {
+      for (const item of items) {
+        try { window.postMessage({ [TAG]: true, items: [item] }, '*'); } catch (e) { /* unserializable: dropped */ }
+      }
+    }
   };
 
   window.addEventListener('message', (event) => {
@@ -320,11 +333,16 @@
       let requestBody;
       let requestTruncated = false;
       let requestHeaders;
+      let requestBodyPromise = null;
       try {
         const req = (typeof Request !== 'undefined' && input instanceof Request) ? input : null;
         url = new URL(req ? req.url : String(input), location.href).href;
         method = String((init && init.method) || (req && req.method) || 'GET').toUpperCase();
         [requestBody, requestTruncated] = describeRequestBody(init ? init.body : undefined);
+        if (req && !(init && init.body !== undefined) && !/^(?:GET|HEAD)$/.test(method) && !req.bodyUsed) {
+          // The body lives in the Request: read a clone before fetch consumes the original.
+          requestBodyPromise = req.clone().text().then((t) => truncate(t, REQUEST_BODY_LIMIT), () => [undefined, false]);
+        }
         const h = new Headers((init && init.headers) || (req && req.headers) || undefined);
         requestHeaders = cleanHeaders(h.entries());
       } catch (_) { /* keep going with what we have */ }
@@ -332,6 +350,7 @@
       if (tracked === false) return promise;
       promise.then(async (response) => {
         try {
+          if (requestBodyPromise) [requestBody, requestTruncated] = await requestBodyPromise;
           const contentType = response.headers.get('content-type') || '';
           const responseHeaders = cleanHeaders(response.headers.entries());
           let responseBody;
@@ -351,7 +370,8 @@
             initiator: 'fetch',
           });
         } catch (_) { /* ignore */ }
-      }, (error) => {
+      }, async (error) => {
+        if (requestBodyPromise) [requestBody, requestTruncated] = await requestBodyPromise;
         emitNetwork({
           method, url, status: 0, statusText: '', duration: performance.now() - started,
           requestBody, requestTruncated, error: String((error && error.message) || error),

@@ -133,7 +133,7 @@ class ClientState:
             }
         for name, kind in (
             ("checkpoints", dict),
-            ("noise_rules", list),
+            ("noise_rules", (list, dict)),  # dict: NoiseRules.to_json() (configure noise_rule)
             ("kv", dict),
             ("subscriptions", dict),
         ):

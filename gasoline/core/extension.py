@@ -192,7 +192,8 @@ class ExtensionLink:
         if isinstance(logs, list) and logs:
             self.add_extension_logs(logs)
         results = request.get("command_results")
-        if isinstance(results, list):
+        reported = isinstance(results, list) and bool(results)
+        if reported:
             for result in results:
                 self.commands.resolve(result)
         ack = request.get("last_command_ack")
@@ -200,7 +201,9 @@ class ExtensionLink:
             self.commands.ack(ack)
 
         commands = self.commands.deliverable()
-        if commands or self.long_poll <= 0:
+        # A sync that reports results is answered at once: the extension has one sync in flight
+        # at a time, so holding it would delay its next result (another agent's) by up to 5 s.
+        if commands or reported or self.long_poll <= 0:
             return succeed(self._response(commands))
         d = self.commands.wait(self.long_poll)
         d.addCallback(lambda _: self._response(self.commands.deliverable()))

@@ -102,7 +102,8 @@ class ExtensionError(GasolineError):
 
 def _no_data(correlation_id: Any) -> GasolineError:
     return GasolineError(
-        f"no command result for correlation_id {correlation_id!r} (unknown, or not yours)",
+        f"no command result for correlation_id {repr(correlation_id)[:100]} "
+        "(unknown, or not yours)",
         code=NO_DATA,
         retry="Use the correlation_id a background call returned to you; results are kept "
         f"{RESULT_TTL:g} s.",
@@ -212,6 +213,7 @@ class QueryRouter:
     #: owner -> recently failed commands.
     _failed: dict[str, deque] = attrs.field(factory=dict, init=False)
     _next_correlation: int = attrs.field(default=1, init=False)
+    _last_sweep: float = attrs.field(default=float("-inf"), init=False)
     _unsubscribe: list[Callable[[], None]] = attrs.field(factory=list, init=False)
     #: Counters for /health and /metrics.
     stats: dict[str, int] = attrs.field(init=False, factory=lambda: {
@@ -307,12 +309,15 @@ class QueryRouter:
             raise InvalidParam("a command needs a type (dom, a11y, execute, ...)")
         if params is not None and not isinstance(params, dict):
             raise InvalidParam("command params must be an object")
+        if tab_id is not None and (isinstance(tab_id, bool) or not isinstance(tab_id, int)):
+            raise InvalidParam("tab_id must be an integer browser tab id")
         if timeout is None:
             timeout = default_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
             0 < timeout <= MAX_TIMEOUT
         ):
             raise InvalidParam(f"timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
+        self._sweep(self.clock.seconds())
         if not self.extension_link.connected:
             self.stats["disconnected"] += 1
             raise ExtensionDisconnected("the browser extension is not connected to this daemon")
@@ -558,6 +563,17 @@ class QueryRouter:
                 outcome.expired_at = now
         if not outcomes:
             del self._outcomes[owner]
+
+    def _sweep(self, now: float) -> None:
+        """Every C{result_ttl / 10} seconds (checked on each new command): age every owner's
+        outcomes and failures, so clients that never read theirs again leave nothing behind."""
+        if now - self._last_sweep < self.result_ttl / 10:
+            return
+        self._last_sweep = now
+        for owner in list(self._outcomes):
+            self._purge(owner, now)
+        for owner in list(self._failed):
+            self.failed_commands(owner)
 
     def _cap(self, outcomes: OrderedDict[str, _Outcome]) -> None:
         """Drop the oldest finished outcomes past C{max_outcomes} (pending ones are bounded by

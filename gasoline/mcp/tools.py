@@ -7,23 +7,32 @@ then compact JSON with the metadata (``cursor``, ``has_more``, ``total``, ``exte
 L{gasoline.core.errors.GasolineError} code, message and retry hint. Protocol faults (unknown tool,
 ``arguments`` not an object) are JSON-RPC errors, raised by the server before a tool runs.
 
-Every mode of every tool is in its ``what`` enum. Modes not built yet fail with ``not_implemented``;
-nothing returns a made-up result.
+Dispatch: each tool looks its mode up in a per-tool table (``gasoline.mcp.modes.<tool>.MODES``);
+a mode in the ``what`` enum but missing from its table fails with ``not_implemented``. Handlers get
+a L{gasoline.mcp.modes.context.ToolContext}.
+
+Central result processing (L{ToolRegistry.call}), for every tool: the per-client rate limit
+(L{gasoline.core.ratelimit}), secret redaction of every text returned, the 100 kB cap with an
+explicit truncation note, telemetry counters and a bounded per-client audit log.
 """
 
 from __future__ import annotations
 
+import re
+from collections import OrderedDict, deque
 from typing import Any, Callable
 
 import attrs
 import orjson
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from gasoline import __version__
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam, NotImplementedMode
+from gasoline.core.ratelimit import SlidingWindowLimiter
+from gasoline.core.redact import Redactor, cap_text
 from gasoline.mcp.jsonrpc import JsonRpcError
+from gasoline.mcp.modes.context import ToolContext, text_result  # noqa: F401 (re-exported)
 
 log = Logger()
 
@@ -31,11 +40,9 @@ log = Logger()
 RESULT_CAP = 100_000
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-CONSOLE = "console"
 
 #: Console levels, least severe first (the extension's ``level`` values).
 CONSOLE_LEVELS = ("debug", "log", "info", "warn", "error")
-_CONSOLE_RANK = {name: i for i, name in enumerate(CONSOLE_LEVELS)}
 
 
 @attrs.frozen
@@ -61,25 +68,66 @@ class Tool:
         return d
 
 
-def text_result(summary: str, data: Any = None) -> dict[str, Any]:
-    """Success: the summary line, then compact JSON."""
-    text = summary if data is None else summary + "\n" + orjson.dumps(data).decode()
-    return {"content": [{"type": "text", "text": text}], "isError": False}
-
-
 def error_result(error: GasolineError) -> dict[str, Any]:
     """Failure as a result: ``isError: true`` with the error's code, message and retry hint."""
     body = error.to_json()
-    text = f"Error ({error.code}): {error.message}\n" + orjson.dumps(body).decode()
+    try:
+        encoded = orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:  # details orjson cannot encode (e.g. huge ints)
+        encoded = orjson.dumps({k: body[k] for k in ("error", "message", "retry") if k in body},
+                               default=str).decode()
+    text = f"Error ({error.code}): {error.message}\n" + encoded
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-class ToolRegistry:
-    """Name -> L{Tool}. C{call} turns tool failures into ``isError`` results."""
+#: Audit records kept per client, and clients kept (least recently active forgotten first).
+AUDIT_PER_CLIENT = 200
+AUDIT_CLIENTS = 1000
+#: Audit params longer than this (JSON bytes) are cut.
+AUDIT_PARAMS_CAP = 2000
+# A name/value header pair whose name is sensitive (text redaction alone cannot see the pairing).
+_PAIR_HINT = re.compile(
+    r'"name":"(?i:authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|'
+    r'x-auth-token|x-csrf-token|x-xsrf-token)"')
 
-    def __init__(self) -> None:
+
+@attrs.frozen
+class AuditRecord:
+    ts: float
+    tool: str
+    mode: str | None
+    params: Any
+    duration_ms: float
+    outcome: str
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"ts": self.ts, "tool": self.tool, "mode": self.mode, "params": self.params,
+             "duration_ms": self.duration_ms, "outcome": self.outcome}
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+class ToolRegistry:
+    """Name -> L{Tool}. C{call} turns tool failures into ``isError`` results and applies the
+    central processing (rate limit, redaction, cap, telemetry, audit) to every call."""
+
+    def __init__(self, clock: Any = None, rate_limit: int = 0, rate_window: float = 60.0,
+                 result_cap: int = RESULT_CAP) -> None:
         self._tools: dict[str, Tool] = {}
         self._definitions: list[dict[str, Any]] | None = None
+        self.clock = clock
+        #: Per-client tool-call limiter (disabled when C{rate_limit <= 0} or no clock).
+        self.limiter = SlidingWindowLimiter(clock, rate_limit, rate_window) if clock is not None \
+            else None
+        self.result_cap = result_cap
+        self.redactor = Redactor()
+        #: Calls per tool and per ``tool.mode``; errors per code.
+        self.calls: dict[str, int] = {}
+        self.mode_calls: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self._audit: OrderedDict[str, deque[AuditRecord]] = OrderedDict()
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
@@ -96,29 +144,134 @@ class ToolRegistry:
             self._definitions = [t.definition() for t in self._tools.values()]
         return self._definitions
 
-    def call(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Deferred:
-        d = maybeDeferred(tool.handler, ctx, arguments)
-        d.addErrback(_tool_failed, tool.name)
-        if ctx.session.log_level is not None:
-            started = ctx.clock.seconds()
+    # -- audit -------------------------------------------------------------------------------
 
-            def report(result: Any) -> Any:
-                failed = isinstance(result, dict) and result.get("isError") is True
+    def audit_log(self, client_id: str, limit: int | None = None) -> list[dict[str, Any]]:
+        """The caller's own recent calls, oldest first."""
+        records = list(self._audit.get(client_id, ()))
+        if limit is not None:
+            records = records[-limit:]
+        return [r.to_json() for r in records]
+
+    def _record(self, client_id: str, record: AuditRecord) -> None:
+        log_ = self._audit.get(client_id)
+        if log_ is None:
+            log_ = self._audit[client_id] = deque(maxlen=AUDIT_PER_CLIENT)
+            while len(self._audit) > AUDIT_CLIENTS:
+                self._audit.popitem(last=False)
+        else:
+            self._audit.move_to_end(client_id)
+        log_.append(record)
+
+    def _audit_params(self, arguments: dict[str, Any]) -> Any:
+        try:
+            params = self.redactor.redact_value(arguments)
+            encoded = orjson.dumps(params, default=str)
+        except (TypeError, orjson.JSONEncodeError):
+            return {"_unserialisable": True}
+        if len(encoded) > AUDIT_PARAMS_CAP:
+            return {"_truncated": self.redactor.redact_text(
+                encoded[:AUDIT_PARAMS_CAP].decode("utf-8", "ignore"))}
+        return params
+
+    # -- results -----------------------------------------------------------------------------
+
+    def finish(self, result: Any) -> Any:
+        """Redact every text block of C{result} and cap it (an explicit note when cut)."""
+        if not isinstance(result, dict):
+            return result
+        content = result.get("content")
+        if not isinstance(content, list):
+            return result
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text" \
+                    and isinstance(block.get("text"), str):
+                block["text"] = self._finish_text(block["text"])
+        sc = result.get("structuredContent")
+        if sc is not None:
+            result["structuredContent"] = self.redactor.redact_value(sc)
+        return result
+
+    def _finish_text(self, text: str) -> str:
+        text = self.redactor.redact_text(text)
+        if _PAIR_HINT.search(text):
+            summary, nl, payload = text.partition("\n")
+            try:
+                data = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                data = None
+            if data is not None:
+                text = summary + nl + orjson.dumps(self.redactor.redact_value(data)).decode()
+        if len(text) > self.result_cap // 4:
+            text = cap_text(text, self.result_cap)
+        return text
+
+    # -- calling -----------------------------------------------------------------------------
+
+    def call(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Deferred:
+        session = ctx.session
+        client_id = getattr(session, "client_id", "") or ""
+        clock = ctx.clock
+        started = clock.seconds()
+        mode = arguments.get("what")
+        if mode is None:
+            mode = arguments.get("action", arguments.get("format"))
+        mode = mode if isinstance(mode, str) and len(mode) <= 64 else None
+        self.calls[tool.name] = self.calls.get(tool.name, 0) + 1
+        if mode is not None:
+            key = f"{tool.name}.{mode}"
+            if len(self.mode_calls) < 4096 or key in self.mode_calls:
+                self.mode_calls[key] = self.mode_calls.get(key, 0) + 1
+        limiter = self.limiter
+        try:
+            if limiter is not None:
+                limiter.acquire(client_id)
+        except GasolineError as e:
+            d = succeed(error_result(e))
+        else:
+            d = maybeDeferred(tool.handler, ctx, arguments)
+            d.addErrback(_tool_failed, tool.name)
+
+        def done(result: Any) -> Any:
+            result = self.finish(result)
+            failed = isinstance(result, dict) and result.get("isError") is True
+            code = None
+            if failed:
+                code = _error_code(result)
+                self.errors[code or "error"] = self.errors.get(code or "error", 0) + 1
+            ms = round((clock.seconds() - started) * 1000, 3)
+            self._record(client_id, AuditRecord(
+                started, tool.name, mode, self._audit_params(arguments), ms,
+                "error" if failed else "ok", code))
+            if session is not None and session.log_level is not None:
                 ctx.log(
                     "warning" if failed else "debug",
                     {
                         "message": f"tool {tool.name} {'failed' if failed else 'answered'}",
-                        "tool": tool.name,
-                        "what": arguments.get("what"),
-                        "isError": failed,
-                        "ms": round((ctx.clock.seconds() - started) * 1000, 3),
+                        "tool": tool.name, "what": mode, "isError": failed, "ms": ms,
                     },
                     logger="gasoline.tools",
                 )
-                return result
+            return result
 
-            d.addCallback(report)
+        def cancelled(failure: Failure) -> Failure:
+            if failure.check(CancelledError):
+                self._record(client_id, AuditRecord(
+                    started, tool.name, mode, self._audit_params(arguments),
+                    round((clock.seconds() - started) * 1000, 3), "cancelled"))
+            return failure
+
+        d.addCallbacks(done, cancelled)
         return d
+
+
+def _error_code(result: dict[str, Any]) -> str | None:
+    try:
+        text = result["content"][0]["text"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    m = re.match(r"Error \(([a-z_]+)\)", text) if isinstance(text, str) else None
+    return m.group(1) if m else None
 
 
 def _tool_failed(failure: Failure, name: str) -> Any:
@@ -202,7 +355,8 @@ OBSERVE_SCHEMA = _schema(
                    "description": "The newest n matching entries (does not move your cursor)."},
         "min_level": {"type": "string", "enum": list(CONSOLE_LEVELS)},
         "level": {"type": "string", "enum": list(CONSOLE_LEVELS)},
-        "source": {"type": "string", "description": "Substring of the entry's source."},
+        "source": {"type": "string", "description": "Substring of the entry's source; "
+                   "actions: user|ai; timeline: console|network|websocket|actions."},
         "url": {"type": "string", "description": "Substring of the page or request URL."},
         "method": {"type": "string", "description": "HTTP method (network modes)."},
         "status_min": {"type": "integer", "minimum": 100, "maximum": 599},
@@ -217,6 +371,7 @@ OBSERVE_SCHEMA = _schema(
         "body_path": {"type": "string", "description": "Extract a path from JSON bodies."},
         "body_key": {"type": "string", "description": "Extract a key from JSON bodies."},
         "window_seconds": {"type": "number", "minimum": 0, "description": "error_bundles window."},
+        "name": {"type": "string", "description": "recording_actions: the recording."},
         "tab_id": _TAB,
     },
     ["what"],
@@ -261,14 +416,34 @@ CONFIGURE_SCHEMA = _schema(
         "pattern": {"type": "string", "description": "noise_rule: a regular expression."},
         "rule_id": _STR,
         "scope": {"type": "string", "enum": ["client", "global", "all"],
-                  "description": "noise_rule: client|global; clear: all empties shared buffers."},
+                  "description": "noise_rule: client (default) | global; clear: client "
+                  "(default: only your cursors) | all (empties the shared buffers)."},
         "buffer": {"type": "string", "enum": ["network", "websocket", "actions", "logs", "all"]},
         "streaming_action": {"type": "string", "enum": ["enable", "disable", "status"]},
         "events": {"type": "array", "items": _STR},
         "throttle_seconds": {"type": "number", "minimum": 0},
         "severity_min": {"type": "string", "enum": list(CONSOLE_LEVELS)},
         "url": _STR,
-        "patterns": {"type": "array", "items": _STR, "description": "select_tab: URL patterns."},
+        "patterns": {"type": "array", "items": _STR, "description": "select_tab: URL patterns "
+                     "(substrings, or globs with * and ?)."},
+        "tab_action": {"type": "string", "enum": ["set", "add", "list", "clear"],
+                       "description": "select_tab (default: set when patterns are given, else "
+                       "list)."},
+        "checkpoint_action": {"type": "string", "enum": ["create", "list", "delete"],
+                              "description": "checkpoint (default create)."},
+        "field": {"type": "string", "enum": ["message", "url", "source", "any"],
+                  "description": "noise_rule add: the field the pattern is matched against."},
+        "kind": {"type": "string", "enum": ["regex", "substring"],
+                 "description": "noise_rule add: pattern kind (default regex)."},
+        "level": {"type": "string", "enum": ["error", "warn", "info", "debug", "log"],
+                  "description": "noise_rule add: only entries of this level."},
+        "reason": {"type": "string", "description": "noise_rule add: why (shown in lists)."},
+        "threshold": {"type": "integer", "minimum": 2,
+                      "description": "noise_rule auto_detect: repeats needed (default 10)."},
+        "apply": {"type": "boolean", "description": "noise_rule auto_detect: add the proposals."},
+        "test_id": {"type": "string", "description": "test_boundary_start / _end."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                  "description": "audit_log: how many records."},
     }
 )
 INTERACT_SCHEMA = _schema(
@@ -294,251 +469,83 @@ INTERACT_SCHEMA = _schema(
 )
 
 
-class GasolineTools:
-    """The five tools, answering from the daemon's components (C{app} is L{gasoline.app.Gasoline})."""
 
-    def __init__(self, app: Any) -> None:
-        from gasoline.core.redact import Redactor  # noqa: PLC0415
+
+#: tool -> (its modes, the alias accepted for ``what``)
+TOOL_MODES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "observe": (OBSERVE_MODES, None),
+    "analyze": (ANALYZE_MODES, None),
+    "generate": (GENERATE_MODES, "format"),
+    "configure": (CONFIGURE_MODES, "action"),
+    "interact": (INTERACT_MODES, "action"),
+}
+
+
+def mode_of(tool: str, args: dict[str, Any]) -> str:
+    """The mode a call asks for (``what``, else the tool's alias); raise on missing/unknown."""
+    modes, alias = TOOL_MODES[tool]
+    what = args.get("what")
+    if what is None and alias is not None:
+        what = args.get(alias)
+    if what is None:
+        hint = f" (or '{alias}')" if alias else ""
+        raise MissingParam(f"{tool} needs 'what'{hint}, one of: {', '.join(modes)}", param="what",
+                           retry=f"Call {tool} with what set to one of the listed modes.")
+    if not isinstance(what, str) or what not in modes:
+        raise InvalidParam(f"unknown {tool} mode {str(what)[:80]!r}", code="unknown_mode",
+                           param="what", valid=list(modes), retry="Use one of the modes in 'valid'.")
+    return what
+
+
+class GasolineTools:
+    """The five tools. Each dispatches C{what} to its mode table (L{gasoline.mcp.modes})."""
+
+    def __init__(self, app: Any, tables: dict[str, dict[str, Callable[..., Any]]] | None = None
+                 ) -> None:
+        from gasoline.mcp.modes import load_tables  # noqa: PLC0415
 
         self.app = app
-        #: Every entry returned passes through secret redaction (tool-surface.md).
-        self._redact = Redactor().redact_value
+        self.tables = tables if tables is not None else load_tables()
+
+    def built(self, tool: str) -> list[str]:
+        """The modes of C{tool} that have a handler."""
+        table = self.tables.get(tool, {})
+        return [m for m in TOOL_MODES[tool][0] if m in table]
 
     def register(self, registry: ToolRegistry) -> None:
         ro = {"readOnlyHint": True, "openWorldHint": False}
-        registry.add(Tool("observe", "Read what the browser did: console errors and logs, network, "
-                          "WebSocket traffic, user actions, vitals, page and tab state. Reads go "
-                          "through your own cursor.", OBSERVE_SCHEMA, self.observe,
-                          title="Observe the browser", annotations=ro))
-        registry.add(Tool("analyze", "Compute answers about the page: DOM queries, accessibility "
-                          "audit, performance, error clusters, security and third-party audits, "
-                          "link health, changes since a checkpoint.", ANALYZE_SCHEMA, self.analyze,
-                          title="Analyze the page", annotations=ro))
-        registry.add(Tool("generate", "Produce artifacts from what was captured: reproduction "
-                          "scripts, Playwright tests, HAR, CSP, SRI, SARIF, PR summaries.",
-                          GENERATE_SCHEMA, self.generate, title="Generate artifacts"))
-        registry.add(Tool("configure", "Your own settings and state: key-value store, noise "
-                          "rules, checkpoints, tab selection, buffer clearing, streaming, health.",
-                          CONFIGURE_SCHEMA, self.configure, title="Configure Gasoline"))
-        registry.add(Tool("interact", "Drive the browser: navigate, click, type, fill forms, run "
-                          "JavaScript, take screenshots, manage tabs, storage and cookies.",
-                          INTERACT_SCHEMA, self.interact, title="Interact with the browser"))
+        specs = (
+            ("observe", "Read what the browser did: console errors and logs, network, WebSocket "
+             "traffic, user actions, vitals, page and tab state. Reads go through your own "
+             "cursor.", OBSERVE_SCHEMA, "Observe the browser", ro),
+            ("analyze", "Compute answers about the page: DOM queries, accessibility audit, "
+             "performance, error clusters, security and third-party audits, link health, "
+             "changes since a checkpoint.", ANALYZE_SCHEMA, "Analyze the page", ro),
+            ("generate", "Produce artifacts from what was captured: reproduction scripts, "
+             "Playwright tests, HAR, CSP, SRI, SARIF, PR summaries.", GENERATE_SCHEMA,
+             "Generate artifacts", None),
+            ("configure", "Your own settings and state: key-value store, noise rules, "
+             "checkpoints, tab selection, buffer clearing, audit log, health and diagnostics.",
+             CONFIGURE_SCHEMA, "Configure Gasoline", None),
+            ("interact", "Drive the browser: navigate, click, type, fill forms, run JavaScript, "
+             "take screenshots, manage tabs, storage and cookies.", INTERACT_SCHEMA,
+             "Interact with the browser", None),
+        )
+        for name, description, schema, title, annotations in specs:
+            registry.add(Tool(name, description, schema, self._dispatcher(name), title=title,
+                              annotations=annotations))
 
-    # -- dispatch ------------------------------------------------------------------------------
+    def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
+        def dispatch(request: Any, args: dict[str, Any]) -> Any:
+            what = mode_of(tool, args)
+            handler = self.tables.get(tool, {}).get(what)
+            if handler is None:
+                raise NotImplementedMode(f"{tool} {{what:\"{what}\"}} is not implemented yet",
+                                         tool=tool, mode=what)
+            ctx = ToolContext.for_request(self.app, request)
+            ctx.tool = tool
+            ctx.mode = what
+            return handler(ctx, args)
 
-    @staticmethod
-    def _mode(tool: str, args: dict[str, Any], modes: tuple[str, ...], alias: str | None) -> str:
-        what = args.get("what")
-        if what is None and alias is not None:
-            what = args.get(alias)
-        if what is None:
-            raise MissingParam(f"{tool} needs 'what' (one of: {', '.join(modes)})", param="what",
-                               retry=f"Call {tool} with what set to one of the listed modes.")
-        if not isinstance(what, str) or what not in modes:
-            raise InvalidParam(f"unknown {tool} mode {what!r}", code="unknown_mode", param="what",
-                               valid=list(modes), retry="Use one of the modes in 'valid'.")
-        return what
-
-    @staticmethod
-    def _not_built(tool: str, what: str) -> GasolineError:
-        return NotImplementedMode(f"{tool} {{what:\"{what}\"}} is not implemented yet",
-                                  tool=tool, mode=what)
-
-    def observe(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-        what = self._mode("observe", args, OBSERVE_MODES, None)
-        if what == "errors":
-            return self._console(ctx, args, errors_only=True)
-        if what == "logs":
-            return self._console(ctx, args, errors_only=False)
-        raise self._not_built("observe", what)
-
-    def analyze(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-        raise self._not_built("analyze", self._mode("analyze", args, ANALYZE_MODES, None))
-
-    def generate(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-        raise self._not_built("generate", self._mode("generate", args, GENERATE_MODES, "format"))
-
-    def configure(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-        what = self._mode("configure", args, CONFIGURE_MODES, "action")
-        if what == "health":
-            return self._health(ctx)
-        raise self._not_built("configure", what)
-
-    def interact(self, ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-        raise self._not_built("interact", self._mode("interact", args, INTERACT_MODES, "action"))
-
-    # -- helpers -------------------------------------------------------------------------------
-
-    def _extension_connected(self) -> bool:
-        return bool(getattr(getattr(self.app, "extension", None), "connected", False))
-
-    @staticmethod
-    def _int(args: dict[str, Any], name: str, default: int | None, lo: int, hi: int) -> int | None:
-        value = args.get(name, default)
-        if value is None:
-            return None
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidParam(f"{name} must be an integer", param=name)
-        if not lo <= value <= hi:
-            raise InvalidParam(f"{name} must be between {lo} and {hi}", param=name, value=value)
-        return value
-
-    # -- observe errors / logs -----------------------------------------------------------------
-
-    def _console(self, ctx: Any, args: dict[str, Any], errors_only: bool) -> dict[str, Any]:
-        limit = self._int(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-        last_n = self._int(args, "last_n", None, 1, MAX_LIMIT)
-        explicit = None
-        for name in ("after_cursor", "since_cursor"):
-            if args.get(name) is not None:
-                explicit = self._int(args, name, None, 0, 2**62)
-                break
-        level = args.get("level")
-        min_level = args.get("min_level")
-        for name, value in (("level", level), ("min_level", min_level)):
-            if value is not None and value not in _CONSOLE_RANK:
-                raise InvalidParam(f"{name} must be one of {', '.join(CONSOLE_LEVELS)}",
-                                   param=name)
-        source = args.get("source")
-        url = args.get("url")
-        for name, value in (("source", source), ("url", url)):
-            if value is not None and not isinstance(value, str):
-                raise InvalidParam(f"{name} must be a string", param=name)
-        min_rank = _CONSOLE_RANK[min_level] if min_level is not None else None
-        tab_id = self._int(args, "tab_id", None, -(2**62), 2**62)
-
-        def match(e: dict[str, Any]) -> bool:
-            lvl = e.get("level")
-            if errors_only and lvl != "error" and e.get("type") != "exception":
-                return False
-            if level is not None and lvl != level:
-                return False
-            if min_rank is not None and _CONSOLE_RANK.get(lvl, 0) < min_rank:
-                return False
-            if source is not None and source not in str(e.get("source", "")):
-                return False
-            if url is not None and url not in str(e.get("url", "")):
-                return False
-            if tab_id is not None and e.get("tabId", e.get("tab_id")) != tab_id:
-                return False
-            return True
-
-        store = self.app.store
-        ring = store.buffers[CONSOLE]
-        state = ctx.state
-        kind = "error" if errors_only else "log entry"
-        entries: list[dict[str, Any]] = []
-        size = 0
-        truncated = False
-        before = None
-        if args.get("before_cursor") is not None:
-            before = self._int(args, "before_cursor", None, 0, 2**62)
-        oldest_seq = None
-        if last_n is not None or before is not None:
-            # Newest first, backwards from before_cursor (or the head); the cursor does not move.
-            want = last_n if last_n is not None else limit
-            raw = ring.read(0)
-            stop = len(raw.items) if before is None else max(0, min(len(raw.items), before - raw.first_seq))
-            has_more = False
-            for i in range(stop - 1, -1, -1):
-                b = raw.items[i]
-                if errors_only and b"error" not in b and b"exception" not in b:
-                    continue
-                e = orjson.loads(b)
-                if not match(e):
-                    continue
-                if len(entries) == want or size + len(b) > RESULT_CAP:
-                    truncated = len(entries) < want
-                    has_more = True
-                    break
-                entries.append(e)
-                size += len(b)
-                oldest_seq = raw.first_seq + i
-            entries.reverse()
-            cursor = state.cursors.get(CONSOLE, 0)
-            next_cursor, missed = cursor, 0
-        else:
-            cursor = explicit if explicit is not None else state.cursors.get(CONSOLE, 0)
-            raw = ring.read(cursor)
-            next_cursor, has_more, missed = raw.next_cursor, False, raw.missed
-            for i, b in enumerate(raw.items):
-                if errors_only and b"error" not in b and b"exception" not in b:
-                    continue
-                e = orjson.loads(b)
-                if not match(e):
-                    continue
-                if len(entries) == limit or size + len(b) > RESULT_CAP:
-                    truncated = len(entries) < limit
-                    next_cursor, has_more = raw.first_seq + i, True
-                    break
-                entries.append(e)
-                size += len(b)
-            state.cursors[CONSOLE] = next_cursor
-        connected = self._extension_connected()
-        last_write = store.last_write.get(CONSOLE)
-        now = ctx.clock.seconds()
-        meta: dict[str, Any] = {
-            "count": len(entries),
-            "cursor": next_cursor,
-            "has_more": has_more,
-            "total": len(ring),
-            "missed": missed,
-            "oldest_timestamp": entries[0].get("ts") if entries else None,
-            "newest_timestamp": entries[-1].get("ts") if entries else None,
-            "data_age_seconds": round(now - last_write, 3) if last_write is not None else None,
-            "extension_connected": connected,
-        }
-        if before is not None or last_n is not None:
-            # Pass this as before_cursor to page further back.
-            meta["before_cursor"] = oldest_seq
-        if truncated:
-            meta["truncated"] = f"result capped at {RESULT_CAP} bytes; call again for the rest"
-        plural = kind + ("s" if len(entries) != 1 and kind == "error" else "")
-        if kind == "log entry" and len(entries) != 1:
-            plural = "log entries"
-        backwards = last_n is not None or before is not None
-        summary = f"{len(entries)} {'' if backwards else 'new '}{plural}"
-        if backwards:
-            summary += " (the newest" + (f" before cursor {before}" if before is not None else "")
-            summary += "; older ones waiting)" if has_more else ")"
-        else:
-            summary += f" (cursor {cursor} -> {next_cursor}"
-            summary += ", more waiting)" if has_more else ")"
-        if missed:
-            summary += f"; {missed} older entries were evicted before you read them"
-        if not connected:
-            summary += "; extension not connected"
-        meta["entries"] = [self._redact(e) for e in entries]
-        return text_result(summary, meta)
-
-    # -- configure health ----------------------------------------------------------------------
-
-    def _health(self, ctx: Any) -> dict[str, Any]:
-        app = self.app
-        now = ctx.clock.seconds()
-        ext = getattr(app, "extension", None)
-        registry = getattr(app, "registry", None)
-        server = getattr(app, "mcp", None)
-        body = {
-            "status": "ok",
-            "version": __version__,
-            "uptime_seconds": round(now - app.started_at, 3),
-            "extension": {
-                "connected": self._extension_connected(),
-                "last_sync": getattr(ext, "last_sync", None),
-            },
-            "buffers": app.store.stats(),
-            "clients": registry.summary() if registry is not None else None,
-            "mcp_sessions": len(server.sessions) if server is not None else None,
-            "you": {
-                "client_id": ctx.session.client_id,
-                "session_id": ctx.session.session_id,
-                "transport": ctx.session.transport,
-                "protocol_version": ctx.session.protocol_version,
-                "cursors": dict(ctx.state.cursors),
-            },
-        }
-        ext_word = "connected" if body["extension"]["connected"] else "not connected"
-        return text_result(f"Gasoline {__version__} ok; extension {ext_word}", body)
+        dispatch.__name__ = tool
+        return dispatch

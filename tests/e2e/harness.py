@@ -132,7 +132,7 @@ class Chromium:
             f"--user-data-dir={self.user_data_dir}",
             *([f"--load-extension={ext}", f"--disable-extensions-except={ext}"] if self.extension_dir else ["--disable-extensions"]),
             "--remote-debugging-port=0",
-            "--no-default-browser-check", "--disable-dev-shm-usage", "--window-size=1280,900",
+            "--no-default-browser-check", "--disable-dev-shm-usage", "--disable-breakpad", "--window-size=1280,900",
             "about:blank",
         ]
         self._stderr = open(self.stderr_path, "wb")

@@ -63,6 +63,7 @@ def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(brows
             {("console", "error"), ("console", "log"), ("exception", "error"), ("network", "error")} <= kinds
             and any(marker in json.dumps(b) and "/api/fail" in b["url"] for b in s["network_bodies"])
             and any(b["url"].endswith("/api/login") for b in s["network_bodies"])
+            and any("/api/ok?req=" in b["url"] for b in s["network_bodies"])
             and sum(1 for e in s["websocket_events"] if e.get("event") in ("open", "message", "close")) >= 4
             and {"click", "input"} <= {a["type"] for a in actions}
         )
@@ -90,6 +91,10 @@ def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(brows
     assert body["tab_id"] == tab
     assert "authorization" not in body.get("request_headers", {})  # sensitive header dropped
     assert "e2e-secret-token" not in json.dumps(snap)
+
+    from_request = next(b for b in snap["network_bodies"] if "/api/ok?req=" in b["url"])
+    assert from_request["method"] == "PUT" and from_request["request_body"] == "request-object-body-" + marker
+    assert from_request["status"] == 200 and "request-object-body-" + marker in from_request["response_body"]
 
     login = next(b for b in snap["network_bodies"] if b["url"].endswith("/api/login"))
     assert "hunter2" not in json.dumps(login)
@@ -221,8 +226,17 @@ def test_an_mcp_agent_observes_what_the_page_did(browser, site, ext_daemon):
     )
     # Only observe errors / logs exist in the daemon so far; the other buffers are checked through
     # /snapshot above and the performance snapshot in test_extension_commands.py.
-    texts = _observe_all(ext_daemon.url + "/mcp", ["errors", "logs"])
-    assert "e2e console error " + marker in texts["errors"]
-    assert "e2e thrown " + marker in texts["errors"]
-    assert "e2e rejected " + marker in texts["errors"]
-    assert "e2e log line " + marker in texts["logs"]
+    wanted = {
+        "errors": ["e2e console error " + marker, "e2e thrown " + marker, "e2e rejected " + marker],
+        "logs": ["e2e log line " + marker],
+    }
+    seen: dict[str, str] = {}
+
+    def observed():
+        seen.update(_observe_all(ext_daemon.url + "/mcp", list(wanted)))
+        return all(text in seen[mode] for mode, texts in wanted.items() for text in texts)
+
+    try:
+        wait_until(observed, 15, interval=0.5, what="observe errors/logs to show the page's entries")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last observe texts: {seen!r}"[:4000]) from None

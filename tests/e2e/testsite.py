@@ -42,6 +42,7 @@ CAPTURE_PAGE = """<!doctype html>
         'Authorization': 'Bearer e2e-secret-token'}, body: JSON.stringify({hello: 'body-' + marker})})
     .then(r => r.text()).then(() => { window.__done.fetch = true; });
   fetch('/api/login', {method: 'POST', body: JSON.stringify({user: 'u', password: 'hunter2-' + marker})});
+  fetch(new Request('/api/ok?req=' + marker, {method: 'PUT', body: 'request-object-body-' + marker}));
   const ws = new WebSocket('ws://' + location.host + '/ws');
   ws.onopen = () => ws.send('ping-' + marker);
   ws.onmessage = (e) => { window.__done.ws = e.data; ws.close(1000, 'done'); };

@@ -1,0 +1,183 @@
+"""
+Helpers shared by the ``analyze``, ``generate`` and ``interact`` mode tables.
+
+ - L{extension_mode}: run one extension-bound command for the caller (through the query router,
+   as C{ctx.router_call}) and turn its result into a tool result, or, with ``background: true``
+   (``sync: false`` / ``wait: false``), start it with C{ctx.router_submit} and answer
+   ``{correlation_id, status: "pending"}`` at once;
+ - buffer readers that decode only the newest entries of a ring;
+ - the caller's noise rules (client scope plus global) for analyses that look at errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+from twisted.internet.defer import Deferred
+
+from gasoline.core.errors import InvalidParam
+
+#: Default and largest number of entries an analysis reads from one buffer.
+DEFAULT_ANALYSIS_ENTRIES = 1000
+MAX_ANALYSIS_ENTRIES = 10_000
+#: Largest ``timeout_ms`` an agent may ask for (the schema's maximum).
+MAX_TIMEOUT_MS = 120_000
+
+
+def nulls_absent(table: dict[str, Callable[[Any, dict[str, Any]], Any]]
+                 ) -> dict[str, Callable[[Any, dict[str, Any]], Any]]:
+    """Wrap every handler of a mode table so that an argument given as JSON ``null`` counts as
+    not given (its default applies)."""
+
+    def wrap(handler: Callable[[Any, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
+        def handle(ctx: Any, args: dict[str, Any]) -> Any:
+            return handler(ctx, {k: v for k, v in args.items() if v is not None})
+
+        handle.__name__ = getattr(handler, "__name__", "handle")
+        handle.__wrapped__ = handler  # type: ignore[attr-defined]
+        return handle
+
+    return {name: wrap(handler) for name, handler in table.items()}
+
+
+def timeout_of(ctx: Any, args: dict[str, Any]) -> float | None:
+    """``timeout_ms`` as seconds for the router (None: the router's default)."""
+    ms = ctx.int_arg(args, "timeout_ms", None, 1, MAX_TIMEOUT_MS)
+    return None if ms is None else ms / 1000.0
+
+
+def tab_of(ctx: Any, args: dict[str, Any]) -> int | None:
+    """``tab_id`` (None: the tab the extension tracks)."""
+    return ctx.int_arg(args, "tab_id", None, 0, 2**53)
+
+
+def extension_mode(
+    ctx: Any,
+    args: dict[str, Any],
+    type: str,
+    params: dict[str, Any],
+    describe: Callable[[Any], tuple[str, dict[str, Any]]],
+    *,
+    on_submit: Callable[[str], None] | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """Send command C{type} with C{params} for the caller.
+
+    Synchronous: a Deferred firing with C{ctx.ok(*describe(result))}. Background: a result with the
+    correlation id at once (C{on_submit(correlation_id)} runs first).
+    """
+    tab_id = tab_of(ctx, args)
+    if timeout is None:
+        timeout = timeout_of(ctx, args)
+    if ctx.wants_background(args):
+        correlation_id = ctx.router_submit(type, params, timeout=timeout, tab_id=tab_id)
+        if on_submit is not None:
+            on_submit(correlation_id)
+        return ctx.ok(
+            f"{type} command started in the background; fetch it with "
+            f"observe {{what:\"command_result\", correlation_id:\"{correlation_id}\"}}",
+            {"correlation_id": correlation_id, "status": "pending", "command_type": type},
+        )
+    d: Deferred = ctx.router_call(type, params, timeout=timeout, tab_id=tab_id)
+
+    def answered(result: Any) -> dict[str, Any]:
+        summary, data = describe(result)
+        return ctx.ok(summary, data)
+
+    return d.addCallback(answered)
+
+
+def call(ctx: Any, args: dict[str, Any], type: str, params: dict[str, Any],
+         timeout: float | None = None) -> Deferred:
+    """One synchronous extension command (for modes made of several commands)."""
+    return ctx.router_call(type, params, timeout=timeout if timeout is not None
+                           else timeout_of(ctx, args), tab_id=tab_of(ctx, args))
+
+
+def lst(value: Any) -> list[Any]:
+    """C{value} if it is a list, else an empty list (extension answers are not trusted)."""
+    return value if isinstance(value, list) else []
+
+
+def as_dict(result: Any) -> dict[str, Any]:
+    """The extension's result as a dict (a non-dict result is wrapped as ``{"result": ...}``)."""
+    return result if isinstance(result, dict) else {"result": result}
+
+
+# -- buffers ---------------------------------------------------------------------------------------
+
+
+def newest(ctx: Any, buffer: str, limit: int) -> list[dict[str, Any]]:
+    """The newest C{limit} entries of C{buffer}, oldest first (decoding only those)."""
+    ring = ctx.app.store.buffers.get(buffer)
+    if ring is None:
+        return []
+    out = []
+    for raw in ring.read_last(limit).items:
+        try:
+            value = orjson.loads(raw) if isinstance(raw, (bytes, bytearray, memoryview, str)) else raw
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def since(ctx: Any, buffer: str, cursor: int, limit: int) -> tuple[list[dict[str, Any]], int, int]:
+    """Entries of C{buffer} from sequence C{cursor} on (at most C{limit}, the newest ones kept):
+    ``(entries, missed, head)``."""
+    ring = ctx.app.store.buffers.get(buffer)
+    if ring is None:
+        return [], 0, 0
+    raw = ring.read(max(0, int(cursor)))
+    items = raw.items[-limit:] if limit and len(raw.items) > limit else raw.items
+    skipped = len(raw.items) - len(items)
+    out = []
+    for b in items:
+        try:
+            value = orjson.loads(b)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out, raw.missed + skipped, raw.next_cursor
+
+
+def heads(ctx: Any) -> dict[str, int]:
+    return {name: ring.head for name, ring in ctx.app.store.buffers.items()}
+
+
+def entries_limit(ctx: Any, args: dict[str, Any], name: str = "last_n") -> int:
+    return ctx.int_arg(args, name, DEFAULT_ANALYSIS_ENTRIES, 1, MAX_ANALYSIS_ENTRIES)
+
+
+def noise_filter(ctx: Any, entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The caller's noise rules (client scope, built-ins, then global) applied to C{entries}."""
+    from gasoline.core.noise import NoiseRules  # noqa: PLC0415
+
+    extras = getattr(ctx.app, "extras", None) or {}
+    rules = NoiseRules.from_json(getattr(ctx.state, "noise_rules", None),
+                                 parent=extras.get("noise_global"))
+    return rules.filter(entries)
+
+
+def page_url(ctx: Any) -> str | None:
+    """The URL of the tab the extension tracks, when it reported one."""
+    settings = getattr(getattr(ctx.app, "extension", None), "settings", None) or {}
+    url = settings.get("tracked_tab_url")
+    return url if isinstance(url, str) and url else None
+
+
+def require_str(ctx: Any, args: dict[str, Any], *names: str) -> str:
+    """The first of C{names} present as a non-empty string, else L{MissingParam}."""
+    from gasoline.core.errors import MissingParam  # noqa: PLC0415
+
+    for name in names:
+        value = ctx.str_arg(args, name)
+        if value is not None:
+            if not value.strip():
+                raise InvalidParam(f"{name} must not be empty", param=name)
+            return value
+    raise MissingParam(f"{ctx.tool or 'this'} {ctx.mode or 'mode'} needs '{names[0]}'",
+                       param=names[0])

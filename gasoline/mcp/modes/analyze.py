@@ -1,0 +1,471 @@
+"""
+``analyze`` modes: answers computed from the shared buffers (S) or asked of the extension (X).
+
+X modes go through the query router as the caller (C{ctx.router_call}); with ``background: true``
+(or ``sync: false`` / ``wait: false``) they answer a ``correlation_id`` at once. S modes read the
+newest entries of the buffers (``last_n``, default 1000) and call the pure analyses of
+L{gasoline.analysis}. See docs/tools.md ("analyze, generate and interact").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urljoin
+
+from gasoline.analysis import (
+    api_validation,
+    changes,
+    error_clusters,
+    performance,
+    security_audit,
+    select_links,
+    third_party_audit,
+)
+from gasoline.analysis._util import entry_time, is_error, is_failed_request, iso, origin_of
+from gasoline.core.errors import InvalidParam, MissingParam
+from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.mcp.modes._shared import (
+    nulls_absent,
+    as_dict,
+    call,
+    entries_limit,
+    extension_mode,
+    heads,
+    lst,
+    newest,
+    noise_filter,
+    page_url,
+    require_str,
+    since,
+)
+
+#: Buffers a checkpoint diff reads (seed 000: errors, failed requests, WebSocket events, actions).
+CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
+MAX_RESULT_ITEMS = 1000
+
+
+def _limit(ctx: Any, args: dict[str, Any], default: int = 50) -> int:
+    return ctx.int_arg(args, "limit", default, 1, MAX_RESULT_ITEMS)
+
+
+def _str_list(ctx: Any, args: dict[str, Any], name: str, max_items: int = 100) -> list[str] | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidParam(f"{name} must be an array of strings", param=name)
+    if len(value) > max_items:
+        raise InvalidParam(f"{name} may hold at most {max_items} items", param=name)
+    return value
+
+
+# -- X: the extension answers -----------------------------------------------------------------------
+
+
+def dom(ctx: Any, args: dict[str, Any]) -> Any:
+    selector = ctx.str_arg(args, "selector", "body")
+    params: dict[str, Any] = {"selector": selector, "limit": _limit(ctx, args)}
+    if args.get("include_html") is not None:
+        params["include_html"] = ctx.bool_arg(args, "include_html")
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        count = r.get("count", r.get("match_count"))
+        if not isinstance(count, int):
+            count = len(lst(r.get("matches")))
+        return f"{count} element(s) match {selector!r}", {"selector": selector, "dom": r}
+
+    return extension_mode(ctx, args, "dom", params, describe)
+
+
+def accessibility(ctx: Any, args: dict[str, Any]) -> Any:
+    params = a11y_params(ctx, args)
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        violations = [v for v in lst(r.get("violations")) if isinstance(v, dict)]
+        by_impact: dict[str, int] = {}
+        for v in violations:
+            impact = str(v.get("impact") or "unknown")
+            by_impact[impact] = by_impact.get(impact, 0) + 1
+        detail = ", ".join(f"{n} {k}" for k, n in sorted(by_impact.items()))
+        summary = f"{len(violations)} accessibility violation(s)" + (f" ({detail})" if detail else "")
+        return summary, {"by_impact": by_impact, "accessibility": r}
+
+    return extension_mode(ctx, args, "a11y", params, describe)
+
+
+def a11y_params(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The ``a11y`` command's params from tool arguments (``selector``, ``tags``, ``rules``)."""
+    params: dict[str, Any] = {}
+    selector = ctx.str_arg(args, "selector")
+    if selector:
+        params["selector"] = selector
+    for name in ("tags", "rules"):
+        values = _str_list(ctx, args, name)
+        if values:
+            params[name] = values
+    node_limit = ctx.int_arg(args, "node_limit", None, 1, 200)
+    if node_limit is not None:
+        params["node_limit"] = node_limit
+    return params
+
+
+def link_health(ctx: Any, args: dict[str, Any]) -> Any:
+    params = {"limit": ctx.int_arg(args, "limit", 50, 1, 200)}
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        return (f"{r.get('checked', 0)} link(s) checked by the browser, {r.get('broken', 0)} broken",
+                {"link_health": r})
+
+    return extension_mode(ctx, args, "link_health", params, describe)
+
+
+def computed_styles(ctx: Any, args: dict[str, Any]) -> Any:
+    selector = require_str(ctx, args, "selector")
+    params: dict[str, Any] = {"selector": selector}
+    props = _str_list(ctx, args, "properties")
+    if props:
+        params["properties"] = props
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        styles = r.get("styles") if isinstance(r.get("styles"), dict) else {}
+        return f"{len(styles)} computed style(s) of {selector!r}", {"computed_styles": r}
+
+    return extension_mode(ctx, args, "computed_styles", params, describe)
+
+
+def forms(ctx: Any, args: dict[str, Any]) -> Any:
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        found = [f for f in lst(r.get("forms")) if isinstance(f, dict)]
+        fields = sum(len(lst(f.get("fields"))) for f in found)
+        return f"{len(found)} form(s) with {fields} field(s)", {"forms": r}
+
+    return extension_mode(ctx, args, "form_discovery", {}, describe)
+
+
+def form_issues(discovery: dict[str, Any]) -> list[dict[str, Any]]:
+    """Problems visible in a ``form_discovery`` result: unlabeled or unnamed fields, passwords
+    sent with GET or over plain HTTP, forms without a submit control."""
+    issues: list[dict[str, Any]] = []
+    page = discovery.get("url") if isinstance(discovery.get("url"), str) else ""
+    for form in lst(discovery.get("forms")):
+        if not isinstance(form, dict):
+            continue
+        where = form.get("selector")
+        fields = [f for f in lst(form.get("fields")) if isinstance(f, dict)]
+        inputs = [f for f in fields if f.get("type") not in ("submit", "button", "reset", "hidden",
+                                                                "image", "fieldset")]
+        has_password = any(f.get("type") == "password" for f in fields)
+        for field in inputs:
+            if not str(field.get("label") or "").strip():
+                issues.append({"form": where, "field": field.get("selector"), "severity": "warning",
+                               "issue": "missing_label",
+                               "detail": "field has no accessible name (label, aria-label)"})
+            if not str(field.get("name") or "").strip() and field.get("tag") != "fieldset":
+                issues.append({"form": where, "field": field.get("selector"), "severity": "info",
+                               "issue": "missing_name",
+                               "detail": "field has no name, so it is not submitted"})
+        if has_password and str(form.get("method") or "get").lower() == "get":
+            issues.append({"form": where, "severity": "error", "issue": "password_in_get",
+                           "detail": "a password field in a GET form ends up in the URL"})
+        action = str(form.get("action") or "")
+        if has_password and (action.startswith("http://") or
+                             (not action and page.startswith("http://"))):
+            host = origin_of(action or page) or ""
+            if "localhost" not in host and "127.0.0.1" not in host:
+                issues.append({"form": where, "severity": "error", "issue": "password_over_http",
+                               "detail": "the form posts a password over plain HTTP"})
+        if inputs and not any(f.get("type") in ("submit", "image") or
+                              (f.get("tag") == "button" and f.get("type") in ("submit", ""))
+                              for f in fields):
+            issues.append({"form": where, "severity": "info", "issue": "no_submit_control",
+                           "detail": "no submit button: Enter may not submit the form"})
+    return issues
+
+
+def form_validation(ctx: Any, args: dict[str, Any]) -> Any:
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        issues = form_issues(r)
+        n_forms = len([f for f in lst(r.get("forms")) if isinstance(f, dict)])
+        return (f"{len(issues)} issue(s) in {n_forms} form(s)",
+                {"issues": issues, "forms": r})
+
+    return extension_mode(ctx, args, "form_discovery", {}, describe)
+
+
+def page_summary(ctx: Any, args: dict[str, Any]) -> Any:
+    """The page as the extension sees it (``page_info``) plus what the buffers say about it."""
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        url = r.get("url") if isinstance(r.get("url"), str) else page_url(ctx)
+        console = newest(ctx, CONSOLE, 1000)
+        bodies = newest(ctx, NETWORK_BODIES, 1000)
+        on_page = [e for e in console if url and (e.get("url") == url or e.get("page_url") == url)]
+        errors = [e for e in (on_page or console) if is_error(e)]
+        failed = [b for b in bodies if is_failed_request(b)]
+        perf = ctx.app.store.performance.get(url) if url else None
+        vitals = performance([perf])["pages"][0] if isinstance(perf, dict) else None
+        data = {
+            "page": r,
+            "telemetry": {
+                "recent_errors": len(errors),
+                "recent_failed_requests": len(failed),
+                "error_samples": [str(e.get("message", ""))[:300] for e in errors[-5:]],
+                "vitals": vitals,
+            },
+        }
+        title = r.get("title") or ""
+        return (f"{title or url or 'page'}: {len(errors)} recent error(s), "
+                f"{len(failed)} failed request(s)", data)
+
+    return extension_mode(ctx, args, "page_info", {}, describe)
+
+
+# -- S: computed from the buffers -------------------------------------------------------------------
+
+
+def _errors(ctx: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    console = newest(ctx, CONSOLE, entries_limit(ctx, args))
+    errors = [e for e in console if is_error(e)]
+    return noise_filter(ctx, errors)
+
+
+def error_clusters_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    errors, hidden = _errors(ctx, args)
+    result = error_clusters(errors, limit=_limit(ctx, args))
+    result["noise_hidden"] = hidden
+    n = len(result.get("clusters") or [])
+    return ctx.ok(f"{len(errors)} error(s) in {n} cluster(s)"
+                  + (f"; {hidden} hidden by noise rules" if hidden else ""),
+                  result, buffer=CONSOLE)
+
+
+def performance_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    snapshots = list(ctx.app.store.performance.values())
+    url = ctx.str_arg(args, "url")
+    if url:
+        snapshots = [s for s in snapshots if url in str(s.get("url", ""))]
+    result = performance(snapshots)
+    pages = result.get("pages") or []
+    rating = result.get("overall")
+    summary = f"performance of {len(pages)} page(s)" + (f": {rating}" if isinstance(rating, str) else "")
+    if not snapshots:
+        summary = "no performance snapshots captured yet"
+    return ctx.ok(summary, result, buffer="performance")
+
+
+def security_audit_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    n = entries_limit(ctx, args)
+    result = security_audit(newest(ctx, NETWORK_BODIES, n), newest(ctx, CONSOLE, n),
+                            newest(ctx, ACTIONS, n), page_url=ctx.str_arg(args, "url") or page_url(ctx))
+    findings = result.get("findings") or []
+    return ctx.ok(f"{len(findings)} security finding(s)", result, buffer=NETWORK_BODIES)
+
+
+def third_party_audit_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    n = entries_limit(ctx, args)
+    page = ctx.str_arg(args, "url") or page_url(ctx)
+    result = third_party_audit(newest(ctx, NETWORK_BODIES, n), newest(ctx, WATERFALL, n),
+                               origin_of(page) if page else None)
+    return ctx.ok(f"{result.get('third_party_count', 0)} third-party origin(s)", result,
+                  buffer=WATERFALL)
+
+
+def api_validation_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    bodies = newest(ctx, NETWORK_BODIES, entries_limit(ctx, args))
+    url = ctx.str_arg(args, "url")
+    if url:
+        bodies = [b for b in bodies if url in str(b.get("url", ""))]
+    result = api_validation(bodies, limit=_limit(ctx, args))
+    return ctx.ok(f"{result.get('violation_count', 0)} API contract violation(s) across "
+                  f"{result.get('endpoint_count', 0)} endpoint(s)",
+                  result, buffer=NETWORK_BODIES)
+
+
+def history(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Pages visited (from actions, console entries and performance snapshots), oldest first,
+    with the navigations and per-page counts of actions and errors."""
+    n = entries_limit(ctx, args)
+    pages: dict[str, dict[str, Any]] = {}
+
+    def visit(url: Any, at: float | None, kind: str) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://", "file:")):
+            return
+        page = pages.get(url)
+        if page is None:
+            page = pages[url] = {"url": url, "first_seen": at, "last_seen": at,
+                                 "actions": 0, "errors": 0, "logs": 0, "navigations": 0}
+        if at is not None:
+            if page["first_seen"] is None or at < page["first_seen"]:
+                page["first_seen"] = at
+            if page["last_seen"] is None or at > page["last_seen"]:
+                page["last_seen"] = at
+        page[kind] += 1
+
+    navigations = []
+    for action in newest(ctx, ACTIONS, n):
+        at = entry_time(action)
+        if action.get("type") in ("navigate", "navigation", "page_load"):
+            target = action.get("to_url") or action.get("url")
+            visit(target, at, "navigations")
+            navigations.append({"at": iso(at), "from": action.get("from_url"), "to": target,
+                                "source": action.get("source", "user")})
+        else:
+            visit(action.get("url"), at, "actions")
+    for entry in newest(ctx, CONSOLE, n):
+        if entry.get("type") == "network":
+            continue  # its url is the request's, not the page's
+        visit(entry.get("page_url") or entry.get("url"), entry_time(entry),
+              "errors" if is_error(entry) else "logs")
+    for snap in ctx.app.store.performance.values():
+        visit(snap.get("url"), entry_time(snap), "logs")
+    ordered = sorted(pages.values(), key=lambda p: (p["first_seen"] is None, p["first_seen"] or 0))
+    limit = _limit(ctx, args)
+    for page in ordered:
+        page["first_seen"] = iso(page["first_seen"])
+        page["last_seen"] = iso(page["last_seen"])
+    current = page_url(ctx)
+    return ctx.ok(f"{len(ordered)} page(s) visited, {len(navigations)} navigation(s)",
+                  {"current_page": current, "pages": ordered[-limit:],
+                   "navigations": navigations[-limit:]}, buffer=ACTIONS)
+
+
+def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
+    """The caller's checkpoint C{name}; ``client:name`` reaches another client's on purpose
+    (the same resolution as configure's checkpoint modes)."""
+    from gasoline.mcp.modes.configure import resolve_checkpoint  # noqa: PLC0415
+
+    return resolve_checkpoint(ctx, name)
+
+
+def compute_changes(ctx: Any, args: dict[str, Any], name: str) -> dict[str, Any]:
+    """The diff since checkpoint C{name} (the caller's, or ``client:name``)."""
+    checkpoint = _checkpoint(ctx, name)
+    cp_heads = checkpoint.get("heads") if isinstance(checkpoint.get("heads"), dict) else {}
+    n = entries_limit(ctx, args, "last_n")
+    entries: dict[str, list[dict[str, Any]]] = {}
+    missed: dict[str, int] = {}
+    now_heads = heads(ctx)
+    hidden = 0
+    for buffer in CHANGE_BUFFERS:
+        start = cp_heads.get(buffer, 0)
+        if not isinstance(start, int) or isinstance(start, bool):
+            start = 0
+        items, lost, _ = since(ctx, buffer, start, n)
+        if buffer == CONSOLE:
+            items, hidden = noise_filter(ctx, items)
+        entries[buffer] = items
+        missed[buffer] = lost
+    snapshot = {"at": ctx.now(), "heads": now_heads,
+                "counters": {f"{b}_head": now_heads.get(b, 0) for b in CHANGE_BUFFERS},
+                "entries": entries, "missed": missed}
+    result = changes(checkpoint, snapshot, limit=_limit(ctx, args))
+    result["noise_hidden"] = hidden
+    return result
+
+
+def changes_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    name = ctx.str_arg(args, "checkpoint") or ctx.str_arg(args, "name")
+    if not name:
+        raise MissingParam("analyze changes needs 'checkpoint' (a name from configure checkpoint)",
+                           param="checkpoint",
+                           retry="Create a checkpoint with configure {what:\"checkpoint\", "
+                           "name:\"before\"}, act, then call analyze {what:\"changes\", "
+                           "checkpoint:\"before\"}.")
+    result = compute_changes(ctx, args, name)
+    return ctx.ok(result["summary"], result)
+
+
+# -- link_validation: server-side, with the SSRF guard -------------------------------------------------
+
+
+def _validator(ctx: Any) -> Any:
+    extras = ctx.app.extras
+    validator = extras.get("link_validator")
+    if validator is None:
+        from gasoline.mcp.modes._links import default_validator  # noqa: PLC0415
+
+        validator = extras["link_validator"] = default_validator(ctx.app.clock)
+    return validator
+
+
+def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
+    allow_private = ctx.bool_arg(args, "allow_private", False)
+    limit = ctx.int_arg(args, "limit", 50, 1, 200)
+    urls = _str_list(ctx, args, "urls", 200)
+    single = ctx.str_arg(args, "url")
+    validator = _validator(ctx)
+
+    def check(hrefs: list[str], base: str | None) -> Any:
+        picked = select_links(hrefs, base, limit)
+        d = validator.validate(picked["links"], allow_private=allow_private)
+
+        def done(summary: dict[str, Any]) -> dict[str, Any]:
+            summary["skipped"] = picked["skipped"]
+            by_class = summary.get("by_class") or {}
+            bad = sum(by_class.get(k, 0) for k in ("broken", "server_error", "error"))
+            text = (f"{summary['checked']} link(s) checked from the daemon: {bad} broken or "
+                    f"failing, {summary['refused']} refused by the SSRF guard")
+            return ctx.ok(text, summary)
+
+        return d.addCallback(done)
+
+    if urls is not None or single is not None:
+        return check((urls or []) + ([single] if single else []), page_url(ctx))
+    # No URLs given: the links of the tracked page, read through the extension.
+    d = call(ctx, args, "dom", {"selector": "a[href]", "limit": 500, "include_html": False})
+
+    def from_dom(result: Any) -> Any:
+        r = as_dict(result)
+        base = r.get("url") if isinstance(r.get("url"), str) else page_url(ctx)
+        hrefs = []
+        for match in lst(r.get("matches")):
+            attrs = match.get("attributes") if isinstance(match, dict) else None
+            href = attrs.get("href") if isinstance(attrs, dict) else None
+            if isinstance(href, str):
+                hrefs.append(urljoin(base, href) if base else href)
+        return check(hrefs, base)
+
+    return d.addCallback(from_dom)
+
+
+#: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
+#: the tools-infrastructure to merge into ``analyze``'s inputSchema).
+PROPERTIES: dict[str, Any] = {
+    "last_n": {"type": "integer", "minimum": 1, "maximum": 10000,
+               "description": "S modes: how many of the newest buffered entries to analyze "
+               "(default 1000)."},
+    "include_html": {"type": "boolean", "description": "dom: include each match's outerHTML."},
+    "rules": {"type": "array", "items": {"type": "string"},
+              "description": "accessibility: run only these axe rule ids."},
+    "node_limit": {"type": "integer", "minimum": 1, "maximum": 200,
+                   "description": "accessibility: nodes reported per violation."},
+    "urls": {"type": "array", "items": {"type": "string"}, "maxItems": 200,
+             "description": "link_validation: the URLs to check (default: the page's links)."},
+    "allow_private": {"type": "boolean", "description": "link_validation: also fetch "
+                      "loopback/private addresses (refused by default: SSRF guard)."},
+}
+
+MODES = nulls_absent({
+    "dom": dom,
+    "accessibility": accessibility,
+    "performance": performance_mode,
+    "error_clusters": error_clusters_mode,
+    "history": history,
+    "security_audit": security_audit_mode,
+    "third_party_audit": third_party_audit_mode,
+    "link_health": link_health,
+    "link_validation": link_validation,
+    "page_summary": page_summary,
+    "computed_styles": computed_styles,
+    "forms": forms,
+    "form_validation": form_validation,
+    "api_validation": api_validation_mode,
+    "changes": changes_mode,
+})

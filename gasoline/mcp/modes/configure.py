@@ -1,0 +1,594 @@
+"""
+``configure``: the caller's own settings and state, and the daemon's diagnostics.
+
+Per-client (persisted with the client state, ``<state-dir>/clients/<id>.json``): ``store``/``load``
+(key-value, by ``namespace``), ``noise_rule`` (scope ``client``), ``checkpoint`` (names are the
+caller's; ``other-client:name`` reads another client's on purpose), ``select_tab`` (URL patterns),
+read cursors (``clear``). Shared, only on explicit request: ``noise_rule scope:"global"`` and
+``clear scope:"all"`` (empties the shared buffers; other clients' next reads say so).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import orjson
+
+from gasoline import __version__
+from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
+from gasoline.core.store import (
+    ACTIONS,
+    CONSOLE,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
+from gasoline.mcp.modes.context import (
+    ToolContext,
+    client_noise_rules,
+    newest_entries,
+    save_noise_rules,
+)
+from gasoline.mcp.modes.observe import CLEARS
+
+DEFAULT_NAMESPACE = "default"
+#: kv namespaces Gasoline keeps for itself (recordings); agents cannot store or list them.
+RESERVED_NS_PREFIX = "gasoline:"
+MAX_KV_KEYS = 1000
+MAX_KV_VALUE_BYTES = 64 * 1024
+MAX_KEY_LENGTH = 200
+MAX_CHECKPOINTS = 100
+MAX_CHECKPOINT_NAME = 100
+MAX_TAB_PATTERNS = 50
+MAX_PATTERN_LENGTH = 500
+
+#: ``buffer`` argument -> store buffers.
+BUFFER_GROUPS: dict[str, tuple[str, ...]] = {
+    "network": (NETWORK_BODIES, WATERFALL),
+    "websocket": (WEBSOCKET_EVENTS,),
+    "actions": (ACTIONS,),
+    "logs": (CONSOLE, EXTENSION_LOGS),
+}
+
+
+def _registry(ctx: ToolContext) -> Any:
+    request = ctx.request
+    server = getattr(request, "server", None) if request is not None else None
+    if server is None:
+        server = getattr(ctx.app, "mcp", None)
+    return getattr(server, "tools", None)
+
+
+# -- store / load -------------------------------------------------------------------------------
+
+
+def _namespace(ctx: ToolContext, args: dict[str, Any]) -> str:
+    ns = ctx.str_arg(args, "namespace", DEFAULT_NAMESPACE)
+    if not ns or len(ns) > MAX_KEY_LENGTH:
+        raise InvalidParam(f"namespace must be 1..{MAX_KEY_LENGTH} characters", param="namespace")
+    if ns.startswith(RESERVED_NS_PREFIX):
+        raise InvalidParam(f"namespaces starting with {RESERVED_NS_PREFIX!r} are Gasoline's own",
+                           param="namespace")
+    return ns
+
+
+def _key(ctx: ToolContext, args: dict[str, Any], required: bool) -> str | None:
+    key = ctx.str_arg(args, "key")
+    if key is None:
+        if required:
+            raise MissingParam("store needs 'key' (and 'value')", param="key")
+        return None
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise InvalidParam(f"key must be 1..{MAX_KEY_LENGTH} characters", param="key")
+    return key
+
+
+def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    ns = _namespace(ctx, args)
+    key = _key(ctx, args, True)
+    if "value" not in args:
+        raise MissingParam("store needs 'value' (any JSON value; null deletes the key)",
+                           param="value")
+    value = args["value"]
+    kv = ctx.state.kv
+    space = kv.get(ns)
+    if not isinstance(space, dict):
+        space = kv[ns] = {}
+    if value is None:
+        existed = space.pop(key, None) is not None
+        if not space:
+            kv.pop(ns, None)
+        ctx.state.mark_dirty()
+        return ctx.ok(f"{ns}/{key} {'deleted' if existed else 'was not set'}",
+                      {"namespace": ns, "key": key, "deleted": existed})
+    try:
+        size = len(orjson.dumps(value))
+    except (TypeError, orjson.JSONEncodeError):
+        raise InvalidParam("value must be JSON-encodable", param="value") from None
+    if size > MAX_KV_VALUE_BYTES:
+        raise InvalidParam(f"value is {size} bytes; at most {MAX_KV_VALUE_BYTES}", param="value")
+    total = sum(len(s) for n, s in kv.items()
+                if isinstance(s, dict) and not str(n).startswith(RESERVED_NS_PREFIX))
+    if key not in space and total >= MAX_KV_KEYS:
+        raise InvalidParam(f"at most {MAX_KV_KEYS} keys per client",
+                           retry="Delete keys you no longer need (store with value null).")
+    space[key] = value
+    ctx.state.mark_dirty()
+    return ctx.ok(f"stored {ns}/{key} ({size} bytes)", {"namespace": ns, "key": key,
+                                                         "bytes": size})
+
+
+def configure_load(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    ns = _namespace(ctx, args)
+    key = _key(ctx, args, False)
+    space = ctx.state.kv.get(ns)
+    space = space if isinstance(space, dict) else {}
+    if key is None:
+        keys = sorted(space)
+        return ctx.ok(f"{len(keys)} keys in namespace {ns}",
+                      {"namespace": ns, "keys": keys,
+                       "namespaces": sorted(k for k in ctx.state.kv if isinstance(k, str)
+                                            and not k.startswith(RESERVED_NS_PREFIX))})
+    if key not in space:
+        raise GasolineError(f"no key {key!r} in namespace {ns!r}", code="no_data",
+                            retry="configure {what:'load'} without key lists the keys.")
+    return ctx.ok(f"loaded {ns}/{key}", {"namespace": ns, "key": key, "value": space[key]})
+
+
+# -- noise rules --------------------------------------------------------------------------------
+
+
+def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    action = ctx.str_arg(args, "noise_action", "list",
+                         ("add", "remove", "list", "reset", "auto_detect"))
+    scope = ctx.str_arg(args, "scope", "client", ("client", "global"))
+    mine = client_noise_rules(ctx)
+    glob = ctx.app.extras["noise_global"]
+    target = mine if scope == "client" else glob
+
+    def saved() -> None:
+        if scope == "client":
+            save_noise_rules(ctx, mine)
+
+    if action == "list":
+        rules = {"client": mine.list(), "global": glob.list()}
+        if scope == "global":
+            rules = {"global": glob.list()}
+        n = sum(len(v) for v in rules.values())
+        return ctx.ok(f"{n} noise rules ({', '.join(f'{k}: {len(v)}' for k, v in rules.items())})",
+                      {"rules": rules})
+    if action == "add":
+        pattern = args.get("pattern")
+        if pattern is None:
+            raise MissingParam("noise_rule add needs 'pattern'", param="pattern")
+        rule = target.add(
+            pattern=pattern,
+            field=ctx.str_arg(args, "field", "any"),
+            kind=ctx.str_arg(args, "kind", "regex"),
+            level=ctx.str_arg(args, "level"),
+            reason=ctx.str_arg(args, "reason", ""),
+            id=ctx.str_arg(args, "rule_id"),
+        )
+        saved()
+        return ctx.ok(f"noise rule {rule.id} added ({scope} scope)", {"rule": rule.to_json(),
+                                                                       "scope": scope})
+    if action == "remove":
+        rule_id = ctx.str_arg(args, "rule_id")
+        if not rule_id:
+            raise MissingParam("noise_rule remove needs 'rule_id'", param="rule_id")
+        rule = target.remove(rule_id)
+        saved()
+        return ctx.ok(f"noise rule {rule.id} removed ({scope} scope)", {"rule": rule.to_json(),
+                                                                         "scope": scope})
+    if action == "reset":
+        dropped = target.reset()
+        saved()
+        return ctx.ok(f"{dropped} {scope} noise rules dropped; built-ins re-enabled",
+                      {"dropped": dropped, "scope": scope})
+    # auto_detect: propose (or, with apply:true, add) rules for repeated messages.
+    from gasoline.core.noise import auto_detect  # noqa: PLC0415
+
+    threshold = ctx.int_arg(args, "threshold", 10, 2, 100_000)
+    apply = ctx.bool_arg(args, "apply", False)
+    entries = newest_entries(ctx, CONSOLE, 5000)
+    proposals = auto_detect(entries, target if scope == "client" else mine, threshold=threshold,
+                            apply=False)
+    if apply:
+        proposals = auto_detect(entries, target, threshold=threshold, apply=True)
+        saved()
+    word = "added" if apply else "proposed (pass apply:true to add them)"
+    return ctx.ok(f"{len(proposals)} noise rules {word}",
+                  {"proposals": [p.to_json() for p in proposals], "applied": apply,
+                   "scope": scope})
+
+
+# -- clear --------------------------------------------------------------------------------------
+
+
+def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    scope = ctx.str_arg(args, "scope", "client", ("client", "all"))
+    which = ctx.str_arg(args, "buffer", "all", ("network", "websocket", "actions", "logs", "all"))
+    if which == "all":
+        names = tuple(ctx.app.store.buffers)
+    else:
+        names = BUFFER_GROUPS[which]
+    store = ctx.app.store
+    if scope == "client":
+        moved = {}
+        for name in names:
+            head = store.buffers[name].head
+            moved[name] = max(0, head - max(ctx.state.cursors.get(name, 0),
+                                            store.buffers[name].tail))
+            ctx.state.cursors[name] = head
+        ctx.state.mark_dirty()
+        skipped = sum(moved.values())
+        return ctx.ok(f"your cursors moved to the newest entry ({skipped} unread entries "
+                      "skipped); the shared buffers were not touched",
+                      {"scope": "client", "buffers": list(names), "skipped": moved})
+    clears = ctx.app.extras.setdefault(CLEARS, {})
+    now = ctx.now()
+    removed: dict[str, int] = {}
+    for name in names:
+        n = store.clear(name)
+        removed[name] = n
+        head = store.buffers[name].head
+        clears[name] = {"seq": head, "at": now, "by": ctx.client_id, "removed": n}
+        ctx.state.cursors[name] = head
+    if which == "all":
+        store.performance.clear()
+    ctx.state.mark_dirty()
+    total = sum(removed.values())
+    return ctx.ok(f"emptied {len(names)} shared buffers ({total} entries removed); other "
+                  "clients' next reads will say so", {"scope": "all", "removed": removed})
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+
+
+def resolve_checkpoint(ctx: ToolContext, ref: Any) -> dict[str, Any]:
+    """The checkpoint C{ref} names: the caller's own ``name``, or ``client:name`` for another
+    client's (on purpose). @raise GasolineError: ``no_data`` when there is none."""
+    if not isinstance(ref, str) or not ref:
+        raise InvalidParam("checkpoint must be a non-empty string", param="checkpoint")
+    owner, sep, name = ref.rpartition(":")
+    if sep and owner and owner != ctx.client_id:
+        registry = ctx.app.registry
+        state = registry.get(owner) if registry is not None else None
+        if state is None:
+            raise GasolineError(f"no client {owner!r} (for checkpoint {ref!r})", code="no_data")
+    else:
+        state, name = ctx.state, (name if sep else ref)
+    cp = state.checkpoints.get(name) if isinstance(state.checkpoints, dict) else None
+    if not isinstance(cp, dict):
+        raise GasolineError(f"no checkpoint {ref!r}", code="no_data",
+                            retry="configure {what:'checkpoint', checkpoint_action:'list'} "
+                            "lists yours.")
+    return cp
+
+
+def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from gasoline.analysis import make_checkpoint  # noqa: PLC0415
+
+    action = ctx.str_arg(args, "checkpoint_action", "create", ("create", "list", "delete"))
+    cps = ctx.state.checkpoints
+    if not isinstance(cps, dict):
+        cps = ctx.state.checkpoints = {}
+    if action == "list":
+        items = [{"name": n, "created_at": c.get("created_at"), "heads": c.get("heads")}
+                 for n, c in cps.items() if isinstance(c, dict)]
+        return ctx.ok(f"{len(items)} checkpoints", {"checkpoints": items})
+    name = ctx.str_arg(args, "name")
+    if not name:
+        raise MissingParam(f"checkpoint {action} needs 'name'", param="name")
+    if action == "delete":
+        if cps.pop(name, None) is None:
+            raise GasolineError(f"no checkpoint {name!r}", code="no_data")
+        ctx.state.mark_dirty()
+        return ctx.ok(f"checkpoint {name} deleted", {"name": name, "deleted": True})
+    if ":" in name or len(name) > MAX_CHECKPOINT_NAME:
+        raise InvalidParam(f"checkpoint names are 1..{MAX_CHECKPOINT_NAME} characters without "
+                           "':' (that separates a client id)", param="name")
+    if name not in cps and len(cps) >= MAX_CHECKPOINTS:
+        raise InvalidParam(f"at most {MAX_CHECKPOINTS} checkpoints per client",
+                           retry="Delete old ones (checkpoint_action:'delete').")
+    store = ctx.app.store
+    heads = {n: ring.head for n, ring in store.buffers.items()}
+    counters = {f"{n}_total": ring.head for n, ring in store.buffers.items()}
+    errors = [e for e in newest_entries(ctx, CONSOLE, 2000) if e.get("level") == "error"]
+    counters["errors_seen"] = len(errors)
+    cp = make_checkpoint(name, heads, ctx.now(), counters, errors)
+    replaced = name in cps
+    cps[name] = cp
+    ctx.state.mark_dirty()
+    return ctx.ok(f"checkpoint {name} {'replaced' if replaced else 'created'} "
+                  f"(analyze {{what:'changes', checkpoint:'{name}'}} diffs against it)",
+                  {"name": name, "client_id": ctx.client_id, "created_at": cp["created_at"],
+                   "heads": heads, "reference": f"{ctx.client_id}:{name}"})
+
+
+# -- tab selection ------------------------------------------------------------------------------
+
+
+def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    patterns = args.get("patterns")
+    url = ctx.str_arg(args, "url")
+    default = "set" if patterns is not None or url is not None else "list"
+    action = ctx.str_arg(args, "tab_action", default, ("set", "add", "list", "clear"))
+    if action == "list":
+        return ctx.ok(f"{len(ctx.state.tab_filters)} tab URL patterns selected",
+                      {"patterns": list(ctx.state.tab_filters)})
+    if action == "clear":
+        n = len(ctx.state.tab_filters)
+        ctx.state.tab_filters = []
+        ctx.state.mark_dirty()
+        return ctx.ok(f"tab selection cleared ({n} patterns); you see every tab again",
+                      {"patterns": []})
+    if patterns is None:
+        patterns = [url] if url is not None else []
+    if not isinstance(patterns, list) or not all(isinstance(p, str) and p for p in patterns):
+        raise InvalidParam("patterns must be a list of non-empty strings (URL substrings or "
+                           "globs such as 'http://localhost:3000/*')", param="patterns")
+    if any(len(p) > MAX_PATTERN_LENGTH for p in patterns):
+        raise InvalidParam(f"a pattern has at most {MAX_PATTERN_LENGTH} characters",
+                           param="patterns")
+    new = list(ctx.state.tab_filters) if action == "add" else []
+    for p in patterns:
+        if p not in new:
+            new.append(p)
+    if len(new) > MAX_TAB_PATTERNS:
+        raise InvalidParam(f"at most {MAX_TAB_PATTERNS} patterns", param="patterns")
+    if not new:
+        raise MissingParam("select_tab needs 'patterns' (or tab_action:'clear')",
+                           param="patterns")
+    ctx.state.tab_filters = new
+    ctx.state.mark_dirty()
+    return ctx.ok(f"you now see only tabs and entries matching {len(new)} URL patterns",
+                  {"patterns": new})
+
+
+# -- health, capabilities, telemetry, audit, doctor ---------------------------------------------
+
+
+def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    app = ctx.app
+    now = ctx.now()
+    ext = app.extension
+    registry = app.registry
+    server = getattr(app, "mcp", None)
+    session = ctx.session
+    body = {
+        "status": "ok",
+        "version": __version__,
+        "uptime_seconds": round(now - app.started_at, 3),
+        "extension": {
+            "connected": ctx.extension_connected,
+            "last_sync": getattr(ext, "last_sync", None),
+        },
+        "buffers": app.store.stats(),
+        "clients": registry.summary() if registry is not None else None,
+        "mcp_sessions": len(server.sessions) if server is not None else None,
+        "you": {
+            "client_id": ctx.client_id,
+            "session_id": getattr(session, "session_id", None),
+            "transport": getattr(session, "transport", None),
+            "protocol_version": getattr(session, "protocol_version", None),
+            "cursors": dict(ctx.state.cursors),
+        },
+    }
+    ext_word = "connected" if body["extension"]["connected"] else "not connected"
+    return ctx.ok(f"Gasoline {__version__} ok; extension {ext_word}", body)
+
+
+def capabilities(app: Any) -> dict[str, Any]:
+    """Which tools and modes are built (generated from the tool tables)."""
+    from gasoline.mcp.tools import TOOL_MODES  # noqa: PLC0415
+
+    gt = app.extras.get("tools")
+    tools = {}
+    for name, (modes, alias) in TOOL_MODES.items():
+        built = gt.built(name) if gt is not None else []
+        tools[name] = {"modes": list(modes), "built": built,
+                       "not_built": [m for m in modes if m not in built],
+                       "alias_of_what": alias}
+    return {
+        "version": __version__,
+        "tools": tools,
+        "features": {
+            "per_client_cursors": True, "checkpoints": True, "noise_rule_scopes": ["client",
+                                                                                   "global"],
+            "tab_selection": True, "background_commands": True, "redaction": True,
+            "result_cap_bytes": 100_000,
+            "rate_limit_per_minute": getattr(app.config, "tool_rate_limit", 100),
+        },
+    }
+
+
+def configure_describe_capabilities(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    caps = capabilities(ctx.app)
+    n = sum(len(t["built"]) for t in caps["tools"].values())
+    return ctx.ok(f"{len(caps['tools'])} tools, {n} modes built", caps)
+
+
+def configure_telemetry(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    reg = _registry(ctx)
+    router = ctx.router
+    data: dict[str, Any] = {
+        "calls_per_tool": dict(reg.calls) if reg is not None else {},
+        "calls_per_mode": dict(reg.mode_calls) if reg is not None else {},
+        "errors_per_code": dict(reg.errors) if reg is not None else {},
+        "buffers": ctx.app.store.stats(),
+        "your_rate_limit": reg.limiter.usage(ctx.client_id)
+        if reg is not None and reg.limiter is not None else None,
+        "router": router.health() if router is not None and hasattr(router, "health") else None,
+        "extension_syncs": getattr(ctx.app.extension, "syncs", None),
+    }
+    total = sum(data["calls_per_tool"].values())
+    return ctx.ok(f"{total} tool calls since start", data)
+
+
+def configure_audit_log(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    limit = ctx.int_arg(args, "limit", 100, 1, 1000)
+    reg = _registry(ctx)
+    records = reg.audit_log(ctx.client_id, limit) if reg is not None else []
+    return ctx.ok(f"your last {len(records)} tool calls (parameters redacted)",
+                  {"client_id": ctx.client_id, "count": len(records), "calls": records})
+
+
+def configure_doctor(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    app = ctx.app
+    now = ctx.now()
+    checks = []
+
+    def check(name: str, ok: bool | None, detail: str, fix: str = "") -> None:
+        c = {"check": name, "status": "ok" if ok else ("warn" if ok is None else "fail"),
+             "detail": detail}
+        if fix and not ok:
+            c["fix"] = fix
+        checks.append(c)
+
+    ext = app.extension
+    check("extension_connected", ctx.extension_connected,
+          "the extension is syncing" if ctx.extension_connected else "no sync in the last 10 s",
+          "Open the browser with the Gasoline extension pointed at this daemon.")
+    last = getattr(ext, "last_sync", None)
+    age = None if last is None else round(now - last, 3)
+    check("last_sync_age", None if age is None else age < 10,
+          "never synced" if age is None else f"last sync {age} s ago")
+    stats = app.store.stats()
+    full = [n for n, s in stats.items() if s.get("capacity") and s.get("used", 0) >= s["capacity"]]
+    check("buffers", None if full else True,
+          f"full (oldest entries are being evicted): {', '.join(full)}" if full
+          else "buffers have room", "Read more often, or raise --max-entries.")
+    state_dir = app.config.state_dir
+    writable = os.access(state_dir, os.W_OK) if os.path.isdir(state_dir) else \
+        os.access(os.path.dirname(os.path.abspath(state_dir)) or ".", os.W_OK)
+    check("persistence_writable", writable, f"state dir {state_dir}",
+          "Point --state-dir at a writable directory.")
+    reg = app.registry
+    summary = reg.summary() if reg is not None else {}
+    live = reg.live_count() if reg is not None else 0
+    maxc = getattr(reg, "max_clients", None)
+    check("clients", None if maxc and live >= maxc else True,
+          f"{live} live clients (max {maxc})", "Disconnect idle clients or raise --max-clients.")
+    check("version", True, f"gasoline {__version__}; extension "
+          f"{getattr(ext, 'extension_version', None) or 'unknown'}")
+    failing = [c["check"] for c in checks if c["status"] == "fail"]
+    warns = [c["check"] for c in checks if c["status"] == "warn"]
+    word = "all checks passed" if not failing and not warns else \
+        f"{len(failing)} failing, {len(warns)} warnings"
+    return ctx.ok(f"doctor: {word}", {"checks": checks, "clients": summary})
+
+
+# -- CI test boundaries -------------------------------------------------------------------------
+
+
+def _boundary(ctx: ToolContext, args: dict[str, Any], action: str) -> dict[str, Any]:
+    """Same as ``POST /test-boundary``: later entries are tagged with the active test ids."""
+    from gasoline.core.extension import rfc3339  # noqa: PLC0415
+
+    test_id = ctx.str_arg(args, "test_id") or ctx.str_arg(args, "name")
+    if not test_id:
+        raise MissingParam(f"test_boundary_{action} needs 'test_id'", param="test_id")
+    ingest = ctx.app.extras.get("ingest")
+    active = ingest.active_tests
+    now = ctx.now()
+    if action == "start":
+        from gasoline.http.ingest import MAX_ACTIVE_TESTS  # noqa: PLC0415
+
+        if test_id not in active and len(active) >= MAX_ACTIVE_TESTS:
+            del active[min(active, key=active.__getitem__)]
+        active[test_id] = now
+    else:
+        active.pop(test_id, None)
+    return ctx.ok(f"test {test_id} {'started' if action == 'start' else 'ended'}",
+                  {"test_id": test_id, "action": action, "timestamp": rfc3339(now),
+                   "active_tests": sorted(active)})
+
+
+MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
+    "store": configure_store,
+    "load": configure_load,
+    "noise_rule": configure_noise_rule,
+    "clear": configure_clear,
+    "checkpoint": configure_checkpoint,
+    "select_tab": configure_select_tab,
+    "health": configure_health,
+    "describe_capabilities": configure_describe_capabilities,
+    "test_boundary_start": lambda ctx, args: _boundary(ctx, args, "start"),
+    "test_boundary_end": lambda ctx, args: _boundary(ctx, args, "end"),
+    "telemetry": configure_telemetry,
+    "audit_log": configure_audit_log,
+    "doctor": configure_doctor,
+}
+
+
+# -- recordings (user-action recordings, per client) ---------------------------------------------
+
+#: Reserved kv namespace holding the caller's recordings (hidden from ``load`` listings).
+RECORDINGS_NS = "gasoline:recordings"
+MAX_RECORDINGS = 20
+MAX_RECORDED_ACTIONS = 500
+
+
+def recordings_of(ctx: ToolContext) -> dict[str, Any]:
+    """``{"active": {...} | None, "saved": {name: recording}}`` in the caller's kv."""
+    rec = ctx.state.kv.get(RECORDINGS_NS)
+    if not isinstance(rec, dict) or not isinstance(rec.get("saved"), dict):
+        rec = ctx.state.kv[RECORDINGS_NS] = {"active": None, "saved": {}}
+    return rec
+
+
+def configure_recording_start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    name = ctx.str_arg(args, "name") or f"recording-{int(ctx.now())}"
+    if len(name) > MAX_CHECKPOINT_NAME:
+        raise InvalidParam(f"name has at most {MAX_CHECKPOINT_NAME} characters", param="name")
+    rec = recordings_of(ctx)
+    if rec.get("active"):
+        raise InvalidParam(f"recording {rec['active']['name']!r} is already running",
+                           retry="Stop it first (configure {what:'recording_stop'}).")
+    heads = {n: ctx.app.store.buffers[n].head for n in (ACTIONS, CONSOLE, NETWORK_BODIES)}
+    rec["active"] = {"name": name, "started_at": ctx.now(), "heads": heads}
+    ctx.state.mark_dirty()
+    return ctx.ok(f"recording {name} started: use the page, then configure "
+                  "{what:'recording_stop'}", {"name": name, "heads": heads})
+
+
+def configure_recording_stop(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    rec = recordings_of(ctx)
+    active = rec.get("active")
+    if not active:
+        raise GasolineError("no recording is running", code="no_data",
+                            retry="Start one with configure {what:'recording_start', name}.")
+    store = ctx.app.store
+    heads = active.get("heads", {})
+    raw = store.buffers[ACTIONS].read(int(heads.get(ACTIONS, 0)))
+    actions = [orjson.loads(b) for b in raw.items[:MAX_RECORDED_ACTIONS]]
+    logs = [orjson.loads(b) for b in store.buffers[CONSOLE].read(int(heads.get(CONSOLE, 0))).items]
+    net = [orjson.loads(b) for b in
+           store.buffers[NETWORK_BODIES].read(int(heads.get(NETWORK_BODIES, 0))).items]
+    errors = sum(1 for e in logs if e.get("level") == "error")
+    failed = sum(1 for e in net if isinstance(e.get("status"), int) and e["status"] >= 400)
+    recording = {
+        "name": active["name"], "started_at": active["started_at"], "stopped_at": ctx.now(),
+        "action_count": len(actions), "actions_missed": raw.missed,
+        "actions_cut": max(0, len(raw.items) - MAX_RECORDED_ACTIONS),
+        "errors": errors, "failed_requests": failed,
+        "start_url": next((a.get("url") for a in actions if a.get("url")), None),
+        "actions": actions,
+    }
+    saved = rec["saved"]
+    saved.pop(recording["name"], None)
+    saved[recording["name"]] = recording
+    while len(saved) > MAX_RECORDINGS:
+        del saved[next(iter(saved))]
+    rec["active"] = None
+    ctx.state.mark_dirty()
+    summary = {k: v for k, v in recording.items() if k != "actions"}
+    return ctx.ok(f"recording {recording['name']} saved: {len(actions)} actions, {errors} "
+                  f"errors, {failed} failed requests", summary)
+
+
+MODES["recording_start"] = configure_recording_start
+MODES["recording_stop"] = configure_recording_stop

@@ -1,0 +1,246 @@
+"""
+L{ToolContext}: what every mode handler receives.
+
+A handler is ``handler(ctx, args) -> dict | Deferred[dict]``. C{ctx} gives it the daemon
+(C{ctx.app}: C{.store}, C{.extension}, C{.registry}, C{.config}, C{.clock}, C{.router}), the
+caller's client state (C{ctx.state}: cursors, checkpoints, noise_rules, kv, tab_filters,
+pending_commands), its id and MCP session, and helpers that attach the standard metadata to a
+result and route extension-bound commands to the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+from twisted.internet.defer import Deferred
+
+from gasoline.core.errors import InvalidParam
+
+
+def encode_json(data: Any) -> str:
+    """Compact JSON; values orjson refuses (integers beyond 64 bits, deep nesting) fall back to
+    the standard library."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+    except orjson.JSONEncodeError:
+        import json  # noqa: PLC0415
+
+        return json.dumps(data, default=str, separators=(",", ":"))
+
+
+def text_result(summary: str, data: Any = None) -> dict[str, Any]:
+    """Success: the summary line, then compact JSON."""
+    text = summary if data is None else summary + "\n" + encode_json(data)
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+@attrs.define(eq=False)
+class ToolContext:
+    """One tool call's view of the daemon and of the calling agent."""
+
+    #: The L{gasoline.app.Gasoline}.
+    app: Any
+    #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
+    request: Any
+    #: The caller's L{gasoline.core.clients.ClientState}.
+    state: Any
+    client_id: str
+    #: The caller's L{gasoline.mcp.session.McpSession} (None in unit tests).
+    session: Any = None
+    #: The tool being called and its mode (set by the dispatcher).
+    tool: str = ""
+    mode: str = ""
+
+    @classmethod
+    def for_request(cls, app: Any, request: Any) -> "ToolContext":
+        session = request.session
+        return cls(app=app, request=request, state=session.state, client_id=session.client_id,
+                   session=session)
+
+    # -- basics ------------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Any:
+        return self.app.clock
+
+    def now(self) -> float:
+        return self.app.clock.seconds()
+
+    @property
+    def cwd(self) -> str | None:
+        """The agent's working directory, if its connector sent one."""
+        for owner in (self.session, self.state):
+            value = getattr(owner, "cwd", None)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    @property
+    def router(self) -> Any:
+        router = self.app.extras.get("router") if isinstance(self.app.extras, dict) else None
+        return router if router is not None else getattr(self.app, "router", None)
+
+    @property
+    def extension_connected(self) -> bool:
+        return bool(getattr(getattr(self.app, "extension", None), "connected", False))
+
+    def data_age(self, buffer: str | None = None) -> float | None:
+        """Seconds since C{buffer} (or any buffer) was last written; None if never."""
+        last = getattr(self.app.store, "last_write", {}) or {}
+        if buffer is not None:
+            ts = last.get(buffer)
+        else:
+            times = [t for t in last.values() if t is not None]
+            ts = max(times) if times else None
+        return None if ts is None else round(self.now() - ts, 3)
+
+    def meta(self, buffer: str | None = None) -> dict[str, Any]:
+        """The standard metadata every result carries."""
+        return {"extension_connected": self.extension_connected,
+                "data_age_seconds": self.data_age(buffer)}
+
+    def ok(self, summary: str, data: dict[str, Any] | None = None, *,
+           buffer: str | None = None) -> dict[str, Any]:
+        """A success result whose JSON is C{data} plus the standard metadata (keys already in
+        C{data} win). The summary says so when the extension is not connected."""
+        body = self.meta(buffer)
+        if data:
+            body.update(data)
+        if not body["extension_connected"] and "extension not connected" not in summary:
+            summary += " (extension not connected)"
+        return text_result(summary, body)
+
+    # -- extension-bound commands ------------------------------------------------------------
+
+    def router_call(self, type: str, params: dict[str, Any] | None = None,
+                    timeout: float | None = None, tab_id: int | None = None) -> Deferred:
+        """Send command C{type} to the extension as the caller; fire with its result."""
+        return self.router.call(self.client_id, type, params or {}, tab_id=tab_id,
+                                timeout=timeout)
+
+    def router_submit(self, type: str, params: dict[str, Any] | None = None,
+                      timeout: float | None = None, tab_id: int | None = None) -> str:
+        """Start command C{type} in the background; return its correlation id."""
+        return self.router.submit(self.client_id, type, params or {}, tab_id=tab_id,
+                                  timeout=timeout)
+
+    @staticmethod
+    def wants_background(args: dict[str, Any]) -> bool:
+        """``background: true`` or ``sync: false`` / ``wait: false``."""
+        return args.get("background") is True or args.get("sync") is False \
+            or args.get("wait") is False
+
+    # -- MCP conveniences --------------------------------------------------------------------
+
+    def progress(self, progress: float, total: float | None = None,
+                 message: str | None = None) -> bool:
+        return bool(self.request is not None and self.request.progress(progress, total, message))
+
+    def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
+        return bool(self.request is not None and self.request.log(level, data, logger))
+
+    # -- argument helpers (shared by every mode module) --------------------------------------
+
+    @staticmethod
+    def int_arg(args: dict[str, Any], name: str, default: int | None = None,
+                lo: int = -(2**62), hi: int = 2**62) -> int | None:
+        value = args.get(name, default)
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value.strip())
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidParam(f"{name} must be an integer", param=name)
+        if not lo <= value <= hi:
+            raise InvalidParam(f"{name} must be between {lo} and {hi}", param=name, value=value)
+        return value
+
+    @staticmethod
+    def str_arg(args: dict[str, Any], name: str, default: str | None = None,
+                choices: tuple[str, ...] | list[str] | None = None) -> str | None:
+        value = args.get(name, default)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise InvalidParam(f"{name} must be a string", param=name)
+        if choices is not None and value not in choices:
+            raise InvalidParam(f"{name} must be one of: {', '.join(choices)}", param=name,
+                               valid=list(choices))
+        return value
+
+    @staticmethod
+    def bool_arg(args: dict[str, Any], name: str, default: bool = False) -> bool:
+        value = args.get(name, default)
+        if not isinstance(value, bool):
+            raise InvalidParam(f"{name} must be a boolean", param=name)
+        return value
+
+    @staticmethod
+    def num_arg(args: dict[str, Any], name: str, default: float | None = None,
+                lo: float = float("-inf"), hi: float = float("inf")) -> float | None:
+        value = args.get(name, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise InvalidParam(f"{name} must be a number", param=name)
+        if not lo <= value <= hi:
+            raise InvalidParam(f"{name} must be between {lo} and {hi}", param=name)
+        return float(value)
+
+
+# -- per-client filters, shared by observe and configure (and usable by every mode table) -----
+
+
+def _noise_cache(app: Any) -> dict[str, Any]:
+    cache = app.extras.get("noise_cache")
+    if cache is None:
+        cache = app.extras["noise_cache"] = {}
+    return cache
+
+
+def client_noise_rules(ctx: ToolContext) -> Any:
+    """The caller's L{gasoline.core.noise.NoiseRules} (client scope + built-ins, linked to the
+    global set). Persisted as C{NoiseRules.to_json()} in C{state.noise_rules}; parsed once and
+    cached per client until the persisted form changes."""
+    from gasoline.core.noise import NoiseRules  # noqa: PLC0415
+
+    raw = ctx.state.noise_rules
+    key = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""
+    cache = _noise_cache(ctx.app)
+    hit = cache.get(ctx.client_id)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    rules = NoiseRules.from_json(raw if isinstance(raw, dict) else None,
+                                 parent=ctx.app.extras.get("noise_global"))
+    if len(cache) > 1000:
+        cache.clear()
+    cache[ctx.client_id] = (key, rules)
+    return rules
+
+
+def save_noise_rules(ctx: ToolContext, rules: Any) -> None:
+    """Persist the caller's rule set in its client state."""
+    ctx.state.noise_rules = rules.to_json()
+    key = orjson.dumps(ctx.state.noise_rules, option=orjson.OPT_NON_STR_KEYS, default=str)
+    _noise_cache(ctx.app)[ctx.client_id] = (key, rules)
+    ctx.state.mark_dirty()
+
+
+def newest_entries(ctx: ToolContext, buffer: str, n: int) -> list[dict[str, Any]]:
+    """The newest C{n} entries of C{buffer}, oldest first (decoding only those; no cursor)."""
+    ring = ctx.app.store.buffers.get(buffer)
+    if ring is None:
+        return []
+    out = []
+    for raw in ring.read_last(n).items:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out

@@ -1,0 +1,351 @@
+"""interact modes (gasoline.mcp.modes.interact): the command each mode sends, pilot refusal,
+AI actions recorded with source "ai", composite modes, saved states."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _modes_harness import Harness, fired, parse
+from gasoline.core.errors import GasolineError
+from gasoline.core.store import ACTIONS
+from gasoline.generate import reproduction
+from gasoline.mcp.modes.interact import MODES, selectors_for
+
+
+@pytest.fixture
+def h(tmp_path):
+    harness = Harness.create(tmp_path)
+    yield harness
+    harness.close()
+    assert harness.clock.getDelayedCalls() == []
+
+
+def run(h, mode, args=None, client="A"):
+    return h.run(MODES, mode, args, client_id=client, tool="interact")
+
+
+def actions(h):
+    return h.app.store.read(ACTIONS).items
+
+
+def one_command(h, mode, args, result=None):
+    d = run(h, mode, args)
+    [cmd] = h.commands()
+    h.answer(cmd, result if result is not None else {"success": True})
+    return cmd, parse(fired(d))
+
+
+@pytest.mark.parametrize("mode,args,params", [
+    ("navigate", {"url": "https://app.test/next"}, {"action": "navigate", "url": "https://app.test/next"}),
+    ("refresh", {"bypass_cache": True}, {"action": "refresh", "bypass_cache": True}),
+    ("back", {}, {"action": "back"}),
+    ("forward", {}, {"action": "forward"}),
+    ("new_tab", {"url": "about:blank", "track": True}, {"action": "new_tab", "url": "about:blank", "track": True}),
+    ("switch_tab", {"tab_id": 7}, {"action": "switch_tab", "tab_id": 7}),
+    ("close_tab", {}, {"action": "close_tab"}),
+])
+def test_browser_actions_send_browser_action_and_are_recorded_as_ai(h, mode, args, params):
+    cmd, (summary, body) = one_command(h, mode, args, {"success": True, "url": "https://app.test/next"})
+    assert (cmd.type, cmd.params) == ("browser_action", params)
+    [entry] = actions(h)
+    assert entry["source"] == "ai" and entry["type"] == mode and entry["client_id"] == "A"
+    assert summary.startswith(f"{mode} done")
+
+
+@pytest.mark.parametrize("mode,args,params", [
+    ("click", {"selector": "role=button[name=\"Save\"]"},
+     {"action": "click", "selector": "role=button[name=\"Save\"]"}),
+    ("type", {"selector": "label=Email", "text": "a@b.c"},
+     {"action": "type", "selector": "label=Email", "text": "a@b.c"}),
+    ("select", {"selector": "#country", "value": "fr"}, {"action": "select", "selector": "#country", "value": "fr"}),
+    ("check", {"selector": "#tos", "checked": False}, {"action": "check", "selector": "#tos", "checked": False}),
+    ("focus", {"selector": "#q"}, {"action": "focus", "selector": "#q"}),
+    ("scroll_to", {"selector": "footer"}, {"action": "scroll_to", "selector": "footer"}),
+    ("key_press", {"selector": "#q", "key": "Enter"}, {"action": "key_press", "selector": "#q", "key": "Enter"}),
+    ("paste", {"selector": "#q", "text": "hi"}, {"action": "paste", "selector": "#q", "text": "hi"}),
+    ("set_attribute", {"selector": "#q", "attribute": "data-x", "value": "1"},
+     {"action": "set_attribute", "selector": "#q", "name": "data-x", "value": "1"}),
+])
+def test_dom_actions_send_the_extensions_params_and_are_recorded(h, mode, args, params):
+    cmd, _ = one_command(h, mode, args, {"success": True})
+    assert (cmd.type, cmd.params) == ("dom_action", params)
+    [entry] = actions(h)
+    assert entry["source"] == "ai" and entry["command"] == mode
+
+
+@pytest.mark.parametrize("mode,args,params", [
+    ("get_text", {"selector": "h1"}, {"action": "get_text", "selector": "h1"}),
+    ("get_value", {"selector": "#q"}, {"action": "get_value", "selector": "#q"}),
+    ("get_attribute", {"selector": "a", "attribute": "href"},
+     {"action": "get_attribute", "selector": "a", "name": "href"}),
+    ("wait_for", {"selector": "text=Done", "timeout_ms": 3000},
+     {"action": "wait_for", "selector": "text=Done", "timeout_ms": 3000}),
+    ("list_interactive", {"limit": 20}, {"action": "list_interactive", "limit": 20}),
+])
+def test_reading_dom_actions_are_not_recorded_and_work_with_the_pilot_off(h, mode, args, params):
+    h.app.extension.settings["pilot_enabled"] = False
+    cmd, _ = one_command(h, mode, args, {"success": True, "elements": []})
+    assert (cmd.type, cmd.params) == ("dom_action", params)
+    assert actions(h) == []
+
+
+@pytest.mark.parametrize("mode,args", [
+    ("navigate", {"url": "https://x.test/"}), ("click", {"selector": "#a"}),
+    ("type", {"selector": "#a", "text": "x"}), ("execute_js", {"script": "1"}),
+    ("fill_form", {"fields": {"#a": "x"}}), ("set_storage", {"key": "k", "value": "v"}),
+    ("set_cookie", {"name": "n", "value": "v"}), ("get_markdown", {}),
+    ("navigate_and_wait_for", {"url": "https://x.test/", "wait_for": "#a"}),
+])
+def test_acting_modes_are_refused_when_the_pilot_is_disabled(h, mode, args):
+    h.app.extension.settings["pilot_enabled"] = False
+    with pytest.raises(GasolineError) as e:
+        run(h, mode, args)
+    assert e.value.code == "pilot_disabled"
+    assert "AI Web Pilot" in e.value.retry
+    assert h.commands() == [] and actions(h) == []
+
+
+def test_recorded_actions_carry_the_extensions_selectors_and_replay(h):
+    d = run(h, "click", {"selector": "text=Save"})
+    [cmd] = h.commands()
+    h.answer(cmd, {"success": True, "element": {"tag": "button",
+                                                "selectors": {"testId": "save", "css": "#save"}}})
+    fired(d)
+    run(h, "type", {"selector": "placeholder=Search", "text": "shoes"})
+    [cmd2] = h.commands()
+    h.answer(cmd2, {"success": True})
+    recorded = actions(h)
+    assert recorded[0]["selectors"] == {"testId": "save", "css": "#save"}
+    assert recorded[1]["type"] == "input" and recorded[1]["value"] == "shoes"
+    assert recorded[1]["selectors"]["placeholder"] == "Search"
+    script = reproduction(recorded)["script"]
+    assert 'page.getByTestId("save").click()' in script
+    assert '.fill("shoes")' in script
+
+
+def test_typing_into_a_password_field_records_no_secret(h):
+    fired_d = run(h, "type", {"selector": "#password", "text": "hunter2"})
+    [cmd] = h.commands()
+    h.answer(cmd, {"success": True})
+    fired(fired_d)
+    [entry] = actions(h)
+    assert entry["value"] == "[redacted]" and entry["input_type"] == "password"
+
+
+def test_failed_action_is_not_recorded(h):
+    d = run(h, "click", {"selector": "#nope"})
+    [cmd] = h.commands()
+    h.answer(cmd, status="error", error="element_not_found")
+    with pytest.raises(GasolineError):
+        fired(d)
+    assert actions(h) == []
+
+
+def test_background_action_is_recorded_at_submission(h):
+    _, body = parse(run(h, "click", {"selector": "#a", "background": True}))
+    [entry] = actions(h)
+    assert entry["status"] == "submitted" and entry["correlation_id"] == body["correlation_id"]
+
+
+def test_selectors_for_semantic_forms():
+    assert selectors_for("text=Save") == {"text": "Save"}
+    assert selectors_for('role=button[name="Save"]') == {"role": {"role": "button", "name": "Save"}}
+    assert selectors_for("role=link name='Home'") == {"role": {"role": "link", "name": "Home"}}
+    assert selectors_for("aria-label=Close") == {"ariaLabel": "Close"}
+    assert selectors_for("label=Email") == {"label": "Email"}
+    assert selectors_for("#a .b") == {"css": "#a .b"}
+
+
+def test_element_ids_from_list_interactive_are_per_client(h):
+    d = run(h, "list_interactive")
+    [cmd] = h.commands()
+    h.answer(cmd, {"count": 1, "elements": [{"element_id": "e1", "selector": "#buy"}]})
+    fired(d)
+    d2 = run(h, "click", {"element_id": "e1"})
+    [cmd2] = h.commands()
+    assert cmd2.params["selector"] == "#buy"
+    h.answer(cmd2, {"success": True})
+    fired(d2)
+    with pytest.raises(GasolineError) as e:
+        run(h, "click", {"element_id": "e1"}, client="B")
+    assert e.value.code == "invalid_param"
+
+
+def test_click_needs_a_selector(h):
+    with pytest.raises(GasolineError) as e:
+        run(h, "click", {})
+    assert e.value.code == "missing_param"
+
+
+def test_navigate_refuses_javascript_urls(h):
+    with pytest.raises(GasolineError) as e:
+        run(h, "navigate", {"url": "javascript:alert(1)"})
+    assert e.value.code == "invalid_param"
+
+
+def test_highlight_subtitle_execute_js_send_their_commands(h):
+    c1, _ = one_command(h, "highlight", {"selector": "#a", "duration_ms": 500})
+    assert (c1.type, c1.params) == ("highlight", {"selector": "#a", "duration_ms": 500})
+    c2, _ = one_command(h, "subtitle", {"text": "Step 1"})
+    assert (c2.type, c2.params) == ("subtitle", {"text": "Step 1"})
+    assert actions(h) == []
+    c3, (_, body) = one_command(h, "execute_js", {"script": "document.title", "world": "isolated"},
+                                {"success": True, "result": "App", "world": "isolated"})
+    assert (c3.type, c3.params) == ("execute", {"script": "document.title", "world": "isolated"})
+    assert body["result"]["result"] == "App"
+    assert actions(h)[-1]["type"] == "execute_js"
+
+
+def test_execute_js_rejects_an_unknown_world(h):
+    with pytest.raises(GasolineError) as e:
+        run(h, "execute_js", {"script": "1", "world": "page"})
+    assert e.value.code == "invalid_param"
+
+
+def test_screenshot_returns_the_saved_path(h):
+    d = run(h, "screenshot", {"format": "png"})
+    [cmd] = h.commands()
+    assert (cmd.type, cmd.params) == ("screenshot", {"format": "png"})
+    # What POST /screenshots with query_id resolves the command with.
+    h.answer(cmd, {"filename": "shot.png", "path": "/state/screenshots/shot.png",
+                   "url": "https://app.test/"})
+    summary, body = parse(fired(d))
+    assert body["path"] == "/state/screenshots/shot.png"
+    assert summary == "screenshot saved to /state/screenshots/shot.png"
+
+
+def test_fill_form_and_submit_types_checks_and_clicks_in_order(h):
+    d = run(h, "fill_form_and_submit", {"fields": [
+        {"selector": "#email", "value": "a@b.c"}, {"selector": "#tos", "value": True},
+        {"selector": "#plan", "value": "pro", "action": "select"}]})
+    sent = []
+    for _ in range(4):
+        [cmd] = h.commands()
+        sent.append(cmd.params)
+        h.answer(cmd, {"success": True})
+    assert sent == [
+        {"action": "type", "selector": "#email", "text": "a@b.c"},
+        {"action": "check", "selector": "#tos", "checked": True},
+        {"action": "select", "selector": "#plan", "value": "pro"},
+        {"action": "click", "selector": "button[type=submit], input[type=submit]"},
+    ]
+    summary, _ = parse(fired(d))
+    assert summary == "filled 3 field(s) and submitted the form"
+    assert [a["type"] for a in actions(h)] == ["input", "check", "select", "click"]
+
+
+def test_fill_form_stops_at_the_first_failing_field_and_says_which(h):
+    d = run(h, "fill_form", {"fields": {"#a": "1", "#b": "2", "#c": "3"}})
+    [c1] = h.commands()
+    h.answer(c1, {"success": True})
+    [c2] = h.commands()
+    h.answer(c2, status="error", error="element_not_found")
+    with pytest.raises(GasolineError) as e:
+        fired(d)
+    assert e.value.details["failed_field"] == "#b" and e.value.details["filled"] == ["#a"]
+    assert h.commands() == []
+
+
+def test_fill_form_validates_fields(h):
+    for bad in ({}, [], "x", [{"value": 1}], {"#a": {"nested": 1}}):
+        with pytest.raises(GasolineError) as e:
+            run(h, "fill_form", {"fields": bad})
+        assert e.value.code == "invalid_param", bad
+
+
+def test_navigate_and_wait_for(h):
+    d = run(h, "navigate_and_wait_for", {"url": "https://app.test/b", "wait_for": "#ready"})
+    [nav] = h.commands()
+    assert nav.params == {"action": "navigate", "url": "https://app.test/b"}
+    h.answer(nav, {"success": True, "url": "https://app.test/b"})
+    [wait] = h.commands()
+    assert wait.params == {"action": "wait_for", "selector": "#ready", "timeout_ms": 10000}
+    h.answer(wait, {"success": True, "count": 1})
+    summary, _ = parse(fired(d))
+    assert summary == "navigated to https://app.test/b and found '#ready'"
+    assert actions(h)[0]["to_url"] == "https://app.test/b"
+
+
+def test_get_markdown_and_get_readable_run_a_page_script(h):
+    cmd, (summary, body) = one_command(h, "get_markdown", {}, {
+        "success": True, "world": "main",
+        "result": {"url": "https://app.test/", "title": "T", "markdown": "# Hi", "length": 4}})
+    assert cmd.type == "execute" and "markdown" in cmd.params["script"]
+    assert body["markdown"] == "# Hi"
+    cmd2, (_, body2) = one_command(h, "get_readable", {}, {
+        "success": True, "result": {"url": "https://app.test/", "text": "Hello", "length": 5}})
+    assert body2["text"] == "Hello"
+
+
+def test_storage_and_cookie_modes_embed_params_as_json(h):
+    cmd, _ = one_command(h, "set_storage", {"key": "k'); alert(1); ('", "value": {"a": 1},
+                                            "storage_type": "session"})
+    assert "sessionStorage.setItem(p.key, p.value)" in cmd.params["script"]
+    assert json.dumps({"key": "k'); alert(1); ('", "value": '{"a": 1}'}) in cmd.params["script"]
+    for mode, args in (("delete_storage", {"key": "k"}), ("clear_storage", {}),
+                       ("set_cookie", {"name": "theme", "value": "dark", "max_age": 60}),
+                       ("delete_cookie", {"name": "theme"})):
+        c, _ = one_command(h, mode, args, {"success": True, "result": {}})
+        assert c.type == "execute", mode
+    assert [a["type"] for a in actions(h)] == ["set_storage", "delete_storage", "clear_storage",
+                                               "set_cookie", "delete_cookie"]
+    with pytest.raises(GasolineError):
+        run(h, "set_cookie", {"name": "bad name;", "value": "x"})
+
+
+def test_states_are_saved_listed_loaded_and_deleted_per_client(h):
+    d = run(h, "save_state", {"name": "cart"})
+    [cap] = h.commands()
+    assert cap.type == "state_capture"
+    h.answer(cap, {"url": "https://app.test/page", "local_storage": {"cart": "[1]"},
+                   "session_storage": {}, "form_values": [{"selector": "#q", "value": "x"}]})
+    parse(fired(d))
+    _, listed = parse(run(h, "list_states"))
+    assert [s["name"] for s in listed["states"]] == ["cart"]
+    _, other = parse(run(h, "list_states", client="B"))
+    assert other["states"] == []
+    # Loading: same URL as the tracked tab, so no navigation; one execute restores it.
+    d2 = run(h, "load_state", {"name": "cart"})
+    [restore] = h.commands()
+    assert restore.type == "execute" and '"cart": "[1]"' in restore.params["script"]
+    h.answer(restore, {"success": True, "result": {"local": 1, "fields": 1}})
+    _, loaded = parse(fired(d2))
+    assert loaded["restored"] == {"local": 1, "fields": 1}
+    with pytest.raises(GasolineError) as e:
+        run(h, "load_state", {"name": "cart"}, client="B")
+    assert e.value.code == "no_data"
+    parse(run(h, "delete_state", {"name": "cart"}))
+    assert parse(run(h, "list_states"))[1]["states"] == []
+
+
+def test_load_state_navigates_first_when_the_page_differs(h):
+    h.ctx("A").state.kv["interact:states"] = {"s": {"url": "https://app.test/other",
+                                                    "local_storage": {}}}
+    d = run(h, "load_state", {"name": "s"})
+    [nav] = h.commands()
+    assert nav.params == {"action": "navigate", "url": "https://app.test/other"}
+    h.answer(nav, {"success": True})
+    [restore] = h.commands()
+    h.answer(restore, {"success": True, "result": {}})
+    assert parse(fired(d))[1]["navigated"] is True
+
+
+def test_run_a11y_and_export_sarif(h):
+    d = run(h, "run_a11y_and_export_sarif")
+    [cmd] = h.commands()
+    assert cmd.type == "a11y"
+    h.answer(cmd, {"violations": []})
+    assert parse(fired(d))[0].startswith("SARIF 2.1.0 with 0 result(s)")
+
+
+def test_every_issue_4_interact_mode_has_a_handler():
+    listed = {"navigate", "refresh", "back", "forward", "new_tab", "switch_tab", "close_tab",
+              "click", "type", "select", "check", "focus", "scroll_to", "wait_for", "key_press",
+              "paste", "get_text", "get_value", "get_attribute", "set_attribute",
+              "list_interactive", "highlight", "subtitle", "execute_js", "screenshot", "fill_form",
+              "fill_form_and_submit", "navigate_and_wait_for", "get_readable", "get_markdown",
+              "save_state", "load_state", "list_states", "delete_state", "set_storage",
+              "delete_storage", "clear_storage", "set_cookie", "delete_cookie"}
+    assert listed <= set(MODES)

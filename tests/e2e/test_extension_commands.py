@@ -368,3 +368,38 @@ def test_isolated_execute_without_user_scripts_access_answers_a_clear_error(brow
     assert results["q-1"]["error"] == "isolated_world_unavailable"
     assert "Allow User Scripts" in results["q-1"]["result"]["message"]
     assert results["q-2"]["result"]["result"] == "Gasoline commands page"
+
+
+def test_user_actions_select_keypress_scroll_and_spa_navigation_are_recorded(browser, site):
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/blank.html")
+    tab = browser.tab_id_for(sw, site.url + "/blank.html")
+    with ScriptedDaemon([]) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        browser.navigate(page, site.url + "/commands.html")
+        browser.cdp.evaluate(page, "document.body.style.height = '4000px'; document.getElementById('q').focus(); 1")
+        browser.cdp.call("Input.insertText", {"text": "typed by a person"}, session=page)
+        for kind in ("keyDown", "keyUp"):
+            browser.cdp.call("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13}, session=page)
+        browser.cdp.evaluate(page, "const s = document.getElementById('color'); s.value = 'g'; s.dispatchEvent(new Event('change', {bubbles: true})); 1")
+        browser.cdp.evaluate(page, "window.scrollTo(0, 600); history.pushState({}, '', '/commands.html?step=2'); 1")
+
+        def actions():
+            with fake.lock:
+                acts = [a for b in fake.posts.get("/enhanced-actions", []) for a in b["actions"]]
+            kinds = {a["type"] for a in acts}
+            spa = any(a["type"] == "navigate" and a.get("to_url", "").endswith("?step=2") for a in acts)
+            return acts if {"input", "keypress", "select", "scroll", "navigate"} <= kinds and spa else None
+
+        acts = wait_until(actions, 20, interval=0.3, what="every kind of user action")
+    typed = next(a for a in acts if a["type"] == "input")
+    assert typed["value"] == "typed by a person" and typed["selectors"]["placeholder"] == "Type here"
+    assert typed["selectors"]["role"] == {"role": "textbox", "name": "Search term"}
+    key = next(a for a in acts if a["type"] == "keypress")
+    assert key["key"] == "Enter" and key["selectors"]["css"] == "#q"
+    chosen = next(a for a in acts if a["type"] == "select")
+    assert chosen["value"] == "g" and chosen["text"] == "Green"
+    assert next(a for a in acts if a["type"] == "scroll")["scroll_y"] == 600
+    spa = next(a for a in acts if a["type"] == "navigate" and a.get("to_url", "").endswith("?step=2"))
+    assert spa["from_url"] == site.url + "/commands.html"
+    assert all(a["tab_id"] == tab for a in acts)

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from mcp.client.session import ClientSession
@@ -155,12 +156,66 @@ def test_interact_click_reaches_the_extension_and_is_recorded_as_an_ai_action(da
     async def body(client_id, session):
         click = await session.call_tool("interact", {"what": "click", "selector": "text=Buy"})
         actions = await session.call_tool("observe", {"what": "actions"})
-        return click, actions
+        shot = await session.call_tool("interact", {"what": "screenshot"})
+        return click, actions, shot
 
-    [(click, actions)] = asyncio.run(asyncio.wait_for(
+    [(click, actions, shot)] = asyncio.run(asyncio.wait_for(
         _agents(daemon.url + "/mcp", ["agent-a"], body), 60))
+    # The screenshot command was answered through POST /screenshots with query_id.
+    assert shot.is_error is False, shot.content[0].text
+    path = _body(shot)[1]["path"]
+    assert path.startswith(str(daemon.state_dir)) and Path(path).read_bytes()[:4] == b"\x89PNG"
     assert click.is_error is False, click.content[0].text
     assert "click 'text=Buy' done" in click.content[0].text
     assert actions.is_error is False
     assert '"source":"ai"' in actions.content[0].text
     assert '"text":"Buy"' in actions.content[0].text
+
+
+@pytest.fixture
+def local_site():
+    """A plain HTTP server on 127.0.0.1 (in a thread of this process): /ok answers 200, else 404."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(200 if self.path.startswith("/ok") else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_link_validation_in_the_daemon_resolves_pins_and_guards(daemon, local_site):
+    """The real resolver (thread pool) and pinned HTTP client: loopback is refused by default and
+    checked when allowed (the hosts resolve through getaddrinfo in the daemon)."""
+    port = local_site
+    urls = [f"http://localhost:{port}/ok", f"http://127.0.0.1:{port}/missing"]
+
+    async def body(client_id, session):
+        refused = await session.call_tool("analyze", {"what": "link_validation", "urls": urls})
+        allowed = await session.call_tool("analyze", {"what": "link_validation", "urls": urls,
+                                                      "allow_private": True})
+        return refused, allowed
+
+    [(refused, allowed)] = asyncio.run(asyncio.wait_for(
+        _agents(daemon.url + "/mcp", ["agent-a"], body), 60))
+    _, r = _body(refused)
+    assert r["refused"] == 2 and r["checked"] == 2
+    _, a = _body(allowed)
+    by_url = {x["url"]: x for x in a["results"]}
+    assert by_url[urls[0]]["class"] == "ok" and by_url[urls[0]]["status"] == 200
+    assert by_url[urls[1]]["class"] == "broken" and by_url[urls[1]]["status"] == 404
+    assert a["refused"] == 0

@@ -217,3 +217,16 @@ def test_save_to_refuses_artifacts_over_the_size_limit(h, tmp_path):
 
 def test_every_issue_4_generate_mode_has_a_handler():
     assert {"reproduction", "test", "har", "csp", "sri", "sarif", "pr_summary"} <= set(MODES)
+
+
+def test_a_large_saved_artifact_is_only_previewed_in_the_answer(h, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    h.app.store.add(NETWORK_BODIES, [
+        {"method": "GET", "url": f"https://app.test/api/{i}", "status": 200,
+         "response_body": "x" * 2000} for i in range(40)])
+    _, body = parse(run(h, "har", {"save_to": "big.har"}, cwd=str(repo)))
+    saved = (repo / "big.har").read_text()
+    assert len(saved) > 80_000 and len(json.loads(saved)["log"]["entries"]) == 40
+    assert len(body["artifact"]) == 20_000 and saved.startswith(body["artifact"])
+    assert body["artifact_truncated"]

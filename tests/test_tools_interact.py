@@ -349,3 +349,12 @@ def test_every_issue_4_interact_mode_has_a_handler():
               "save_state", "load_state", "list_states", "delete_state", "set_storage",
               "delete_storage", "clear_storage", "set_cookie", "delete_cookie"}
     assert listed <= set(MODES)
+
+
+def test_an_unencodable_extension_answer_still_records_the_action(h):
+    d = run(h, "click", {"selector": "#a"})
+    [cmd] = h.commands()
+    h.answer(cmd, {"success": True, "element": {"selectors": {"css": "#a", "n": 2**80}}})
+    fired(d)
+    [entry] = actions(h)
+    assert entry["selectors"] == {"css": "#a"} and entry["source"] == "ai"

@@ -112,7 +112,10 @@ class LinkValidator:
         check = is_public_http_url(url, allow_private, resolver=lambda _h: addresses)
         if not check.ok:
             return {"url": url, "error": f"refused: {check.reason}", "refused": check.reason}
-        pins = {check.host: check.addresses[0]} if check.host and check.addresses else {}
+        # Connect to a checked address; IPv4 first (a dev server often listens on 127.0.0.1 only
+        # while ``localhost`` may resolve to ::1 first).
+        ordered = sorted(check.addresses, key=lambda a: ":" in a)
+        pins = {check.host: ordered[0]} if check.host and ordered else {}
         client = self.client_for(pins)
         method = "HEAD"
         response = await self._request(client, method, url)

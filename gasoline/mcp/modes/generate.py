@@ -47,6 +47,8 @@ DEFAULT_ACTIONS = 200
 DEFAULT_ENTRIES = 1000
 MAX_ENTRIES = 10_000
 ARTIFACTS_DIR = "artifacts"
+#: With save_to, the answer carries at most this many characters of the artifact.
+INLINE_WHEN_SAVED = 20_000
 
 
 class PathRefused(GasolineError):
@@ -134,6 +136,10 @@ def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: s
         body["saved_to"] = saved["path"]
         body["saved_bytes"] = saved["bytes"]
         summary += f"; saved to {saved['path']}"
+        if len(artifact) > INLINE_WHEN_SAVED:
+            # The file has it all; keep the answer small instead of hitting the result cap.
+            body["artifact"] = artifact[:INLINE_WHEN_SAVED]
+            body["artifact_truncated"] = f"first {INLINE_WHEN_SAVED} characters; the file has all"
     return ctx.ok(summary, body)
 
 

@@ -166,7 +166,12 @@ def record(ctx: Any, kind: str, result: Any = None, **fields: Any) -> dict[str, 
         if isinstance(value, str) and len(value) > RECORDED_VALUE_LIMIT:
             value = value[:RECORDED_VALUE_LIMIT]
         entry[key] = value
-    ctx.app.store.add(ACTIONS, [entry])
+    try:
+        ctx.app.store.add(ACTIONS, [entry])
+    except (TypeError, ValueError):  # orjson cannot encode what the extension sent (huge ints,
+        # nesting past its limit): keep the action without the extension's selectors
+        entry["selectors"] = selectors_for(selector) if isinstance(selector, str) else {}
+        ctx.app.store.add(ACTIONS, [entry])
     return entry
 
 

@@ -100,3 +100,15 @@ def test_the_vendored_schema_rejects_a_broken_log():
     doc["runs"][0]["results"][0]["level"] = "fatal"
     del doc["runs"][0]["tool"]["driver"]["name"]
     assert len(list(VALIDATOR.iter_errors(doc))) >= 2
+
+
+def test_duplicate_axe_tags_still_give_a_valid_sarif():
+    """Found by hypothesis: SARIF requires a rule's tags to be unique."""
+    doc = sarif({"violations": [{"id": "x", "tags": ["wcag2a", "wcag2a", "", ""]}]})
+    assert_valid_sarif(doc)
+    assert doc["runs"][0]["tool"]["driver"]["rules"][0]["properties"]["tags"] == ["wcag2a", ""]
+
+
+def test_duplicate_node_targets_still_give_a_valid_sarif():
+    """Found by hypothesis: SARIF requires a location's logical locations to be unique."""
+    assert_valid_sarif(sarif({"violations": [{"id": "x", "nodes": [{"target": ["#a", "#a"]}]}]}))

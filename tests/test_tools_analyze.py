@@ -440,3 +440,18 @@ def test_every_issue_4_analyze_mode_has_a_handler():
     listed = {"changes", "dom", "accessibility", "performance", "error_clusters", "security_audit",
               "third_party_audit", "api_validation", "page_summary", "history", "link_validation"}
     assert listed <= set(MODES)
+
+
+def test_s_analyses_honour_the_callers_tab_selection_and_scope(h):
+    h.app.store.add(CONSOLE, [
+        {"level": "error", "message": "on app", "url": "https://app.test/page", "tabId": 1, "ts": T0},
+        {"level": "error", "message": "on docs", "url": "https://docs.test/", "tabId": 2, "ts": T0},
+    ])
+    h.ctx("A").state.tab_filters = ["docs.test"]
+    _, a = parse(run(h, "error_clusters", client="A"))
+    _, b = parse(run(h, "error_clusters", client="B"))
+    _, b_current = parse(run(h, "error_clusters", {"scope": "current_page"}, client="B"))
+    _, a_all = parse(run(h, "error_clusters", {"scope": "all"}, client="A"))
+    assert [c["sample"]["message"] for c in a["clusters"]] == ["on docs"]
+    assert b["total_errors"] == 2 and a_all["total_errors"] == 2
+    assert [c["sample"]["message"] for c in b_current["clusters"]] == ["on app"]

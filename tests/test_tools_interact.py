@@ -3,15 +3,18 @@ AI actions recorded with source "ai", composite modes, saved states."""
 
 from __future__ import annotations
 
+import html
 import json
+import subprocess
 
 import pytest
 
 from _modes_harness import Harness, fired, parse
+from conftest import require_tool
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.generate import reproduction
-from gasoline.mcp.modes.interact import MODES, selectors_for
+from gasoline.mcp.modes.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT, selectors_for
 
 
 @pytest.fixture
@@ -358,3 +361,77 @@ def test_an_unencodable_extension_answer_still_records_the_action(h):
     fired(d)
     [entry] = actions(h)
     assert entry["selectors"] == {"css": "#a"} and entry["source"] == "ai"
+
+
+PAGE = """<!doctype html><html><head><title>Doc</title></head><body>
+<nav><a href="/home">Home</a></nav>
+<main>
+  <h1>Getting started</h1>
+  <p>Install <strong>Gasoline</strong> and read the <a href="https://docs.test/guide">guide</a>.</p>
+  <ul><li>one</li><li>two</li></ul>
+  <pre>npm i gasoline</pre>
+  <table><tr><th>k</th><th>v</th></tr><tr><td>a</td><td>1</td></tr></table>
+  <script>var hidden = "not content";</script>
+  <form><input id="q" value=""><input type="checkbox" id="tos"></form>
+</main>
+<pre id="gasoline-out"></pre>
+<script>
+(async () => {
+  const out = {};
+  for (const [name, code] of Object.entries(__CODES__)) {
+    try {
+      // The same wrapping as the extension's runUserScript.
+      const fn = new Function('return (async () => (\\n' + code + '\\n))()');
+      out[name] = await fn();
+    } catch (e) { out[name] = { thrown: String(e) }; }
+  }
+  document.getElementById('gasoline-out').textContent = JSON.stringify(out);
+})();
+</script></body></html>"""
+
+
+def _scripts_sent(h):
+    """The execute scripts the storage and state modes send (captured from their commands)."""
+    codes = {}
+    h.ctx("A").state.kv["interact:states"] = {"s": {
+        "url": "https://app.test/page", "local_storage": {"restored": "yes"},
+        "form_values": [{"selector": "#q", "value": "typed"}, {"selector": "#tos", "value": "true"},
+                        {"selector": "#gone", "value": "x"}]}}
+    for name, mode, args in (("set", "set_storage", {"key": "k", "value": {"a": 1}}),
+                             ("delete", "delete_storage", {"key": "k"}),
+                             ("restore", "load_state", {"name": "s"})):
+        run(h, mode, args)
+        [cmd] = h.commands()
+        codes[name] = cmd.params["script"]
+        h.answer(cmd, {"success": True})
+    return codes
+
+
+def test_page_scripts_run_in_chromium_and_extract_markdown_text_storage_and_state(h, tmp_path):
+    """get_markdown / get_readable / storage / load_state scripts, run in headless Chromium with the
+    extension's wrapping (no extension needed: the scripts are plain page JavaScript)."""
+    chromium = require_tool("chromium", why="runs the interact page scripts")
+    codes = {"markdown": MARKDOWN_SCRIPT, "readable": READABLE_SCRIPT, **_scripts_sent(h)}
+    codes["check"] = "({ k: localStorage.getItem('k'), restored: localStorage.getItem('restored'), " \
+                     "q: document.getElementById('q').value, tos: document.getElementById('tos').checked })"
+    page = tmp_path / "page.html"
+    page.write_text(PAGE.replace("__CODES__", json.dumps(codes).replace("</", "<\\/")))
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
+        capture_output=True, timeout=60, text=True)
+    start = proc.stdout.index('<pre id="gasoline-out">') + len('<pre id="gasoline-out">')
+    out = json.loads(html.unescape(proc.stdout[start:proc.stdout.index("</pre>", start)]))
+    md = out["markdown"]["markdown"]
+    assert md.startswith("# Getting started")
+    assert "**Gasoline**" in md and "[guide](https://docs.test/guide)" in md
+    assert "- one\n- two" in md and "```\nnpm i gasoline\n```" in md
+    assert "| k | v |" in md and "| a | 1 |" in md
+    assert "Home" not in md and "not content" not in md
+    text = out["readable"]["text"]
+    assert "Getting started" in text and "Home" not in text and "not content" not in text
+    assert out["set"] == {"key": "k", "stored": True}
+    assert out["delete"] == {"key": "k", "removed": True}
+    assert out["restore"]["local"] == 1 and out["restore"]["fields"] == 2
+    assert out["restore"]["missing_fields"] == ["#gone"]
+    assert out["check"] == {"k": None, "restored": "yes", "q": "typed", "tos": True}

@@ -27,6 +27,13 @@ def level_of(impact: Any) -> str:
     return _LEVELS.get(str(impact).lower(), "note") if impact else "note"
 
 
+def _tags(tags: Any) -> list[str]:
+    """At most 30 tags, in order; SARIF's property bag requires them to be unique."""
+    if not isinstance(tags, list):
+        return []
+    return list(dict.fromkeys(text(t, 100) for t in tags if isinstance(t, str)))[:30]
+
+
 def _rule(violation: dict[str, Any]) -> dict[str, Any]:
     rule_id = text(violation.get("id"), 200) or "unknown-rule"
     help_text = text(violation.get("help"), 1000) or rule_id
@@ -36,10 +43,7 @@ def _rule(violation: dict[str, Any]) -> dict[str, Any]:
         "shortDescription": {"text": help_text},
         "fullDescription": {"text": text(violation.get("description"), 2000) or help_text},
         "defaultConfiguration": {"level": level_of(violation.get("impact"))},
-        "properties": {
-            "tags": [text(t, 100) for t in violation.get("tags", []) if isinstance(t, str)][:30]
-            if isinstance(violation.get("tags"), list) else [],
-        },
+        "properties": {"tags": _tags(violation.get("tags"))},
     }
     help_url = violation.get("helpUrl")
     if isinstance(help_url, str) and help_url.startswith(("http://", "https://")):
@@ -57,7 +61,9 @@ def _targets(node: dict[str, Any]) -> list[str]:
         return [target[:1000]]
     if isinstance(target, list):
         # axe nests iframe / shadow-DOM paths as lists of selectors.
-        return [" >>> ".join(t) if isinstance(t, list) else text(t, 1000) for t in target][:10]
+        joined = (" >>> ".join(map(str, t)) if isinstance(t, list) else text(t, 1000) for t in target)
+        # SARIF requires a location's logical locations to be unique.
+        return list(dict.fromkeys(joined))[:10]
     return []
 
 

@@ -108,40 +108,50 @@ def as_dict(result: Any) -> dict[str, Any]:
 # -- buffers ---------------------------------------------------------------------------------------
 
 
-def newest(ctx: Any, buffer: str, limit: int) -> list[dict[str, Any]]:
-    """The newest C{limit} entries of C{buffer}, oldest first (decoding only those)."""
-    ring = ctx.app.store.buffers.get(buffer)
-    if ring is None:
-        return []
+def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any]], bool] | None,
+                                                     dict[str, Any]]:
+    """The caller's tab selection (``configure select_tab``), ``scope: "current_page"`` and
+    ``tab_id`` as one predicate, exactly as observe applies them (None: everything)."""
+    if args is None:
+        return None, {}
+    from gasoline.mcp.modes.observe import view_filter  # noqa: PLC0415
+
+    return view_filter(ctx, args)
+
+
+def _decode(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None) -> list[dict[str, Any]]:
     out = []
-    for raw in ring.read_last(limit).items:
+    for raw in items:
         try:
             value = orjson.loads(raw) if isinstance(raw, (bytes, bytearray, memoryview, str)) else raw
         except orjson.JSONDecodeError:
             continue
-        if isinstance(value, dict):
+        if isinstance(value, dict) and (keep is None or keep(value)):
             out.append(value)
     return out
 
 
-def since(ctx: Any, buffer: str, cursor: int, limit: int) -> tuple[list[dict[str, Any]], int, int]:
-    """Entries of C{buffer} from sequence C{cursor} on (at most C{limit}, the newest ones kept):
-    ``(entries, missed, head)``."""
+def newest(ctx: Any, buffer: str, limit: int, args: dict[str, Any] | None = None
+           ) -> list[dict[str, Any]]:
+    """The newest C{limit} entries of C{buffer}, oldest first (decoding only those); with
+    C{args}, only those the caller's view (L{view}) keeps."""
+    ring = ctx.app.store.buffers.get(buffer)
+    if ring is None:
+        return []
+    return _decode(ring.read_last(limit).items, view(ctx, args)[0])
+
+
+def since(ctx: Any, buffer: str, cursor: int, limit: int, args: dict[str, Any] | None = None
+          ) -> tuple[list[dict[str, Any]], int, int]:
+    """Entries of C{buffer} from sequence C{cursor} on (at most C{limit}, the newest ones kept;
+    with C{args}, those the caller's view keeps): ``(entries, missed, head)``."""
     ring = ctx.app.store.buffers.get(buffer)
     if ring is None:
         return [], 0, 0
     raw = ring.read(max(0, int(cursor)))
     items = raw.items[-limit:] if limit and len(raw.items) > limit else raw.items
     skipped = len(raw.items) - len(items)
-    out = []
-    for b in items:
-        try:
-            value = orjson.loads(b)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out, raw.missed + skipped, raw.next_cursor
+    return _decode(items, view(ctx, args)[0]), raw.missed + skipped, raw.next_cursor
 
 
 def heads(ctx: Any) -> dict[str, int]:

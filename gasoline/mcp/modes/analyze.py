@@ -231,7 +231,7 @@ def page_summary(ctx: Any, args: dict[str, Any]) -> Any:
 
 
 def _errors(ctx: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    console = newest(ctx, CONSOLE, entries_limit(ctx, args))
+    console = newest(ctx, CONSOLE, entries_limit(ctx, args), args)
     errors = [e for e in console if is_error(e)]
     return noise_filter(ctx, errors)
 
@@ -262,8 +262,9 @@ def performance_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 def security_audit_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = entries_limit(ctx, args)
-    result = security_audit(newest(ctx, NETWORK_BODIES, n), newest(ctx, CONSOLE, n),
-                            newest(ctx, ACTIONS, n), page_url=ctx.str_arg(args, "url") or page_url(ctx))
+    result = security_audit(newest(ctx, NETWORK_BODIES, n, args), newest(ctx, CONSOLE, n, args),
+                            newest(ctx, ACTIONS, n, args),
+                            page_url=ctx.str_arg(args, "url") or page_url(ctx))
     findings = result.get("findings") or []
     return ctx.ok(f"{len(findings)} security finding(s)", result, buffer=NETWORK_BODIES)
 
@@ -271,14 +272,15 @@ def security_audit_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 def third_party_audit_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = entries_limit(ctx, args)
     page = ctx.str_arg(args, "url") or page_url(ctx)
-    result = third_party_audit(newest(ctx, NETWORK_BODIES, n), newest(ctx, WATERFALL, n),
+    result = third_party_audit(newest(ctx, NETWORK_BODIES, n, args),
+                               newest(ctx, WATERFALL, n, args),
                                origin_of(page) if page else None)
     return ctx.ok(f"{result.get('third_party_count', 0)} third-party origin(s)", result,
                   buffer=WATERFALL)
 
 
 def api_validation_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    bodies = newest(ctx, NETWORK_BODIES, entries_limit(ctx, args))
+    bodies = newest(ctx, NETWORK_BODIES, entries_limit(ctx, args), args)
     url = ctx.str_arg(args, "url")
     if url:
         bodies = [b for b in bodies if url in str(b.get("url", ""))]
@@ -309,7 +311,7 @@ def history(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         page[kind] += 1
 
     navigations = []
-    for action in newest(ctx, ACTIONS, n):
+    for action in newest(ctx, ACTIONS, n, args):
         at = entry_time(action)
         if action.get("type") in ("navigate", "navigation", "page_load"):
             target = action.get("to_url") or action.get("url")
@@ -318,7 +320,7 @@ def history(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
                                 "source": action.get("source", "user")})
         else:
             visit(action.get("url"), at, "actions")
-    for entry in newest(ctx, CONSOLE, n):
+    for entry in newest(ctx, CONSOLE, n, args):
         if entry.get("type") == "network":
             continue  # its url is the request's, not the page's
         visit(entry.get("page_url") or entry.get("url"), entry_time(entry),
@@ -357,7 +359,7 @@ def compute_changes(ctx: Any, args: dict[str, Any], name: str) -> dict[str, Any]
         start = cp_heads.get(buffer, 0)
         if not isinstance(start, int) or isinstance(start, bool):
             start = 0
-        items, lost, _ = since(ctx, buffer, start, n)
+        items, lost, _ = since(ctx, buffer, start, n, args)
         if buffer == CONSOLE:
             items, hidden = noise_filter(ctx, items)
         entries[buffer] = items

@@ -154,8 +154,8 @@ def _url_filter(ctx: Any, args: dict[str, Any], items: list[dict[str, Any]]) -> 
     return [i for i in items if url in str(i.get("url", "")) or url in str(i.get("page_url", ""))]
 
 
-def _errors(ctx: Any, n: int) -> list[dict[str, Any]]:
-    kept, _ = noise_filter(ctx, [e for e in newest(ctx, CONSOLE, n) if is_error(e)])
+def _errors(ctx: Any, args: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    kept, _ = noise_filter(ctx, [e for e in newest(ctx, CONSOLE, n, args) if is_error(e)])
     return kept
 
 
@@ -163,7 +163,7 @@ def _errors(ctx: Any, n: int) -> list[dict[str, Any]]:
 
 
 def reproduction_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    actions = newest(ctx, ACTIONS, _n(ctx, args, DEFAULT_ACTIONS))
+    actions = newest(ctx, ACTIONS, _n(ctx, args, DEFAULT_ACTIONS), args)
     base = ctx.str_arg(args, "base_url") or None
     result = reproduction(actions, base_url=base)
     return _finish(ctx, args, "reproduction",
@@ -174,9 +174,9 @@ def reproduction_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 def test_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = _n(ctx, args, DEFAULT_ACTIONS)
-    actions = newest(ctx, ACTIONS, n)
+    actions = newest(ctx, ACTIONS, n, args)
     name = ctx.str_arg(args, "test_name") or "reproduces the recorded session"
-    result = playwright_test(actions, _errors(ctx, DEFAULT_ENTRIES),
+    result = playwright_test(actions, _errors(ctx, args, DEFAULT_ENTRIES),
                              base_url=ctx.str_arg(args, "base_url") or None, name=name)
     return _finish(ctx, args, "test",
                    f"Playwright test with {result['steps']} step(s)",
@@ -185,8 +185,8 @@ def test_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 def har_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = _n(ctx, args, DEFAULT_ENTRIES)
-    bodies = _url_filter(ctx, args, newest(ctx, NETWORK_BODIES, n))
-    waterfall = _url_filter(ctx, args, newest(ctx, WATERFALL, n))
+    bodies = _url_filter(ctx, args, newest(ctx, NETWORK_BODIES, n, args))
+    waterfall = _url_filter(ctx, args, newest(ctx, WATERFALL, n, args))
     times = [t for t in (entry_time(b) for b in bodies) if t is not None]
     started_at = min(times) if times else ctx.now()
     page = page_url(ctx)
@@ -201,7 +201,8 @@ def har_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 def csp_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = _n(ctx, args, DEFAULT_ENTRIES)
-    observed = origins_by_type(newest(ctx, WATERFALL, n), newest(ctx, NETWORK_BODIES, n))
+    observed = origins_by_type(newest(ctx, WATERFALL, n, args),
+                               newest(ctx, NETWORK_BODIES, n, args))
     page = ctx.str_arg(args, "url") or page_url(ctx)
     result = csp(observed, page_origin=page, report_uri=ctx.str_arg(args, "report_uri"))
     return _finish(ctx, args, "csp", f"Content-Security-Policy with {len(result['directives'])} "
@@ -211,7 +212,8 @@ def csp_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 def sri_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = _n(ctx, args, DEFAULT_ENTRIES)
     algorithm = ctx.str_arg(args, "algorithm", "sha384")
-    result = sri(_url_filter(ctx, args, newest(ctx, NETWORK_BODIES, n)), algorithm=algorithm)
+    result = sri(_url_filter(ctx, args, newest(ctx, NETWORK_BODIES, n, args)),
+                 algorithm=algorithm)
     tags = "\n".join(r["tag"] for r in result["resources"])
     return _finish(ctx, args, "sri", f"SRI hashes for {len(result['resources'])} resource(s), "
                    f"{len(result['unhashable'])} not hashable", tags, result)
@@ -275,8 +277,8 @@ def pr_summary_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         from gasoline.mcp.modes.analyze import compute_changes  # noqa: PLC0415
 
         diff = compute_changes(ctx, args, checkpoint)
-    result = pr_summary(_errors(ctx, n), newest(ctx, NETWORK_BODIES, n),
-                        newest(ctx, ACTIONS, n), list(ctx.app.store.performance.values()),
+    result = pr_summary(_errors(ctx, args, n), newest(ctx, NETWORK_BODIES, n, args),
+                        newest(ctx, ACTIONS, n, args), list(ctx.app.store.performance.values()),
                         changes=diff, title=ctx.str_arg(args, "title"))
     return _finish(ctx, args, "pr_summary", "PR summary (Markdown)", result["markdown"],
                    {"stats": result.get("stats")})

@@ -672,11 +672,9 @@ async function dispatch(cmd) {
     case 'dom': case 'a11y': case 'dom_action': case 'highlight': case 'subtitle': case 'waterfall':
     case 'state_capture': case 'computed_styles': case 'form_discovery': {
       const tab = await targetTab(cmd);
-      const result = await inTab(tab.id, type, params);
-      if (type === 'dom_action' && result && result.success) {
-        enqueue('action', { type: params.action, source: 'ai', timestamp: Date.now(), url: tab.url, tab_id: tab.id, selectors: result.element ? result.element.selectors : { css: params.selector } });
-      }
-      return result;
+      // AI-driven actions are recorded by the daemon (source:"ai", with the client that asked),
+      // which knows who asked; recording them here too would list each one twice.
+      return inTab(tab.id, type, params);
     }
     default:
       return { error: 'unknown_query_type', message: `unknown command type ${type}` };

@@ -431,7 +431,7 @@ class FakeExtension:
         if not isinstance(command, dict) or not isinstance(command.get("id"), str):
             return
         command_id = command["id"]
-        n = int(command_id[2:]) if command_id[2:].isdigit() else 0
+        n = int(command_id[2:]) if command_id[2:].isdecimal() and len(command_id) < 20 else 0
         if n > self._ack_n:
             self._ack_n, self._ack = n, command_id
         if command_id in self._seen:

@@ -112,3 +112,17 @@ def test_the_vendored_schema_rejects_a_broken_har():
     doc["log"]["entries"][0]["startedDateTime"] = "yesterday"
     del doc["log"]["entries"][1]["response"]["status"]
     assert len(list(VALIDATOR.iter_errors(doc))) >= 2
+
+
+def test_infinite_or_huge_sizes_and_timings_still_give_a_valid_har():
+    """Found by hypothesis: a non-finite size from a hostile page must not crash the generator."""
+    waterfall = [{"url": None, "name": "", "encoded_body_size": float("inf"),
+                  "decoded_body_size": float("-inf"), "duration": float("nan")},
+                 {"url": "https://a.test/x", "name": "https://a.test/x", "decoded_body_size": 10**400}]
+    assert_valid_har(har([], waterfall, page_url="https://a.test/"))
+
+
+def test_a_non_ascii_digit_status_is_treated_as_unknown():
+    """Found by hypothesis: "²".isdigit() is True but int("²") fails."""
+    doc = har([{"url": "https://a.test/", "method": "GET", "status": "²"}], [], page_url="https://a.test/")
+    assert_valid_har(doc)

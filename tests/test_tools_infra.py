@@ -185,3 +185,15 @@ def test_tool_rate_limit_option_reaches_the_config(tmp_path):
     default = Options()
     default.parseOptions(["--state-dir", str(tmp_path)])
     assert default.config().tool_rate_limit == 100
+
+
+def test_published_schemas_include_the_arguments_each_mode_module_reads(app):
+    """Arguments a mode reads (its module's PROPERTIES) are in the tool's inputSchema."""
+    from gasoline.mcp.modes import extra_properties
+
+    definitions = {d["name"]: d for d in app.mcp.tools.definitions()}
+    for tool in ("analyze", "generate", "interact"):
+        extra = extra_properties(tool)
+        assert extra, f"{tool} declares no extra arguments"
+        assert set(extra) <= set(definitions[tool]["inputSchema"]["properties"])
+    assert "allow_private" in definitions["analyze"]["inputSchema"]["properties"]

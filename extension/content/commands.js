@@ -511,8 +511,19 @@
     };
   };
 
+  // While an agent's dom_action runs, the events it fires are not the user's: content.js skips
+  // them (the daemon records the action once, with source:"ai" and the asking client).
+  const asAgent = async (params) => {
+    globalThis.__gasolineAgentActing = (globalThis.__gasolineAgentActing || 0) + 1;
+    try {
+      return await domAction(params);
+    } finally {
+      globalThis.__gasolineAgentActing -= 1;
+    }
+  };
+
   const HANDLERS = {
-    dom, dom_action: domAction, highlight, subtitle, page_info: pageInfo, state_capture: stateCapture,
+    dom, dom_action: asAgent, highlight, subtitle, page_info: pageInfo, state_capture: stateCapture,
     waterfall, computed_styles: computedStyles, form_discovery: formDiscovery, a11y,
   };
 

@@ -95,6 +95,9 @@
 
   const isPassword = (el) => el && el.tagName === 'INPUT' && (el.type === 'password' || /password|passwd|secret|otp|cc-number|cc-csc/i.test(el.autocomplete || ''));
 
+  // Events fired by an agent's dom_action (commands.js) are not user actions.
+  const agentActing = () => (globalThis.__gasolineAgentActing || 0) > 0;
+
   const record = (action) => {
     if (!tracked || !captureActions) return;
     action.timestamp = Date.now();
@@ -103,6 +106,7 @@
   };
 
   document.addEventListener('click', (e) => {
+    if (agentActing()) return;
     const el = e.target instanceof Element ? e.target : null;
     if (!el) return;
     record({ type: 'click', selectors: selectorsFor(el), x: Math.round(e.clientX), y: Math.round(e.clientY) });
@@ -110,6 +114,7 @@
 
   const inputTimers = new WeakMap();
   document.addEventListener('input', (e) => {
+    if (agentActing()) return;
     const el = e.target;
     if (!(el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement || (el instanceof HTMLElement && el.isContentEditable))) return;
     if (el instanceof HTMLInputElement && (el.type === 'checkbox' || el.type === 'radio')) return;
@@ -121,6 +126,7 @@
   }, true);
 
   document.addEventListener('change', (e) => {
+    if (agentActing()) return;
     const el = e.target;
     if (el instanceof HTMLSelectElement) {
       const opt = el.selectedOptions && el.selectedOptions[0];
@@ -132,6 +138,7 @@
 
   const SPECIAL_KEYS = new Set(['Enter', 'Escape', 'Tab', 'Backspace', 'Delete', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight', 'PageUp', 'PageDown', 'Home', 'End']);
   document.addEventListener('keydown', (e) => {
+    if (agentActing()) return;
     if (!SPECIAL_KEYS.has(e.key) && !(e.ctrlKey || e.metaKey || e.altKey)) return;
     const el = e.target instanceof Element ? e.target : null;
     // A modified printable key in a password field would reveal a character; record only the modifier.
@@ -141,7 +148,7 @@
 
   let scrollTimer = null;
   window.addEventListener('scroll', () => {
-    if (scrollTimer) return;
+    if (scrollTimer || agentActing()) return;
     scrollTimer = setTimeout(() => {
       scrollTimer = null;
       record({ type: 'scroll', scroll_x: Math.round(window.scrollX), scroll_y: Math.round(window.scrollY) });

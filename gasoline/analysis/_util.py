@@ -76,7 +76,8 @@ def status_of(entry: dict[str, Any]) -> int | None:
         return None
     if isinstance(status, (int, float)) and math.isfinite(status):
         return int(status)
-    if isinstance(status, str) and status.isdigit():
+    # isdigit() alone admits "²" and other Unicode digits that int() rejects.
+    if isinstance(status, str) and status.isascii() and status.isdigit() and len(status) <= 6:
         return int(status)
     return None
 

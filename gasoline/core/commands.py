@@ -37,7 +37,7 @@ def command_number(command_id: Any) -> int | None:
     """``"q-12"`` -> 12; anything else -> C{None}."""
     if isinstance(command_id, str) and command_id.startswith("q-"):
         digits = command_id[2:]
-        if digits.isdigit() and len(digits) < 19:
+        if digits.isdecimal() and len(digits) < 19:
             return int(digits)
     return None
 

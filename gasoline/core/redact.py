@@ -133,7 +133,7 @@ def _card_brand_ok(digits: str) -> bool:
 
 
 def is_card_number(text: str) -> bool:
-    digits = "".join(ch for ch in text if ch.isdigit())
+    digits = "".join(ch for ch in text if ch.isdecimal())
     return 13 <= len(digits) <= 19 and _card_brand_ok(digits) and luhn_valid(digits)
 
 

@@ -9,6 +9,8 @@ waterfall entry of the same URL when there is one. Headers and bodies are redact
 
 from __future__ import annotations
 
+import math
+
 import json
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -30,9 +32,14 @@ MAX_ENTRIES = 5000
 
 
 def _number(value: Any, default: float = -1) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    """A finite number from captured data, else C{default} (NaN, infinities and non-numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return default
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return default
+    return number if math.isfinite(number) else default
 
 
 def _header_list(headers: dict[str, list[str]]) -> list[dict[str, str]]:

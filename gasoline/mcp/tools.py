@@ -32,7 +32,8 @@ from gasoline.core.errors import GasolineError, InvalidParam, MissingParam, NotI
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.core.redact import Redactor, cap_text
 from gasoline.mcp.jsonrpc import JsonRpcError
-from gasoline.mcp.modes.context import ToolContext, text_result  # noqa: F401 (re-exported)
+from gasoline.mcp.modes import extra_properties, load_tables
+from gasoline.mcp.modes.context import ToolContext, encode_json, text_result  # noqa: F401 (re-exported)
 
 log = Logger()
 
@@ -201,7 +202,7 @@ class ToolRegistry:
             except orjson.JSONDecodeError:
                 data = None
             if data is not None:
-                text = summary + nl + orjson.dumps(self.redactor.redact_value(data)).decode()
+                text = summary + nl + encode_json(self.redactor.redact_value(data))
         if len(text) > self.result_cap // 4:
             text = cap_text(text, self.result_cap)
         return text
@@ -502,8 +503,6 @@ class GasolineTools:
 
     def __init__(self, app: Any, tables: dict[str, dict[str, Callable[..., Any]]] | None = None
                  ) -> None:
-        from gasoline.mcp.modes import load_tables  # noqa: PLC0415
-
         self.app = app
         self.tables = tables if tables is not None else load_tables()
 
@@ -532,8 +531,10 @@ class GasolineTools:
              "Interact with the browser", None),
         )
         for name, description, schema, title, annotations in specs:
-            registry.add(Tool(name, description, schema, self._dispatcher(name), title=title,
-                              annotations=annotations))
+            # The mode modules' own argument definitions are the authoritative ones.
+            properties = {**schema["properties"], **extra_properties(name)}
+            registry.add(Tool(name, description, {**schema, "properties": properties},
+                              self._dispatcher(name), title=title, annotations=annotations))
 
     def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
         def dispatch(request: Any, args: dict[str, Any]) -> Any:

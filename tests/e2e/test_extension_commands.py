@@ -403,3 +403,29 @@ def test_user_actions_select_keypress_scroll_and_spa_navigation_are_recorded(bro
     spa = next(a for a in acts if a["type"] == "navigate" and a.get("to_url", "").endswith("?step=2"))
     assert spa["from_url"] == site.url + "/commands.html"
     assert all(a["tab_id"] == tab for a in acts)
+
+
+def test_an_agents_dom_action_is_not_captured_as_a_user_action(browser, site):
+    """The daemon records agent actions (source:"ai"); the page-side capture must not add them again
+    as user actions, while a real user's click on the same element is still captured."""
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/commands.html")
+    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    commands = [{"id": "q-1", "type": "dom_action", "params": {"action": "click", "selector": "#x"}},
+                {"id": "q-2", "type": "dom_action", "params": {"action": "type", "selector": "#q", "text": "agent typed"}}]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": True})
+        results = wait_until(lambda: fake.results_when(lambda r: {"q-1", "q-2"} <= set(r)), 30, interval=0.3,
+                             what="both agent actions' results")
+        assert results["q-1"]["result"]["success"] is True and results["q-2"]["result"]["success"] is True
+        time.sleep(1.0)  # past the content script's 400 ms input debounce
+        browser.click(page, "#x")
+
+        def user_clicks():
+            with fake.lock:
+                acts = [a for b in fake.posts.get("/enhanced-actions", []) for a in b["actions"]]
+            return acts if any(a["type"] == "click" for a in acts) else None
+
+        acts = wait_until(user_clicks, 20, interval=0.3, what="the user's click")
+    assert [a["type"] for a in acts if a["type"] in ("click", "input")] == ["click"]
+    assert not any(a.get("value") == "agent typed" for a in acts)

@@ -15,31 +15,22 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from twisted.logger import Logger
-
-log = Logger()
-
 TOOL_MODULES = ("observe", "analyze", "generate", "configure", "interact")
 
 Handler = Callable[[Any, dict[str, Any]], Any]
 
 
+def _module(tool: str) -> Any:
+    return importlib.import_module(f"gasoline.mcp.modes.{tool}")
+
+
 def load_tables() -> dict[str, dict[str, Handler]]:
-    """``tool -> MODES`` for every tool module that imports; a module that is missing or fails
-    to import gives an empty table (its modes answer ``not_implemented``) and a logged failure."""
-    tables: dict[str, dict[str, Handler]] = {}
-    for tool in TOOL_MODULES:
-        try:
-            module = importlib.import_module(f"gasoline.mcp.modes.{tool}")
-        except ModuleNotFoundError as e:
-            if e.name != f"gasoline.mcp.modes.{tool}":
-                log.failure("mode table {tool} failed to import", tool=tool)
-            tables[tool] = {}
-            continue
-        except Exception:
-            log.failure("mode table {tool} failed to import", tool=tool)
-            tables[tool] = {}
-            continue
-        modes = getattr(module, "MODES", None)
-        tables[tool] = dict(modes) if isinstance(modes, dict) else {}
-    return tables
+    """``tool -> MODES``. Every tool module must import: a broken one is a bug to see at start-up,
+    not a set of modes that quietly answer ``not_implemented``."""
+    return {tool: dict(_module(tool).MODES) for tool in TOOL_MODULES}
+
+
+def extra_properties(tool: str) -> dict[str, Any]:
+    """JSON Schema properties a tool's modes read beyond the tool schema's common arguments
+    (the module's ``PROPERTIES``, if any)."""
+    return dict(getattr(_module(tool), "PROPERTIES", {}))

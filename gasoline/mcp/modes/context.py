@@ -149,7 +149,7 @@ class ToolContext:
         value = args.get(name, default)
         if value is None:
             return None
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        if isinstance(value, str) and value.strip().lstrip("-").isdecimal() and len(value.strip()) <= 20:
             value = int(value.strip())
         if isinstance(value, float) and value.is_integer():
             value = int(value)

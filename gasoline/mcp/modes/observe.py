@@ -390,7 +390,7 @@ def parse_path(path: str) -> list[str | int]:
     for raw in p.replace("[", sep).replace("]", "").split(sep):
         if raw == "":
             continue
-        if raw.lstrip("-").isdigit():
+        if raw.lstrip("-").isdecimal() and len(raw) <= 18:
             parts.append(int(raw))
         else:
             parts.append(raw.strip("'\""))

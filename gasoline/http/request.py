@@ -44,6 +44,23 @@ def body_length(request) -> int:
     return size
 
 
+def _no_delay(channel) -> None:
+    """Turn off Nagle's algorithm once per connection.
+
+    Twisted leaves it on; a response larger than one TCP segment (an MCP result, ``/snapshot``)
+    then stalls about 40 ms at its tail, waiting for the peer's delayed ACK.
+    """
+    if channel is None or getattr(channel, "_gasoline_no_delay", False):
+        return
+    channel._gasoline_no_delay = True
+    set_no_delay = getattr(channel.transport, "setTcpNoDelay", None)
+    if set_no_delay is not None:
+        try:
+            set_no_delay(True)
+        except OSError:  # not a TCP socket (a UNIX endpoint), or already closed
+            pass
+
+
 class GasolineRequest(server.Request):
     """A request whose body buffer is capped at L{MAX_BODY}; see the module docstring."""
 
@@ -60,6 +77,7 @@ class GasolineRequest(server.Request):
     def gotLength(self, length):
         self.body_length = 0
         self.content = BytesIO()
+        _no_delay(self.channel)
 
     def handleContentChunk(self, data: bytes) -> None:
         received = self.body_length

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,26 @@ from pathlib import Path
 from typing import Sequence
 
 import attrs
+
+#: True when running under CI (``CI=true``): tests that need an external tool fail without it.
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_tool(name: str, path: str | None = None, why: str = "") -> str:
+    """Return the path of an external tool (Chromium, Node, ...) a test needs.
+
+    Without it the test fails under C{CI=true} and is skipped, with a loud reason, locally.
+    """
+    import pytest  # noqa: PLC0415  (test-only helper; the daemon never imports pytest)
+
+    found = path if path and os.path.exists(path) else shutil.which(name)
+    if found:
+        return found
+    message = f"{name} is required for this test but was not found{': ' + why if why else ''}"
+    if IN_CI:
+        pytest.fail(f"CI=true: {message}")
+    pytest.skip(f"SKIPPED LOUDLY — {message}")
+
 
 #: Headers the published 0.7.9 extension sends on its routes.
 EXTENSION_HEADERS = {

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
+from twisted.internet.task import Clock
 
+from gasoline.app import Config, build
 from gasoline.testing import DaemonProcess
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+@pytest.fixture
+def clock():
+    """A C{task.Clock} at a realistic epoch time (RFC 3339 stamps and ages look like real ones)."""
+    c = Clock()
+    c.advance(1_700_000_000)
+    return c
 
 
-def require_tool(name: str, path: str | None = None, why: str = "") -> str:
-    """Return the path of an external tool; without it, fail under CI=true and skip locally."""
-    found = path if path and os.path.exists(path) else shutil.which(name)
-    if found:
-        return found
-    message = f"{name} is required for this test but was not found{': ' + why if why else ''}"
-    if IN_CI:
-        pytest.fail(f"CI=true: {message}")
-    pytest.skip(f"SKIPPED LOUDLY — {message}")
+@pytest.fixture
+def app(tmp_path, clock):
+    """The whole daemon object graph on C{clock}, persistence off, state in C{tmp_path}."""
+    return build(Config(state_dir=tmp_path, persist=False), clock)
 
 
 @pytest.fixture

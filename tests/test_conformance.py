@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, require_tool
+from gasoline.testing import IN_CI, require_tool
 
 from gasoline.testing import DaemonProcess
 

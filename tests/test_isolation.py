@@ -6,23 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from twisted.internet.task import Clock
 
-from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp import jsonrpc
-
-
-@pytest.fixture
-def clock():
-    c = Clock()
-    c.advance(1_700_000_000)
-    return c
-
-
-@pytest.fixture
-def app(tmp_path, clock):
-    return build(Config(state_dir=tmp_path, persist=False), clock)
 
 
 def _call(app, session, name, args):

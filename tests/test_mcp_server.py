@@ -32,11 +32,6 @@ def clock():
 
 
 @pytest.fixture
-def app(tmp_path, clock):
-    return build(Config(state_dir=tmp_path, persist=False), clock)
-
-
-@pytest.fixture
 def server(app):
     return app.mcp
 

@@ -9,7 +9,6 @@ import treq
 from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
-from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
 
@@ -73,11 +72,6 @@ def endpoint(chunks) -> str:
 @pytest.fixture
 def clock():
     return Clock()
-
-
-@pytest.fixture
-def app(tmp_path, clock):
-    return build(Config(state_dir=tmp_path, persist=False), clock)
 
 
 @pytest.fixture

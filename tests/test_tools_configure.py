@@ -5,20 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.modes.configure import MODES
 from gasoline.mcp.tools import CONFIGURE_MODES
-
-
-@pytest.fixture
-def clock():
-    c = Clock()
-    c.advance(1_700_000_000)
-    return c
 
 
 def make_app(tmp_path, clock, **kw):

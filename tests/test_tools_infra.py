@@ -7,7 +7,6 @@ import json
 
 import pytest
 from twisted.internet.defer import Deferred
-from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.ratelimit import SlidingWindowLimiter
@@ -15,18 +14,6 @@ from gasoline.mcp import jsonrpc
 from gasoline.mcp.modes import load_tables
 from gasoline.mcp.modes.context import ToolContext
 from gasoline.mcp.tools import RESULT_CAP, GasolineTools, Tool, ToolRegistry, text_result
-
-
-@pytest.fixture
-def clock():
-    c = Clock()
-    c.advance(1_700_000_000)
-    return c
-
-
-@pytest.fixture
-def app(tmp_path, clock):
-    return build(Config(state_dir=tmp_path, persist=False), clock)
 
 
 def session_for(app, client_id):

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, \
@@ -17,13 +16,6 @@ from gasoline.mcp.modes.observe import MODES, parse_path
 from gasoline.mcp.tools import OBSERVE_MODES
 
 PENDING = object()
-
-
-@pytest.fixture
-def clock():
-    c = Clock()
-    c.advance(1_700_000_000)
-    return c
 
 
 @pytest.fixture

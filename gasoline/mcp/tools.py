@@ -530,11 +530,11 @@ class GasolineTools:
              "take screenshots, manage tabs, storage and cookies.", INTERACT_SCHEMA,
              "Interact with the browser", None),
         )
-        for name, description, schema, title, annotations in specs:
+        for name, description, schema, title, hints in specs:
             # The mode modules' own argument definitions are the authoritative ones.
             properties = {**schema["properties"], **extra_properties(name)}
             registry.add(Tool(name, description, {**schema, "properties": properties},
-                              self._dispatcher(name), title=title, annotations=annotations))
+                              self._dispatcher(name), title=title, annotations=hints))
 
     def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
         def dispatch(request: Any, args: dict[str, Any]) -> Any:

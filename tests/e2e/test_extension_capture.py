@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 
-from fixtures import browser, chromium_bin, ext_daemon, site, time_limit  # noqa: F401 (fixtures)
 from gasoline.testing import DaemonProcess
 from harness import daemon_get, wait_until
 

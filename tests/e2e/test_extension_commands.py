@@ -19,7 +19,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from fixtures import browser, chromium_bin, site, time_limit  # noqa: F401 (fixtures)
 from harness import EXTENSION_DIR, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

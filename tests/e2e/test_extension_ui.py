@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import browser, chromium_bin, ext_daemon, site, time_limit  # noqa: F401 (fixtures)
 from harness import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

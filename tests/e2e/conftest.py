@@ -1,11 +1,11 @@
-"""Fixtures shared by the end-to-end tests (imported into each test module)."""
+"""Fixtures shared by the end-to-end tests."""
 
 from __future__ import annotations
 
 import signal
 
 import pytest
-from conftest import require_tool  # tests/conftest.py
+from gasoline.testing import require_tool
 
 from gasoline.testing import DaemonProcess
 from harness import CHROMIUM, Chromium, TestSite

@@ -17,9 +17,22 @@ import platformdirs
 from twisted.application.service import MultiService
 from twisted.internet.interfaces import IReactorTime
 
+from gasoline.core.clients import ClientRegistry
+from gasoline.core.commands import CommandQueue
+from gasoline.core.extension import ExtensionLink
+from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier
+from gasoline.core.persist import ConsoleJournal, thread_runner
+from gasoline.core.redact import Redactor
+from gasoline.core.router import QueryRouter
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec, TelemetryStore
+from gasoline.http.admin import HealthAPI
+from gasoline.http.clients_api import ClientsAPI
+from gasoline.http.guards import Guard
+from gasoline.http.ingest import IngestAPI
+from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.site import GasolineRoot
+from gasoline.mcp.server import build_mcp
 
 DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
 DEFAULT_CLIENT_TTL = 3600.0
@@ -89,78 +102,59 @@ class Gasoline:
 
 
 def build(config: Config, clock: IReactorTime) -> Gasoline:
-    """Build the daemon's components on C{clock}; no sockets are opened here."""
+    """Build the daemon's components on C{clock}; no sockets are opened here.
+
+    Start-up only: with persistence on, the console journal's newest entries are read from disk
+    here, a blocking read before the reactor runs.
+    """
     notifier = Notifier(clock)
     store = TelemetryStore(clock, config.buffer_specs(), notifier)
     services = MultiService()
     app = Gasoline(
         config=config, clock=clock, store=store, services=services, started_at=clock.seconds()
     )
-    # --- client registry: identity, per-client state, TTL expiry + persistence (issue 3) --------
-    from gasoline.core.clients import ClientRegistry  # noqa: PLC0415
 
+    # Client identity and per-client state; TTL expiry and state files on a timer.
     app.registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir)
     app.registry.expiry_service.setName("client-registry")
     app.registry.expiry_service.setServiceParent(services)
-    # --- console persistence: reload the newest entries, then journal every write (issue 2) ----
-    if config.persist:
-        from gasoline.core.persist import ConsoleJournal, thread_runner  # noqa: PLC0415
 
+    # Console persistence: reload the newest entries, then journal every write.
+    if config.persist:
         console = store.buffers[CONSOLE]
         journal = ConsoleJournal(
             config.state_dir, clock, lambda: list(console), max_entries=config.max_entries,
             max_file_bytes=max(2 * console.max_bytes, 16 * 1024 * 1024),
             run_in_thread=thread_runner(clock),
         )
-        # A blocking read, before the reactor runs: acceptable at start-up only.
         store.restore(CONSOLE, journal.load(config.max_entries))
         store.journals[CONSOLE] = journal
         app.journal = journal
         journal.setServiceParent(services)
-    # --- noise rules: the daemon-wide (scope "global") set; each client's NoiseRules links to it
-    #     with NoiseRules.from_json(state.noise_rules, parent=...) (gasoline.core.noise) -----------
-    from gasoline.core.noise import NoiseRules  # noqa: PLC0415
 
+    # The daemon-wide ("global") noise rules; each client's NoiseRules consults them after its own.
     app.extras["noise_global"] = NoiseRules(scope="global")
-    # --- HTTP surface: guards, then one resource per first path segment -------------------------
-    # Each component below adds itself here; keep one small block per component.
-    from gasoline.http.guards import Guard  # noqa: PLC0415
 
-    root = GasolineRoot(guard=Guard.from_config(config), fallback=None)
-    app.extras["resource"] = root
-    # --- extension link (/sync, liveness, command queue), ingest API (fallback), /health -------
-    from gasoline.core.commands import CommandQueue  # noqa: PLC0415
-    from gasoline.core.extension import ExtensionLink  # noqa: PLC0415
-    from gasoline.http.admin import HealthAPI  # noqa: PLC0415
-    from gasoline.http.ingest import IngestAPI  # noqa: PLC0415
-
-    from gasoline.core.redact import Redactor  # noqa: PLC0415
-
-    app.extension = ExtensionLink(
-        clock, store, CommandQueue(clock), redactor=Redactor().redact_value
-    )
+    # The extension: liveness, settings, the /sync command channel; and the query router that
+    # owns extension-bound calls (q-<n>, one owner each).
+    app.extension = ExtensionLink(clock, store, CommandQueue(clock), redactor=Redactor().redact_value)
     app.extension.service().setServiceParent(services)
-    ingest = IngestAPI(clock, store, app.extension, config.state_dir)
-    app.extras["ingest"] = ingest  # tap sets ingest.stop (POST /shutdown)
-    root.fallback = ingest.resource()
-    # --- query router: extension-bound calls -> q-<n> owned by the caller (gasoline.core.router)
-    from gasoline.core.router import QueryRouter  # noqa: PLC0415
-
     app.router = QueryRouter(clock, app.extension, registry=app.registry)
     app.router.service().setServiceParent(services)
-    root.mounts[b"health"] = HealthAPI(app).resource()
-    # /clients: register, list, unregister agents (gasoline.http.clients_api)
-    from gasoline.http.clients_api import ClientsAPI  # noqa: PLC0415
 
-    root.mounts[b"clients"] = ClientsAPI(app.registry).resource()
-    # /mcp: the MCP server (lifecycle, sessions, tools, resources) behind streamable HTTP, the
-    # connector form and legacy HTTP+SSE (gasoline.mcp.server, gasoline.http.mcp_http)
-    from gasoline.http.mcp_http import McpHTTP  # noqa: PLC0415
-    from gasoline.mcp.server import build_mcp  # noqa: PLC0415
-
+    # The MCP server shared by every transport.
     app.mcp = build_mcp(app)
     app.mcp.service.setServiceParent(services)
+
+    # The HTTP surface: guards for every request, then one API per first path segment; the
+    # extension ingest API takes every other path.
+    ingest = IngestAPI(clock, store, app.extension, config.state_dir)
+    app.extras["ingest"] = ingest  # tap sets ingest.stop (POST /shutdown)
     mcp_http = McpHTTP(app.mcp)
     mcp_http.keepalive_service.setServiceParent(services)
+    root = GasolineRoot(guard=Guard.from_config(config), fallback=ingest.resource())
+    root.mounts[b"health"] = HealthAPI(app).resource()
+    root.mounts[b"clients"] = ClientsAPI(app.registry).resource()
     root.mounts[b"mcp"] = mcp_http
+    app.extras["resource"] = root
     return app

@@ -117,8 +117,20 @@ class IClientRegistry(Interface):
     def get(client_id):
         """The state for C{client_id} or C{None}."""
 
+    def connect(client_id, now=None):
+        """Register-or-get C{client_id} and count one more live connection (session, stream)."""
+
+    def disconnect(client_id, now=None):
+        """One connection of C{client_id} ended; when none remain, its TTL starts."""
+
     def unregister(client_id, now=None):
         """The client went away: keep its state for the TTL, then drop it."""
+
+    def new_client_id():
+        """A fresh random client id (12 hex characters)."""
+
+    def summary():
+        """``{active, total, max, list: [{id, connected_at, last_seen, connected, ...}]}``."""
 
     def expire(now):
         """Drop state of clients gone longer than the TTL. Pure: reads only C{now}."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.error import CannotListenError
+from twisted.logger import globalLogPublisher, jsonFileLogObserver
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
@@ -236,6 +237,36 @@ def _reactor_stopper(reactor):
     return stop
 
 
+class JSONLogService(Service):
+    """C{--log-dir}: the daemon's own log events as JSON lines in C{<log-dir>/gasoline.jsonl}.
+
+    Added beside whatever twistd logs to (stdout with C{-n}, C{twistd.log} otherwise); the file
+    is created 0600 because events can name URLs and client ids.
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self.path = Path(log_dir) / "gasoline.jsonl"
+        self._file = None
+        self._observer = None
+
+    def startService(self) -> None:
+        super().startService()
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
+        self._observer = jsonFileLogObserver(self._file)
+        globalLogPublisher.addObserver(self._observer)
+
+    def stopService(self):
+        super().stopService()
+        if self._observer is not None:
+            globalLogPublisher.removeObserver(self._observer)
+            self._observer = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 def makeService(options: Options, reactor=None) -> IService:
     """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
     if reactor is None:
@@ -243,6 +274,8 @@ def makeService(options: Options, reactor=None) -> IService:
     config = options.config() if isinstance(options, Options) else options
     gasoline = build(config, reactor)
     top = MultiService()
+    if config.log_dir is not None:
+        JSONLogService(config.log_dir).setServiceParent(top)
     gasoline.services.setServiceParent(top)
     site = GasolineSite(gasoline.resource)  # caps buffered request bodies (gasoline.http.request)
     gasoline.extras["ingest"].stop = _reactor_stopper(reactor)  # POST /shutdown

@@ -225,3 +225,19 @@ def test_console_entries_survive_restart(tmp_path):
         assert messages[-1] == "entry 149: cart total recalculated"
     finally:
         second.stop()
+
+
+def test_log_dir_receives_the_daemons_events_as_json_lines(tmp_path):
+    log_dir = tmp_path / "logs"
+    d = DaemonProcess(state_dir=tmp_path / "state", args=["--log-dir", str(log_dir)])
+    d.start()
+    try:
+        status, _, _ = http("GET", f"{d.url}/health")
+        assert status == 200
+    finally:
+        d.stop()
+    path = log_dir / "gasoline.jsonl"
+    assert path.stat().st_mode & 0o777 == 0o600
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert events, "no log events were written"
+    assert all("log_time" in e for e in events)

@@ -138,6 +138,41 @@ def test_three_connectors_each_see_every_buffered_log_once(daemon, tmp_path):
     assert {"agent-1", "agent-2", "agent-3"} <= ids
 
 
+def test_a_checkpoint_or_noise_rule_set_through_one_connector_is_invisible_to_the_others(
+        daemon, tmp_path):
+    post_logs(daemon.url, ENTRIES)
+
+    async def agent(client_id: str, sets_state: bool, ready: asyncio.Event):
+        with open(tmp_path / f"{client_id}.err", "w") as errlog:
+            async with stdio_client(sdk_params(daemon.port, client_id, tmp_path), errlog=errlog) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    if sets_state:
+                        for args in ({"what": "checkpoint", "name": "before"},
+                                     {"what": "noise_rule", "noise_action": "add",
+                                      "pattern": "boom", "field": "message"}):
+                            assert (await session.call_tool("configure", args)).is_error is False
+                        ready.set()
+                    else:
+                        await ready.wait()
+                    listed = observe_payload(await session.call_tool(
+                        "configure", {"what": "checkpoint", "checkpoint_action": "list"}))
+                    errors = observe_payload(await session.call_tool("observe", {"what": "errors"}))
+                    return listed, [e["message"] for e in errors["entries"]]
+
+    async def main():
+        ready = asyncio.Event()
+        return await asyncio.gather(agent("setter", True, ready), agent("other-1", False, ready),
+                                    agent("other-2", False, ready))
+
+    (setter_list, setter_errors), *others = run(main())
+    assert [c["name"] for c in setter_list["checkpoints"]] == ["before"]
+    assert setter_errors == ["TypeError: x is undefined"]  # its own rule hides "boom"
+    for listed, errors in others:
+        assert listed["checkpoints"] == []
+        assert errors == ["boom", "TypeError: x is undefined"]
+
+
 def test_two_connectors_with_one_client_id_share_its_cursor(daemon, tmp_path):
     """Two terminals in one repo are one client: what one has read is read for the other."""
     post_logs(daemon.url, ENTRIES)

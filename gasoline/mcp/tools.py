@@ -373,6 +373,8 @@ OBSERVE_SCHEMA = _schema(
         "body_key": {"type": "string", "description": "Extract a key from JSON bodies."},
         "window_seconds": {"type": "number", "minimum": 0, "description": "error_bundles window."},
         "name": {"type": "string", "description": "recording_actions: the recording."},
+        "playback_id": {"type": "string", "description": "playback_results: one playback "
+                        "(default: list yours)."},
         "tab_id": _TAB,
     },
     ["what"],
@@ -442,6 +444,10 @@ CONFIGURE_SCHEMA = _schema(
         "threshold": {"type": "integer", "minimum": 2,
                       "description": "noise_rule auto_detect: repeats needed (default 10)."},
         "apply": {"type": "boolean", "description": "noise_rule auto_detect: add the proposals."},
+        "stop_on_error": {"type": "boolean", "description": "playback: stop at the first failed "
+                          "step (default true)."},
+        "from_start": {"type": "boolean", "description": "playback: first navigate to the URL the "
+                       "recording started on (default true)."},
         "test_id": {"type": "string", "description": "test_boundary_start / _end."},
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
                   "description": "audit_log: how many records."},

@@ -592,3 +592,8 @@ def configure_recording_stop(ctx: ToolContext, args: dict[str, Any]) -> dict[str
 
 MODES["recording_start"] = configure_recording_start
 MODES["recording_stop"] = configure_recording_stop
+
+# Playback of a saved recording through the extension (gasoline.mcp.modes.playback).
+from gasoline.mcp.modes.playback import configure_playback  # noqa: E402
+
+MODES["playback"] = configure_playback

@@ -994,4 +994,9 @@ MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
     "recording_actions": observe_recording_actions,
 }
 
+# The outcome of playbacks started with configure {what:"playback"} (gasoline.mcp.modes.playback).
+from gasoline.mcp.modes.playback import observe_playback_results  # noqa: E402
+
+MODES["playback_results"] = observe_playback_results
+
 __all__ = ["MODES", "read_buffer", "view_filter", "InvalidParam"]

@@ -293,3 +293,17 @@ def test_stored_entries_cost_about_their_json_size():
     json_bytes = store.buffers[CONSOLE].bytes_used
     assert len(store.buffers[CONSOLE]) == 2000
     assert grown < json_bytes + 2000 * 80  # object headers and rounding, not kilobytes each
+
+
+def test_test_boundaries_are_bounded_and_forget_the_oldest_test_first():
+    from gasoline.core.boundaries import TestBoundaries
+
+    b = TestBoundaries(max_active=2)
+    b.start("a", 1.0)
+    b.start("b", 2.0)
+    b.start("a", 3.0)  # restarting a known test does not evict anyone
+    b.start("c", 4.0)  # one too many: "b" (the oldest) is forgotten
+    assert sorted(b.ids()) == ["a", "c"]
+    b.end("a")
+    b.end("unknown")
+    assert b.ids() == ["c"]

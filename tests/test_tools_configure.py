@@ -151,7 +151,7 @@ def test_select_tab_set_add_list_clear_and_validation(app, s):
 
 def test_test_boundaries_tag_later_entries_like_the_http_route(app, s):
     ok(app, s, what="test_boundary_start", test_id="login-test")
-    assert "login-test" in app.extras["ingest"].active_tests
+    assert "login-test" in app.store.test_boundaries.active
     _, ended = ok(app, s, what="test_boundary_end", test_id="login-test")
     assert ended["active_tests"] == [] and ended["action"] == "end"
     assert error(app, s, what="test_boundary_start")["error"] == "missing_param"

@@ -168,12 +168,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(options: ConnectOptions) -> int:
+    """Run the connector until stdin closes (exit 0) or the process is told to stop.
+
+    C{task.react} resolves the reactor and hands it in; nothing here reads the global one.
+    """
+    from twisted.internet.task import react  # noqa: PLC0415
+
+    try:
+        react(_connect, (options,))
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0
+
+
+def _connect(reactor, options: ConnectOptions):
     from pathlib import Path  # noqa: PLC0415
 
     from treq.client import HTTPClient  # noqa: PLC0415
-    from twisted.internet import reactor  # noqa: PLC0415  (a program of its own)
     from twisted.internet import stdio  # noqa: PLC0415
-    from twisted.internet.defer import DeferredList  # noqa: PLC0415
+    from twisted.internet.defer import Deferred, DeferredList  # noqa: PLC0415
     from twisted.logger import Logger  # noqa: PLC0415
     from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
 
@@ -207,7 +220,7 @@ def _run(options: ConnectOptions) -> int:
             lines.write_line(data)
 
     bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"])
-    exit_code = [0]
+    done: Deferred = Deferred()
     stopping = [False]
 
     def stop(_=None) -> None:
@@ -220,11 +233,7 @@ def _run(options: ConnectOptions) -> int:
             lost = lines.when_lost()
             lines.transport.loseConnection()
             waits.append(lost.addTimeout(5, reactor))
-        DeferredList(waits, consumeErrors=True).addBoth(lambda _: _stop_reactor())
-
-    def _stop_reactor() -> None:
-        if reactor.running:
-            reactor.stop()
+        DeferredList(waits, consumeErrors=True).addBoth(lambda _: done.callback(None))
 
     def eof() -> None:
         log.info("stdin closed; unregistering {client_id}", client_id=client_id)
@@ -235,7 +244,6 @@ def _run(options: ConnectOptions) -> int:
              "{url}", version=__version__, client_id=client_id, connection_id=connection_id,
              url=base_url)
     reactor.addSystemEventTrigger("before", "shutdown", bridge.shutdown)
-    reactor.callWhenRunning(stdio.StandardIO, lines, reactor=reactor)
-    reactor.callWhenRunning(bridge.start)
-    reactor.run()
-    return exit_code[0]
+    stdio.StandardIO(lines, reactor=reactor)
+    bridge.start()
+    return done

@@ -22,6 +22,7 @@ import orjson
 from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
+from gasoline.core.boundaries import TestBoundaries
 from gasoline.core.notify import Notifier
 from gasoline.core.ring import ReadResult, RingBuffer
 from gasoline.interfaces import ITelemetryStore
@@ -141,6 +142,8 @@ class TelemetryStore:
         self.last_write: dict[str, float | None] = {name: None for name in specs}
         self.performance: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.websocket_connections: dict[str, WebSocketConnection] = {}
+        #: CI test boundaries: console entries ingested while a test runs carry its id.
+        self.test_boundaries = TestBoundaries()
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
 
     # -- writing -------------------------------------------------------------------------------

@@ -54,7 +54,6 @@ EXTENSION_OFFSCREEN = b"gasoline-extension-offscreen"
 WS_EVENTS_PER_SECOND = 1000
 #: ``/screenshots``: minimum seconds between two uploads of one client.
 SCREENSHOT_INTERVAL = 1.0
-MAX_ACTIVE_TESTS = 100
 #: Delay between answering ``/shutdown`` and stopping, so the answer reaches the client.
 SHUTDOWN_DELAY = 0.1
 
@@ -132,7 +131,6 @@ class IngestAPI:
     stop: Callable[[], Any] | None = None
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL
-    active_tests: dict[str, float] = attrs.field(factory=dict, init=False)
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)
     _last_screenshot: dict[bytes, float] = attrs.field(factory=dict, init=False)
@@ -174,8 +172,8 @@ class IngestAPI:
         payload = validate.parse_object(body)
         items = validate.batch(payload, "entries")
         valid, rejected = validate.log_entries(items, len(body))
-        if self.active_tests:
-            ids = list(self.active_tests)
+        ids = self.store.test_boundaries.ids()
+        if ids:
             for entry in valid:
                 entry["test_ids"] = ids
         if valid:
@@ -408,12 +406,9 @@ class IngestAPI:
             raise PayloadError("field 'action' must be \"start\" or \"end\"")
         now = self.clock.seconds()
         if action == "start":
-            if test_id not in self.active_tests and len(self.active_tests) >= MAX_ACTIVE_TESTS:
-                oldest = min(self.active_tests, key=self.active_tests.__getitem__)
-                del self.active_tests[oldest]
-            self.active_tests[test_id] = now
+            self.store.test_boundaries.start(test_id, now)
         else:
-            self.active_tests.pop(test_id, None)
+            self.store.test_boundaries.end(test_id)
         return json_body(request, {"test_id": test_id, "action": action, "timestamp": rfc3339(now)})
 
     @app.route("/snapshot", methods=["GET"])

@@ -491,20 +491,15 @@ def _boundary(ctx: ToolContext, args: dict[str, Any], action: str) -> dict[str, 
     test_id = ctx.str_arg(args, "test_id") or ctx.str_arg(args, "name")
     if not test_id:
         raise MissingParam(f"test_boundary_{action} needs 'test_id'", param="test_id")
-    ingest = ctx.app.extras.get("ingest")
-    active = ingest.active_tests
+    boundaries = ctx.app.store.test_boundaries
     now = ctx.now()
     if action == "start":
-        from gasoline.http.ingest import MAX_ACTIVE_TESTS  # noqa: PLC0415
-
-        if test_id not in active and len(active) >= MAX_ACTIVE_TESTS:
-            del active[min(active, key=active.__getitem__)]
-        active[test_id] = now
+        boundaries.start(test_id, now)
     else:
-        active.pop(test_id, None)
+        boundaries.end(test_id)
     return ctx.ok(f"test {test_id} {'started' if action == 'start' else 'ended'}",
                   {"test_id": test_id, "action": action, "timestamp": rfc3339(now),
-                   "active_tests": sorted(active)})
+                   "active_tests": sorted(boundaries.active)})
 
 
 MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {

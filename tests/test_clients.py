@@ -331,3 +331,19 @@ def test_unregister_with_another_live_connection_keeps_the_client_live():
     assert not registry.get("repo").live
     clock.advance(10)
     assert registry.expire(clock.seconds()) == ["repo"]
+
+
+def test_registration_keeps_a_usable_working_directory_only(tmp_path):
+    from twisted.internet.task import Clock
+
+    from gasoline.core.clients import ClientRegistry, usable_cwd
+
+    registry = ClientRegistry(Clock(), 3600, 10, None)
+    state = registry.register("a", cwd=str(tmp_path))
+    assert state.cwd == str(tmp_path.resolve())
+    # A later registration without a usable cwd keeps the one known.
+    assert registry.register("a", cwd="relative/dir").cwd == str(tmp_path.resolve())
+    assert usable_cwd("/") is None
+    assert usable_cwd(str(tmp_path / "missing")) is None
+    assert usable_cwd("bad\x00path") is None
+    assert "cwd" not in registry.get("a").to_json()

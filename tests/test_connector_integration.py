@@ -173,6 +173,29 @@ def test_a_checkpoint_or_noise_rule_set_through_one_connector_is_invisible_to_th
         assert errors == ["boom", "TypeError: x is undefined"]
 
 
+def test_generate_save_to_writes_inside_the_agents_directory_and_nowhere_else(daemon, tmp_path):
+    """The connector reports its working directory; save_to may write there, not elsewhere."""
+    project = tmp_path / "project"
+    project.mkdir()
+    outside = tmp_path / "outside.har"
+
+    async def agent():
+        with open(tmp_path / "agent.err", "w") as errlog:
+            async with stdio_client(sdk_params(daemon.port, "writer", project), errlog=errlog) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    inside = await session.call_tool(
+                        "generate", {"what": "har", "save_to": str(project / "capture.har")})
+                    refused = await session.call_tool(
+                        "generate", {"what": "har", "save_to": str(outside)})
+                    return inside, refused
+
+    inside, refused = run(agent())
+    assert inside.is_error is False, inside
+    assert json.loads((project / "capture.har").read_text())["log"]["version"] == "1.2"
+    assert refused.is_error is True and not outside.exists()
+
+
 def test_two_connectors_with_one_client_id_share_its_cursor(daemon, tmp_path):
     """Two terminals in one repo are one client: what one has read is read for the other."""
     post_logs(daemon.url, ENTRIES)

@@ -54,6 +54,17 @@ DEFAULT_TICK = 1.0
 STATE_VERSION = 1
 
 
+def usable_cwd(path: str | None) -> str | None:
+    """C{path} if it can serve as an agent's working directory: an absolute path to an existing
+    directory other than the filesystem root (which would let C{save_to} write anywhere)."""
+    if not isinstance(path, str) or not path or "\x00" in path or not os.path.isabs(path):
+        return None
+    real = os.path.realpath(path)
+    if real == os.path.sep or not os.path.isdir(real):
+        return None
+    return real
+
+
 def client_id_for_cwd(path: str | os.PathLike[str]) -> str:
     """The first 12 hex chars of SHA-256 of the absolute path: same directory, same id."""
     return hashlib.sha256(os.path.abspath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[:12]
@@ -96,6 +107,9 @@ class ClientState:
     gone_at: float | None = None
     #: True when the latest C{register} found earlier state (in memory or on disk) and kept it.
     inherited: bool = False
+    #: The agent's working directory as its connector reported it (see L{usable_cwd}); bounds where
+    #: C{generate save_to} may write. Not persisted: every registration reports it again.
+    cwd: str | None = None
     _dirty: bool = attrs.field(default=False, repr=False, eq=False)
 
     @property
@@ -224,8 +238,10 @@ class ClientRegistry:
             state.inherited = True
             state.gone_at = None
             state.touch(now)
+            state.cwd = usable_cwd(cwd) or state.cwd
             return state
-        state = ClientState(client_id=client_id, connected_at=now, last_seen=now)
+        state = ClientState(client_id=client_id, connected_at=now, last_seen=now,
+                            cwd=usable_cwd(cwd))
         self._to_delete.discard(client_id)
         if self._load(state, now):
             state.inherited = True

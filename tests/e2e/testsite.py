@@ -12,6 +12,8 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/api/ok``         answers 200 with a JSON body that echoes the request body
 - ``/api/login``      an auth endpoint (its bodies must be redacted)
 - ``/ws``             WebSocket echo
+- ``/agent.html``     elements the MCP round-trip tests act on, with a planted a11y violation
+- ``/tabs/<name>``    logs ``console.error('e2e tab error from <name>')`` on load (two-tab test)
 """
 
 from __future__ import annotations
@@ -108,6 +110,43 @@ BENCH_PAGE = """<!doctype html>
 """
 
 
+AGENT_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline agent page</title></head>
+<body>
+<main>
+  <h1>Agent page</h1>
+  <ul id="fruits"><li class="fruit">apple</li><li class="fruit">banana</li><li class="fruit">cherry</li></ul>
+  <ol id="planets"><li>mercury</li><li>venus</li></ol>
+  <form id="greet" onsubmit="event.preventDefault();
+        document.getElementById('greeting').textContent = 'hello ' + document.getElementById('who').value;">
+    <label for="who">Your name</label>
+    <input id="who" name="who">
+    <button type="submit" id="send">Send greeting</button>
+  </form>
+  <p id="greeting">nobody greeted yet</p>
+  <!-- planted accessibility violation (axe rule image-alt): an image without alt text -->
+  <img src="/favicon.ico" id="planted-no-alt" width="16" height="16">
+</main>
+<script>window.pageOnlyValue = 'set by the page script';</script>
+</body></html>
+"""
+
+
+class TabPage(resource.Resource):
+    """``/tabs/<name>``: a page that logs ``console.error('e2e tab error from <name>')`` on load."""
+
+    isLeaf = True
+
+    def render_GET(self, request):
+        name = "".join(c for c in (request.postpath[0] if request.postpath else b"").decode("ascii", "replace") if c.isalnum())
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        request.setHeader(b"cache-control", b"no-store")
+        return (
+            f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>tab {name}</title></head>"
+            f"<body><p>tab {name}</p><script>console.error('e2e tab error from {name}');</script></body></html>"
+        ).encode()
+
+
 class Page(resource.Resource):
     isLeaf = True
 
@@ -176,6 +215,8 @@ def build_site() -> server.Site:
     root.putChild(b"api", api)
     root.putChild(b"ws", WebSocketResource(EchoFactory()))
     root.putChild(b"favicon.ico", static.Data(b"", "image/x-icon"))
+    root.putChild(b"agent.html", Page(AGENT_PAGE))
+    root.putChild(b"tabs", TabPage())
     site = server.Site(root)
     site.displayTracebacks = False
     return site

@@ -1,24 +1,28 @@
 """
 Query routing benchmark (issue 4).
 
-10 clients x 100 concurrent ``dom`` calls per round through the query router, answered by the
-FakeExtension (in its own process, ``bench/_queries_fake.py``) over real HTTP (``POST /sync`` on
-127.0.0.1) against the daemon's components running in this process on the real reactor (the MCP tools are not wired to the router yet, so the calls
-enter at ``QueryRouter.call``). Reports:
+10 clients x 100 concurrent ``analyze {what:"dom"}`` calls per round, each client with its own MCP
+session, through the daemon's MCP server, tools layer (redaction, cap, audit) and query router,
+answered by the FakeExtension (in its own process, ``bench/_queries_fake.py``) over real HTTP
+(``POST /sync`` on 127.0.0.1). The daemon's components run in this process on the real reactor, and
+the agents' calls enter at ``McpServer.handle`` (what each MCP transport calls), so the agent side
+adds no HTTP client of its own to the measurement. Reports:
 
- - calls/s per round (queue -> /sync long poll -> fake extension -> result sync -> Deferred);
+ - calls/s per round (tools/call -> router -> /sync long poll -> fake extension -> result sync ->
+   the agent's JSON-RPC response);
  - routing overhead p50/p99: from the arrival of the extension's result POST at the daemon (the
-   request fully received, ``requestReceived``) to the firing of the caller's Deferred; extension
-   work is excluded by construction. Results arrive in batches (one sync carries every result the
-   fake finished in one reactor turn), so the figure includes parsing the whole batch and
-   resolving the results ahead of this one in it;
- - misrouted results: answers whose selector is not the one the caller asked for (must be 0),
-   plus results the router could not route.
+   request fully received, ``requestReceived``) to the agent's JSON-RPC response being ready;
+   extension work is excluded by construction. Results arrive in batches (one sync carries every
+   result the fake finished in one reactor turn), so the figure includes parsing the whole batch and
+   answering the calls ahead of this one in it;
+ - misrouted results: responses that are errors or name any selector but the caller's own (must
+   be 0), plus results the router could not route.
 
 Two scenarios: instant answers, all commands at once (every result of a round comes back in one or
 two syncs: the worst case for batching), and the real extension's way: one tab's commands one at a
 time, each taking 0..2 ms of simulated work (results trickle back in small syncs). Python GC pauses
-seen during each round are reported beside the overhead (they explain its outliers).
+seen during each round are reported beside the overhead (they explain its outliers). The per-client
+tool rate limit is off for this benchmark.
 
     .venv/bin/python bench/queries.py [--clients 10] [--calls 100] [--rounds 5] [--work-ms 2]
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +44,9 @@ from _common import median, percentile, print_table, write_json  # noqa: E402
 
 from gasoline.app import Config, build  # noqa: E402
 from gasoline.http.request import GasolineRequest, GasolineSite  # noqa: E402
+
+#: The selectors this benchmark uses; a response naming any but its caller's own is misrouted.
+SELECTOR = re.compile(r"#client-\d+-round-\d+-call-\d+")
 
 #: perf_counter() when the request now being processed was fully received, else None.
 _arrival: list[float | None] = [None]
@@ -71,7 +79,10 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float,
     from twisted.internet.defer import gatherResults  # noqa: PLC0415
 
     state = Path(tempfile.mkdtemp(prefix="gasoline-bench-queries-"))
-    app = build(Config(state_dir=state, persist=False), reactor)
+    # 100 concurrent calls per client per round exceed the per-client tool rate limit (100/min)
+    # after the first round: the limit is off for this benchmark.
+    app = build(Config(state_dir=state, persist=False, tool_rate_limit=0), reactor)
+    gc.freeze()  # as tap.makeService does once the daemon is built
     site = GasolineSite(app.resource, reactor=reactor)
     site.requestFactory = TimedRequest
     port = reactor.listenTCP(0, site, interface="127.0.0.1")
@@ -99,21 +110,34 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float,
             await _sleep(reactor, 0.02)
         else:
             raise RuntimeError("the fake extension process never synced")
+        sessions = []
+        for c in range(clients):
+            session = app.mcp.open_session(f"client-{c}", "bench")
+            await app.mcp.handle(session, {
+                "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": f"client-{c}", "version": "1"}}})
+            await app.mcp.handle(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            sessions.append(session)
         overhead_all: list[float] = []
         misrouted = unattributed = 0
         for r in range(rounds + 1):  # round 0 warms up and is not reported
             overhead: list[float] = []
             wrong = [0, 0]
 
-            def check(result, selector):
+            def check(response, selector):
+                # The agent's JSON-RPC response to tools/call analyze {what:"dom"} is ready.
                 arrived = _arrival[0]
                 if arrived is None:
                     wrong[1] += 1
                 else:
                     overhead.append((time.perf_counter() - arrived) * 1000.0)
-                if not isinstance(result, dict) or result.get("selector") != selector:
-                    wrong[0] += 1
-                return result
+                result = response.get("result") if isinstance(response, dict) else None
+                text = (result or {}).get("content", [{}])[0].get("text", "")
+                named = set(SELECTOR.findall(text))
+                if (result or {}).get("isError") or named != {selector}:
+                    wrong[0] += 1  # an error, or an answer naming anyone's selector but its own
+                return response
 
             ds = []
             syncs0 = app.extension.syncs
@@ -122,7 +146,10 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float,
             for i in range(calls):
                 for c in range(clients):
                     selector = f"#client-{c}-round-{r}-call-{i}"
-                    d = router.call(f"client-{c}", "dom", {"selector": selector}, timeout=60)
+                    d = app.mcp.handle(sessions[c], {
+                        "jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                        "params": {"name": "analyze",
+                                   "arguments": {"what": "dom", "selector": selector}}})
                     ds.append(d.addCallback(check, selector))
             await gatherResults(ds, consumeErrors=True)
             elapsed = time.perf_counter() - t0
@@ -214,7 +241,7 @@ def main() -> int:
                 f"one command at a time, 0..{result['work_ms']:g} ms simulated work each "
                 "(as the real extension runs one tab's commands)")
         print_table(
-            f"{args.clients} clients x {args.calls} concurrent dom calls, FakeExtension over real "
+            f"{args.clients} clients x {args.calls} concurrent analyze dom calls over MCP, FakeExtension over real "
             f"HTTP; {name}",
             ["round", "calls", "calls/s", "overhead p50 ms", "overhead p99 ms", "max ms",
              "syncs", "max GC pause ms", "misrouted"],

@@ -7,6 +7,7 @@ only one that turns endpoint strings into listening services.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -282,4 +283,8 @@ def makeService(options: Options, reactor=None) -> IService:
     site.displayTracebacks = False
     GasolineListener(reactor, config.listen, site, config.state_dir).setServiceParent(top)
     top.gasoline = gasoline  # type: ignore[attr-defined]
+    # Everything built so far (modules, classes, the object graph) lives as long as the process.
+    # Moving it out of the collector's generations keeps full collections from rescanning it:
+    # ~26 ms per full collection otherwise, which showed up as tail latency in every benchmark.
+    gc.freeze()
     return top

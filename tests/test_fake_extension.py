@@ -8,7 +8,7 @@ import pytest_twisted
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import deferLater
 
-from gasoline.core.router import ExtensionError
+from gasoline.core.errors import ExtensionError
 from gasoline.testing import FakeExtension, FakeExtensionError, InProcessDaemon
 
 pytestmark = pytest.mark.integration

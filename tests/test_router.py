@@ -25,7 +25,8 @@ from gasoline.core.errors import (
     QueueFull,
 )
 from gasoline.core.extension import ExtensionLink
-from gasoline.core.router import CommandCancelled, ExtensionError, QueryRouter
+from gasoline.core.errors import CommandCancelled, ExtensionError
+from gasoline.core.router import QueryRouter
 from gasoline.core.store import TelemetryStore
 from gasoline.interfaces import IQueryRouter
 from gasoline.testing import EXTENSION_HEADERS, stub_treq

@@ -64,3 +64,16 @@ class MissingParam(GasolineError):
 class NotImplementedMode(GasolineError):
     code = "not_implemented"
     retry = "This mode is not built yet in this version of Gasoline."
+
+
+class CommandCancelled(GasolineError):
+    """The extension reported the command as cancelled."""
+
+    code = "cancelled"
+
+
+class ExtensionError(GasolineError):
+    """The extension ran the command and reported an error (its text is in the message)."""
+
+    code = "extension_error"
+    retry = "Check the selector/parameters against the page; the error text comes from the extension."

@@ -47,8 +47,10 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gasoline.core.commands import Command, command_number
-from gasoline.core.errors import (
+from gasoline.core.errors import (  # noqa: F401  (CommandCancelled, ExtensionError re-exported)
+    CommandCancelled,
     ExtensionDisconnected,
+    ExtensionError,
     ExtensionTimeout,
     GasolineError,
     InvalidParam,
@@ -87,17 +89,6 @@ CANCELLED = "cancelled"
 NO_DATA = "no_data"
 
 
-class CommandCancelled(GasolineError):
-    """The extension reported the command as cancelled."""
-
-    code = "cancelled"
-
-
-class ExtensionError(GasolineError):
-    """The extension ran the command and reported an error (its text is in the message)."""
-
-    code = "extension_error"
-    retry = "Check the selector/parameters against the page; the error text comes from the extension."
 
 
 def _no_data(correlation_id: Any) -> GasolineError:

@@ -7,7 +7,6 @@ import signal
 import pytest
 from gasoline.testing import require_tool
 
-from gasoline.testing import DaemonProcess
 from harness import CHROMIUM, Chromium, TestSite
 
 #: Each end-to-end test must finish within this many seconds (SIGALRM fails it otherwise).
@@ -53,10 +52,6 @@ def browser(chromium_bin):
 
 
 @pytest.fixture
-def ext_daemon(tmp_path):
-    d = DaemonProcess(state_dir=tmp_path / "state")
-    d.start()
-    try:
-        yield d
-    finally:
-        d.stop()
+def ext_daemon(daemon):
+    """The real daemon the extension streams into (tests/conftest.py's C{daemon})."""
+    return daemon

@@ -8,6 +8,7 @@ import string
 import time
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -326,3 +327,16 @@ def test_tokens_ending_in_a_dash_are_still_redacted_whole():
     text = f"a SG.{'a' * 21}-.{'b' * 42}- b GOCSPX-{'c' * 27}- c AIza{'d' * 34}- d"
     assert redact_text(text) == ("a [REDACTED:sendgrid_key] b [REDACTED:google_client_secret] "
                                  "c [REDACTED:gcp_api_key] d")
+
+
+@pytest.mark.parametrize("pair", [
+    {"name": "Authorization", "value": "Basic dXNlcjpwYXNz"},
+    {"value": "abc123def", "name": "X-Auth-Token"},
+    {"name": "Cookie", "value": "sid=1; theme=dark"},
+])
+def test_header_pairs_in_json_text_are_redacted_in_either_key_order(pair):
+    """Header lists arrive as {name, value} pairs; the name marks the value as secret."""
+    text = orjson.dumps({"headers": [pair, {"name": "Accept", "value": "text/html"}]}).decode()
+    out = redact_text(text)
+    assert pair["value"] not in out and "[REDACTED:" in out
+    assert '"value":"text/html"' in out  # a harmless header is left alone

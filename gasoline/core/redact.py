@@ -217,6 +217,14 @@ def _keyed(m: "re.Match[bytes]") -> bytes:
     return _replace_group(m, 3, _key_label(_ascii(m.group(2))))
 
 
+def _keyed_value_first(m: "re.Match[bytes]") -> bytes:
+    """Group 2 is a value, group 3 the key name it belongs to."""
+    value = _ascii(m.group(2)).strip()
+    if not value or is_marker(value):
+        return m.group(0)
+    return _replace_group(m, 2, _key_label(_ascii(m.group(3))))
+
+
 _KEY_ALTS = "(?i:" + _TEXT_KEY + "|" + _WHOLE_LINE_KEY + ")"
 
 _RULES: list[tuple[str, str, Handler]] = [
@@ -227,6 +235,20 @@ _RULES: list[tuple[str, str, Handler]] = [
         r"(?:(?:[A-Za-z0-9+/=\s\\:,.]|-[A-Za-z0-9+/=\s\\:,.]){0,8000}?-----END [A-Z0-9 ]{0,40}PRIVATE KEY"
         r"(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)",
         _whole("private_key"),
+    ),
+    # Header lists as JSON text, {"name":"Authorization","value":"..."} in either key order: the
+    # name is not a sensitive key itself, so the pairing is what marks the value as secret.
+    (
+        "json_header_pair",
+        r"(\"name\"\s*:\s*\")(" + _KEY_ALTS + r")\"\s*,\s*\"value\"\s*:\s*\""
+        r"((?:[^\"\\\n]|\\.){1,4096})\"",
+        _keyed,
+    ),
+    (
+        "json_header_pair_reversed",
+        r"(\"value\"\s*:\s*\")((?:[^\"\\\n]|\\.){1,4096})\"\s*,\s*\"name\"\s*:\s*\""
+        r"(" + _KEY_ALTS + r")\"",
+        _keyed_value_first,
     ),
     # "password": "x" in JSON text, plain or with escaped quotes (a body inside a JSON string).
     (

@@ -86,10 +86,6 @@ AUDIT_PER_CLIENT = 200
 AUDIT_CLIENTS = 1000
 #: Audit params longer than this (JSON bytes) are cut.
 AUDIT_PARAMS_CAP = 2000
-# A name/value header pair whose name is sensitive (text redaction alone cannot see the pairing).
-_PAIR_HINT = re.compile(
-    r'"name":"(?i:authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|'
-    r'x-auth-token|x-csrf-token|x-xsrf-token)"')
 
 
 @attrs.frozen
@@ -195,14 +191,6 @@ class ToolRegistry:
 
     def _finish_text(self, text: str) -> str:
         text = self.redactor.redact_text(text)
-        if _PAIR_HINT.search(text):
-            summary, nl, payload = text.partition("\n")
-            try:
-                data = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                data = None
-            if data is not None:
-                text = summary + nl + encode_json(self.redactor.redact_value(data))
         if len(text) > self.result_cap // 4:
             text = cap_text(text, self.result_cap)
         return text

@@ -79,8 +79,7 @@ class ToolContext:
 
     @property
     def router(self) -> Any:
-        router = self.app.extras.get("router") if isinstance(self.app.extras, dict) else None
-        return router if router is not None else getattr(self.app, "router", None)
+        return self.app.router
 
     @property
     def extension_connected(self) -> bool:

@@ -17,6 +17,7 @@ import orjson
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import InvalidParam
+from gasoline.mcp.modes.context import client_noise_rules
 
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000
@@ -164,12 +165,7 @@ def entries_limit(ctx: Any, args: dict[str, Any], name: str = "last_n") -> int:
 
 def noise_filter(ctx: Any, entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """The caller's noise rules (client scope, built-ins, then global) applied to C{entries}."""
-    from gasoline.core.noise import NoiseRules  # noqa: PLC0415
-
-    extras = getattr(ctx.app, "extras", None) or {}
-    rules = NoiseRules.from_json(getattr(ctx.state, "noise_rules", None),
-                                 parent=extras.get("noise_global"))
-    return rules.filter(entries)
+    return client_noise_rules(ctx).filter(entries)
 
 
 def page_url(ctx: Any) -> str | None:

@@ -144,6 +144,34 @@ def test_commands_expire_on_the_clock_and_listeners_hear_it():
     assert clock.getDelayedCalls() == []
 
 
+def test_expiry_follows_each_commands_own_deadline_not_queue_order():
+    clock = Clock()
+    q = CommandQueue(clock, ttl=30)
+    slow = q.enqueue("dom", {}, "o")              # expires at 30
+    quick = q.enqueue("dom", {}, "o", ttl=5)      # queued later, expires first (5)
+    done = q.enqueue("dom", {}, "o", ttl=1)       # resolved before its deadline
+    assert q.resolve({"id": done.id, "result": 1})
+    results = []
+    q.on_result(results.append)
+    clock.advance(5)
+    assert [c.id for c in q.deliverable()] == [slow.id]
+    assert [(r["id"], r["status"]) for r in results] == [(quick.id, "expired")]
+    clock.advance(25)
+    assert q.deliverable() == [] and q.outstanding() == []
+    assert [r["id"] for r in results] == [quick.id, slow.id]  # the resolved one is not re-reported
+
+
+def test_many_resolved_commands_leave_no_deadline_bookkeeping_behind():
+    clock = Clock()
+    q = CommandQueue(clock, ttl=60)
+    for _ in range(1000):
+        q.resolve({"id": q.enqueue("dom", {}, "o").id, "result": None})
+    live = q.enqueue("dom", {}, "o")
+    q.expire()
+    assert q.outstanding() == [live]
+    assert len(q._deadlines) <= 2 * len(q.outstanding()) + 64
+
+
 def test_wait_fires_at_once_when_a_command_is_queued():
     clock = Clock()
     q = CommandQueue(clock)
@@ -266,6 +294,24 @@ def test_commands_are_resent_on_every_sync_until_acked():
     d.cancel()
     link.stop()
     assert clock.getDelayedCalls() == []
+
+
+def test_one_sync_hands_out_at_most_max_commands_and_asks_for_the_rest_at_once():
+    clock = Clock()
+    link = make_link(clock)
+    link.max_commands = 3
+    ids = [link.commands.enqueue("dom", {}, "c").id for _ in range(7)]
+    first = fired(link.sync({}))
+    assert [c["id"] for c in first["commands"]] == ids[:3]
+    assert first["next_poll_ms"] == 0  # more are waiting: come back now
+    again = fired(link.sync({}))  # not acked yet: the same oldest three again
+    assert [c["id"] for c in again["commands"]] == ids[:3]
+    second = fired(link.sync({"last_command_ack": ids[2]}))
+    assert [c["id"] for c in second["commands"]] == ids[3:6] and second["next_poll_ms"] == 0
+    last = fired(link.sync({"last_command_ack": ids[5]}))
+    assert [c["id"] for c in last["commands"]] == ids[6:]
+    assert last["next_poll_ms"] == 200  # everything handed out: the usual busy poll
+    link.stop()
 
 
 def test_command_results_in_a_sync_resolve_their_commands():

@@ -15,6 +15,7 @@ is cancelled when its Deferred fires or is cancelled.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from typing import Any, Callable
 
@@ -84,6 +85,10 @@ class CommandQueue:
     ttl: float = DEFAULT_COMMAND_TTL
     #: Outstanding (unresolved, unexpired) commands by id, in queue order.
     _outstanding: OrderedDict[str, Command] = attrs.field(factory=OrderedDict, init=False)
+    #: ``(expires_at, number, id)`` of every queued command, soonest first; entries of commands
+    #: that are no longer outstanding are skipped when they surface (and dropped in bulk when they
+    #: outnumber the live ones), so expiry costs O(log n) per command instead of a scan per call.
+    _deadlines: list[tuple[float, int, str]] = attrs.field(factory=list, init=False)
     #: Every command numbered <= this has been acknowledged (delivered).
     acked_upto: int = attrs.field(default=0, init=False)
     _next: int = attrs.field(default=1, init=False)
@@ -116,6 +121,7 @@ class CommandQueue:
             expires_at=now + (self.ttl if ttl is None else ttl),
         )
         self._outstanding[command.id] = command
+        heapq.heappush(self._deadlines, (command.expires_at, n, command.id))
         self._wake()
         return command
 
@@ -131,7 +137,14 @@ class CommandQueue:
         """Unacknowledged, unexpired commands, oldest first: what the next sync hands out."""
         self.expire(self.clock.seconds())
         upto = self.acked_upto
-        return [c for c in self._outstanding.values() if c.number > upto]
+        # Queue order is number order: walk back from the newest to the first acknowledged one.
+        fresh = []
+        for command in reversed(self._outstanding.values()):
+            if command.number <= upto:
+                break
+            fresh.append(command)
+        fresh.reverse()
+        return fresh
 
     def ack(self, command_id: str) -> None:
         """C{command_id} and every command queued before it are delivered: stop re-sending them."""
@@ -192,9 +205,17 @@ class CommandQueue:
         """Drop commands whose deadline has passed; listeners get an ``expired`` result each."""
         if now is None:
             now = self.clock.seconds()
-        expired = [c for c in self._outstanding.values() if c.expires_at <= now]
+        deadlines = self._deadlines
+        outstanding = self._outstanding
+        expired = []
+        while deadlines and deadlines[0][0] <= now:
+            command = outstanding.pop(heapq.heappop(deadlines)[2], None)
+            if command is not None:
+                expired.append(command)
+        if len(deadlines) > 2 * len(outstanding) + 64:
+            self._deadlines = [(c.expires_at, c.number, c.id) for c in outstanding.values()]
+            heapq.heapify(self._deadlines)
         for command in expired:
-            del self._outstanding[command.id]
             self._notify(self._failure(command, "expired", "command_expired",
                                        "the extension did not answer before the command expired"))
         return expired
@@ -203,6 +224,7 @@ class CommandQueue:
         """Fail every outstanding command at once (the extension went away)."""
         failed = list(self._outstanding.values())
         self._outstanding.clear()
+        self._deadlines.clear()
         code = getattr(error, "code", "error")
         for command in failed:
             self._notify(self._failure(command, "error", code, str(error)))

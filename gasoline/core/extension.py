@@ -12,13 +12,16 @@ One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
  5. with nothing to hand out the request is held up to C{long_poll} seconds (5); a newly queued
     command answers it at once; cancelling the returned Deferred (Klein does so when the client
     goes away) removes the waiter and its timer;
- 6. commands are re-sent on every sync until acknowledged or expired;
+ 6. commands are re-sent on every sync until acknowledged or expired; one sync hands out at most
+    C{max_commands} (the oldest; ``next_poll_ms`` 0 says more are waiting), so every sync, and
+    the batch of results the extension answers it with, stays a short reactor turn: one agent's
+    burst of 1,000 calls cannot hold the reactor for tens of milliseconds while every other
+    agent's answer and the page's telemetry wait behind it;
  7. ``extension_logs`` are redacted and kept in the ``extension_logs`` buffer.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -33,6 +36,7 @@ from zope.interface import implementer
 from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.core.commands import CommandQueue
 from gasoline.core.errors import ExtensionDisconnected
+from gasoline.core.redact import Redactor
 from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
 from gasoline.interfaces import IExtensionLink
@@ -43,6 +47,8 @@ DISCONNECT_AFTER = 10.0
 LONG_POLL = 5.0
 NEXT_POLL_MS = 1000
 NEXT_POLL_BUSY_MS = 200
+#: Most commands handed out by one sync (see rule 6 above).
+MAX_COMMANDS_PER_SYNC = 50
 #: Keep at most this many extension log entries from one sync (the extension sends a few).
 MAX_EXTENSION_LOGS_PER_SYNC = 500
 
@@ -55,40 +61,6 @@ def rfc3339(seconds: float | None) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
-# -- redaction (simple secret patterns; a full redactor replaces this later) ------------------------
-
-_SECRET_PATTERNS = [
-    # key=value / key: value for secret-looking keys
-    (re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|"
-                r"auth(?:orization)?|session(?:id)?|cookie)(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"),
-     r"\1\2[REDACTED]"),
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer [REDACTED]"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"), "[REDACTED_JWT]"),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED_AWS_KEY]"),
-    (re.compile(r"\b(?:sk|pk|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{16,}"), "[REDACTED_KEY]"),
-]
-_SECRET_KEYS = re.compile(r"(?i)password|passwd|secret|token|api[_-]?key|authorization|cookie")
-
-
-def redact(value: Any, _depth: int = 0) -> Any:
-    """A copy of C{value} with secret-looking strings and secret-named fields masked."""
-    if isinstance(value, str):
-        for pattern, repl in _SECRET_PATTERNS:
-            value = pattern.sub(repl, value)
-        return value
-    if _depth > 20:
-        return value
-    if isinstance(value, dict):
-        return {
-            k: ("[REDACTED]" if isinstance(k, str) and _SECRET_KEYS.search(k)
-                and isinstance(v, (str, int, float)) else redact(v, _depth + 1))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v, _depth + 1) for v in value]
-    return value
-
-
 @implementer(IExtensionLink)
 @attrs.define(eq=False)
 class ExtensionLink:
@@ -99,7 +71,9 @@ class ExtensionLink:
     commands: CommandQueue
     disconnect_after: float = DISCONNECT_AFTER
     long_poll: float = LONG_POLL
-    redactor: Callable[[Any], Any] = redact
+    max_commands: int = MAX_COMMANDS_PER_SYNC
+    #: Applied to ``extension_logs`` entries before they are kept (the daemon's redactor).
+    redactor: Callable[[Any], Any] = attrs.field(factory=lambda: Redactor().redact_value)
     connected: bool = attrs.field(default=False, init=False)
     last_sync: float | None = attrs.field(default=None, init=False)
     settings: dict[str, Any] = attrs.field(factory=dict, init=False)
@@ -210,10 +184,13 @@ class ExtensionLink:
         return d
 
     def _response(self, commands: list) -> dict[str, Any]:
+        more = len(commands) > self.max_commands
+        if more:
+            commands = commands[: self.max_commands]
         return {
             "ack": True,
             "commands": [c.to_json() for c in commands],
-            "next_poll_ms": NEXT_POLL_BUSY_MS if commands else NEXT_POLL_MS,
+            "next_poll_ms": 0 if more else NEXT_POLL_BUSY_MS if commands else NEXT_POLL_MS,
             "server_time": rfc3339(self.clock.seconds()),
             "server_version": EXTENSION_COMPAT_VERSION,
             "capture_overrides": {},

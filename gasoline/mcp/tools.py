@@ -211,6 +211,9 @@ class ToolRegistry:
             key = f"{tool.name}.{mode}"
             if len(self.mode_calls) < 4096 or key in self.mode_calls:
                 self.mode_calls[key] = self.mode_calls.get(key, 0) + 1
+        # Recorded before the call runs: what the agent asked, whatever the handler does with
+        # its arguments, and work kept off the path from the extension's result to the answer.
+        audit_params = self._audit_params(arguments)
         limiter = self.limiter
         try:
             if limiter is not None:
@@ -230,7 +233,7 @@ class ToolRegistry:
                 self.errors[code or "error"] = self.errors.get(code or "error", 0) + 1
             ms = round((clock.seconds() - started) * 1000, 3)
             self._record(client_id, AuditRecord(
-                started, tool.name, mode, self._audit_params(arguments), ms,
+                started, tool.name, mode, audit_params, ms,
                 "error" if failed else "ok", code))
             if session is not None and session.log_level is not None:
                 ctx.log(
@@ -246,7 +249,7 @@ class ToolRegistry:
         def cancelled(failure: Failure) -> Failure:
             if failure.check(CancelledError):
                 self._record(client_id, AuditRecord(
-                    started, tool.name, mode, self._audit_params(arguments),
+                    started, tool.name, mode, audit_params,
                     round((clock.seconds() - started) * 1000, 3), "cancelled"))
             return failure
 

@@ -10,6 +10,8 @@
 // * Carries out commands (commands.js holds the content-side handlers).
 
 import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './lib/settings.js';
+import { visualDiff } from './lib/visual.js';
+import { installInjection } from './lib/injection.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -377,7 +379,7 @@ async function sendExtensionStatus() {
 }
 
 // ------------------------------------------------------------------ commands
-const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action']);
+const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode']);
 const READ_ONLY_DOM_ACTIONS = new Set(['get_text', 'get_value', 'get_attribute', 'list_interactive', 'wait_for']);
 
 // Commands for one tab run one after another, in the order the daemon queued them (a navigation
@@ -601,7 +603,11 @@ async function executeIsolated(tabId, code, timeoutMs) {
 async function screenshot(cmd) {
   const params = cmd.params || {};
   const tab = await targetTab(cmd);
-  if (!tab.active) await chrome.tabs.update(tab.id, { active: true });
+  if (!tab.active) {
+    // A frame of a screen recording never pulls the tab to the front: the frame is skipped.
+    if (params.if_active) return { error: 'tab_not_visible', message: `tab ${tab.id} is not the visible tab of its window` };
+    await chrome.tabs.update(tab.id, { active: true });
+  }
   const format = params.format === 'png' ? 'png' : 'jpeg';
   const dataUrl = await chrome.tabs.captureVisibleTab(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
   const resp = await daemonFetch('/screenshots', {
@@ -664,6 +670,10 @@ async function dispatch(cmd) {
     case 'execute': return execute(cmd);
     case 'screenshot': return screenshot(cmd);
     case 'link_health': return linkHealth(cmd);
+    case 'visual_diff': return visualDiff(params);
+    case 'draw_mode': return drawMode(cmd);
+    case 'annotations': return listAnnotations(params);
+    case 'annotation_detail': return annotationDetail(params);
     case 'page_info': {
       const tab = await targetTab(cmd);
       const info = await inTab(tab.id, 'page_info', params);
@@ -679,6 +689,68 @@ async function dispatch(cmd) {
     default:
       return { error: 'unknown_query_type', message: `unknown command type ${type}` };
   }
+}
+
+// ------------------------------------------------------------------ annotations (draw mode)
+// The overlay (commands.js, isolated world) hands each finished annotation to a sink this worker
+// installs in the same world; the sink messages the worker, which keeps them in
+// chrome.storage.session (they survive worker restarts and navigations, not a browser restart).
+const ANNOTATIONS_KEY = 'gasolineAnnotations';
+const MAX_ANNOTATIONS = 200;
+let annotationWrites = Promise.resolve();
+
+async function readAnnotations() {
+  const raw = (await chrome.storage.session.get(ANNOTATIONS_KEY))[ANNOTATIONS_KEY];
+  return Array.isArray(raw) ? raw : [];
+}
+
+function storeAnnotation(annotation, tab) {
+  annotationWrites = annotationWrites.then(async () => {
+    const list = await readAnnotations();
+    list.push(Object.assign({}, annotation, { tab_id: tab.id }));
+    if (list.length > MAX_ANNOTATIONS) list.splice(0, list.length - MAX_ANNOTATIONS);
+    await chrome.storage.session.set({ [ANNOTATIONS_KEY]: list });
+  }).catch((e) => extLog('warn', `could not keep an annotation: ${e}`, 'annotations'));
+  return annotationWrites;
+}
+
+async function drawMode(cmd) {
+  const tab = await targetTab(cmd);
+  await chrome.scripting.executeScript({
+    target: { tabId: tab.id },
+    func: () => {
+      globalThis.__gasolineAnnotationSink = (annotation) => chrome.runtime.sendMessage({ type: 'gasoline:annotation', annotation }).catch(() => {});
+      return true;
+    },
+  });
+  const result = await inTab(tab.id, 'draw_mode', cmd.params || {});
+  return Object.assign({ tab_id: tab.id, url: tab.url }, result);
+}
+
+const annotationSummary = (a) => ({
+  id: a.id, note: a.note, rect: a.rect, url: a.url, title: a.title, timestamp: a.timestamp, tab_id: a.tab_id,
+  element: a.element ? { tag: a.element.tag, selectors: a.element.selectors, text: a.element.text } : null,
+});
+
+async function listAnnotations(params) {
+  await annotationWrites;
+  let list = await readAnnotations();
+  if (params.tab_id) list = list.filter((a) => a.tab_id === Number(params.tab_id));
+  const limit = Math.max(1, Math.min(Number(params.limit) || 100, 1000));
+  const s = await loadSettings();
+  let active = null;
+  if (s.trackedTabId) {
+    active = await chrome.scripting.executeScript({ target: { tabId: s.trackedTabId }, func: () => !!document.querySelector('[data-gasoline-overlay=draw]') })
+      .then(([r]) => r.result, () => null);
+  }
+  return { total: list.length, annotations: list.slice(-limit).map(annotationSummary), draw_mode_active: active };
+}
+
+async function annotationDetail(params) {
+  await annotationWrites;
+  const found = (await readAnnotations()).find((a) => a.id === params.annotation_id);
+  if (!found) return { error: 'not_found', message: `no annotation ${params.annotation_id} (list them with analyze annotations)` };
+  return { annotation: found };
 }
 
 // ------------------------------------------------------------------ tracking
@@ -749,6 +821,12 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     });
     return false;
   }
+  if (msg.type === 'gasoline:annotation') {
+    if (!sender.tab || !msg.annotation || typeof msg.annotation !== 'object') return false;
+    if (JSON.stringify(msg.annotation).length > 64 * 1024) return false;
+    storeAnnotation(msg.annotation, sender.tab);
+    return false;
+  }
   // Everything below is for the extension's own pages (popup, options), never for content scripts.
   if (!sender.url || !sender.url.startsWith(chrome.runtime.getURL(''))) return false;
   if (msg.type === 'gasoline:status') {
@@ -773,6 +851,9 @@ function ensureAlive() {
   });
   syncLoop();
 }
+
+// The isolated-world content scripts go only into tracked tabs (lib/injection.js).
+installInjection(loadSettings);
 
 chrome.alarms.onAlarm.addListener((alarm) => { if (alarm.name === KEEPALIVE_ALARM) ensureAlive(); });
 chrome.runtime.onStartup.addListener(ensureAlive);

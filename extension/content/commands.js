@@ -371,6 +371,25 @@
         if (ok && 'value' in el) { setNativeValue(el, String(el.value || '') + text); fire(el, 'input'); }
         return done();
       }
+      case 'upload': {
+        if (!(el instanceof HTMLInputElement) || el.type !== 'file') return fail('invalid_param', 'element is not an <input type=file>', { selector: params.selector });
+        const files = Array.isArray(params.files) ? params.files : [];
+        if (!files.length) return fail('missing_param', 'files is required');
+        if (files.length > 1 && !el.multiple) return fail('invalid_param', 'the input takes one file (it has no multiple attribute)', { selector: params.selector });
+        if (el.disabled) return fail('invalid_param', 'the file input is disabled', { selector: params.selector });
+        const dt = new DataTransfer();
+        for (const f of files) {
+          let bin;
+          try { bin = atob(String(f.data || '')); } catch (_) { return fail('invalid_param', 'file data is not base64: ' + f.name); }
+          const bytes = new Uint8Array(bin.length);
+          for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+          dt.items.add(new File([bytes], String(f.name || 'file'), { type: String(f.type || 'application/octet-stream'), lastModified: Date.now() }));
+        }
+        el.files = dt.files;
+        fire(el, 'input');
+        fire(el, 'change');
+        return done({ files: Array.from(el.files).map((f) => ({ name: f.name, size: f.size, type: f.type })) });
+      }
       default:
         return fail('unknown_action', 'unknown dom_action ' + action);
     }
@@ -414,6 +433,141 @@
     clearTimeout(globalThis.__gasolineSubtitleTimer);
     if (params.duration_ms) globalThis.__gasolineSubtitleTimer = setTimeout(() => bar.remove(), Math.min(Number(params.duration_ms), 600000));
     return { success: true, text: bar.textContent };
+  };
+
+  // ---------------------------------------------------------------- draw mode (annotations)
+  // An overlay over the page: the user drags a rectangle, types a note, Enter saves it (Esc in the
+  // note drops that rectangle; Esc otherwise ends draw mode). Each saved annotation records the
+  // element under the rectangle's centre. Annotations go to globalThis.__gasolineAnnotationSink
+  // when the worker installed one, and are kept in __gasolineAnnotationsHere for this page.
+  const ANNOTATION_STYLES = ['display', 'position', 'color', 'background-color', 'font-size', 'font-family', 'font-weight',
+    'width', 'height', 'margin', 'padding', 'border', 'opacity', 'z-index', 'visibility', 'overflow'];
+
+  const elementDetail = (el) => {
+    if (!el || el.nodeType !== 1) return null;
+    const cs = getComputedStyle(el);
+    const styles = {};
+    for (const p of ANNOTATION_STYLES) styles[p] = cs.getPropertyValue(p);
+    const attrs = {};
+    for (const a of Array.from(el.attributes).slice(0, 30)) attrs[a.name] = clip(a.value, 300);
+    return {
+      tag: el.tagName.toLowerCase(),
+      selectors: selectorsFor(el),
+      text: clip(norm(el.innerText !== undefined ? el.innerText : el.textContent), 300),
+      rect: rect(el),
+      attributes: attrs,
+      outer_html: clip(el.outerHTML, HTML_LIMIT),
+      styles,
+    };
+  };
+
+  const drawMode = (params) => {
+    const existing = document.querySelector('[' + OVERLAY_ATTR + '="draw"]');
+    if (params.action === 'stop') {
+      if (existing) existing.__gasolineEnd();
+      return { success: true, active: false };
+    }
+    if (existing) return { success: true, active: true, already_active: true };
+    const layer = document.createElement('div');
+    layer.setAttribute(OVERLAY_ATTR, 'draw');
+    Object.assign(layer.style, { position: 'fixed', inset: '0', zIndex: 2147483646, cursor: 'crosshair', background: 'rgba(0,0,0,0.04)' });
+    const banner = document.createElement('div');
+    banner.textContent = 'Gasoline draw mode: drag over an area, type a note, Enter saves. Esc ends.';
+    Object.assign(banner.style, { position: 'fixed', top: '8px', left: '50%', transform: 'translateX(-50%)', background: 'rgba(0,0,0,0.8)', color: '#fff', font: '13px/1.4 sans-serif', padding: '6px 12px', borderRadius: '6px', pointerEvents: 'none' });
+    layer.appendChild(banner);
+    let start = null;
+    let box = null;
+    let note = null;
+    const boxStyle = (x, y, w, h) => Object.assign(box.style, { left: x + 'px', top: y + 'px', width: w + 'px', height: h + 'px' });
+    // While the overlay covers the page the user's clicks and typing go to it, not to the page:
+    // content.js must not record them as page actions (it skips events while this is non-zero).
+    globalThis.__gasolineAgentActing = (globalThis.__gasolineAgentActing || 0) + 1;
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      globalThis.__gasolineAgentActing = Math.max(0, (globalThis.__gasolineAgentActing || 1) - 1);
+      window.removeEventListener('keydown', onKey, true);
+      layer.remove();
+    };
+    layer.__gasolineEnd = end;
+    const save = (r, text) => {
+      const cx = r.x + r.width / 2;
+      const cy = r.y + r.height / 2;
+      layer.style.display = 'none';
+      const under = document.elementFromPoint(cx, cy);
+      layer.style.display = '';
+      const annotation = {
+        id: 'ann_' + Date.now().toString(36) + '_' + Math.random().toString(36).slice(2, 8),
+        note: clip(text, 2000),
+        rect: r,
+        url: location.href,
+        title: document.title,
+        timestamp: Date.now(),
+        viewport: { width: window.innerWidth, height: window.innerHeight },
+        scroll: { x: Math.round(window.scrollX), y: Math.round(window.scrollY) },
+        element: elementDetail(under),
+      };
+      const here = globalThis.__gasolineAnnotationsHere || (globalThis.__gasolineAnnotationsHere = []);
+      here.push(annotation);
+      if (here.length > 200) here.shift();
+      if (typeof globalThis.__gasolineAnnotationSink === 'function') globalThis.__gasolineAnnotationSink(annotation);
+      return annotation;
+    };
+    const onKey = (e) => {
+      if (e.key === 'Escape' && !note) { e.preventDefault(); e.stopPropagation(); end(); }
+    };
+    layer.addEventListener('mousedown', (e) => {
+      if (note || e.button !== 0 || e.target !== layer) return;
+      e.preventDefault();
+      start = { x: e.clientX, y: e.clientY };
+      box = document.createElement('div');
+      Object.assign(box.style, { position: 'fixed', border: '2px solid #f28c28', background: 'rgba(242,140,40,0.15)', pointerEvents: 'none' });
+      boxStyle(start.x, start.y, 0, 0);
+      layer.appendChild(box);
+    });
+    layer.addEventListener('mousemove', (e) => {
+      if (!start || !box) return;
+      boxStyle(Math.min(start.x, e.clientX), Math.min(start.y, e.clientY), Math.abs(e.clientX - start.x), Math.abs(e.clientY - start.y));
+    });
+    layer.addEventListener('mouseup', (e) => {
+      if (!start || !box) return;
+      const r = { x: Math.round(Math.min(start.x, e.clientX)), y: Math.round(Math.min(start.y, e.clientY)), width: Math.round(Math.abs(e.clientX - start.x)), height: Math.round(Math.abs(e.clientY - start.y)) };
+      start = null;
+      if (r.width < 4 || r.height < 4) { box.remove(); box = null; return; }
+      const drawn = box;
+      box = null;
+      note = document.createElement('input');
+      note.type = 'text';
+      note.placeholder = 'Note for the agent (Enter saves, Esc drops)';
+      note.setAttribute(OVERLAY_ATTR, 'draw-note');
+      Object.assign(note.style, { position: 'fixed', left: r.x + 'px', top: Math.min(r.y + r.height + 4, window.innerHeight - 32) + 'px', width: Math.max(220, r.width) + 'px', font: '13px sans-serif', padding: '4px', zIndex: 2147483647 });
+      layer.appendChild(note);
+      note.addEventListener('keydown', (k) => {
+        k.stopPropagation();
+        if (k.key === 'Enter') {
+          k.preventDefault();
+          const text = note.value;
+          note.remove();
+          note = null;
+          const saved = save(r, text);
+          const label = document.createElement('div');
+          label.textContent = clip(text, 80);
+          Object.assign(label.style, { position: 'absolute', left: '0', top: '-18px', background: '#f28c28', color: '#fff', font: '11px sans-serif', padding: '1px 4px', whiteSpace: 'nowrap' });
+          drawn.appendChild(label);
+          drawn.setAttribute('data-annotation-id', saved.id);
+        } else if (k.key === 'Escape') {
+          k.preventDefault();
+          note.remove();
+          note = null;
+          drawn.remove();
+        }
+      });
+      note.focus();
+    });
+    window.addEventListener('keydown', onKey, true);
+    document.documentElement.appendChild(layer);
+    return { success: true, active: true };
   };
 
   const pageInfo = () => ({
@@ -525,6 +679,7 @@
   const HANDLERS = {
     dom, dom_action: asAgent, highlight, subtitle, page_info: pageInfo, state_capture: stateCapture,
     waterfall, computed_styles: computedStyles, form_discovery: formDiscovery, a11y,
+    draw_mode: drawMode,
   };
 
   /** Run one command; never throws. */

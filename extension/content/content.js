@@ -58,8 +58,13 @@
   };
 
   let navigationSent = false;
+  // The storage keys that decide what this tab captures (lib/settings.js STORAGE_KEYS). The worker
+  // rewrites trackedTabUrl / trackedTabTitle on every navigation of the tracked tab: asking again
+  // then would cost every open tab a round trip to the worker while a page is loading.
+  const TRACKING_KEYS = ['trackedTabId', 'gasolineTrackedTabs', 'gasolineTrackAllTabs', 'gasolineCaptureLogs',
+    'gasolineCaptureNetwork', 'gasolineCaptureWebSocket', 'gasolineCaptureActions'];
   chrome.storage.onChanged.addListener((changes, area) => {
-    if (area === 'local') refreshTracking();
+    if (area === 'local' && TRACKING_KEYS.some((k) => k in changes)) refreshTracking();
   });
   chrome.runtime.onMessage.addListener((msg) => {
     if (msg && msg.type === 'gasoline:tracking-changed') refreshTracking();

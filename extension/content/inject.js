@@ -5,6 +5,15 @@
 // it hands every captured item to the isolated-world content script (content.js) with
 // window.postMessage, and only once that script has said this tab is tracked. Until the verdict
 // arrives items wait in a small bounded buffer; when the tab is not tracked they are discarded.
+//
+// Cost on the page (bench/extension_overhead.py): the hooks sit on the page's own call paths, so
+// they do as little as possible there. Once a tab is known not to be tracked every hook is a plain
+// pass-through. Otherwise a console call only keeps its arguments and an Error object (whose stack
+// text V8 formats lazily); serializing the arguments and finding the calling script happen later,
+// when the main thread is idle (requestIdleCallback, at most 1 s later). An object that the page
+// mutates right after logging it may therefore be captured in its later state, as DevTools' live
+// object view shows it. fetch and XHR likewise do their bookkeeping after the response, not before
+// the request.
 (() => {
   'use strict';
   if (window.__gasolineHooks) return;
@@ -16,6 +25,8 @@
   const WS_FRAME_LIMIT = 4096;
   const MESSAGE_LIMIT = 10000;
   const PENDING_LIMIT = 300;
+  const CONSOLE_QUEUE_LIMIT = 10000;
+  const UNKNOWN_CONSOLE_LIMIT = 1000; // console calls kept before the verdict (a tracked tab's verdict comes at document_idle)
 
   let tracked = null; // null = not known yet, then true / false
   let pending = [];
@@ -49,6 +60,18 @@
     }
   };
 
+  // No verdict at all (a page the worker cannot script, or no worker): stop buffering a few seconds
+  // after load. A verdict that comes later still switches capture on.
+  const NO_VERDICT_AFTER_LOAD_MS = 5000;
+  const giveUpWaiting = () => setTimeout(() => {
+    if (tracked !== null) return;
+    tracked = false;
+    pending = [];
+    consoleQueue = [];
+  }, NO_VERDICT_AFTER_LOAD_MS);
+  if (document.readyState === 'complete') giveUpWaiting();
+  else window.addEventListener('load', giveUpWaiting, { once: true });
+
   window.addEventListener('message', (event) => {
     if (event.source !== window || !event.data || event.data.__gasoline_ext__ !== true) return;
     const msg = event.data;
@@ -57,7 +80,12 @@
       if (msg.capture) capture = Object.assign(capture, msg.capture);
       const queued = pending;
       pending = [];
-      if (tracked) for (const [k, p] of queued) emit(k, p);
+      if (tracked) {
+        for (const [k, p] of queued) emit(k, p);
+        if (consoleQueue.length) scheduleConsole();
+      } else {
+        consoleQueue = [];
+      }
     }
   });
 
@@ -150,8 +178,8 @@
     return out;
   };
 
-  const callerSource = () => {
-    const stack = new Error().stack || '';
+  const callerSource = (error) => {
+    const stack = (error && error.stack) || '';
     const lines = stack.split('\n').slice(1);
     for (const line of lines) {
       if (line.includes('/content/inject.js')) continue;
@@ -162,22 +190,76 @@
   };
 
   // ---------------------------------------------------------------- console
+  // Raw console calls waiting for the idle callback: [level, args, error (for the stack), ms, url].
+  let consoleQueue = [];
+  let consoleScheduled = false;
+  // Deferred work runs in an idle period after the page's load event, never during the load:
+  // asking for an idle callback (or any timer) while the page parses can pull a rendering frame in
+  // before DOMContentLoaded, which costs the load far more than the work itself.
+  let afterLoad = [];
+  const idleNow = typeof requestIdleCallback === 'function'
+    ? (fn) => requestIdleCallback(fn, { timeout: 1000 })
+    : (fn) => setTimeout(() => fn(null), 50);
+  const idle = (fn) => {
+    if (afterLoad === null) idleNow(fn);
+    else afterLoad.push(fn);
+  };
+  const loaded = () => setTimeout(() => {
+    const waiting = afterLoad || [];
+    afterLoad = null;
+    for (const fn of waiting) idleNow(fn);
+  }, 0);
+  if (document.readyState === 'complete') loaded();
+  else window.addEventListener('load', loaded, { once: true });
+
+  const consoleEntry = ([level, args, error, ms, url]) => {
+    const message = args.map(stringify).join(' ');
+    return {
+      ts: new Date(ms).toISOString(),
+      url,
+      type: 'console',
+      level,
+      message: message.length > MESSAGE_LIMIT ? message.slice(0, MESSAGE_LIMIT) + '…[truncated]' : message,
+      source: callerSource(error),
+      args: limitArgs(args),
+    };
+  };
+
+  const drainConsole = (deadline) => {
+    consoleScheduled = false;
+    if (tracked === null) return; // the verdict schedules the drain
+    if (tracked === false) { consoleQueue = []; return; }
+    let i = 0;
+    const queue = consoleQueue.length > CONSOLE_QUEUE_LIMIT ? consoleQueue.slice(-CONSOLE_QUEUE_LIMIT) : consoleQueue;
+    for (; i < queue.length; i++) {
+      // Keep idle slices short; what is left goes to the next one.
+      if (deadline && !deadline.didTimeout && i > 0 && deadline.timeRemaining() < 1) break;
+      try { emit('log', consoleEntry(queue[i])); } catch (_) { /* capture must never break the page */ }
+    }
+    consoleQueue = queue.slice(i);
+    if (consoleQueue.length) scheduleConsole();
+  };
+
+  const scheduleConsole = () => {
+    if (consoleScheduled) return;
+    consoleScheduled = true;
+    idle(drainConsole);
+  };
+
   for (const level of ['log', 'info', 'warn', 'error', 'debug']) {
     const original = console[level];
     if (typeof original !== 'function') continue;
     console[level] = function (...args) {
-      try {
-        const message = args.map(stringify).join(' ');
-        emit('log', {
-          ts: new Date().toISOString(),
-          url: location.href,
-          type: 'console',
-          level,
-          message: message.length > MESSAGE_LIMIT ? message.slice(0, MESSAGE_LIMIT) + '…[truncated]' : message,
-          source: callerSource(),
-          args: limitArgs(args),
-        });
-      } catch (_) { /* capture must never break the page */ }
+      if (tracked !== false && capture.logs) {
+        try {
+          consoleQueue.push([level, args, new Error(), Date.now(), location.href]);
+          // Bounded, newest kept (trimmed in bulk so a logging loop stays O(1) per call); the
+          // worker's own buffer bounds what reaches the daemon and counts what it drops.
+          const cap = tracked ? CONSOLE_QUEUE_LIMIT : UNKNOWN_CONSOLE_LIMIT;
+          if (consoleQueue.length >= 2 * cap) consoleQueue = consoleQueue.slice(-cap);
+          scheduleConsole();
+        } catch (_) { /* capture must never break the page */ }
+      }
       return original.apply(this, args);
     };
   }
@@ -327,30 +409,44 @@
   const originalFetch = window.fetch;
   if (typeof originalFetch === 'function') {
     window.fetch = function (input, init) {
+      if (tracked === false) return originalFetch.apply(this, arguments);
       const started = performance.now();
-      let url = '';
-      let method = 'GET';
-      let requestBody;
-      let requestTruncated = false;
-      let requestHeaders;
+      // A body inside a Request is consumed by fetch: clone it first (the only work done before
+      // the request goes out; everything else waits for the response).
       let requestBodyPromise = null;
       try {
-        const req = (typeof Request !== 'undefined' && input instanceof Request) ? input : null;
-        url = new URL(req ? req.url : String(input), location.href).href;
-        method = String((init && init.method) || (req && req.method) || 'GET').toUpperCase();
-        [requestBody, requestTruncated] = describeRequestBody(init ? init.body : undefined);
-        if (req && !(init && init.body !== undefined) && !/^(?:GET|HEAD)$/.test(method) && !req.bodyUsed) {
-          // The body lives in the Request: read a clone before fetch consumes the original.
-          requestBodyPromise = req.clone().text().then((t) => truncate(t, REQUEST_BODY_LIMIT), () => [undefined, false]);
+        if (typeof Request !== 'undefined' && input instanceof Request && !(init && init.body !== undefined)
+            && !/^(?:GET|HEAD)$/i.test(input.method) && !input.bodyUsed) {
+          requestBodyPromise = input.clone().text().then((t) => truncate(t, REQUEST_BODY_LIMIT), () => [undefined, false]);
         }
-        const h = new Headers((init && init.headers) || (req && req.headers) || undefined);
-        requestHeaders = cleanHeaders(h.entries());
-      } catch (_) { /* keep going with what we have */ }
+      } catch (_) { /* keep going without the body */ }
       const promise = originalFetch.apply(this, arguments);
-      if (tracked === false) return promise;
-      promise.then(async (response) => {
+      const describe = async () => {
+        const req = (typeof Request !== 'undefined' && input instanceof Request) ? input : null;
+        let url = '';
+        let method = 'GET';
+        let requestBody;
+        let requestTruncated = false;
+        let requestHeaders;
         try {
-          if (requestBodyPromise) [requestBody, requestTruncated] = await requestBodyPromise;
+          url = new URL(req ? req.url : String(input), location.href).href;
+          method = String((init && init.method) || (req && req.method) || 'GET').toUpperCase();
+          [requestBody, requestTruncated] = describeRequestBody(init ? init.body : undefined);
+          const h = new Headers((init && init.headers) || (req && req.headers) || undefined);
+          requestHeaders = cleanHeaders(h.entries());
+        } catch (_) { /* keep going with what we have */ }
+        if (requestBodyPromise) [requestBody, requestTruncated] = await requestBodyPromise;
+        return { method, url, requestBody, requestTruncated, requestHeaders, initiator: 'fetch' };
+      };
+      promise.then(async (response) => {
+        if (tracked === false) return;
+        try {
+          // Clone before the first await: the page's own .then() (queued after this one) may
+          // consume the body.
+          const copy = response.type !== 'opaque' && response.body && !response.bodyUsed ? response.clone() : null;
+          await new Promise((resolve) => idle(resolve)); // the rest waits for an idle moment
+          if (tracked === false) { if (copy) copy.body.cancel().catch(() => {}); return; }
+          const request = await describe();
           const contentType = response.headers.get('content-type') || '';
           const responseHeaders = cleanHeaders(response.headers.entries());
           let responseBody;
@@ -360,23 +456,28 @@
           } else if (BINARY_TYPE.test(contentType)) {
             const len = response.headers.get('content-length');
             responseBody = '[binary: ' + contentType + (len ? ', ' + len + ' bytes' : '') + ']';
+          } else if (copy) {
+            [responseBody, responseTruncated] = await readLimited(copy, RESPONSE_BODY_LIMIT);
           } else if (response.type !== 'opaque') {
-            [responseBody, responseTruncated] = await readLimited(response.clone(), RESPONSE_BODY_LIMIT);
+            responseBody = '';
           }
-          emitNetwork({
-            method, url, status: response.status, statusText: response.statusText,
-            duration: performance.now() - started, requestBody, requestTruncated,
-            responseBody, responseTruncated, contentType, requestHeaders, responseHeaders,
-            initiator: 'fetch',
-          });
+          if (copy && responseBody === undefined) copy.body.cancel().catch(() => {});
+          emitNetwork(Object.assign(request, {
+            status: response.status, statusText: response.statusText,
+            duration: performance.now() - started, responseBody, responseTruncated, contentType,
+            responseHeaders,
+          }));
         } catch (_) { /* ignore */ }
       }, async (error) => {
-        if (requestBodyPromise) [requestBody, requestTruncated] = await requestBodyPromise;
-        emitNetwork({
-          method, url, status: 0, statusText: '', duration: performance.now() - started,
-          requestBody, requestTruncated, error: String((error && error.message) || error),
-          requestHeaders, initiator: 'fetch',
-        });
+        if (tracked === false) return;
+        try {
+          await new Promise((resolve) => idle(resolve));
+          const request = await describe();
+          emitNetwork(Object.assign(request, {
+            status: 0, statusText: '', duration: performance.now() - started,
+            error: String((error && error.message) || error),
+          }));
+        } catch (_) { /* ignore */ }
       });
       return promise;
     };
@@ -389,11 +490,8 @@
     const send = XHR.prototype.send;
     const setRequestHeader = XHR.prototype.setRequestHeader;
     XHR.prototype.open = function (method, url) {
-      try {
-        this.__gasoline = { method: String(method || 'GET').toUpperCase(), url: new URL(String(url), location.href).href, headers: [] };
-      } catch (_) {
-        this.__gasoline = { method: String(method || 'GET').toUpperCase(), url: String(url), headers: [] };
-      }
+      // Resolved against the page's URL when the request ends (the document URL of this call).
+      this.__gasoline = tracked === false ? undefined : { method, url, base: location.href, headers: [] };
       return open.apply(this, arguments);
     };
     XHR.prototype.setRequestHeader = function (name, value) {
@@ -404,9 +502,12 @@
       const info = this.__gasoline;
       if (info && tracked !== false) {
         const started = performance.now();
-        const [requestBody, requestTruncated] = describeRequestBody(body);
         this.addEventListener('loadend', () => {
+          if (tracked === false) return;
           try {
+            info.method = String(info.method || 'GET').toUpperCase();
+            try { info.url = new URL(String(info.url), info.base).href; } catch (_) { info.url = String(info.url); }
+            const [requestBody, requestTruncated] = describeRequestBody(body);
             const contentType = this.getResponseHeader('content-type') || '';
             let responseBody;
             let responseTruncated = false;
@@ -450,6 +551,7 @@
     class GasolineWebSocket extends NativeWebSocket {
       constructor(url, protocols) {
         super(url, protocols);
+        if (tracked === false) return;
         const id = 'ws-' + Date.now().toString(36) + '-' + (++counter);
         Object.defineProperty(this, '__gasolineId', { value: id });
         const wsUrl = this.url;

@@ -8,6 +8,10 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/capture.html``   does everything the capture test looks for (see ``CAPTURE_PAGE``)
 - ``/commands.html``  elements the content-side command handlers are tested against
 - ``/bench.html``     a page with some DOM, console, fetch and WebSocket work (bench/extension_overhead.py)
+- ``/app.html``       an app-like page for the same benchmark: a stylesheet, a ~220 kB script bundle that
+                      renders a list, images and API calls answered after 20-40 ms, console output, a
+                      WebSocket (everything generated here, deterministic)
+- ``/api/slow``       answers 200 with a JSON echo after 30 ms
 - ``/api/fail``       answers 500 with a JSON body
 - ``/api/ok``         answers 200 with a JSON body that echoes the request body
 - ``/api/login``      an auth endpoint (its bodies must be redacted)
@@ -201,17 +205,140 @@ class EchoFactory:
         return Echo()
 
 
-def build_site() -> server.Site:
+APP_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline app-like bench page</title>
+<link rel="stylesheet" href="/static/app.css">
+<script>
+  window.__longTasks = [];
+  try {
+    new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__longTasks.push(e.duration)))
+      .observe({type: 'longtask', buffered: true});
+  } catch (e) {}
+</script>
+<script src="/static/vendor.js"></script>
+<script src="/static/app.js" defer></script>
+</head>
+<body>
+<header class="bar"><h1>Orders</h1><img src="/static/img-0.svg" alt="logo" width="32" height="32"></header>
+<main id="app"></main>
+<footer>%s</footer>
+</body></html>
+""" % "".join(f'<img src="/static/img-{i}.svg" alt="" width="16" height="16">' for i in range(1, 6))
+
+
+def _app_css() -> bytes:
+    rules = [f".c{i} {{ color: #{(i * 2654435761) % 0xFFFFFF:06x}; margin: {i % 7}px; padding: {i % 5}px; }}"
+             for i in range(1500)]
+    return ("body { font-family: sans-serif; } .bar { display: flex; gap: 8px; } .row { display: grid; "
+            "grid-template-columns: 1fr 3fr 1fr; }\n" + "\n".join(rules)).encode()
+
+
+def _vendor_js() -> bytes:
+    # A module registry of many small functions, as bundlers emit, and a tiny view library.
+    parts = ["window.__mods = {};"]
+    for i in range(1500):
+        parts.append(
+            f"__mods.m{i} = function (x) {{ const a = [x, {i}, 'mod{i}']; let s = 0; "
+            f"for (let k = 0; k < a.length; k++) s += String(a[k]).length; return s + {i % 13}; }};"
+        )
+    parts.append(
+        "window.h = function (tag, attrs, ...kids) { const el = document.createElement(tag);"
+        " for (const k in attrs || {}) el.setAttribute(k, attrs[k]);"
+        " for (const c of kids) el.append(c instanceof Node ? c : String(c)); return el; };"
+    )
+    return "\n".join(parts).encode()
+
+
+APP_JS = b"""
+(function () {
+  const app = document.getElementById('app');
+  let total = 0;
+  for (let i = 0; i < 1500; i++) total += __mods['m' + i](i);
+  const list = h('section', {class: 'list'});
+  for (let i = 0; i < 400; i++) {
+    list.append(h('div', {class: 'row c' + i, 'data-testid': 'order-' + i},
+      h('span', {}, '#' + i), h('span', {}, 'Order ' + i + ' for customer ' + (i * 7 % 97)),
+      h('button', {type: 'button'}, 'Open')));
+  }
+  app.append(list);
+  console.info('app booted', {total, rows: 400});
+  for (let i = 0; i < 20; i++) console.log('render', i, {row: i, ok: true});
+  console.warn('slow widget', {ms: 12});
+  const load = (name) => fetch('/api/slow?r=' + name, {method: 'POST', body: JSON.stringify({name})})
+    .then((r) => r.json());
+  Promise.all(['orders', 'user', 'flags', 'stats'].map(load)).then(() => { window.__apiDone = true; });
+  const ws = new WebSocket('ws://' + location.host + '/ws');
+  ws.onopen = () => { for (let i = 0; i < 3; i++) ws.send('hello ' + i); };
+})();
+"""
+
+
+def _svg(i: int) -> bytes:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16">'
+            f'<rect width="16" height="16" fill="#{(i * 40503) % 0xFFFFFF:06x}"/></svg>').encode()
+
+
+class Delayed(resource.Resource):
+    """Static bytes answered after C{delay} seconds on C{clock} (a server that takes its time)."""
+
+    isLeaf = True
+
+    def __init__(self, clock, body: bytes, content_type: str, delay: float):
+        super().__init__()
+        self.clock = clock
+        self.body = body
+        self.content_type = content_type.encode()
+        self.delay = delay
+
+    def render(self, request):
+        request.setHeader(b"content-type", self.content_type)
+        request.setHeader(b"cache-control", b"no-store")
+        call = self.clock.callLater(self.delay, self._finish, request, self.body_for(request))
+        request.notifyFinish().addErrback(lambda _: call.active() and call.cancel())
+        return server.NOT_DONE_YET
+
+    def body_for(self, request) -> bytes:
+        return self.body
+
+    def _finish(self, request, body: bytes):
+        if request.finished or request._disconnected:
+            return
+        request.write(body)
+        request.finish()
+
+
+class SlowApi(Delayed):
+    """A JSON API that takes 30 ms to answer."""
+
+    def __init__(self, clock):
+        super().__init__(clock, b"", "application/json", 0.03)
+
+    def body_for(self, request) -> bytes:
+        return json.dumps({"ok": True, "echo": request.content.read().decode("utf-8", "replace")}).encode()
+
+
+def build_site(clock=None) -> server.Site:
     root = resource.Resource()
     root.putChild(b"", Page("<!doctype html><title>root</title><p>gasoline e2e site</p>"))
     root.putChild(b"blank.html", Page("<!doctype html><title>blank</title><p>blank</p>"))
     root.putChild(b"capture.html", Page(CAPTURE_PAGE))
     root.putChild(b"commands.html", Page(COMMANDS_PAGE))
     root.putChild(b"bench.html", Page(BENCH_PAGE))
+    if clock is not None:  # the app-like page needs timers (its server answers after a delay)
+        root.putChild(b"app.html", Page(APP_PAGE))
+        assets = resource.Resource()
+        assets.putChild(b"app.css", Delayed(clock, _app_css(), "text/css", 0.02))
+        assets.putChild(b"vendor.js", Delayed(clock, _vendor_js(), "text/javascript", 0.02))
+        assets.putChild(b"app.js", Delayed(clock, APP_JS, "text/javascript", 0.02))
+        for i in range(6):
+            assets.putChild(f"img-{i}.svg".encode(), Delayed(clock, _svg(i), "image/svg+xml", 0.04))
+        root.putChild(b"static", assets)
     api = resource.Resource()
     api.putChild(b"fail", Api(500))
     api.putChild(b"ok", Api(200))
     api.putChild(b"login", Api(200))
+    if clock is not None:
+        api.putChild(b"slow", SlowApi(clock))
     root.putChild(b"api", api)
     root.putChild(b"ws", WebSocketResource(EchoFactory()))
     root.putChild(b"favicon.ico", static.Data(b"", "image/x-icon"))
@@ -233,7 +360,7 @@ def main() -> None:
         sys.stderr.write(f"site failed to listen: {f.getErrorMessage()}\n")
         reactor.stop()
 
-    ep.listen(build_site()).addCallbacks(listening, failed)
+    ep.listen(build_site(reactor)).addCallbacks(listening, failed)
     reactor.run()
 
 

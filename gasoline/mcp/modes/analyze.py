@@ -4,13 +4,20 @@
 X modes go through the query router as the caller (C{ctx.router_call}); with ``background: true``
 (or ``sync: false`` / ``wait: false``) they answer a ``correlation_id`` at once. S modes read the
 newest entries of the buffers (``last_n``, default 1000) and call the pure analyses of
-L{gasoline.analysis}. See docs/tools.md ("analyze, generate and interact").
+L{gasoline.analysis}. ``visual_baseline`` / ``visual_diff`` keep screenshots per client under the
+state dir and compare them in the extension; ``annotations`` / ``annotation_detail`` read what the
+user drew in draw mode. See docs/analyze-generate-interact.md.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
+
+from twisted.internet.defer import Deferred
 
 from gasoline.analysis import (
     api_validation,
@@ -22,7 +29,9 @@ from gasoline.analysis import (
     third_party_audit,
 )
 from gasoline.analysis._util import entry_time, is_error, is_failed_request, iso, origin_of
-from gasoline.core.errors import InvalidParam, MissingParam
+from gasoline.analysis import media
+from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
+from gasoline.core.persist import thread_runner
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.mcp.modes._shared import (
     nulls_absent,
@@ -38,6 +47,7 @@ from gasoline.mcp.modes._shared import (
     require_str,
     since,
 )
+from gasoline.mcp.modes.interact import needs_newer_extension, newer_command
 
 #: Buffers a checkpoint diff reads (seed 000: errors, failed requests, WebSocket events, actions).
 CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
@@ -437,6 +447,195 @@ def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
     return d.addCallback(from_dom)
 
 
+# -- X: annotations drawn by the user (interact draw_mode_start) ------------------------------------
+
+_ANNOTATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+def annotations(ctx: Any, args: dict[str, Any]) -> Any:
+    params: dict[str, Any] = {"limit": _limit(ctx, args, 100)}
+    tab_id = ctx.int_arg(args, "tab_id", None, 0, 2**53)
+    if tab_id is not None:
+        params["tab_id"] = tab_id
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        items = [a for a in lst(r.get("annotations")) if isinstance(a, dict)]
+        active = r.get("draw_mode_active")
+        summary = f"{len(items)} annotation(s)"
+        if active is True:
+            summary += " (draw mode is still on in the tab)"
+        return summary, {"annotations": items, "count": len(items), "total": r.get("total"),
+                         "draw_mode_active": active}
+
+    return newer_command(ctx, args, "annotations", params, describe, "analyze annotations")
+
+
+def annotation_detail(ctx: Any, args: dict[str, Any]) -> Any:
+    annotation_id = require_str(ctx, args, "annotation_id", "id")
+    if not _ANNOTATION_ID.match(annotation_id):
+        raise InvalidParam("annotation_id is not an annotation id (see analyze annotations)",
+                           param="annotation_id")
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        annotation = r.get("annotation") if isinstance(r.get("annotation"), dict) else r
+        element = annotation.get("element") if isinstance(annotation.get("element"), dict) else {}
+        tag = element.get("tag") or "no element"
+        return (f"annotation {annotation_id}: {str(annotation.get('note') or '')[:80]!r} on <{tag}>",
+                {"annotation": annotation})
+
+    return newer_command(ctx, args, "annotation_detail", {"annotation_id": annotation_id},
+                         describe, "analyze annotation_detail")
+
+
+# -- X + daemon: visual baselines and diffs -----------------------------------------------------------
+
+VISUAL_KEY = "analyze:visual_baselines"
+MAX_BASELINES = 50
+SCREENSHOT_TIMEOUT = 30.0
+VISUAL_DIFF_TIMEOUT = 60.0
+MAX_REGIONS = 50
+
+
+def _visual_dir(ctx: Any) -> Path:
+    return media.client_dir(ctx.app.config.state_dir, media.VISUAL_DIR, ctx.client_id)
+
+
+def _baselines(ctx: Any) -> dict[str, Any]:
+    value = ctx.state.kv.get(VISUAL_KEY)
+    return value if isinstance(value, dict) else {}
+
+
+def _save_baselines(ctx: Any, baselines: dict[str, Any]) -> None:
+    if baselines:
+        ctx.state.kv[VISUAL_KEY] = baselines
+    else:
+        ctx.state.kv.pop(VISUAL_KEY, None)
+    mark = getattr(ctx.state, "mark_dirty", None)
+    if mark is not None:
+        mark()
+
+
+def _baseline_name(ctx: Any, args: dict[str, Any]) -> str:
+    name = ctx.str_arg(args, "name")
+    return "default" if name is None else media.valid_name(name)
+
+
+def _png_screenshot(ctx: Any, args: dict[str, Any]) -> Deferred:
+    d = call(ctx, args, "screenshot", {"format": "png"}, timeout=SCREENSHOT_TIMEOUT)
+    return d.addCallback(lambda r: (media.screenshot_file(ctx.app.config.state_dir,
+                                                          as_dict(r).get("path")), as_dict(r)))
+
+
+def _stamp(ctx: Any) -> str:
+    now = ctx.now()
+    return (datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%dT%H%M%S")
+            + f"{int(now * 1000) % 1000:03d}")
+
+
+def visual_baseline(ctx: Any, args: dict[str, Any]) -> Deferred:
+    """Screenshot the tracked tab (PNG) and keep it as the caller's baseline C{name}."""
+    name = _baseline_name(ctx, args)
+    baselines = _baselines(ctx)
+    if name not in baselines and len(baselines) >= MAX_BASELINES:
+        raise InvalidParam(f"you already have {MAX_BASELINES} baselines; reuse a name",
+                           param="name", valid=sorted(baselines)[:MAX_BASELINES])
+    run = thread_runner(ctx.app.clock)
+
+    async def go() -> dict[str, Any]:
+        shot, result = await _png_screenshot(ctx, args)
+        target = await run(media.move_into, shot, _visual_dir(ctx) / f"{name}{shot.suffix}")
+        url = result.get("url") if isinstance(result.get("url"), str) else page_url(ctx)
+        entry = {"name": name, "path": str(target), "url": url, "created_at": iso(ctx.now()),
+                 "bytes": target.stat().st_size}
+        current = _baselines(ctx)
+        current[name] = entry
+        _save_baselines(ctx, current)
+        return ctx.ok(f"baseline {name!r} saved ({entry['bytes']} bytes, {url or 'the page'})",
+                      {"baseline": entry})
+
+    return Deferred.fromCoroutine(go())
+
+
+def _num(value: Any, default: float = 0) -> float:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+
+
+def _size(value: Any) -> dict[str, int] | None:
+    if not isinstance(value, dict):
+        return None
+    return {k: int(_num(value.get(k))) for k in ("width", "height")}
+
+
+def _regions(value: Any) -> list[dict[str, int]]:
+    out = []
+    for r in lst(value)[:MAX_REGIONS]:
+        if isinstance(r, dict):
+            out.append({k: int(_num(r.get(k))) for k in ("x", "y", "width", "height", "pixels")})
+    return out
+
+
+def visual_diff(ctx: Any, args: dict[str, Any]) -> Deferred:
+    """Screenshot the tracked tab and compare it with baseline C{name} in the extension's service
+    worker (C{createImageBitmap} + C{OffscreenCanvas}): changed pixels, their ratio, the bounding
+    boxes of changed regions and a diff image saved under the state dir."""
+    name = _baseline_name(ctx, args)
+    entry = _baselines(ctx).get(name)
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        raise GasolineError(f"you have no baseline named {name!r}", code="no_data", param="name",
+                            valid=sorted(_baselines(ctx))[:MAX_BASELINES],
+                            retry="Take one first with analyze {what:\"visual_baseline\", name}.")
+    baseline = media.real(entry["path"])
+    if not media.inside(baseline, media.real(_visual_dir(ctx))) or not baseline.is_file():
+        raise GasolineError(f"baseline {name!r} is gone from the state dir; take it again",
+                            code="no_data", param="name")
+    pixel_threshold = ctx.int_arg(args, "pixel_threshold", 24, 0, 255)
+    max_ratio = ctx.num_arg(args, "max_diff_ratio", 0.001, 0.0, 1.0)
+    run = thread_runner(ctx.app.clock)
+
+    async def go() -> dict[str, Any]:
+        shot, shot_result = await _png_screenshot(ctx, args)
+        stamp = _stamp(ctx)
+        diffs = _visual_dir(ctx) / "diffs"
+        current = await run(media.move_into, shot, diffs / f"{name}-{stamp}-current{shot.suffix}")
+        before = await run(media.read_bounded, baseline, media.MAX_IMAGE_BYTES, "name")
+        after = await run(media.read_bounded, current, media.MAX_IMAGE_BYTES, "name")
+        params = {"baseline": media.data_url(before, baseline),
+                  "current": media.data_url(after, current),
+                  "pixel_threshold": pixel_threshold, "max_regions": MAX_REGIONS}
+        d = call(ctx, args, "visual_diff", params, timeout=VISUAL_DIFF_TIMEOUT)
+        d.addErrback(needs_newer_extension("analyze visual_diff"))
+        r = as_dict(await d)
+        total = int(_num(r.get("total_pixels")))
+        changed = int(_num(r.get("changed_pixels")))
+        ratio = _num(r.get("changed_ratio"), changed / total if total else 0.0)
+        data: dict[str, Any] = {
+            "name": name, "baseline_path": str(baseline), "current_path": str(current),
+            "url": shot_result.get("url") if isinstance(shot_result.get("url"), str) else None,
+            "changed_pixels": changed, "total_pixels": total, "changed_ratio": ratio,
+            "size_changed": r.get("size_changed") is True,
+            "baseline_size": _size(r.get("baseline_size")),
+            "current_size": _size(r.get("current_size")),
+            "region_count": int(_num(r.get("region_count"), len(lst(r.get("regions"))))),
+            "regions": _regions(r.get("regions")),
+            "pixel_threshold": pixel_threshold, "max_diff_ratio": max_ratio,
+            "passed": ratio <= max_ratio and r.get("size_changed") is not True,
+        }
+        image = media.decode_image_data_url(r.get("diff_data_url"))
+        if image is not None:
+            raw, ext = image
+            written = await run(media.write_new, diffs / f"{name}-{stamp}-diff.{ext}", raw)
+            data["diff_path"] = str(written)
+        else:
+            data["diff_path"] = None
+        verdict = "matches" if data["passed"] else "differs from"
+        return ctx.ok(f"the page {verdict} baseline {name!r}: {changed} of {total} pixels changed "
+                      f"({ratio:.4%}) in {data['region_count']} region(s)", data)
+
+    return Deferred.fromCoroutine(go())
+
+
 #: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
 #: the tools-infrastructure to merge into ``analyze``'s inputSchema).
 PROPERTIES: dict[str, Any] = {
@@ -452,6 +651,16 @@ PROPERTIES: dict[str, Any] = {
              "description": "link_validation: the URLs to check (default: the page's links)."},
     "allow_private": {"type": "boolean", "description": "link_validation: also fetch "
                       "loopback/private addresses (refused by default: SSRF guard)."},
+    "name": {"type": "string", "description": "visual_baseline/visual_diff: the baseline name "
+             "(letters, digits, . _ -; default 'default')."},
+    "pixel_threshold": {"type": "integer", "minimum": 0, "maximum": 255,
+                        "description": "visual_diff: a pixel counts as changed when a colour "
+                        "channel moved by more than this (default 24)."},
+    "max_diff_ratio": {"type": "number", "minimum": 0, "maximum": 1,
+                       "description": "visual_diff: passed when at most this share of pixels "
+                       "changed (default 0.001)."},
+    "annotation_id": {"type": "string", "description": "annotation_detail: an id from "
+                      "analyze annotations."},
 }
 
 MODES = nulls_absent({
@@ -470,4 +679,8 @@ MODES = nulls_absent({
     "form_validation": form_validation,
     "api_validation": api_validation_mode,
     "changes": changes_mode,
+    "annotations": annotations,
+    "annotation_detail": annotation_detail,
+    "visual_baseline": visual_baseline,
+    "visual_diff": visual_diff,
 })

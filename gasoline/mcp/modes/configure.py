@@ -14,6 +14,7 @@ import os
 from typing import Any, Callable
 
 import orjson
+from twisted.logger import Logger
 
 from gasoline import __version__
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
@@ -32,6 +33,8 @@ from gasoline.mcp.modes.context import (
     save_noise_rules,
 )
 from gasoline.mcp.modes.observe import CLEARS
+
+_log = Logger()
 
 DEFAULT_NAMESPACE = "default"
 #: kv namespaces Gasoline keeps for itself (recordings); agents cannot store or list them.
@@ -299,6 +302,7 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     errors = [e for e in newest_entries(ctx, CONSOLE, 2000) if e.get("level") == "error"]
     counters["errors_seen"] = len(errors)
     cp = make_checkpoint(name, heads, ctx.now(), counters, errors)
+    cp.update(session_snapshot(ctx))  # error messages, failing URLs, vitals (diff_sessions)
     replaced = name in cps
     cps[name] = cp
     ctx.state.mark_dirty()
@@ -592,3 +596,328 @@ MODES["recording_stop"] = configure_recording_stop
 from gasoline.mcp.modes.playback import configure_playback  # noqa: E402
 
 MODES["playback"] = configure_playback
+
+from gasoline.mcp.modes.playback import (  # noqa: E402
+    configure_replay_sequence,
+    configure_save_sequence,
+)
+
+MODES["save_sequence"] = configure_save_sequence
+MODES["replay_sequence"] = configure_replay_sequence
+
+
+# -- session snapshots and diff_sessions ----------------------------------------------------------
+
+#: What a checkpoint keeps beyond heads/fingerprints, so diff_sessions can name what changed.
+#: (Kept small: checkpoints live in the client state file, up to 100 of them per client.)
+MAX_SNAPSHOT_MESSAGES = 30
+MAX_SNAPSHOT_URLS = 50
+MAX_SNAPSHOT_VITALS = 20
+SNAPSHOT_ENTRIES = 2000
+#: Entries per buffer diff_sessions reads between the two points (the newest kept).
+DIFF_ENTRIES = 10_000
+#: Vitals compared by diff_sessions (``timing`` keys plus CLS and total blocking time).
+VITAL_KEYS = ("time_to_first_byte", "first_contentful_paint", "largest_contentful_paint",
+              "dom_content_loaded", "load", "interaction_to_next_paint")
+#: A vital "changed" when it moved by more than this fraction and this many ms (CLS: 0.05).
+VITAL_CHANGE = 0.10
+VITAL_MIN_MS = 50.0
+
+
+def _url_key(entry: dict[str, Any]) -> str | None:
+    """``METHOD url`` (query dropped) of a request, to compare failing URLs across sessions."""
+    url = entry.get("url")
+    if not isinstance(url, str) or not url:
+        return None
+    method = entry.get("method") if isinstance(entry.get("method"), str) else "GET"
+    return f"{method.upper()[:10]} {url.split('?', 1)[0][:200]}"
+
+
+def _vitals_of(snapshot: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    timing = snapshot.get("timing") if isinstance(snapshot.get("timing"), dict) else {}
+    for key in VITAL_KEYS:
+        value = timing.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+                and abs(value) < 1e12:
+            out[key] = float(value)
+    cls = snapshot.get("cumulative_layout_shift")
+    if isinstance(cls, (int, float)) and not isinstance(cls, bool) and cls == cls and abs(cls) < 1e6:
+        out["cumulative_layout_shift"] = float(cls)
+    tasks = snapshot.get("long_tasks")
+    tbt = tasks.get("total_blocking_time") if isinstance(tasks, dict) else None
+    if isinstance(tbt, (int, float)) and not isinstance(tbt, bool) and tbt == tbt and abs(tbt) < 1e12:
+        out["total_blocking_time"] = float(tbt)
+    return out
+
+
+def session_snapshot(ctx: ToolContext) -> dict[str, Any]:
+    """The parts of "now" a checkpoint keeps for diff_sessions: the messages of recent errors by
+    fingerprint, the request URLs failing recently, and the latest vitals per page URL."""
+    from gasoline.analysis._util import is_failed_request  # noqa: PLC0415
+    from gasoline.analysis.clusters import fingerprint  # noqa: PLC0415
+
+    messages: dict[str, str] = {}
+    failing: dict[str, None] = {}  # ordered set, most recent last
+    for e in newest_entries(ctx, CONSOLE, SNAPSHOT_ENTRIES):
+        if e.get("level") != "error":
+            continue
+        if e.get("type") == "network" and is_failed_request(e):
+            key = _url_key(e)
+            if key:
+                failing.pop(key, None)
+                failing[key] = None
+        fp = fingerprint(e)
+        messages.pop(fp, None)
+        messages[fp] = str(e.get("message", ""))[:160]
+    for b in newest_entries(ctx, NETWORK_BODIES, SNAPSHOT_ENTRIES):
+        if is_failed_request(b):
+            key = _url_key(b)
+            if key:
+                failing.pop(key, None)
+                failing[key] = None
+    vitals = {}
+    for url, snap in list(ctx.app.store.performance.items())[-MAX_SNAPSHOT_VITALS:]:
+        if isinstance(snap, dict):
+            values = _vitals_of(snap)
+            if values:
+                vitals[str(url)[:200]] = values
+    return {"error_messages": dict(list(messages.items())[-MAX_SNAPSHOT_MESSAGES:]),
+            "failing_urls": list(failing)[-MAX_SNAPSHOT_URLS:], "vitals": vitals}
+
+
+def _window(ctx: ToolContext, buffer: str, start: int, stop: int, limit: int
+            ) -> tuple[list[dict[str, Any]], int]:
+    """Entries of C{buffer} with sequence numbers in [start, stop) (the newest C{limit}), and
+    how many of them were evicted before this read."""
+    ring = ctx.app.store.buffers.get(buffer)
+    if ring is None or stop <= start:
+        return [], 0
+    raw = ring.read(start)
+    items = raw.items[:max(0, stop - raw.first_seq)]
+    lost = max(0, min(stop, ring.tail) - start)
+    cut = max(0, len(items) - limit)
+    out = []
+    for b in items[cut:]:
+        try:
+            value = orjson.loads(b)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out, lost + cut
+
+
+def _compare_vitals(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    changed = []
+    for url in sorted(set(before) & set(after)):
+        a, b = before[url], after[url]
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            continue
+        for key in sorted(set(a) & set(b)):
+            x, y = a[key], b[key]
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y)):
+                continue
+            delta = y - x
+            floor = 0.05 if key == "cumulative_layout_shift" else VITAL_MIN_MS
+            if abs(delta) > floor and abs(delta) > VITAL_CHANGE * max(abs(x), 1e-9):
+                changed.append({"url": url, "metric": key, "before": x, "after": y,
+                                "delta": round(delta, 3),
+                                "direction": "worse" if delta > 0 else "better"})
+    return changed
+
+
+def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    from gasoline.analysis.changes import changes  # noqa: PLC0415
+    from gasoline.mcp.modes._shared import noise_filter, view  # noqa: PLC0415
+
+    ref_a = ctx.str_arg(args, "from_checkpoint") or ctx.str_arg(args, "checkpoint") \
+        or ctx.str_arg(args, "name")
+    if not ref_a:
+        raise MissingParam("diff_sessions needs 'from_checkpoint' (a checkpoint name; "
+                           "to_checkpoint defaults to now)", param="from_checkpoint",
+                           retry="configure {what:'checkpoint', checkpoint_action:'list'} "
+                           "lists yours.")
+    ref_b = ctx.str_arg(args, "to_checkpoint") or "now"
+    limit = ctx.int_arg(args, "limit", 50, 1, 1000)
+    a = resolve_checkpoint(ctx, ref_a)
+    heads_now = {n: ring.head for n, ring in ctx.app.store.buffers.items()}
+    if ref_b == "now":
+        b = {"name": "now", "created_at": ctx.now(), "heads": heads_now,
+             **session_snapshot(ctx)}
+    else:
+        b = resolve_checkpoint(ctx, ref_b)
+    notes = []
+
+    def heads_of(cp: dict[str, Any]) -> dict[str, int]:
+        h = cp.get("heads") if isinstance(cp.get("heads"), dict) else {}
+        return {k: v for k, v in h.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+    ha, hb = heads_of(a), heads_of(b)
+    if sum(hb.values()) < sum(ha.values()):
+        a, b, ha, hb = b, a, hb, ha
+        notes.append("from_checkpoint is newer than to_checkpoint: compared the other way round")
+    keep, _ = view(ctx, args)
+    entries: dict[str, list[dict[str, Any]]] = {}
+    missed: dict[str, int] = {}
+    for buffer in (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS):
+        items, lost = _window(ctx, buffer, ha.get(buffer, 0), hb.get(buffer, heads_now.get(buffer, 0)),
+                              DIFF_ENTRIES)
+        if keep is not None:
+            items = [e for e in items if keep(e)]
+        entries[buffer] = items
+        missed[buffer] = lost
+    entries[CONSOLE], hidden = noise_filter(ctx, entries[CONSOLE])
+    snapshot = {"at": b.get("created_at"), "heads": hb, "entries": entries, "missed": missed,
+                "counters": {}}
+    diff = changes(a, snapshot, limit=limit)
+
+    counts = {name: {"at_from": ha.get(name, 0), "at_to": hb.get(name, 0),
+                     "added": max(0, hb.get(name, 0) - ha.get(name, 0))}
+              for name in sorted(set(ha) | set(hb))}
+    clusters = diff["errors"]["clusters"]
+    new_errors = [{"message": (c.get("sample") or {}).get("message") or c.get("template"),
+                   "count": c.get("count"), "fingerprint": c.get("fingerprint")}
+                  for c in clusters if c.get("new_kind")]
+    seen_between = {c.get("fingerprint") for c in clusters}
+    a_messages = a.get("error_messages") if isinstance(a.get("error_messages"), dict) else {}
+    # Resolved: error kinds known at `from` that did not occur between `from` and `to`.
+    resolved = [{"fingerprint": fp, "message": a_messages.get(fp)}
+                for fp in (a.get("error_fingerprints") or []) if isinstance(fp, str)
+                and fp not in seen_between]
+    if not a_messages and a.get("error_fingerprints"):
+        notes.append("the from checkpoint predates error messages in checkpoints: resolved "
+                     "errors are named by fingerprint only")
+    failing_before = a.get("failing_urls") if isinstance(a.get("failing_urls"), list) else None
+    from gasoline.analysis._util import is_failed_request  # noqa: PLC0415
+
+    between: dict[str, None] = {}
+    for item in entries[NETWORK_BODIES] + [e for e in entries[CONSOLE]
+                                           if e.get("type") == "network"]:
+        key = _url_key(item) if is_failed_request(item) else None
+        if key:
+            between[key] = None
+    failing_between = list(between)
+    if failing_before is None:
+        notes.append("the from checkpoint predates failing-URL tracking: every failing URL "
+                     "between the two counts as new")
+        failing_before = []
+    known_failing = set(failing_before)
+    new_failing = [u for u in failing_between if u not in known_failing]
+    va = a.get("vitals") if isinstance(a.get("vitals"), dict) else None
+    vb = b.get("vitals") if isinstance(b.get("vitals"), dict) else None
+    vitals = {"changed": _compare_vitals(va, vb)} if va is not None and vb is not None else \
+        {"changed": [], "note": "a checkpoint predates vitals tracking"}
+    if any(missed.values()):
+        notes.append("some entries between the two were evicted from the buffers before this "
+                     "read (see missed)")
+    body = {
+        "from": a.get("name"), "to": b.get("name"),
+        "from_created_at": a.get("created_at"), "to_created_at": b.get("created_at"),
+        "buffers": counts, "missed": missed,
+        "new_errors": new_errors, "resolved_errors": resolved[:limit],
+        "new_failing_urls": new_failing[:limit], "failing_urls_between": failing_between[:limit],
+        "vitals": vitals, "errors_between": diff["errors"]["count"],
+        "failed_requests_between": diff["failed_requests"]["count"],
+        "websocket_events_between": diff["websocket_events"]["count"],
+        "actions_between": diff["actions"]["count"], "noise_hidden": hidden, "notes": notes,
+    }
+    summary = (f"{a.get('name')} -> {b.get('name')}: {len(new_errors)} new error kind(s), "
+               f"{len(resolved)} resolved, {len(new_failing)} new failing URL(s), "
+               f"{len(vitals['changed'])} vital change(s)")
+    return ctx.ok(summary, body)
+
+
+MODES["diff_sessions"] = configure_diff_sessions
+
+
+# -- restart ----------------------------------------------------------------------------------------
+
+
+def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Without ``confirm: true``: what a restart would affect (nothing is done). With it: a
+    graceful stop (the one ``POST /shutdown`` schedules), only when no other client is
+    connected; the stdio connector starts a fresh daemon on its next call."""
+    confirm = ctx.bool_arg(args, "confirm", False)
+    registry = ctx.app.registry
+    others = [s for s in (registry.list() if registry is not None else [])
+              if s.live and s.client_id != ctx.client_id]
+    router = ctx.router
+    pending_total = router.pending_count() if router is not None else 0
+    pending_mine = router.pending_count(ctx.client_id) if router is not None else 0
+    ingest = ctx.app.extras.get("ingest")
+    stop = getattr(ingest, "stop", None)
+    impact = {
+        "other_connected_clients": len(others),
+        "your_pending_commands": pending_mine,
+        "other_pending_commands": max(0, pending_total - pending_mine),
+        "extension_connected": ctx.extension_connected,
+        "restart_available": stop is not None,
+        "what_survives": "client state (cursors, checkpoints, noise rules, key-value, sequences) "
+                         "is persisted in the state dir; buffered telemetry and pending commands "
+                         "are lost",
+        "how_it_comes_back": "the stdio connector (gasoline connect, unless --no-autostart) "
+                             "starts a new daemon on its next call; a daemon started by hand "
+                             "must be started again",
+    }
+    if not confirm:
+        return ctx.ok(f"restart would affect {len(others)} other connected client(s) and "
+                      f"{impact['other_pending_commands']} of their pending command(s); nothing "
+                      "was done (pass confirm:true to restart; refused while other clients are "
+                      "connected)", {"restarted": False, **impact})
+    if others:
+        raise GasolineError(f"{len(others)} other client(s) are connected to this daemon; a "
+                            "restart would cut them off", code="other_clients_connected",
+                            others=len(others),
+                            retry="Retry when you are the only connected client (configure "
+                            "{what:'restart'} shows the count).")
+    if stop is None:
+        raise GasolineError("this daemon cannot restart itself (no stop hook: it is not running "
+                            "under twistd)", code="restart_unavailable",
+                            retry="Restart the process that runs the daemon.")
+    from gasoline.http.ingest import SHUTDOWN_DELAY  # noqa: PLC0415
+
+    already = getattr(ingest, "_shutdown_call", None) is not None
+    if not already:
+        _log.info("restart requested by client {client}", client=ctx.client_id)
+        ingest._shutdown_call = ctx.clock.callLater(SHUTDOWN_DELAY, _stop_guarded, ingest)
+    return ctx.ok("the daemon is stopping; your stdio connector (unless --no-autostart) starts "
+                  "a new one on its next call (client state is kept in the state dir)",
+                  {"restarted": True, "already_stopping": already, **impact})
+
+
+def _stop_guarded(ingest: Any) -> None:
+    try:
+        ingest.stop()
+    except Exception:
+        _log.failure("stopping the daemon for a restart failed")
+
+
+MODES["restart"] = configure_restart
+
+
+# -- arguments the modes above read beyond CONFIGURE_SCHEMA ----------------------------------------
+
+PROPERTIES: dict[str, Any] = {
+    "steps": {"type": "array", "items": {"type": "object"},
+              "description": "save_sequence: interact argument objects, e.g. [{what:'click', "
+              "selector:'#go'}] (at most 100)."},
+    "from_actions": {"type": "boolean", "description": "save_sequence: build the steps from "
+                     "your recorded actions (last_n, or a recording)."},
+    "recording": {"type": "string", "description": "save_sequence from_actions: take the "
+                  "actions of this recording."},
+    "last_n": {"type": "integer", "minimum": 1, "maximum": 500,
+               "description": "save_sequence from_actions: how many recent actions (50)."},
+    "description": {"type": "string", "description": "save_sequence: what the sequence does."},
+    "sequence_action": {"type": "string", "enum": ["save", "list", "delete", "get"],
+                        "description": "save_sequence (default save)."},
+    "continue_on_error": {"type": "boolean", "description": "replay_sequence: run the "
+                          "remaining steps after a failed one (default false)."},
+    "from_checkpoint": {"type": "string", "description": "diff_sessions: the earlier checkpoint "
+                        "(yours, or 'client:name')."},
+    "to_checkpoint": {"type": "string", "description": "diff_sessions: the later checkpoint "
+                      "(default 'now')."},
+    "checkpoint": {"type": "string", "description": "diff_sessions: alias of from_checkpoint."},
+    "confirm": {"type": "boolean", "description": "restart: really restart (only when you are "
+                "the only connected client); without it restart only reports."},
+}

@@ -8,28 +8,45 @@ extension itself gates them) are refused with ``pilot_disabled`` when the extens
 ``pilot_enabled: false``. Every AI action that changes the page is recorded into the shared
 ``actions`` buffer with ``source: "ai"`` (and the caller's ``client_id``), after the extension
 confirms it (at submission for ``background: true``).
+
+``upload`` reads files from the caller's working directory or the state dir (L{media}) in the
+reactor's thread pool; ``draw_mode_start`` shows the annotation overlay (read back with analyze
+``annotations``); ``record_start`` / ``record_stop`` record the tab as screenshot frames plus the
+buffers' timeline (docs/analyze-generate-interact.md, docs/extension.md).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import secrets
+from pathlib import Path
+from typing import Any, Callable
 
+import attrs
 from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
+from gasoline.analysis import media
+from gasoline.analysis._util import entry_time, iso
+from gasoline.core.persist import thread_runner
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.store import ACTIONS
+from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp.modes._shared import (
     nulls_absent,
     as_dict,
     call,
     extension_mode,
+    heads,
     lst,
     page_url,
     require_str,
+    since,
     timeout_of,
 )
+
+log = Logger()
 
 #: Seconds the daemon waits for a browser_action (the extension waits up to 15 s for the load).
 BROWSER_ACTION_TIMEOUT = 30.0
@@ -853,6 +870,428 @@ def run_a11y_and_export_sarif(ctx: Any, args: dict[str, Any]) -> Any:
     return sarif_mode(ctx, {k: v for k, v in args.items() if k not in ("a11y_result", "result")})
 
 
+# -- upload ------------------------------------------------------------------------------------------
+
+
+def _upload_names(ctx: Any, args: dict[str, Any]) -> list[str]:
+    files = args.get("files")
+    if files is not None:
+        if isinstance(files, str):
+            files = [files]
+        if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+            raise InvalidParam("files must be a non-empty array of file paths", param="files")
+        if len(files) > media.MAX_UPLOAD_FILES:
+            raise InvalidParam(f"at most {media.MAX_UPLOAD_FILES} files per upload", param="files")
+        return files
+    path = ctx.str_arg(args, "file_path")
+    if not path:
+        raise MissingParam("interact upload needs 'file_path' (or 'files': [paths]) inside your "
+                           "working directory or the daemon's state dir", param="file_path")
+    return [path]
+
+
+def upload(ctx: Any, args: dict[str, Any]) -> Deferred:
+    """Put files from the agent's working directory (or the state dir) into an
+    ``<input type=file>``: the daemon reads them in the reactor's thread pool and sends them
+    base64-encoded in a ``dom_action`` ``upload``."""
+    require_pilot(ctx)
+    selector = target(ctx, args)
+    names = _upload_names(ctx, args)
+    roots = media.upload_roots(ctx.cwd, getattr(getattr(ctx.app, "config", None), "state_dir", None))
+    param = "files" if args.get("files") is not None else "file_path"
+    state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
+    paths = [media.resolve_readable(n, roots, param) for n in names]
+    for p in paths:
+        media.refuse_private_state(p, state_dir, ctx.client_id, param)
+    sizes = sum(p.stat().st_size for p in paths)
+    if sizes > media.MAX_UPLOAD_BYTES:
+        raise InvalidParam(f"the file(s) hold {sizes} bytes, over the "
+                           f"{media.MAX_UPLOAD_BYTES} byte upload limit", param=param)
+    timeout = timeout_of(ctx, args) or BROWSER_ACTION_TIMEOUT
+
+    async def run() -> dict[str, Any]:
+        read = await thread_runner(ctx.app.clock)(media.read_files, paths)
+        payload = [media.file_payload(p, data) for p, data in read]
+        params = {"action": "upload", "selector": selector, "files": payload}
+        listed = [{"name": f["name"], "type": f["type"], "size": f["size"]} for f in payload]
+        fields = {"selector": selector, "command": "upload",
+                  "value": ", ".join(f["name"] for f in payload)}
+
+        def describe(result: Any) -> tuple[str, dict[str, Any]]:
+            r = as_dict(result)
+            record(ctx, "upload", r, **fields)
+            return (f"uploaded {len(payload)} file(s) into {selector!r}",
+                    {"files": listed, "result": r})
+
+        out = extension_mode(ctx, args, "dom_action", params, describe, timeout=timeout,
+                             on_submit=lambda cid: record(ctx, "upload", None, status="submitted",
+                                                          correlation_id=cid, **fields))
+        if isinstance(out, Deferred):
+            out = await out
+        return out
+
+    return Deferred.fromCoroutine(run())
+
+
+# -- newer extension commands --------------------------------------------------------------------------
+
+
+class ExtensionTooOld(GasolineError):
+    code = "extension_outdated"
+    retry = ("Update the Gasoline extension (reload it from this repository's extension/ folder); "
+             "the other modes keep working with the old one.")
+
+
+def needs_newer_extension(what: str) -> Callable[[Any], Any]:
+    """An errback turning the extension's ``unknown_query_type`` into a clear error."""
+
+    def check(failure: Any) -> Any:
+        err = failure.value
+        text = getattr(err, "details", {}).get("extension_error") if isinstance(err, GasolineError) \
+            else None
+        if isinstance(text, str) and text.startswith("unknown_query_type"):
+            raise ExtensionTooOld(f"{what} needs a newer Gasoline extension: the connected one "
+                                  "does not know this command")
+        return failure
+
+    return check
+
+
+def newer_command(ctx: Any, args: dict[str, Any], type: str, params: dict[str, Any],
+                  describe: Callable[[Any], tuple[str, dict[str, Any]]], what: str,
+                  **kw: Any) -> Any:
+    """L{extension_mode} for commands older extensions do not know."""
+    out = extension_mode(ctx, args, type, params, describe, **kw)
+    if isinstance(out, Deferred):
+        out.addErrback(needs_newer_extension(what))
+    return out
+
+
+# -- draw mode ----------------------------------------------------------------------------------------
+
+
+def draw_mode_start(ctx: Any, args: dict[str, Any]) -> Any:
+    """Show the annotation overlay in the tracked tab: the user drags rectangles and types a
+    note for each (Enter saves, Esc ends). Read them with analyze annotations."""
+    require_pilot(ctx)
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        return ("draw mode started: the user drags a rectangle, types a note and presses Enter; "
+                "Esc ends. Read the notes with analyze {what:\"annotations\"}", {"result": r})
+
+    return newer_command(ctx, args, "draw_mode", {"action": "start"}, describe,
+                         "interact draw_mode_start")
+
+
+# -- screen recording (frames + timeline) -------------------------------------------------------------
+
+SCREEN_RECORDINGS_KEY = "interact:screen_recordings"
+MAX_SCREEN_RECORDINGS = 20
+MAX_ACTIVE_RECORDINGS = 4
+DEFAULT_FPS = 1.0
+MAX_FPS = 2.0
+DEFAULT_RECORD_SECONDS = 120
+MAX_RECORD_SECONDS = 600
+MAX_FRAMES = 600
+FRAME_TIMEOUT = 15.0
+MAX_FRAME_FAILURES = 5
+TIMELINE_LIMIT = 500
+
+
+@attrs.define(eq=False)
+class ScreenRecording:
+    """One client's running frame recording of the tracked tab."""
+
+    id: str
+    client_id: str
+    name: str | None
+    directory: Path
+    started_at: float
+    interval: float
+    deadline: float
+    quality: int
+    tab_id: int | None
+    url: str | None
+    heads: dict[str, int]
+    frames: list[dict[str, Any]] = attrs.field(factory=list)
+    skipped: int = 0
+    failures: int = 0
+    errors: list[str] = attrs.field(factory=list)
+    timer: Any = None
+    done: bool = False
+    finished: Any = None
+
+
+def _active(ctx: Any) -> dict[str, ScreenRecording]:
+    return ctx.app.extras.setdefault("screen_recordings", {})
+
+
+def _recording_index(ctx: Any) -> dict[str, Any]:
+    index = ctx.state.kv.get(SCREEN_RECORDINGS_KEY)
+    return index if isinstance(index, dict) else {}
+
+
+def _state_dir(ctx: Any) -> Path:
+    return Path(ctx.app.config.state_dir)
+
+
+def _frame(ctx: Any, rec: ScreenRecording) -> Deferred:
+    """Ask for one screenshot of the recorded tab and move it into the recording's folder."""
+    params = {"format": "jpeg", "quality": rec.quality, "if_active": True}
+    d = ctx.router_call("screenshot", params, timeout=FRAME_TIMEOUT, tab_id=rec.tab_id)
+
+    def got(result: Any) -> bool:
+        r = as_dict(result)
+        path = media.screenshot_file(_state_dir(ctx), r.get("path"))
+        if rec.done:
+            return False
+        n = len(rec.frames) + 1
+        moved = media.move_into(path, rec.directory / f"frame-{n:05d}{path.suffix}")
+        frame: dict[str, Any] = {"index": n, "file": moved.name,
+                                 "t": round(ctx.now() - rec.started_at, 3)}
+        if isinstance(r.get("url"), str):
+            frame["url"] = r["url"][:2000]
+        rec.frames.append(frame)
+        rec.failures = 0
+        return True
+
+    return d.addCallback(got)
+
+
+def _schedule(ctx: Any, rec: ScreenRecording) -> None:
+    if rec.done:
+        return
+    if ctx.now() + rec.interval > rec.deadline or len(rec.frames) >= MAX_FRAMES:
+        why = "frame limit" if len(rec.frames) >= MAX_FRAMES else "max_seconds"
+        _finish(ctx, rec, f"stopped automatically ({why} reached)").addErrback(
+            lambda f: log.failure("finishing screen recording {id}", f, id=rec.id))
+        return
+    rec.timer = ctx.clock.callLater(rec.interval, _tick, ctx, rec)
+
+
+def _tick(ctx: Any, rec: ScreenRecording) -> None:
+    rec.timer = None
+    if rec.done:
+        return
+
+    def failed(failure: Any) -> None:
+        err = failure.value
+        text = getattr(err, "message", None) or str(err) or type(err).__name__
+        if "tab_not_visible" in text:
+            rec.skipped += 1
+            return
+        if not isinstance(err, (GasolineError, OSError)):
+            log.failure("screen recording {id} frame", failure, id=rec.id)
+        rec.failures += 1
+        if len(rec.errors) < 20:
+            rec.errors.append(text[:300])
+        if rec.failures >= MAX_FRAME_FAILURES and not rec.done:
+            _finish(ctx, rec, f"stopped after {rec.failures} failed captures in a row").addErrback(
+                lambda f: log.failure("finishing screen recording {id}", f, id=rec.id))
+
+    d = _frame(ctx, rec)
+    d.addErrback(failed)
+    d.addCallback(lambda _: _schedule(ctx, rec))
+
+
+def _entry_summary(kind: str, e: dict[str, Any]) -> dict[str, Any]:
+    if kind == "action":
+        keep = ("type", "source", "url", "to_url", "value", "key", "client_id")
+    elif kind == "console":
+        keep = ("level", "type", "message", "url")
+    else:
+        keep = ("method", "url", "status", "duration")
+    out: dict[str, Any] = {"kind": kind}
+    for key in keep:
+        value = e.get(key)
+        if isinstance(value, str):
+            out[key] = value[:300]
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = value
+    if kind == "action" and isinstance(e.get("selectors"), dict):
+        out["selectors"] = {k: v for k, v in e["selectors"].items()
+                            if k in ("css", "testId", "text", "role", "ariaLabel")}
+    return out
+
+
+def _timeline(ctx: Any, rec: ScreenRecording) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    items: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    for buffer, kind in ((ACTIONS, "action"), (CONSOLE, "console"), (NETWORK_BODIES, "network")):
+        entries, _missed, _head = since(ctx, buffer, rec.heads.get(buffer, 0), TIMELINE_LIMIT)
+        counts[kind] = len(entries)
+        for e in entries:
+            item = _entry_summary(kind, e)
+            at = entry_time(e)
+            item["at"] = iso(at)
+            item["t"] = round(at - rec.started_at, 3) if at is not None else None
+            items.append(item)
+    items.sort(key=lambda i: (i["t"] is None, i["t"] if i["t"] is not None else 0))
+    return items, counts
+
+
+def _write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
+    import orjson  # noqa: PLC0415
+
+    return media.write_new(directory / "manifest.json",
+                           orjson.dumps(manifest, option=orjson.OPT_INDENT_2, default=str))
+
+
+def _remove_tree(directory: Path) -> None:
+    import shutil  # noqa: PLC0415
+
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _finish(ctx: Any, rec: ScreenRecording, reason: str) -> Deferred:
+    """Stop C{rec}, write its manifest (frames + timeline) and index it in the client's state."""
+    if rec.finished is not None:
+        return rec.finished
+    rec.done = True
+    if rec.timer is not None and rec.timer.active():
+        rec.timer.cancel()
+    rec.timer = None
+    active = _active(ctx)
+    if active.get(rec.client_id) is rec:
+        del active[rec.client_id]
+    stopped = ctx.now()
+    timeline, counts = _timeline(ctx, rec)
+    manifest = {
+        "recording_id": rec.id, "name": rec.name, "url": rec.url, "tab_id": rec.tab_id,
+        "started_at": iso(rec.started_at), "stopped_at": iso(stopped),
+        "duration_seconds": round(stopped - rec.started_at, 3),
+        "fps": round(1.0 / rec.interval, 3), "stop_reason": reason,
+        "directory": str(rec.directory), "frame_count": len(rec.frames),
+        "skipped_frames": rec.skipped, "errors": rec.errors, "frames": rec.frames,
+        "timeline_counts": counts, "timeline": timeline,
+    }
+    index = _recording_index(ctx)
+    index[rec.id] = {"recording_id": rec.id, "name": rec.name, "url": rec.url,
+                     "started_at": manifest["started_at"], "stopped_at": manifest["stopped_at"],
+                     "frame_count": len(rec.frames), "stop_reason": reason,
+                     "manifest": str(rec.directory / "manifest.json")}
+    evicted = []
+    while len(index) > MAX_SCREEN_RECORDINGS:
+        oldest = next(iter(index))
+        evicted.append(Path(str(index.pop(oldest).get("manifest", ""))).parent)
+    ctx.state.kv[SCREEN_RECORDINGS_KEY] = index
+    mark = getattr(ctx.state, "mark_dirty", None)
+    if mark is not None:
+        mark()
+    run = thread_runner(ctx.app.clock)
+
+    async def write() -> dict[str, Any]:
+        await run(_write_manifest, rec.directory, manifest)
+        root = media.real(_state_dir(ctx) / media.SCREEN_RECORDINGS_DIR)
+        for directory in evicted:
+            if media.inside(media.real(directory), root) and media.real(directory) != root:
+                await run(_remove_tree, directory)
+        return manifest
+
+    rec.finished = Deferred.fromCoroutine(write())
+    return rec.finished
+
+
+def _recording_result(ctx: Any, manifest: dict[str, Any], summary: str) -> dict[str, Any]:
+    shown = dict(manifest)
+    timeline = shown.get("timeline") if isinstance(shown.get("timeline"), list) else []
+    shown["timeline"] = timeline[:100]
+    shown["timeline_truncated"] = len(timeline) > 100
+    frames = shown.get("frames") if isinstance(shown.get("frames"), list) else []
+    shown["frames"] = frames[:100]
+    shown["frames_truncated"] = len(frames) > 100
+    shown["manifest"] = str(Path(str(manifest.get("directory", ""))) / "manifest.json")
+    return ctx.ok(summary, shown)
+
+
+def record_start(ctx: Any, args: dict[str, Any]) -> Deferred:
+    """Record the tracked tab as JPEG frames (``captureVisibleTab`` through the ``screenshot``
+    command, at most C{fps} a second) plus the actions/console/network timeline of the window."""
+    active = _active(ctx)
+    running = active.get(ctx.client_id)
+    if running is not None:
+        raise GasolineError(f"you are already recording ({running.id}); call interact "
+                            "{what:\"record_stop\"} first", code="already_recording",
+                            recording_id=running.id)
+    if len(active) >= MAX_ACTIVE_RECORDINGS:
+        raise GasolineError(f"{len(active)} screen recordings are running (the limit); try again "
+                            "when one stops", code="too_many_recordings")
+    name = ctx.str_arg(args, "name")
+    if name is not None:
+        media.valid_name(name)
+    fps = ctx.num_arg(args, "fps", DEFAULT_FPS, 0.1, MAX_FPS)
+    seconds = ctx.int_arg(args, "max_seconds", DEFAULT_RECORD_SECONDS, 1, MAX_RECORD_SECONDS)
+    quality = ctx.int_arg(args, "quality", 60, 10, 100)
+    tab_id = ctx.int_arg(args, "tab_id", None, 0, 2**53)
+    now = ctx.now()
+    rec_id = "rec_" + secrets.token_hex(6)
+    rec = ScreenRecording(
+        id=rec_id, client_id=ctx.client_id, name=name,
+        directory=media.client_dir(_state_dir(ctx), media.SCREEN_RECORDINGS_DIR, ctx.client_id)
+        / rec_id,
+        started_at=now, interval=1.0 / fps, deadline=now + seconds, quality=quality,
+        tab_id=tab_id, url=page_url(ctx), heads=heads(ctx))
+    active[ctx.client_id] = rec
+
+    def started(_: Any) -> dict[str, Any]:
+        _schedule(ctx, rec)
+        return ctx.ok(f"recording {rec.id} started ({fps:g} frame(s)/s at most, up to {seconds} s); "
+                      "stop it with interact {what:\"record_stop\"}",
+                      {"recording_id": rec.id, "name": name, "directory": str(rec.directory),
+                       "fps": fps, "max_seconds": seconds, "first_frame": rec.frames[0]
+                       if rec.frames else None, "url": rec.url})
+
+    def refused(failure: Any) -> Any:
+        rec.done = True
+        if active.get(ctx.client_id) is rec:
+            del active[ctx.client_id]
+        return failure
+
+    return _frame(ctx, rec).addCallbacks(started, refused)
+
+
+def record_stop(ctx: Any, args: dict[str, Any]) -> Deferred:
+    rec = _active(ctx).get(ctx.client_id)
+    wanted = ctx.str_arg(args, "recording_id")
+    if rec is not None and (wanted is None or wanted == rec.id):
+        d = _finish(ctx, rec, "stopped by record_stop")
+        return d.addCallback(lambda m: _recording_result(
+            ctx, m, f"recording {rec.id} stopped: {m['frame_count']} frame(s), "
+            f"{len(m['timeline'])} timeline event(s); frames and manifest.json in {rec.directory}"))
+    index = _recording_index(ctx)
+    if wanted is None:
+        if not index:
+            raise GasolineError("you have no screen recording running or saved", code="no_data",
+                                retry="Start one with interact {what:\"record_start\"}.")
+        wanted = next(reversed(index))
+    entry = index.get(wanted)
+    if not isinstance(entry, dict) or not isinstance(entry.get("manifest"), str):
+        raise GasolineError(f"no screen recording {wanted!r} of yours", code="no_data",
+                            param="recording_id", valid=list(index)[-20:])
+    path = Path(entry["manifest"])
+    root = media.real(_state_dir(ctx) / media.SCREEN_RECORDINGS_DIR)
+    if not media.inside(media.real(path), root):
+        raise GasolineError(f"screen recording {wanted!r} is not readable", code="no_data")
+
+    def read() -> dict[str, Any]:
+        import orjson  # noqa: PLC0415
+
+        try:
+            value = orjson.loads(media.read_bounded(path, 64 * 1024 * 1024, "recording_id"))
+        except (OSError, orjson.JSONDecodeError, GasolineError):
+            raise GasolineError(f"the manifest of screen recording {wanted!r} is gone or "
+                                "unreadable", code="no_data", param="recording_id") from None
+        if not isinstance(value, dict):
+            raise GasolineError(f"the manifest of {wanted!r} is not an object", code="no_data")
+        return value
+
+    d = thread_runner(ctx.app.clock)(read)
+    return d.addCallback(lambda m: _recording_result(
+        ctx, m, f"screen recording {wanted} ({m.get('stop_reason')}): "
+        f"{m.get('frame_count', 0)} frame(s)"))
+
+
 #: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
 #: the tools-infrastructure to merge into ``interact``'s inputSchema).
 PROPERTIES: dict[str, Any] = {
@@ -880,6 +1319,16 @@ PROPERTIES: dict[str, Any] = {
     "bypass_cache": {"type": "boolean", "description": "refresh: reload without the cache."},
     "active": {"type": "boolean", "description": "new_tab: focus it (default true)."},
     "track": {"type": "boolean", "description": "new_tab/switch_tab: track the tab."},
+    "file_path": {"type": "string", "description": "upload: a file inside your working "
+                  "directory or the daemon's state dir (relative: from your working directory)."},
+    "files": {"type": "array", "items": {"type": "string"}, "maxItems": 20,
+              "description": "upload: several files (10 MB in all)."},
+    "fps": {"type": "number", "minimum": 0.1, "maximum": 2,
+            "description": "record_start: frames per second at most (default 1)."},
+    "max_seconds": {"type": "integer", "minimum": 1, "maximum": 600,
+                    "description": "record_start: stop by itself after this long (default 120)."},
+    "recording_id": {"type": "string", "description": "record_stop: read back a finished "
+                     "recording (default: stop the running one, else your latest)."},
 }
 
 MODES: dict[str, Any] = nulls_absent({
@@ -904,4 +1353,8 @@ MODES: dict[str, Any] = nulls_absent({
     "set_cookie": set_cookie,
     "delete_cookie": delete_cookie,
     "run_a11y_and_export_sarif": run_a11y_and_export_sarif,
+    "upload": upload,
+    "draw_mode_start": draw_mode_start,
+    "record_start": record_start,
+    "record_stop": record_stop,
 })

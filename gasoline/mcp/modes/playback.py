@@ -33,7 +33,8 @@ from collections import OrderedDict
 from typing import Any
 
 import attrs
-from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
+import orjson
+from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks, maybeDeferred
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
@@ -223,3 +224,261 @@ def _counts(record: dict[str, Any]) -> dict[str, int]:
     for step in record["steps"]:
         counts[step["status"]] = counts.get(step["status"], 0) + 1
     return counts
+
+
+# -- named sequences of interact steps (configure save_sequence / replay_sequence) ---------------
+#
+# A sequence is a list of interact argument objects (``{what: "click", selector: "#go"}``), kept
+# per client in the reserved kv namespace ``gasoline:sequences`` (persisted with the client
+# state in ``<state-dir>/clients/<id>.json``, like store/load). ``replay_sequence`` runs the steps
+# one at a time through the interact handlers as the caller (so every command goes through the
+# query router under the caller's id and its per-client queue limit) and answers the per-step
+# outcomes when the last step is done.
+
+SEQUENCES_NS = "gasoline:sequences"
+MAX_SEQUENCES = 50
+MAX_SEQUENCE_STEPS = 100
+MAX_SEQUENCE_BYTES = 64 * 1024
+MAX_SEQUENCE_NAME = 100
+DEFAULT_FROM_ACTIONS = 50
+#: A replay stops starting new steps after this many seconds (each step has its own timeout).
+REPLAY_BUDGET = 110.0
+#: Step arguments that would make a step answer before it ran.
+_BACKGROUND_KEYS = ("background", "sync", "wait")
+
+
+def sequences_of(state: Any) -> dict[str, Any]:
+    seqs = state.kv.get(SEQUENCES_NS)
+    if not isinstance(seqs, dict):
+        seqs = state.kv[SEQUENCES_NS] = {}
+    return seqs
+
+
+def validate_steps(steps: Any) -> list[dict[str, Any]]:
+    """The steps as ``{what, ...}`` objects, each naming an interact mode; L{InvalidParam} names
+    the first bad one."""
+    from gasoline.mcp.tools import INTERACT_MODES  # noqa: PLC0415  (tools imports the tables)
+
+    if not isinstance(steps, list) or not steps:
+        raise InvalidParam("steps must be a non-empty list of interact argument objects, e.g. "
+                           "[{what:'navigate', url:'https://...'}, {what:'click', "
+                           "selector:'#go'}]", param="steps")
+    if len(steps) > MAX_SEQUENCE_STEPS:
+        raise InvalidParam(f"a sequence has at most {MAX_SEQUENCE_STEPS} steps", param="steps")
+    out = []
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            raise InvalidParam(f"step {i} must be an object of interact arguments",
+                               param="steps", index=i)
+        step = dict(step)
+        what = step.pop("what", None)
+        alias = step.pop("action", None)
+        what = alias if what is None else what
+        if not isinstance(what, str) or what not in INTERACT_MODES:
+            raise InvalidParam(f"step {i}: 'what' must be an interact mode", param="steps",
+                               index=i, valid=list(INTERACT_MODES))
+        if step.get("background") is True or step.get("sync") is False \
+                or step.get("wait") is False:
+            raise InvalidParam(f"step {i}: background/sync/wait cannot send a step to the "
+                               "background (each step waits for its answer)", param="steps",
+                               index=i)
+        for key in _BACKGROUND_KEYS:
+            step.pop(key, None)
+        out.append({"what": what, **step})
+    try:  # as the client state is persisted (orjson: no integers beyond 64 bits)
+        size = len(orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):
+        raise InvalidParam("steps must be JSON values (integers within 64 bits)",
+                           param="steps") from None
+    if size > MAX_SEQUENCE_BYTES:
+        raise InvalidParam(f"the steps are {size} bytes; at most {MAX_SEQUENCE_BYTES}",
+                           param="steps")
+    return out
+
+
+def _steps_from_actions(ctx: ToolContext, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    from gasoline.core.store import ACTIONS  # noqa: PLC0415
+    from gasoline.mcp.modes._shared import newest  # noqa: PLC0415
+    from gasoline.mcp.modes.configure import recordings_of  # noqa: PLC0415  (cycle)
+
+    recording = ctx.str_arg(args, "recording")
+    if recording:
+        saved = recordings_of(ctx)["saved"].get(recording)
+        if saved is None:
+            raise GasolineError(f"no recording {recording!r}", code="no_data",
+                                retry="observe {what:'recordings'} lists yours.")
+        actions = [a for a in saved.get("actions", []) if isinstance(a, dict)]
+    else:
+        n = ctx.int_arg(args, "last_n", DEFAULT_FROM_ACTIONS, 1, 500)
+        actions = newest(ctx, ACTIONS, n, args)
+    steps, skipped = [], 0
+    for action in actions:
+        mode, step_args, _ = step_for(action)
+        if mode is None:
+            skipped += 1
+            continue
+        steps.append({"what": mode, **step_args})
+    return steps[-MAX_SEQUENCE_STEPS:], skipped + max(0, len(steps) - MAX_SEQUENCE_STEPS)
+
+
+def _sequence_name(ctx: ToolContext, args: dict[str, Any]) -> str:
+    name = ctx.str_arg(args, "name")
+    if not name:
+        raise MissingParam("save_sequence needs 'name'", param="name")
+    if ":" in name or len(name) > MAX_SEQUENCE_NAME:
+        raise InvalidParam(f"sequence names are 1..{MAX_SEQUENCE_NAME} characters without ':' "
+                           "(that separates a client id)", param="name")
+    return name
+
+
+def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    action = ctx.str_arg(args, "sequence_action", "save", ("save", "list", "delete", "get"))
+    seqs = sequences_of(ctx.state)
+    if action == "list":
+        items = [{"name": n, "steps": len(s.get("steps", [])), "created_at": s.get("created_at"),
+                  "description": s.get("description"), "source": s.get("source")}
+                 for n, s in seqs.items() if isinstance(s, dict)]
+        return ctx.ok(f"{len(items)} sequences", {"sequences": items})
+    name = _sequence_name(ctx, args)
+    if action == "delete":
+        if seqs.pop(name, None) is None:
+            raise GasolineError(f"no sequence {name!r}", code="no_data")
+        ctx.state.mark_dirty()
+        return ctx.ok(f"sequence {name} deleted", {"name": name, "deleted": True})
+    if action == "get":
+        seq = seqs.get(name)
+        if not isinstance(seq, dict):
+            raise GasolineError(f"no sequence {name!r}", code="no_data")
+        return ctx.ok(f"sequence {name}: {len(seq.get('steps', []))} steps", dict(seq))
+    skipped = 0
+    if ctx.bool_arg(args, "from_actions", False):
+        raw_steps, skipped = _steps_from_actions(ctx, args)
+        if not raw_steps:
+            raise GasolineError("no recorded action can be replayed as a step", code="no_data",
+                                retry="Use the page (or pass steps), then save again.")
+        source = "actions"
+    else:
+        if "steps" not in args:
+            raise MissingParam("save_sequence needs 'steps' (a list of interact argument "
+                               "objects) or from_actions:true", param="steps")
+        raw_steps, source = args["steps"], "steps"
+    steps = validate_steps(raw_steps)
+    description = ctx.str_arg(args, "description")
+    if name not in seqs and len(seqs) >= MAX_SEQUENCES:
+        raise InvalidParam(f"at most {MAX_SEQUENCES} sequences per client",
+                           retry="Delete old ones (sequence_action:'delete').")
+    replaced = name in seqs
+    seqs[name] = {"name": name, "steps": steps, "created_at": ctx.now(), "source": source,
+                  "description": (description or "")[:500] or None}
+    ctx.state.mark_dirty()
+    extra = f", {skipped} recorded actions skipped" if skipped else ""
+    return ctx.ok(f"sequence {name} {'replaced' if replaced else 'saved'}: {len(steps)} steps"
+                  f"{extra}; configure {{what:'replay_sequence', name:'{name}'}} runs it",
+                  {"name": name, "steps": steps, "skipped_actions": skipped,
+                   "reference": f"{ctx.client_id}:{name}"})
+
+
+def resolve_sequence(ctx: ToolContext, ref: str) -> dict[str, Any]:
+    """The caller's sequence C{ref}, or ``client:name`` for another client's (on purpose)."""
+    owner, sep, name = ref.rpartition(":")
+    if sep and owner and owner != ctx.client_id:
+        registry = ctx.app.registry
+        state = registry.get(owner) if registry is not None else None
+        if state is None:
+            raise GasolineError(f"no client {owner!r} (for sequence {ref!r})", code="no_data")
+    else:
+        state, name = ctx.state, (name if sep else ref)
+    seq = sequences_of(state).get(name)
+    if not isinstance(seq, dict) or not isinstance(seq.get("steps"), list):
+        raise GasolineError(f"no sequence {ref!r}", code="no_data",
+                            retry="configure {what:'save_sequence', sequence_action:'list'} "
+                            "lists yours.")
+    return seq
+
+
+def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
+    ref = ctx.str_arg(args, "name")
+    if not ref:
+        raise MissingParam("replay_sequence needs 'name'", param="name")
+    continue_on_error = ctx.bool_arg(args, "continue_on_error", False)
+    seq = resolve_sequence(ctx, ref)
+    steps = validate_steps(seq["steps"])  # stored steps are checked again: they may be old
+    router = ctx.router
+    limit = getattr(router, "per_client_limit", None)
+    if limit is not None and router.pending_count(ctx.client_id) >= limit:
+        from gasoline.core.errors import QueueFull  # noqa: PLC0415
+
+        raise QueueFull(f"you already have {limit} commands waiting for the extension",
+                        limit=limit, scope="client")
+    ctx.app.extension.require_connected()
+    d = _replay(ctx, steps, continue_on_error)
+
+    def answer(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for o in outcomes:
+            counts[o["status"]] = counts.get(o["status"], 0) + 1
+        failed = next((o for o in outcomes if o["status"] == "error"), None)
+        status = "failed" if failed else "complete"
+        summary = f"sequence {ref}: {counts.get('complete', 0)}/{len(outcomes)} steps complete"
+        if failed is not None:
+            summary += (f"; FAILED at step {failed['index']} ({failed['what']}: "
+                        f"{failed.get('error') or 'error'})")
+            if not continue_on_error and counts.get("not_run"):
+                summary += f", {counts['not_run']} not run"
+        return ctx.ok(summary, {"name": ref, "status": status, "counts": counts,
+                                "continue_on_error": continue_on_error, "steps": outcomes})
+
+    return d.addCallback(answer)
+
+
+@inlineCallbacks
+def _replay(ctx: ToolContext, steps: list[dict[str, Any]], continue_on_error: bool) -> Deferred:
+    from gasoline.mcp.modes import interact  # noqa: PLC0415  (its table, as the tool has it)
+
+    started = ctx.now()
+    outcomes: list[dict[str, Any]] = []
+    stop: str | None = None
+    for index, step in enumerate(steps):
+        what = step["what"]
+        outcome: dict[str, Any] = {"index": index, "what": what}
+        outcomes.append(outcome)
+        if stop is None and ctx.now() - started > REPLAY_BUDGET:
+            stop = f"the replay ran over its {REPLAY_BUDGET:g} s budget"
+        if stop is not None:
+            outcome.update(status="not_run", reason=stop)
+            continue
+        handler = interact.MODES.get(what)
+        at = ctx.now()
+        if handler is None:
+            outcome.update(status="error", error="not_implemented",
+                           message=f"interact {what} is not implemented")
+        else:
+            try:
+                step_ctx = attrs.evolve(ctx, tool="interact", mode=what)
+                result = yield maybeDeferred(handler, step_ctx, dict(step))
+            except CancelledError:
+                raise  # the caller cancelled the replay: start no further step
+            except GasolineError as e:
+                outcome.update(status="error", error=e.code, message=e.message[:500])
+            except Exception as e:  # a bug in one step must not leave the call hanging
+                log.failure("sequence step {index} crashed", index=index)
+                outcome.update(status="error", error="internal_error", message=type(e).__name__)
+            else:
+                text = ""
+                if isinstance(result, dict):
+                    content = result.get("content") or [{}]
+                    text = content[0].get("text", "") if isinstance(content[0], dict) else ""
+                if isinstance(result, dict) and result.get("isError"):
+                    code = "step_failed"
+                    try:
+                        code = str(json.loads(text.partition("\n")[2]).get("error") or code)
+                    except (ValueError, AttributeError):
+                        pass
+                    outcome.update(status="error", error=code[:64],
+                                   message=text.partition("\n")[0][:500])
+                else:
+                    outcome.update(status="complete", summary=text.partition("\n")[0][:500])
+        outcome["duration_ms"] = round((ctx.now() - at) * 1000, 3)
+        if outcome["status"] == "error" and not continue_on_error:
+            stop = f"step {index} failed"
+    return outcomes

@@ -1,0 +1,91 @@
+// Gasoline — which tabs get the isolated-world content scripts, and when.
+//
+// The page hooks (content/inject.js, MAIN world) are a static content script: they must wrap
+// console, fetch and WebSocket before the page's own scripts run. The isolated-world scripts
+// (content/commands.js + content/content.js: the tracking verdict, the relay to this worker, user
+// actions) are not: creating an isolated world and running them at document_start cost every page
+// load a few milliseconds, and most tabs are never tracked. So:
+//
+// * a tracked tab gets them on every navigation once the page has loaded (webNavigation
+//   onCompleted, or 3 s after DOMContentLoaded when the load drags on); the hooks keep what the
+//   page did until then in a bounded buffer and hand it over as soon as content.js says the tab is
+//   tracked, so the page's load event never waits for them;
+// * an untracked tab gets only a one-line verdict in the page's world, right after the commit,
+//   after which every hook is a pass-through;
+// * a tab that becomes tracked (popup, options, an agent, a test harness writing chrome.storage)
+//   gets them at once, so capture starts without a reload; a tab that stops being tracked is told
+//   by its content.js, which watches the same storage keys.
+//
+// A page the worker cannot reach (chrome://, the web store, a PDF viewer) simply gets nothing; the
+// hooks there, if any, stop buffering on their own a few seconds after load.
+
+import { STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './settings.js';
+
+const CONTENT_FILES = ['content/commands.js', 'content/content.js'];
+const TRACKING_KEYS = [STORAGE_KEYS.trackedTabId, STORAGE_KEYS.extraTabs, STORAGE_KEYS.trackAllTabs];
+const PAGE_URL = /^(?:https?|file):/;
+const LATE_LOAD_MS = 3000;
+
+function untrackedVerdict() {
+  // Runs in the page's world (see tellUntracked); content.js posts the same message shape.
+  window.postMessage({ __gasoline_ext__: true, kind: 'tracking', tracked: false }, '*');
+}
+
+/** Inject the isolated-world scripts into a tab's top frame (document_idle unless `now`). */
+export function injectContent(tabId, now = false) {
+  return chrome.scripting.executeScript({ target: { tabId }, files: CONTENT_FILES, injectImmediately: now })
+    .then(() => true, () => false); // a page we may not script (or a tab that went away)
+}
+
+function tellUntracked(tabId) {
+  return chrome.scripting.executeScript({ target: { tabId }, world: 'MAIN', injectImmediately: true, func: untrackedVerdict })
+    .then(() => true, () => false);
+}
+
+async function pageTabs() {
+  const tabs = await chrome.tabs.query({});
+  return tabs.filter((t) => Number.isInteger(t.id) && PAGE_URL.test(t.url || ''));
+}
+
+/**
+ * Wire the injection rules to the browser's events. `loadSettings()` resolves to the current
+ * settings (lib/settings.js settingsFromStorage shape).
+ */
+export function installInjection(loadSettings) {
+  const topPage = (details) => details.frameId === 0 && PAGE_URL.test(details.url || '');
+  // Untracked: the verdict right after the commit. Tracked: the content scripts once the page has
+  // loaded (its load event is not kept waiting for them), or 3 s after DOMContentLoaded if the
+  // load drags on (a hanging image must not hold capture back).
+  chrome.webNavigation.onCommitted.addListener((details) => {
+    if (!topPage(details)) return;
+    loadSettings().then((s) => { if (!isTrackedTab(s, details.tabId)) tellUntracked(details.tabId); });
+  });
+  chrome.webNavigation.onCompleted.addListener((details) => {
+    if (!topPage(details)) return;
+    loadSettings().then((s) => { if (isTrackedTab(s, details.tabId)) injectContent(details.tabId, true); });
+  });
+  chrome.webNavigation.onDOMContentLoaded.addListener((details) => {
+    if (!topPage(details)) return;
+    setTimeout(() => {
+      loadSettings().then((s) => { if (isTrackedTab(s, details.tabId)) injectContent(details.tabId); });
+    }, LATE_LOAD_MS);
+  });
+
+  chrome.storage.onChanged.addListener((changes, area) => {
+    if (area !== 'local' || !TRACKING_KEYS.some((k) => k in changes)) return;
+    // The worker's own listener resets its settings cache on the same change: read storage afresh.
+    chrome.storage.local.get(null).then(async (raw) => {
+      const s = settingsFromStorage(raw);
+      for (const tab of await pageTabs()) {
+        if (isTrackedTab(s, tab.id)) injectContent(tab.id, true); // content.js ignores a second copy
+      }
+    });
+  });
+
+  // A worker (re)start: tabs that are tracked now and loaded before this worker ran.
+  loadSettings().then(async (s) => {
+    for (const tab of await pageTabs()) {
+      if (isTrackedTab(s, tab.id)) injectContent(tab.id, true);
+    }
+  });
+}

@@ -600,6 +600,28 @@ async function executeIsolated(tabId, code, timeoutMs) {
   return res ? res.result : { error: 'execution_error', message: 'no result' };
 }
 
+// Chrome allows two captureVisibleTab calls per second (MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND):
+// captures are spaced 550 ms apart, one after another, so agents asking at once (or a screen
+// recording beside a visual diff) wait their turn instead of failing on the quota.
+const CAPTURE_SPACING_MS = 550;
+let captureChain = Promise.resolve();
+let lastCaptureAt = 0;
+
+function captureVisible(windowId, options) {
+  const run = async () => {
+    const wait = lastCaptureAt + CAPTURE_SPACING_MS - Date.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    try {
+      return await chrome.tabs.captureVisibleTab(windowId, options);
+    } finally {
+      lastCaptureAt = Date.now();
+    }
+  };
+  const result = captureChain.then(run, run);
+  captureChain = result.catch(() => {});
+  return result;
+}
+
 async function screenshot(cmd) {
   const params = cmd.params || {};
   const tab = await targetTab(cmd);
@@ -609,7 +631,7 @@ async function screenshot(cmd) {
     await chrome.tabs.update(tab.id, { active: true });
   }
   const format = params.format === 'png' ? 'png' : 'jpeg';
-  const dataUrl = await chrome.tabs.captureVisibleTab(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
+  const dataUrl = await captureVisible(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
   const resp = await daemonFetch('/screenshots', {
     body: { data_url: dataUrl, url: tab.url, query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
     timeout: 15000,

@@ -172,7 +172,8 @@ def test_sequences_persist_with_the_client_state(tmp_path, clock):
 
 
 def test_replay_runs_each_step_through_the_router_as_the_caller_in_order(app):
-    a, b = session_for(app, "A"), session_for(app, "B")
+    a = session_for(app, "A")
+    session_for(app, "B")  # another client is connected (its pending view must stay empty)
     ok(app, a, what="save_sequence", name="login", steps=STEPS)
     out = start(app, a, what="replay_sequence", name="login")
     seen = []
@@ -399,7 +400,7 @@ def test_restart_stops_the_real_daemon_only_when_the_caller_is_alone(tmp_path):
     d.start()
     try:
         a = _agent(d.url, "agent-a")
-        b = _agent(d.url, "agent-b")
+        _agent(d.url, "agent-b")  # a second agent connects
         failed, body = _configure(d.url, "agent-a", a, what="restart", confirm=True)
         assert failed and body["error"] == "other_clients_connected"
         assert d.process.poll() is None

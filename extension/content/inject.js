@@ -60,6 +60,25 @@
     }
   };
 
+  // Every wrapper we install, so a tab found not to be tracked gets the page's own functions back
+  // (a wrapper defined in an extension script makes each call a little dearer even when it only
+  // passes the call on: Chrome attributes the native call to the extension's script) and a tab
+  // that becomes tracked later gets them again. A function the page replaced after us is left
+  // alone.
+  const hooks = [];
+  const hook = (target, name, wrapper) => {
+    const original = target[name];
+    hooks.push({ target, name, original, wrapper });
+    target[name] = wrapper;
+  };
+  const setHooks = (on) => {
+    for (const h of hooks) {
+      const current = h.target[h.name];
+      if (on && current === h.original) h.target[h.name] = h.wrapper;
+      else if (!on && current === h.wrapper) h.target[h.name] = h.original;
+    }
+  };
+
   // No verdict at all (a page the worker cannot script, or no worker): stop buffering a few seconds
   // after load. A verdict that comes later still switches capture on.
   const NO_VERDICT_AFTER_LOAD_MS = 5000;
@@ -68,6 +87,7 @@
     tracked = false;
     pending = [];
     consoleQueue = [];
+    setHooks(false);
   }, NO_VERDICT_AFTER_LOAD_MS);
   if (document.readyState === 'complete') giveUpWaiting();
   else window.addEventListener('load', giveUpWaiting, { once: true });
@@ -77,6 +97,7 @@
     const msg = event.data;
     if (msg.kind === 'tracking') {
       tracked = !!msg.tracked;
+      setHooks(tracked);
       if (msg.capture) capture = Object.assign(capture, msg.capture);
       const queued = pending;
       pending = [];
@@ -249,7 +270,7 @@
   for (const level of ['log', 'info', 'warn', 'error', 'debug']) {
     const original = console[level];
     if (typeof original !== 'function') continue;
-    console[level] = function (...args) {
+    hook(console, level, function (...args) {
       if (tracked !== false && capture.logs) {
         try {
           consoleQueue.push([level, args, new Error(), Date.now(), location.href]);
@@ -261,7 +282,7 @@
         } catch (_) { /* capture must never break the page */ }
       }
       return original.apply(this, args);
-    };
+    });
   }
 
   // ---------------------------------------------------------------- errors
@@ -408,7 +429,7 @@
   // ---------------------------------------------------------------- fetch
   const originalFetch = window.fetch;
   if (typeof originalFetch === 'function') {
-    window.fetch = function (input, init) {
+    hook(window, 'fetch', function (input, init) {
       if (tracked === false) return originalFetch.apply(this, arguments);
       const started = performance.now();
       // A body inside a Request is consumed by fetch: clone it first (the only work done before
@@ -480,7 +501,7 @@
         } catch (_) { /* ignore */ }
       });
       return promise;
-    };
+    });
   }
 
   // ---------------------------------------------------------------- XMLHttpRequest
@@ -489,16 +510,16 @@
     const open = XHR.prototype.open;
     const send = XHR.prototype.send;
     const setRequestHeader = XHR.prototype.setRequestHeader;
-    XHR.prototype.open = function (method, url) {
+    hook(XHR.prototype, 'open', function (method, url) {
       // Resolved against the page's URL when the request ends (the document URL of this call).
       this.__gasoline = tracked === false ? undefined : { method, url, base: location.href, headers: [] };
       return open.apply(this, arguments);
-    };
-    XHR.prototype.setRequestHeader = function (name, value) {
+    });
+    hook(XHR.prototype, 'setRequestHeader', function (name, value) {
       if (this.__gasoline) this.__gasoline.headers.push([name, value]);
       return setRequestHeader.apply(this, arguments);
-    };
-    XHR.prototype.send = function (body) {
+    });
+    hook(XHR.prototype, 'send', function (body) {
       const info = this.__gasoline;
       if (info && tracked !== false) {
         const started = performance.now();
@@ -533,7 +554,7 @@
         });
       }
       return send.apply(this, arguments);
-    };
+    });
   }
 
   // ---------------------------------------------------------------- WebSocket
@@ -569,7 +590,7 @@
       }
     }
     Object.defineProperty(GasolineWebSocket, 'name', { value: 'WebSocket' });
-    window.WebSocket = GasolineWebSocket;
+    hook(window, 'WebSocket', GasolineWebSocket);
   }
 
   // ---------------------------------------------------------------- performance
@@ -644,7 +665,7 @@
 
   let snapshotSent = false;
   const sendSnapshot = () => {
-    if (snapshotSent) return;
+    if (snapshotSent || tracked === false) return;
     snapshotSent = true;
     try { emit('perf', buildSnapshot()); } catch (_) { /* ignore */ }
   };
@@ -659,11 +680,11 @@
   };
   for (const fn of ['pushState', 'replaceState']) {
     const original = history[fn];
-    history[fn] = function () {
+    hook(history, fn, function () {
       const from = location.href;
       const result = original.apply(this, arguments);
       notifyNavigate(from);
       return result;
-    };
+    });
   }
 })();

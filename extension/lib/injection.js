@@ -10,8 +10,9 @@
 //   onCompleted, or 3 s after DOMContentLoaded when the load drags on); the hooks keep what the
 //   page did until then in a bounded buffer and hand it over as soon as content.js says the tab is
 //   tracked, so the page's load event never waits for them;
-// * an untracked tab gets only a one-line verdict in the page's world, right after the commit,
-//   after which every hook is a pass-through;
+// * an untracked tab gets only a one-line verdict in the page's world, at the same moment, after
+//   which the hooks drop what they kept and give the page its own console, fetch, XHR and
+//   WebSocket back;
 // * a tab that becomes tracked (popup, options, an agent, a test harness writing chrome.storage)
 //   gets them at once, so capture starts without a reload; a tab that stops being tracked is told
 //   by its content.js, which watches the same storage keys.
@@ -53,22 +54,17 @@ async function pageTabs() {
  */
 export function installInjection(loadSettings) {
   const topPage = (details) => details.frameId === 0 && PAGE_URL.test(details.url || '');
-  // Untracked: the verdict right after the commit. Tracked: the content scripts once the page has
-  // loaded (its load event is not kept waiting for them), or 3 s after DOMContentLoaded if the
-  // load drags on (a hanging image must not hold capture back).
-  chrome.webNavigation.onCommitted.addListener((details) => {
-    if (!topPage(details)) return;
-    loadSettings().then((s) => { if (!isTrackedTab(s, details.tabId)) tellUntracked(details.tabId); });
-  });
+  // Both the content scripts (tracked) and the verdict (untracked) wait until the page has loaded:
+  // running anything in the page while it parses, even a one-line script, can delay its
+  // DOMContentLoaded by a rendering frame. Until then the hooks keep what the page did in bounded
+  // buffers. A load that drags on gets its answer 3 s after DOMContentLoaded instead (a hanging
+  // image must not hold capture back).
+  const answer = (tabId) => loadSettings().then((s) => (isTrackedTab(s, tabId) ? injectContent(tabId, true) : tellUntracked(tabId)));
   chrome.webNavigation.onCompleted.addListener((details) => {
-    if (!topPage(details)) return;
-    loadSettings().then((s) => { if (isTrackedTab(s, details.tabId)) injectContent(details.tabId, true); });
+    if (topPage(details)) answer(details.tabId);
   });
   chrome.webNavigation.onDOMContentLoaded.addListener((details) => {
-    if (!topPage(details)) return;
-    setTimeout(() => {
-      loadSettings().then((s) => { if (isTrackedTab(s, details.tabId)) injectContent(details.tabId); });
-    }, LATE_LOAD_MS);
+    if (topPage(details)) setTimeout(() => answer(details.tabId), LATE_LOAD_MS);
   });
 
   chrome.storage.onChanged.addListener((changes, area) => {

@@ -31,7 +31,7 @@ import json
 import re
 from typing import Any
 
-from gasoline.analysis._util import dicts, text
+from gasoline.analysis._util import dicts
 from gasoline.generate.scripts import js
 
 WEIGHTS = {"testId": 0.95, "role": 0.85, "ariaLabel": 0.8, "placeholder": 0.7, "text": 0.65,

@@ -458,10 +458,24 @@ class IngestAPI:
     def shutdown(self, request):
         if self.stop is None:
             return json_error(request, 503, "shutdown is not available in this daemon")
-        if self._shutdown_call is None:
-            log.info("shutdown requested through POST /shutdown")
-            self._shutdown_call = self.clock.callLater(SHUTDOWN_DELAY, self._do_stop)
+        self.request_stop("POST /shutdown")
         return json_body(request, {"status": "shutting_down"})
+
+    @property
+    def stopping(self) -> bool:
+        """A graceful stop has been scheduled."""
+        return self._shutdown_call is not None
+
+    def request_stop(self, why: str) -> bool:
+        """Schedule the graceful stop (C{self.stop}) C{SHUTDOWN_DELAY} seconds from now, so the
+        answer that asked for it still reaches its client. @return: False when there is no stop
+        hook (not running under twistd); True otherwise (also when already scheduled)."""
+        if self.stop is None:
+            return False
+        if self._shutdown_call is None:
+            log.info("shutdown requested through {why}", why=why)
+            self._shutdown_call = self.clock.callLater(SHUTDOWN_DELAY, self._do_stop)
+        return True
 
     def _do_stop(self) -> None:
         try:

@@ -875,22 +875,11 @@ def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise GasolineError("this daemon cannot restart itself (no stop hook: it is not running "
                             "under twistd)", code="restart_unavailable",
                             retry="Restart the process that runs the daemon.")
-    from gasoline.http.ingest import SHUTDOWN_DELAY  # noqa: PLC0415
-
-    already = getattr(ingest, "_shutdown_call", None) is not None
-    if not already:
-        _log.info("restart requested by client {client}", client=ctx.client_id)
-        ingest._shutdown_call = ctx.clock.callLater(SHUTDOWN_DELAY, _stop_guarded, ingest)
+    already = ingest.stopping
+    ingest.request_stop(f"configure restart (client {ctx.client_id})")
     return ctx.ok("the daemon is stopping; your stdio connector (unless --no-autostart) starts "
                   "a new one on its next call (client state is kept in the state dir)",
                   {"restarted": True, "already_stopping": already, **impact})
-
-
-def _stop_guarded(ingest: Any) -> None:
-    try:
-        ingest.stop()
-    except Exception:
-        _log.failure("stopping the daemon for a restart failed")
 
 
 MODES["restart"] = configure_restart

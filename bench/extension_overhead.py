@@ -1,13 +1,17 @@
 """
-Extension overhead: page-load time and main-thread long-task time of a test page in Debian's
-Chromium (headless) without the extension, and with it tracking the tab and streaming into a real
-daemon. Medians over N loads each (default 15, at least 10), in one run; the order of the runs
-rotates per round so drift on the machine hits them alike. A third column loads the page in an
-untracked tab of the extension's browser (hooks installed, nothing sent).
+Extension overhead: page-load time and main-thread long-task time of test pages in Debian's Chromium
+(headless) without the extension, in an untracked tab of a browser with it, and in a tracked tab
+streaming into a real daemon. K fresh browser pairs run one after another (two instances of the same
+browser differ by up to 20 ms in median load time here, so one pair measures the instance more than
+the extension); each loads every page N times per configuration, the order rotating per round and a
+random 0-50 ms pause before each navigation (a load's DOMContentLoaded moves by a whole rendering
+frame depending on when it starts). Medians over all K x N loads (at least 10), in one run.
 
-    .venv/bin/python bench/extension_overhead.py [--loads N]
+    .venv/bin/python bench/extension_overhead.py [--instances 4] [--loads 10] [--pages bench.html,app.html]
 
-Prints a table and writes ``bench/results/extension_overhead.json``. Target: < 5 % on load time.
+Pages (tests/e2e/testsite.py): ``bench.html`` (minimal, ~30 ms) and ``app.html`` (app-like: a
+stylesheet, a ~220 kB bundle, API calls and images answered after 30-40 ms; ~150 ms). Prints a table
+per page and writes ``bench/results/extension_overhead-*.json``. Target: < 5 % on load time.
 """
 
 from __future__ import annotations

@@ -63,8 +63,8 @@ class Harness:
 
 
 def parse(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(summary line, JSON body) of a tool result."""
-    text = result["content"][0]["text"]
+    """(summary line, JSON body) of a tool result (or of an already-fired Deferred of one)."""
+    text = fired(result)["content"][0]["text"]
     summary, _, body = text.partition("\n")
     return summary, orjson.loads(body) if body else {}
 

@@ -24,6 +24,7 @@ from twisted.internet.defer import inlineCallbacks, succeed
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.persist import thread_runner
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.generate import (
     csp,
@@ -137,19 +138,25 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
 
 
 def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: str,
-            data: dict[str, Any]) -> dict[str, Any]:
+            data: dict[str, Any]) -> Any:
+    """The artifact as a result; with ``save_to``, a Deferred of it once the file is written in
+    the reactor's thread pool (directories, symlink checks and the write stay off the reactor)."""
     body = {"format": what, **data, "artifact": artifact}
     save_to = ctx.str_arg(args, "save_to")
-    if save_to is not None:
-        saved = write_artifact(ctx, save_to, artifact)
+    if save_to is None:
+        return ctx.ok(summary, body)
+
+    def saved(saved: dict[str, Any]) -> dict[str, Any]:
         body["saved_to"] = saved["path"]
         body["saved_bytes"] = saved["bytes"]
-        summary += f"; saved to {saved['path']}"
         if len(artifact) > INLINE_WHEN_SAVED:
             # The file has it all; keep the answer small instead of hitting the result cap.
             body["artifact"] = artifact[:INLINE_WHEN_SAVED]
             body["artifact_truncated"] = f"first {INLINE_WHEN_SAVED} characters; the file has all"
-    return ctx.ok(summary, body)
+        return ctx.ok(summary + f"; saved to {saved['path']}", body)
+
+    resolve_save_path(ctx, save_to)  # refuse a bad path at once, before any thread work
+    return thread_runner(ctx.app.clock)(write_artifact, ctx, save_to, artifact).addCallback(saved)
 
 
 def _n(ctx: Any, args: dict[str, Any], default: int) -> int:

@@ -19,6 +19,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from gasoline.core.clients import ClientRegistry
 from gasoline.core.commands import CommandQueue
+from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import ExtensionLink
 from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier
@@ -133,7 +134,15 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
         journal.setServiceParent(services)
 
     # The daemon-wide ("global") noise rules; each client's NoiseRules consults them after its own.
-    app.extras["noise_global"] = NoiseRules(scope="global")
+    # Kept in <state_dir>/noise-global.json like client states: read now, written by a timer.
+    noise_file = JsonDocument(Path(config.state_dir) / "noise-global.json",
+                              lambda: app.extras["noise_global"].to_json())
+    stored = noise_file.load()
+    restored = NoiseRules.from_json(stored) if stored is not None else None
+    app.extras["noise_global"] = (restored if restored is not None and restored.scope == "global"
+                                  else NoiseRules(scope="global"))
+    app.extras["noise_global_file"] = noise_file
+    noise_file.service(clock).setServiceParent(services)
 
     # The extension: liveness, settings, the /sync command channel; and the query router that
     # owns extension-bound calls (q-<n>, one owner each).

@@ -94,6 +94,36 @@ def test_client_state_persists_kv_checkpoints_noise_rules_and_tab_filters(tmp_pa
     assert ok(again, s2, what="select_tab")[1]["patterns"] == ["localhost:3000"]
 
 
+def test_global_noise_rules_survive_a_restart_and_reach_every_client(tmp_path, clock):
+    app = make_app(tmp_path, clock)
+    services = app.services
+    services.startService()
+    s = session_for(app, "one")
+    ok(app, s, what="noise_rule", noise_action="add", pattern="shared chatter",
+       kind="substring", scope="global")
+    clock.advance(5)  # the document's timer writes it (never the request itself)
+    path = tmp_path / "noise-global.json"
+    assert path.exists() and oct(path.stat().st_mode & 0o777) == "0o600"
+    services.stopService()
+    again = make_app(tmp_path, clock)
+    other = session_for(again, "somebody-else")
+    rules = ok(again, other, what="noise_rule", scope="global")[1]["rules"]["global"]
+    assert [r["pattern"] for r in rules] == ["shared chatter"]
+    # Removing it is persisted the same way (the service's stop flushes what is pending).
+    again.services.startService()
+    ok(again, other, what="noise_rule", noise_action="reset", scope="global")
+    again.services.stopService()
+    third = make_app(tmp_path, clock)
+    assert third.extras["noise_global"].rules == []
+
+
+def test_a_corrupt_global_noise_file_is_ignored(tmp_path, clock):
+    (tmp_path / "noise-global.json").write_text("{not json")
+    app = make_app(tmp_path, clock)
+    assert app.extras["noise_global"].rules == []
+    assert app.extras["noise_global"].scope == "global"
+
+
 def test_noise_rule_actions(app, s):
     _, listed = ok(app, s, what="noise_rule", noise_action="list")
     builtins = [r for r in listed["rules"]["client"] if r.get("built_in")]

@@ -154,6 +154,10 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     def saved() -> None:
         if scope == "client":
             save_noise_rules(ctx, mine)
+        else:
+            noise_file = ctx.app.extras.get("noise_global_file")
+            if noise_file is not None:
+                noise_file.mark_dirty()
 
     if action == "list":
         rules = {"client": mine.list(), "global": glob.list()}

@@ -9,6 +9,7 @@ import pytest
 
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp import jsonrpc
+from gasoline.mcp.modes.observe import ERRORS_CURSOR
 
 
 def _call(app, session, name, args):
@@ -62,7 +63,7 @@ def test_each_of_three_clients_has_its_own_read_cursor(app, abc):
     assert messages(observe(app, a, what="errors")[1]) == ["e3"]
     assert messages(observe(app, b, what="errors")[1]) == ["e2", "e3"]
     assert messages(observe(app, c, what="errors")[1]) == ["e0", "e1", "e2", "e3"]
-    assert {s.client_id: s.state.cursors[CONSOLE] for s in abc} == {
+    assert {s.client_id: s.state.cursors[ERRORS_CURSOR] for s in abc} == {
         "agent-a": 4, "agent-b": 4, "agent-c": 4}
 
 

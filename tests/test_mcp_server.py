@@ -14,6 +14,7 @@ from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.server import LATEST_VERSION, SUPPORTED_VERSIONS
 from gasoline.mcp.modes import load_tables
+from gasoline.mcp.modes.observe import ERRORS_CURSOR
 from gasoline.mcp.tools import (
     ANALYZE_MODES,
     CONFIGURE_MODES,
@@ -247,7 +248,7 @@ def test_observe_errors_reads_through_the_callers_cursor(server, app):
     assert data["cursor"] == 5 and data["has_more"] is False and data["total"] == 5
     assert data["oldest_timestamp"] == "t2" and data["newest_timestamp"] == "t5"
     assert data["extension_connected"] is False and "extension not connected" in summary
-    assert a.state.cursors[CONSOLE] == 5
+    assert a.state.cursors[ERRORS_CURSOR] == 5  # observe errors has its own cursor
     # Nothing new for A; B has its own cursor and sees everything.
     assert tool_json(tool(server, a, "observe", {"what": "errors"}))[1]["count"] == 0
     assert tool_json(tool(server, b, "observe", {"what": "errors"}))[1]["count"] == 3

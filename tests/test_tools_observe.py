@@ -180,6 +180,26 @@ def test_pagination_cursors_limit_and_last_n(app, s):
     assert error(app, s, what="logs", after_cursor=-1)["error"] == "invalid_param"
 
 
+def test_reading_errors_does_not_skip_logs_and_clear_moves_both_cursors(app, s):
+    app.store.add(CONSOLE, [{"level": "log", "message": "boot"},
+                            {"level": "error", "message": "boom"},
+                            {"level": "log", "message": "after"}])
+    _, errors = ok(app, s, what="errors")
+    assert [e["message"] for e in errors["entries"]] == ["boom"]
+    _, logs = ok(app, s, what="logs")  # its own cursor: nothing was skipped by the errors read
+    assert [e["message"] for e in logs["entries"]] == ["boot", "boom", "after"]
+    app.store.add(CONSOLE, [{"level": "error", "message": "second"}])
+    _, logs = ok(app, s, what="logs")
+    assert [e["message"] for e in logs["entries"]] == ["second"]
+    _, errors = ok(app, s, what="errors")  # and reading logs did not skip this error
+    assert [e["message"] for e in errors["entries"]] == ["second"]
+    app.store.add(CONSOLE, [{"level": "error", "message": "old news"}])
+    failed, _summary, _data = call(app, s, "configure", {"what": "clear", "buffer": "logs"})
+    assert not failed
+    assert ok(app, s, what="errors")[1]["entries"] == []
+    assert ok(app, s, what="logs")[1]["entries"] == []
+
+
 def test_missed_entries_explain_cursor_expiry(tmp_path, clock):
     app = build(Config(state_dir=tmp_path, persist=False, max_entries=3), clock)
     session = app.mcp.open_session("x", "streamable")

@@ -32,7 +32,7 @@ from gasoline.mcp.modes.context import (
     newest_entries,
     save_noise_rules,
 )
-from gasoline.mcp.modes.observe import CLEARS
+from gasoline.mcp.modes.observe import CLEARS, VIEW_CURSORS
 
 _log = Logger()
 
@@ -214,6 +214,15 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 # -- clear --------------------------------------------------------------------------------------
 
 
+def _move_cursors(ctx: ToolContext, buffer: str, head: int) -> None:
+    """Move every cursor the caller has on C{buffer} (its own and its views', ``<buffer>:<view>``)
+    to C{head}."""
+    cursors = ctx.state.cursors
+    keys = {buffer, *VIEW_CURSORS.get(buffer, ()), *(k for k in cursors if k.startswith(buffer + ":"))}
+    for key in keys:
+        cursors[key] = head
+
+
 def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     scope = ctx.str_arg(args, "scope", "client", ("client", "all"))
     which = ctx.str_arg(args, "buffer", "all", ("network", "websocket", "actions", "logs", "all"))
@@ -228,7 +237,7 @@ def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             head = store.buffers[name].head
             moved[name] = max(0, head - max(ctx.state.cursors.get(name, 0),
                                             store.buffers[name].tail))
-            ctx.state.cursors[name] = head
+            _move_cursors(ctx, name, head)
         ctx.state.mark_dirty()
         skipped = sum(moved.values())
         return ctx.ok(f"your cursors moved to the newest entry ({skipped} unread entries "
@@ -242,7 +251,7 @@ def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         removed[name] = n
         head = store.buffers[name].head
         clears[name] = {"seq": head, "at": now, "by": ctx.client_id, "removed": n}
-        ctx.state.cursors[name] = head
+        _move_cursors(ctx, name, head)
     if which == "all":
         store.performance.clear()
     ctx.state.mark_dirty()

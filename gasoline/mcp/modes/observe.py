@@ -4,7 +4,8 @@
 Buffer reads (errors, logs, extension_logs, network_bodies, websocket_events, actions) go through
 L{read_buffer}, which applies, in order:
 
- - the caller's read cursor (``state.cursors[<buffer>]``): a new client sees everything buffered;
+ - the caller's read cursor (``state.cursors[<buffer>]``; ``observe errors`` has its own,
+   ``console:errors``): a new client sees everything buffered;
    each read returns what is new since its last one and advances its cursor only. Explicit
    pagination: ``after_cursor``/``since_cursor`` (read forwards from there; the caller's cursor then
    moves to where the page ends), ``before_cursor`` / ``last_n`` (newest first backwards, the cursor
@@ -148,8 +149,14 @@ def read_buffer(
     prefilter: Callable[[bytes], bool] | None = None,
     noise: bool = True,
     transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+    cursor_key: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read C{buffer} for the caller (see the module docstring); return (entries, metadata)."""
+    """Read C{buffer} for the caller (see the module docstring); return (entries, metadata).
+
+    C{cursor_key} names the caller's cursor when one buffer has several views that must not move
+    each other's cursor (``console:errors`` beside ``console`` for the logs); default C{buffer}.
+    """
+    key = cursor_key or buffer
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     last_n = ctx.int_arg(args, "last_n", None, 1, MAX_LIMIT)
     explicit = None
@@ -180,7 +187,7 @@ def read_buffer(
     truncated = False
     backwards = last_n is not None or before is not None
     meta: dict[str, Any] = {}
-    stored_cursor = state.cursors.get(buffer, 0)
+    stored_cursor = state.cursors.get(key, 0)
     if backwards:
         want = last_n if last_n is not None else limit
         raw = ring.read(0)
@@ -222,8 +229,8 @@ def read_buffer(
                 break
             entries.append(e)
             size += len(b)
-        if state.cursors.get(buffer) != next_cursor:
-            state.cursors[buffer] = next_cursor
+        if state.cursors.get(key) != next_cursor:
+            state.cursors[key] = next_cursor
     cleared = (ctx.app.extras.get(CLEARS) or {}).get(buffer)
     if cleared is not None and cursor < cleared["seq"] and not backwards:
         # Entries before the clear were removed by a client, not evicted.
@@ -315,13 +322,20 @@ def _console_match(ctx: ToolContext, args: dict[str, Any], errors_only: bool):
     return match
 
 
+#: The caller's cursor for ``observe errors``: reading errors must not skip logs for
+#: ``observe logs`` (which keeps the console buffer's own cursor), nor the other way round.
+ERRORS_CURSOR = f"{CONSOLE}:errors"
+#: Every view cursor a buffer has beside its own (``configure clear`` moves them all).
+VIEW_CURSORS: dict[str, tuple[str, ...]] = {CONSOLE: (ERRORS_CURSOR,)}
+
+
 def _error_bytes(b: bytes) -> bool:
     return b"error" in b or b"exception" in b
 
 
 def observe_errors(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     entries, meta = read_buffer(ctx, args, CONSOLE, _console_match(ctx, args, True),
-                                prefilter=_error_bytes)
+                                prefilter=_error_bytes, cursor_key=ERRORS_CURSOR)
     return buffer_result(ctx, CONSOLE, ("error", "errors"), entries, meta)
 
 

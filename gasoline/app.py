@@ -128,7 +128,16 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
             max_file_bytes=max(2 * console.max_bytes, 16 * 1024 * 1024),
             run_in_thread=thread_runner(clock),
         )
-        store.restore(CONSOLE, journal.load(config.max_entries))
+        # The console's sequence numbers continue across restarts (clients' saved cursors are
+        # sequence numbers): its head is kept in <state_dir>/sequence.json by a timer.
+        heads = JsonDocument(Path(config.state_dir) / "sequence.json",
+                             lambda: {CONSOLE: console.head}, poll=True)
+        saved = heads.load()
+        end_seq = saved.get(CONSOLE) if isinstance(saved, dict) else None
+        if isinstance(end_seq, bool) or not isinstance(end_seq, int) or end_seq < 0:
+            end_seq = None
+        store.restore(CONSOLE, journal.load(config.max_entries), end_seq=end_seq)
+        heads.service(clock).setServiceParent(services)
         store.journals[CONSOLE] = journal
         app.journal = journal
         journal.setServiceParent(services)

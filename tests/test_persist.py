@@ -549,3 +549,40 @@ def test_real_daemon_reloads_posted_console_entries_after_a_restart(tmp_path):
     with DaemonProcess(state_dir=state, args=args) as daemon:
         _, health = _http(daemon, "GET", "/health")
         assert health["logs"]["entries"] == 0
+
+
+def test_sequence_numbers_continue_across_a_restart_so_saved_cursors_keep_their_meaning(tmp_path):
+    from twisted.internet.task import Clock
+
+    from gasoline.app import Config, build
+
+    clock = Clock()
+    first = build(Config(state_dir=tmp_path, persist=True, max_entries=100), clock)
+    first.services.startService()
+    first.store.add(CONSOLE, [{"level": "log", "message": f"m{i}"} for i in range(250)])
+    head = first.store.buffers[CONSOLE].head
+    assert head == 250
+    clock.advance(5)
+    first.services.stopService()
+    assert orjson.loads((tmp_path / "sequence.json").read_bytes()) == {CONSOLE: 250}
+
+    again = build(Config(state_dir=tmp_path, persist=True, max_entries=100), clock)
+    ring = again.store.buffers[CONSOLE]
+    # The newest 100 come back under their old numbers (150..249); numbering goes on from 250.
+    assert (ring.tail, ring.head) == (150, 250)
+    assert orjson.loads(ring.get(249))["message"] == "m249"
+    # A client that had read up to 240 before the restart sees exactly what it had not read.
+    unread = ring.read(240)
+    assert [orjson.loads(b)["message"] for b in unread.items] == [f"m{i}" for i in range(240, 250)]
+    again.store.add(CONSOLE, [{"level": "log", "message": "new"}])
+    assert ring.head == 251
+
+
+def test_a_missing_or_bad_sequence_file_numbers_from_zero(tmp_path):
+    from twisted.internet.task import Clock
+
+    from gasoline.app import Config, build
+
+    (tmp_path / "sequence.json").write_text('{"console": "many"}')
+    app = build(Config(state_dir=tmp_path, persist=True), Clock())
+    assert app.store.buffers[CONSOLE].head == 0

@@ -204,3 +204,12 @@ def test_custom_sizeof_is_used_for_the_byte_budget():
 def test_invalid_sizes_are_rejected(capacity, max_bytes):
     with pytest.raises(ValueError):
         RingBuffer(capacity, max_bytes)
+
+
+def test_start_at_numbers_the_next_write_and_needs_an_empty_buffer():
+    ring = RingBuffer(capacity=4)
+    ring.start_at(1000)
+    assert ring.append("a") == 1000 and (ring.tail, ring.head) == (1000, 1001)
+    assert ring.read(999).items == ["a"] and ring.get(1000) == "a"
+    with pytest.raises(ValueError):
+        ring.start_at(5)

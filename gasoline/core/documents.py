@@ -33,6 +33,9 @@ class JsonDocument:
 
     path: Path
     encode: Callable[[], Any]
+    #: Check on every tick whether C{encode()} changed (no L{mark_dirty} needed; a value that
+    #: changes all the time, like a sequence number, is still written at most once per tick).
+    poll: bool = False
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)
 
@@ -58,7 +61,7 @@ class JsonDocument:
 
     def flush(self, force: bool = False) -> bool:
         """Write the document if it changed since the last write; return whether it wrote."""
-        if not (force or self._dirty):
+        if not (force or self._dirty or self.poll):
             return False
         self._dirty = False
         try:

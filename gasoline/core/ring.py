@@ -69,6 +69,13 @@ class RingBuffer(Generic[T]):
     def __len__(self) -> int:
         return self.head - self.tail
 
+    def start_at(self, seq: int) -> None:
+        """Number the next write C{seq} (an empty buffer only: a restart continuing the sequence
+        numbers of the daemon before it, so readers' saved cursors keep their meaning)."""
+        if self.head != self.tail:
+            raise ValueError("start_at needs an empty buffer")
+        self.head = self.tail = max(0, int(seq))
+
     def append(self, item: T) -> int:
         """Store C{item}; return its sequence number. Never blocks, never fails on size.
 

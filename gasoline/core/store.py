@@ -164,14 +164,19 @@ class TelemetryStore:
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
         return first, head
 
-    def restore(self, buffer_name: str, encoded: Iterable[bytes]) -> int:
-        """Load previously persisted encoded entries (at start-up; no events, no journal)."""
+    def restore(self, buffer_name: str, encoded: Iterable[bytes], end_seq: int | None = None) -> int:
+        """Load previously persisted encoded entries (at start-up; no events, no journal).
+
+        With C{end_seq} (the buffer's C{head} when they were saved) the entries keep their old
+        sequence numbers, the newest being C{end_seq - 1}, and numbering continues from there.
+        """
         ring = self.buffers[buffer_name]
-        n = 0
-        for item in encoded:
+        items = list(encoded)
+        if end_seq is not None and len(ring) == 0:
+            ring.start_at(max(0, end_seq - len(items)))
+        for item in items:
             ring.append(item)
-            n += 1
-        return n
+        return len(items)
 
     def add_performance(self, snapshots: list[dict[str, Any]]) -> int:
         """Keep the latest snapshot per URL; publish a ``performance`` write."""

@@ -32,17 +32,19 @@ async function render() {
   btn.disabled = !currentTab || !/^(https?|file):/.test(currentTab.url || '');
   btn.dataset.tracked = trackedHere ? '1' : '';
 
-  const list = $('tracked');
-  list.textContent = '';
+  // Build the whole list first, then swap it in: renders overlap (a 2 s timer, storage changes) and
+  // an emptied list waiting on chrome.tabs.get would flicker, or end up with an entry twice.
   const ids = [s.trackedTabId, ...s.extraTabs].filter(Boolean);
+  const items = [];
   if (!ids.length) {
     const li = document.createElement('li');
     li.className = 'muted';
     li.textContent = s.trackAllTabs ? 'every tab' : 'none';
-    list.appendChild(li);
+    items.push(li);
   }
-  for (const id of ids) {
-    const tab = await chrome.tabs.get(id).catch(() => null);
+  const tabs = await Promise.all(ids.map((id) => chrome.tabs.get(id).catch(() => null)));
+  ids.forEach((id, i) => {
+    const tab = tabs[i];
     const li = document.createElement('li');
     li.textContent = tab ? `${tab.title || tab.url} ` : `tab ${id} `;
     if (id === s.trackedTabId) li.title = 'primary tracked tab';
@@ -50,8 +52,9 @@ async function render() {
     un.textContent = 'untrack';
     un.addEventListener('click', async () => { await chrome.runtime.sendMessage({ type: 'gasoline:track', tabId: id, tracked: false }); render(); });
     li.appendChild(un);
-    list.appendChild(li);
-  }
+    items.push(li);
+  });
+  $('tracked').replaceChildren(...items);
 }
 
 $('track-current').addEventListener('click', async () => {

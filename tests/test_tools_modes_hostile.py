@@ -24,7 +24,11 @@ KEYS = ["selector", "element_id", "text", "value", "url", "urls", "tab_id", "key
         "world", "fields", "name", "attribute", "wait_for", "limit", "last_n", "checkpoint",
         "tags", "rules", "properties", "background", "timeout_ms", "save_to", "a11y_result",
         "checked", "storage_type", "max_age", "allow_private", "format", "quality",
-        "duration_ms", "test_name", "title", "algorithm", "submit_selector", "navigate"]
+        "duration_ms", "test_name", "title", "algorithm", "submit_selector", "navigate",
+        # the media, healing and classification modes' own arguments
+        "test_code", "test_file", "failure", "error_id", "message", "window_seconds", "threshold",
+        "full_page", "live", "file_path", "files", "fps", "max_seconds", "recording_id",
+        "pixel_threshold", "max_diff_ratio", "annotation_id"]
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40),
                     st.floats(allow_nan=True), st.text(max_size=30))

@@ -32,14 +32,18 @@ function untrackedVerdict() {
   window.postMessage({ __gasoline_ext__: true, kind: 'tracking', tracked: false }, '*');
 }
 
+// A target: the tab's top frame, or exactly one document of it (a navigation event's documentId),
+// so an answer meant for one page never lands in the next one the tab has moved on to.
+const targetOf = (tabId, documentId) => (documentId ? { tabId, documentIds: [documentId] } : { tabId });
+
 /** Inject the isolated-world scripts into a tab's top frame (document_idle unless `now`). */
-export function injectContent(tabId, now = false) {
-  return chrome.scripting.executeScript({ target: { tabId }, files: CONTENT_FILES, injectImmediately: now })
-    .then(() => true, () => false); // a page we may not script (or a tab that went away)
+export function injectContent(tabId, now = false, documentId = undefined) {
+  return chrome.scripting.executeScript({ target: targetOf(tabId, documentId), files: CONTENT_FILES, injectImmediately: now })
+    .then(() => true, () => false); // a page we may not script (or a document that went away)
 }
 
-function tellUntracked(tabId) {
-  return chrome.scripting.executeScript({ target: { tabId }, world: 'MAIN', injectImmediately: true, func: untrackedVerdict })
+function tellUntracked(tabId, documentId) {
+  return chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, func: untrackedVerdict })
     .then(() => true, () => false);
 }
 
@@ -59,12 +63,21 @@ export function installInjection(loadSettings) {
   // DOMContentLoaded by a rendering frame. Until then the hooks keep what the page did in bounded
   // buffers. A load that drags on gets its answer 3 s after DOMContentLoaded instead (a hanging
   // image must not hold capture back).
-  const answer = (tabId) => loadSettings().then((s) => (isTrackedTab(s, tabId) ? injectContent(tabId, true) : tellUntracked(tabId)));
+  // Each document is answered once: by its load, or by the fallback if the load never came.
+  const answered = new Set();
+  const answer = (details) => {
+    const key = details.documentId || `${details.tabId} ${details.url}`;
+    if (answered.has(key)) return;
+    answered.add(key);
+    if (answered.size > 500) answered.delete(answered.values().next().value);
+    const { tabId, documentId } = details;
+    loadSettings().then((s) => (isTrackedTab(s, tabId) ? injectContent(tabId, true, documentId) : tellUntracked(tabId, documentId)));
+  };
   chrome.webNavigation.onCompleted.addListener((details) => {
-    if (topPage(details)) answer(details.tabId);
+    if (topPage(details)) answer(details);
   });
   chrome.webNavigation.onDOMContentLoaded.addListener((details) => {
-    if (topPage(details)) setTimeout(() => answer(details.tabId), LATE_LOAD_MS);
+    if (topPage(details)) setTimeout(() => answer(details), LATE_LOAD_MS);
   });
 
   chrome.storage.onChanged.addListener((changes, area) => {

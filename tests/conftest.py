@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from twisted.internet.task import Clock
 
+from _modes_harness import Harness
+
 from gasoline.app import Config, build
 from gasoline.testing import DaemonProcess
 
@@ -32,3 +34,13 @@ def daemon(tmp_path):
         yield d
     finally:
         d.stop()
+
+
+@pytest.fixture
+def h(tmp_path):
+    """The mode-table harness (tests/_modes_harness.py): a daemon on a Clock, modes called
+    directly; it must leave no timer behind."""
+    harness = Harness.create(tmp_path)
+    yield harness
+    harness.close()
+    assert harness.clock.getDelayedCalls() == []

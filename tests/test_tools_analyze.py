@@ -19,14 +19,6 @@ from gasoline.testing import stub_treq
 T0 = 1_767_225_600_000  # ms
 
 
-@pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-    assert harness.clock.getDelayedCalls() == []
-
-
 def run(h, mode, args=None, client="A"):
     return h.run(MODES, mode, args, client_id=client)
 

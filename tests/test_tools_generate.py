@@ -12,7 +12,7 @@ import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT6
 
-from _modes_harness import Harness, fired, parse
+from _modes_harness import fired, parse
 from gasoline.analysis import make_checkpoint
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
@@ -41,14 +41,6 @@ SARIF = jsonschema.Draft4Validator(json.loads((SCHEMAS / "sarif-2.1.0-rtm.5.json
 def assert_valid(validator, doc):
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
-
-
-@pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-    assert harness.clock.getDelayedCalls() == []
 
 
 def run(h, mode, args=None, client="A", cwd=None):

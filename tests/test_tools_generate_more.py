@@ -24,13 +24,6 @@ EMAIL = {"css": "#email", "id": "email", "placeholder": "you@example.com", "name
          "role": {"role": "textbox", "name": "Email"}, "tag": "input"}
 
 
-@pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-
-
 def run(h, mode, args=None, client_id="A", cwd=None):
     return h.run(generate.MODES, mode, args, client_id=client_id, tool="generate", cwd=cwd)
 

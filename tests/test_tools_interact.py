@@ -9,20 +9,12 @@ import subprocess
 
 import pytest
 
-from _modes_harness import Harness, fired, parse
+from _modes_harness import fired, parse
 from gasoline.testing import require_tool
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.generate import reproduction
 from gasoline.mcp.modes.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT, selectors_for
-
-
-@pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-    assert harness.clock.getDelayedCalls() == []
 
 
 def run(h, mode, args=None, client="A"):

@@ -20,14 +20,6 @@ from gasoline.testing import FakeExtension, InProcessDaemon
 
 
 @pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-    assert harness.clock.getDelayedCalls() == []
-
-
-@pytest.fixture
 def cwd(tmp_path):
     d = tmp_path / "project"
     d.mkdir()

@@ -21,14 +21,6 @@ RECORDED = [
 ]
 
 
-@pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-    assert harness.clock.getDelayedCalls() == []
-
-
 def record(h, client="A", actions=RECORDED, name="checkout"):
     h.run(CONFIGURE, "recording_start", {"name": name}, client_id=client, tool="configure")
     h.app.store.add(ACTIONS, [dict(a) for a in actions])

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from _modes_harness import Harness, fired, parse
+from _modes_harness import fired, parse
 
 from gasoline.core.errors import GasolineError
 from gasoline.mcp.modes.analyze import MODES
@@ -18,14 +18,6 @@ from gasoline.testing import TINY_PNG_DATA_URL, require_tool
 
 REPO = Path(__file__).resolve().parents[1]
 PNG = base64.b64decode(TINY_PNG_DATA_URL.split(",", 1)[1])
-
-
-@pytest.fixture
-def h(tmp_path):
-    harness = Harness.create(tmp_path)
-    yield harness
-    harness.close()
-    assert harness.clock.getDelayedCalls() == []
 
 
 def run(h, mode, args=None, client="A"):

@@ -47,6 +47,7 @@ from gasoline.mcp.modes._shared import (
     require_str,
     since,
 )
+from gasoline.mcp.modes.context import reserved_dict, store_reserved_dict
 from gasoline.mcp.modes.interact import needs_newer_extension, newer_command
 
 #: Buffers a checkpoint diff reads (seed 000: errors, failed requests, WebSocket events, actions).
@@ -503,18 +504,11 @@ def _visual_dir(ctx: Any) -> Path:
 
 
 def _baselines(ctx: Any) -> dict[str, Any]:
-    value = ctx.state.kv.get(VISUAL_KEY)
-    return value if isinstance(value, dict) else {}
+    return reserved_dict(ctx, VISUAL_KEY)
 
 
 def _save_baselines(ctx: Any, baselines: dict[str, Any]) -> None:
-    if baselines:
-        ctx.state.kv[VISUAL_KEY] = baselines
-    else:
-        ctx.state.kv.pop(VISUAL_KEY, None)
-    mark = getattr(ctx.state, "mark_dirty", None)
-    if mark is not None:
-        mark()
+    store_reserved_dict(ctx, VISUAL_KEY, baselines)
 
 
 def _baseline_name(ctx: Any, args: dict[str, Any]) -> str:

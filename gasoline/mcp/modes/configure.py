@@ -31,6 +31,7 @@ from gasoline.mcp.modes.context import (
     client_noise_rules,
     newest_entries,
     save_noise_rules,
+    state_of_ref,
 )
 from gasoline.mcp.modes.observe import CLEARS, VIEW_CURSORS
 
@@ -268,14 +269,7 @@ def resolve_checkpoint(ctx: ToolContext, ref: Any) -> dict[str, Any]:
     client's (on purpose). @raise GasolineError: ``no_data`` when there is none."""
     if not isinstance(ref, str) or not ref:
         raise InvalidParam("checkpoint must be a non-empty string", param="checkpoint")
-    owner, sep, name = ref.rpartition(":")
-    if sep and owner and owner != ctx.client_id:
-        registry = ctx.app.registry
-        state = registry.get(owner) if registry is not None else None
-        if state is None:
-            raise GasolineError(f"no client {owner!r} (for checkpoint {ref!r})", code="no_data")
-    else:
-        state, name = ctx.state, (name if sep else ref)
+    state, name = state_of_ref(ctx, ref, "checkpoint")
     cp = state.checkpoints.get(name) if isinstance(state.checkpoints, dict) else None
     if not isinstance(cp, dict):
         raise GasolineError(f"no checkpoint {ref!r}", code="no_data",

@@ -16,7 +16,7 @@ import attrs
 import orjson
 from twisted.internet.defer import Deferred
 
-from gasoline.core.errors import InvalidParam
+from gasoline.core.errors import GasolineError, InvalidParam
 
 
 def encode_json(data: Any) -> str:
@@ -227,6 +227,39 @@ def save_noise_rules(ctx: ToolContext, rules: Any) -> None:
     key = orjson.dumps(ctx.state.noise_rules, option=orjson.OPT_NON_STR_KEYS, default=str)
     _noise_cache(ctx.app)[ctx.client_id] = (key, rules)
     ctx.state.mark_dirty()
+
+
+def state_of_ref(ctx: ToolContext, ref: str, kind: str) -> tuple[Any, str]:
+    """C{(client state, name)} for a reference to something named per client: ``name`` is the
+    caller's own, ``client:name`` another client's (reached on purpose; checkpoints, sequences).
+    @raise GasolineError: ``no_data`` when that client is unknown."""
+    owner, sep, name = ref.rpartition(":")
+    if sep and owner and owner != ctx.client_id:
+        registry = ctx.app.registry
+        state = registry.get(owner) if registry is not None else None
+        if state is None:
+            raise GasolineError(f"no client {owner!r} (for {kind} {ref!r})", code="no_data")
+        return state, name
+    return ctx.state, (name if sep else ref)
+
+
+def reserved_dict(ctx: ToolContext, key: str) -> dict[str, Any]:
+    """The dict the daemon keeps for the caller under the reserved kv key C{key} (saved
+    states, visual baselines, screen recordings); C{{}} when there is none yet."""
+    value = ctx.state.kv.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> None:
+    """Keep C{value} under the reserved kv key C{key} (drop the key when it is empty) and have
+    the client state written."""
+    if value:
+        ctx.state.kv[key] = value
+    else:
+        ctx.state.kv.pop(key, None)
+    mark = getattr(ctx.state, "mark_dirty", None)
+    if mark is not None:
+        mark()
 
 
 def newest_entries(ctx: ToolContext, buffer: str, n: int) -> list[dict[str, Any]]:

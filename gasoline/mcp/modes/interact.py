@@ -45,6 +45,7 @@ from gasoline.mcp.modes._shared import (
     since,
     timeout_of,
 )
+from gasoline.mcp.modes.context import reserved_dict, store_reserved_dict
 
 log = Logger()
 
@@ -737,21 +738,11 @@ def delete_cookie(ctx: Any, args: dict[str, Any]) -> Any:
 
 
 def _states(ctx: Any) -> dict[str, Any]:
-    kv = ctx.state.kv
-    states = kv.get(STATES_KEY)
-    if not isinstance(states, dict):
-        states = {}
-    return states
+    return reserved_dict(ctx, STATES_KEY)
 
 
 def _store_states(ctx: Any, states: dict[str, Any]) -> None:
-    if states:
-        ctx.state.kv[STATES_KEY] = states
-    else:
-        ctx.state.kv.pop(STATES_KEY, None)
-    mark = getattr(ctx.state, "mark_dirty", None)
-    if mark is not None:
-        mark()
+    store_reserved_dict(ctx, STATES_KEY, states)
 
 
 def _state_name(ctx: Any, args: dict[str, Any]) -> str:
@@ -1028,8 +1019,7 @@ def _active(ctx: Any) -> dict[str, ScreenRecording]:
 
 
 def _recording_index(ctx: Any) -> dict[str, Any]:
-    index = ctx.state.kv.get(SCREEN_RECORDINGS_KEY)
-    return index if isinstance(index, dict) else {}
+    return reserved_dict(ctx, SCREEN_RECORDINGS_KEY)
 
 
 def _state_dir(ctx: Any) -> Path:
@@ -1175,10 +1165,7 @@ def _finish(ctx: Any, rec: ScreenRecording, reason: str) -> Deferred:
     while len(index) > MAX_SCREEN_RECORDINGS:
         oldest = next(iter(index))
         evicted.append(Path(str(index.pop(oldest).get("manifest", ""))).parent)
-    ctx.state.kv[SCREEN_RECORDINGS_KEY] = index
-    mark = getattr(ctx.state, "mark_dirty", None)
-    if mark is not None:
-        mark()
+    store_reserved_dict(ctx, SCREEN_RECORDINGS_KEY, index)
     run = thread_runner(ctx.app.clock)
 
     async def write() -> dict[str, Any]:

@@ -38,7 +38,7 @@ from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks, ma
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.mcp.modes.context import ToolContext
+from gasoline.mcp.modes.context import ToolContext, state_of_ref
 from gasoline.mcp.modes.interact import MODES as INTERACT
 from gasoline.mcp.modes.interact import require_pilot
 
@@ -380,14 +380,7 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
 
 def resolve_sequence(ctx: ToolContext, ref: str) -> dict[str, Any]:
     """The caller's sequence C{ref}, or ``client:name`` for another client's (on purpose)."""
-    owner, sep, name = ref.rpartition(":")
-    if sep and owner and owner != ctx.client_id:
-        registry = ctx.app.registry
-        state = registry.get(owner) if registry is not None else None
-        if state is None:
-            raise GasolineError(f"no client {owner!r} (for sequence {ref!r})", code="no_data")
-    else:
-        state, name = ctx.state, (name if sep else ref)
+    state, name = state_of_ref(ctx, ref, "sequence")
     seq = sequences_of(state).get(name)
     if not isinstance(seq, dict) or not isinstance(seq.get("steps"), list):
         raise GasolineError(f"no sequence {ref!r}", code="no_data",

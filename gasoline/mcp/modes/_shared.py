@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import orjson
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import InvalidParam
-from gasoline.mcp.modes.context import client_noise_rules
+from gasoline.mcp.modes.context import client_noise_rules, decode_entries
 
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000
@@ -120,18 +119,6 @@ def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any
     return view_filter(ctx, args)
 
 
-def _decode(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None) -> list[dict[str, Any]]:
-    out = []
-    for raw in items:
-        try:
-            value = orjson.loads(raw) if isinstance(raw, (bytes, bytearray, memoryview, str)) else raw
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and (keep is None or keep(value)):
-            out.append(value)
-    return out
-
-
 def newest(ctx: Any, buffer: str, limit: int, args: dict[str, Any] | None = None
            ) -> list[dict[str, Any]]:
     """The newest C{limit} entries of C{buffer}, oldest first (decoding only those); with
@@ -139,7 +126,7 @@ def newest(ctx: Any, buffer: str, limit: int, args: dict[str, Any] | None = None
     ring = ctx.app.store.buffers.get(buffer)
     if ring is None:
         return []
-    return _decode(ring.read_last(limit).items, view(ctx, args)[0])
+    return decode_entries(ring.read_last(limit).items, view(ctx, args)[0])
 
 
 def since(ctx: Any, buffer: str, cursor: int, limit: int, args: dict[str, Any] | None = None
@@ -152,7 +139,7 @@ def since(ctx: Any, buffer: str, cursor: int, limit: int, args: dict[str, Any] |
     raw = ring.read(max(0, int(cursor)))
     items = raw.items[-limit:] if limit and len(raw.items) > limit else raw.items
     skipped = len(raw.items) - len(items)
-    return _decode(items, view(ctx, args)[0]), raw.missed + skipped, raw.next_cursor
+    return decode_entries(items, view(ctx, args)[0]), raw.missed + skipped, raw.next_cursor
 
 
 def heads(ctx: Any) -> dict[str, int]:

@@ -29,6 +29,7 @@ from gasoline.core.store import (
 from gasoline.mcp.modes.context import (
     ToolContext,
     client_noise_rules,
+    decode_entries,
     newest_entries,
     save_noise_rules,
     state_of_ref,
@@ -704,15 +705,7 @@ def _window(ctx: ToolContext, buffer: str, start: int, stop: int, limit: int
     items = raw.items[:max(0, stop - raw.first_seq)]
     lost = max(0, min(stop, ring.tail) - start)
     cut = max(0, len(items) - limit)
-    out = []
-    for b in items[cut:]:
-        try:
-            value = orjson.loads(b)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out, lost + cut
+    return decode_entries(items[cut:]), lost + cut
 
 
 def _compare_vitals(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ result and route extension-bound commands to the caller.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -262,17 +263,24 @@ def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> No
         mark()
 
 
+def decode_entries(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None = None
+                   ) -> list[dict[str, Any]]:
+    """Buffer items (encoded JSON, or already decoded) as dicts, in order; anything that is not
+    a JSON object is skipped, and so is every entry C{keep} refuses."""
+    out = []
+    for raw in items:
+        try:
+            value = orjson.loads(raw) if isinstance(raw, (bytes, bytearray, memoryview, str)) else raw
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and (keep is None or keep(value)):
+            out.append(value)
+    return out
+
+
 def newest_entries(ctx: ToolContext, buffer: str, n: int) -> list[dict[str, Any]]:
     """The newest C{n} entries of C{buffer}, oldest first (decoding only those; no cursor)."""
     ring = ctx.app.store.buffers.get(buffer)
     if ring is None:
         return []
-    out = []
-    for raw in ring.read_last(n).items:
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out
+    return decode_entries(ring.read_last(n).items)

@@ -69,52 +69,90 @@ def open_tab(browser: Chromium, url: str) -> tuple[str, str]:
     return target_id, browser.cdp.attach(target_id)
 
 
+def wait_connected(browser: Chromium, sw: str) -> None:
+    """Until this install of the extension has synced with the daemon (its own status, not the
+    daemon's view, which may still remember the previous install)."""
+    wait_until(
+        lambda: browser.cdp.evaluate(
+            sw, "chrome.storage.session.get('gasolineStatus').then(r => !!(r.gasolineStatus && r.gasolineStatus.connected))"),
+        20, interval=0.2, what="the extension to connect",
+    )
+
+
+def install(browser: Chromium, extension: Path, daemon, site, tracked: tuple[str, str], untracked: tuple[str, str]) -> str:
+    """Load the extension, track the first tab, and wait until it has synced."""
+    load_once(browser, tracked[:2], f"{site.url}/blank.html?{tracked[2]}")  # found by its URL below
+    ext_id = browser.install_extension(extension)
+    sw = browser.service_worker()
+    tab = wait_until(
+        lambda: browser.cdp.evaluate(sw, f"chrome.tabs.query({{}}).then(ts => (ts.find(t => t.url.includes({tracked[2]!r})) || {{}}).id || 0)"),
+        10, what="the tracked tab's id",
+    )
+    browser.storage_set(sw, {"serverUrl": daemon.url, "trackedTabId": tab, "trackedTabUrl": site.url + "/blank.html?" + tracked[2]})
+    wait_connected(browser, sw)
+    browser.cdp.call("Target.detachFromTarget", {"sessionId": sw})
+    return ext_id
+
+
 def run_instance(args, site, daemon, samples: dict, per_instance: list, pages: list[str]) -> None:
-    """One fresh pair of browsers: N interleaved loads of each page in each configuration."""
-    plain = Chromium(executable=args.chromium, extension_dir=None).start()
-    with_ext = Chromium(executable=args.chromium).start()
+    """One browser measures every configuration. The extension is loaded and removed over the
+    DevTools pipe (Extensions.loadUnpacked / uninstall) between blocks of loads, the order of the
+    blocks alternating per round, so "without" and "with" run in the same browser process, the same
+    tab and the same renderer conditions."""
+    browser = Chromium(executable=args.chromium, extension_dir=None, pipe=True).start()
     try:
-        plain_page = open_tab(plain, site.url + "/blank.html")
-        sw = with_ext.service_worker()
-        ext_page = open_tab(with_ext, site.url + "/blank.html")
-        tab = with_ext.tab_id_for(sw, site.url + "/blank.html")
-        untracked_page = open_tab(with_ext, site.url + "/blank.html?untracked")
-        with_ext.storage_set(sw, {"serverUrl": daemon.url, "trackedTabId": tab, "trackedTabUrl": site.url + "/blank.html"})
-        wait_until(lambda: daemon_get(daemon.url, "/health")["capture"]["extension_connected"], 15, what="the extension to connect")
-        configs = [("without", plain, plain_page), ("with, untracked tab", with_ext, untracked_page), ("with", with_ext, ext_page)]
+        tab_a = (*open_tab(browser, site.url + "/blank.html?tab-a"), "tab-a")
+        tab_b = (*open_tab(browser, site.url + "/blank.html?tab-b"), "tab-b")
         mine: dict = {}
-        for page_name in pages:
-            # Warm every configuration (first loads compile and cache).
-            for _ in range(2):
-                for _name, browser, page in configs:
-                    load_once(browser, page, f"{site.url}/{page_name}?warm")
-            for i in range(args.loads):
-                order = configs[i % 3:] + configs[:i % 3]
-                for name, browser, page in order:
-                    # A random pause breaks any lock-step between our navigations and the
-                    # browser's frame clock (a load's DCL waits for a rendering frame).
-                    time.sleep(random.uniform(0, 0.05))
-                    row = load_once(browser, page, f"{site.url}/{page_name}?r={i}")
-                    samples[page_name][name].append(row)
-                    mine.setdefault(page_name, {}).setdefault(name, []).append(row["load"])
+        ext_id = None
+        for rnd in range(args.rounds):
+            blocks = ["without", "with"] if rnd % 2 == 0 else ["with", "without"]
+            for block in blocks:
+                if block == "with" and ext_id is None:
+                    ext_id = install(browser, args.extension, daemon, site, tab_a, tab_b)
+                elif block == "without" and ext_id is not None:
+                    browser.uninstall_extension(ext_id)
+                    ext_id = None
+                configs = ([("without", tab_a)] if block == "without"
+                           else [("with", tab_a), ("with, untracked tab", tab_b)])
+                for page_name in pages:
+                    # Warm the block (first loads compile and cache; the tracked tab's first
+                    # load after an install gets its content scripts).
+                    for _ in range(2):
+                        for _name, tab in configs:
+                            load_once(browser, tab[:2], f"{site.url}/{page_name}?warm")
+                    hooked = browser.cdp.evaluate(tab_a[1], "typeof window.__gasolineHooks === 'object'")
+                    if hooked != (block == "with"):
+                        raise RuntimeError(f"block {block!r}: page hooks present = {hooked}")
+                    for i in range(args.loads):
+                        order = configs[i % len(configs):] + configs[:i % len(configs)]
+                        for name, tab in order:
+                            # A random pause breaks any lock-step between our navigations and
+                            # the browser's frame clock (a load's DCL waits for a rendering frame).
+                            time.sleep(random.uniform(0, 0.05))
+                            row = load_once(browser, tab[:2], f"{site.url}/{page_name}?r={rnd}-{i}")
+                            samples[page_name][name].append(row)
+                            mine.setdefault(page_name, {}).setdefault(name, []).append(row["load"])
         per_instance.append({p: {n: median(v) for n, v in d.items()} for p, d in mine.items()})
     finally:
-        with_ext.stop()
-        plain.stop()
+        browser.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--instances", type=int, default=4,
-                        help="fresh browser pairs, one after another (load times differ by several ms "
-                        "between two instances of the same browser; several pairs average that out)")
-    parser.add_argument("--loads", type=int, default=10, help="loads of each page per configuration per instance")
+    parser.add_argument("--instances", type=int, default=2,
+                        help="fresh browsers, one after another (every comparison is made within one browser)")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="install/remove rounds per browser (each: a block without the extension and one with it)")
+    parser.add_argument("--loads", type=int, default=5, help="loads of each page per configuration per block")
+    parser.add_argument("--extension", type=Path, default=HERE.parent / "extension",
+                        help="the unpacked extension to measure (default: this repository's)")
     parser.add_argument("--pages", default="bench.html,app.html",
                         help="comma-separated test-site pages (bench.html: minimal; app.html: app-like)")
     parser.add_argument("--chromium", default=CHROMIUM)
     args = parser.parse_args()
-    if args.loads * args.instances < 10:
-        parser.error("--loads x --instances must be at least 10")
+    if args.loads * args.rounds * args.instances < 10:
+        parser.error("--loads x --rounds x --instances must be at least 10")
     if not os.path.exists(args.chromium):
         print(f"Chromium not found at {args.chromium}", file=sys.stderr)
         return 2
@@ -138,7 +176,8 @@ def main() -> int:
         report[page_name] = summarize(page_name, samples[page_name], [pi[page_name] for pi in per_instance], args)
     print(f"console entries the daemon received from the tracked runs: {entries}")
     path = write_json("extension_overhead", {
-        "instances": args.instances, "loads_per_instance": args.loads, "pages": report,
+        "method": "one browser per instance, extension loaded/removed over the DevTools pipe between blocks",
+        "instances": args.instances, "rounds": args.rounds, "loads_per_block": args.loads, "pages": report,
         "daemon_entries": entries, "per_instance_load_medians": per_instance,
         "samples": samples, "target_percent": 5,
     })
@@ -164,7 +203,8 @@ def summarize(page_name: str, samples: dict, per_instance: list, args) -> dict:
     overhead, untracked_overhead = over("with"), over("with, untracked tab")
     lt_delta = summary["with"]["long_task_ms_median"] - summary["without"]["long_task_ms_median"]
     print_table(
-        f"Extension overhead on /{page_name} ({args.instances} browser pairs x {args.loads} loads each, medians)",
+        f"Extension overhead on /{page_name} ({args.instances} browsers x {args.rounds} rounds x {args.loads} loads per "
+        f"configuration, medians)",
         ["browser", "load ms", "load p90 ms", "DCL ms", "long tasks ms", "per-instance load medians"],
         [
             [name, f"{s['load_ms_median']:.1f}", f"{s['load_ms_p90']:.1f}", f"{s['dcl_ms_median']:.1f}",

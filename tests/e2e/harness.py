@@ -6,9 +6,11 @@ sessions). Everything here is synchronous and every process it starts is stopped
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -52,7 +54,11 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
 
 
 class CDP:
-    """A browser-level DevTools connection; talk to targets through flat sessions."""
+    """A browser-level DevTools connection; talk to targets through flat sessions.
+
+    Over a WebSocket (``--remote-debugging-port``) by default; :class:`PipeCDP` speaks the same
+    protocol over ``--remote-debugging-pipe``, the only transport on which Chromium lets a client
+    load and remove extensions (``Extensions.loadUnpacked`` / ``Extensions.uninstall``)."""
 
     def __init__(self, ws_url: str, timeout: float = 15.0):
         self.ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True)
@@ -66,19 +72,25 @@ class CDP:
         except Exception:  # noqa: BLE001
             pass
 
+    def _send(self, text: str) -> None:
+        self.ws.send(text)
+
+    def _recv(self, timeout: float) -> dict:
+        self.ws.settimeout(timeout)
+        return json.loads(self.ws.recv())
+
     def call(self, method: str, params: dict | None = None, session: str | None = None, timeout: float | None = None) -> dict:
         msg_id = next(self.ids)
         msg: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if session:
             msg["sessionId"] = session
-        self.ws.send(json.dumps(msg))
+        self._send(json.dumps(msg))
         deadline = time.monotonic() + (timeout or self.timeout)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise CDPError(f"{method}: no answer within {timeout or self.timeout}s")
-            self.ws.settimeout(remaining)
-            data = json.loads(self.ws.recv())
+            data = self._recv(remaining)
             if data.get("id") == msg_id:
                 if "error" in data:
                     raise CDPError(f"{method}: {data['error']}")
@@ -108,15 +120,56 @@ class CDP:
         return self.call("Target.getTargets")["targetInfos"]
 
 
+class PipeCDP(CDP):
+    """The same client over ``--remote-debugging-pipe``: NUL-separated JSON messages, written to the
+    browser's fd 3 and read from its fd 4."""
+
+    def __init__(self, to_browser: int, from_browser: int, timeout: float = 15.0):
+        self.to_browser, self.from_browser = to_browser, from_browser
+        self.buffer = b""
+        self.ids = itertools.count(1)
+        self.events = []
+        self.timeout = timeout
+
+    def close(self) -> None:
+        for fd in (self.to_browser, self.from_browser):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _send(self, text: str) -> None:
+        data = text.encode() + b"\0"
+        while data:
+            data = data[os.write(self.to_browser, data):]
+
+    def _recv(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while b"\0" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.from_browser], [], [], remaining)[0]:
+                raise CDPError("no message from the browser in time")
+            chunk = os.read(self.from_browser, 1 << 16)
+            if not chunk:
+                raise CDPError("the browser closed the DevTools pipe")
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+
 # ------------------------------------------------------------------------------------------ Chromium
 
 
 class Chromium:
     """Debian's Chromium, headless, with the unpacked extension from this repository (or none)."""
 
-    def __init__(self, executable: str = CHROMIUM, extension_dir: Path | None = EXTENSION_DIR):
+    def __init__(self, executable: str = CHROMIUM, extension_dir: Path | None = EXTENSION_DIR, pipe: bool = False):
+        """``pipe``: talk DevTools over a pipe with unsafe extension debugging on, so that
+        :meth:`install_extension` / :meth:`uninstall_extension` work (a benchmark measures one
+        browser with and without the extension that way)."""
         self.executable = executable
         self.extension_dir = extension_dir
+        self.pipe = pipe
         self.user_data_dir = Path(tempfile.mkdtemp(prefix="gasoline-chromium-"))
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
@@ -130,12 +183,37 @@ class Chromium:
             "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={self.user_data_dir}",
-            *([f"--load-extension={ext}", f"--disable-extensions-except={ext}"] if self.extension_dir else ["--disable-extensions"]),
-            "--remote-debugging-port=0",
+            *([f"--load-extension={ext}", f"--disable-extensions-except={ext}"] if self.extension_dir else []),
+            *(["--remote-debugging-pipe", "--enable-unsafe-extension-debugging"] if self.pipe
+              else ["--remote-debugging-port=0"] + ([] if self.extension_dir else ["--disable-extensions"])),
             "--no-default-browser-check", "--disable-dev-shm-usage", "--disable-breakpad", "--window-size=1280,900",
             "about:blank",
         ]
         self._stderr = open(self.stderr_path, "wb")
+        if self.pipe:
+            to_browser_r, to_browser_w = os.pipe()
+            from_browser_r, from_browser_w = os.pipe()
+
+            def fds():  # the browser reads commands on fd 3 and writes on fd 4
+                high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_browser_r, from_browser_w)]
+                os.dup2(high[0], 3)
+                os.dup2(high[1], 4)
+
+            try:
+                self.process = subprocess.Popen(
+                    args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                    start_new_session=True, pass_fds=(3, 4), preexec_fn=fds,
+                )
+            finally:
+                os.close(to_browser_r)
+                os.close(from_browser_w)
+            self.cdp = PipeCDP(to_browser_w, from_browser_r, timeout=timeout)
+            try:
+                self.cdp.call("Browser.getVersion", timeout=timeout)
+            except BaseException:
+                self.stop()
+                raise
+            return self
         self.process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True,
         )
@@ -202,6 +280,14 @@ class Chromium:
         session = self.cdp.attach(target["targetId"])
         self.cdp.call("Runtime.enable", session=session)
         return session
+
+    def install_extension(self, path: Path = EXTENSION_DIR) -> str:
+        """Load an unpacked extension into the running browser (pipe mode only); return its id."""
+        return self.cdp.call("Extensions.loadUnpacked", {"path": str(path)}, timeout=30)["id"]
+
+    def uninstall_extension(self, extension_id: str) -> None:
+        """Remove an extension loaded with :meth:`install_extension` (its storage goes with it)."""
+        self.cdp.call("Extensions.uninstall", {"id": extension_id}, timeout=30)
 
     def extension_id(self) -> str:
         for t in self.cdp.targets():

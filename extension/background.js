@@ -1,6 +1,6 @@
 // Gasoline — MV3 service worker.
 //
-// * Receives captured items from content scripts of tracked tabs, tags them with their tab and
+// * Collects what the page hooks of tracked tabs captured (lib/pages.js), tags it with its tab and
 //   sends them to the daemon in protocol-sized batches (retry with backoff; while the daemon is down
 //   a bounded buffer per route drops the oldest items and counts them).
 // * Runs the /sync loop (heartbeat + long poll + command channel; extension-protocol.md §3). The
@@ -11,7 +11,8 @@
 
 import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './lib/settings.js';
 import { visualDiff } from './lib/visual.js';
-import { installInjection } from './lib/injection.js';
+import { installPageCapture } from './lib/pages.js';
+import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -23,6 +24,9 @@ const SYNC_TIMEOUT_MS = 8000;
 const POST_TIMEOUT_MS = 8000;
 const HEALTH_TIMEOUT_MS = 3000;
 const COMMAND_TIMEOUT_MS = 30000;
+// While a tab loads a page the worker's own traffic waits (lib/loads.js), at most this long:
+const CAPTURE_LOAD_HOLD_MS = 3000; // capture batches (only delivery waits, nothing is dropped)
+const SYNC_LOAD_HOLD_MS = 1000;    // the /sync poll (not when command results are waiting)
 const KEEPALIVE_ALARM = 'gasoline-keepalive';
 const ext_session_id = `ext_${Date.now()}_${Math.random().toString(36).slice(2, 10)}`;
 
@@ -149,6 +153,7 @@ async function flushQueue(name) {
   const spec = QUEUE_SPECS[name];
   if (q.sending || !q.items.length) return;
   q.sending = true;
+  await pageLoadsSettled(CAPTURE_LOAD_HOLD_MS);
   const batch = q.items.slice(0, spec.batch);
   try {
     const resp = await daemonFetch(spec.path, { body: { [spec.key]: batch } });
@@ -323,6 +328,7 @@ async function syncLoop() {
       let delay;
       try {
         const wasDown = status.consecutiveFailures > 0 || !status.lastSyncAt;
+        if (!(await loadSyncState()).results.length) await pageLoadsSettled(SYNC_LOAD_HOLD_MS);
         delay = await syncOnce();
         if (Date.now() - lastHealthAt > 10000) { lastHealthAt = Date.now(); refreshHealth(); }
         // A daemon that came back: push whatever waited in the buffers now instead of after the backoff.
@@ -442,7 +448,7 @@ async function targetTab(cmd) {
 
 async function inTab(tabId, type, params) {
   const [{ result: ready }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.__gasolineCommands });
-  if (!ready) await chrome.scripting.executeScript({ target: { tabId }, files: ['content/commands.js'] });
+  if (!ready) await chrome.scripting.executeScript({ target: { tabId }, files: ['content/selectors.js', 'content/commands.js'] });
   if (type === 'a11y') {
     const [{ result: hasAxe }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.axe });
     if (!hasAxe) await chrome.scripting.executeScript({ target: { tabId }, files: ['vendor/axe.min.js'] });
@@ -808,13 +814,16 @@ async function untrackTab(tabId) {
 
 chrome.tabs.onRemoved.addListener((tabId) => { loadSettings().then((s) => { if (isTrackedTab(s, tabId, false)) untrackTab(tabId); }); });
 
+// trackedTabUrl / trackedTabTitle follow the tracked tab once its page has loaded (and on later
+// title or same-document URL changes), not while it loads: a storage write then costs the load
+// time, and reaches every extension context as a change event.
 chrome.tabs.onUpdated.addListener((tabId, info, tab) => {
-  if (!info.url && !info.title) return;
+  if (tab.status !== 'complete' || !(info.status === 'complete' || info.url || info.title)) return;
   loadSettings().then((s) => {
     if (s.trackedTabId !== tabId) return;
     const patch = {};
-    if (info.url && info.url !== s.trackedTabUrl) patch[STORAGE_KEYS.trackedTabUrl] = info.url;
-    if (info.title && info.title !== s.trackedTabTitle) patch[STORAGE_KEYS.trackedTabTitle] = info.title;
+    if (tab.url && tab.url !== s.trackedTabUrl) patch[STORAGE_KEYS.trackedTabUrl] = tab.url;
+    if (tab.title && tab.title !== s.trackedTabTitle) patch[STORAGE_KEYS.trackedTabTitle] = tab.title;
     if (Object.keys(patch).length) chrome.storage.local.set(patch);
   });
 });
@@ -822,27 +831,6 @@ chrome.tabs.onUpdated.addListener((tabId, info, tab) => {
 // ------------------------------------------------------------------ messages from content scripts and the popup
 chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
   if (!msg || typeof msg.type !== 'string') return false;
-  if (msg.type === 'gasoline:hello') {
-    settingsPromise = null; // read storage afresh: the answer decides what this page may capture
-    loadSettings().then((s) => {
-      const tabId = sender.tab ? sender.tab.id : -1;
-      sendResponse({
-        tracked: isTrackedTab(s, tabId),
-        capture: { logs: s.captureLogs, network: s.captureNetwork, websocket: s.captureWebSocket, actions: s.captureActions },
-      });
-    });
-    return true;
-  }
-  if (msg.type === 'gasoline:capture') {
-    if (!sender.tab || !Array.isArray(msg.items)) return false;
-    loadSettings().then((s) => {
-      if (!isTrackedTab(s, sender.tab.id)) return;
-      for (const item of msg.items.slice(0, 500)) {
-        if (item && item.payload && typeof item.payload === 'object') captureItem(item.kind, item.payload, sender.tab);
-      }
-    });
-    return false;
-  }
   if (msg.type === 'gasoline:annotation') {
     if (!sender.tab || !msg.annotation || typeof msg.annotation !== 'object') return false;
     if (JSON.stringify(msg.annotation).length > 64 * 1024) return false;
@@ -874,8 +862,20 @@ function ensureAlive() {
   syncLoop();
 }
 
-// The isolated-world content scripts go only into tracked tabs (lib/injection.js).
-installInjection(loadSettings);
+// Verdicts for every page, and pulls from tracked ones (lib/pages.js).
+installPageCapture({
+  loadSettings,
+  onItems: (tabId, items, dropped) => {
+    loadSettings().then((s) => {
+      if (!isTrackedTab(s, tabId)) return;
+      if (dropped) extLog('warn', `tab ${tabId} produced more than its buffer holds between two pulls: dropped ${dropped} oldest item(s)`, 'capture');
+      for (const item of items) {
+        if (item && item.payload && typeof item.payload === 'object') captureItem(item.kind, item.payload, { id: tabId });
+      }
+    });
+  },
+});
+installLoadTracking();
 
 chrome.alarms.onAlarm.addListener((alarm) => { if (alarm.name === KEEPALIVE_ALARM) ensureAlive(); });
 chrome.runtime.onStartup.addListener(ensureAlive);

@@ -2,7 +2,7 @@
 //
 // Defines globalThis.__gasolineCommands: pure DOM code with no chrome.* calls, so the service
 // worker can run it in any tab (chrome.scripting.executeScript) and tests can load this file into
-// an ordinary page and call it. Every handler returns a JSON-able object; failures come back as
+// an ordinary page and call it. It needs content/selectors.js loaded first, in the same world. Every handler returns a JSON-able object; failures come back as
 // {error: <code>, message} instead of throwing.
 (() => {
   'use strict';
@@ -11,109 +11,13 @@
   const TEXT_LIMIT = 2000;
   const HTML_LIMIT = 4000;
 
-  const clip = (s, n) => {
-    s = String(s == null ? '' : s);
-    return s.length > n ? s.slice(0, n) + '…' : s;
-  };
-  const norm = (s) => String(s || '').replace(/\s+/g, ' ').trim();
+  const { clip, norm, roleOf, accessibleName, cssEscape, selectorsFor } = globalThis.__gasolineSelectors;
   const fail = (error, message, extra) => Object.assign({ error, message }, extra || {});
 
-  // ---------------------------------------------------------------- roles and names
-  const INPUT_ROLES = {
-    button: 'button', submit: 'button', reset: 'button', image: 'button', checkbox: 'checkbox', radio: 'radio',
-    range: 'slider', number: 'spinbutton', search: 'searchbox', hidden: null,
-  };
-  const IMPLICIT_ROLES = {
-    A: (el) => (el.hasAttribute('href') ? 'link' : null),
-    BUTTON: () => 'button', SELECT: (el) => (el.multiple || el.size > 1 ? 'listbox' : 'combobox'),
-    TEXTAREA: () => 'textbox', IMG: (el) => (el.getAttribute('alt') === '' ? 'presentation' : 'img'),
-    H1: () => 'heading', H2: () => 'heading', H3: () => 'heading', H4: () => 'heading', H5: () => 'heading', H6: () => 'heading',
-    NAV: () => 'navigation', MAIN: () => 'main', FORM: () => 'form', UL: () => 'list', OL: () => 'list', LI: () => 'listitem',
-    TABLE: () => 'table', DIALOG: () => 'dialog', HEADER: () => 'banner', FOOTER: () => 'contentinfo', ASIDE: () => 'complementary',
-    OPTION: () => 'option', PROGRESS: () => 'progressbar', SUMMARY: () => 'button',
-    INPUT: (el) => {
-      const t = (el.getAttribute('type') || 'text').toLowerCase();
-      return Object.prototype.hasOwnProperty.call(INPUT_ROLES, t) ? INPUT_ROLES[t] : 'textbox';
-    },
-  };
-
-  const roleOf = (el) => {
-    const explicit = el.getAttribute && el.getAttribute('role');
-    if (explicit) return explicit.trim().split(/\s+/)[0];
-    const f = IMPLICIT_ROLES[el.tagName];
-    return f ? f(el) : null;
-  };
-
-  const labelsText = (el) => {
-    if (el.labels && el.labels.length) return norm(Array.from(el.labels).map((l) => l.textContent).join(' '));
-    return '';
-  };
-
-  const accessibleName = (el) => {
-    const aria = el.getAttribute('aria-label');
-    if (aria && aria.trim()) return norm(aria);
-    const by = el.getAttribute('aria-labelledby');
-    if (by) {
-      const text = by.split(/\s+/).map((id) => { const n = document.getElementById(id); return n ? n.textContent : ''; }).join(' ');
-      if (norm(text)) return norm(text);
-    }
-    const fromLabel = labelsText(el);
-    if (fromLabel) return fromLabel;
-    if (el.tagName === 'IMG') return norm(el.getAttribute('alt'));
-    if (el.tagName === 'INPUT' && ['button', 'submit', 'reset'].includes(el.type)) return norm(el.value);
-    const role = roleOf(el);
-    if (!['textbox', 'searchbox', 'combobox', 'listbox', 'spinbutton', 'slider'].includes(role)) {
-      const text = norm(el.innerText !== undefined ? el.innerText : el.textContent);
-      if (text) return clip(text, 200);
-    }
-    return norm(el.getAttribute('title') || el.getAttribute('placeholder') || '');
-  };
-
-  // ---------------------------------------------------------------- selectors (for recorded actions)
-  const cssEscape = (s) => (globalThis.CSS && CSS.escape ? CSS.escape(s) : String(s).replace(/[^a-zA-Z0-9_-]/g, '\\$&'));
-
-  const cssPath = (el) => {
-    if (el.id && document.querySelectorAll('#' + cssEscape(el.id)).length === 1) return '#' + cssEscape(el.id);
-    const parts = [];
-    let node = el;
-    while (node && node.nodeType === 1 && node !== document.documentElement && parts.length < 6) {
-      let part = node.tagName.toLowerCase();
-      if (node.id && document.querySelectorAll('#' + cssEscape(node.id)).length === 1) {
-        parts.unshift('#' + cssEscape(node.id));
-        break;
-      }
-      const parent = node.parentElement;
-      if (parent) {
-        const same = Array.from(parent.children).filter((c) => c.tagName === node.tagName);
-        if (same.length > 1) part += ':nth-of-type(' + (same.indexOf(node) + 1) + ')';
-      }
-      parts.unshift(part);
-      node = parent;
-    }
-    return parts.join(' > ');
-  };
-
-  const selectorsFor = (el) => {
-    const out = { css: cssPath(el), tag: el.tagName.toLowerCase() };
-    const testId = el.getAttribute('data-testid') || el.getAttribute('data-test-id') || el.getAttribute('data-test') || el.getAttribute('data-cy');
-    if (testId) out.testId = testId;
-    const aria = el.getAttribute('aria-label');
-    if (aria) out.ariaLabel = aria;
-    const role = roleOf(el);
-    if (role) {
-      const name = el.type === 'password' ? '' : accessibleName(el);
-      out.role = { role, name: clip(name, 100) };
-    }
-    if (el.id) out.id = el.id;
-    if (el.getAttribute('name')) out.name = el.getAttribute('name');
-    if (el.getAttribute('placeholder')) out.placeholder = el.getAttribute('placeholder');
-    const isField = el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT';
-    if (!isField) {
-      const text = norm(el.innerText !== undefined ? el.innerText : el.textContent);
-      if (text && text.length <= 80) out.text = text;
-    }
-    return out;
-  };
+  // The user-action capture (inject.js) lives in the page's world, which sees none of this world's
+  // globals: it is told with two DOM events when an agent starts and stops acting, and skips what
+  // happens in between.
+  const agentActing = (on) => window.dispatchEvent(new Event(on ? '__gasoline_agent_acting__' : '__gasoline_agent_done__'));
 
   // ---------------------------------------------------------------- selector resolution
   const visible = (el) => {
@@ -480,13 +384,13 @@
     let note = null;
     const boxStyle = (x, y, w, h) => Object.assign(box.style, { left: x + 'px', top: y + 'px', width: w + 'px', height: h + 'px' });
     // While the overlay covers the page the user's clicks and typing go to it, not to the page:
-    // content.js must not record them as page actions (it skips events while this is non-zero).
-    globalThis.__gasolineAgentActing = (globalThis.__gasolineAgentActing || 0) + 1;
+    // they must not be recorded as page actions.
+    agentActing(true);
     let ended = false;
     const end = () => {
       if (ended) return;
       ended = true;
-      globalThis.__gasolineAgentActing = Math.max(0, (globalThis.__gasolineAgentActing || 1) - 1);
+      agentActing(false);
       window.removeEventListener('keydown', onKey, true);
       layer.remove();
     };
@@ -665,14 +569,14 @@
     };
   };
 
-  // While an agent's dom_action runs, the events it fires are not the user's: content.js skips
-  // them (the daemon records the action once, with source:"ai" and the asking client).
+  // While an agent's dom_action runs, the events it fires are not the user's (the daemon records
+  // the action once, with source:"ai" and the asking client).
   const asAgent = async (params) => {
-    globalThis.__gasolineAgentActing = (globalThis.__gasolineAgentActing || 0) + 1;
+    agentActing(true);
     try {
       return await domAction(params);
     } finally {
-      globalThis.__gasolineAgentActing -= 1;
+      agentActing(false);
     }
   };
 

@@ -1,10 +1,12 @@
-// Gasoline — page (MAIN world) capture hooks.
+// Gasoline — page (MAIN world) capture.
 //
-// Runs at document_start in the page's own JavaScript world so it can wrap console, fetch,
-// XMLHttpRequest and WebSocket and observe errors and performance. It never talks to the network:
-// it hands every captured item to the isolated-world content script (content.js) with
-// window.postMessage, and only once that script has said this tab is tracked. Until the verdict
-// arrives items wait in a small bounded buffer; when the tab is not tracked they are discarded.
+// Runs at document_start in the page's own JavaScript world (after content/selectors.js) so it can
+// wrap console, fetch, XMLHttpRequest and WebSocket before the page's scripts run, and observe
+// errors, performance and the user's actions. It never talks to the network or to the extension:
+// it keeps what it captures, and the service worker comes for it (window.__gasolineHooks, below)
+// with chrome.scripting.executeScript. The worker's verdict comes once the page has loaded; until
+// then items wait in a small bounded buffer, and when the tab is not tracked they are discarded and
+// the page gets its own functions back.
 //
 // Cost on the page (bench/extension_overhead.py): the hooks sit on the page's own call paths, so
 // they do as little as possible there. Once a tab is known not to be tracked every hook is a plain
@@ -17,9 +19,11 @@
 (() => {
   'use strict';
   if (window.__gasolineHooks) return;
-  Object.defineProperty(window, '__gasolineHooks', { value: true, enumerable: false });
+  // content/selectors.js ran just before this file in the same world; take its functions and take
+  // the global away again, so the page neither sees nor replaces them.
+  const selectors = window.__gasolineSelectors || null;
+  try { delete window.__gasolineSelectors; } catch (_) { /* not configurable: leave it */ }
 
-  const TAG = '__gasoline_page__';
   // The name this script goes by in stack traces (the sourceURL comment at the end of the file).
   // Without it Chrome attributes every console call that passes through a hook to the extension
   // (its URL is chrome-extension://…) and files the page's own messages in the extension's error
@@ -30,38 +34,32 @@
   const WS_FRAME_LIMIT = 4096;
   const MESSAGE_LIMIT = 10000;
   const PENDING_LIMIT = 300;
+  const OUTBOX_LIMIT = 5000; // items waiting for the worker's next pull (the oldest go first, counted)
+  const TAKE_LIMIT = 1000;   // items handed over per pull
   const CONSOLE_QUEUE_LIMIT = 10000;
   const UNKNOWN_CONSOLE_LIMIT = 1000; // console calls kept before the verdict (a tracked tab's verdict comes at document_idle)
 
   let tracked = null; // null = not known yet, then true / false
   let pending = [];
-  let capture = { logs: true, network: true, websocket: true };
+  let capture = { logs: true, network: true, websocket: true, actions: true };
+  let outbox = [];
+  let dropped = 0;
 
   const emit = (kind, payload) => {
     if (tracked === false) return;
     if (kind === 'log' && payload.type === 'console' && !capture.logs) return;
     if ((kind === 'network_body' || (kind === 'log' && payload.type === 'network')) && !capture.network) return;
     if (kind === 'ws' && !capture.websocket) return;
+    if (kind === 'action' && !capture.actions) return;
     if (tracked === null) {
       pending.push([kind, payload]);
       if (pending.length > PENDING_LIMIT) pending.shift();
       return;
     }
-    // Items from one task (e.g. a loop of console calls) travel in one message.
     outbox.push({ kind, payload });
-    if (outbox.length === 1) queueMicrotask(flushOutbox);
-  };
-
-  let outbox = [];
-  const flushOutbox = () => {
-    const items = outbox;
-    outbox = [];
-    try {
-      window.postMessage({ [TAG]: true, items }, '*');
-    } catch (_) {
-      for (const item of items) {
-        try { window.postMessage({ [TAG]: true, items: [item] }, '*'); } catch (e) { /* unserializable: dropped */ }
-      }
+    if (outbox.length > 2 * OUTBOX_LIMIT) {
+      dropped += outbox.length - OUTBOX_LIMIT;
+      outbox = outbox.slice(-OUTBOX_LIMIT); // trimmed in bulk: a logging loop stays O(1) per call
     }
   };
 
@@ -84,35 +82,85 @@
     }
   };
 
+  // Work that waits for the page's load event runs in one task right after it (at once when the
+  // page has loaded already), so the load event itself carries a single small listener.
+  let onLoad = [];
+  const whenLoaded = (fn) => {
+    if (onLoad === null) setTimeout(fn, 0);
+    else onLoad.push(fn);
+  };
+  const runOnLoad = () => setTimeout(() => {
+    const fns = onLoad;
+    onLoad = null;
+    for (const fn of fns) {
+      try { fn(); } catch (_) { /* capture must never break the page */ }
+    }
+  }, 0);
+  if (document.readyState === 'complete') runOnLoad();
+  else window.addEventListener('load', runOnLoad, { once: true });
+
   // No verdict at all (a page the worker cannot script, or no worker): stop buffering a few seconds
   // after load. A verdict that comes later still switches capture on.
   const NO_VERDICT_AFTER_LOAD_MS = 5000;
-  const giveUpWaiting = () => setTimeout(() => {
+  whenLoaded(() => setTimeout(() => {
     if (tracked !== null) return;
     tracked = false;
     pending = [];
     consoleQueue = [];
     setHooks(false);
-  }, NO_VERDICT_AFTER_LOAD_MS);
-  if (document.readyState === 'complete') giveUpWaiting();
-  else window.addEventListener('load', giveUpWaiting, { once: true });
+  }, NO_VERDICT_AFTER_LOAD_MS));
 
-  window.addEventListener('message', (event) => {
-    if (event.source !== window || !event.data || event.data.__gasoline_ext__ !== true) return;
-    const msg = event.data;
-    if (msg.kind === 'tracking') {
-      tracked = !!msg.tracked;
-      setHooks(tracked);
-      if (msg.capture) capture = Object.assign(capture, msg.capture);
-      const queued = pending;
-      pending = [];
-      if (tracked) {
-        for (const [k, p] of queued) emit(k, p);
-        if (consoleQueue.length) scheduleConsole();
-      } else {
-        consoleQueue = [];
+  // ---------------------------------------------------------------- the worker's handle
+  // The service worker reaches this closure with chrome.scripting.executeScript in this world
+  // (lib/pages.js): a verdict once the page has loaded, then a pull every few hundred milliseconds
+  // while the tab is tracked. No isolated world and no postMessage relay: creating and tearing down
+  // an isolated world costs every navigation of a tracked tab a few milliseconds, and posted
+  // messages reach the page's own message listeners. The page can call these too; all it can do
+  // with them is take or replace its own capture, which it could always do by logging.
+  let navigationReported = false;
+  const track = (on, flags) => {
+    tracked = !!on;
+    setHooks(tracked);
+    if (flags && typeof flags === 'object') {
+      for (const key of Object.keys(capture)) {
+        if (typeof flags[key] === 'boolean') capture[key] = flags[key];
       }
     }
+    const queued = pending;
+    pending = [];
+    if (tracked) {
+      if (!navigationReported) {
+        navigationReported = true;
+        emit('action', { type: 'navigate', timestamp: Date.now(), url: location.href, from_url: document.referrer || '', to_url: location.href });
+      }
+      for (const [k, p] of queued) emit(k, p);
+      if (consoleQueue.length) scheduleConsole();
+    } else {
+      consoleQueue = [];
+      outbox = [];
+    }
+    return take(false);
+  };
+  // What was captured since the last pull. `final`: the tab is navigating away (the worker asks
+  // when the next navigation starts), so the performance snapshot goes now if it has not gone, and
+  // console calls still waiting for an idle moment are serialized within a few milliseconds.
+  const FINAL_BUDGET_MS = 5;
+  const take = (final) => {
+    if (tracked !== true) return { items: [], dropped: 0 };
+    if (final) {
+      sendSnapshot();
+      const until = performance.now() + FINAL_BUDGET_MS;
+      drainConsole({ didTimeout: false, timeRemaining: () => until - performance.now() });
+    }
+    const items = outbox.length > TAKE_LIMIT ? outbox.slice(0, TAKE_LIMIT) : outbox;
+    outbox = outbox.length > TAKE_LIMIT ? outbox.slice(TAKE_LIMIT) : [];
+    const lost = dropped;
+    dropped = 0;
+    return { items, dropped: lost, more: outbox.length };
+  };
+  Object.defineProperty(window, '__gasolineHooks', {
+    value: Object.freeze({ version: 1, track, take }),
+    enumerable: false, writable: false, configurable: false,
   });
 
   // ---------------------------------------------------------------- safe serialization
@@ -230,13 +278,11 @@
     if (afterLoad === null) idleNow(fn);
     else afterLoad.push(fn);
   };
-  const loaded = () => setTimeout(() => {
+  whenLoaded(() => {
     const waiting = afterLoad || [];
     afterLoad = null;
     for (const fn of waiting) idleNow(fn);
-  }, 0);
-  if (document.readyState === 'complete') loaded();
-  else window.addEventListener('load', loaded, { once: true });
+  });
 
   const consoleEntry = ([level, args, error, ms, url]) => {
     const message = args.map(stringify).join(' ');
@@ -605,10 +651,16 @@
       new PerformanceObserver((list) => list.getEntries().forEach(handler)).observe({ type, buffered: true });
     } catch (_) { /* unsupported entry type */ }
   };
-  observe('paint', (e) => { if (e.name === 'first-contentful-paint') perf.fcp = e.startTime; });
-  observe('largest-contentful-paint', (e) => { perf.lcp = e.startTime; });
-  observe('layout-shift', (e) => { if (!e.hadRecentInput) perf.cls += e.value; });
-  observe('longtask', (e) => { perf.longTasks.push(e.duration); });
+  // Paints, LCP, layout shifts and long tasks are buffered by the browser, so these observers are
+  // registered after the load (buffered: true hands them everything from the start): an observer
+  // registered during the load has its callbacks run during the load. Event timing buffers only
+  // slow interactions, so its observer starts now.
+  whenLoaded(() => {
+    observe('paint', (e) => { if (e.name === 'first-contentful-paint') perf.fcp = e.startTime; });
+    observe('largest-contentful-paint', (e) => { perf.lcp = e.startTime; });
+    observe('layout-shift', (e) => { if (!e.hadRecentInput) perf.cls += e.value; });
+    observe('longtask', (e) => { perf.longTasks.push(e.duration); });
+  });
   try {
     new PerformanceObserver((list) => {
       for (const e of list.getEntries()) {
@@ -674,14 +726,94 @@
     snapshotSent = true;
     try { emit('perf', buildSnapshot()); } catch (_) { /* ignore */ }
   };
-  const scheduleSnapshot = () => setTimeout(sendSnapshot, 1500);
-  if (document.readyState === 'complete') scheduleSnapshot();
-  else window.addEventListener('load', scheduleSnapshot, { once: true });
-  window.addEventListener('pagehide', sendSnapshot, { once: true });
+  // 1.5 s after the load, or when the worker's final pull comes first (take(true)).
+  whenLoaded(() => setTimeout(sendSnapshot, 1500));
+
+  // ---------------------------------------------------------------- user actions
+  // What a person does on the page: click, input (debounced), select and checkbox/radio changes,
+  // special and modified keys, scrolling (at most once a second), history navigations. Listeners
+  // sit in the capture phase of this world; nothing is recorded unless the tab is tracked. An
+  // agent's dom_action and the draw-mode overlay (commands.js, isolated world) announce themselves
+  // with two DOM events and what happens in between is not the user's.
+  const selectorsFor = (el) => {
+    try {
+      if (selectors) return selectors.selectorsFor(el);
+    } catch (_) { /* fall back to the basics */ }
+    const out = { tag: el.tagName.toLowerCase() };
+    if (el.id) out.css = '#' + el.id;
+    const testId = el.getAttribute('data-testid');
+    if (testId) out.testId = testId;
+    const aria = el.getAttribute('aria-label');
+    if (aria) out.ariaLabel = aria;
+    return out;
+  };
+  const isPassword = (el) => !!el && el.tagName === 'INPUT'
+    && (el.type === 'password' || /password|passwd|secret|otp|cc-number|cc-csc/i.test(el.autocomplete || ''));
+  let agentActing = 0;
+  window.addEventListener('__gasoline_agent_acting__', () => { agentActing += 1; }, true);
+  window.addEventListener('__gasoline_agent_done__', () => { agentActing = Math.max(0, agentActing - 1); }, true);
+  const recording = () => tracked === true && capture.actions && agentActing === 0;
+  const record = (action) => {
+    action.timestamp = Date.now();
+    action.url = location.href;
+    emit('action', action);
+  };
+
+  document.addEventListener('click', (e) => {
+    if (!recording()) return;
+    const el = e.target instanceof Element ? e.target : null;
+    if (el) record({ type: 'click', selectors: selectorsFor(el), x: Math.round(e.clientX), y: Math.round(e.clientY) });
+  }, true);
+
+  const inputTimers = new WeakMap();
+  document.addEventListener('input', (e) => {
+    if (!recording()) return;
+    const el = e.target;
+    if (!(el instanceof HTMLInputElement || el instanceof HTMLTextAreaElement || (el instanceof HTMLElement && el.isContentEditable))) return;
+    if (el instanceof HTMLInputElement && (el.type === 'checkbox' || el.type === 'radio')) return;
+    clearTimeout(inputTimers.get(el));
+    inputTimers.set(el, setTimeout(() => {
+      const value = isPassword(el) ? '[redacted]' : String(el.value !== undefined ? el.value : el.textContent || '').slice(0, 500);
+      record({ type: 'input', selectors: selectorsFor(el), value, input_type: el.type || 'text' });
+    }, 400));
+  }, true);
+
+  document.addEventListener('change', (e) => {
+    if (!recording()) return;
+    const el = e.target;
+    if (el instanceof HTMLSelectElement) {
+      const opt = el.selectedOptions && el.selectedOptions[0];
+      record({ type: 'select', selectors: selectorsFor(el), value: el.value, text: opt ? opt.text : '' });
+    } else if (el instanceof HTMLInputElement && (el.type === 'checkbox' || el.type === 'radio')) {
+      record({ type: 'input', selectors: selectorsFor(el), value: String(el.checked), input_type: el.type });
+    }
+  }, true);
+
+  const SPECIAL_KEYS = new Set(['Enter', 'Escape', 'Tab', 'Backspace', 'Delete', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight', 'PageUp', 'PageDown', 'Home', 'End']);
+  document.addEventListener('keydown', (e) => {
+    if (!recording()) return;
+    if (!SPECIAL_KEYS.has(e.key) && !(e.ctrlKey || e.metaKey || e.altKey)) return;
+    const el = e.target instanceof Element ? e.target : null;
+    // A modified printable key in a password field would reveal a character; record only the modifier.
+    const key = isPassword(el) && e.key.length === 1 ? '[redacted]' : e.key;
+    record({ type: 'keypress', key, modifiers: { ctrl: e.ctrlKey, meta: e.metaKey, alt: e.altKey, shift: e.shiftKey }, selectors: el ? selectorsFor(el) : undefined });
+  }, true);
+
+  let scrollTimer = null;
+  window.addEventListener('scroll', () => {
+    if (scrollTimer || !recording()) return;
+    scrollTimer = setTimeout(() => {
+      scrollTimer = null;
+      record({ type: 'scroll', scroll_x: Math.round(window.scrollX), scroll_y: Math.round(window.scrollY) });
+    }, 1000);
+  }, { passive: true, capture: true });
+
+  window.addEventListener('popstate', () => { if (recording()) record({ type: 'navigate', to_url: location.href, trigger: 'popstate' }); });
+  window.addEventListener('hashchange', (e) => { if (recording()) record({ type: 'navigate', from_url: e.oldURL, to_url: e.newURL, trigger: 'hashchange' }); });
 
   // ---------------------------------------------------------------- SPA navigations
   const notifyNavigate = (from) => {
-    if (from !== location.href) emit('nav', { from_url: from, to_url: location.href });
+    if (from !== location.href) emit('action', { type: 'navigate', timestamp: Date.now(), url: location.href, from_url: from, to_url: location.href });
   };
   for (const fn of ['pushState', 'replaceState']) {
     const original = history[fn];

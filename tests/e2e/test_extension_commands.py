@@ -23,7 +23,7 @@ from harness import EXTENSION_DIR, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
-COMMANDS_JS = (EXTENSION_DIR / "content" / "commands.js").read_text()
+COMMANDS_JS = "\n".join((EXTENSION_DIR / "content" / name).read_text() for name in ("selectors.js", "commands.js"))
 AXE_JS = (EXTENSION_DIR / "vendor" / "axe.min.js").read_text()
 
 
@@ -234,7 +234,7 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
 
         assert results["q-1"]["status"] == "complete" and results["q-1"]["correlation_id"] == "c-1"
         assert results["q-1"]["result"]["matches"][0]["id"] == "q"
-        assert results["q-2"]["result"]["result"] == "Gasoline commands page / boolean"  # main world: sees the page's globals
+        assert results["q-2"]["result"]["result"] == "Gasoline commands page / object"  # main world: sees the page's globals
         assert results["q-3"]["result"]["success"] is True
         assert results["q-4"]["status"] == "error" and results["q-4"]["error"] == "unknown_query_type"
         assert tab in [t["id"] for t in results["q-6"]["result"]["tabs"] if t["tracked"]]
@@ -376,6 +376,15 @@ def test_user_actions_select_keypress_scroll_and_spa_navigation_are_recorded(bro
     with ScriptedDaemon([]) as fake:
         browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
         browser.navigate(page, site.url + "/commands.html")
+
+        def content_script_running():  # it reports the page load as its first action
+            with fake.lock:
+                return any(a["type"] == "navigate" and a.get("url") == site.url + "/commands.html"
+                           for b in fake.posts.get("/enhanced-actions", []) for a in b["actions"])
+
+        # The isolated-world scripts arrive once the page has loaded; a person's first keystrokes
+        # cannot come sooner than that, a test's can.
+        wait_until(content_script_running, 10, interval=0.1, what="the content script in the tracked tab")
         browser.cdp.evaluate(page, "document.body.style.height = '4000px'; document.getElementById('q').focus(); 1")
         browser.cdp.call("Input.insertText", {"text": "typed by a person"}, session=page)
         for kind in ("keyDown", "keyUp"):

@@ -28,7 +28,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The logging capability is deprecated"),
 ]
 
-COMMANDS_JS = (EXTENSION_DIR / "content" / "commands.js").read_text()
+COMMANDS_JS = "\n".join((EXTENSION_DIR / "content" / name).read_text() for name in ("selectors.js", "commands.js"))
 
 FORM = """
 document.body.innerHTML = `

@@ -1,0 +1,179 @@
+// Gasoline — the worker's side of page capture: which tabs capture, and collecting what they kept.
+//
+// The page hooks (content/selectors.js + content/inject.js, MAIN world, document_start) are the only
+// static content script: they must wrap console, fetch and WebSocket before the page's own scripts
+// run. They never send anything. This module reaches them with chrome.scripting.executeScript in
+// the page's world (window.__gasolineHooks.track / take):
+//
+// * once a page has loaded (webNavigation.onCompleted, or 3 s after DOMContentLoaded when the load
+//   drags on), its tab gets a verdict: a tracked tab's hooks hand over what they kept and keep
+//   capturing; an untracked tab's hooks drop it and give the page its own console, fetch, XHR and
+//   WebSocket back. Nothing of ours runs in a page while it loads beyond the hooks themselves;
+// * a tracked page is then pulled from: every 250 ms while it produces items, backing off to once a
+//   second when it is quiet, and never while some tab is loading a page (lib/loads.js, at most 1 s);
+// * when a tracked tab starts its next navigation, one last pull takes what the old page still
+//   held (its performance snapshot included), while that document still exists;
+// * a tab that becomes tracked (popup, options, an agent, a test harness writing chrome.storage)
+//   is captured at once, without a reload (a page loaded before the extension was gets the hooks
+//   injected then); one that stops being tracked is told at once.
+//
+// Why pulls in the page's world and not an isolated-world content script that pushes: creating an
+// isolated world in a page and tearing it down at the next navigation cost every navigation of a
+// tracked tab a few milliseconds (bench/extension_overhead.py; about 10 % of a 35 ms page), and the
+// window.postMessage relay it needed reached the page's own message listeners. The price: what a
+// page captured in the last moments before its tab closes (not navigates) is lost, at most one
+// pull interval's worth.
+
+import { STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './settings.js';
+import { pageLoadsSettled } from './loads.js';
+
+export const HOOK_FILES = ['content/selectors.js', 'content/inject.js'];
+const TRACKING_KEYS = [STORAGE_KEYS.trackedTabId, STORAGE_KEYS.extraTabs, STORAGE_KEYS.trackAllTabs,
+  STORAGE_KEYS.captureLogs, STORAGE_KEYS.captureNetwork, STORAGE_KEYS.captureWebSocket, STORAGE_KEYS.captureActions];
+const PAGE_URL = /^(?:https?|file):/;
+const LATE_LOAD_MS = 3000;
+const PULL_BUSY_MS = 250;        // after a pull that brought items
+const PULL_QUIET_MS = 1000;      // the longest wait between two pulls of a tracked page
+const PULL_LOAD_HOLD_MS = 1000;  // how long a pull waits for other tabs' page loads, at most
+
+// Run in the page's world by executeScript: self-contained, no closures.
+function pageTrack(on, flags) {
+  const hooks = window.__gasolineHooks;
+  return hooks && typeof hooks.track === 'function' ? hooks.track(on, flags) : null;
+}
+function pageTake(final) {
+  const hooks = window.__gasolineHooks;
+  return hooks && typeof hooks.take === 'function' ? hooks.take(final) : null;
+}
+
+// A target: the tab's top frame, or exactly one document of it (a navigation event's documentId),
+// so a call meant for one page never lands in the next one the tab has moved on to.
+const targetOf = (tabId, documentId) => (documentId ? { tabId, documentIds: [documentId] } : { tabId });
+
+/** `func(...args)` in the page's world; its result, or undefined when the page cannot be scripted. */
+function inPage(tabId, documentId, func, args) {
+  return chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, func, args })
+    .then((r) => (r && r[0] && r[0].result !== undefined ? r[0].result : null), () => undefined);
+}
+
+async function pageTabs() {
+  const tabs = await chrome.tabs.query({});
+  return tabs.filter((t) => Number.isInteger(t.id) && PAGE_URL.test(t.url || ''));
+}
+
+async function topDocument(tabId) {
+  const frame = await chrome.webNavigation.getFrame({ tabId, frameId: 0 }).catch(() => null);
+  return (frame && frame.documentId) || undefined;
+}
+
+const captureFlags = (s) => ({ logs: s.captureLogs, network: s.captureNetwork, websocket: s.captureWebSocket, actions: s.captureActions });
+
+/**
+ * Wire page capture to the browser's events.
+ *
+ * `loadSettings()` resolves to the current settings (lib/settings.js settingsFromStorage shape);
+ * `onItems(tabId, items, dropped)` receives what a tracked page captured ([{kind, payload}]) and how
+ * many items its hooks had to drop since the last pull.
+ */
+export function installPageCapture({ loadSettings, onItems }) {
+  const capturing = new Map(); // tabId -> {documentId, timer, wait}
+
+  const deliver = (tabId, out) => {
+    if (!out || !Array.isArray(out.items)) return 0;
+    if (out.items.length || out.dropped) onItems(tabId, out.items, Number(out.dropped) || 0);
+    return out.items.length + (Number(out.more) || 0);
+  };
+
+  const forget = (tabId) => {
+    const page = capturing.get(tabId);
+    if (page) clearTimeout(page.timer);
+    capturing.delete(tabId);
+    return page;
+  };
+
+  const schedule = (tabId, page, wait) => {
+    clearTimeout(page.timer);
+    page.timer = setTimeout(() => pull(tabId, page), wait);
+  };
+
+  const pull = async (tabId, page) => {
+    await pageLoadsSettled(PULL_LOAD_HOLD_MS);
+    if (capturing.get(tabId) !== page) return;
+    const out = await inPage(tabId, page.documentId, pageTake, [false]);
+    if (capturing.get(tabId) !== page) { deliver(tabId, out); return; }
+    if (out === undefined) { forget(tabId); return; } // the document is gone
+    page.wait = deliver(tabId, out) ? PULL_BUSY_MS : Math.min(PULL_QUIET_MS, page.wait * 2);
+    schedule(tabId, page, page.wait);
+  };
+
+  const startCapture = async (tabId, documentId, settings) => {
+    documentId = documentId || await topDocument(tabId);
+    const flags = captureFlags(settings);
+    let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
+    if (out === null) {
+      // No hooks in this page (it loaded before the extension did): put them in now; capture
+      // starts from here.
+      const injected = await chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: HOOK_FILES })
+        .then(() => true, () => false);
+      if (injected) out = await inPage(tabId, documentId, pageTrack, [true, flags]);
+    }
+    if (!out) return false;
+    const previous = capturing.get(tabId);
+    if (previous && previous.documentId === documentId) {
+      deliver(tabId, out); // already pulled from: the call only passed new capture switches
+      return true;
+    }
+    forget(tabId);
+    const page = { documentId, timer: null, wait: PULL_BUSY_MS };
+    capturing.set(tabId, page);
+    deliver(tabId, out);
+    schedule(tabId, page, PULL_BUSY_MS);
+    return true;
+  };
+
+  const stopCapture = (tabId, documentId) => {
+    forget(tabId);
+    return inPage(tabId, documentId, pageTrack, [false, null]);
+  };
+
+  // Each document gets its verdict once: by its load, or by the fallback if the load never came.
+  const answered = new Set();
+  const answer = (details) => {
+    const key = details.documentId || `${details.tabId} ${details.url}`;
+    if (answered.has(key)) return;
+    answered.add(key);
+    if (answered.size > 500) answered.delete(answered.values().next().value);
+    const { tabId, documentId } = details;
+    loadSettings().then((s) => (isTrackedTab(s, tabId) ? startCapture(tabId, documentId, s) : stopCapture(tabId, documentId)));
+  };
+  const topPage = (details) => details.frameId === 0 && PAGE_URL.test(details.url || '');
+  chrome.webNavigation.onCompleted.addListener((details) => {
+    if (topPage(details)) answer(details);
+  });
+  chrome.webNavigation.onDOMContentLoaded.addListener((details) => {
+    if (topPage(details)) setTimeout(() => answer(details), LATE_LOAD_MS);
+  });
+  // The tab is leaving the page: take the rest while the document still exists.
+  chrome.webNavigation.onBeforeNavigate.addListener((details) => {
+    if (details.frameId !== 0) return;
+    const page = forget(details.tabId);
+    if (page) inPage(details.tabId, page.documentId, pageTake, [true]).then((out) => deliver(details.tabId, out));
+  });
+  chrome.tabs.onRemoved.addListener((tabId) => { forget(tabId); });
+
+  const reconcile = (s) => pageTabs().then((tabs) => {
+    for (const tab of tabs) {
+      if (isTrackedTab(s, tab.id)) startCapture(tab.id, undefined, s);
+      else if (capturing.has(tab.id)) stopCapture(tab.id, capturing.get(tab.id).documentId);
+    }
+  });
+
+  chrome.storage.onChanged.addListener((changes, area) => {
+    if (area !== 'local' || !TRACKING_KEYS.some((k) => k in changes)) return;
+    // The worker's own listener resets its settings cache on the same change: read storage afresh.
+    chrome.storage.local.get(null).then((raw) => reconcile(settingsFromStorage(raw)));
+  });
+
+  // A worker (re)start: tabs that are tracked now and loaded before this worker ran.
+  loadSettings().then(reconcile);
+}

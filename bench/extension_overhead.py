@@ -100,47 +100,52 @@ def install(browser: Chromium, extension: Path, daemon, site, tracked: tuple[str
 
 
 def run_instance(args, site, daemon, samples: dict, per_instance: list, pages: list[str]) -> None:
-    """One browser measures every configuration. The extension is loaded and removed over the
-    DevTools pipe (Extensions.loadUnpacked / uninstall) between blocks of loads, the order of the
-    blocks alternating per round, so "without" and "with" run in the same browser process, the same
-    tab and the same renderer conditions."""
+    """One browser measures every configuration. Each round has a block without any extension and
+    a block with each extension measured (``--extension``, and ``--compare`` if given), in an order
+    that rotates per round; an extension is loaded over the DevTools pipe (Extensions.loadUnpacked)
+    before its block and removed after it, so all of them run in the same browser process, the same
+    tabs and the same renderer conditions."""
     browser = Chromium(executable=args.chromium, extension_dir=None, pipe=True).start()
     try:
         tab_a = (*open_tab(browser, site.url + "/blank.html?tab-a"), "tab-a")
         tab_b = (*open_tab(browser, site.url + "/blank.html?tab-b"), "tab-b")
         mine: dict = {}
-        ext_id = None
+        builds = [("", args.extension)] + ([(f"{args.compare_label} ", args.compare)] if args.compare else [])
+        blocks = [None] + builds
         for rnd in range(args.rounds):
-            blocks = ["without", "with"] if rnd % 2 == 0 else ["with", "without"]
-            for block in blocks:
-                if block == "with" and ext_id is None:
-                    ext_id = install(browser, args.extension, daemon, site, tab_a, tab_b)
-                elif block == "without" and ext_id is not None:
-                    browser.uninstall_extension(ext_id)
-                    ext_id = None
-                configs = ([("without", tab_a)] if block == "without"
-                           else [("with", tab_a), ("with, untracked tab", tab_b)])
-                for page_name in pages:
-                    # Warm the block (first loads compile and cache; the tracked tab's first
-                    # load after an install gets its content scripts).
-                    for _ in range(2):
-                        for _name, tab in configs:
-                            load_once(browser, tab[:2], f"{site.url}/{page_name}?warm")
-                    hooked = browser.cdp.evaluate(tab_a[1], "typeof window.__gasolineHooks === 'object'")
-                    if hooked != (block == "with"):
-                        raise RuntimeError(f"block {block!r}: page hooks present = {hooked}")
-                    for i in range(args.loads):
-                        order = configs[i % len(configs):] + configs[:i % len(configs)]
-                        for name, tab in order:
-                            # A random pause breaks any lock-step between our navigations and
-                            # the browser's frame clock (a load's DCL waits for a rendering frame).
-                            time.sleep(random.uniform(0, 0.05))
-                            row = load_once(browser, tab[:2], f"{site.url}/{page_name}?r={rnd}-{i}")
-                            samples[page_name][name].append(row)
-                            mine.setdefault(page_name, {}).setdefault(name, []).append(row["load"])
+            for block in blocks[rnd % len(blocks):] + blocks[:rnd % len(blocks)]:
+                ext_id = install(browser, block[1], daemon, site, tab_a, tab_b) if block else None
+                try:
+                    configs = ([("without", tab_a)] if block is None
+                               else [(f"{block[0]}with", tab_a), (f"{block[0]}with, untracked tab", tab_b)])
+                    for page_name in pages:
+                        measure_block(browser, site, configs, page_name, rnd, args, samples, mine, hooked=block is not None)
+                finally:
+                    if ext_id:
+                        browser.uninstall_extension(ext_id)
         per_instance.append({p: {n: median(v) for n, v in d.items()} for p, d in mine.items()})
     finally:
         browser.stop()
+
+
+def measure_block(browser, site, configs, page_name, rnd, args, samples, mine, hooked: bool) -> None:
+    # Warm the block (first loads compile and cache; the tracked tab's first load after an install
+    # gets its verdict).
+    for _ in range(2):
+        for _name, tab in configs:
+            load_once(browser, tab[:2], f"{site.url}/{page_name}?warm")
+    present = browser.cdp.evaluate(configs[0][1][1], "!!window.__gasolineHooks")
+    if present != hooked:
+        raise RuntimeError(f"{configs[0][0]!r}: page hooks present = {present}")
+    for i in range(args.loads):
+        order = configs[i % len(configs):] + configs[:i % len(configs)]
+        for name, tab in order:
+            # A random pause breaks any lock-step between our navigations and the browser's
+            # frame clock (a load's DCL waits for a rendering frame).
+            time.sleep(random.uniform(0, 0.05))
+            row = load_once(browser, tab[:2], f"{site.url}/{page_name}?r={rnd}-{i}")
+            samples[page_name].setdefault(name, []).append(row)
+            mine.setdefault(page_name, {}).setdefault(name, []).append(row["load"])
 
 
 def main() -> int:
@@ -152,6 +157,11 @@ def main() -> int:
     parser.add_argument("--loads", type=int, default=10, help="loads of each page per configuration per block")
     parser.add_argument("--extension", type=Path, default=HERE.parent / "extension",
                         help="the unpacked extension to measure (default: this repository's)")
+    parser.add_argument("--compare", type=Path, default=None,
+                        help="a second unpacked extension measured in the same run, e.g. an older build "
+                        "(git archive <commit> extension | tar -x -C /tmp/old)")
+    parser.add_argument("--compare-label", default="compared,",
+                        help="prefix of the second extension's configurations in the table")
     parser.add_argument("--pages", default="bench.html,app.html",
                         help="comma-separated test-site pages (bench.html: minimal; app.html: app-like)")
     parser.add_argument("--chromium", default=CHROMIUM)
@@ -162,8 +172,7 @@ def main() -> int:
         print(f"Chromium not found at {args.chromium}", file=sys.stderr)
         return 2
     pages = [p.strip() for p in args.pages.split(",") if p.strip()]
-    names = ["without", "with, untracked tab", "with"]
-    samples: dict = {p: {n: [] for n in names} for p in pages}
+    samples: dict = {p: {} for p in pages}
     per_instance: list = []
     site = TestSite().start()
     daemon = DaemonProcess(state_dir=Path(tempfile.mkdtemp(prefix="gasoline-bench-")) / "state").start()
@@ -183,6 +192,7 @@ def main() -> int:
     path = write_json("extension_overhead", {
         "method": "one browser per instance, extension loaded/removed over the DevTools pipe between blocks",
         "instances": args.instances, "rounds": args.rounds, "loads_per_block": args.loads, "pages": report,
+        "extension": str(args.extension), "compare": str(args.compare) if args.compare else None,
         "daemon_entries": entries, "per_instance_load_medians": per_instance,
         "samples": samples, "target_percent": 5,
     })
@@ -207,7 +217,7 @@ def summarize(page_name: str, samples: dict, per_instance: list, args) -> dict:
 
     overhead, untracked_overhead = over("with"), over("with, untracked tab")
     loads = {name: [r["load"] for r in rows] for name, rows in samples.items()}
-    ci = {name: overhead_interval(loads["without"], loads[name]) for name in ("with", "with, untracked tab")}
+    ci = {name: overhead_interval(loads["without"], loads[name]) for name in loads if name != "without"}
     lt_delta = summary["with"]["long_task_ms_median"] - summary["without"]["long_task_ms_median"]
     print_table(
         f"Extension overhead on /{page_name} ({args.instances} browsers x {args.rounds} rounds x {args.loads} loads per "
@@ -219,6 +229,9 @@ def summarize(page_name: str, samples: dict, per_instance: list, args) -> dict:
             for name, s in summary.items()
         ],
     )
+    for name in loads:
+        if name not in ("without", "with", "with, untracked tab"):
+            print(f"/{page_name} {name}: {over(name):+.1f} % (95 % CI {ci[name][0]:+.1f} .. {ci[name][1]:+.1f})")
     verdict = "meets" if overhead < 5 else "misses"
     print(f"/{page_name} load-time overhead: {overhead:+.1f} % tracked (95 % CI {ci['with'][0]:+.1f} .. {ci['with'][1]:+.1f}; "
           f"{verdict} the < 5 % target), {untracked_overhead:+.1f} % untracked (95 % CI {ci['with, untracked tab'][0]:+.1f} .. "
@@ -227,7 +240,8 @@ def summarize(page_name: str, samples: dict, per_instance: list, args) -> dict:
     return {"summary": summary, "load_overhead_percent": overhead, "load_overhead_percent_ci95": ci["with"],
             "untracked_load_overhead_percent": untracked_overhead,
             "untracked_load_overhead_percent_ci95": ci["with, untracked tab"], "long_task_delta_ms": lt_delta,
-            "meets_target": overhead < 5}
+            "overhead_percent_by_configuration": {name: over(name) for name in loads if name != "without"},
+            "ci95_by_configuration": ci, "meets_target": overhead < 5}
 
 
 def overhead_interval(base: list[float], other: list[float], rounds: int = 2000, seed: int = 7) -> list[float]:

@@ -35,6 +35,7 @@ const LATE_LOAD_MS = 3000;
 const PULL_BUSY_MS = 250;        // after a pull that brought items
 const PULL_QUIET_MS = 1000;      // the longest wait between two pulls of a tracked page
 const PULL_LOAD_HOLD_MS = 1000;  // how long a pull waits for other tabs' page loads, at most
+const PULL_ITEMS_LIMIT = 1000;   // items taken per pull (inject.js TAKE_LIMIT)
 
 // Run in the page's world by executeScript: self-contained, no closures.
 function pageTrack(on, flags) {
@@ -78,10 +79,14 @@ const captureFlags = (s) => ({ logs: s.captureLogs, network: s.captureNetwork, w
 export function installPageCapture({ loadSettings, onItems }) {
   const capturing = new Map(); // tabId -> {documentId, timer, wait}
 
+  // What comes back from a page's world is the page's to shape (it could patch the built-ins the
+  // hooks use): take at most what the hooks ever hand over; the worker checks each item's kind and
+  // the daemon each field.
   const deliver = (tabId, out) => {
     if (!out || !Array.isArray(out.items)) return 0;
-    if (out.items.length || out.dropped) onItems(tabId, out.items, Number(out.dropped) || 0);
-    return out.items.length + (Number(out.more) || 0);
+    const items = out.items.slice(0, PULL_ITEMS_LIMIT);
+    if (items.length || out.dropped) onItems(tabId, items, Number(out.dropped) || 0);
+    return items.length + (Number(out.more) || 0);
   };
 
   const forget = (tabId) => {

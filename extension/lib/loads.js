@@ -49,11 +49,6 @@ export function pageLoadsSettled(maxWaitMs) {
   });
 }
 
-/** True while some tab's top frame is loading (for tests and the status snapshot). */
-export function pageLoadsInProgress() {
-  return busy();
-}
-
 export function installLoadTracking() {
   chrome.webNavigation.onBeforeNavigate.addListener((d) => {
     if (d.frameId === 0) loading.set(d.tabId, Date.now());

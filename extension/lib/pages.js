@@ -27,7 +27,7 @@
 import { STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './settings.js';
 import { pageLoadsSettled } from './loads.js';
 
-export const HOOK_FILES = ['content/selectors.js', 'content/inject.js'];
+const HOOK_FILES = ['content/selectors.js', 'content/inject.js'];
 const TRACKING_KEYS = [STORAGE_KEYS.trackedTabId, STORAGE_KEYS.extraTabs, STORAGE_KEYS.trackAllTabs,
   STORAGE_KEYS.captureLogs, STORAGE_KEYS.captureNetwork, STORAGE_KEYS.captureWebSocket, STORAGE_KEYS.captureActions];
 const PAGE_URL = /^(?:https?|file):/;

@@ -84,15 +84,18 @@ COMMANDS_PAGE = """<!doctype html>
 """
 
 
-BENCH_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Gasoline bench page</title>
-<script>
+# The benchmark pages record their own long tasks (bench/extension_overhead.py reads __longTasks).
+LONG_TASKS_SCRIPT = """<script>
   window.__longTasks = [];
   try {
     new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__longTasks.push(e.duration)))
       .observe({type: 'longtask', buffered: true});
   } catch (e) {}
-</script></head>
+</script>"""
+
+BENCH_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline bench page</title>
+""" + LONG_TASKS_SCRIPT + """</head>
 <body>
 <h1>Bench</h1>
 <div id="list"></div>
@@ -208,13 +211,7 @@ class EchoFactory:
 APP_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Gasoline app-like bench page</title>
 <link rel="stylesheet" href="/static/app.css">
-<script>
-  window.__longTasks = [];
-  try {
-    new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__longTasks.push(e.duration)))
-      .observe({type: 'longtask', buffered: true});
-  } catch (e) {}
-</script>
+""" + LONG_TASKS_SCRIPT + """
 <script src="/static/vendor.js"></script>
 <script src="/static/app.js" defer></script>
 </head>

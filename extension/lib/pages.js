@@ -1,14 +1,15 @@
 // Gasoline — the worker's side of page capture: which tabs capture, and collecting what they kept.
 //
-// The page hooks (content/selectors.js + content/inject.js, MAIN world, document_start) are the only
-// static content script: they must wrap console, fetch and WebSocket before the page's own scripts
-// run. They never send anything. This module reaches them with chrome.scripting.executeScript in
-// the page's world (window.__gasolineHooks.track / take):
+// The page hooks (content/hooks.js, MAIN world, document_start) are the only static content script:
+// they must wrap console, fetch and WebSocket before the page's own scripts run, and they only keep
+// raw records. This module reaches them with chrome.scripting.executeScript in the page's world
+// (window.__gasolineHooks.track / take):
 //
 // * once a page has loaded (webNavigation.onCompleted, or 3 s after DOMContentLoaded when the load
-//   drags on), its tab gets a verdict: a tracked tab's hooks hand over what they kept and keep
-//   capturing; an untracked tab's hooks drop it and give the page its own console, fetch, XHR and
-//   WebSocket back. Nothing of ours runs in a page while it loads beyond the hooks themselves;
+//   drags on), its tab gets a verdict. A tracked tab gets the capture module (content/selectors.js
+//   + content/capture.js), which turns the hooks' records into items from then on; an untracked
+//   tab's hooks drop what they kept and give the page its own console, fetch, XHR, WebSocket and
+//   history back. Nothing of ours runs in a page while it loads beyond the small hooks file;
 // * a tracked page is then pulled from: every 250 ms while it produces items, backing off to once a
 //   second when it is quiet, and never while some tab is loading a page (lib/loads.js, at most 1 s);
 // * when a tracked tab starts its next navigation, one last pull takes what the old page still
@@ -20,14 +21,17 @@
 // Why pulls in the page's world and not an isolated-world content script that pushes: creating an
 // isolated world in a page and tearing it down at the next navigation cost every navigation of a
 // tracked tab a few milliseconds (bench/extension_overhead.py; about 10 % of a 35 ms page), and the
-// window.postMessage relay it needed reached the page's own message listeners. The price: what a
-// page captured in the last moments before its tab closes (not navigates) is lost, at most one
-// pull interval's worth.
+// window.postMessage relay it needed reached the page's own message listeners. Why two files: every
+// page parses the document_start script on its load path (about 1.3 ms for the 45 kB the single
+// file had, 0.15 ms for hooks.js); the capture module is parsed after the load, in tracked pages
+// only. The price of pulling: what a page captured in the last moments before its tab closes (not
+// navigates) is lost, at most one pull interval's worth.
 
 import { STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './settings.js';
 import { pageLoadsSettled } from './loads.js';
 
-const HOOK_FILES = ['content/selectors.js', 'content/inject.js'];
+const HOOK_FILES = ['content/hooks.js'];
+const CAPTURE_FILES = ['content/selectors.js', 'content/capture.js'];
 const TRACKING_KEYS = [STORAGE_KEYS.trackedTabId, STORAGE_KEYS.extraTabs, STORAGE_KEYS.trackAllTabs,
   STORAGE_KEYS.captureLogs, STORAGE_KEYS.captureNetwork, STORAGE_KEYS.captureWebSocket, STORAGE_KEYS.captureActions];
 const PAGE_URL = /^(?:https?|file):/;
@@ -35,7 +39,7 @@ const LATE_LOAD_MS = 3000;
 const PULL_BUSY_MS = 250;        // after a pull that brought items
 const PULL_QUIET_MS = 1000;      // the longest wait between two pulls of a tracked page
 const PULL_LOAD_HOLD_MS = 1000;  // how long a pull waits for other tabs' page loads, at most
-const PULL_ITEMS_LIMIT = 1000;   // items taken per pull (inject.js TAKE_LIMIT)
+const PULL_ITEMS_LIMIT = 1000;   // items taken per pull (capture.js TAKE_LIMIT)
 
 // Run in the page's world by executeScript: self-contained, no closures.
 function pageTrack(on, flags) {
@@ -115,14 +119,15 @@ export function installPageCapture({ loadSettings, onItems }) {
     documentId = documentId || await topDocument(tabId);
     const flags = captureFlags(settings);
     let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
-    if (out === null) {
-      // No hooks in this page (it loaded before the extension did): put them in now; capture
-      // starts from here.
-      const injected = await chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: HOOK_FILES })
+    // No hooks in this page (it loaded before the extension did): put them in now, capture starts
+    // from here. Hooks without the capture module (the page's first verdict): add it.
+    const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
+    if (missing) {
+      const injected = await chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: missing })
         .then(() => true, () => false);
       if (injected) out = await inPage(tabId, documentId, pageTrack, [true, flags]);
     }
-    if (!out) return false;
+    if (!out || out.attach) return false;
     const previous = capturing.get(tabId);
     if (previous && previous.documentId === documentId) {
       deliver(tabId, out); // already pulled from: the call only passed new capture switches

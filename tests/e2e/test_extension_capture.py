@@ -49,7 +49,8 @@ def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(brows
     marker = uuid.uuid4().hex[:10]
     sw, page, tab = track_new_tab(browser, site, ext_daemon.url)
     browser.navigate(page, f"{site.url}/capture.html?m={marker}")
-    wait_until(lambda: browser.cdp.evaluate(page, "window.__done.ws && window.__done.fetch"), 10, what="the page's fetch and WebSocket")
+    wait_until(lambda: browser.cdp.evaluate(page, "window.__done.ws && window.__done.fetch && window.__done.xhr"), 10,
+               what="the page's fetch, XHR and WebSocket")
     browser.click(page, "#go")
     assert browser.cdp.evaluate(page, "document.getElementById('status').textContent") == "clicked"
     browser.cdp.evaluate(page, "document.getElementById('secret').focus()")
@@ -63,6 +64,7 @@ def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(brows
             and any(marker in json.dumps(b) and "/api/fail" in b["url"] for b in s["network_bodies"])
             and any(b["url"].endswith("/api/login") for b in s["network_bodies"])
             and any("/api/ok?req=" in b["url"] for b in s["network_bodies"])
+            and any("/api/ok?xhr=" in b["url"] for b in s["network_bodies"])
             and sum(1 for e in s["websocket_events"] if e.get("event") in ("open", "message", "close")) >= 4
             and {"click", "input"} <= {a["type"] for a in actions}
         )
@@ -94,6 +96,12 @@ def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(brows
     from_request = next(b for b in snap["network_bodies"] if "/api/ok?req=" in b["url"])
     assert from_request["method"] == "PUT" and from_request["request_body"] == "request-object-body-" + marker
     assert from_request["status"] == 200 and "request-object-body-" + marker in from_request["response_body"]
+
+    from_xhr = next(b for b in snap["network_bodies"] if "/api/ok?xhr=" in b["url"])
+    assert from_xhr["method"] == "POST" and from_xhr["request_body"] == "xhr-body-" + marker
+    assert from_xhr["status"] == 200 and "xhr-body-" + marker in from_xhr["response_body"]
+    assert from_xhr["url"].startswith(site.url) and from_xhr["tab_id"] == tab
+    assert "x-api-key" not in from_xhr.get("request_headers", {}) and "e2e-xhr-key" not in json.dumps(snap)
 
     login = next(b for b in snap["network_bodies"] if b["url"].endswith("/api/login"))
     assert "hunter2" not in json.dumps(login)
@@ -216,7 +224,8 @@ def test_an_mcp_agent_observes_what_the_page_did(browser, site, ext_daemon):
     marker = uuid.uuid4().hex[:10]
     sw, page, tab = track_new_tab(browser, site, ext_daemon.url)
     browser.navigate(page, f"{site.url}/capture.html?m={marker}")
-    wait_until(lambda: browser.cdp.evaluate(page, "window.__done.ws && window.__done.fetch"), 10, what="the page's fetch and WebSocket")
+    wait_until(lambda: browser.cdp.evaluate(page, "window.__done.ws && window.__done.fetch && window.__done.xhr"), 10,
+               what="the page's fetch, XHR and WebSocket")
     browser.click(page, "#go")
     snapshot_until(
         ext_daemon.url,

@@ -37,7 +37,7 @@ CAPTURE_PAGE = """<!doctype html>
 <input id="secret" type="password" name="secret">
 <p id="status">waiting</p>
 <script>
-  window.__done = {ws: false, fetch: false};
+  window.__done = {ws: false, fetch: false, xhr: false};
   const marker = new URLSearchParams(location.search).get('m') || 'none';
   console.log('e2e log line', marker, {nested: {deep: [1, 2, 3]}});
   const cyclic = {name: 'cyclic'}; cyclic.self = cyclic;
@@ -49,6 +49,11 @@ CAPTURE_PAGE = """<!doctype html>
     .then(r => r.text()).then(() => { window.__done.fetch = true; });
   fetch('/api/login', {method: 'POST', body: JSON.stringify({user: 'u', password: 'hunter2-' + marker})});
   fetch(new Request('/api/ok?req=' + marker, {method: 'PUT', body: 'request-object-body-' + marker}));
+  const xhr = new XMLHttpRequest();
+  xhr.open('POST', '/api/ok?xhr=' + marker);
+  xhr.setRequestHeader('X-Api-Key', 'e2e-xhr-key');
+  xhr.onloadend = () => { window.__done.xhr = true; };
+  xhr.send('xhr-body-' + marker);
   const ws = new WebSocket('ws://' + location.host + '/ws');
   ws.onopen = () => ws.send('ping-' + marker);
   ws.onmessage = (e) => { window.__done.ws = e.data; ws.close(1000, 'done'); };

@@ -301,6 +301,8 @@ def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(brows
 
         wait_until(logged, 20, interval=0.3, what="130 console entries")
         wait_until(lambda: fake.posts.get("/performance-snapshots"), 20, interval=0.3, what="a performance snapshot")
+        wait_until(lambda: fake.posts.get("/websocket-events") and fake.posts.get("/network-bodies"), 20, interval=0.3,
+                   what="the page's WebSocket events and network bodies")
         with fake.lock:
             posts = {k: list(v) for k, v in fake.posts.items()}
     assert all(len(b["entries"]) <= 50 for b in posts["/logs"]) and len(posts["/logs"]) >= 3

@@ -1,7 +1,8 @@
 """
 How the service worker collects from the page hooks (extension/lib/pages.js), in Debian's Chromium:
-no isolated world and no postMessage relay in a tracked page, the last items of a page taken when
-its tab navigates on, and a page that loaded before the extension existed captured once tracked.
+no isolated world and no postMessage relay in a tracked page, the capture module only in tracked
+pages, the last items of a page taken when its tab navigates on, and a page that loaded before the
+extension existed captured once tracked.
 
 Fails (not skips) under CI=true without Chromium (the ``chromium_bin`` fixture).
 """
@@ -40,6 +41,29 @@ def test_a_tracked_page_sees_no_messages_and_no_isolated_world_from_the_extensio
             func: () => [typeof globalThis.__gasolineCommands, typeof globalThis.__gasolineSelectors]}})
             .then((r) => r[0].result)""")
         assert worlds == ["undefined", "undefined"]
+
+
+NATIVE = "[console.log, window.fetch, XMLHttpRequest.prototype.open, history.pushState].every((f) => String(f).includes('[native code]'))"
+# A module offered to the hooks is refused once ours (content/capture.js) has attached.
+MODULE_ATTACHED = "window.__gasolineHooks.attach({receive() {}, start() {}, stop() {}, take() {}}) === null"
+
+
+def test_only_a_tracked_page_gets_the_capture_module_and_an_untracked_one_its_own_functions_back(browser, site):
+    sw = browser.service_worker()
+    _, tracked_page, _ = browser.new_page(site.url + "/blank.html?tracked")
+    _, other_page, _ = browser.new_page(site.url + "/blank.html?other")
+    tab = browser.tab_id_for(sw, site.url + "/blank.html?tracked")
+    with ScriptedDaemon([]) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        browser.navigate(other_page, site.url + "/capture.html?m=untracked-page")
+        browser.navigate(tracked_page, site.url + "/capture.html?m=tracked-page")
+        wait_until(lambda: any("e2e console error tracked-page" in e.get("message", "") for e in posted(fake, "/logs", "entries")),
+                   20, what="the tracked page's console error at the daemon")
+        assert browser.cdp.evaluate(tracked_page, MODULE_ATTACHED) is True
+        assert browser.cdp.evaluate(tracked_page, NATIVE) is False  # still hooked
+        wait_until(lambda: browser.cdp.evaluate(other_page, NATIVE), 10, what="the untracked page's own functions back")
+        assert browser.cdp.evaluate(other_page, MODULE_ATTACHED) is False  # nothing of ours but the hooks
+        assert not any("untracked-page" in str(e) for e in posted(fake, "/logs", "entries"))
 
 
 def test_the_last_items_and_the_snapshot_of_a_page_left_at_once_are_delivered(browser, site):

@@ -33,6 +33,7 @@
   const TAKE_LIMIT = 1000;   // items handed over per pull
   const CONSOLE_QUEUE_LIMIT = 10000;
   const SNAPSHOT_AFTER_LOAD_MS = 1500;
+  const START_BUDGET_MS = 3; // console serialization when tracking starts (FINAL_BUDGET_MS: at the final pull)
 
   let link = null; // the hooks' side: {capture, tracked()}
   let outbox = [];
@@ -104,6 +105,11 @@
     if (consoleScheduled) return;
     consoleScheduled = true;
     idle(drainConsole);
+  };
+  // Serialize queued console calls now, for at most `ms` milliseconds.
+  const drainFor = (ms) => {
+    const until = performance.now() + ms;
+    drainConsole({ didTimeout: false, timeRemaining: () => until - performance.now() });
   };
   const onConsole = (record) => {
     consoleQueue.push(record);
@@ -634,6 +640,10 @@
       scheduleSnapshot();
     }
     for (const record of records) receive(record);
+    // The console calls of the load go with this first answer as far as a few milliseconds allow
+    // (the rest at the next idle moment): a page left soon after its load has less for the
+    // best-effort final pull.
+    drainFor(START_BUDGET_MS);
     return take(false);
   };
   const stop = () => {
@@ -650,8 +660,7 @@
     if (!capturing()) return { items: [], dropped: 0 };
     if (final) {
       sendSnapshot();
-      const until = performance.now() + FINAL_BUDGET_MS;
-      drainConsole({ didTimeout: false, timeRemaining: () => until - performance.now() });
+      drainFor(FINAL_BUDGET_MS);
     }
     const items = outbox.length > TAKE_LIMIT ? outbox.slice(0, TAKE_LIMIT) : outbox;
     outbox = outbox.length > TAKE_LIMIT ? outbox.slice(TAKE_LIMIT) : [];

@@ -14,7 +14,7 @@
   const { clip, norm, roleOf, accessibleName, cssEscape, selectorsFor } = globalThis.__gasolineSelectors;
   const fail = (error, message, extra) => Object.assign({ error, message }, extra || {});
 
-  // The user-action capture (inject.js) lives in the page's world, which sees none of this world's
+  // The user-action capture (capture.js) lives in the page's world, which sees none of this world's
   // globals: it is told with two DOM events when an agent starts and stops acting, and skips what
   // happens in between.
   const agentActing = (on) => window.dispatchEvent(new Event(on ? '__gasoline_agent_acting__' : '__gasoline_agent_done__'));

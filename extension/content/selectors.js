@@ -1,10 +1,10 @@
 // Gasoline — roles, accessible names and selectors for an element (shared by two worlds).
 //
-// Loaded twice, into separate JavaScript worlds: in the page's world just before inject.js (the
-// user-action capture names the element a person acted on), and in the isolated world just before
-// commands.js (an agent's selectors are resolved against the same roles and names). Pure DOM code:
-// no chrome.* calls, no state. Defines globalThis.__gasolineSelectors; inject.js takes the functions
-// and removes the global again, so the page never sees it.
+// Loaded twice, into separate JavaScript worlds: in a tracked page's world just before capture.js
+// (the user-action capture names the element a person acted on), and in the isolated world just
+// before commands.js (an agent's selectors are resolved against the same roles and names). Pure DOM
+// code: no chrome.* calls, no state. Defines globalThis.__gasolineSelectors; capture.js takes the
+// functions and removes the global again, so the page never sees it.
 (() => {
   'use strict';
   if (globalThis.__gasolineSelectors) return;

@@ -240,7 +240,7 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
         assert tab in [t["id"] for t in results["q-6"]["result"]["tabs"] if t["tracked"]]
         assert results["q-7"]["error"] == "execution_error" and "boom" in results["q-7"]["result"]["message"]
         assert "image-alt" in {v["id"] for v in results["q-8"]["result"]["violations"]}
-        # isolated: the page's DOM, not the page's JavaScript globals (inject.js's marker)
+        # isolated: the page's DOM, not the page's JavaScript globals (the hooks' handle)
         assert results["q-10"]["result"]["result"] == ["Gasoline commands page", "undefined"]
         links = {link["url"]: link["status"] for link in results["q-11"]["result"]["links"]}
         assert links == {site.url + "/commands.html": 200, site.url + "/missing-page": 404}

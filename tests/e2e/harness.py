@@ -314,6 +314,16 @@ class Chromium:
     def storage_set(self, sw: str, values: dict) -> None:
         self.cdp.evaluate(sw, f"chrome.storage.local.set({json.dumps(values)}).then(() => true)")
 
+    def track_new_tab(self, url: str, server_url: str, **settings) -> tuple[str, str, int]:
+        """Open a tab at ``url``, make it the tracked tab and point the extension at ``server_url``
+        (more ``chrome.storage.local`` settings as keywords); return (service worker session, page
+        session, chrome tab id)."""
+        sw = self.service_worker()
+        _, page, _ = self.new_page(url)
+        tab = self.tab_id_for(sw, url)
+        self.storage_set(sw, {"serverUrl": server_url, "trackedTabId": tab, **settings})
+        return sw, page, tab
+
     def new_page(self, url: str) -> tuple[str, str, int]:
         """Open a tab at ``url``; return (target id, session id, chrome tab id)."""
         target_id = self.cdp.call("Target.createTarget", {"url": url})["targetId"]

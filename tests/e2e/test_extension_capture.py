@@ -23,11 +23,8 @@ def track_new_tab(browser, site, daemon_url, path="/blank.html", reload=True):
     With ``reload`` the page is loaded again once tracked, so everything it does is captured
     (without it, tracking reaches an open page within a few milliseconds; see the second test).
     """
-    sw = browser.service_worker()
     url = site.url + path
-    _, page, _ = browser.new_page(url)
-    tab = browser.tab_id_for(sw, url)
-    browser.storage_set(sw, {"serverUrl": daemon_url, "trackedTabId": tab, "trackedTabUrl": url})
+    sw, page, tab = browser.track_new_tab(url, daemon_url, trackedTabUrl=url)
     if reload:
         browser.navigate(page, url + ("&" if "?" in url else "?") + "tracked")
     return sw, page, tab

@@ -286,11 +286,8 @@ def test_pilot_off_refuses_acting_commands_but_answers_reads(browser, site):
 
 
 def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(browser, site):
-    sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
     with ScriptedDaemon([]) as fake:
-        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        _, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
         browser.navigate(page, site.url + "/capture.html?m=batch")
         browser.cdp.evaluate(page, "for (let i = 0; i < 130; i++) console.log('bulk', i); 1")
 
@@ -321,12 +318,9 @@ def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(brows
 
 
 def test_while_the_daemon_refuses_logs_the_buffer_keeps_the_newest_and_counts_drops(browser, site):
-    sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
     with ScriptedDaemon([]) as fake:
         fake.fail_logs = True
-        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        sw, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
         browser.navigate(page, site.url + "/blank.html?tracked")
         browser.cdp.evaluate(page, "console.log('first'); 1")
         wait_until(lambda: fake.refused, 10, interval=0.2, what="a refused /logs batch")
@@ -372,11 +366,8 @@ def test_isolated_execute_without_user_scripts_access_answers_a_clear_error(brow
 
 
 def test_user_actions_select_keypress_scroll_and_spa_navigation_are_recorded(browser, site):
-    sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
     with ScriptedDaemon([]) as fake:
-        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        sw, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
         browser.navigate(page, site.url + "/commands.html")
 
         def content_script_running():  # it reports the page load as its first action

@@ -22,14 +22,11 @@ def posted(fake, path, key):
 
 
 def test_a_tracked_page_sees_no_messages_and_no_isolated_world_from_the_extension(browser, site):
-    sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
-    # Every message event the page receives, from its very first script on.
-    browser.cdp.call("Page.addScriptToEvaluateOnNewDocument", {
-        "source": "window.__seen = []; addEventListener('message', (e) => window.__seen.push(JSON.stringify(e.data)));"}, session=page)
     with ScriptedDaemon([]) as fake:
-        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        sw, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
+        # Every message event the page receives, from its very first script on.
+        browser.cdp.call("Page.addScriptToEvaluateOnNewDocument", {
+            "source": "window.__seen = []; addEventListener('message', (e) => window.__seen.push(JSON.stringify(e.data)));"}, session=page)
         browser.navigate(page, site.url + "/capture.html?m=quiet")
         wait_until(lambda: any("e2e console error quiet" in e.get("message", "") for e in posted(fake, "/logs", "entries")),
                    20, what="the page's console error at the daemon")
@@ -49,12 +46,9 @@ MODULE_ATTACHED = "window.__gasolineHooks.attach({receive() {}, start() {}, stop
 
 
 def test_only_a_tracked_page_gets_the_capture_module_and_an_untracked_one_its_own_functions_back(browser, site):
-    sw = browser.service_worker()
-    _, tracked_page, _ = browser.new_page(site.url + "/blank.html?tracked")
-    _, other_page, _ = browser.new_page(site.url + "/blank.html?other")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html?tracked")
     with ScriptedDaemon([]) as fake:
-        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        _, tracked_page, _ = browser.track_new_tab(site.url + "/blank.html?tracked", fake.url)
+        _, other_page, _ = browser.new_page(site.url + "/blank.html?other")
         browser.navigate(other_page, site.url + "/capture.html?m=untracked-page")
         browser.navigate(tracked_page, site.url + "/capture.html?m=tracked-page")
         wait_until(lambda: any("e2e console error tracked-page" in e.get("message", "") for e in posted(fake, "/logs", "entries")),
@@ -70,11 +64,8 @@ def test_the_last_items_and_the_snapshot_of_a_page_left_at_once_are_delivered(br
     """A page left right after its load (before its first pull, and before the 1.5 s snapshot)
     still gets its console output and its performance snapshot to the daemon: the worker takes
     them when the tab starts the next navigation."""
-    sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
     with ScriptedDaemon([]) as fake:
-        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+        _, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
         browser.navigate(page, site.url + "/blank.html?settled")
         first = site.url + "/capture.html?m=leaving"
         browser.navigate(page, first)

@@ -88,8 +88,8 @@
     };
   };
 
+  // Serializes queued console calls while `deadline` allows; what is left waits for an idle moment.
   const drainConsole = (deadline) => {
-    consoleScheduled = false;
     if (!capturing()) { consoleQueue = []; return; }
     const queue = consoleQueue.length > CONSOLE_QUEUE_LIMIT ? consoleQueue.slice(-CONSOLE_QUEUE_LIMIT) : consoleQueue;
     let i = 0;
@@ -104,7 +104,7 @@
   const scheduleConsole = () => {
     if (consoleScheduled) return;
     consoleScheduled = true;
-    idle(drainConsole);
+    idle((deadline) => { consoleScheduled = false; drainConsole(deadline); });
   };
   // Serialize queued console calls now, for at most `ms` milliseconds.
   const drainFor = (ms) => {

@@ -76,10 +76,13 @@ def reference_binary() -> Path:
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, REFERENCE_PACKAGE],
-            check=True,
+            capture_output=True, text=True,
         )
+        if done.returncode != 0:
+            raise SystemExit(f"the reference daemon ({REFERENCE_PACKAGE}) is unavailable: pip "
+                             f"download failed:\n{done.stderr.strip()[-800:]}")
         wheel = next(Path(tmp).glob("*.whl"))
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(CACHE / "reference")

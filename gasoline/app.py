@@ -33,7 +33,12 @@ from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.site import GasolineRoot
-from gasoline.mcp.server import build_mcp
+from gasoline.mcp.fixtures import register_fixtures
+from gasoline.mcp.resources import PromptRegistry
+from gasoline.mcp.server import McpServer
+from gasoline.mcp.tools import ToolRegistry
+from gasoline.tools import GasolineTools
+from gasoline.tools.resources import gasoline_resources
 
 DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
 DEFAULT_CLIENT_TTL = 3600.0
@@ -176,3 +181,18 @@ def build(config: Config, clock: IReactorTime) -> Gasoline:
     root.mounts[b"mcp"] = mcp_http
     app.extras["resource"] = root
     return app
+
+
+def build_mcp(app: Gasoline) -> McpServer:
+    """The daemon's MCP server: Gasoline's tools and resources, plus the conformance fixtures
+    when C{app.config.conformance_fixtures} is set."""
+    # Rate limit: tool calls per minute per client (seed 001; Config.tool_rate_limit, 0 = off).
+    tools = ToolRegistry(app.clock, rate_limit=app.config.tool_rate_limit)
+    gasoline_tools = GasolineTools(app)
+    gasoline_tools.register(tools)
+    app.extras["tools"] = gasoline_tools
+    resources = gasoline_resources(tools, gasoline_tools)
+    prompts = PromptRegistry()
+    if app.config.conformance_fixtures:
+        register_fixtures(tools, resources, prompts)
+    return McpServer(app.clock, app.registry, tools, resources, prompts)

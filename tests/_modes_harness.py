@@ -12,7 +12,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from gasoline.app import Config, build
-from gasoline.mcp.modes.context import ToolContext
+from gasoline.tools.context import ToolContext
 
 
 @attrs.define

@@ -9,7 +9,7 @@ import pytest
 
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.modes.observe import ERRORS_CURSOR
+from gasoline.tools.observe import ERRORS_CURSOR
 
 
 def _call(app, session, name, args):
@@ -80,8 +80,8 @@ def test_checkpoints_are_namespaced_per_client_and_reachable_on_purpose(app, abc
     _, listed = configure(app, c, what="checkpoint", checkpoint_action="list")
     assert listed["checkpoints"] == []
     # C reaches B's on purpose with "agent-b:before".
-    from gasoline.mcp.modes.configure import resolve_checkpoint
-    from gasoline.mcp.modes.context import ToolContext
+    from gasoline.tools.configure import resolve_checkpoint
+    from gasoline.tools.context import ToolContext
 
     ctx_c = ToolContext(app=app, request=None, state=c.state, client_id="agent-c")
     assert resolve_checkpoint(ctx_c, "agent-b:before")["heads"][CONSOLE] == 2

@@ -13,16 +13,16 @@ from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.server import LATEST_VERSION, SUPPORTED_VERSIONS
-from gasoline.mcp.modes import load_tables
-from gasoline.mcp.modes.observe import ERRORS_CURSOR
-from gasoline.mcp.tools import (
+from gasoline.tools import load_tables
+from gasoline.tools.observe import ERRORS_CURSOR
+from gasoline.mcp.tools import Tool
+from gasoline.tools.schemas import (
     ANALYZE_MODES,
     CONFIGURE_MODES,
     GENERATE_MODES,
     INTERACT_MODES,
     OBSERVE_MODES,
     TOOL_MODES,
-    Tool,
 )
 
 PENDING = object()

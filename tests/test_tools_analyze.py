@@ -1,4 +1,4 @@
-"""analyze modes (gasoline.mcp.modes.analyze): S modes over the real store, X modes through the
+"""analyze modes (gasoline.tools.analyze): S modes over the real store, X modes through the
 real query router on a Clock with commands answered by hand."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from gasoline.analysis import make_checkpoint
 from gasoline.core.errors import ExtensionDisconnected, ExtensionTimeout, GasolineError
 from gasoline.core.noise import NoiseRules
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
-from gasoline.mcp.modes._links import LinkValidator
-from gasoline.mcp.modes.analyze import MODES, form_issues
+from gasoline.tools._links import LinkValidator
+from gasoline.tools.analyze import MODES, form_issues
 from gasoline.testing import stub_treq
 
 T0 = 1_767_225_600_000  # ms

@@ -9,8 +9,8 @@ import pytest
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.modes.configure import MODES
-from gasoline.mcp.tools import CONFIGURE_MODES
+from gasoline.tools.configure import MODES
+from gasoline.tools.schemas import CONFIGURE_MODES
 
 
 def make_app(tmp_path, clock, **kw):

@@ -1,4 +1,4 @@
-"""generate modes (gasoline.mcp.modes.generate): artifacts from the buffers, schema-valid HAR and
+"""generate modes (gasoline.tools.generate): artifacts from the buffers, schema-valid HAR and
 SARIF, and save_to's path checks."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from _modes_harness import fired, parse
 from gasoline.analysis import make_checkpoint
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
-from gasoline.mcp.modes.generate import MAX_ARTIFACT_BYTES, MODES, write_artifact
+from gasoline.tools.generate import MAX_ARTIFACT_BYTES, MODES, write_artifact
 
 SCHEMAS = Path(__file__).parent / "schemas"
 T0 = 1_767_225_600_000

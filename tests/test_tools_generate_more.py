@@ -13,7 +13,7 @@ from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.generate.classify import CATEGORIES, classify
 from gasoline.generate.heal import heal_code, parse_selector, rank_candidates
-from gasoline.mcp.modes import generate
+from gasoline.tools import generate
 
 T0 = 1_767_225_600_000  # ms, the harness clock's "now"
 
@@ -85,7 +85,7 @@ def test_from_context_defaults_to_the_newest_error_the_caller_sees(h):
     seed_session(h)
     # Client B sees only tab URLs on app.test, so the newest error it sees is the TypeError (the
     # favicon 404 is built-in noise); client A sees the other tab's ReferenceError.
-    h.run(__import__("gasoline.mcp.modes.configure", fromlist=["MODES"]).MODES, "select_tab",
+    h.run(__import__("gasoline.tools.configure", fromlist=["MODES"]).MODES, "select_tab",
           {"patterns": ["https://app.test/*"]}, client_id="B", tool="configure")
     _, body_b = parse(run(h, "test_from_context", client_id="B"))
     _, body_a = parse(run(h, "test_from_context", client_id="A"))

@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.tools import TOOL_MODES
+from gasoline.tools.schemas import TOOL_MODES
 
 json_scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
                 | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40))

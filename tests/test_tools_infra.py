@@ -11,9 +11,11 @@ from twisted.internet.defer import Deferred
 from gasoline.app import Config, build
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.modes import load_tables
-from gasoline.mcp.modes.context import ToolContext
-from gasoline.mcp.tools import RESULT_CAP, GasolineTools, Tool, ToolRegistry, text_result
+from gasoline.tools import load_tables
+from gasoline.tools.context import ToolContext
+from gasoline.mcp.tools import RESULT_CAP, Tool, ToolRegistry
+from gasoline.tools import GasolineTools
+from gasoline.tools.context import text_result
 
 
 def session_for(app, client_id):
@@ -176,7 +178,7 @@ def test_tool_rate_limit_option_reaches_the_config(tmp_path):
 
 def test_published_schemas_include_the_arguments_each_mode_module_reads(app):
     """Arguments a mode reads (its module's PROPERTIES) are in the tool's inputSchema."""
-    from gasoline.mcp.modes import extra_properties
+    from gasoline.tools import extra_properties
 
     definitions = {d["name"]: d for d in app.mcp.tools.definitions()}
     for tool in ("analyze", "generate", "interact"):

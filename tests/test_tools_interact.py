@@ -1,4 +1,4 @@
-"""interact modes (gasoline.mcp.modes.interact): the command each mode sends, pilot refusal,
+"""interact modes (gasoline.tools.interact): the command each mode sends, pilot refusal,
 AI actions recorded with source "ai", composite modes, saved states."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gasoline.testing import require_tool
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.generate import reproduction
-from gasoline.mcp.modes.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT, selectors_for
+from gasoline.tools.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT, selectors_for
 
 
 def run(h, mode, args=None, client="A"):

@@ -1,4 +1,4 @@
-"""interact upload, draw_mode_start, record_start / record_stop (gasoline.mcp.modes.interact) on a
+"""interact upload, draw_mode_start, record_start / record_stop (gasoline.tools.interact) on a
 task.Clock with the real store, extension link and router; commands answered by hand."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from _modes_harness import Harness, fired, parse
 
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS, CONSOLE
-from gasoline.mcp.modes.interact import MODES
+from gasoline.tools.interact import MODES
 from gasoline.testing import FakeExtension, InProcessDaemon
 
 
@@ -291,8 +291,8 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
     from twisted.internet import reactor
     from twisted.internet.task import deferLater
 
-    from gasoline.mcp.modes import analyze
-    from gasoline.mcp.modes.context import ToolContext
+    from gasoline.tools import analyze
+    from gasoline.tools.context import ToolContext
 
     uploads = []
 

@@ -14,8 +14,8 @@ from twisted.internet.defer import fail, succeed
 
 from _modes_harness import Harness
 from gasoline.core.errors import GasolineError
-from gasoline.mcp.modes import analyze, generate, interact
-from gasoline.mcp.modes._links import LinkValidator
+from gasoline.tools import analyze, generate, interact
+from gasoline.tools._links import LinkValidator
 
 TABLES = {"analyze": analyze.MODES, "generate": generate.MODES, "interact": interact.MODES}
 CASES = [(tool, mode) for tool, table in TABLES.items() for mode in sorted(table)]

@@ -12,8 +12,8 @@ from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, \
     WEBSOCKET_EVENTS
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.modes.observe import MODES, parse_path
-from gasoline.mcp.tools import OBSERVE_MODES
+from gasoline.tools.observe import MODES, parse_path
+from gasoline.tools.schemas import OBSERVE_MODES
 
 PENDING = object()
 

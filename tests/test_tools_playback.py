@@ -7,9 +7,9 @@ import pytest
 from _modes_harness import Harness, parse
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
-from gasoline.mcp.modes.configure import MODES as CONFIGURE
-from gasoline.mcp.modes.observe import MODES as OBSERVE
-from gasoline.mcp.modes.playback import selector_for, step_for
+from gasoline.tools.configure import MODES as CONFIGURE
+from gasoline.tools.observe import MODES as OBSERVE
+from gasoline.tools.playback import selector_for, step_for
 
 RECORDED = [
     {"type": "click", "selectors": {"testId": "go-button", "css": "#go"}, "url": "https://app.test/a"},

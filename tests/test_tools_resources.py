@@ -9,7 +9,7 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.tools import TOOL_MODES
+from gasoline.tools.schemas import TOOL_MODES
 
 
 @pytest.fixture

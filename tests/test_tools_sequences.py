@@ -12,7 +12,7 @@ from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.http.ingest import SHUTDOWN_DELAY
 from gasoline.mcp import jsonrpc
-from gasoline.mcp.modes import playback
+from gasoline.tools import playback
 from gasoline.testing import DaemonProcess
 
 T0 = 1_700_000_000
@@ -425,8 +425,8 @@ def test_steps_that_could_not_be_persisted_are_refused(app):
 def test_cancelling_a_replay_cancels_its_command_and_starts_no_further_step(app):
     from types import SimpleNamespace
 
-    from gasoline.mcp.modes.configure import MODES
-    from gasoline.mcp.modes.context import ToolContext
+    from gasoline.tools.configure import MODES
+    from gasoline.tools.context import ToolContext
 
     ok(app, session_for(app, "A"), what="save_sequence", name="s", steps=STEPS)
     ctx = ToolContext(app=app, request=None, state=app.registry.get("A"), client_id="A",

@@ -1,5 +1,5 @@
 """analyze visual_baseline / visual_diff and annotations / annotation_detail
-(gasoline.mcp.modes.analyze) on a task.Clock, commands answered by hand; plus the extension's pixel
+(gasoline.tools.analyze) on a task.Clock, commands answered by hand; plus the extension's pixel
 comparison (extension/lib/visual.js) run under Node."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from _modes_harness import fired, parse
 
 from gasoline.core.errors import GasolineError
-from gasoline.mcp.modes.analyze import MODES
+from gasoline.tools.analyze import MODES
 from gasoline.testing import TINY_PNG_DATA_URL, require_tool
 
 REPO = Path(__file__).resolve().parents[1]

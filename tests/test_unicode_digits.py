@@ -9,7 +9,7 @@ import pytest
 
 from gasoline.core.commands import command_number
 from gasoline.core.errors import GasolineError
-from gasoline.mcp.modes.context import ToolContext
+from gasoline.tools.context import ToolContext
 
 
 @pytest.mark.parametrize("value", ["q-²", "q-¹²", "q-" + "9" * 5000])

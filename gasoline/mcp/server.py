@@ -541,23 +541,3 @@ class _SessionsService(Service):
     def stopService(self):
         self._server.close_all()
         return super().stopService()
-
-
-def build_mcp(app: Any) -> McpServer:
-    """The daemon's MCP server: Gasoline's tools and resources, plus the conformance fixtures
-    when C{app.config.conformance_fixtures} is set."""
-    from gasoline.mcp.resources import gasoline_resources  # noqa: PLC0415
-    from gasoline.mcp.tools import GasolineTools  # noqa: PLC0415
-
-    # Rate limit: tool calls per minute per client (seed 001; Config.tool_rate_limit, 0 = off).
-    tools = ToolRegistry(app.clock, rate_limit=getattr(app.config, "tool_rate_limit", 100))
-    gasoline_tools = GasolineTools(app)
-    gasoline_tools.register(tools)
-    app.extras["tools"] = gasoline_tools
-    resources = gasoline_resources(tools, gasoline_tools)
-    prompts = PromptRegistry()
-    if getattr(app.config, "conformance_fixtures", False):
-        from gasoline.mcp.fixtures import register_fixtures  # noqa: PLC0415
-
-        register_fixtures(tools, resources, prompts)
-    return McpServer(app.clock, app.registry, tools, resources, prompts)

@@ -40,7 +40,7 @@ from gasoline.generate.classify import classify
 from gasoline.generate.context import context_test, visual_test
 from gasoline.generate.heal import apply_count, forms, heal_code, parse_selector, rank_candidates, \
     rerank
-from gasoline.mcp.modes._shared import (
+from gasoline.tools._shared import (
     as_dict,
     call,
     lst,
@@ -280,7 +280,7 @@ def sarif_mode(ctx: Any, args: dict[str, Any]) -> Any:
 
     if provided is not None:
         return succeed(provided).addCallback(build)
-    from gasoline.mcp.modes.analyze import a11y_params  # noqa: PLC0415
+    from gasoline.tools.analyze import a11y_params  # noqa: PLC0415
 
     return call(ctx, args, "a11y", a11y_params(ctx, args)).addCallback(build)
 
@@ -290,7 +290,7 @@ def pr_summary_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     diff = None
     checkpoint = ctx.str_arg(args, "checkpoint")
     if checkpoint:
-        from gasoline.mcp.modes.analyze import compute_changes  # noqa: PLC0415
+        from gasoline.tools.analyze import compute_changes  # noqa: PLC0415
 
         diff = compute_changes(ctx, args, checkpoint)
     result = pr_summary(_errors(ctx, args, n), newest(ctx, NETWORK_BODIES, n, args),
@@ -445,7 +445,7 @@ def read_test_file(ctx: Any, path: str) -> str:
 
 
 def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.mcp.modes._shared import require_str  # noqa: PLC0415
+    from gasoline.tools._shared import require_str  # noqa: PLC0415
 
     broken = require_str(ctx, args, "selector").strip()
     if len(broken) > 2000:
@@ -531,7 +531,7 @@ def _heal_live(ctx: Any, args: dict[str, Any], broken: str, actions: list[dict[s
 
 
 def test_classify_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.mcp.modes._shared import require_str  # noqa: PLC0415
+    from gasoline.tools._shared import require_str  # noqa: PLC0415
 
     failure = require_str(ctx, args, "failure", "error", "message")
     if len(failure) > 200_000:

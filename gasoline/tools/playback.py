@@ -38,9 +38,9 @@ from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks, ma
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.mcp.modes.context import ToolContext, state_of_ref
-from gasoline.mcp.modes.interact import MODES as INTERACT
-from gasoline.mcp.modes.interact import require_pilot
+from gasoline.tools.context import ToolContext, state_of_ref
+from gasoline.tools.interact import MODES as INTERACT
+from gasoline.tools.interact import require_pilot
 
 log = Logger()
 
@@ -114,7 +114,7 @@ def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
 
 
 def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.mcp.modes.configure import recordings_of  # noqa: PLC0415  (cycle)
+    from gasoline.tools.configure import recordings_of  # noqa: PLC0415  (cycle)
 
     name = ctx.str_arg(args, "name")
     if not name:
@@ -257,7 +257,7 @@ def sequences_of(state: Any) -> dict[str, Any]:
 def validate_steps(steps: Any) -> list[dict[str, Any]]:
     """The steps as ``{what, ...}`` objects, each naming an interact mode; L{InvalidParam} names
     the first bad one."""
-    from gasoline.mcp.tools import INTERACT_MODES  # noqa: PLC0415  (tools imports the tables)
+    from gasoline.tools.schemas import INTERACT_MODES  # noqa: PLC0415
 
     if not isinstance(steps, list) or not steps:
         raise InvalidParam("steps must be a non-empty list of interact argument objects, e.g. "
@@ -298,8 +298,8 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
 
 def _steps_from_actions(ctx: ToolContext, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     from gasoline.core.store import ACTIONS  # noqa: PLC0415
-    from gasoline.mcp.modes._shared import newest  # noqa: PLC0415
-    from gasoline.mcp.modes.configure import recordings_of  # noqa: PLC0415  (cycle)
+    from gasoline.tools._shared import newest  # noqa: PLC0415
+    from gasoline.tools.configure import recordings_of  # noqa: PLC0415  (cycle)
 
     recording = ctx.str_arg(args, "recording")
     if recording:
@@ -426,7 +426,7 @@ def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> Deferre
 
 @inlineCallbacks
 def _replay(ctx: ToolContext, steps: list[dict[str, Any]], continue_on_error: bool) -> Deferred:
-    from gasoline.mcp.modes import interact  # noqa: PLC0415  (its table, as the tool has it)
+    from gasoline.tools import interact  # noqa: PLC0415  (its table, as the tool has it)
 
     started = ctx.now()
     outcomes: list[dict[str, Any]] = []

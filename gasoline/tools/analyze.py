@@ -33,7 +33,7 @@ from gasoline.analysis import media
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.persist import thread_runner
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
-from gasoline.mcp.modes._shared import (
+from gasoline.tools._shared import (
     nulls_absent,
     as_dict,
     call,
@@ -47,8 +47,8 @@ from gasoline.mcp.modes._shared import (
     require_str,
     since,
 )
-from gasoline.mcp.modes.context import reserved_dict, store_reserved_dict
-from gasoline.mcp.modes.interact import needs_newer_extension, newer_command
+from gasoline.tools.context import reserved_dict, store_reserved_dict
+from gasoline.tools.interact import needs_newer_extension, newer_command
 
 #: Buffers a checkpoint diff reads (seed 000: errors, failed requests, WebSocket events, actions).
 CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
@@ -352,7 +352,7 @@ def history(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
     """The caller's checkpoint C{name}; ``client:name`` reaches another client's on purpose
     (the same resolution as configure's checkpoint modes)."""
-    from gasoline.mcp.modes.configure import resolve_checkpoint  # noqa: PLC0415
+    from gasoline.tools.configure import resolve_checkpoint  # noqa: PLC0415
 
     return resolve_checkpoint(ctx, name)
 
@@ -402,7 +402,7 @@ def _validator(ctx: Any) -> Any:
     extras = ctx.app.extras
     validator = extras.get("link_validator")
     if validator is None:
-        from gasoline.mcp.modes._links import default_validator  # noqa: PLC0415
+        from gasoline.tools._links import default_validator  # noqa: PLC0415
 
         validator = extras["link_validator"] = default_validator(ctx.app.clock)
     return validator

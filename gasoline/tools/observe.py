@@ -38,7 +38,7 @@ from gasoline.core.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
-from gasoline.mcp.modes.context import ToolContext, client_noise_rules, newest_entries
+from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -953,7 +953,7 @@ def observe_failed_commands(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
 
 
 def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.mcp.modes.configure import recordings_of  # noqa: PLC0415
+    from gasoline.tools.configure import recordings_of  # noqa: PLC0415
 
     rec = recordings_of(ctx)
     items = [{k: v for k, v in r.items() if k != "actions"} for r in rec["saved"].values()
@@ -964,7 +964,7 @@ def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
 
 
 def observe_recording_actions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.mcp.modes.configure import recordings_of  # noqa: PLC0415
+    from gasoline.tools.configure import recordings_of  # noqa: PLC0415
 
     name = ctx.str_arg(args, "name")
     if not name:
@@ -1008,8 +1008,8 @@ MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
     "recording_actions": observe_recording_actions,
 }
 
-# The outcome of playbacks started with configure {what:"playback"} (gasoline.mcp.modes.playback).
-from gasoline.mcp.modes.playback import observe_playback_results  # noqa: E402
+# The outcome of playbacks started with configure {what:"playback"} (gasoline.tools.playback).
+from gasoline.tools.playback import observe_playback_results  # noqa: E402
 
 MODES["playback_results"] = observe_playback_results
 

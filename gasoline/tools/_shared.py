@@ -16,7 +16,7 @@ from typing import Any, Callable
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import InvalidParam
-from gasoline.mcp.modes.context import client_noise_rules, decode_entries
+from gasoline.tools.context import client_noise_rules, decode_entries
 
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000
@@ -114,7 +114,7 @@ def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any
     ``tab_id`` as one predicate, exactly as observe applies them (None: everything)."""
     if args is None:
         return None, {}
-    from gasoline.mcp.modes.observe import view_filter  # noqa: PLC0415
+    from gasoline.tools.observe import view_filter  # noqa: PLC0415
 
     return view_filter(ctx, args)
 

@@ -33,7 +33,7 @@ from gasoline.core.persist import thread_runner
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
-from gasoline.mcp.modes._shared import (
+from gasoline.tools._shared import (
     nulls_absent,
     as_dict,
     call,
@@ -45,7 +45,7 @@ from gasoline.mcp.modes._shared import (
     since,
     timeout_of,
 )
-from gasoline.mcp.modes.context import reserved_dict, store_reserved_dict
+from gasoline.tools.context import reserved_dict, store_reserved_dict
 
 log = Logger()
 
@@ -856,7 +856,7 @@ def delete_state(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_a11y_and_export_sarif(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.mcp.modes.generate import sarif_mode  # noqa: PLC0415
+    from gasoline.tools.generate import sarif_mode  # noqa: PLC0415
 
     return sarif_mode(ctx, {k: v for k, v in args.items() if k not in ("a11y_result", "result")})
 

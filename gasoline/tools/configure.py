@@ -26,7 +26,7 @@ from gasoline.core.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
-from gasoline.mcp.modes.context import (
+from gasoline.tools.context import (
     ToolContext,
     client_noise_rules,
     decode_entries,
@@ -34,7 +34,7 @@ from gasoline.mcp.modes.context import (
     save_noise_rules,
     state_of_ref,
 )
-from gasoline.mcp.modes.observe import CLEARS, VIEW_CURSORS
+from gasoline.tools.observe import CLEARS, VIEW_CURSORS
 
 _log = Logger()
 
@@ -395,7 +395,7 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 def capabilities(app: Any) -> dict[str, Any]:
     """Which tools and modes are built (generated from the tool tables)."""
-    from gasoline.mcp.tools import TOOL_MODES  # noqa: PLC0415
+    from gasoline.tools.schemas import TOOL_MODES  # noqa: PLC0415
 
     gt = app.extras.get("tools")
     tools = {}
@@ -600,12 +600,12 @@ def configure_recording_stop(ctx: ToolContext, args: dict[str, Any]) -> dict[str
 MODES["recording_start"] = configure_recording_start
 MODES["recording_stop"] = configure_recording_stop
 
-# Playback of a saved recording through the extension (gasoline.mcp.modes.playback).
-from gasoline.mcp.modes.playback import configure_playback  # noqa: E402
+# Playback of a saved recording through the extension (gasoline.tools.playback).
+from gasoline.tools.playback import configure_playback  # noqa: E402
 
 MODES["playback"] = configure_playback
 
-from gasoline.mcp.modes.playback import (  # noqa: E402
+from gasoline.tools.playback import (  # noqa: E402
     configure_replay_sequence,
     configure_save_sequence,
 )
@@ -729,7 +729,7 @@ def _compare_vitals(before: dict[str, Any], after: dict[str, Any]) -> list[dict[
 
 def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from gasoline.analysis.changes import changes  # noqa: PLC0415
-    from gasoline.mcp.modes._shared import noise_filter, view  # noqa: PLC0415
+    from gasoline.tools._shared import noise_filter, view  # noqa: PLC0415
 
     ref_a = ctx.str_arg(args, "from_checkpoint") or ctx.str_arg(args, "checkpoint") \
         or ctx.str_arg(args, "name")

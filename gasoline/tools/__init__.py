@@ -1,0 +1,104 @@
+"""
+Gasoline's five tools: C{observe}, C{analyze}, C{generate}, C{configure}, C{interact}.
+
+Each tool's modes live in one module here exporting
+``MODES: dict[str, Callable[[ToolContext, dict], dict | Deferred]]`` and, optionally,
+``PROPERTIES`` (JSON Schema properties its modes read beyond the common ones). A mode named in a
+tool's ``what`` enum but missing from its table answers ``not_implemented``. A handler returns a
+result dict (usually ``ctx.ok(summary, data)``) or a Deferred firing with one, or raises a
+L{gasoline.core.errors.GasolineError}; redaction and the 100 kB cap are applied centrally by
+L{gasoline.mcp.tools.ToolRegistry.call}. No tool module imports a sibling tool module: what they
+share lives in the underscore modules and L{gasoline.tools.context}.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from gasoline.core.errors import NotImplementedMode
+from gasoline.mcp.tools import Tool, ToolRegistry
+from gasoline.tools.context import ToolContext
+from gasoline.tools.schemas import (
+    ANALYZE_SCHEMA,
+    CONFIGURE_SCHEMA,
+    GENERATE_SCHEMA,
+    INTERACT_SCHEMA,
+    OBSERVE_SCHEMA,
+    TOOL_MODES,
+    mode_of,
+)
+
+TOOL_MODULES = ("observe", "analyze", "generate", "configure", "interact")
+
+Handler = Callable[[Any, dict[str, Any]], Any]
+
+
+def _module(tool: str) -> Any:
+    return importlib.import_module(f"gasoline.tools.{tool}")
+
+
+def load_tables() -> dict[str, dict[str, Handler]]:
+    """``tool -> MODES``. Every tool module must import: a broken one is a bug to see at start-up,
+    not a set of modes that quietly answer ``not_implemented``."""
+    return {tool: dict(_module(tool).MODES) for tool in TOOL_MODULES}
+
+
+def extra_properties(tool: str) -> dict[str, Any]:
+    """JSON Schema properties a tool's modes read beyond the tool schema's common arguments
+    (the module's ``PROPERTIES``, if any)."""
+    return dict(getattr(_module(tool), "PROPERTIES", {}))
+
+
+class GasolineTools:
+    """The five tools. Each dispatches C{what} to its mode table (the tool modules' C{MODES})."""
+
+    def __init__(self, app: Any, tables: dict[str, dict[str, Callable[..., Any]]] | None = None
+                 ) -> None:
+        self.app = app
+        self.tables = tables if tables is not None else load_tables()
+
+    def built(self, tool: str) -> list[str]:
+        """The modes of C{tool} that have a handler."""
+        table = self.tables.get(tool, {})
+        return [m for m in TOOL_MODES[tool][0] if m in table]
+
+    def register(self, registry: ToolRegistry) -> None:
+        ro = {"readOnlyHint": True, "openWorldHint": False}
+        specs = (
+            ("observe", "Read what the browser did: console errors and logs, network, WebSocket "
+             "traffic, user actions, vitals, page and tab state. Reads go through your own "
+             "cursor.", OBSERVE_SCHEMA, "Observe the browser", ro),
+            ("analyze", "Compute answers about the page: DOM queries, accessibility audit, "
+             "performance, error clusters, security and third-party audits, link health, "
+             "changes since a checkpoint.", ANALYZE_SCHEMA, "Analyze the page", ro),
+            ("generate", "Produce artifacts from what was captured: reproduction scripts, "
+             "Playwright tests, HAR, CSP, SRI, SARIF, PR summaries.", GENERATE_SCHEMA,
+             "Generate artifacts", None),
+            ("configure", "Your own settings and state: key-value store, noise rules, "
+             "checkpoints, tab selection, buffer clearing, audit log, health and diagnostics.",
+             CONFIGURE_SCHEMA, "Configure Gasoline", None),
+            ("interact", "Drive the browser: navigate, click, type, fill forms, run JavaScript, "
+             "take screenshots, manage tabs, storage and cookies.", INTERACT_SCHEMA,
+             "Interact with the browser", None),
+        )
+        for name, description, schema, title, hints in specs:
+            # The mode modules' own argument definitions are the authoritative ones.
+            properties = {**schema["properties"], **extra_properties(name)}
+            registry.add(Tool(name, description, {**schema, "properties": properties},
+                              self._dispatcher(name), title=title, annotations=hints))
+
+    def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
+        def dispatch(request: Any, args: dict[str, Any]) -> Any:
+            what = mode_of(tool, args)
+            handler = self.tables.get(tool, {}).get(what)
+            if handler is None:
+                raise NotImplementedMode(f"{tool} {{what:\"{what}\"}} is not implemented yet",
+                                         tool=tool, mode=what)
+            ctx = ToolContext.for_request(self.app, request)
+            ctx.tool = tool
+            ctx.mode = what
+            return handler(ctx, args)
+
+        dispatch.__name__ = tool
+        return dispatch

@@ -1,0 +1,234 @@
+"""
+The five tools' schemas: every mode each tool accepts and the arguments they share.
+
+The mode modules (L{gasoline.tools.observe} and siblings) may add properties of their own
+(``PROPERTIES``); L{gasoline.tools.GasolineTools} merges them in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gasoline.core.errors import InvalidParam, MissingParam
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+#: Console levels, least severe first (the extension's ``level`` values).
+CONSOLE_LEVELS = ("debug", "log", "info", "warn", "error")
+
+# -- the five tools' schemas ---------------------------------------------------------------------
+
+OBSERVE_MODES = (
+    "errors", "logs", "extension_logs", "network_waterfall", "network_bodies", "websocket_events",
+    "websocket_status", "actions", "vitals", "page", "tabs", "history", "pilot", "timeline",
+    "error_bundles", "screenshot", "storage", "indexeddb", "command_result", "pending_commands",
+    "failed_commands", "summarized_logs", "recordings", "recording_actions", "playback_results",
+)
+ANALYZE_MODES = (
+    "dom", "accessibility", "performance", "error_clusters", "history", "security_audit",
+    "third_party_audit", "link_health", "link_validation", "page_summary", "computed_styles",
+    "forms", "form_validation", "api_validation", "visual_baseline", "visual_diff", "annotations",
+    "annotation_detail", "changes",
+)
+GENERATE_MODES = (
+    "reproduction", "test", "pr_summary", "har", "csp", "sri", "sarif", "visual_test",
+    "test_from_context", "test_heal", "test_classify",
+)
+CONFIGURE_MODES = (
+    "store", "load", "noise_rule", "clear", "health", "streaming", "test_boundary_start",
+    "test_boundary_end", "telemetry", "describe_capabilities", "doctor", "audit_log",
+    "recording_start", "recording_stop", "playback", "save_sequence", "replay_sequence",
+    "diff_sessions", "restart", "checkpoint", "select_tab",
+)
+INTERACT_MODES = (
+    "navigate", "refresh", "back", "forward", "new_tab", "switch_tab", "close_tab", "click",
+    "type", "select", "check", "focus", "scroll_to", "wait_for", "key_press", "paste", "get_text",
+    "get_value", "get_attribute", "set_attribute", "list_interactive", "highlight", "subtitle",
+    "execute_js", "screenshot", "fill_form", "fill_form_and_submit", "navigate_and_wait_for",
+    "get_readable", "get_markdown", "save_state", "load_state", "list_states", "delete_state",
+    "set_storage", "delete_storage", "clear_storage", "set_cookie", "delete_cookie",
+    "run_a11y_and_export_sarif", "record_start", "record_stop", "upload", "draw_mode_start",
+)
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+_CURSOR = {"type": ["integer", "string"], "description": "A cursor from a previous result's metadata."}
+_TAB = {"type": "integer", "description": "Browser tab id (default: the tracked tab)."}
+_ASYNC = {
+    "background": {"type": "boolean", "description": "Return a correlation_id at once; fetch the "
+                   "outcome with observe {what:\"command_result\"}."},
+    "sync": {"type": "boolean", "description": "Alias: sync:false = background:true."},
+    "wait": {"type": "boolean", "description": "Alias: wait:false = background:true."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 120000},
+}
+
+
+def _what(modes: tuple[str, ...], description: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(modes), "description": description}
+
+
+def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+OBSERVE_SCHEMA = _schema(
+    {
+        "what": _what(OBSERVE_MODES, "What to read. errors/logs read the console buffer through "
+                      "your own cursor: each call returns what is new since your last one."),
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT,
+                  "description": "Maximum entries to return."},
+        "last_n": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                   "description": "The newest n matching entries (does not move your cursor)."},
+        "min_level": {"type": "string", "enum": list(CONSOLE_LEVELS)},
+        "level": {"type": "string", "enum": list(CONSOLE_LEVELS)},
+        "source": {"type": "string", "description": "Substring of the entry's source; "
+                   "actions: user|ai; timeline: console|network|websocket|actions."},
+        "url": {"type": "string", "description": "Substring of the page or request URL."},
+        "method": {"type": "string", "description": "HTTP method (network modes)."},
+        "status_min": {"type": "integer", "minimum": 100, "maximum": 599},
+        "status_max": {"type": "integer", "minimum": 100, "maximum": 599},
+        "scope": {"type": "string", "enum": ["current_page", "all"]},
+        "after_cursor": _CURSOR,
+        "before_cursor": _CURSOR,
+        "since_cursor": _CURSOR,
+        "connection_id": {"type": "string", "description": "WebSocket connection id."},
+        "direction": {"type": "string", "enum": ["incoming", "outgoing"]},
+        "correlation_id": {"type": "string", "description": "For command_result."},
+        "body_path": {"type": "string", "description": "Extract a path from JSON bodies."},
+        "body_key": {"type": "string", "description": "Extract a key from JSON bodies."},
+        "window_seconds": {"type": "number", "minimum": 0, "description": "error_bundles window."},
+        "name": {"type": "string", "description": "recording_actions: the recording."},
+        "playback_id": {"type": "string", "description": "playback_results: one playback "
+                        "(default: list yours)."},
+        "tab_id": _TAB,
+    },
+    ["what"],
+)
+ANALYZE_SCHEMA = _schema(
+    {
+        "what": _what(ANALYZE_MODES, "What to compute."),
+        "selector": {"type": "string", "description": "CSS or semantic selector (text=, role=, ...)."},
+        "url": _STR,
+        "tab_id": _TAB,
+        "checkpoint": {"type": "string", "description": "changes: the checkpoint to diff against "
+                       "(yours; 'other-client:name' addresses another client's)."},
+        "scope": {"type": "string", "enum": ["current_page", "all"]},
+        "tags": {"type": "array", "items": _STR, "description": "accessibility: rule tags."},
+        "properties": {"type": "array", "items": _STR, "description": "computed_styles."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+        "correlation_id": _STR,
+        **_ASYNC,
+    },
+    ["what"],
+)
+GENERATE_SCHEMA = _schema(
+    {
+        "what": _what(GENERATE_MODES, "Which artifact to produce."),
+        "format": _what(GENERATE_MODES, "Alias of what."),
+        "save_to": {"type": "string", "description": "Write the artifact to this file."},
+        "test_name": _STR,
+        "url": _STR,
+        "last_n": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+        "include": {"type": "array", "items": _STR},
+    }
+)
+CONFIGURE_SCHEMA = _schema(
+    {
+        "what": _what(CONFIGURE_MODES, "Which setting or per-client state to touch."),
+        "action": _what(CONFIGURE_MODES, "Alias of what."),
+        "key": _STR,
+        "value": {"description": "store: any JSON value."},
+        "namespace": _STR,
+        "name": {"type": "string", "description": "checkpoint / sequence / recording name."},
+        "noise_action": {"type": "string", "enum": ["add", "remove", "list", "reset", "auto_detect"]},
+        "pattern": {"type": "string", "description": "noise_rule: a regular expression."},
+        "rule_id": _STR,
+        "scope": {"type": "string", "enum": ["client", "global", "all"],
+                  "description": "noise_rule: client (default) | global; clear: client "
+                  "(default: only your cursors) | all (empties the shared buffers)."},
+        "buffer": {"type": "string", "enum": ["network", "websocket", "actions", "logs", "all"]},
+        "streaming_action": {"type": "string", "enum": ["enable", "disable", "status"]},
+        "events": {"type": "array", "items": _STR},
+        "throttle_seconds": {"type": "number", "minimum": 0},
+        "severity_min": {"type": "string", "enum": list(CONSOLE_LEVELS)},
+        "url": _STR,
+        "patterns": {"type": "array", "items": _STR, "description": "select_tab: URL patterns "
+                     "(substrings, or globs with * and ?)."},
+        "tab_action": {"type": "string", "enum": ["set", "add", "list", "clear"],
+                       "description": "select_tab (default: set when patterns are given, else "
+                       "list)."},
+        "checkpoint_action": {"type": "string", "enum": ["create", "list", "delete"],
+                              "description": "checkpoint (default create)."},
+        "field": {"type": "string", "enum": ["message", "url", "source", "any"],
+                  "description": "noise_rule add: the field the pattern is matched against."},
+        "kind": {"type": "string", "enum": ["regex", "substring"],
+                 "description": "noise_rule add: pattern kind (default regex)."},
+        "level": {"type": "string", "enum": ["error", "warn", "info", "debug", "log"],
+                  "description": "noise_rule add: only entries of this level."},
+        "reason": {"type": "string", "description": "noise_rule add: why (shown in lists)."},
+        "threshold": {"type": "integer", "minimum": 2,
+                      "description": "noise_rule auto_detect: repeats needed (default 10)."},
+        "apply": {"type": "boolean", "description": "noise_rule auto_detect: add the proposals."},
+        "stop_on_error": {"type": "boolean", "description": "playback: stop at the first failed "
+                          "step (default true)."},
+        "from_start": {"type": "boolean", "description": "playback: first navigate to the URL the "
+                       "recording started on (default true)."},
+        "test_id": {"type": "string", "description": "test_boundary_start / _end."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
+                  "description": "audit_log: how many records."},
+    }
+)
+INTERACT_SCHEMA = _schema(
+    {
+        "what": _what(INTERACT_MODES, "Which browser action to perform."),
+        "action": _what(INTERACT_MODES, "Alias of what."),
+        "selector": {"type": "string", "description": "CSS or semantic (text=, role=, "
+                     "placeholder=, label=, aria-label=)."},
+        "element_id": {"type": "string", "description": "A stable id from list_interactive."},
+        "text": _STR,
+        "value": {"description": "Value to type, select or set."},
+        "url": _STR,
+        "tab_id": _TAB,
+        "key": _STR,
+        "script": {"type": "string", "description": "execute_js: the code to run."},
+        "world": {"type": "string", "enum": ["main", "isolated"]},
+        "fields": {"type": "object", "description": "fill_form: selector -> value."},
+        "name": _STR,
+        "attribute": _STR,
+        "wait_for": _STR,
+        **_ASYNC,
+    }
+)
+
+
+
+
+#: tool -> (its modes, the alias accepted for ``what``)
+TOOL_MODES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "observe": (OBSERVE_MODES, None),
+    "analyze": (ANALYZE_MODES, None),
+    "generate": (GENERATE_MODES, "format"),
+    "configure": (CONFIGURE_MODES, "action"),
+    "interact": (INTERACT_MODES, "action"),
+}
+
+
+def mode_of(tool: str, args: dict[str, Any]) -> str:
+    """The mode a call asks for (``what``, else the tool's alias); raise on missing/unknown."""
+    modes, alias = TOOL_MODES[tool]
+    what = args.get("what")
+    if what is None and alias is not None:
+        what = args.get(alias)
+    if what is None:
+        hint = f" (or '{alias}')" if alias else ""
+        raise MissingParam(f"{tool} needs 'what'{hint}, one of: {', '.join(modes)}", param="what",
+                           retry=f"Call {tool} with what set to one of the listed modes.")
+    if not isinstance(what, str) or what not in modes:
+        raise InvalidParam(f"unknown {tool} mode {str(what)[:80]!r}", code="unknown_mode",
+                           param="what", valid=list(modes), retry="Use one of the modes in 'valid'.")
+    return what

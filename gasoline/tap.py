@@ -12,10 +12,15 @@ import json
 import os
 from pathlib import Path
 
+from typing import Callable
+
+from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService, Service
-from twisted.internet.error import CannotListenError
-from twisted.logger import globalLogPublisher, jsonFileLogObserver
+from twisted.internet.defer import CancelledError
 from twisted.internet.endpoints import serverFromString
+from twisted.internet.error import CannotListenError
+from twisted.internet.interfaces import IStreamServerEndpoint
+from twisted.logger import Logger, globalLogPublisher, jsonFileLogObserver
 from twisted.python import usage
 
 from gasoline import __version__
@@ -24,11 +29,15 @@ from gasoline.app import (
     DEFAULT_LISTEN,
     DEFAULT_MAX_CLIENTS,
     Config,
+    Gasoline,
     build,
     default_state_dir,
 )
+from gasoline.core.documents import write_private
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.http.request import GasolineSite
+
+log = Logger()
 
 
 def _positive_int(value: str) -> int:
@@ -158,19 +167,48 @@ def _probe_gasoline(host: str, port: int) -> str:
     return "something else is using it (it answers /health, but not as Gasoline)"
 
 
-class GasolineListener(Service):
-    """Listen on C{--listen}; write C{daemon.json} (pid, port, url) to the state dir once listening.
+class ListenFailed(SystemExit, Exception):
+    """The daemon cannot listen: one line for the user, and a non-zero exit.
 
-    If the address is taken, exit with one clear line naming the port and saying whether a Gasoline
-    daemon answers there, instead of a traceback.
+    An C{Exception} so that twistd's start-up (C{postApplication}) reports it through the
+    daemonizing parent's status pipe and removes the pid file; a C{SystemExit} so that in the
+    foreground the interpreter prints the one line, not a traceback.
     """
 
-    def __init__(self, reactor, spec: str, factory, state_dir: Path) -> None:
-        self._reactor = reactor
+
+class GasolineEndpointService(StreamServerEndpointService):
+    """Listen on C{--listen} through Twisted's own endpoint service.
+
+    A listen failure at start-up becomes one L{ListenFailed} line that names the port and says
+    whether a Gasoline daemon answers there; a pending listen is cancelled on stop.
+    """
+
+    def __init__(self, endpoint: IStreamServerEndpoint, factory, spec: str,
+                 probe: Callable[[str, int], str]) -> None:
+        super().__init__(endpoint, factory)
         self._spec = spec
-        self._factory = factory
+        self._probe = probe
+        # Fail start-up at once (twistd's strports services do the same).
+        self._raiseSynchronously = True
+
+    def privilegedStartService(self) -> None:
+        try:
+            super().privilegedStartService()
+        except CannotListenError as err:
+            host = err.interface or "127.0.0.1"
+            who = self._probe(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", err.port)
+            raise ListenFailed(f"gasoline: cannot listen on {host}:{err.port} ({self._spec}): "
+                               f"port {err.port} is in use; {who}.") from None
+
+
+class DaemonInfoService(Service):
+    """Writes C{<state-dir>/daemon.json} (pid, port, url) once the port listens; removes it on
+    stop if it is still this process's."""
+
+    def __init__(self, listening: GasolineEndpointService, state_dir: Path, spec: str) -> None:
+        self._listening = listening
         self._state_dir = state_dir
-        self.port = None
+        self._spec = spec
 
     @property
     def info_path(self) -> Path:
@@ -178,25 +216,12 @@ class GasolineListener(Service):
 
     def startService(self) -> None:
         super().startService()
-        endpoint = serverFromString(self._reactor, self._spec)
-        failures: list = []
-        d = endpoint.listen(self._factory)
-        d.addCallbacks(self._listening, failures.append)
-        if failures:
-            failure = failures[0]
-            if failure.check(CannotListenError):
-                err = failure.value
-                host = err.interface or "127.0.0.1"
-                who = _probe_gasoline(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1",
-                                      err.port)
-                raise SystemExit(
-                    f"gasoline: cannot listen on {host}:{err.port} ({self._spec}): "
-                    f"port {err.port} is in use; {who}."
-                )
-            failure.raiseException()
+        waiting = self._listening._waitingForPort
+        if waiting is not None:
+            waiting.addCallback(self._write).addErrback(
+                lambda f: None if f.check(CancelledError) else log.failure("daemon.json", f))
 
-    def _listening(self, port) -> None:
-        self.port = port
+    def _write(self, port):
         address = port.getHost()
         host = getattr(address, "host", "127.0.0.1")
         info = {
@@ -207,10 +232,9 @@ class GasolineListener(Service):
             "version": __version__,
             "listen": self._spec,
         }
-        self._state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.info_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(info))
-        tmp.replace(self.info_path)
+        self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(self.info_path, json.dumps(info).encode())
+        return port
 
     def stopService(self):
         super().stopService()
@@ -219,9 +243,6 @@ class GasolineListener(Service):
                 self.info_path.unlink()
         except (OSError, ValueError):
             pass
-        if self.port is not None:
-            return self.port.stopListening()
-        return None
 
 
 def _reactor_stopper(reactor):
@@ -268,21 +289,31 @@ class JSONLogService(Service):
             self._file = None
 
 
+class GasolineService(MultiService):
+    """The whole daemon under twistd: its components and the listening endpoint."""
+
+    def __init__(self, gasoline: Gasoline) -> None:
+        super().__init__()
+        #: The components (what tests and embedders talk to).
+        self.gasoline = gasoline
+
+
 def makeService(options: Options, reactor=None) -> IService:
     """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
     if reactor is None:
         from twisted.internet import reactor  # noqa: PLC0415  (the one place this is allowed)
     config = options.config() if isinstance(options, Options) else options
-    gasoline = build(config, reactor)
-    top = MultiService()
+    gasoline = build(config, reactor, stop=_reactor_stopper(reactor))
+    top = GasolineService(gasoline)
     if config.log_dir is not None:
         JSONLogService(config.log_dir).setServiceParent(top)
     gasoline.services.setServiceParent(top)
     site = GasolineSite(gasoline.resource)  # caps buffered request bodies (gasoline.http.request)
-    gasoline.extras["ingest"].stop = _reactor_stopper(reactor)  # POST /shutdown
     site.displayTracebacks = False
-    GasolineListener(reactor, config.listen, site, config.state_dir).setServiceParent(top)
-    top.gasoline = gasoline  # type: ignore[attr-defined]
+    listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,
+                                        config.listen, _probe_gasoline)
+    listening.setServiceParent(top)
+    DaemonInfoService(listening, config.state_dir, config.listen).setServiceParent(top)
     # Everything built so far (modules, classes, the object graph) lives as long as the process.
     # Moving it out of the collector's generations keeps full collections from rescanning it:
     # ~26 ms per full collection otherwise, which showed up as tail latency in every benchmark.

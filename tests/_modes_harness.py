@@ -36,7 +36,7 @@ class Harness:
     def ctx(self, client_id: str = "A", tool: str = "analyze", mode: str = "",
             cwd: str | None = None) -> ToolContext:
         state = self.app.registry.get(client_id) or self.app.registry.register(client_id)
-        return ToolContext(app=self.app, request=None, state=state, client_id=client_id,
+        return ToolContext(app=self.app.daemon, tools=self.app.tools, request=None, state=state, client_id=client_id,
                            session=SimpleNamespace(cwd=cwd), tool=tool, mode=mode)
 
     def run(self, modes: dict[str, Any], mode: str, args: dict[str, Any] | None = None,

@@ -75,7 +75,7 @@ def test_random_input_always_gets_json_2xx_or_4xx_and_daemon_stays_healthy(tmp_p
     clock.advance(1_700_000_000)
     app = build(Config(state_dir=tmp_path, persist=False), clock)
     stops = []
-    app.extras["ingest"].stop = lambda: stops.append(1)
+    app.shutdown.stop = lambda: stops.append(1)
     treq = StubTreq(app.resource)
     seen = set()
     runs = []

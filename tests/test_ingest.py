@@ -11,6 +11,7 @@ import pytest
 from gasoline.testing import stub_treq as StubTreq
 from twisted.internet.task import Clock
 
+from gasoline.http.ingest import IngestAPI
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.http.ingest import is_extension_client
@@ -27,7 +28,7 @@ class Daemon:
         self.app = build(Config(state_dir=tmp_path, persist=False), self.clock)
         self.treq = StubTreq(self.app.resource)
         self.stopped = []
-        self.app.extras["ingest"].stop = lambda: self.stopped.append(self.clock.seconds())
+        self.app.shutdown.stop = lambda: self.stopped.append(self.clock.seconds())
 
     def call(self, method, path, body=None, headers=EXTENSION_HEADERS, raw=None):
         out = []
@@ -164,8 +165,10 @@ def test_websocket_events_feed_the_connection_table(d):
 
 
 def test_websocket_events_over_the_rate_limit_get_429_with_retry_after(d):
-    ingest = d.app.extras["ingest"]
-    ingest.ws_events_per_second = 150
+    a = d.app
+    ingest = IngestAPI(a.clock, a.store, a.extension, a.daemon.screenshots, a.shutdown,
+                       ws_events_per_second=150)
+    d.treq = StubTreq(ingest.resource())
     batch = {"events": [{"event": "message", "id": "c"}] * 100}
     assert d.post("/websocket-events", batch)[0] == 200
     code, body, r = d.post("/websocket-events", batch)
@@ -348,7 +351,7 @@ def test_shutdown_answers_then_stops_after_a_short_delay(d):
 
 
 def test_shutdown_without_a_stop_callable_is_503(d):
-    d.app.extras["ingest"].stop = None
+    d.app.shutdown.stop = None
     code, body, _ = d.post("/shutdown")
     assert code == 503 and "error" in body
 

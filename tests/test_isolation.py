@@ -83,7 +83,7 @@ def test_checkpoints_are_namespaced_per_client_and_reachable_on_purpose(app, abc
     from gasoline.tools.configure import resolve_checkpoint
     from gasoline.tools.context import ToolContext
 
-    ctx_c = ToolContext(app=app, request=None, state=c.state, client_id="agent-c")
+    ctx_c = ToolContext(app=app.daemon, tools=app.tools, request=None, state=c.state, client_id="agent-c")
     assert resolve_checkpoint(ctx_c, "agent-b:before")["heads"][CONSOLE] == 2
     assert resolve_checkpoint(ctx_c, "agent-a:before")["heads"][CONSOLE] == 1
     with pytest.raises(Exception, match="no checkpoint"):

@@ -225,7 +225,7 @@ def test_the_daemon_builds_one_global_noise_rule_set(tmp_path):
     from gasoline.app import Config, build
 
     app = build(Config(state_dir=tmp_path, persist=False), Clock())
-    global_rules = app.extras["noise_global"]
+    global_rules = app.noise_global
     assert global_rules.scope == "global" and global_rules.rules == []
     client = NoiseRules.from_json({}, parent=global_rules)
     global_rules.add("shared noise", kind="substring")

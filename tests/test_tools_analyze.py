@@ -344,7 +344,7 @@ def _validator(h, site, dns):
         return stub_treq(site)
 
     validator = LinkValidator(h.clock, resolve, client_for, concurrency=2, timeout=5.0)
-    h.app.extras["link_validator"] = validator
+    h.app.tools.runtime.link_validator = validator
     return pins_seen
 
 
@@ -403,7 +403,7 @@ def test_link_validation_bounds_concurrency_and_times_out_on_the_clock(h):
 
     validator = LinkValidator(h.clock, lambda host: succeed(["93.184.216.34"]),
                               lambda pins: Hanging(), concurrency=2, timeout=3.0)
-    h.app.extras["link_validator"] = validator
+    h.app.tools.runtime.link_validator = validator
     d = run(h, "link_validation", {"urls": [f"http://ok.example/{i}" for i in range(5)]})
     assert len(started) == 2  # only two at once
     for _ in range(3):

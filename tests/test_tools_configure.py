@@ -114,14 +114,14 @@ def test_global_noise_rules_survive_a_restart_and_reach_every_client(tmp_path, c
     ok(again, other, what="noise_rule", noise_action="reset", scope="global")
     again.services.stopService()
     third = make_app(tmp_path, clock)
-    assert third.extras["noise_global"].rules == []
+    assert third.noise_global.rules == []
 
 
 def test_a_corrupt_global_noise_file_is_ignored(tmp_path, clock):
     (tmp_path / "noise-global.json").write_text("{not json")
     app = make_app(tmp_path, clock)
-    assert app.extras["noise_global"].rules == []
-    assert app.extras["noise_global"].scope == "global"
+    assert app.noise_global.rules == []
+    assert app.noise_global.scope == "global"
 
 
 def test_noise_rule_actions(app, s):

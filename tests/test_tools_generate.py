@@ -16,7 +16,8 @@ from _modes_harness import fired, parse
 from gasoline.analysis import make_checkpoint
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
-from gasoline.tools.generate import MAX_ARTIFACT_BYTES, MODES, write_artifact
+from gasoline.tools._artifacts import MAX_ARTIFACT_BYTES, write_artifact
+from gasoline.tools.generate import MODES
 
 SCHEMAS = Path(__file__).parent / "schemas"
 T0 = 1_767_225_600_000

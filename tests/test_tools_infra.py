@@ -131,7 +131,7 @@ def test_dispatch_hands_handlers_a_tool_context_and_accepts_aliases(app):
 
 def test_tool_context_router_helpers_use_the_callers_id(app):
     app.extension.sync({"settings": {}})
-    ctx = ToolContext(app=app, request=None, state=None, client_id="owner-1")
+    ctx = ToolContext(app=app.daemon, tools=app.tools, request=None, state=None, client_id="owner-1")
     d = ctx.router_call("dom", {"selector": "h1"})
     assert isinstance(d, Deferred)
     cid = ctx.router_submit("dom", {"selector": "h2"})

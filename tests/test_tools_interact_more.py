@@ -315,7 +315,7 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
 
         def ctx(tool, mode):
             state = app.registry.get("agent") or app.registry.register("agent")
-            return ToolContext(app=app, request=None, state=state, client_id="agent",
+            return ToolContext(app=app.daemon, tools=app.tools, request=None, state=state, client_id="agent",
                                session=SimpleNamespace(cwd=str(cwd)), tool=tool, mode=mode)
 
         (cwd / "photo.jpg").write_bytes(b"\xff\xd8" + b"x" * 5000)

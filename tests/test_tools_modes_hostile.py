@@ -47,7 +47,7 @@ answers = st.one_of(json_values, st.fixed_dictionaries({}, optional={
 def harness(tmp_path_factory):
     h = Harness.create(tmp_path_factory.mktemp("hostile"))
     # link_validation: every host resolves to a public address; every fetch fails at once.
-    h.app.extras["link_validator"] = LinkValidator(
+    h.app.tools.runtime.link_validator = LinkValidator(
         h.clock, lambda host: succeed(["93.184.216.34"]),
         lambda pins: SimpleNamespace(request=lambda *a, **kw: fail(ConnectionRefusedError())))
     yield h

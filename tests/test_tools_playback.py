@@ -9,7 +9,7 @@ from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.tools.configure import MODES as CONFIGURE
 from gasoline.tools.observe import MODES as OBSERVE
-from gasoline.tools.playback import selector_for, step_for
+from gasoline.tools._playback import selector_for, step_for
 
 RECORDED = [
     {"type": "click", "selectors": {"testId": "go-button", "css": "#go"}, "url": "https://app.test/a"},

@@ -45,7 +45,7 @@ def test_capabilities_are_generated_from_the_mode_tables(app):
     text = rpc(app, "resources/read", {"uri": "gasoline://capabilities"})["contents"][0]["text"]
     caps = json.loads(text)["tools"]
     assert set(caps) == set(TOOL_MODES)
-    tables = app.extras["tools"].tables
+    tables = app.tools.tables
     for name, entry in caps.items():
         assert entry["modes"] == list(TOOL_MODES[name][0])
         assert set(entry["built"]) == set(tables[name]) & set(entry["modes"])

@@ -10,9 +10,9 @@ import pytest
 
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
-from gasoline.http.ingest import SHUTDOWN_DELAY
+from gasoline.core.lifecycle import SHUTDOWN_DELAY
 from gasoline.mcp import jsonrpc
-from gasoline.tools import playback
+from gasoline.tools import _playback as playback
 from gasoline.testing import DaemonProcess
 
 T0 = 1_700_000_000
@@ -327,20 +327,20 @@ def test_restart_without_confirm_only_reports_what_it_would_affect(app):
     app.router.submit("B", "dom", {})
     app.router.submit("A", "dom", {})
     stops = []
-    app.extras["ingest"].stop = lambda: stops.append(1)
+    app.shutdown.stop = lambda: stops.append(1)
     summary, data = ok(app, a, what="restart")
     assert data["restarted"] is False and data["other_connected_clients"] == 1
     assert data["your_pending_commands"] == 1 and data["other_pending_commands"] == 1
     assert "nothing was done" in summary
     app.clock.advance(1)
-    assert stops == [] and app.extras["ingest"]._shutdown_call is None
+    assert stops == [] and not app.shutdown.stopping
     assert b.client_id == "B"
 
 
 def test_restart_is_refused_while_other_clients_are_connected(app):
     a, b = session_for(app, "A"), session_for(app, "secret-bob")
     stops = []
-    app.extras["ingest"].stop = lambda: stops.append(1)
+    app.shutdown.stop = lambda: stops.append(1)
     data = error(app, a, what="restart", confirm=True)
     assert data["error"] == "other_clients_connected" and data["others"] == 1
     assert "secret-bob" not in json.dumps(data)  # how many, never who
@@ -357,7 +357,7 @@ def test_restart_is_refused_while_other_clients_are_connected(app):
 
 
 def test_restart_without_a_stop_hook_is_unavailable(app):
-    assert app.extras["ingest"].stop is None  # unit tests: tap never set it
+    assert app.shutdown.stop is None  # unit tests: tap never set it
     data = error(app, session_for(app, "A"), what="restart", confirm=True)
     assert data["error"] == "restart_unavailable"
     assert error(app, session_for(app, "A"), what="restart", confirm="yes")["error"] \
@@ -429,7 +429,7 @@ def test_cancelling_a_replay_cancels_its_command_and_starts_no_further_step(app)
     from gasoline.tools.context import ToolContext
 
     ok(app, session_for(app, "A"), what="save_sequence", name="s", steps=STEPS)
-    ctx = ToolContext(app=app, request=None, state=app.registry.get("A"), client_id="A",
+    ctx = ToolContext(app=app.daemon, tools=app.tools, request=None, state=app.registry.get("A"), client_id="A",
                       session=SimpleNamespace(cwd=None), tool="configure",
                       mode="replay_sequence")
     d = MODES["replay_sequence"](ctx, {"what": "replay_sequence", "name": "s"})
@@ -474,7 +474,7 @@ def test_any_configure_arguments_give_a_well_formed_answer_and_never_stop_a_shar
     app = build(Config(state_dir=tmp_path_factory.mktemp("c"), persist=False,
                        tool_rate_limit=0), clock)
     stops = []
-    app.extras["ingest"].stop = lambda: stops.append(1)
+    app.shutdown.stop = lambda: stops.append(1)
     if connected:
         connect(app)
     a, b = session_for(app, "A"), session_for(app, "B")

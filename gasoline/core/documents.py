@@ -9,6 +9,7 @@ private (mode 0600); an unreadable or corrupt file is logged and ignored, never 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,28 @@ log = Logger()
 
 #: Seconds between checks for a dirty document.
 FLUSH_INTERVAL = 2.0
+
+
+def write_private(path: Path, body: bytes) -> None:
+    """Replace C{path} atomically with C{body}, readable by this user only (0600).
+
+    The bytes go to a sibling temporary file (created 0600, never following a link) that is then
+    renamed over C{path}: a reader sees the old or the new content, never a torn one.
+
+    @raise OSError: the write or the rename failed (the temporary file is removed).
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @attrs.define(eq=False)
@@ -73,13 +96,7 @@ class JsonDocument:
             return False
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, body)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            write_private(self.path, body)
         except OSError:
             log.failure("could not write {path}", path=str(self.path))
             self._dirty = True  # try again on the next tick

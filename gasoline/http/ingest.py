@@ -18,12 +18,9 @@ import base64
 import binascii
 import functools
 import math
-import os
 import re
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import datetime
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 import attrs
 import orjson
@@ -36,6 +33,8 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from gasoline.core import validate
 from gasoline.core.errors import GasolineError
 from gasoline.core.extension import ExtensionLink, rfc3339
+from gasoline.core.lifecycle import Shutdown
+from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
@@ -54,12 +53,8 @@ EXTENSION_OFFSCREEN = b"gasoline-extension-offscreen"
 WS_EVENTS_PER_SECOND = 1000
 #: ``/screenshots``: minimum seconds between two uploads of one client.
 SCREENSHOT_INTERVAL = 1.0
-#: Delay between answering ``/shutdown`` and stopping, so the answer reaches the client.
-SHUTDOWN_DELAY = 0.1
 
 _DATA_URL = re.compile(r"data:image/(jpeg|jpg|png|webp);base64,", re.I)
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 def is_extension_client(value: bytes | None) -> bool:
@@ -126,15 +121,14 @@ class IngestAPI:
     clock: IReactorTime
     store: Any
     extension: ExtensionLink
-    state_dir: Path = attrs.field(converter=Path)
-    #: Called (after a short delay) by ``POST /shutdown``; C{tap} passes one that stops the reactor.
-    stop: Callable[[], Any] | None = None
+    screenshots: ScreenshotStore
+    #: The daemon's graceful stop (``POST /shutdown``).
+    shutdown: Shutdown
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)
     _last_screenshot: dict[bytes, float] = attrs.field(factory=dict, init=False)
-    _shutdown_call: Any = attrs.field(default=None, init=False)
 
     @property
     def commands(self):
@@ -348,7 +342,7 @@ class IngestAPI:
         url = field("url")
         correlation_id = field("correlation_id", "correlationId", "errorId")
         ext = m.group(1).lower().replace("jpeg", "jpg")
-        path = self._save_screenshot(image, ext, url, correlation_id, now)
+        path = self.screenshots.save(image, ext, url, correlation_id, now)
         out = {
             "filename": path.name,
             "path": str(path),
@@ -367,30 +361,6 @@ class IngestAPI:
                 k: t for k, t in self._last_screenshot.items() if t > horizon
             }
         self._last_screenshot[client] = now
-
-    def _save_screenshot(
-        self, image: bytes, ext: str, url: Any, correlation_id: Any, now: float
-    ) -> Path:
-        """Write the image (mode 0600) under ``<state_dir>/screenshots/``; one small write."""
-        directory = self.state_dir / "screenshots"
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        host = urlsplit(url).hostname if isinstance(url, str) else None
-        stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%d-%H%M%S") + f"-{int(now * 1000) % 1000:03d}"
-        parts = [_UNSAFE.sub("_", host or "page")[:60], stamp]
-        if isinstance(correlation_id, str) and correlation_id:
-            parts.append(_UNSAFE_ID.sub("_", correlation_id)[:60])
-        base = "-".join(parts)
-        for n in range(1000):
-            name = f"{base}.{ext}" if n == 0 else f"{base}-{n}.{ext}"
-            path = directory / name
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                continue
-            with os.fdopen(fd, "wb") as f:
-                f.write(image)
-            return path
-        raise GasolineError("could not pick a screenshot file name", code="screenshot_failed")
 
     # -- CI support ------------------------------------------------------------------------------
 
@@ -456,32 +426,9 @@ class IngestAPI:
     @app.route("/shutdown", methods=["POST"])
     @extension_only
     def shutdown(self, request):
-        if self.stop is None:
+        if not self.shutdown.request("POST /shutdown"):
             return json_error(request, 503, "shutdown is not available in this daemon")
-        self.request_stop("POST /shutdown")
         return json_body(request, {"status": "shutting_down"})
-
-    @property
-    def stopping(self) -> bool:
-        """A graceful stop has been scheduled."""
-        return self._shutdown_call is not None
-
-    def request_stop(self, why: str) -> bool:
-        """Schedule the graceful stop (C{self.stop}) C{SHUTDOWN_DELAY} seconds from now, so the
-        answer that asked for it still reaches its client. @return: False when there is no stop
-        hook (not running under twistd); True otherwise (also when already scheduled)."""
-        if self.stop is None:
-            return False
-        if self._shutdown_call is None:
-            log.info("shutdown requested through {why}", why=why)
-            self._shutdown_call = self.clock.callLater(SHUTDOWN_DELAY, self._do_stop)
-        return True
-
-    def _do_stop(self) -> None:
-        try:
-            self.stop()
-        except Exception:
-            log.failure("stopping the daemon failed")
 
     # -- errors ----------------------------------------------------------------------------------
 

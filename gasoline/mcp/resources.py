@@ -8,7 +8,6 @@ import re
 from typing import Any, Callable
 
 import attrs
-import orjson
 
 from gasoline.mcp.jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, JsonRpcError
 

@@ -24,7 +24,7 @@ from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succ
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from gasoline.core.errors import GasolineError, InvalidParam, MissingParam, NotImplementedMode
+from gasoline.core.errors import GasolineError
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.core.redact import Redactor, cap_text
 from gasoline.mcp.jsonrpc import JsonRpcError

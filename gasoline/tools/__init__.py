@@ -16,9 +16,11 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
+from gasoline.core.daemon import Daemon
 from gasoline.core.errors import NotImplementedMode
 from gasoline.mcp.tools import Tool, ToolRegistry
 from gasoline.tools.context import ToolContext
+from gasoline.tools.runtime import ToolRuntime
 from gasoline.tools.schemas import (
     ANALYZE_SCHEMA,
     CONFIGURE_SCHEMA,
@@ -53,10 +55,13 @@ def extra_properties(tool: str) -> dict[str, Any]:
 class GasolineTools:
     """The five tools. Each dispatches C{what} to its mode table (the tool modules' C{MODES})."""
 
-    def __init__(self, app: Any, tables: dict[str, dict[str, Callable[..., Any]]] | None = None
+    def __init__(self, daemon: Daemon, tables: dict[str, dict[str, Handler]] | None = None
                  ) -> None:
-        self.app = app
+        #: The domain collaborators every mode reads (C{ctx.app}).
+        self.daemon = daemon
         self.tables = tables if tables is not None else load_tables()
+        #: What the tools keep in memory between calls.
+        self.runtime = ToolRuntime()
 
     def built(self, tool: str) -> list[str]:
         """The modes of C{tool} that have a handler."""
@@ -95,7 +100,7 @@ class GasolineTools:
             if handler is None:
                 raise NotImplementedMode(f"{tool} {{what:\"{what}\"}} is not implemented yet",
                                          tool=tool, mode=what)
-            ctx = ToolContext.for_request(self.app, request)
+            ctx = ToolContext.for_request(self.daemon, request, self)
             ctx.tool = tool
             ctx.mode = what
             return handler(ctx, args)

@@ -15,8 +15,11 @@ from typing import Any, Callable
 
 from twisted.internet.defer import Deferred
 
-from gasoline.core.errors import InvalidParam
-from gasoline.tools.context import client_noise_rules, decode_entries
+from gasoline.core.errors import InvalidParam, MissingParam
+from gasoline.tools.context import (
+    client_noise_rules,
+    decode_entries,
+)
 
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000
@@ -114,7 +117,7 @@ def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any
     ``tab_id`` as one predicate, exactly as observe applies them (None: everything)."""
     if args is None:
         return None, {}
-    from gasoline.tools.observe import view_filter  # noqa: PLC0415
+    from gasoline.tools._views import view_filter  # noqa: PLC0415
 
     return view_filter(ctx, args)
 
@@ -164,7 +167,6 @@ def page_url(ctx: Any) -> str | None:
 
 def require_str(ctx: Any, args: dict[str, Any], *names: str) -> str:
     """The first of C{names} present as a non-empty string, else L{MissingParam}."""
-    from gasoline.core.errors import MissingParam  # noqa: PLC0415
 
     for name in names:
         value = ctx.str_arg(args, name)
@@ -174,3 +176,21 @@ def require_str(ctx: Any, args: dict[str, Any], *names: str) -> str:
             return value
     raise MissingParam(f"{ctx.tool or 'this'} {ctx.mode or 'mode'} needs '{names[0]}'",
                        param=names[0])
+
+
+MAX_RESULT_ITEMS = 1000
+
+
+def result_limit(ctx: Any, args: dict[str, Any], default: int = 50) -> int:
+    return ctx.int_arg(args, "limit", default, 1, MAX_RESULT_ITEMS)
+
+
+def str_list(ctx: Any, args: dict[str, Any], name: str, max_items: int = 100) -> list[str] | None:
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidParam(f"{name} must be an array of strings", param=name)
+    if len(value) > max_items:
+        raise InvalidParam(f"{name} may hold at most {max_items} items", param=name)
+    return value

@@ -21,61 +21,54 @@ from twisted.internet.defer import Deferred
 
 from gasoline.analysis import (
     api_validation,
-    changes,
     error_clusters,
+    media,
     performance,
     security_audit,
     select_links,
     third_party_audit,
 )
-from gasoline.analysis._util import entry_time, is_error, is_failed_request, iso, origin_of
-from gasoline.analysis import media
+from gasoline.analysis._util import (
+    entry_time,
+    is_error,
+    is_failed_request,
+    iso,
+    origin_of,
+)
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.persist import thread_runner
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.store import (
+    ACTIONS,
+    CONSOLE,
+    NETWORK_BODIES,
+    WATERFALL,
+)
+from gasoline.tools._a11y import a11y_params
+from gasoline.tools._changes import compute_changes
 from gasoline.tools._shared import (
-    nulls_absent,
     as_dict,
     call,
     entries_limit,
     extension_mode,
-    heads,
     lst,
     newest,
     noise_filter,
+    nulls_absent,
     page_url,
     require_str,
-    since,
+    result_limit,
+    str_list,
 )
 from gasoline.tools.context import reserved_dict, store_reserved_dict
-from gasoline.tools.interact import needs_newer_extension, newer_command
-
-#: Buffers a checkpoint diff reads (seed 000: errors, failed requests, WebSocket events, actions).
-CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
-MAX_RESULT_ITEMS = 1000
-
-
-def _limit(ctx: Any, args: dict[str, Any], default: int = 50) -> int:
-    return ctx.int_arg(args, "limit", default, 1, MAX_RESULT_ITEMS)
-
-
-def _str_list(ctx: Any, args: dict[str, Any], name: str, max_items: int = 100) -> list[str] | None:
-    value = args.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidParam(f"{name} must be an array of strings", param=name)
-    if len(value) > max_items:
-        raise InvalidParam(f"{name} may hold at most {max_items} items", param=name)
-    return value
-
+from gasoline.tools._links import default_validator
+from gasoline.tools._commands import needs_newer_extension, newer_command
 
 # -- X: the extension answers -----------------------------------------------------------------------
 
 
 def dom(ctx: Any, args: dict[str, Any]) -> Any:
     selector = ctx.str_arg(args, "selector", "body")
-    params: dict[str, Any] = {"selector": selector, "limit": _limit(ctx, args)}
+    params: dict[str, Any] = {"selector": selector, "limit": result_limit(ctx, args)}
     if args.get("include_html") is not None:
         params["include_html"] = ctx.bool_arg(args, "include_html")
 
@@ -106,22 +99,6 @@ def accessibility(ctx: Any, args: dict[str, Any]) -> Any:
     return extension_mode(ctx, args, "a11y", params, describe)
 
 
-def a11y_params(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """The ``a11y`` command's params from tool arguments (``selector``, ``tags``, ``rules``)."""
-    params: dict[str, Any] = {}
-    selector = ctx.str_arg(args, "selector")
-    if selector:
-        params["selector"] = selector
-    for name in ("tags", "rules"):
-        values = _str_list(ctx, args, name)
-        if values:
-            params[name] = values
-    node_limit = ctx.int_arg(args, "node_limit", None, 1, 200)
-    if node_limit is not None:
-        params["node_limit"] = node_limit
-    return params
-
-
 def link_health(ctx: Any, args: dict[str, Any]) -> Any:
     params = {"limit": ctx.int_arg(args, "limit", 50, 1, 200)}
 
@@ -136,7 +113,7 @@ def link_health(ctx: Any, args: dict[str, Any]) -> Any:
 def computed_styles(ctx: Any, args: dict[str, Any]) -> Any:
     selector = require_str(ctx, args, "selector")
     params: dict[str, Any] = {"selector": selector}
-    props = _str_list(ctx, args, "properties")
+    props = str_list(ctx, args, "properties")
     if props:
         params["properties"] = props
 
@@ -249,7 +226,7 @@ def _errors(ctx: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
 
 def error_clusters_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     errors, hidden = _errors(ctx, args)
-    result = error_clusters(errors, limit=_limit(ctx, args))
+    result = error_clusters(errors, limit=result_limit(ctx, args))
     result["noise_hidden"] = hidden
     n = len(result.get("clusters") or [])
     return ctx.ok(f"{len(errors)} error(s) in {n} cluster(s)"
@@ -295,7 +272,7 @@ def api_validation_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     url = ctx.str_arg(args, "url")
     if url:
         bodies = [b for b in bodies if url in str(b.get("url", ""))]
-    result = api_validation(bodies, limit=_limit(ctx, args))
+    result = api_validation(bodies, limit=result_limit(ctx, args))
     return ctx.ok(f"{result.get('violation_count', 0)} API contract violation(s) across "
                   f"{result.get('endpoint_count', 0)} endpoint(s)",
                   result, buffer=NETWORK_BODIES)
@@ -339,7 +316,7 @@ def history(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     for snap in ctx.app.store.performance.values():
         visit(snap.get("url"), entry_time(snap), "logs")
     ordered = sorted(pages.values(), key=lambda p: (p["first_seen"] is None, p["first_seen"] or 0))
-    limit = _limit(ctx, args)
+    limit = result_limit(ctx, args)
     for page in ordered:
         page["first_seen"] = iso(page["first_seen"])
         page["last_seen"] = iso(page["last_seen"])
@@ -347,40 +324,6 @@ def history(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     return ctx.ok(f"{len(ordered)} page(s) visited, {len(navigations)} navigation(s)",
                   {"current_page": current, "pages": ordered[-limit:],
                    "navigations": navigations[-limit:]}, buffer=ACTIONS)
-
-
-def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
-    """The caller's checkpoint C{name}; ``client:name`` reaches another client's on purpose
-    (the same resolution as configure's checkpoint modes)."""
-    from gasoline.tools.configure import resolve_checkpoint  # noqa: PLC0415
-
-    return resolve_checkpoint(ctx, name)
-
-
-def compute_changes(ctx: Any, args: dict[str, Any], name: str) -> dict[str, Any]:
-    """The diff since checkpoint C{name} (the caller's, or ``client:name``)."""
-    checkpoint = _checkpoint(ctx, name)
-    cp_heads = checkpoint.get("heads") if isinstance(checkpoint.get("heads"), dict) else {}
-    n = entries_limit(ctx, args, "last_n")
-    entries: dict[str, list[dict[str, Any]]] = {}
-    missed: dict[str, int] = {}
-    now_heads = heads(ctx)
-    hidden = 0
-    for buffer in CHANGE_BUFFERS:
-        start = cp_heads.get(buffer, 0)
-        if not isinstance(start, int) or isinstance(start, bool):
-            start = 0
-        items, lost, _ = since(ctx, buffer, start, n, args)
-        if buffer == CONSOLE:
-            items, hidden = noise_filter(ctx, items)
-        entries[buffer] = items
-        missed[buffer] = lost
-    snapshot = {"at": ctx.now(), "heads": now_heads,
-                "counters": {f"{b}_head": now_heads.get(b, 0) for b in CHANGE_BUFFERS},
-                "entries": entries, "missed": missed}
-    result = changes(checkpoint, snapshot, limit=_limit(ctx, args))
-    result["noise_hidden"] = hidden
-    return result
 
 
 def changes_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
@@ -399,19 +342,16 @@ def changes_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validator(ctx: Any) -> Any:
-    extras = ctx.app.extras
-    validator = extras.get("link_validator")
-    if validator is None:
-        from gasoline.tools._links import default_validator  # noqa: PLC0415
-
-        validator = extras["link_validator"] = default_validator(ctx.app.clock)
-    return validator
+    runtime = ctx.runtime
+    if runtime.link_validator is None:
+        runtime.link_validator = default_validator(ctx.app.clock)
+    return runtime.link_validator
 
 
 def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
     allow_private = ctx.bool_arg(args, "allow_private", False)
     limit = ctx.int_arg(args, "limit", 50, 1, 200)
-    urls = _str_list(ctx, args, "urls", 200)
+    urls = str_list(ctx, args, "urls", 200)
     single = ctx.str_arg(args, "url")
     validator = _validator(ctx)
 
@@ -454,7 +394,7 @@ _ANNOTATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
 def annotations(ctx: Any, args: dict[str, Any]) -> Any:
-    params: dict[str, Any] = {"limit": _limit(ctx, args, 100)}
+    params: dict[str, Any] = {"limit": result_limit(ctx, args, 100)}
     tab_id = ctx.int_arg(args, "tab_id", None, 0, 2**53)
     if tab_id is not None:
         params["tab_id"] = tab_id

@@ -26,15 +26,16 @@ from gasoline.core.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
+from gasoline.tools._state import recordings_of, resolve_checkpoint
 from gasoline.tools.context import (
     ToolContext,
     client_noise_rules,
     decode_entries,
     newest_entries,
     save_noise_rules,
-    state_of_ref,
 )
-from gasoline.tools.observe import CLEARS, VIEW_CURSORS
+from gasoline.tools._views import VIEW_CURSORS
+from gasoline.tools.schemas import TOOL_MODES
 
 _log = Logger()
 
@@ -61,8 +62,6 @@ BUFFER_GROUPS: dict[str, tuple[str, ...]] = {
 def _registry(ctx: ToolContext) -> Any:
     request = ctx.request
     server = getattr(request, "server", None) if request is not None else None
-    if server is None:
-        server = getattr(ctx.app, "mcp", None)
     return getattr(server, "tools", None)
 
 
@@ -150,16 +149,14 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
                          ("add", "remove", "list", "reset", "auto_detect"))
     scope = ctx.str_arg(args, "scope", "client", ("client", "global"))
     mine = client_noise_rules(ctx)
-    glob = ctx.app.extras["noise_global"]
+    glob = ctx.app.noise_global
     target = mine if scope == "client" else glob
 
     def saved() -> None:
         if scope == "client":
             save_noise_rules(ctx, mine)
         else:
-            noise_file = ctx.app.extras.get("noise_global_file")
-            if noise_file is not None:
-                noise_file.mark_dirty()
+            ctx.app.noise_file.mark_dirty()
 
     if action == "list":
         rules = {"client": mine.list(), "global": glob.list()}
@@ -245,7 +242,7 @@ def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         return ctx.ok(f"your cursors moved to the newest entry ({skipped} unread entries "
                       "skipped); the shared buffers were not touched",
                       {"scope": "client", "buffers": list(names), "skipped": moved})
-    clears = ctx.app.extras.setdefault(CLEARS, {})
+    clears = ctx.runtime.buffer_clears
     now = ctx.now()
     removed: dict[str, int] = {}
     for name in names:
@@ -263,20 +260,6 @@ def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- checkpoints --------------------------------------------------------------------------------
-
-
-def resolve_checkpoint(ctx: ToolContext, ref: Any) -> dict[str, Any]:
-    """The checkpoint C{ref} names: the caller's own ``name``, or ``client:name`` for another
-    client's (on purpose). @raise GasolineError: ``no_data`` when there is none."""
-    if not isinstance(ref, str) or not ref:
-        raise InvalidParam("checkpoint must be a non-empty string", param="checkpoint")
-    state, name = state_of_ref(ctx, ref, "checkpoint")
-    cp = state.checkpoints.get(name) if isinstance(state.checkpoints, dict) else None
-    if not isinstance(cp, dict):
-        raise GasolineError(f"no checkpoint {ref!r}", code="no_data",
-                            retry="configure {what:'checkpoint', checkpoint_action:'list'} "
-                            "lists yours.")
-    return cp
 
 
 def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -368,7 +351,7 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     now = ctx.now()
     ext = app.extension
     registry = app.registry
-    server = getattr(app, "mcp", None)
+    server = getattr(ctx.request, "server", None)
     session = ctx.session
     body = {
         "status": "ok",
@@ -393,11 +376,9 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     return ctx.ok(f"Gasoline {__version__} ok; extension {ext_word}", body)
 
 
-def capabilities(app: Any) -> dict[str, Any]:
-    """Which tools and modes are built (generated from the tool tables)."""
-    from gasoline.tools.schemas import TOOL_MODES  # noqa: PLC0415
-
-    gt = app.extras.get("tools")
+def capabilities(gt: Any) -> dict[str, Any]:
+    """Which tools and modes are built (generated from the tool tables of C{gt}, the
+    L{gasoline.tools.GasolineTools}, or none when C{None})."""
     tools = {}
     for name, (modes, alias) in TOOL_MODES.items():
         built = gt.built(name) if gt is not None else []
@@ -412,13 +393,13 @@ def capabilities(app: Any) -> dict[str, Any]:
                                                                                    "global"],
             "tab_selection": True, "background_commands": True, "redaction": True,
             "result_cap_bytes": 100_000,
-            "rate_limit_per_minute": getattr(app.config, "tool_rate_limit", 100),
+            "rate_limit_per_minute": gt.daemon.config.tool_rate_limit if gt is not None else None,
         },
     }
 
 
 def configure_describe_capabilities(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    caps = capabilities(ctx.app)
+    caps = capabilities(ctx.tools)
     n = sum(len(t["built"]) for t in caps["tools"].values())
     return ctx.ok(f"{len(caps['tools'])} tools, {n} modes built", caps)
 
@@ -533,18 +514,8 @@ MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
 
 # -- recordings (user-action recordings, per client) ---------------------------------------------
 
-#: Reserved kv namespace holding the caller's recordings (hidden from ``load`` listings).
-RECORDINGS_NS = "gasoline:recordings"
 MAX_RECORDINGS = 20
 MAX_RECORDED_ACTIONS = 500
-
-
-def recordings_of(ctx: ToolContext) -> dict[str, Any]:
-    """``{"active": {...} | None, "saved": {name: recording}}`` in the caller's kv."""
-    rec = ctx.state.kv.get(RECORDINGS_NS)
-    if not isinstance(rec, dict) or not isinstance(rec.get("saved"), dict):
-        rec = ctx.state.kv[RECORDINGS_NS] = {"active": None, "saved": {}}
-    return rec
 
 
 def configure_recording_start(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -600,12 +571,12 @@ def configure_recording_stop(ctx: ToolContext, args: dict[str, Any]) -> dict[str
 MODES["recording_start"] = configure_recording_start
 MODES["recording_stop"] = configure_recording_stop
 
-# Playback of a saved recording through the extension (gasoline.tools.playback).
-from gasoline.tools.playback import configure_playback  # noqa: E402
+# Playback of a saved recording through the extension (gasoline.tools._playback).
+from gasoline.tools._playback import configure_playback  # noqa: E402
 
 MODES["playback"] = configure_playback
 
-from gasoline.tools.playback import (  # noqa: E402
+from gasoline.tools._playback import (  # noqa: E402
     configure_replay_sequence,
     configure_save_sequence,
 )
@@ -845,14 +816,13 @@ def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     router = ctx.router
     pending_total = router.pending_count() if router is not None else 0
     pending_mine = router.pending_count(ctx.client_id) if router is not None else 0
-    ingest = ctx.app.extras.get("ingest")
-    stop = getattr(ingest, "stop", None)
+    shutdown = ctx.app.shutdown
     impact = {
         "other_connected_clients": len(others),
         "your_pending_commands": pending_mine,
         "other_pending_commands": max(0, pending_total - pending_mine),
         "extension_connected": ctx.extension_connected,
-        "restart_available": stop is not None,
+        "restart_available": shutdown.available,
         "what_survives": "client state (cursors, checkpoints, noise rules, key-value, sequences) "
                          "is persisted in the state dir; buffered telemetry and pending commands "
                          "are lost",
@@ -871,12 +841,12 @@ def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                             others=len(others),
                             retry="Retry when you are the only connected client (configure "
                             "{what:'restart'} shows the count).")
-    if stop is None:
+    if not shutdown.available:
         raise GasolineError("this daemon cannot restart itself (no stop hook: it is not running "
                             "under twistd)", code="restart_unavailable",
                             retry="Restart the process that runs the daemon.")
-    already = ingest.stopping
-    ingest.request_stop(f"configure restart (client {ctx.client_id})")
+    already = shutdown.stopping
+    shutdown.request(f"configure restart (client {ctx.client_id})")
     return ctx.ok("the daemon is stopping; your stdio connector (unless --no-autostart) starts "
                   "a new one on its next call (client state is kept in the state dir)",
                   {"restarted": True, "already_stopping": already, **impact})

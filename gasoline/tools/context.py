@@ -17,7 +17,9 @@ import attrs
 import orjson
 from twisted.internet.defer import Deferred
 
+from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.tools.runtime import ToolRuntime
 
 
 def encode_json(data: Any) -> str:
@@ -41,8 +43,9 @@ def text_result(summary: str, data: Any = None) -> dict[str, Any]:
 class ToolContext:
     """One tool call's view of the daemon and of the calling agent."""
 
-    #: The L{gasoline.app.Gasoline}.
-    app: Any
+    #: The daemon's domain collaborators (L{gasoline.core.daemon.Daemon}: store, registry,
+    #: extension, router, clock, config, ...).
+    app: Daemon
     #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
     request: Any
     #: The caller's L{gasoline.core.clients.ClientState}.
@@ -53,12 +56,14 @@ class ToolContext:
     #: The tool being called and its mode (set by the dispatcher).
     tool: str = ""
     mode: str = ""
+    #: The dispatcher (L{gasoline.tools.GasolineTools}): mode tables and the tools' runtime state.
+    tools: Any = None
 
     @classmethod
-    def for_request(cls, app: Any, request: Any) -> "ToolContext":
+    def for_request(cls, app: Daemon, request: Any, tools: Any = None) -> "ToolContext":
         session = request.session
         return cls(app=app, request=request, state=session.state, client_id=session.client_id,
-                   session=session)
+                   session=session, tools=tools)
 
     # -- basics ------------------------------------------------------------------------------
 
@@ -68,6 +73,16 @@ class ToolContext:
 
     def now(self) -> float:
         return self.app.clock.seconds()
+
+    @property
+    def runtime(self) -> ToolRuntime:
+        """The tools' daemon-wide in-memory state."""
+        return self.tools.runtime
+
+    def mode_table(self, tool: str) -> dict[str, Any]:
+        """The handlers of C{tool}'s modes as the dispatcher has them (how a sequence or a
+        playback runs another tool's modes without importing that tool's module)."""
+        return self.tools.tables[tool]
 
     @property
     def cwd(self) -> str | None:
@@ -195,13 +210,6 @@ class ToolContext:
 # -- per-client filters, shared by observe and configure (and usable by every mode table) -----
 
 
-def _noise_cache(app: Any) -> dict[str, Any]:
-    cache = app.extras.get("noise_cache")
-    if cache is None:
-        cache = app.extras["noise_cache"] = {}
-    return cache
-
-
 def client_noise_rules(ctx: ToolContext) -> Any:
     """The caller's L{gasoline.core.noise.NoiseRules} (client scope + built-ins, linked to the
     global set). Persisted as C{NoiseRules.to_json()} in C{state.noise_rules}; parsed once and
@@ -210,15 +218,15 @@ def client_noise_rules(ctx: ToolContext) -> Any:
 
     raw = ctx.state.noise_rules
     key = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""
-    cache = _noise_cache(ctx.app)
+    cache = ctx.runtime.noise_cache
     hit = cache.get(ctx.client_id)
     if hit is not None and hit[0] == key:
         return hit[1]
     rules = NoiseRules.from_json(raw if isinstance(raw, dict) else None,
-                                 parent=ctx.app.extras.get("noise_global"))
+                                 parent=ctx.app.noise_global)
     if len(cache) > 1000:
         cache.clear()
-    cache[ctx.client_id] = (key, rules)
+    ctx.runtime.noise_cache[ctx.client_id] = (key, rules)
     return rules
 
 
@@ -226,7 +234,7 @@ def save_noise_rules(ctx: ToolContext, rules: Any) -> None:
     """Persist the caller's rule set in its client state."""
     ctx.state.noise_rules = rules.to_json()
     key = orjson.dumps(ctx.state.noise_rules, option=orjson.OPT_NON_STR_KEYS, default=str)
-    _noise_cache(ctx.app)[ctx.client_id] = (key, rules)
+    ctx.runtime.noise_cache[ctx.client_id] = (key, rules)
     ctx.state.mark_dirty()
 
 

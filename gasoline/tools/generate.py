@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from twisted.internet.defer import inlineCallbacks, succeed
+from twisted.internet.defer import inlineCallbacks
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
-from gasoline.core.persist import thread_runner
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.generate import (
     csp,
@@ -33,13 +32,23 @@ from gasoline.generate import (
     playwright_test,
     pr_summary,
     reproduction,
-    sarif,
     sri,
 )
 from gasoline.generate.classify import classify
 from gasoline.generate.context import context_test, visual_test
-from gasoline.generate.heal import apply_count, forms, heal_code, parse_selector, rank_candidates, \
-    rerank
+from gasoline.generate.heal import (
+    apply_count,
+    forms,
+    heal_code,
+    parse_selector,
+    rank_candidates,
+    rerank,
+)
+from gasoline.tools._a11y import sarif_mode
+from gasoline.tools._artifacts import (
+    PathRefused,
+    _finish,
+)
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -52,111 +61,12 @@ from gasoline.tools._shared import (
     timeout_of,
 )
 
-MAX_ARTIFACT_BYTES = 5 * 1024 * 1024
 DEFAULT_ACTIONS = 200
 DEFAULT_ENTRIES = 1000
 MAX_ENTRIES = 10_000
-ARTIFACTS_DIR = "artifacts"
-#: With save_to, the answer carries at most this many characters of the artifact.
-INLINE_WHEN_SAVED = 20_000
-
-
-class PathRefused(GasolineError):
-    code = "path_refused"
-    retry = ("save_to must be a path inside your working directory (relative paths are taken "
-             "from it) or inside the daemon's state dir artifacts/ folder.")
 
 
 # -- save_to ------------------------------------------------------------------------------------------
-
-
-def artifact_roots(ctx: Any) -> list[Path]:
-    """Where ``save_to`` may write: the agent's working directory and the state dir's artifacts/."""
-    roots = []
-    if ctx.cwd:
-        roots.append(Path(os.path.realpath(ctx.cwd)))
-    state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
-    if state_dir is not None:
-        roots.append(Path(os.path.realpath(Path(state_dir) / ARTIFACTS_DIR)))
-    return roots
-
-
-def resolve_save_path(ctx: Any, save_to: str) -> Path:
-    """The real path ``save_to`` names, or L{PathRefused}."""
-    if not save_to.strip() or "\x00" in save_to:
-        raise PathRefused("save_to is empty or not a valid path", param="save_to")
-    raw = Path(save_to)
-    if ".." in raw.parts:
-        raise PathRefused(f"save_to may not contain '..' components: {save_to!r}", param="save_to")
-    roots = artifact_roots(ctx)
-    if not roots:
-        raise PathRefused("no working directory or state dir to save artifacts in",
-                          param="save_to")
-    candidate = raw if raw.is_absolute() else roots[0] / raw
-    resolved = Path(os.path.realpath(candidate))
-    for root in roots:
-        if resolved == root or resolved.is_relative_to(root):
-            if resolved == root or resolved.is_dir():
-                raise PathRefused(f"save_to names a directory, not a file: {save_to!r}",
-                                  param="save_to")
-            return resolved
-    raise PathRefused(
-        f"save_to {save_to!r} resolves outside your working directory and the state dir",
-        param="save_to", allowed_roots=[str(r) for r in roots],
-    )
-
-
-def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
-    """Write C{content} (UTF-8) to the checked path; return ``{path, bytes}``."""
-    data = content.encode("utf-8")
-    if len(data) > MAX_ARTIFACT_BYTES:
-        raise InvalidParam(f"the artifact is {len(data)} bytes, over the "
-                           f"{MAX_ARTIFACT_BYTES} byte save limit", param="save_to")
-    path = resolve_save_path(ctx, save_to)
-    roots = artifact_roots(ctx)
-    parent = path.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    # Re-check after creating directories: nothing on the way may have become a symlink out.
-    real_parent = Path(os.path.realpath(parent))
-    if not any(real_parent == r or real_parent.is_relative_to(r) for r in roots):
-        raise PathRefused(f"save_to {save_to!r} resolves outside the allowed roots",
-                          param="save_to")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(real_parent / path.name, flags, 0o644)
-    except OSError as e:
-        raise GasolineError(f"could not write {path}: {e.strerror or e}", code="write_failed",
-                            param="save_to") from None
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-    finally:
-        os.close(fd)
-    return {"path": str(real_parent / path.name), "bytes": len(data)}
-
-
-def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: str,
-            data: dict[str, Any]) -> Any:
-    """The artifact as a result; with ``save_to``, a Deferred of it once the file is written in
-    the reactor's thread pool (directories, symlink checks and the write stay off the reactor)."""
-    body = {"format": what, **data, "artifact": artifact}
-    save_to = ctx.str_arg(args, "save_to")
-    if save_to is None:
-        return ctx.ok(summary, body)
-
-    def saved(saved: dict[str, Any]) -> dict[str, Any]:
-        body["saved_to"] = saved["path"]
-        body["saved_bytes"] = saved["bytes"]
-        if len(artifact) > INLINE_WHEN_SAVED:
-            # The file has it all; keep the answer small instead of hitting the result cap.
-            body["artifact"] = artifact[:INLINE_WHEN_SAVED]
-            body["artifact_truncated"] = f"first {INLINE_WHEN_SAVED} characters; the file has all"
-        return ctx.ok(summary + f"; saved to {saved['path']}", body)
-
-    resolve_save_path(ctx, save_to)  # refuse a bad path at once, before any thread work
-    return thread_runner(ctx.app.clock)(write_artifact, ctx, save_to, artifact).addCallback(saved)
 
 
 def _n(ctx: Any, args: dict[str, Any], default: int) -> int:
@@ -235,62 +145,12 @@ def sri_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
                    f"{len(result['unhashable'])} not hashable", tags, result)
 
 
-def normalize_a11y(result: Any) -> dict[str, Any]:
-    """The extension's a11y result (snake_case ``help_url``/``failure_summary``) in the axe shape
-    the SARIF generator reads (``helpUrl``/``failureSummary``); axe-shaped input passes as is."""
-    r = as_dict(result)
-    violations = []
-    for v in lst(r.get("violations")):
-        if not isinstance(v, dict):
-            continue
-        v = dict(v)
-        if "helpUrl" not in v and "help_url" in v:
-            v["helpUrl"] = v["help_url"]
-        nodes = []
-        for node in lst(v.get("nodes")):
-            if isinstance(node, dict):
-                node = dict(node)
-                if "failureSummary" not in node and "failure_summary" in node:
-                    node["failureSummary"] = node["failure_summary"]
-                nodes.append(node)
-        v["nodes"] = nodes
-        violations.append(v)
-    return {**r, "violations": violations}
-
-
-def sarif_document(ctx: Any, a11y_result: Any) -> tuple[dict[str, Any], int]:
-    normalized = normalize_a11y(a11y_result)
-    url = normalized.get("url") if isinstance(normalized.get("url"), str) else page_url(ctx)
-    doc = sarif(normalized, page_url=url)
-    results = sum(len(run.get("results") or []) for run in doc.get("runs") or [])
-    return doc, results
-
-
-def sarif_mode(ctx: Any, args: dict[str, Any]) -> Any:
-    provided = args.get("a11y_result", args.get("result"))
-    if provided is not None and not isinstance(provided, dict):
-        raise InvalidParam("a11y_result must be an accessibility result object "
-                           "({violations: [...]})", param="a11y_result")
-
-    def build(a11y: Any) -> dict[str, Any]:
-        doc, count = sarif_document(ctx, a11y)
-        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
-        return _finish(ctx, args, "sarif", f"SARIF 2.1.0 with {count} result(s)", text,
-                       {"results": count})
-
-    if provided is not None:
-        return succeed(provided).addCallback(build)
-    from gasoline.tools.analyze import a11y_params  # noqa: PLC0415
-
-    return call(ctx, args, "a11y", a11y_params(ctx, args)).addCallback(build)
-
-
 def pr_summary_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     n = _n(ctx, args, DEFAULT_ENTRIES)
     diff = None
     checkpoint = ctx.str_arg(args, "checkpoint")
     if checkpoint:
-        from gasoline.tools.analyze import compute_changes  # noqa: PLC0415
+        from gasoline.tools._changes import compute_changes  # noqa: PLC0415
 
         diff = compute_changes(ctx, args, checkpoint)
     result = pr_summary(_errors(ctx, args, n), newest(ctx, NETWORK_BODIES, n, args),

@@ -21,7 +21,7 @@ import json
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 from twisted.internet.defer import Deferred
@@ -29,17 +29,20 @@ from twisted.logger import Logger
 
 from gasoline.analysis import media
 from gasoline.analysis._util import entry_time, iso
-from gasoline.core.persist import thread_runner
-
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
+from gasoline.core.persist import thread_runner
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.tools._commands import (
+    newer_command,
+    require_pilot,
+)
 from gasoline.tools._shared import (
-    nulls_absent,
     as_dict,
     call,
     extension_mode,
     heads,
     lst,
+    nulls_absent,
     page_url,
     require_str,
     since,
@@ -71,19 +74,6 @@ READ_ONLY_DOM_ACTIONS = frozenset({"get_text", "get_value", "get_attribute", "li
                                    "wait_for"})
 #: Recorded action ``type`` per mode (the shapes the reproduction generators replay).
 ACTION_TYPES = {"type": "input", "key_press": "keypress", "scroll_to": "scroll"}
-
-
-class PilotDisabled(GasolineError):
-    code = "pilot_disabled"
-    retry = ("Ask the user to turn on 'AI Web Pilot' in the Gasoline extension popup; reading "
-             "modes (get_text, list_interactive, screenshot, ...) work without it.")
-
-
-def require_pilot(ctx: Any) -> None:
-    settings = getattr(getattr(ctx.app, "extension", None), "settings", None) or {}
-    if settings.get("pilot_enabled") is False:
-        raise PilotDisabled(f"interact {ctx.mode or ''} is refused: the extension reports "
-                            "AI Web Pilot disabled".replace("  ", " "))
 
 
 # -- selectors -----------------------------------------------------------------------------------
@@ -122,7 +112,7 @@ def selectors_for(selector: str) -> dict[str, Any]:
 
 
 def _elements(ctx: Any) -> dict[str, dict[str, str]]:
-    return ctx.app.extras.setdefault("interact_elements", {})
+    return ctx.runtime.interact_elements
 
 
 def _remember_elements(ctx: Any, result: dict[str, Any]) -> None:
@@ -856,7 +846,7 @@ def delete_state(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_a11y_and_export_sarif(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.tools.generate import sarif_mode  # noqa: PLC0415
+    from gasoline.tools._a11y import sarif_mode  # noqa: PLC0415
 
     return sarif_mode(ctx, {k: v for k, v in args.items() if k not in ("a11y_result", "result")})
 
@@ -927,37 +917,6 @@ def upload(ctx: Any, args: dict[str, Any]) -> Deferred:
 # -- newer extension commands --------------------------------------------------------------------------
 
 
-class ExtensionTooOld(GasolineError):
-    code = "extension_outdated"
-    retry = ("Update the Gasoline extension (reload it from this repository's extension/ folder); "
-             "the other modes keep working with the old one.")
-
-
-def needs_newer_extension(what: str) -> Callable[[Any], Any]:
-    """An errback turning the extension's ``unknown_query_type`` into a clear error."""
-
-    def check(failure: Any) -> Any:
-        err = failure.value
-        text = getattr(err, "details", {}).get("extension_error") if isinstance(err, GasolineError) \
-            else None
-        if isinstance(text, str) and text.startswith("unknown_query_type"):
-            raise ExtensionTooOld(f"{what} needs a newer Gasoline extension: the connected one "
-                                  "does not know this command")
-        return failure
-
-    return check
-
-
-def newer_command(ctx: Any, args: dict[str, Any], type: str, params: dict[str, Any],
-                  describe: Callable[[Any], tuple[str, dict[str, Any]]], what: str,
-                  **kw: Any) -> Any:
-    """L{extension_mode} for commands older extensions do not know."""
-    out = extension_mode(ctx, args, type, params, describe, **kw)
-    if isinstance(out, Deferred):
-        out.addErrback(needs_newer_extension(what))
-    return out
-
-
 # -- draw mode ----------------------------------------------------------------------------------------
 
 
@@ -1015,7 +974,7 @@ class ScreenRecording:
 
 
 def _active(ctx: Any) -> dict[str, ScreenRecording]:
-    return ctx.app.extras.setdefault("screen_recordings", {})
+    return ctx.runtime.screen_recordings
 
 
 def _recording_index(ctx: Any) -> dict[str, Any]:

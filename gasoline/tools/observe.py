@@ -23,7 +23,6 @@ Every result carries ``extension_connected`` and ``data_age_seconds``; buffer re
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any, Callable
 
 import orjson
@@ -38,6 +37,11 @@ from gasoline.core.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
+from gasoline.tools._views import (
+    ERRORS_CURSOR,
+    tab_of,
+    view_filter,
+)
 from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
 
 DEFAULT_LIMIT = 100
@@ -49,86 +53,9 @@ VIEW_ENTRIES = 2000
 CONSOLE_LEVELS = ("debug", "log", "info", "warn", "error")
 _RANK = {name: i for i, name in enumerate(CONSOLE_LEVELS)}
 _BIG = 2**62
-#: ``app.extras`` key: buffer -> the last ``configure clear scope:"all"`` of it.
-CLEARS = "buffer_clears"
 
 
 # -- filters ------------------------------------------------------------------------------------
-
-
-def tab_of(entry: dict[str, Any]) -> Any:
-    tab = entry.get("tabId")
-    return entry.get("tab_id") if tab is None else tab
-
-
-def urls_of(entry: dict[str, Any]) -> list[str]:
-    out = []
-    for key in ("url", "page_url", "pageUrl", "tab_url", "from_url", "to_url"):
-        value = entry.get(key)
-        if isinstance(value, str) and value:
-            out.append(value)
-    return out
-
-
-def pattern_matcher(pattern: str) -> Callable[[str], bool]:
-    """A URL pattern: glob (``*``, ``?``) when it has wildcards, else a substring."""
-    if any(c in pattern for c in "*?["):
-        return lambda url: fnmatch.fnmatchcase(url, pattern)
-    return lambda url: pattern in url
-
-
-def known_tab_urls(ctx: ToolContext) -> dict[Any, str]:
-    """Tab id -> URL, from the extension's settings and the last ``tabs`` answer."""
-    tabs: dict[Any, str] = dict(ctx.app.extras.get("tab_urls") or {})
-    settings = getattr(ctx.app.extension, "settings", None) or {}
-    tid, url = settings.get("tracked_tab_id"), settings.get("tracked_tab_url")
-    if tid and isinstance(url, str):
-        tabs[tid] = url
-    return tabs
-
-
-def view_filter(ctx: ToolContext, args: dict[str, Any]) -> tuple[Callable[[dict[str, Any]], bool]
-                                                               | None, dict[str, Any]]:
-    """The caller's tab selection, ``scope`` and ``tab_id`` as one predicate (None: no filter),
-    and a description of what applies (for the result's metadata)."""
-    scope = ctx.str_arg(args, "scope", None, ("current_page", "all"))
-    tab_id = ctx.int_arg(args, "tab_id", None)
-    applied: dict[str, Any] = {}
-    want_tab = tab_id
-    if want_tab is None and scope == "current_page":
-        settings = getattr(ctx.app.extension, "settings", None) or {}
-        want_tab = settings.get("tracked_tab_id") or None
-        applied["scope"] = "current_page"
-        applied["tracked_tab_id"] = want_tab
-        if want_tab is None:
-            raise GasolineError("scope current_page: the extension tracks no tab",
-                                code="no_data", retry="Track a tab in the extension popup, "
-                                "or read with scope:\"all\".")
-    elif tab_id is not None:
-        applied["tab_id"] = tab_id
-    patterns = [p for p in (ctx.state.tab_filters or []) if isinstance(p, str)]
-    matchers = [pattern_matcher(p) for p in patterns]
-    if patterns and scope != "all":
-        applied["tab_filters"] = patterns
-    else:
-        matchers = []
-    if want_tab is None and not matchers:
-        return None, applied
-    tab_urls = known_tab_urls(ctx) if matchers else {}
-
-    def keep(entry: dict[str, Any]) -> bool:
-        tab = tab_of(entry)
-        if want_tab is not None and tab != want_tab:
-            return False
-        if matchers:
-            urls = urls_of(entry)
-            tab_url = tab_urls.get(tab)
-            if tab_url:
-                urls.append(tab_url)
-            return any(m(u) for m in matchers for u in urls)
-        return True
-
-    return keep, applied
 
 
 def _levels(ctx: ToolContext, args: dict[str, Any]) -> tuple[str | None, int | None]:
@@ -231,7 +158,7 @@ def read_buffer(
             size += len(b)
         if state.cursors.get(key) != next_cursor:
             state.cursors[key] = next_cursor
-    cleared = (ctx.app.extras.get(CLEARS) or {}).get(buffer)
+    cleared = ctx.runtime.buffer_clears.get(buffer)
     if cleared is not None and cursor < cleared["seq"] and not backwards:
         # Entries before the clear were removed by a client, not evicted.
         missed = max(0, ring.tail - max(cursor, cleared["seq"]))
@@ -320,13 +247,6 @@ def _console_match(ctx: ToolContext, args: dict[str, Any], errors_only: bool):
         return True
 
     return match
-
-
-#: The caller's cursor for ``observe errors``: reading errors must not skip logs for
-#: ``observe logs`` (which keeps the console buffer's own cursor), nor the other way round.
-ERRORS_CURSOR = f"{CONSOLE}:errors"
-#: Every view cursor a buffer has beside its own (``configure clear`` moves them all).
-VIEW_CURSORS: dict[str, tuple[str, ...]] = {CONSOLE: (ERRORS_CURSOR,)}
 
 
 def _error_bytes(b: bytes) -> bool:
@@ -707,7 +627,7 @@ def observe_tabs(ctx: ToolContext, args: dict[str, Any]) -> Any:
         known = {t.get("id"): t.get("url") for t in tabs
                  if t.get("id") is not None and isinstance(t.get("url"), str)}
         if known:
-            ctx.app.extras["tab_urls"] = dict(list(known.items())[:500])
+            ctx.runtime.tab_urls = dict(list(known.items())[:500])
         tracked = _settings(ctx).get("tracked_tab_id")
         for t in tabs:
             t.setdefault("tracked", t.get("id") == tracked)
@@ -863,9 +783,8 @@ def _save_data_url(ctx: ToolContext, data_url: str, result: dict[str, Any]) -> d
     except (binascii.Error, ValueError):
         raise GasolineError("the extension's screenshot is not valid base64",
                             code="screenshot_failed") from None
-    ingest = ctx.app.extras.get("ingest")
     ext = m.group(1).replace("jpeg", "jpg")
-    path = ingest._save_screenshot(image, ext, result.get("url"), None, ctx.now())
+    path = ctx.app.screenshots.save(image, ext, result.get("url"), None, ctx.now())
     return dict(result, path=str(path), filename=path.name)
 
 
@@ -953,7 +872,7 @@ def observe_failed_commands(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
 
 
 def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools.configure import recordings_of  # noqa: PLC0415
+    from gasoline.tools._state import recordings_of  # noqa: PLC0415
 
     rec = recordings_of(ctx)
     items = [{k: v for k, v in r.items() if k != "actions"} for r in rec["saved"].values()
@@ -964,7 +883,7 @@ def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
 
 
 def observe_recording_actions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools.configure import recordings_of  # noqa: PLC0415
+    from gasoline.tools._state import recordings_of  # noqa: PLC0415
 
     name = ctx.str_arg(args, "name")
     if not name:
@@ -1008,8 +927,8 @@ MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
     "recording_actions": observe_recording_actions,
 }
 
-# The outcome of playbacks started with configure {what:"playback"} (gasoline.tools.playback).
-from gasoline.tools.playback import observe_playback_results  # noqa: E402
+# The outcome of playbacks started with configure {what:"playback"} (gasoline.tools._playback).
+from gasoline.tools._playback import observe_playback_results  # noqa: E402
 
 MODES["playback_results"] = observe_playback_results
 

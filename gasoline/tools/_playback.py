@@ -34,13 +34,17 @@ from typing import Any
 
 import attrs
 import orjson
-from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks, maybeDeferred
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    inlineCallbacks,
+    maybeDeferred,
+)
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.tools.context import ToolContext, state_of_ref
-from gasoline.tools.interact import MODES as INTERACT
-from gasoline.tools.interact import require_pilot
+from gasoline.tools._commands import require_pilot
 
 log = Logger()
 
@@ -106,7 +110,7 @@ def step_for(action: dict[str, Any]) -> tuple[str | None, dict[str, Any], str]:
 
 
 def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
-    every = ctx.app.extras.setdefault("playbacks", {})
+    every = ctx.runtime.playbacks
     mine = every.get(ctx.client_id)
     if mine is None:
         mine = every[ctx.client_id] = OrderedDict()
@@ -114,7 +118,7 @@ def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
 
 
 def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools.configure import recordings_of  # noqa: PLC0415  (cycle)
+    from gasoline.tools._state import recordings_of  # noqa: PLC0415  (cycle)
 
     name = ctx.str_arg(args, "name")
     if not name:
@@ -153,7 +157,7 @@ def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     while len(mine) > MAX_PLAYBACKS_PER_CLIENT:
         mine.popitem(last=False)
 
-    d = _run(ctx, record, INTERACT, stop_on_error)
+    d = _run(ctx, record, ctx.mode_table("interact"), stop_on_error)
     d.addErrback(lambda f: log.failure("playback {id} failed", f, id=playback_id))
     runnable = sum(1 for s in steps if s["status"] == "pending")
     return ctx.ok(f"playback {playback_id} of {name} started: {runnable} steps "
@@ -299,7 +303,7 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
 def _steps_from_actions(ctx: ToolContext, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     from gasoline.core.store import ACTIONS  # noqa: PLC0415
     from gasoline.tools._shared import newest  # noqa: PLC0415
-    from gasoline.tools.configure import recordings_of  # noqa: PLC0415  (cycle)
+    from gasoline.tools._state import recordings_of  # noqa: PLC0415  (cycle)
 
     recording = ctx.str_arg(args, "recording")
     if recording:
@@ -426,8 +430,6 @@ def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> Deferre
 
 @inlineCallbacks
 def _replay(ctx: ToolContext, steps: list[dict[str, Any]], continue_on_error: bool) -> Deferred:
-    from gasoline.tools import interact  # noqa: PLC0415  (its table, as the tool has it)
-
     started = ctx.now()
     outcomes: list[dict[str, Any]] = []
     stop: str | None = None
@@ -440,7 +442,7 @@ def _replay(ctx: ToolContext, steps: list[dict[str, Any]], continue_on_error: bo
         if stop is not None:
             outcome.update(status="not_run", reason=stop)
             continue
-        handler = interact.MODES.get(what)
+        handler = ctx.mode_table("interact").get(what)
         at = ctx.now()
         if handler is None:
             outcome.update(status="error", error="not_implemented",

@@ -1,0 +1,52 @@
+"""
+The daemon's configuration: one frozen value built from the command line (L{gasoline.tap}) or the
+environment (C{gasoline.tac}), and the defaults both share with the connector.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import attrs
+import platformdirs
+
+from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec
+
+DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
+DEFAULT_CLIENT_TTL = 3600.0
+DEFAULT_MAX_CLIENTS = 10
+
+
+def default_state_dir() -> Path:
+    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for ``gasoline``."""
+    env = os.environ.get("GASOLINE_STATE_DIR")
+    if env:
+        return Path(env)
+    return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
+
+
+@attrs.frozen
+class Config:
+    """Everything the daemon is configured with (the validated command-line options)."""
+
+    listen: str = DEFAULT_LISTEN
+    state_dir: Path = attrs.field(factory=default_state_dir, converter=Path)
+    max_entries: int = DEFAULT_BUFFERS[CONSOLE].entries
+    client_ttl: float = DEFAULT_CLIENT_TTL
+    max_clients: int = DEFAULT_MAX_CLIENTS
+    log_dir: Path | None = None
+    #: Pinned extension ids allowed as ``chrome-extension://<id>`` origins (empty: any id).
+    extension_ids: tuple[str, ...] = ()
+    #: Optional key guarding MCP and admin routes (never the extension routes).
+    api_key: str | None = None
+    #: Persist the console buffer to the state dir.
+    persist: bool = True
+    #: Register the official MCP conformance suite's fixture tools/resources/prompts.
+    conformance_fixtures: bool = False
+    #: MCP tool calls allowed per minute per client (seed 001); 0 disables the limit.
+    tool_rate_limit: int = 100
+
+    def buffer_specs(self) -> dict[str, BufferSpec]:
+        spec = DEFAULT_BUFFERS[CONSOLE]
+        return {CONSOLE: BufferSpec(self.max_entries, spec.max_bytes)}

@@ -1,0 +1,49 @@
+"""
+The daemon's domain collaborators, by name: what every tool call and HTTP API is given.
+
+L{gasoline.app.build} makes one L{Daemon}; nothing here opens sockets or reads the global reactor.
+"""
+
+from __future__ import annotations
+
+import attrs
+from twisted.internet.interfaces import IReactorTime
+
+from gasoline.config import Config
+from gasoline.core.clients import ClientRegistry
+from gasoline.core.documents import JsonDocument
+from gasoline.core.extension import ExtensionLink
+from gasoline.core.lifecycle import Shutdown
+from gasoline.core.noise import NoiseRules
+from gasoline.core.persist import ConsoleJournal
+from gasoline.core.router import QueryRouter
+from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.store import TelemetryStore
+
+
+@attrs.frozen(eq=False)
+class Daemon:
+    """The shared domain of one daemon; each field has one owner and one lifecycle."""
+
+    config: Config
+    clock: IReactorTime
+    #: When the daemon was built (C{clock.seconds()}).
+    started_at: float
+    #: The shared telemetry ring buffers.
+    store: TelemetryStore
+    #: Client identity and per-client state.
+    registry: ClientRegistry
+    #: The browser extension link: liveness, settings, the command queue.
+    extension: ExtensionLink
+    #: Extension-bound calls, routed to the client that asked.
+    router: QueryRouter
+    #: The daemon-wide noise rules (each client's rules consult them after its own)...
+    noise_global: NoiseRules
+    #: ... and the file that keeps them (C{<state_dir>/noise-global.json}).
+    noise_file: JsonDocument
+    #: Screenshots kept in the state dir.
+    screenshots: ScreenshotStore
+    #: The daemon's graceful stop.
+    shutdown: Shutdown
+    #: The console buffer's journal (C{None} with C{--no-persist}).
+    journal: ConsoleJournal | None = None

@@ -1,0 +1,60 @@
+"""
+The daemon's own graceful stop, as C{POST /shutdown} and C{configure {what:"restart"}} ask for it.
+
+L{Shutdown} is built by the composition root with the C{stop} callable that C{tap.makeService}
+provides (one that stops the reactor); a daemon built without one (unit tests, embedding) answers
+that it cannot stop itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+log = Logger()
+
+#: Delay between the request and the stop, so the answer that asked for it still goes out.
+SHUTDOWN_DELAY = 0.1
+
+
+@attrs.define(eq=False)
+class Shutdown:
+    """Schedules the daemon's graceful stop once, however many callers ask."""
+
+    clock: IReactorTime
+    #: Stops the daemon (C{tap} passes one that stops the reactor); C{None}: not available.
+    stop: Callable[[], Any] | None = None
+    _call: IDelayedCall | None = attrs.field(default=None, init=False)
+
+    @property
+    def available(self) -> bool:
+        """This daemon can stop itself."""
+        return self.stop is not None
+
+    @property
+    def stopping(self) -> bool:
+        """A graceful stop has been scheduled."""
+        return self._call is not None
+
+    def request(self, why: str) -> bool:
+        """Schedule the stop C{SHUTDOWN_DELAY} seconds from now.
+
+        @param why: who asked, for the log.
+        @return: C{False} when there is no stop hook; C{True} otherwise (also when already
+            scheduled).
+        """
+        if self.stop is None:
+            return False
+        if self._call is None:
+            log.info("shutdown requested through {why}", why=why)
+            self._call = self.clock.callLater(SHUTDOWN_DELAY, self._do_stop)
+        return True
+
+    def _do_stop(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            log.failure("stopping the daemon failed")

@@ -1,0 +1,56 @@
+"""DOC"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred
+
+from gasoline.core.errors import GasolineError
+from gasoline.tools._shared import (
+    extension_mode,
+)
+
+
+class PilotDisabled(GasolineError):
+    code = "pilot_disabled"
+    retry = ("Ask the user to turn on 'AI Web Pilot' in the Gasoline extension popup; reading "
+             "modes (get_text, list_interactive, screenshot, ...) work without it.")
+
+
+def require_pilot(ctx: Any) -> None:
+    settings = getattr(getattr(ctx.app, "extension", None), "settings", None) or {}
+    if settings.get("pilot_enabled") is False:
+        raise PilotDisabled(f"interact {ctx.mode or ''} is refused: the extension reports "
+                            "AI Web Pilot disabled".replace("  ", " "))
+
+
+class ExtensionTooOld(GasolineError):
+    code = "extension_outdated"
+    retry = ("Update the Gasoline extension (reload it from this repository's extension/ folder); "
+             "the other modes keep working with the old one.")
+
+
+def needs_newer_extension(what: str) -> Callable[[Any], Any]:
+    """An errback turning the extension's ``unknown_query_type`` into a clear error."""
+
+    def check(failure: Any) -> Any:
+        err = failure.value
+        text = getattr(err, "details", {}).get("extension_error") if isinstance(err, GasolineError) \
+            else None
+        if isinstance(text, str) and text.startswith("unknown_query_type"):
+            raise ExtensionTooOld(f"{what} needs a newer Gasoline extension: the connected one "
+                                  "does not know this command")
+        return failure
+
+    return check
+
+
+def newer_command(ctx: Any, args: dict[str, Any], type: str, params: dict[str, Any],
+                  describe: Callable[[Any], tuple[str, dict[str, Any]]], what: str,
+                  **kw: Any) -> Any:
+    """L{extension_mode} for commands older extensions do not know."""
+    out = extension_mode(ctx, args, type, params, describe, **kw)
+    if isinstance(out, Deferred):
+        out.addErrback(needs_newer_extension(what))
+    return out

@@ -1,0 +1,38 @@
+"""
+What the tools keep between calls, in memory, for the daemon's lifetime.
+
+Per-client state that must survive a restart lives in L{gasoline.core.clients.ClientState}; this
+is the rest: in-flight playbacks and screen recordings, the element ids C{list_interactive} handed
+out, the last tab list seen, parsed noise rules, the link validator, and the marks C{configure
+clear scope:"all"} left on shared buffers. One L{ToolRuntime} belongs to the daemon's
+L{gasoline.tools.GasolineTools}.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import attrs
+
+from gasoline.tools._links import LinkValidator
+
+
+@attrs.define(eq=False)
+class ToolRuntime:
+    """The tools' daemon-wide, in-memory state (typed; one owner: L{gasoline.tools.GasolineTools})."""
+
+    #: client id -> playback id -> the playback's record (L{gasoline.tools._playback}).
+    playbacks: dict[str, OrderedDict[str, dict[str, Any]]] = attrs.field(factory=dict)
+    #: client id -> active screen recordings (L{gasoline.tools.interact}).
+    screen_recordings: dict[str, Any] = attrs.field(factory=dict)
+    #: element id -> selector, from C{interact {what:"list_interactive"}}.
+    interact_elements: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: tab id -> URL, from the last C{observe {what:"tabs"}} answer.
+    tab_urls: dict[Any, str] = attrs.field(factory=dict)
+    #: client id -> (persisted form, parsed L{gasoline.core.noise.NoiseRules}).
+    noise_cache: dict[str, Any] = attrs.field(factory=dict)
+    #: buffer -> the last C{configure clear scope:"all"} of it (C{{"seq", "at", "by"}}).
+    buffer_clears: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    #: Server-side link checks (built on first use, on the daemon's clock).
+    link_validator: LinkValidator | None = None

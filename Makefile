@@ -24,6 +24,7 @@ run: $(VENV)/.installed
 	$(BIN)/twistd -n gasoline $(ARGS)
 
 test: $(VENV)/.installed-test
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-test

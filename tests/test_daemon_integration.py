@@ -131,6 +131,26 @@ def test_port_in_use_gives_one_clear_line_and_fails(daemon, tmp_path):
     assert http("GET", f"{daemon.url}/health")[0] == 200  # the first daemon is unharmed
 
 
+def test_daemonized_start_on_a_taken_port_exits_at_once_and_removes_its_pid_file(daemon, tmp_path):
+    """twistd without -n forks; the child's listen failure must reach the parent (its status
+    pipe), which exits non-zero with the line, and leave no pid file behind."""
+    pidfile = tmp_path / "g.pid"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [twistd_path(), "--pidfile", str(pidfile), "--logfile", str(tmp_path / "d.log"),
+         "gasoline", "--listen", f"tcp:{daemon.port}:interface=127.0.0.1",
+         "--state-dir", str(tmp_path / "second")],
+        capture_output=True, text=True, timeout=30, cwd=tmp_path,
+    )
+    assert time.monotonic() - started < 20
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "cannot listen" in output and str(daemon.port) in output
+    assert not pidfile.exists()
+    assert not (tmp_path / "second" / "daemon.json").exists()
+    assert http("GET", f"{daemon.url}/health")[0] == 200
+
+
 def test_tac_file_runs_the_daemon_from_the_environment(tmp_path):
     state = tmp_path / "tac-state"
     d = DaemonProcess(

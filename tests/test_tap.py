@@ -1,0 +1,88 @@
+"""``makeService`` without processes: a memory reactor stands in for the real one."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from twisted.application.service import IService
+from twisted.internet.error import CannotListenError
+from twisted.internet.testing import MemoryReactorClock
+
+from gasoline.tap import GasolineService, ListenFailed, Options, makeService
+
+
+class TakenPortReactor(MemoryReactorClock):
+    """A memory reactor whose every listen fails as a taken port does."""
+
+    def listenTCP(self, port, factory, backlog=50, interface=""):
+        raise CannotListenError(interface, port, OSError(98, "Address already in use"))
+
+
+def _options(tmp_path, *extra):
+    options = Options()
+    options.parseOptions(["--listen", "tcp:0:interface=127.0.0.1",
+                          "--state-dir", str(tmp_path), *extra])
+    return options
+
+
+def test_make_service_listens_on_the_endpoint_and_writes_daemon_json(tmp_path):
+    reactor = MemoryReactorClock()
+    service = makeService(_options(tmp_path), reactor)
+    assert IService.providedBy(service) and isinstance(service, GasolineService)
+    service.privilegedStartService()
+    service.startService()
+    [(port, factory, _backlog, interface)] = reactor.tcpServers
+    assert (port, interface) == (0, "127.0.0.1")
+    # The same object the HTTP surface serves.
+    assert factory.resource is service.gasoline.resource
+    info = json.loads((tmp_path / "daemon.json").read_text())
+    assert info["pid"] == os.getpid()
+    assert (tmp_path / "daemon.json").stat().st_mode & 0o777 == 0o600
+    service.stopService()
+    assert not (tmp_path / "daemon.json").exists()
+
+
+def test_a_taken_port_is_one_clear_line_and_no_daemon_json(tmp_path):
+    service = makeService(_options(tmp_path), TakenPortReactor())
+    with pytest.raises(ListenFailed) as raised:
+        service.privilegedStartService()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("gasoline: cannot listen on 127.0.0.1:0")
+    assert "is in use" in message
+    # An Exception (twistd reports it through its status pipe and removes the pid file) and a
+    # SystemExit (the foreground prints the line, not a traceback).
+    assert isinstance(raised.value, Exception) and isinstance(raised.value, SystemExit)
+    assert not (tmp_path / "daemon.json").exists()
+
+
+def test_stopping_before_the_port_listens_cancels_the_pending_listen(tmp_path):
+    """A listen that has not finished when the daemon stops is cancelled, not leaked."""
+    from twisted.internet.defer import Deferred
+
+    from gasoline.tap import GasolineEndpointService
+
+    pending: list[Deferred] = []
+
+    class SlowEndpoint:
+        def listen(self, factory):
+            d = Deferred()
+            pending.append(d)
+            return d
+
+    service = GasolineEndpointService(SlowEndpoint(), object(), "tcp:0", lambda h, p: "")
+    service.startService()
+    assert pending and not pending[0].called
+    service.stopService()
+    assert pending[0].called  # cancelled by StreamServerEndpointService.stopService
+    pending[0].addErrback(lambda f: None)
+
+
+def test_the_shutdown_hook_reaches_the_reactor(tmp_path):
+    reactor = MemoryReactorClock()
+    service = makeService(_options(tmp_path), reactor)
+    assert service.gasoline.shutdown.request("test")
+    reactor.advance(1)
+    assert reactor.hasStopped

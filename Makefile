@@ -21,7 +21,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 run: $(VENV)/.installed
-	$(BIN)/twistd -n gasoline $(ARGS)
+	$(BIN)/twistd -n --pidfile= gasoline $(ARGS)
 
 test: $(VENV)/.installed-test
 	$(BIN)/lint-imports

@@ -491,3 +491,44 @@ def test_every_request_piped_before_eof_is_answered_even_if_stdout_is_read_late(
     assert sorted(a["id"] for a in answers) == list(range(41))
     assert all("result" in a for a in answers)
     assert len(out) > 256 * 1024  # more than a pipe buffer: the drain really waited
+
+
+def test_connector_starts_nothing_when_something_else_holds_the_port(tmp_path):
+    """A port held by a service that is not Gasoline (here: a raw TCP service that answers one
+    line and closes) gets no daemon started beside it, and the agent is told why."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"220 not gasoline\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    state = tmp_path / "auto-state"
+    c = RawConnector(connector_argv("--port", str(port), "--state-dir", str(state),
+                                    "--bound", "3"), tmp_path)
+    try:
+        c.send(INIT)
+        err = c.recv(timeout=30)
+        assert err["id"] == 0 and "error" in err, err
+        assert "not a Gasoline daemon" in json.dumps(err), err
+        assert c.close() == 0
+        assert _daemon_pid(state) is None
+        assert not (state / "daemon.log").exists()
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+        if c.proc.poll() is None:
+            c.proc.kill()
+            c.proc.wait(5)

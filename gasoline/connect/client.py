@@ -15,6 +15,7 @@ from typing import Any, Callable
 import attrs
 import orjson
 import treq
+from twisted.internet.error import ConnectError, ConnectionRefusedError, DNSLookupError
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
@@ -131,18 +132,24 @@ class DaemonHTTP:
 
     @inlineCallbacks
     def health(self):
-        """The ``/health`` body if a Gasoline daemon answers, else C{None} (never fails)."""
+        """The ``/health`` body if a Gasoline daemon answers; C{None} if nothing listens there;
+        C{{"_not_gasoline": True, "status": ...}} if something else holds the port (it refused
+        nothing but did not answer as Gasoline: another HTTP server, a non-HTTP service, one that
+        never answers). Never fails."""
+        response = None
         try:
             d = self.http.request("GET", self._url("/health"))
             d.addTimeout(HEALTH_TIMEOUT, self.clock)
             response = yield d
             body = yield treq.content(response)
             data = orjson.loads(body)
+        except (ConnectionRefusedError, ConnectError, DNSLookupError):
+            return None  # nothing listens: a daemon may be started there
         except Exception:
-            return None
+            data = None  # something holds the port but does not speak Gasoline's /health
         if isinstance(data, dict) and data.get("service-name") == "gasoline":
             return data
-        return {"_not_gasoline": True, "status": response.code}
+        return {"_not_gasoline": True, "status": getattr(response, "code", None)}
 
     @inlineCallbacks
     def register(self, cwd: str | None = None):

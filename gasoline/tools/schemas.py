@@ -54,7 +54,8 @@ INTERACT_MODES = (
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
-_CURSOR = {"type": ["integer", "string"], "description": "A cursor from a previous result's metadata."}
+_CURSOR = {"type": "integer", "minimum": 0,
+           "description": "A cursor from a previous result's metadata."}
 _TAB = {"type": "integer", "description": "Browser tab id (default: the tracked tab)."}
 _ASYNC = {
     "background": {"type": "boolean", "description": "Return a correlation_id at once; fetch the "
@@ -69,11 +70,10 @@ def _what(modes: tuple[str, ...], description: str) -> dict[str, Any]:
     return {"type": "string", "enum": list(modes), "description": description}
 
 
-def _schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema
+def _schema(properties: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema: C{what} (the mode) is required. One name per thing: the aliases
+    the dispatcher also accepts (C{action}, C{format}: L{TOOL_MODES}) are not advertised."""
+    return {"type": "object", "properties": properties, "required": ["what"]}
 
 
 OBSERVE_SCHEMA = _schema(
@@ -107,7 +107,6 @@ OBSERVE_SCHEMA = _schema(
                         "(default: list yours)."},
         "tab_id": _TAB,
     },
-    ["what"],
 )
 ANALYZE_SCHEMA = _schema(
     {
@@ -124,12 +123,10 @@ ANALYZE_SCHEMA = _schema(
         "correlation_id": _STR,
         **_ASYNC,
     },
-    ["what"],
 )
 GENERATE_SCHEMA = _schema(
     {
         "what": _what(GENERATE_MODES, "Which artifact to produce."),
-        "format": _what(GENERATE_MODES, "Alias of what."),
         "save_to": {"type": "string", "description": "Write the artifact to this file."},
         "test_name": _STR,
         "url": _STR,
@@ -140,9 +137,9 @@ GENERATE_SCHEMA = _schema(
 CONFIGURE_SCHEMA = _schema(
     {
         "what": _what(CONFIGURE_MODES, "Which setting or per-client state to touch."),
-        "action": _what(CONFIGURE_MODES, "Alias of what."),
         "key": _STR,
-        "value": {"description": "store: any JSON value."},
+        "value": {"type": "string", "description": "store: the value to keep (clients that "
+                  "may send any JSON value can; it is kept as sent)."},
         "namespace": _STR,
         "name": {"type": "string", "description": "checkpoint / sequence / recording name."},
         "noise_action": {"type": "string", "enum": ["add", "remove", "list", "reset", "auto_detect"]},
@@ -186,12 +183,11 @@ CONFIGURE_SCHEMA = _schema(
 INTERACT_SCHEMA = _schema(
     {
         "what": _what(INTERACT_MODES, "Which browser action to perform."),
-        "action": _what(INTERACT_MODES, "Alias of what."),
         "selector": {"type": "string", "description": "CSS or semantic (text=, role=, "
                      "placeholder=, label=, aria-label=)."},
         "element_id": {"type": "string", "description": "A stable id from list_interactive."},
         "text": _STR,
-        "value": {"description": "Value to type, select or set."},
+        "value": {"type": "string", "description": "Value to type, select or set."},
         "url": _STR,
         "tab_id": _TAB,
         "key": _STR,

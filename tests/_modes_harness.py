@@ -9,7 +9,8 @@ from typing import Any
 import attrs
 import orjson
 from twisted.internet import task
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.python.failure import Failure
 
 from gasoline.app import Config, build
 from gasoline.tools.context import ToolContext
@@ -42,7 +43,22 @@ class Harness:
     def run(self, modes: dict[str, Any], mode: str, args: dict[str, Any] | None = None,
             client_id: str = "A", tool: str = "analyze", cwd: str | None = None) -> Any:
         args = {"what": mode, **(args or {})}
-        return modes[mode](self.ctx(client_id, tool, mode, cwd), args)
+        # As the dispatcher does: a coroutine handler becomes a Deferred; a failure already
+        # there (argument validation) is raised at once, as a plain handler raises it.
+        d = maybeDeferred(modes[mode], self.ctx(client_id, tool, mode, cwd), args)
+        now: list[Any] = []
+
+        def grab(result: Any) -> Any:
+            now.append(result)
+            return result
+
+        d.addBoth(grab)
+        if not now:
+            return d  # waits for the extension: the test answers, then reads the Deferred
+        d.addErrback(lambda f: None)  # handled here, below
+        if isinstance(now[0], Failure):
+            now[0].raiseException()
+        return now[0]
 
     def commands(self) -> list[Any]:
         return self.app.extension.commands.deliverable()

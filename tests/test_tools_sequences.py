@@ -425,6 +425,8 @@ def test_steps_that_could_not_be_persisted_are_refused(app):
 def test_cancelling_a_replay_cancels_its_command_and_starts_no_further_step(app):
     from types import SimpleNamespace
 
+    from twisted.internet.defer import maybeDeferred
+
     from gasoline.tools.configure import MODES
     from gasoline.tools.context import ToolContext
 
@@ -432,7 +434,7 @@ def test_cancelling_a_replay_cancels_its_command_and_starts_no_further_step(app)
     ctx = ToolContext(app=app.daemon, tools=app.tools, request=None, state=app.registry.get("A"), client_id="A",
                       session=SimpleNamespace(cwd=None), tool="configure",
                       mode="replay_sequence")
-    d = MODES["replay_sequence"](ctx, {"what": "replay_sequence", "name": "s"})
+    d = maybeDeferred(MODES["replay_sequence"], ctx, {"what": "replay_sequence", "name": "s"})
     assert app.router.pending_count("A") == 1
     failures = []
     d.addErrback(failures.append)

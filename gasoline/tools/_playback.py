@@ -37,7 +37,6 @@ import orjson
 from twisted.internet.defer import (
     CancelledError,
     Deferred,
-    inlineCallbacks,
     maybeDeferred,
 )
 from twisted.logger import Logger
@@ -157,7 +156,7 @@ def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     while len(mine) > MAX_PLAYBACKS_PER_CLIENT:
         mine.popitem(last=False)
 
-    d = _run(ctx, record, ctx.mode_table("interact"), stop_on_error)
+    d = Deferred.fromCoroutine(_run(ctx, record, ctx.mode_table("interact"), stop_on_error))
     d.addErrback(lambda f: log.failure("playback {id} failed", f, id=playback_id))
     runnable = sum(1 for s in steps if s["status"] == "pending")
     return ctx.ok(f"playback {playback_id} of {name} started: {runnable} steps "
@@ -167,9 +166,8 @@ def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
                    "runnable": runnable})
 
 
-@inlineCallbacks
-def _run(ctx: ToolContext, record: dict[str, Any], interact: dict[str, Any],
-         stop_on_error: bool) -> Deferred:
+async def _run(ctx: ToolContext, record: dict[str, Any], interact: dict[str, Any],
+               stop_on_error: bool) -> None:
     failed = False
     for step in record["steps"]:
         if step["status"] != "pending":
@@ -180,7 +178,7 @@ def _run(ctx: ToolContext, record: dict[str, Any], interact: dict[str, Any],
         step["status"] = "running"
         try:
             step_ctx = attrs.evolve(ctx, tool="interact", mode=step["mode"])
-            result = yield maybeDeferred(interact[step["mode"]], step_ctx,
+            result = await maybeDeferred(interact[step["mode"]], step_ctx,
                                          {"what": step["mode"], **step["args"]})
         except GasolineError as e:
             step.update(status="error", error=e.code, message=e.message)
@@ -393,7 +391,7 @@ def resolve_sequence(ctx: ToolContext, ref: str) -> dict[str, Any]:
     return seq
 
 
-def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
+async def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ref = ctx.str_arg(args, "name")
     if not ref:
         raise MissingParam("replay_sequence needs 'name'", param="name")
@@ -408,7 +406,7 @@ def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> Deferre
         raise QueueFull(f"you already have {limit} commands waiting for the extension",
                         limit=limit, scope="client")
     ctx.app.extension.require_connected()
-    d = _replay(ctx, steps, continue_on_error)
+    outcomes = await _replay(ctx, steps, continue_on_error)
 
     def answer(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
         counts: dict[str, int] = {}
@@ -425,11 +423,11 @@ def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> Deferre
         return ctx.ok(summary, {"name": ref, "status": status, "counts": counts,
                                 "continue_on_error": continue_on_error, "steps": outcomes})
 
-    return d.addCallback(answer)
+    return answer(outcomes)
 
 
-@inlineCallbacks
-def _replay(ctx: ToolContext, steps: list[dict[str, Any]], continue_on_error: bool) -> Deferred:
+async def _replay(ctx: ToolContext, steps: list[dict[str, Any]],
+                  continue_on_error: bool) -> list[dict[str, Any]]:
     started = ctx.now()
     outcomes: list[dict[str, Any]] = []
     stop: str | None = None
@@ -450,7 +448,7 @@ def _replay(ctx: ToolContext, steps: list[dict[str, Any]], continue_on_error: bo
         else:
             try:
                 step_ctx = attrs.evolve(ctx, tool="interact", mode=what)
-                result = yield maybeDeferred(handler, step_ctx, dict(step))
+                result = await maybeDeferred(handler, step_ctx, dict(step))
             except CancelledError:
                 raise  # the caller cancelled the replay: start no further step
             except GasolineError as e:

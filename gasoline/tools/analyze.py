@@ -468,7 +468,7 @@ def _stamp(ctx: Any) -> str:
             + f"{int(now * 1000) % 1000:03d}")
 
 
-def visual_baseline(ctx: Any, args: dict[str, Any]) -> Deferred:
+async def visual_baseline(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Screenshot the tracked tab (PNG) and keep it as the caller's baseline C{name}."""
     name = _baseline_name(ctx, args)
     baselines = _baselines(ctx)
@@ -477,19 +477,16 @@ def visual_baseline(ctx: Any, args: dict[str, Any]) -> Deferred:
                            param="name", valid=sorted(baselines)[:MAX_BASELINES])
     run = thread_runner(ctx.app.clock)
 
-    async def go() -> dict[str, Any]:
-        shot, result = await _png_screenshot(ctx, args)
-        target = await run(media.move_into, shot, _visual_dir(ctx) / f"{name}{shot.suffix}")
-        url = result.get("url") if isinstance(result.get("url"), str) else page_url(ctx)
-        entry = {"name": name, "path": str(target), "url": url, "created_at": iso(ctx.now()),
-                 "bytes": target.stat().st_size}
-        current = _baselines(ctx)
-        current[name] = entry
-        _save_baselines(ctx, current)
-        return ctx.ok(f"baseline {name!r} saved ({entry['bytes']} bytes, {url or 'the page'})",
-                      {"baseline": entry})
-
-    return Deferred.fromCoroutine(go())
+    shot, result = await _png_screenshot(ctx, args)
+    target = await run(media.move_into, shot, _visual_dir(ctx) / f"{name}{shot.suffix}")
+    url = result.get("url") if isinstance(result.get("url"), str) else page_url(ctx)
+    entry = {"name": name, "path": str(target), "url": url, "created_at": iso(ctx.now()),
+             "bytes": target.stat().st_size}
+    current = _baselines(ctx)
+    current[name] = entry
+    _save_baselines(ctx, current)
+    return ctx.ok(f"baseline {name!r} saved ({entry['bytes']} bytes, {url or 'the page'})",
+                  {"baseline": entry})
 
 
 def _num(value: Any, default: float = 0) -> float:
@@ -510,7 +507,7 @@ def _regions(value: Any) -> list[dict[str, int]]:
     return out
 
 
-def visual_diff(ctx: Any, args: dict[str, Any]) -> Deferred:
+async def visual_diff(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Screenshot the tracked tab and compare it with baseline C{name} in the extension's service
     worker (C{createImageBitmap} + C{OffscreenCanvas}): changed pixels, their ratio, the bounding
     boxes of changed regions and a diff image saved under the state dir."""
@@ -528,46 +525,43 @@ def visual_diff(ctx: Any, args: dict[str, Any]) -> Deferred:
     max_ratio = ctx.num_arg(args, "max_diff_ratio", 0.001, 0.0, 1.0)
     run = thread_runner(ctx.app.clock)
 
-    async def go() -> dict[str, Any]:
-        shot, shot_result = await _png_screenshot(ctx, args)
-        stamp = _stamp(ctx)
-        diffs = _visual_dir(ctx) / "diffs"
-        current = await run(media.move_into, shot, diffs / f"{name}-{stamp}-current{shot.suffix}")
-        before = await run(media.read_bounded, baseline, media.MAX_IMAGE_BYTES, "name")
-        after = await run(media.read_bounded, current, media.MAX_IMAGE_BYTES, "name")
-        params = {"baseline": media.data_url(before, baseline),
-                  "current": media.data_url(after, current),
-                  "pixel_threshold": pixel_threshold, "max_regions": MAX_REGIONS}
-        d = call(ctx, args, "visual_diff", params, timeout=VISUAL_DIFF_TIMEOUT)
-        d.addErrback(needs_newer_extension("analyze visual_diff"))
-        r = as_dict(await d)
-        total = int(_num(r.get("total_pixels")))
-        changed = int(_num(r.get("changed_pixels")))
-        ratio = _num(r.get("changed_ratio"), changed / total if total else 0.0)
-        data: dict[str, Any] = {
-            "name": name, "baseline_path": str(baseline), "current_path": str(current),
-            "url": shot_result.get("url") if isinstance(shot_result.get("url"), str) else None,
-            "changed_pixels": changed, "total_pixels": total, "changed_ratio": ratio,
-            "size_changed": r.get("size_changed") is True,
-            "baseline_size": _size(r.get("baseline_size")),
-            "current_size": _size(r.get("current_size")),
-            "region_count": int(_num(r.get("region_count"), len(lst(r.get("regions"))))),
-            "regions": _regions(r.get("regions")),
-            "pixel_threshold": pixel_threshold, "max_diff_ratio": max_ratio,
-            "passed": ratio <= max_ratio and r.get("size_changed") is not True,
-        }
-        image = media.decode_image_data_url(r.get("diff_data_url"))
-        if image is not None:
-            raw, ext = image
-            written = await run(media.write_new, diffs / f"{name}-{stamp}-diff.{ext}", raw)
-            data["diff_path"] = str(written)
-        else:
-            data["diff_path"] = None
-        verdict = "matches" if data["passed"] else "differs from"
-        return ctx.ok(f"the page {verdict} baseline {name!r}: {changed} of {total} pixels changed "
-                      f"({ratio:.4%}) in {data['region_count']} region(s)", data)
-
-    return Deferred.fromCoroutine(go())
+    shot, shot_result = await _png_screenshot(ctx, args)
+    stamp = _stamp(ctx)
+    diffs = _visual_dir(ctx) / "diffs"
+    current = await run(media.move_into, shot, diffs / f"{name}-{stamp}-current{shot.suffix}")
+    before = await run(media.read_bounded, baseline, media.MAX_IMAGE_BYTES, "name")
+    after = await run(media.read_bounded, current, media.MAX_IMAGE_BYTES, "name")
+    params = {"baseline": media.data_url(before, baseline),
+              "current": media.data_url(after, current),
+              "pixel_threshold": pixel_threshold, "max_regions": MAX_REGIONS}
+    d = call(ctx, args, "visual_diff", params, timeout=VISUAL_DIFF_TIMEOUT)
+    d.addErrback(needs_newer_extension("analyze visual_diff"))
+    r = as_dict(await d)
+    total = int(_num(r.get("total_pixels")))
+    changed = int(_num(r.get("changed_pixels")))
+    ratio = _num(r.get("changed_ratio"), changed / total if total else 0.0)
+    data: dict[str, Any] = {
+        "name": name, "baseline_path": str(baseline), "current_path": str(current),
+        "url": shot_result.get("url") if isinstance(shot_result.get("url"), str) else None,
+        "changed_pixels": changed, "total_pixels": total, "changed_ratio": ratio,
+        "size_changed": r.get("size_changed") is True,
+        "baseline_size": _size(r.get("baseline_size")),
+        "current_size": _size(r.get("current_size")),
+        "region_count": int(_num(r.get("region_count"), len(lst(r.get("regions"))))),
+        "regions": _regions(r.get("regions")),
+        "pixel_threshold": pixel_threshold, "max_diff_ratio": max_ratio,
+        "passed": ratio <= max_ratio and r.get("size_changed") is not True,
+    }
+    image = media.decode_image_data_url(r.get("diff_data_url"))
+    if image is not None:
+        raw, ext = image
+        written = await run(media.write_new, diffs / f"{name}-{stamp}-diff.{ext}", raw)
+        data["diff_path"] = str(written)
+    else:
+        data["diff_path"] = None
+    verdict = "matches" if data["passed"] else "differs from"
+    return ctx.ok(f"the page {verdict} baseline {name!r}: {changed} of {total} pixels changed "
+                  f"({ratio:.4%}) in {data['region_count']} region(s)", data)
 
 
 #: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from twisted.internet.defer import inlineCallbacks
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
@@ -304,7 +303,7 @@ def read_test_file(ctx: Any, path: str) -> str:
         raise InvalidParam("test_file is not UTF-8 text", param="test_file") from None
 
 
-def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
+async def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
     from gasoline.tools._shared import require_str  # noqa: PLC0415
 
     broken = require_str(ctx, args, "selector").strip()
@@ -326,8 +325,8 @@ def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
         live_info["reason"] = "live:false"
     elif not ctx.extension_connected:
         live_info["reason"] = "extension not connected: candidates come from recorded actions"
-    d = _heal_live(ctx, args, broken, actions, live and ctx.extension_connected, timeout,
-                   live_info)
+    cands = await _heal_live(ctx, args, broken, actions, live and ctx.extension_connected,
+                             timeout, live_info)
 
     def answer(cands: list[dict[str, Any]]) -> dict[str, Any]:
         body: dict[str, Any] = {"selector": broken, "parsed": parse_selector(broken),
@@ -351,18 +350,17 @@ def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
         summary += f"; {len(healed['replacements'])} replacement(s) in the code"
         return _finish(ctx, args, "test_heal", summary, healed["code"], body)
 
-    return d.addCallback(answer)
+    return answer(cands)
 
 
-@inlineCallbacks
-def _heal_live(ctx: Any, args: dict[str, Any], broken: str, actions: list[dict[str, Any]],
+async def _heal_live(ctx: Any, args: dict[str, Any], broken: str, actions: list[dict[str, Any]],
                live: bool, timeout: float, info: dict[str, Any]) -> Any:
     """Rank candidates; with C{live}, list the page's interactive elements and count the best
     candidates on it. The first failed command ends the live checks (recorded ranking stays)."""
     elements: list[Any] = []
     if live:
         try:
-            listed = yield call(ctx, args, "dom_action",
+            listed = await call(ctx, args, "dom_action",
                                 {"action": "list_interactive", "limit": 500}, timeout=timeout)
             elements = lst(as_dict(listed).get("elements"))
             info.update(checked=True, elements_listed=len(elements))
@@ -375,13 +373,13 @@ def _heal_live(ctx: Any, args: dict[str, Any], broken: str, actions: list[dict[s
         probe = forms(target["kind"], target["value"], target.get("role"))["selector"] \
             if target["kind"] != "css" else broken
         try:
-            found = yield call(ctx, args, "dom", {"selector": probe, "limit": 2,
+            found = await call(ctx, args, "dom", {"selector": probe, "limit": 2,
                                                   "include_html": False}, timeout=timeout)
             count = as_dict(found).get("count")
             info["broken_selector_count"] = count if isinstance(count, int) and \
                 not isinstance(count, bool) else None
             for cand in cands[:LIVE_CHECKS]:
-                found = yield call(ctx, args, "dom", {"selector": cand["selector"], "limit": 2,
+                found = await call(ctx, args, "dom", {"selector": cand["selector"], "limit": 2,
                                                       "include_html": False}, timeout=timeout)
                 apply_count(cand, as_dict(found).get("count"))
             cands = rerank(cands)

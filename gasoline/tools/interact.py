@@ -477,35 +477,32 @@ async def _fill(ctx: Any, args: dict[str, Any], fields: list[dict[str, Any]]) ->
     return done
 
 
-def fill_form(ctx: Any, args: dict[str, Any]) -> Deferred:
+async def fill_form(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     require_pilot(ctx)
     fields = _form_fields(ctx, args)
     submit = ctx.mode == "fill_form_and_submit"
     submit_selector = (ctx.str_arg(args, "submit_selector")
                        or "button[type=submit], input[type=submit]") if submit else None
 
-    async def run() -> dict[str, Any]:
-        done = await _fill(ctx, args, fields)
-        data: dict[str, Any] = {"fields": done}
-        summary = f"filled {len(done)} field(s)"
-        if submit:
-            try:
-                result = await call(ctx, args, "dom_action",
-                                    {"action": "click", "selector": submit_selector})
-            except GasolineError as e:
-                raise GasolineError(f"filled {len(done)} field(s) but submitting failed: "
-                                    f"{e.message}", code=e.code, retry=e.retry or None,
-                                    filled=[f["selector"] for f in fields],
-                                    submit_selector=submit_selector) from None
-            record(ctx, "click", result, selector=submit_selector, command=ctx.mode)
-            data["submit"] = as_dict(result)
-            summary += " and submitted the form"
-        return ctx.ok(summary, data)
-
-    return Deferred.fromCoroutine(run())
+    done = await _fill(ctx, args, fields)
+    data: dict[str, Any] = {"fields": done}
+    summary = f"filled {len(done)} field(s)"
+    if submit:
+        try:
+            result = await call(ctx, args, "dom_action",
+                                {"action": "click", "selector": submit_selector})
+        except GasolineError as e:
+            raise GasolineError(f"filled {len(done)} field(s) but submitting failed: "
+                                f"{e.message}", code=e.code, retry=e.retry or None,
+                                filled=[f["selector"] for f in fields],
+                                submit_selector=submit_selector) from None
+        record(ctx, "click", result, selector=submit_selector, command=ctx.mode)
+        data["submit"] = as_dict(result)
+        summary += " and submitted the form"
+    return ctx.ok(summary, data)
 
 
-def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> Deferred:
+async def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     require_pilot(ctx)
     url = require_str(ctx, args, "url")
     if not re.match(r"^(?:https?:|file:|about:blank$)", url, re.I):
@@ -517,17 +514,14 @@ def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> Deferred:
     wait_ms = ctx.int_arg(args, "timeout_ms", 10_000, 1, MAX_WAIT_MS)
     from_url = page_url(ctx)
 
-    async def run() -> dict[str, Any]:
-        nav = await call(ctx, args, "browser_action", {"action": "navigate", "url": url},
-                         timeout=BROWSER_ACTION_TIMEOUT)
-        record(ctx, "navigate", nav, to_url=url, from_url=from_url, command=ctx.mode)
-        found = await call(ctx, args, "dom_action",
-                           {"action": "wait_for", "selector": selector, "timeout_ms": wait_ms},
-                           timeout=wait_ms / 1000.0 + 10.0)
-        return ctx.ok(f"navigated to {url} and found {selector!r}",
-                      {"navigate": as_dict(nav), "wait_for": as_dict(found)})
-
-    return Deferred.fromCoroutine(run())
+    nav = await call(ctx, args, "browser_action", {"action": "navigate", "url": url},
+                     timeout=BROWSER_ACTION_TIMEOUT)
+    record(ctx, "navigate", nav, to_url=url, from_url=from_url, command=ctx.mode)
+    found = await call(ctx, args, "dom_action",
+                       {"action": "wait_for", "selector": selector, "timeout_ms": wait_ms},
+                       timeout=wait_ms / 1000.0 + 10.0)
+    return ctx.ok(f"navigated to {url} and found {selector!r}",
+                  {"navigate": as_dict(nav), "wait_for": as_dict(found)})
 
 
 #: Page text extraction (runs in the page through ``execute``): an expression.
@@ -798,7 +792,7 @@ RESTORE_SCRIPT = r"""(() => {
 })()"""
 
 
-def load_state(ctx: Any, args: dict[str, Any]) -> Deferred:
+async def load_state(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     require_pilot(ctx)
     name = _state_name(ctx, args)
     state = _states(ctx).get(name)
@@ -810,21 +804,18 @@ def load_state(ctx: Any, args: dict[str, Any]) -> Deferred:
     payload = {k: state.get(k) for k in ("local_storage", "session_storage", "form_values", "scroll")}
     script = RESTORE_SCRIPT.replace("__STATE__", json.dumps(payload))
 
-    async def run() -> dict[str, Any]:
-        data: dict[str, Any] = {"name": name, "url": state.get("url")}
-        current = page_url(ctx)
-        url = state.get("url")
-        if navigate and isinstance(url, str) and url and url != current:
-            nav = await call(ctx, args, "browser_action", {"action": "navigate", "url": url},
-                             timeout=BROWSER_ACTION_TIMEOUT)
-            record(ctx, "navigate", nav, to_url=url, from_url=current, command="load_state")
-            data["navigated"] = True
-        result = as_dict(await call(ctx, args, "execute", {"script": script, "world": "main"}))
-        record(ctx, "load_state", result, command="load_state", name=name)
-        data["restored"] = result.get("result", result)
-        return ctx.ok(f"state {name!r} restored", data)
-
-    return Deferred.fromCoroutine(run())
+    data: dict[str, Any] = {"name": name, "url": state.get("url")}
+    current = page_url(ctx)
+    url = state.get("url")
+    if navigate and isinstance(url, str) and url and url != current:
+        nav = await call(ctx, args, "browser_action", {"action": "navigate", "url": url},
+                         timeout=BROWSER_ACTION_TIMEOUT)
+        record(ctx, "navigate", nav, to_url=url, from_url=current, command="load_state")
+        data["navigated"] = True
+    result = as_dict(await call(ctx, args, "execute", {"script": script, "world": "main"}))
+    record(ctx, "load_state", result, command="load_state", name=name)
+    data["restored"] = result.get("result", result)
+    return ctx.ok(f"state {name!r} restored", data)
 
 
 def list_states(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
@@ -871,7 +862,7 @@ def _upload_names(ctx: Any, args: dict[str, Any]) -> list[str]:
     return [path]
 
 
-def upload(ctx: Any, args: dict[str, Any]) -> Deferred:
+async def upload(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Put files from the agent's working directory (or the state dir) into an
     ``<input type=file>``: the daemon reads them in the reactor's thread pool and sends them
     base64-encoded in a ``dom_action`` ``upload``."""
@@ -890,28 +881,25 @@ def upload(ctx: Any, args: dict[str, Any]) -> Deferred:
                            f"{media.MAX_UPLOAD_BYTES} byte upload limit", param=param)
     timeout = timeout_of(ctx, args) or BROWSER_ACTION_TIMEOUT
 
-    async def run() -> dict[str, Any]:
-        read = await thread_runner(ctx.app.clock)(media.read_files, paths)
-        payload = [media.file_payload(p, data) for p, data in read]
-        params = {"action": "upload", "selector": selector, "files": payload}
-        listed = [{"name": f["name"], "type": f["type"], "size": f["size"]} for f in payload]
-        fields = {"selector": selector, "command": "upload",
-                  "value": ", ".join(f["name"] for f in payload)}
+    read = await thread_runner(ctx.app.clock)(media.read_files, paths)
+    payload = [media.file_payload(p, data) for p, data in read]
+    params = {"action": "upload", "selector": selector, "files": payload}
+    listed = [{"name": f["name"], "type": f["type"], "size": f["size"]} for f in payload]
+    fields = {"selector": selector, "command": "upload",
+              "value": ", ".join(f["name"] for f in payload)}
 
-        def describe(result: Any) -> tuple[str, dict[str, Any]]:
-            r = as_dict(result)
-            record(ctx, "upload", r, **fields)
-            return (f"uploaded {len(payload)} file(s) into {selector!r}",
-                    {"files": listed, "result": r})
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        record(ctx, "upload", r, **fields)
+        return (f"uploaded {len(payload)} file(s) into {selector!r}",
+                {"files": listed, "result": r})
 
-        out = extension_mode(ctx, args, "dom_action", params, describe, timeout=timeout,
-                             on_submit=lambda cid: record(ctx, "upload", None, status="submitted",
-                                                          correlation_id=cid, **fields))
-        if isinstance(out, Deferred):
-            out = await out
-        return out
-
-    return Deferred.fromCoroutine(run())
+    out = extension_mode(ctx, args, "dom_action", params, describe, timeout=timeout,
+                         on_submit=lambda cid: record(ctx, "upload", None, status="submitted",
+                                                      correlation_id=cid, **fields))
+    if isinstance(out, Deferred):
+        out = await out
+    return out
 
 
 # -- newer extension commands --------------------------------------------------------------------------

@@ -113,6 +113,12 @@ class ToolRegistry:
         self.calls: dict[str, int] = {}
         self.mode_calls: dict[str, int] = {}
         self.errors: dict[str, int] = {}
+        #: Errors per C{(tool, code)} (C{/metrics}).
+        self.tool_errors: dict[tuple[str, str], int] = {}
+        #: Observers of every call: C{tool_call(client_id, tool, mode, params)} before it runs,
+        #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
+        #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
+        self.observers: list[Any] = []
         self._audit: OrderedDict[str, deque[AuditRecord]] = OrderedDict()
 
     def add(self, tool: Tool) -> None:
@@ -203,6 +209,8 @@ class ToolRegistry:
         # Recorded before the call runs: what the agent asked, whatever the handler does with
         # its arguments, and work kept off the path from the extension's result to the answer.
         audit_params = self._audit_params(arguments)
+        for observer in self.observers:
+            _notify(observer.tool_call, client_id, tool.name, mode, audit_params)
         limiter = self.limiter
         try:
             if limiter is not None:
@@ -220,10 +228,20 @@ class ToolRegistry:
             if failed:
                 code = _error_code(result)
                 self.errors[code or "error"] = self.errors.get(code or "error", 0) + 1
+                key = (tool.name, code or "error")
+                if len(self.tool_errors) < 4096 or key in self.tool_errors:
+                    self.tool_errors[key] = self.tool_errors.get(key, 0) + 1
+                if code != "rate_limited":
+                    log.info("tool call {tool} {what} by {client} failed ({code})",
+                             tool=tool.name, what=mode or "", client=client_id or "-",
+                             code=code or "error")
             ms = round((clock.seconds() - started) * 1000, 3)
             self._record(client_id, AuditRecord(
                 started, tool.name, mode, audit_params, ms,
                 "error" if failed else "ok", code))
+            for observer in self.observers:
+                _notify(observer.tool_result, client_id, tool.name, mode,
+                        code if failed else "ok", ms, result)
             if session is not None and session.log_level is not None:
                 ctx.log(
                     "warning" if failed else "debug",
@@ -237,13 +255,23 @@ class ToolRegistry:
 
         def cancelled(failure: Failure) -> Failure:
             if failure.check(CancelledError):
+                ms = round((clock.seconds() - started) * 1000, 3)
                 self._record(client_id, AuditRecord(
-                    started, tool.name, mode, audit_params,
-                    round((clock.seconds() - started) * 1000, 3), "cancelled"))
+                    started, tool.name, mode, audit_params, ms, "cancelled"))
+                for observer in self.observers:
+                    _notify(observer.tool_result, client_id, tool.name, mode, "cancelled", ms,
+                            None)
             return failure
 
         d.addCallbacks(done, cancelled)
         return d
+
+
+def _notify(hook: Callable[..., None], *args: Any) -> None:
+    try:
+        hook(*args)
+    except Exception:
+        log.failure("tool call observer {hook!r} failed", hook=hook)
 
 
 def _error_code(result: dict[str, Any]) -> str | None:

@@ -317,6 +317,8 @@ class QueryRouter:
         mine = self._owned.get(owner)
         if mine is not None and len(mine) >= self.per_client_limit:
             self.stats["queue_full"] += 1
+            log.info("command queue limit hit: {owner} already has {n} commands waiting",
+                     owner=owner, n=len(mine))
             raise QueueFull(
                 f"you already have {len(mine)} commands waiting for the extension "
                 f"(limit {self.per_client_limit})",
@@ -324,6 +326,8 @@ class QueryRouter:
             )
         if len(self._by_id) >= self.total_limit:
             self.stats["queue_full"] += 1
+            log.info("command queue limit hit: {n} commands of all clients waiting",
+                     n=len(self._by_id))
             raise QueueFull(
                 f"{len(self._by_id)} commands of all clients are waiting for the extension "
                 f"(limit {self.total_limit})",

@@ -169,6 +169,8 @@ class McpServer:
             "completion/complete": self._complete,
         }
         self.service = _SessionsService(self)
+        #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
+        self.session_observers: list[Any] = []
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -198,7 +200,17 @@ class McpServer:
         )
         self.sessions[session.session_id] = session
         session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
+        log.info("MCP session {sid} opened for client {cid} ({transport})",
+                 sid=session.session_id[:8], cid=client_id, transport=transport)
+        self._tell_observers("session_opened", session)
         return session
+
+    def _tell_observers(self, what: str, session: McpSession) -> None:
+        for observer in list(self.session_observers):
+            try:
+                getattr(observer, what)(session)
+            except Exception:
+                log.failure("session observer {o!r} failed", o=observer)
 
     def reclaim_idle(self) -> bool:
         """At the client limit: close the least recently used I{anonymous} session (one that
@@ -255,6 +267,10 @@ class McpServer:
                 hook(session)
             except Exception:
                 log.failure("session close hook failed")
+        log.info("MCP session {sid} of client {cid} closed after {t:.0f} s",
+                 sid=session.session_id[:8], cid=session.client_id,
+                 t=self.clock.seconds() - session.created_at)
+        self._tell_observers("session_closed", session)
 
     def close_all(self) -> None:
         for session in list(self.sessions.values()):

@@ -216,6 +216,11 @@ class ToolRegistry:
             if limiter is not None:
                 limiter.acquire(client_id)
         except GasolineError as e:
+            refused = limiter.refused.get(client_id, 0)
+            if refused == 1 or refused % 100 == 0:
+                log.info("client {cid} hit the tool rate limit ({limit} calls per {window:g} s; "
+                         "{n} refused so far)", cid=client_id or "-", limit=limiter.limit,
+                         window=limiter.window, n=refused)
             d = succeed(error_result(e))
         else:
             d = maybeDeferred(tool.handler, ctx, arguments)

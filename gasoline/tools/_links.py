@@ -185,10 +185,19 @@ def pinned_client_factory(reactor: Any) -> ClientFactory:
         TCP6ClientEndpoint,
         wrapClientTLS,
     )
-    from twisted.web.client import Agent, BrowserLikePolicyForHTTPS  # noqa: PLC0415
+    from twisted.web.client import (  # noqa: PLC0415
+        Agent,
+        BrowserLikePolicyForHTTPS,
+        HTTPConnectionPool,
+        _HTTP11ClientFactory,
+    )
     from twisted.web.iweb import IAgentEndpointFactory  # noqa: PLC0415
 
     policy = BrowserLikePolicyForHTTPS()
+
+    class _QuietFactory(_HTTP11ClientFactory):
+        # No "Starting factory _HTTP11ClientFactory ..." line per checked link in the daemon log.
+        noisy = False
 
     @implementer(IAgentEndpointFactory)
     class _Pinned:
@@ -208,7 +217,9 @@ def pinned_client_factory(reactor: Any) -> ClientFactory:
             return endpoint
 
     def client_for(pins: dict[str, str]) -> Any:
-        return HTTPClient(Agent.usingEndpointFactory(reactor, _Pinned(dict(pins))))
+        pool = HTTPConnectionPool(reactor, persistent=False)
+        pool._factory = _QuietFactory
+        return HTTPClient(Agent.usingEndpointFactory(reactor, _Pinned(dict(pins)), pool=pool))
 
     return client_for
 

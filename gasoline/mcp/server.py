@@ -84,6 +84,8 @@ class RequestContext:
     #: Transport hook: end this request's SSE stream now (the response is then replayed after
     #: the client reconnects with Last-Event-ID). None when the transport has no such stream.
     close_stream: Callable[[], None] | None = None
+    #: The progress reporter of a tool call that asked for progress (gasoline.mcp.progress).
+    reporter: Any = None
 
     @property
     def state(self) -> Any:
@@ -100,17 +102,30 @@ class RequestContext:
         return meta.get("progressToken") if isinstance(meta, dict) else None
 
     def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
-        """Send ``notifications/progress`` if the request asked for it (``_meta.progressToken``)."""
-        token = self.progress_token
-        if token is None:
+        """Send ``notifications/progress`` if the request asked for it (``_meta.progressToken``);
+        during a tool call, through its L{gasoline.mcp.progress.ProgressReporter} (which also
+        sends a heartbeat every second)."""
+        if self.progress_token is None:
             return False
-        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if self.reporter is not None and self.reporter.running:
+            self.reporter.update(progress, total, message)
+        else:
+            self.notify_progress(progress, total, message)
+        return True
+
+    def working(self, message: str | None) -> None:
+        """Say what the call is waiting for; the next progress heartbeat carries it."""
+        if self.reporter is not None:
+            self.reporter.working(message)
+
+    def notify_progress(self, progress: float, total: float | None = None,
+                        message: str | None = None) -> None:
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
         if total is not None:
             params["total"] = total
         if message is not None:
             params["message"] = message
         self.emit(jsonrpc.notification("notifications/progress", params))
-        return True
 
     def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
         """Send ``notifications/message`` if the session's log level lets C{level} through."""

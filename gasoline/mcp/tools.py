@@ -28,6 +28,7 @@ from gasoline.core.errors import GasolineError
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.core.redact import Redactor, cap_text
 from gasoline.mcp.jsonrpc import JsonRpcError
+from gasoline.mcp.progress import start_for
 
 log = Logger()
 
@@ -223,8 +224,11 @@ class ToolRegistry:
                          window=limiter.window, n=refused)
             d = succeed(error_result(e))
         else:
+            reporter = start_for(ctx, f"{tool.name} {mode}" if mode else tool.name)
             d = maybeDeferred(tool.handler, ctx, arguments)
             d.addErrback(_tool_failed, tool.name)
+            if reporter is not None:
+                d.addBoth(_stop_reporter, reporter)
 
         def done(result: Any) -> Any:
             result = self.finish(result)
@@ -270,6 +274,11 @@ class ToolRegistry:
 
         d.addCallbacks(done, cancelled)
         return d
+
+
+def _stop_reporter(result: Any, reporter: Any) -> Any:
+    reporter.stop()
+    return result
 
 
 def _notify(hook: Callable[..., None], *args: Any) -> None:

@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         # Answer the agent's initialize before importing Twisted (gasoline.connect.fast).
         from gasoline.connect.fast import first_exchange  # noqa: PLC0415
 
-        prelude = first_exchange(rest) if argv is None else None
+        import os  # noqa: PLC0415  (already loaded by the interpreter)
+
+        fast = argv is None and os.environ.get("GASOLINE_CONNECT_FAST", "1") != "0"
+        prelude = first_exchange(rest) if fast else None
         from gasoline.connect.main import main as connect_main  # noqa: PLC0415
 
         return connect_main(rest, prelude=prelude)

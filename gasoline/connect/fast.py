@@ -3,8 +3,9 @@ The connector's first exchange, before Twisted is imported.
 
 An agent starts C{gasoline connect} and waits for the answer to its C{initialize} before it does
 anything else; importing Twisted, treq and the bridge is most of the connector's start-up time.
-So C{gasoline connect} first does this, with the standard library only (C{os}, C{socket}) and
-orjson:
+So C{gasoline connect} first does this, with the interpreter's built-in modules only (C{_socket},
+C{_signal}, C{_sha256}, C{json}: even C{socket}, C{signal} and orjson pull in C{enum},
+C{dataclasses} and C{inspect}, several milliseconds each):
 
  1. read the agent's first stdin line;
  2. if it is an C{initialize} request and the daemon answers on its loopback port, POST it to
@@ -23,12 +24,18 @@ needed. Only JSON-RPC lines are ever written to stdout.
 
 from __future__ import annotations
 
-import hashlib
+import _signal
+import _socket
+import json
 import os
-import signal
-import socket
 
-import orjson
+try:
+    from _sha256 import sha256  # Python 3.11
+except ImportError:  # pragma: no cover  (3.12 renamed it)
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
 
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
 MAX_FIRST_LINE = 1 << 20
@@ -101,7 +108,7 @@ def client_id(options: dict[str, str]) -> str | None:
         cwd = os.getcwd()
     except OSError:
         return None
-    return hashlib.sha256(os.path.abspath(cwd).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return sha256(os.path.abspath(cwd).encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
@@ -122,7 +129,10 @@ def post_mcp(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, str,
             f"Content-Length: {len(body)}"]
     head += [f"{k}: {v}" for k, v in headers.items()]
     request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as s:
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(TIMEOUT)
+        s.connect(("127.0.0.1", port))
         s.sendall(request)
         chunks = []
         while True:
@@ -130,6 +140,8 @@ def post_mcp(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, str,
             if not chunk:
                 break
             chunks.append(chunk)
+    finally:
+        s.close()
     raw = b"".join(chunks)
     header_block, _, payload = raw.partition(b"\r\n\r\n")
     lines = header_block.split(b"\r\n")
@@ -167,8 +179,8 @@ def _remember(signum: int, _frame) -> None:
 def hold_signals() -> None:
     """Once the agent has its answer it may stop the connector at any moment, before Twisted's
     handlers are installed: remember SIGTERM/SIGINT instead of dying without unregistering."""
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _remember)
+    for signum in (_signal.SIGTERM, _signal.SIGINT):
+        _signal.signal(signum, _remember)
 
 
 def resend(reactor) -> None:
@@ -191,8 +203,8 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
     if not line or port is None or cid is None:
         return Prelude(read)
     try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        message = json.loads(line)
+    except ValueError:
         return Prelude(read)
     if not isinstance(message, dict) or message.get("method") != "initialize" \
             or message.get("id") is None:
@@ -206,14 +218,14 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
         headers["X-Gasoline-Key"] = api_key
     try:
         status, ctype, body = post_mcp(port, line, headers)
-        answer = orjson.loads(body) if status == 200 and ctype == "application/json" else None
+        answer = json.loads(body) if status == 200 and ctype == "application/json" else None
     except (OSError, ValueError, IndexError):
         return Prelude(read)
     if not isinstance(answer, dict) or answer.get("id") != message["id"] \
             or "result" not in answer:
         return Prelude(read)
     hold_signals()
-    data = orjson.dumps(answer) + b"\n"
+    data = json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
     while data:
         data = data[os.write(stdout, data):]
     return Prelude(read[len(line) + 1:], message, connection_id)

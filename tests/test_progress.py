@@ -139,7 +139,7 @@ class SlowValidator:
 
 def test_link_validation_reports_n_of_m(app):
     validator = SlowValidator()
-    app.extras["link_validator"] = validator
+    app.tools.runtime.link_validator = validator
     s = session(app)
     urls = [f"https://example.com/{i}" for i in range(4)]
     sent, out = call(app, s, "analyze", {"what": "link_validation", "urls": urls})

@@ -10,7 +10,13 @@ console journal is attached (persistence on, writing to a temporary state dir) u
 
 Target: <= 600 B of RSS per stored entry with a 100 000-entry buffer (the published daemon: ~2.5 KB).
 
-    .venv/bin/python bench/memory.py [--entries 100000] [--no-persist]
+Then, for every other buffer, at its default capacity with entries of its own kind (network bodies,
+WebSocket events, actions, waterfall, extension logs): memory held per stored entry (tracemalloc) and
+JSON bytes per entry. Last, the idle RSS of a real daemon (``twistd -n gasoline``, default options, nothing
+ingested, after it has settled), split into anonymous and file-backed memory, side by side with the
+published daemon's with ``--compare-reference`` (issue 16's target: under 40 MB).
+
+    .venv/bin/python bench/memory.py [--entries 100000] [--no-persist] [--compare-reference]
 """
 
 from __future__ import annotations
@@ -33,7 +39,17 @@ from _common import print_table, write_json  # noqa: E402
 from twisted.internet import task  # noqa: E402
 
 from gasoline.core.persist import ConsoleJournal  # noqa: E402
-from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec, TelemetryStore  # noqa: E402
+from gasoline.core.store import (  # noqa: E402
+    ACTIONS,
+    CONSOLE,
+    DEFAULT_BUFFERS,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+    BufferSpec,
+    TelemetryStore,
+)
 
 BATCH = 50
 LEVELS = ["log", "info", "warn", "error", "debug"]
@@ -53,6 +69,108 @@ def console_entry(i: int) -> dict:
         "args": [f"widget {i}", {"ms": i % 97}],
         "tabId": 1234567,
     }
+
+
+def network_body(i: int) -> dict:
+    """A captured request/response pair with a JSON response body of ~1.5 kB."""
+    items = [{"id": i * 10 + k, "name": f"item {k}", "price": k * 3.5, "tags": ["a", "b"]}
+             for k in range(16)]
+    return {"ts": "2026-11-26T01:00:00.000Z", "method": "GET", "status": 200,
+            "url": f"http://localhost:3000/api/items?page={i}", "content_type": "application/json",
+            "duration": 12 + i % 50, "request_headers": {"accept": "application/json"},
+            "response_headers": {"content-type": "application/json", "cache-control": "no-store"},
+            "response_body": orjson.dumps({"items": items, "page": i}).decode(), "tabId": 1}
+
+
+def websocket_event(i: int) -> dict:
+    return {"ts": "2026-11-26T01:00:00.000Z", "event": "message", "id": f"ws-{i % 4}",
+            "url": "ws://localhost:3000/live", "direction": "incoming" if i % 3 else "outgoing",
+            "data": orjson.dumps({"type": "tick", "seq": i, "price": i * 0.25}).decode(),
+            "size": 48, "tabId": 1}
+
+
+def action(i: int) -> dict:
+    return {"ts": 1795000000000 + i, "type": "click", "url": "http://localhost:3000/app",
+            "selectors": {"testId": f"button-{i % 40}", "css": f"#main > div.row:nth-child({i % 9})"
+                          " > button.primary", "text": "Save"}, "source": "human", "tabId": 1}
+
+
+def waterfall(i: int) -> dict:
+    return {"name": f"http://localhost:3000/static/chunk-{i}.js", "initiatorType": "script",
+            "startTime": i * 1.5, "duration": 20.25, "transferSize": 10240 + i,
+            "encodedBodySize": 10000, "decodedBodySize": 30000, "pageURL": "http://localhost:3000/"}
+
+
+def extension_log(i: int) -> dict:
+    return {"ts": "2026-11-26T01:00:00.000Z", "level": "debug", "category": "sync",
+            "message": f"sync {i}: 3 commands delivered, 0 results pending"}
+
+
+MAKERS = {
+    NETWORK_BODIES: network_body,
+    WEBSOCKET_EVENTS: websocket_event,
+    ACTIONS: action,
+    WATERFALL: waterfall,
+    EXTENSION_LOGS: extension_log,
+}
+
+
+def per_buffer() -> list[dict]:
+    """Memory held per stored entry of each non-console buffer at its default capacity.
+
+    Measured with tracemalloc (Python allocations still alive after the fill), not RSS: these
+    buffers are small enough that the allocator reuses memory freed by the previous one, which
+    would hide them from an RSS delta."""
+    import tracemalloc  # noqa: PLC0415
+
+    out = []
+    for name, make in MAKERS.items():
+        spec = DEFAULT_BUFFERS[name]
+        clock = task.Clock()
+        batches = [[make(b + k) for k in range(BATCH)] for b in range(0, 2 * spec.entries, BATCH)]
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        store = TelemetryStore(clock, {name: spec})
+        for batch in batches:  # filled, then every write evicts one
+            store.add(name, batch)
+        gc.collect()
+        held_bytes = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        held = len(store.buffers[name])
+        out.append({"buffer": name, "entries": held, "capacity": spec.entries,
+                    "held_bytes_per_entry": held_bytes / max(held, 1),
+                    "json_bytes_per_entry": store.buffers[name].bytes_used / max(held, 1)})
+        del store, batches
+    return out
+
+
+def idle_rss(reference: bool) -> list[dict]:
+    """Idle RSS of a real daemon (and of the published one): started, settled, nothing ingested."""
+    from _common import ReferenceDaemon  # noqa: PLC0415
+
+    from gasoline.testing import DaemonProcess  # noqa: PLC0415
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
+        with DaemonProcess(state_dir=Path(tmp) / "state") as d:
+            time.sleep(3.0)
+            rows.append(_rss_row("gasoline", d.process.pid))
+    if reference:
+        with ReferenceDaemon() as ref:
+            time.sleep(3.0)
+            rows.append(_rss_row("reference-0.7.9", ref.pid))
+    return rows
+
+
+def _rss_row(target: str, pid: int) -> dict:
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                fields[name] = int(value.split()[0]) * 1024
+    return {"target": target, "rss_bytes": fields.get("VmRSS", 0),
+            "anon_bytes": fields.get("RssAnon", 0), "file_bytes": fields.get("RssFile", 0)}
 
 
 def body(start: int) -> bytes:
@@ -75,6 +193,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=100_000, help="console buffer capacity")
     parser.add_argument("--no-persist", action="store_true", help="no console journal")
+    parser.add_argument("--compare-reference", action="store_true",
+                        help="also the published daemon's idle RSS")
     args = parser.parse_args()
     n = args.entries - args.entries % BATCH
 
@@ -148,6 +268,18 @@ def main() -> int:
         "target_bytes_per_entry": 600,
         "meets_target": max(per_full, per_steady) <= 600,
     }
+    buffers = per_buffer()
+    print_table("every other buffer at its default capacity, filled twice (evicting)",
+                ["buffer", "entries held", "held B/entry (tracemalloc)", "JSON B/entry"],
+                [[b["buffer"], b["entries"], b["held_bytes_per_entry"], b["json_bytes_per_entry"]]
+                 for b in buffers])
+    idle = idle_rss(args.compare_reference)
+    print_table("idle daemon RSS (default options, nothing ingested; target < 40 MiB)",
+                ["target", "RSS MiB", "anonymous MiB", "file-backed MiB"],
+                [[r["target"], r["rss_bytes"] / 2**20, r["anon_bytes"] / 2**20,
+                  r["file_bytes"] / 2**20] for r in idle])
+    result["buffers"] = buffers
+    result["idle"] = idle
     path = write_json("memory", result)
     print(f"wrote {path}")
     return 0

@@ -7,7 +7,14 @@ start-up: process start to the first answered ``initialize``. With ``--compare-r
 runs, in the same run, against the published Gasoline 0.7.9: its stdio bridge (``gasoline --port P``)
 and its ``POST /mcp``.
 
-    .venv/bin/python bench/roundtrip.py [--calls 200] [--compare-reference]
+Connector start-up is measured on its own too (``--starts`` fresh processes each): process start to
+the answered ``initialize``, and to the answered ``tools/list`` that an agent sends next, for
+``gasoline connect`` (with its Twisted-free first exchange, and with it switched off through
+``GASOLINE_CONNECT_FAST=0``) and, with ``--compare-reference``, the published connector. Wall
+times on a shared machine move with its load; CPU time (user + system) of the connector is
+reported beside them.
+
+    .venv/bin/python bench/roundtrip.py [--calls 200] [--starts 20] [--compare-reference]
 """
 
 from __future__ import annotations
@@ -168,6 +175,33 @@ def bench_http(port: int, calls: int, headers: dict[str, str], session: bool) ->
     return {"median_ms": median(lat), "p95_ms": percentile(lat, 95), "errors": errors, "calls": calls}
 
 
+def bench_startup(argv: list[str], starts: int, cwd: str | None = None,
+                  env: dict | None = None) -> dict:
+    """C{starts} fresh connector processes: start -> initialize answered -> tools/list answered."""
+    import resource  # noqa: PLC0415
+
+    to_init, to_list, cpu = [], [], []
+    tools_list = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    for _ in range(starts):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client = StdioClient(argv, cwd=cwd, env=env)
+        answer = client.request(INIT)
+        t_init = time.perf_counter()
+        client.notify(INITIALIZED)
+        listed = client.request(tools_list)
+        t_list = time.perf_counter()
+        client.close()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if "result" not in answer or "result" not in listed:
+            raise RuntimeError(f"connector start failed: {answer!r} {listed!r}")
+        to_init.append((t_init - client.t_start) * 1000)
+        to_list.append((t_list - client.t_start) * 1000)
+        cpu.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
+    return {"starts": starts, "initialize_median_ms": median(to_init),
+            "initialize_p95_ms": percentile(to_init, 95), "tools_list_median_ms": median(to_list),
+            "tools_list_p95_ms": percentile(to_list, 95), "cpu_median_ms": median(cpu)}
+
+
 def gasoline_bin() -> str:
     return str(Path(sys.executable).with_name("gasoline"))
 
@@ -175,6 +209,7 @@ def gasoline_bin() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--starts", type=int, default=20, help="connector start-ups to time")
     parser.add_argument("--compare-reference", action="store_true")
     args = parser.parse_args()
     rows, result = [], {"calls": args.calls}
@@ -188,6 +223,14 @@ def main() -> int:
             ours_stdio = bench_stdio([gasoline_bin(), "connect", "--port", str(d.port),
                                       "--client-id", "bench-stdio", "--no-autostart"], args.calls)
             ours_http = bench_http(d.port, args.calls, {}, session=True)
+            connect = [gasoline_bin(), "connect", "--port", str(d.port), "--client-id",
+                       "bench-start", "--no-autostart"]
+            import os  # noqa: PLC0415
+
+            start_fast = bench_startup(connect, args.starts)
+            start_slow = bench_startup(connect, args.starts,
+                                       env=dict(os.environ, GASOLINE_CONNECT_FAST="0"))
+    result["startup"] = {"gasoline": start_fast, "gasoline_without_first_exchange": start_slow}
     result["gasoline"] = {"stdio": ours_stdio, "http": ours_http}
     rows += [["gasoline", "stdio (gasoline connect)", ours_stdio["median_ms"], ours_stdio["p95_ms"],
               ours_stdio["startup_ms"], ours_stdio["errors"]],
@@ -200,6 +243,9 @@ def main() -> int:
             ref_stdio = bench_stdio([str(reference_binary()), "--port", str(ref.port)], args.calls,
                                     cwd=str(ref.state_dir))
             ref_http = bench_http(ref.port, args.calls, {}, session=False)
+            ref_start = bench_startup([str(reference_binary()), "--port", str(ref.port)],
+                                      args.starts, cwd=str(ref.state_dir))
+        result["startup"]["reference"] = ref_start
         result["reference"] = {"stdio": ref_stdio, "http": ref_http}
         rows += [["reference-0.7.9", "stdio bridge", ref_stdio["median_ms"], ref_stdio["p95_ms"],
                   ref_stdio["startup_ms"], ref_stdio["errors"]],
@@ -209,10 +255,21 @@ def main() -> int:
             "stdio_median": ours_stdio["median_ms"] / ref_stdio["median_ms"],
             "http_median": ours_http["median_ms"] / ref_http["median_ms"],
             "startup": ours_stdio["startup_ms"] / ref_stdio["startup_ms"],
+            "startup_initialize_median": start_fast["initialize_median_ms"]
+            / ref_start["initialize_median_ms"],
+            "startup_tools_list_median": start_fast["tools_list_median_ms"]
+            / ref_start["tools_list_median_ms"],
         }
 
     print_table(f"observe {{what:errors, limit:10}}, {args.calls} sequential calls",
                 ["target", "transport", "median ms", "p95 ms", "start→initialize ms", "errors"], rows)
+    print_table(f"connector start-up, {args.starts} fresh processes each (target: initialize "
+                "answered <= 60 ms)",
+                ["connector", "initialize median ms", "p95 ms", "tools/list median ms", "p95 ms",
+                 "CPU ms (whole process)"],
+                [[name, s["initialize_median_ms"], s["initialize_p95_ms"],
+                  s["tools_list_median_ms"], s["tools_list_p95_ms"], s["cpu_median_ms"]]
+                 for name, s in result["startup"].items()])
     if "ratios_ours_over_reference" in result:
         print_table("ratios (gasoline / reference)", ["metric", "ratio"],
                     [[k, v] for k, v in result["ratios_ours_over_reference"].items()])

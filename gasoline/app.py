@@ -48,6 +48,7 @@ from gasoline.mcp.fixtures import register_fixtures
 from gasoline.mcp.resources import PromptRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.tools import ToolRegistry
+from gasoline.metrics import DaemonCollector, Metrics
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
@@ -66,6 +67,8 @@ class Gasoline:
     resource: GasolineRoot
     #: Services with a lifecycle (timers, persistence); C{tap} adds the listening endpoint.
     services: MultiService
+    #: The daemon's metric registry, served at C{GET /metrics}; features add their series to it.
+    metrics: Metrics
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
     config = property(lambda self: self.daemon.config)
@@ -171,9 +174,10 @@ def build_mcp(daemon: Daemon, tools: GasolineTools) -> McpServer:
     return McpServer(daemon.clock, daemon.registry, registry, resources, prompts)
 
 
-def build_http(daemon: Daemon, mcp: McpServer, services: MultiService) -> GasolineRoot:
+def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
+               metrics: Metrics | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
-    extension ingest API takes every other path."""
+    extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too."""
     config = daemon.config
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown)
@@ -183,18 +187,37 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService) -> Gasoli
     root.mounts[b"health"] = HealthAPI(daemon).resource()
     root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
     root.mounts[b"mcp"] = mcp_http
+    if metrics is not None:
+        _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
     return root
 
 
-def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None) -> Gasoline:
+def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: GasolineRoot,
+                 mcp_http: McpHTTP, ingest: IngestAPI) -> None:
+    """Wire C{metrics} to the components and mount C{GET /metrics} (see gasoline.metrics)."""
+    metrics.registry.register(DaemonCollector(
+        metrics, store=daemon.store, registry=daemon.registry, tools=mcp.tools,
+        router=daemon.router, extension=daemon.extension, sse=mcp_http, ingest=ingest,
+    ))
+    daemon.router.on_latency = metrics.observe_query
+    root.on_response = metrics.request_done
+    root.mounts[b"metrics"] = metrics.resource()
+
+
+def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
+          metrics: Metrics | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
 
     @param stop: stops the whole daemon (C{tap} passes one that stops the reactor).
+    @param metrics: gets every series of the daemon, served at C{GET /metrics} (a fresh
+        L{Metrics} when not given).
     """
     services = MultiService()
     daemon = build_daemon(config, clock, services, stop)
     tools = GasolineTools(daemon)
     mcp = build_mcp(daemon, tools)
     mcp.service.setServiceParent(services)
-    resource = build_http(daemon, mcp, services)
-    return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services)
+    metrics = metrics if metrics is not None else Metrics()
+    resource = build_http(daemon, mcp, services, metrics)
+    return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
+                    metrics=metrics)

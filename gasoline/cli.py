@@ -37,9 +37,16 @@ def main(argv: list[str] | None = None) -> int:
         run()
         return 0
     if command == "connect":
+        # Answer the agent's initialize before importing Twisted (gasoline.connect.fast).
+        from gasoline.connect.fast import first_exchange  # noqa: PLC0415
+
+        import os  # noqa: PLC0415  (already loaded by the interpreter)
+
+        fast = argv is None and os.environ.get("GASOLINE_CONNECT_FAST", "1") != "0"
+        prelude = first_exchange(rest) if fast else None
         from gasoline.connect.main import main as connect_main  # noqa: PLC0415
 
-        return connect_main(rest)
+        return connect_main(rest, prelude=prelude)
     sys.stderr.write(f"gasoline: unknown command {command!r}\n\n{USAGE}")
     return 2
 

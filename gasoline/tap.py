@@ -20,7 +20,7 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IStreamServerEndpoint
-from twisted.logger import Logger, globalLogPublisher, jsonFileLogObserver
+from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
 
 from gasoline import __version__
@@ -35,9 +35,12 @@ from gasoline.app import (
 )
 from gasoline.core.documents import write_private
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
+from gasoline.durations import parse_duration, parse_size
 from gasoline.http.request import GasolineSite
+from gasoline.logs import LogLimits, LogService
 
 log = Logger()
+_LIMITS = LogLimits()
 
 
 def _positive_int(value: str) -> int:
@@ -48,10 +51,8 @@ def _positive_int(value: str) -> int:
 
 
 def _positive_float(value: str) -> float:
-    n = float(value)
-    if not n > 0 or n == float("inf"):
-        raise ValueError("must be a positive number of seconds")
-    return n
+    """A positive duration: seconds, or C{90s}, C{15m}, C{1h}, C{7d} (gasoline.durations)."""
+    return parse_duration(value)
 
 
 class Options(usage.Options):
@@ -81,7 +82,8 @@ class Options(usage.Options):
             "client-ttl",
             None,
             DEFAULT_CLIENT_TTL,
-            "Seconds a disconnected client's state is kept for a reconnect.",
+            "How long a disconnected client's state is kept for a reconnect (seconds, or 90s, "
+            "15m, 1h).",
             _positive_float,
         ],
         [
@@ -91,7 +93,18 @@ class Options(usage.Options):
             "Maximum number of live clients.",
             _positive_int,
         ],
-        ["log-dir", None, None, "Directory for the daemon's JSON-lines logs (default: none)."],
+        ["log-dir", None, None, "Directory for the daemon's logs: server.log, clients/<id>.log, "
+         "shared/{console,network,websocket}.log (default: none)."],
+        ["log-client-max-bytes", None, _LIMITS.client_max_bytes, "A client log rotates at "
+         "this size (bytes, or 512k, 10MB, 10MiB), and when the client disconnects.", parse_size],
+        ["log-shared-max-bytes", None, _LIMITS.shared_max_bytes, "A shared log rotates at this "
+         "size.", parse_size],
+        ["log-shared-max-age", None, _LIMITS.shared_max_age, "A shared log rotates this often "
+         "(seconds, or 15m, 1h).", parse_duration],
+        ["log-server-max-bytes", None, _LIMITS.server_max_bytes, "server.log rotates at this "
+         "size.", parse_size],
+        ["log-retention", None, _LIMITS.retention, "Rotated logs older than this are deleted "
+         "(seconds, or 12h, 7d).", parse_duration],
         [
             "extension-id",
             None,
@@ -259,34 +272,15 @@ def _reactor_stopper(reactor):
     return stop
 
 
-class JSONLogService(Service):
-    """C{--log-dir}: the daemon's own log events as JSON lines in C{<log-dir>/gasoline.jsonl}.
-
-    Added beside whatever twistd logs to (stdout with C{-n}, C{twistd.log} otherwise); the file
-    is created 0600 because events can name URLs and client ids.
-    """
-
-    def __init__(self, log_dir: Path) -> None:
-        self.path = Path(log_dir) / "gasoline.jsonl"
-        self._file = None
-        self._observer = None
-
-    def startService(self) -> None:
-        super().startService()
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._file = os.fdopen(fd, "a", encoding="utf-8")
-        self._observer = jsonFileLogObserver(self._file)
-        globalLogPublisher.addObserver(self._observer)
-
-    def stopService(self):
-        super().stopService()
-        if self._observer is not None:
-            globalLogPublisher.removeObserver(self._observer)
-            self._observer = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+def log_limits(options: Options) -> LogLimits:
+    """The C{--log-*} rotation and retention options."""
+    return LogLimits(
+        client_max_bytes=options["log-client-max-bytes"],
+        shared_max_bytes=options["log-shared-max-bytes"],
+        shared_max_age=options["log-shared-max-age"],
+        server_max_bytes=options["log-server-max-bytes"],
+        retention=options["log-retention"],
+    )
 
 
 class GasolineService(MultiService):
@@ -306,7 +300,11 @@ def makeService(options: Options, reactor=None) -> IService:
     gasoline = build(config, reactor, stop=_reactor_stopper(reactor))
     top = GasolineService(gasoline)
     if config.log_dir is not None:
-        JSONLogService(config.log_dir).setServiceParent(top)
+        # Started first and stopped last: server.log sees the whole lifecycle.
+        limits = log_limits(options) if isinstance(options, Options) else LogLimits()
+        logs = LogService(config.log_dir, reactor, limits=limits, publisher=globalLogPublisher)
+        logs.attach(gasoline)
+        logs.setServiceParent(top)
     gasoline.services.setServiceParent(top)
     site = GasolineSite(gasoline.resource)  # caps buffered request bodies (gasoline.http.request)
     site.displayTracebacks = False

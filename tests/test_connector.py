@@ -876,3 +876,37 @@ def test_stream_answered_without_sse_is_reported_as_not_streaming():
     stub.flush()
     assert stream.opened.result == 200 and stream.streaming is False
     assert stream.done.called and got == []
+
+
+# -- a session opened by the first exchange (gasoline.connect.fast) -------------------------------
+
+
+def test_adopted_initialize_is_replayed_silently_and_not_answered_twice():
+    clock, daemon, bridge, out = make_bridge()
+    bridge.adopt_initialize(INIT)
+    bridge.start()
+    assert daemon.methods() == ["initialize"]  # the replay, with an internal id
+    replay, _, _ = daemon.posts[0]
+    assert replay["id"] != INIT["id"] and replay["params"] == INIT["params"]
+    daemon.answer_auto(0)
+    assert out == []  # the agent already has its answer
+    send(bridge, INITIALIZED)
+    send(bridge, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    daemon.answer_auto(1)
+    daemon.answer_auto(2)
+    assert [m.get("id") for m in lines(out)] == [1]
+
+
+def test_adopted_session_is_ended_even_if_stopped_before_connecting():
+    """SIGTERM can come right after the fast answer, while registration is still on its way:
+    the bridge unregisters after that registration, never before it."""
+    clock, daemon, bridge, out = make_bridge()
+    registered = Deferred()
+    daemon.register = lambda cwd=None: registered
+    bridge.adopt_initialize(INIT)
+    bridge.start()
+    closed = bridge.shutdown()
+    assert daemon.unregistrations == 0 and not closed.called
+    registered.callback({"client_id": "c1"})
+    assert daemon.unregistrations == 1 and closed.called
+    assert daemon.methods() == []  # no replay once closing

@@ -247,17 +247,52 @@ def test_console_entries_survive_restart(tmp_path):
         second.stop()
 
 
-def test_log_dir_receives_the_daemons_events_as_json_lines(tmp_path):
+def test_log_dir_holds_the_seed_layout_as_plain_json_lines(tmp_path):
+    """server.log (plain JSON objects a person can read, no factory chatter), clients/<id>.log
+    with the tool call and its result, shared/console.log with an ingested entry; all 0600."""
     log_dir = tmp_path / "logs"
     d = DaemonProcess(state_dir=tmp_path / "state", args=["--log-dir", str(log_dir)])
     d.start()
     try:
         status, _, _ = http("GET", f"{d.url}/health")
         assert status == 200
+        status, _, _ = http("POST", f"{d.url}/logs", {"entries": [
+            {"level": "error", "message": "logged to shared", "ts": "2026-01-01T00:00:00Z"}]},
+            headers=EXTENSION_HEADERS)
+        assert status == 200
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
+                   "x-gasoline-client": "log-agent"}
+        status, _, answer = http("POST", f"{d.url}/mcp", {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}, headers=headers)
+        assert status == 200
+        if answer.get("mcp-session-id"):
+            headers["mcp-session-id"] = answer["mcp-session-id"]
+        status, body, _ = http("POST", f"{d.url}/mcp", {
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "observe", "arguments": {"what": "errors", "token": "hunter2"}}},
+            headers=headers)
+        assert status == 200, body
     finally:
         d.stop()
-    path = log_dir / "gasoline.jsonl"
-    assert path.stat().st_mode & 0o777 == 0o600
-    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    server = log_dir / "server.log"
+    assert server.stat().st_mode & 0o777 == 0o600
+    assert (log_dir / "clients").stat().st_mode & 0o777 == 0o700
+    events = [json.loads(line) for line in server.read_text().splitlines() if line.strip()]
     assert events, "no log events were written"
-    assert all("log_time" in e for e in events)
+    assert all(set(e) >= {"ts", "level", "source", "text"} and "log_format" not in e
+               for e in events)
+    texts = [e["text"] for e in events]
+    assert any("MCP session" in t and "opened for client log-agent" in t for t in texts), texts
+    assert not any(t.startswith(("Starting factory", "Stopping factory")) for t in texts)
+    # The daemon's stop closed the session: the client's log was rotated on disconnect.
+    (client_log,) = (log_dir / "clients").glob("log-agent.*.log")
+    lines = [json.loads(line) for line in client_log.read_text().splitlines()]
+    assert [line["type"] for line in lines] == ["tool_call", "tool_result"]
+    assert lines[0]["args"]["what"] == "errors" and "hunter2" not in json.dumps(lines)
+    assert lines[1]["entries"] == 1 and lines[1]["bytes"] > 0
+    assert "logged to shared" not in json.dumps(lines)
+    shared = (log_dir / "shared" / "console.log").read_text()
+    assert "logged to shared" in shared
+    assert (log_dir / "shared" / "console.log").stat().st_mode & 0o777 == 0o600

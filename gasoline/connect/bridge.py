@@ -137,6 +137,9 @@ class Bridge:
         self._attempting = False
         self._closing = False
         self._registered = False
+        #: The session was opened before the bridge started (L{adopt_initialize}).
+        self._adopted = False
+        self._attempt_d: Deferred | None = None
         self.reconnects = 0
 
         # What is needed to re-create the MCP session on a restarted daemon.
@@ -155,7 +158,17 @@ class Bridge:
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._attempt()
+        self._start_attempt()
+
+    def _start_attempt(self) -> None:
+        self._attempt_d = self._attempt()
+
+    def adopt_initialize(self, message: dict[str, Any]) -> None:
+        """C{message}, an C{initialize} request, was already sent and answered on this
+        connection's session (L{gasoline.connect.fast}): keep it for replay as if sent here."""
+        self._note_request(message, "initialize")
+        self._init_answered = True
+        self._adopted = True
 
     @property
     def pending_ids(self) -> list[Any]:
@@ -404,7 +417,7 @@ class Bridge:
             return
         delay = self._backoff
         self._backoff = min(self._backoff * 2, self.max_backoff)
-        self._retry = self.clock.callLater(delay, self._attempt)
+        self._retry = self.clock.callLater(delay, self._start_attempt)
 
     @inlineCallbacks
     def _attempt(self):
@@ -421,6 +434,8 @@ class Bridge:
                 raise _NotYet(self.discovery.problem)
             yield self.daemon.register(self.cwd)
             self._registered = True
+            if self._closing:
+                raise _NotYet("closing")
             yield self._restore_session()
         except _NotYet:
             self._attempting = False
@@ -563,7 +578,15 @@ class Bridge:
         for item in list(self._inflight):
             if item.d is not None:
                 item.d.cancel()
-        d = self.daemon.unregister() if self._registered and self.state == "connected" else succeed(None)
+        # An adopted session exists on the daemon even before this bridge has connected.
+        owns_session = (self._registered and self.state == "connected") or self._adopted
+        if owns_session and self._attempting and self._attempt_d is not None:
+            # A registration may be on its way: unregister after it, or it would undo this.
+            d = Deferred()
+            self._attempt_d.addBoth(lambda r: (d.callback(None), r)[1])
+            d.addCallback(lambda _: self.daemon.unregister())
+        else:
+            d = self.daemon.unregister() if owns_session else succeed(None)
 
         def done(_):
             self.state = "closed"

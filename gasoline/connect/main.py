@@ -149,7 +149,9 @@ def _skip_tls(base_url: str) -> None:
         sys.modules["OpenSSL"] = None  # type: ignore[assignment]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prelude=None) -> int:
+    """Run the connector. C{prelude} (a L{gasoline.connect.fast.Prelude}) is what the first
+    exchange already did: stdin bytes still to handle, and the session it initialized."""
     options = ConnectOptions()
     try:
         options.parseOptions(list(sys.argv[1:] if argv is None else argv))
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     real_stdout = sys.stdout
     sys.stdout = sys.stderr
     _log_to_stderr()
+    options["prelude"] = prelude
     try:
         return _run(options)
     finally:
@@ -198,7 +201,9 @@ def _connect(reactor, options: ConnectOptions):
     log = Logger(namespace="gasoline.connect")
     _QuietFactory = _quiet_factory()
     client_id, cwd = resolve_client_id(options["client-id"])
-    connection_id = secrets.token_hex(8)
+    prelude = options.get("prelude")
+    adopted = prelude is not None and prelude.init_message is not None
+    connection_id = prelude.connection_id if adopted else secrets.token_hex(8)
     base_url = options["base-url"]
 
     pool = HTTPConnectionPool(reactor, persistent=True)
@@ -220,6 +225,11 @@ def _connect(reactor, options: ConnectOptions):
             lines.write_line(data)
 
     bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"])
+    if adopted:
+        bridge.adopt_initialize(prelude.init_message)
+        from gasoline.connect.fast import resend  # noqa: PLC0415
+
+        resend(reactor)  # a SIGTERM/SIGINT that came while Twisted was loading
     done: Deferred = Deferred()
     stopping = [False]
 
@@ -246,4 +256,6 @@ def _connect(reactor, options: ConnectOptions):
     reactor.addSystemEventTrigger("before", "shutdown", bridge.shutdown)
     stdio.StandardIO(lines, reactor=reactor)
     bridge.start()
+    if prelude is not None and prelude.leftover:
+        lines.dataReceived(prelude.leftover)  # read from stdin before Twisted took it over
     return done

@@ -230,6 +230,8 @@ class ClientRegistry:
         state = self._clients.get(client_id)
         if state is None or not state.live:
             if self.live_count() >= self.max_clients:
+                log.info("client limit hit: {cid} refused, {n} clients already connected",
+                         cid=client_id, n=self.max_clients)
                 raise TooManyClients(
                     f"{self.max_clients} clients are already connected (the maximum)",
                     max_clients=self.max_clients,

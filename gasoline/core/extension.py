@@ -92,6 +92,8 @@ class ExtensionLink:
     def touch(self) -> None:
         """The extension talked to us (a sync or a legacy poll): it is alive for 10 s more."""
         self.last_sync = self.clock.seconds()
+        if not self.connected:
+            log.info("browser extension connected")
         self.connected = True
         if self._timer is not None and self._timer.active():
             self._timer.reset(self.disconnect_after)
@@ -105,8 +107,8 @@ class ExtensionLink:
             f"the browser extension has not synced for {self.disconnect_after:g} s"
         )
         failed = self.commands.fail_all(error)
-        if failed:
-            log.info("extension disconnected; failed {n} pending commands", n=len(failed))
+        log.info("browser extension went away (no sync for {t:g} s); failed {n} pending commands",
+                 t=self.disconnect_after, n=len(failed))
         for hook in list(self._disconnect_hooks):
             try:
                 hook()

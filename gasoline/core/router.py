@@ -194,6 +194,8 @@ class QueryRouter:
     max_outcomes: int = attrs.field(default=MAX_OUTCOMES_PER_CLIENT, kw_only=True)
     max_failed: int = attrs.field(default=MAX_FAILED_PER_CLIENT, kw_only=True)
     registry: Any = attrs.field(default=None, kw_only=True)
+    #: Called as C{on_latency(type, seconds)} for each answer the extension sends (C{/metrics}).
+    on_latency: Callable[[str, float], None] | None = attrs.field(default=None, kw_only=True)
 
     #: Every command waiting for the extension, by command id.
     _by_id: dict[str, _Pending] = attrs.field(factory=dict, init=False)
@@ -315,6 +317,8 @@ class QueryRouter:
         mine = self._owned.get(owner)
         if mine is not None and len(mine) >= self.per_client_limit:
             self.stats["queue_full"] += 1
+            log.info("command queue limit hit: {owner} already has {n} commands waiting",
+                     owner=owner, n=len(mine))
             raise QueueFull(
                 f"you already have {len(mine)} commands waiting for the extension "
                 f"(limit {self.per_client_limit})",
@@ -322,6 +326,8 @@ class QueryRouter:
             )
         if len(self._by_id) >= self.total_limit:
             self.stats["queue_full"] += 1
+            log.info("command queue limit hit: {n} commands of all clients waiting",
+                     n=len(self._by_id))
             raise QueueFull(
                 f"{len(self._by_id)} commands of all clients are waiting for the extension "
                 f"(limit {self.total_limit})",
@@ -422,6 +428,9 @@ class QueryRouter:
             self.stats["unrouted_results"] += 1
             return
         pending.cleanup()
+        if self.on_latency is not None:
+            self.on_latency(pending.command.type,
+                            self.clock.seconds() - pending.command.created_at)
         status = result.get("status")
         if status == COMPLETE and "error" not in result:
             self.stats["complete"] += 1

@@ -145,6 +145,8 @@ class TelemetryStore:
         #: CI test boundaries: console entries ingested while a test runs carry its id.
         self.test_boundaries = TestBoundaries()
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
+        #: Reads per buffer (C{gasoline_client_reads_total} on C{/metrics}).
+        self.reads: dict[str, int] = dict.fromkeys(specs, 0)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -233,6 +235,7 @@ class TelemetryStore:
         self, buffer_name: str, cursor: int = 0, limit: int | None = None
     ) -> ReadResult[dict[str, Any]]:
         raw = self.buffers[buffer_name].read(cursor, limit)
+        self.note_read(buffer_name)
         return ReadResult(
             items=[orjson.loads(b) for b in raw.items],
             first_seq=raw.first_seq,
@@ -240,6 +243,10 @@ class TelemetryStore:
             missed=raw.missed,
             has_more=raw.has_more,
         )
+
+    def note_read(self, buffer_name: str) -> None:
+        """A client read C{buffer_name} (tools that read the rings directly say so here)."""
+        self.reads[buffer_name] = self.reads.get(buffer_name, 0) + 1
 
     def websocket_status(self) -> dict[str, Any]:
         now = self._clock.seconds()

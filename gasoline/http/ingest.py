@@ -129,6 +129,8 @@ class IngestAPI:
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)
     _last_screenshot: dict[bytes, float] = attrs.field(factory=dict, init=False)
+    #: Entries refused inside accepted batches, by buffer (C{/metrics}).
+    rejected_entries: dict[str, int] = attrs.field(factory=dict, init=False)
 
     @property
     def commands(self):
@@ -157,6 +159,9 @@ class IngestAPI:
             self.store.add(buffer, items)
             return dropped
 
+    def _count_rejected(self, buffer: str, n: int) -> None:
+        self.rejected_entries[buffer] = self.rejected_entries.get(buffer, 0) + n
+
     # -- console ---------------------------------------------------------------------------------
 
     @app.route("/logs", methods=["POST"])
@@ -173,6 +178,8 @@ class IngestAPI:
         if valid:
             rejected += self._add(CONSOLE, valid)
         received = len(items) - rejected
+        if rejected:
+            self._count_rejected(CONSOLE, rejected)
         return json_body(
             request,
             {"received": received, "rejected": rejected, "entries": len(self.store.buffers[CONSOLE])},
@@ -194,6 +201,8 @@ class IngestAPI:
             extra(payload, valid)
         if valid:
             rejected += self._add(buffer, valid)
+        if rejected:
+            self._count_rejected(buffer, rejected)
         return _ok(request, count=len(items) - rejected, rejected=rejected)
 
     @app.route("/network-bodies", methods=["POST"])

@@ -9,7 +9,10 @@ the extension ingest API). Mounting is explicit: C{app.build} fills C{mounts}.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
 
 from gasoline.http.json import json_error
 
@@ -23,8 +26,20 @@ class GasolineRoot(Resource):
         self.mounts: dict[bytes, Resource] = {}
         self.fallback = fallback
         self.guard = guard
+        #: Called as C{on_response(path, code)} once each request is answered (C{/metrics}).
+        self.on_response: Callable[[bytes, int], None] | None = None
 
     def render(self, request):
+        body = self._render(request)
+        hook = self.on_response
+        if hook is not None:
+            if request.finished or body is not NOT_DONE_YET:
+                hook(request.path, request.code)
+            else:
+                request.notifyFinish().addBoth(lambda _: hook(request.path, request.code))
+        return body
+
+    def _render(self, request):
         refused = self.guard.check(request)
         if refused is not None:
             return refused

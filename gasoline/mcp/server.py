@@ -84,6 +84,8 @@ class RequestContext:
     #: Transport hook: end this request's SSE stream now (the response is then replayed after
     #: the client reconnects with Last-Event-ID). None when the transport has no such stream.
     close_stream: Callable[[], None] | None = None
+    #: The progress reporter of a tool call that asked for progress (gasoline.mcp.progress).
+    reporter: Any = None
 
     @property
     def state(self) -> Any:
@@ -100,17 +102,30 @@ class RequestContext:
         return meta.get("progressToken") if isinstance(meta, dict) else None
 
     def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
-        """Send ``notifications/progress`` if the request asked for it (``_meta.progressToken``)."""
-        token = self.progress_token
-        if token is None:
+        """Send ``notifications/progress`` if the request asked for it (``_meta.progressToken``);
+        during a tool call, through its L{gasoline.mcp.progress.ProgressReporter} (which also
+        sends a heartbeat every second)."""
+        if self.progress_token is None:
             return False
-        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if self.reporter is not None and self.reporter.running:
+            self.reporter.update(progress, total, message)
+        else:
+            self.notify_progress(progress, total, message)
+        return True
+
+    def working(self, message: str | None) -> None:
+        """Say what the call is waiting for; the next progress heartbeat carries it."""
+        if self.reporter is not None:
+            self.reporter.working(message)
+
+    def notify_progress(self, progress: float, total: float | None = None,
+                        message: str | None = None) -> None:
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
         if total is not None:
             params["total"] = total
         if message is not None:
             params["message"] = message
         self.emit(jsonrpc.notification("notifications/progress", params))
-        return True
 
     def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
         """Send ``notifications/message`` if the session's log level lets C{level} through."""
@@ -169,6 +184,8 @@ class McpServer:
             "completion/complete": self._complete,
         }
         self.service = _SessionsService(self)
+        #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
+        self.session_observers: list[Any] = []
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -198,7 +215,17 @@ class McpServer:
         )
         self.sessions[session.session_id] = session
         session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
+        log.info("MCP session {sid} opened for client {cid} ({transport})",
+                 sid=session.session_id[:8], cid=client_id, transport=transport)
+        self._tell_observers("session_opened", session)
         return session
+
+    def _tell_observers(self, what: str, session: McpSession) -> None:
+        for observer in list(self.session_observers):
+            try:
+                getattr(observer, what)(session)
+            except Exception:
+                log.failure("session observer {o!r} failed", o=observer)
 
     def reclaim_idle(self) -> bool:
         """At the client limit: close the least recently used I{anonymous} session (one that
@@ -255,6 +282,10 @@ class McpServer:
                 hook(session)
             except Exception:
                 log.failure("session close hook failed")
+        log.info("MCP session {sid} of client {cid} closed after {t:.0f} s",
+                 sid=session.session_id[:8], cid=session.client_id,
+                 t=self.clock.seconds() - session.created_at)
+        self._tell_observers("session_closed", session)
 
     def close_all(self) -> None:
         for session in list(self.sessions.values()):

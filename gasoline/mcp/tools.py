@@ -28,6 +28,7 @@ from gasoline.core.errors import GasolineError
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.core.redact import Redactor, cap_text
 from gasoline.mcp.jsonrpc import JsonRpcError
+from gasoline.mcp.progress import start_for
 
 log = Logger()
 
@@ -113,6 +114,12 @@ class ToolRegistry:
         self.calls: dict[str, int] = {}
         self.mode_calls: dict[str, int] = {}
         self.errors: dict[str, int] = {}
+        #: Errors per C{(tool, code)} (C{/metrics}).
+        self.tool_errors: dict[tuple[str, str], int] = {}
+        #: Observers of every call: C{tool_call(client_id, tool, mode, params)} before it runs,
+        #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
+        #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
+        self.observers: list[Any] = []
         self._audit: OrderedDict[str, deque[AuditRecord]] = OrderedDict()
 
     def add(self, tool: Tool) -> None:
@@ -203,15 +210,25 @@ class ToolRegistry:
         # Recorded before the call runs: what the agent asked, whatever the handler does with
         # its arguments, and work kept off the path from the extension's result to the answer.
         audit_params = self._audit_params(arguments)
+        for observer in self.observers:
+            _notify(observer.tool_call, client_id, tool.name, mode, audit_params)
         limiter = self.limiter
         try:
             if limiter is not None:
                 limiter.acquire(client_id)
         except GasolineError as e:
+            refused = limiter.refused.get(client_id, 0)
+            if refused == 1 or refused % 100 == 0:
+                log.info("client {cid} hit the tool rate limit ({limit} calls per {window:g} s; "
+                         "{n} refused so far)", cid=client_id or "-", limit=limiter.limit,
+                         window=limiter.window, n=refused)
             d = succeed(error_result(e))
         else:
+            reporter = start_for(ctx, f"{tool.name} {mode}" if mode else tool.name)
             d = maybeDeferred(tool.handler, ctx, arguments)
             d.addErrback(_tool_failed, tool.name)
+            if reporter is not None:
+                d.addBoth(_stop_reporter, reporter)
 
         def done(result: Any) -> Any:
             result = self.finish(result)
@@ -220,10 +237,20 @@ class ToolRegistry:
             if failed:
                 code = _error_code(result)
                 self.errors[code or "error"] = self.errors.get(code or "error", 0) + 1
+                key = (tool.name, code or "error")
+                if len(self.tool_errors) < 4096 or key in self.tool_errors:
+                    self.tool_errors[key] = self.tool_errors.get(key, 0) + 1
+                if code != "rate_limited":
+                    log.info("tool call {tool} {what} by {client} failed ({code})",
+                             tool=tool.name, what=mode or "", client=client_id or "-",
+                             code=code or "error")
             ms = round((clock.seconds() - started) * 1000, 3)
             self._record(client_id, AuditRecord(
                 started, tool.name, mode, audit_params, ms,
                 "error" if failed else "ok", code))
+            for observer in self.observers:
+                _notify(observer.tool_result, client_id, tool.name, mode,
+                        code if failed else "ok", ms, result)
             if session is not None and session.log_level is not None:
                 ctx.log(
                     "warning" if failed else "debug",
@@ -237,13 +264,28 @@ class ToolRegistry:
 
         def cancelled(failure: Failure) -> Failure:
             if failure.check(CancelledError):
+                ms = round((clock.seconds() - started) * 1000, 3)
                 self._record(client_id, AuditRecord(
-                    started, tool.name, mode, audit_params,
-                    round((clock.seconds() - started) * 1000, 3), "cancelled"))
+                    started, tool.name, mode, audit_params, ms, "cancelled"))
+                for observer in self.observers:
+                    _notify(observer.tool_result, client_id, tool.name, mode, "cancelled", ms,
+                            None)
             return failure
 
         d.addCallbacks(done, cancelled)
         return d
+
+
+def _stop_reporter(result: Any, reporter: Any) -> Any:
+    reporter.stop()
+    return result
+
+
+def _notify(hook: Callable[..., None], *args: Any) -> None:
+    try:
+        hook(*args)
+    except Exception:
+        log.failure("tool call observer {hook!r} failed", hook=hook)
 
 
 def _error_code(result: dict[str, Any]) -> str | None:

@@ -57,10 +57,24 @@ class LinkValidator:
     concurrency: int = DEFAULT_CONCURRENCY
     timeout: float = DEFAULT_TIMEOUT
 
-    def validate(self, urls: list[str], allow_private: bool = False) -> Deferred:
-        """Check every URL; a Deferred firing with the summary (never failing)."""
+    def validate(self, urls: list[str], allow_private: bool = False,
+                 on_progress: Callable[[int, int, str], None] | None = None) -> Deferred:
+        """Check every URL; a Deferred firing with the summary (never failing).
+
+        C{on_progress(done, total, url)} is called as each check finishes."""
         semaphore = DeferredSemaphore(max(1, self.concurrency))
-        ds = [semaphore.run(self._guarded, url, allow_private) for url in urls[:MAX_LINKS]]
+        picked = urls[:MAX_LINKS]
+        ds = [semaphore.run(self._guarded, url, allow_private) for url in picked]
+        if on_progress is not None:
+            finished = [0]
+
+            def one_done(result: Any, url: str) -> Any:
+                finished[0] += 1
+                on_progress(finished[0], len(picked), url)
+                return result
+
+            for d_, url in zip(ds, picked):
+                d_.addCallback(one_done, url)
         d = gatherResults(ds, consumeErrors=True)
 
         def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -185,10 +199,19 @@ def pinned_client_factory(reactor: Any) -> ClientFactory:
         TCP6ClientEndpoint,
         wrapClientTLS,
     )
-    from twisted.web.client import Agent, BrowserLikePolicyForHTTPS  # noqa: PLC0415
+    from twisted.web.client import (  # noqa: PLC0415
+        Agent,
+        BrowserLikePolicyForHTTPS,
+        HTTPConnectionPool,
+        _HTTP11ClientFactory,
+    )
     from twisted.web.iweb import IAgentEndpointFactory  # noqa: PLC0415
 
     policy = BrowserLikePolicyForHTTPS()
+
+    class _QuietFactory(_HTTP11ClientFactory):
+        # No "Starting factory _HTTP11ClientFactory ..." line per checked link in the daemon log.
+        noisy = False
 
     @implementer(IAgentEndpointFactory)
     class _Pinned:
@@ -208,7 +231,9 @@ def pinned_client_factory(reactor: Any) -> ClientFactory:
             return endpoint
 
     def client_for(pins: dict[str, str]) -> Any:
-        return HTTPClient(Agent.usingEndpointFactory(reactor, _Pinned(dict(pins))))
+        pool = HTTPConnectionPool(reactor, persistent=False)
+        pool._factory = _QuietFactory
+        return HTTPClient(Agent.usingEndpointFactory(reactor, _Pinned(dict(pins)), pool=pool))
 
     return client_for
 

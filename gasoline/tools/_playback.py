@@ -441,6 +441,7 @@ async def _replay(ctx: ToolContext, steps: list[dict[str, Any]],
             outcome.update(status="not_run", reason=stop)
             continue
         handler = ctx.mode_table("interact").get(what)
+        ctx.progress(index, len(steps), f"step {index + 1} of {len(steps)}: {what}")
         at = ctx.now()
         if handler is None:
             outcome.update(status="error", error="not_implemented",

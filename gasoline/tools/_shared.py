@@ -129,6 +129,7 @@ def newest(ctx: Any, buffer: str, limit: int, args: dict[str, Any] | None = None
     ring = ctx.app.store.buffers.get(buffer)
     if ring is None:
         return []
+    ctx.app.store.note_read(buffer)
     return decode_entries(ring.read_last(limit).items, view(ctx, args)[0])
 
 
@@ -139,6 +140,7 @@ def since(ctx: Any, buffer: str, cursor: int, limit: int, args: dict[str, Any] |
     ring = ctx.app.store.buffers.get(buffer)
     if ring is None:
         return [], 0, 0
+    ctx.app.store.note_read(buffer)
     raw = ring.read(max(0, int(cursor)))
     items = raw.items[-limit:] if limit and len(raw.items) > limit else raw.items
     skipped = len(raw.items) - len(items)

@@ -357,7 +357,14 @@ def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
 
     def check(hrefs: list[str], base: str | None) -> Any:
         picked = select_links(hrefs, base, limit)
-        d = validator.validate(picked["links"], allow_private=allow_private)
+        if getattr(ctx.request, "reporter", None) is not None:
+            def progress(done: int, total: int, url: str) -> None:
+                ctx.progress(done, total, f"{done} of {total} links checked")
+
+            d = validator.validate(picked["links"], allow_private=allow_private,
+                                   on_progress=progress)
+        else:
+            d = validator.validate(picked["links"], allow_private=allow_private)
 
         def done(summary: dict[str, Any]) -> dict[str, Any]:
             summary["skipped"] = picked["skipped"]

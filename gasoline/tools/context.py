@@ -131,9 +131,20 @@ class ToolContext:
 
     def router_call(self, type: str, params: dict[str, Any] | None = None,
                     timeout: float | None = None, tab_id: int | None = None) -> Deferred:
-        """Send command C{type} to the extension as the caller; fire with its result."""
-        return self.router.call(self.client_id, type, params or {}, tab_id=tab_id,
-                                timeout=timeout)
+        """Send command C{type} to the extension as the caller; fire with its result.
+
+        While it waits, the call's progress heartbeats (if the caller asked for progress) say
+        so."""
+        d = self.router.call(self.client_id, type, params or {}, tab_id=tab_id, timeout=timeout)
+        if self.request is not None and getattr(self.request, "reporter", None) is not None:
+            self.working(f"waiting for the extension to answer {type}")
+
+            def answered(result: Any) -> Any:
+                self.working(None)
+                return result
+
+            d.addBoth(answered)
+        return d
 
     def router_submit(self, type: str, params: dict[str, Any] | None = None,
                       timeout: float | None = None, tab_id: int | None = None) -> str:
@@ -152,6 +163,12 @@ class ToolContext:
     def progress(self, progress: float, total: float | None = None,
                  message: str | None = None) -> bool:
         return bool(self.request is not None and self.request.progress(progress, total, message))
+
+    def working(self, message: str | None) -> None:
+        """What the call is doing now (carried by its next progress heartbeat)."""
+        working = getattr(self.request, "working", None)
+        if working is not None:
+            working(message)
 
     def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
         return bool(self.request is not None and self.request.log(level, data, logger))

@@ -108,6 +108,7 @@ def read_buffer(
         return True
 
     ring = ctx.app.store.buffers[buffer]
+    ctx.app.store.note_read(buffer)
     state = ctx.state
     entries: list[dict[str, Any]] = []
     size = 0

@@ -1,0 +1,231 @@
+"""
+The connector's first exchange, before Twisted is imported.
+
+An agent starts C{gasoline connect} and waits for the answer to its C{initialize} before it does
+anything else; importing Twisted, treq and the bridge is most of the connector's start-up time.
+So C{gasoline connect} first does this, with the interpreter's built-in modules only (C{_socket},
+C{_signal}, C{_sha256}, C{json}: even C{socket}, C{signal} and orjson pull in C{enum},
+C{dataclasses} and C{inspect}, several milliseconds each):
+
+ 1. read the agent's first stdin line;
+ 2. if it is an C{initialize} request and the daemon answers on its loopback port, POST it to
+    C{/mcp} in the connector form (the same C{X-Gasoline-Client} / C{X-Gasoline-Connection}
+    headers the bridge uses, so it is the same MCP session) and write the daemon's answer to
+    stdout;
+ 3. hand everything to the Twisted connector (L{gasoline.connect.main}), which adopts the session
+    (the bridge keeps the C{initialize} for replay after a daemon restart, as if it had sent it)
+    and carries on with the bytes read after that first line.
+
+Anything unexpected (an option this parser does not know, a first line that is not
+C{initialize}, no daemon listening, an answer that is not a plain JSON C{result}) falls back to the
+ordinary path with nothing written: the bridge then sends the line itself, starting the daemon if
+needed. Only JSON-RPC lines are ever written to stdout.
+"""
+
+from __future__ import annotations
+
+import _signal
+import _socket
+import json
+import os
+
+try:
+    from _sha256 import sha256  # Python 3.11
+except ImportError:  # pragma: no cover  (3.12 renamed it)
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
+
+#: The longest first line this path reads (a larger one goes to the ordinary path unread).
+MAX_FIRST_LINE = 1 << 20
+#: Seconds to wait for the daemon here before leaving it to the ordinary path.
+TIMEOUT = 2.0
+DEFAULT_PORT = 7890
+
+_VALUE_OPTIONS = {"--client-id", "--port", "-p", "--url", "--state-dir", "--bound", "--max-line",
+                  "--api-key"}
+_FLAGS = {"--no-autostart"}
+
+
+class Prelude:
+    """What the first exchange did: bytes read from stdin that the connector must still handle
+    (C{leftover}), and, when C{initialize} was answered, the message and the connection id that
+    owns the session. (A plain class: importing attrs here would cost more than this module.)"""
+
+    __slots__ = ("leftover", "init_message", "connection_id")
+
+    def __init__(self, leftover: bytes, init_message: dict | None = None,
+                 connection_id: str | None = None) -> None:
+        self.leftover = leftover
+        self.init_message = init_message
+        self.connection_id = connection_id
+
+
+def parse_args(argv: list[str]) -> dict[str, str] | None:
+    """The connector's options as C{{name: value}}, or None for anything this parser does not
+    know (the ordinary option parser deals with it, help and errors included)."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name in _FLAGS and not eq:
+            out[name] = ""
+            i += 1
+            continue
+        if name not in _VALUE_OPTIONS:
+            return None
+        if not eq:
+            if i + 1 >= len(argv):
+                return None
+            value = argv[i + 1]
+            i += 1
+        out["--port" if name == "-p" else name] = value
+        i += 1
+    return out
+
+
+def daemon_port(options: dict[str, str]) -> int | None:
+    """The loopback port to try, or None (a non-loopback or https URL: ordinary path)."""
+    url = options.get("--url")
+    if url is not None:
+        for prefix in ("http://127.0.0.1:", "http://localhost:"):
+            if url.startswith(prefix):
+                port = url[len(prefix):].rstrip("/")
+                return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+        return None
+    port = options.get("--port", str(DEFAULT_PORT))
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def client_id(options: dict[str, str]) -> str | None:
+    """--client-id, else the working directory's hash (the rule of gasoline.connect.main)."""
+    explicit = options.get("--client-id")
+    if explicit:
+        return explicit
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    return sha256(os.path.abspath(cwd).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
+    """C{(first line, everything read)} from C{fd}; the line is empty if none ended in time."""
+    buf = b""
+    while b"\n" not in buf and len(buf) < MAX_FIRST_LINE:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+    line, nl, _ = buf.partition(b"\n")
+    return (line if nl else b""), buf
+
+
+def post_mcp(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
+    """One blocking HTTP/1.1 POST /mcp to 127.0.0.1:C{port}: C{(status, content type, body)}."""
+    head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
+            f"Content-Length: {len(body)}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(TIMEOUT)
+        s.connect(("127.0.0.1", port))
+        s.sendall(request)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        s.close()
+    raw = b"".join(chunks)
+    header_block, _, payload = raw.partition(b"\r\n\r\n")
+    lines = header_block.split(b"\r\n")
+    status = int(lines[0].split(b" ", 2)[1])
+    fields = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        fields[name.strip().lower()] = value.strip()
+    if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+        payload = _dechunk(payload)
+    ctype = fields.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1").lower()
+    return status, ctype, payload
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = []
+    while data:
+        size_line, _, rest = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        data = rest[size + 2:]
+    return b"".join(out)
+
+
+#: Signals that arrived between the answer and the reactor taking over (re-sent by L{resend}).
+caught: list[int] = []
+
+
+def _remember(signum: int, _frame) -> None:
+    caught.append(signum)
+
+
+def hold_signals() -> None:
+    """Once the agent has its answer it may stop the connector at any moment, before Twisted's
+    handlers are installed: remember SIGTERM/SIGINT instead of dying without unregistering."""
+    for signum in (_signal.SIGTERM, _signal.SIGINT):
+        _signal.signal(signum, _remember)
+
+
+def resend(reactor) -> None:
+    """Deliver the remembered signals again once the reactor (and its handlers) runs."""
+    for signum in caught:
+        reactor.callWhenRunning(reactor.callLater, 0, os.kill, os.getpid(), signum)
+    caught.clear()
+
+
+def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude | None:
+    """Do the first exchange (see the module docstring). None: the options were not understood
+    here and nothing was read; otherwise a L{Prelude} (C{init_message} None when the ordinary path
+    must send what was read)."""
+    options = parse_args(argv)
+    if options is None:
+        return None
+    line, read = read_first_line(stdin)
+    port = daemon_port(options)
+    cid = client_id(options)
+    if not line or port is None or cid is None:
+        return Prelude(read)
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return Prelude(read)
+    if not isinstance(message, dict) or message.get("method") != "initialize" \
+            or message.get("id") is None:
+        return Prelude(read)
+    connection_id = os.urandom(8).hex()
+    headers = {"Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json",
+               "X-Gasoline-Client": cid, "X-Gasoline-Connection": connection_id}
+    api_key = options.get("--api-key") or os.environ.get("GASOLINE_API_KEY")
+    if api_key:
+        headers["X-Gasoline-Key"] = api_key
+    try:
+        status, ctype, body = post_mcp(port, line, headers)
+        answer = json.loads(body) if status == 200 and ctype == "application/json" else None
+    except (OSError, ValueError, IndexError):
+        return Prelude(read)
+    if not isinstance(answer, dict) or answer.get("id") != message["id"] \
+            or "result" not in answer:
+        return Prelude(read)
+    hold_signals()
+    data = json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    while data:
+        data = data[os.write(stdout, data):]
+    return Prelude(read[len(line) + 1:], message, connection_id)

@@ -1,0 +1,97 @@
+"""The connector's first exchange before Twisted is imported (gasoline.connect.fast): the agent's
+initialize is answered by the daemon on the connector's own session and the rest is handed over;
+anything unexpected falls back to the ordinary path having written nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import orjson
+import pytest
+
+from gasoline.connect.fast import daemon_port, first_exchange, parse_args
+
+INIT = {"jsonrpc": "2.0", "id": 7, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def pipes(data: bytes):
+    r, w = os.pipe()
+    os.write(w, data)
+    os.close(w)
+    out_r, out_w = os.pipe()
+    return r, out_r, out_w
+
+
+def run(argv, data: bytes):
+    stdin, out_r, out_w = pipes(data)
+    try:
+        prelude = first_exchange(argv, stdin=stdin, stdout=out_w)
+    finally:
+        os.close(stdin)
+        os.close(out_w)
+    with os.fdopen(out_r, "rb") as f:
+        written = f.read()
+    return prelude, written
+
+
+def test_initialize_is_answered_by_the_daemon_and_the_rest_handed_over(daemon):
+    rest = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n{"jsonrpc":"2.0","id":8,'
+    prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-1",
+                            "--no-autostart"], json.dumps(INIT).encode() + b"\n" + rest)
+    answer = orjson.loads(written)
+    assert written.endswith(b"\n") and written.count(b"\n") == 1
+    assert answer["id"] == 7 and answer["result"]["serverInfo"]["name"] == "gasoline"
+    assert prelude.init_message == INIT and prelude.leftover == rest
+    assert len(prelude.connection_id) == 16
+    # The daemon has that connection's session: the client is live.
+    import urllib.request
+
+    with urllib.request.urlopen(f"{daemon.url}/health", timeout=5) as resp:
+        ids = [c["id"] for c in json.loads(resp.read())["clients"]["list"]]
+    assert "fast-1" in ids
+
+
+def test_no_daemon_falls_back_with_nothing_written():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    data = json.dumps(INIT).encode() + b"\n"
+    prelude, written = run(["--port", str(port)], data)
+    assert written == b""
+    assert prelude.init_message is None and prelude.leftover == data
+
+
+@pytest.mark.parametrize("first", [
+    b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    b'{"jsonrpc":"2.0","method":"initialize"}',  # a notification, not a request
+    b'{broken',
+    b'[{"jsonrpc":"2.0","id":1,"method":"initialize"}]',
+])
+def test_anything_but_an_initialize_request_falls_back(first):
+    prelude, written = run(["--port", "1"], first + b"\nmore")
+    assert written == b"" and prelude.init_message is None
+    assert prelude.leftover == first + b"\nmore"
+
+
+def test_unknown_options_skip_the_fast_path_without_reading_stdin():
+    assert parse_args(["--help"]) is None
+    assert parse_args(["--version"]) is None
+    assert parse_args(["--port"]) is None
+    assert parse_args(["--port", "7891", "--client-id=x", "--no-autostart"]) == {
+        "--port": "7891", "--client-id": "x", "--no-autostart": ""}
+    assert parse_args(["-p", "1234"]) == {"--port": "1234"}
+    assert first_exchange(["--bogus"], stdin=-1, stdout=-1) is None  # never touched the fds
+
+
+def test_only_plain_http_loopback_daemons_are_tried():
+    assert daemon_port({}) == 7890
+    assert daemon_port({"--url": "http://127.0.0.1:8123/"}) == 8123
+    assert daemon_port({"--url": "http://localhost:8123"}) == 8123
+    assert daemon_port({"--url": "https://127.0.0.1:8123"}) is None
+    assert daemon_port({"--url": "http://10.0.0.2:8123"}) is None
+    assert daemon_port({"--port": "99999"}) is None

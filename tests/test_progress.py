@@ -1,0 +1,201 @@
+"""Progress of long tool calls (gasoline.mcp.progress): with a progress token, a call that runs
+longer than a second sends C{notifications/progress} at least once a second with a message, its
+progress strictly increasing; link validation says n of m, an extension round trip says it is
+waiting and for how long, a sequence replay says step n of m; nothing without a token and no
+timer left once the call answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock
+
+from gasoline.app import Config, build
+from gasoline.mcp import jsonrpc
+from gasoline.mcp.progress import ProgressReporter
+
+
+@pytest.fixture
+def app(tmp_path):
+    clock = Clock()
+    clock.advance(1_700_000_000)
+    return build(Config(state_dir=tmp_path, persist=False, tool_rate_limit=0), clock)
+
+
+def session(app, client_id="progress-agent"):
+    s = app.mcp.open_session(client_id, "streamable")
+    out: list = []
+    app.mcp.handle(s, jsonrpc.request(0, "initialize", {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}})).addCallback(out.append)
+    app.mcp.handle(s, jsonrpc.notification("notifications/initialized"))
+    return s
+
+
+def call(app, s, name, args, token="tok"):
+    sent: list = []
+    out: list = []
+    params: dict[str, Any] = {"name": name, "arguments": args}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    app.mcp.handle(s, jsonrpc.request(5, "tools/call", params), sent.append) \
+        .addCallback(out.append)
+    return sent, out
+
+
+def progress_of(sent) -> list[dict]:
+    return [m["params"] for m in sent if m.get("method") == "notifications/progress"]
+
+
+def assert_increasing(notes):
+    values = [n["progress"] for n in notes]
+    assert values == sorted(values) and len(set(values)) == len(values), values
+
+
+def test_reporter_heartbeats_every_second_with_elapsed_time():
+    clock = Clock()
+    sent: list = []
+    reporter = ProgressReporter(clock, lambda p, t, m: sent.append((p, t, m)), "analyze dom")
+    reporter.start()
+    clock.advance(0.5)
+    assert sent == []  # a call answered within a second sends nothing
+    for _ in range(3):
+        clock.advance(1)
+    assert [s[0] for s in sent] == [0.5, 0.75, 0.875]
+    assert [s[2] for s in sent] == [f"analyze dom: working ({n} s)" for n in (2, 2, 4)]
+    assert sent[-1][2] == "analyze dom: working (4 s)"
+    reporter.update(2, 5, "2 of 5 done")
+    clock.advance(1)
+    clock.advance(1)
+    values = [s[0] for s in sent]
+    assert values[3] == 2 and 2 < values[4] < values[5] < 3
+    assert sent[-1][1] == 5 and sent[-1][2] == "2 of 5 done (6 s)"
+    reporter.stop()
+    assert clock.getDelayedCalls() == []
+
+
+def test_reporter_stops_counting_up_when_every_unit_is_done():
+    clock = Clock()
+    sent: list = []
+    reporter = ProgressReporter(clock, lambda p, t, m: sent.append(p), "x").start()
+    reporter.update(3, 3, "all done, writing the answer")
+    for _ in range(3):
+        clock.advance(1)
+    assert sent == [3]
+    reporter.stop()
+
+
+def test_extension_round_trip_reports_waiting_and_how_long(app):
+    s = session(app)
+    app.extension.touch()
+    sent, out = call(app, s, "analyze", {"what": "dom", "selector": "h1"})
+    assert out == []
+    for _ in range(3):
+        app.clock.advance(1)
+        app.extension.touch()  # the extension keeps syncing, it just has not answered yet
+    notes = progress_of(sent)
+    assert len(notes) == 3
+    assert all(n["progressToken"] == "tok" for n in notes)
+    assert notes[-1]["message"] == "waiting for the extension to answer dom (3 s)"
+    assert_increasing(notes)
+    (pending,) = app.router.pending_commands("progress-agent")
+    app.extension.commands.resolve({"id": pending["command_id"], "status": "complete",
+                                    "result": {"url": "http://x/", "count": 0, "matches": []}})
+    assert out and "result" in out[0]
+    sent.clear()
+    app.clock.advance(5)
+    assert progress_of(sent) == []  # nothing after the answer
+    app.mcp.close_all()
+    app.extension.stop()
+
+
+class SlowValidator:
+    """A link validator whose checks finish when the test says so."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Deferred, str]] = []
+
+    def validate(self, urls, allow_private=False, on_progress=None):
+        from gasoline.analysis import summarize_link_results
+
+        results: list = []
+        done = Deferred()
+
+        def finish_one():
+            url = urls[len(results)]
+            results.append({"url": url, "status": 200, "ok": True})
+            if on_progress is not None:
+                on_progress(len(results), len(urls), url)
+            if len(results) == len(urls):
+                summary = summarize_link_results(results)
+                summary.update(refused=0, allow_private=allow_private)
+                done.callback(summary)
+
+        self.finish_one = finish_one
+        return done
+
+
+def test_link_validation_reports_n_of_m(app):
+    validator = SlowValidator()
+    app.tools.runtime.link_validator = validator
+    s = session(app)
+    urls = [f"https://example.com/{i}" for i in range(4)]
+    sent, out = call(app, s, "analyze", {"what": "link_validation", "urls": urls})
+    app.clock.advance(1)
+    validator.finish_one()
+    app.clock.advance(1)
+    validator.finish_one()
+    validator.finish_one()
+    app.clock.advance(1)
+    validator.finish_one()
+    assert out and "result" in out[0], out
+    notes = progress_of(sent)
+    messages = [n["message"] for n in notes]
+    assert messages[0].startswith("analyze link_validation: working")
+    assert "1 of 4 links checked" in messages
+    assert "3 of 4 links checked" in messages
+    assert "2 of 4 links checked" in messages and "4 of 4 links checked" in messages
+    assert any(m.startswith("1 of 4 links checked (") for m in messages)  # a heartbeat
+    assert notes[-1]["total"] == 4
+    assert_increasing(notes)
+    app.mcp.close_all()
+
+
+def test_sequence_replay_reports_step_n_of_m(app):
+    s = session(app)
+    app.extension.touch()
+    steps = [{"what": "navigate", "url": "http://localhost:3000/a"},
+             {"what": "navigate", "url": "http://localhost:3000/b"}]
+    _, saved = call(app, s, "configure", {"what": "save_sequence", "name": "two",
+                                          "steps": steps}, token=None)
+    assert saved and not saved[0]["result"]["isError"], saved
+    sent, out = call(app, s, "configure", {"what": "replay_sequence", "name": "two"})
+    notes = progress_of(sent)
+    assert notes[0]["message"] == "step 1 of 2: navigate" and notes[0]["total"] == 2
+    for i in range(2):
+        app.clock.advance(1)
+        app.extension.touch()
+        (pending,) = app.router.pending_commands("progress-agent")
+        app.extension.commands.resolve({"id": pending["command_id"], "status": "complete",
+                                        "result": {"url": steps[i]["url"]}})
+    messages = [n["message"] for n in progress_of(sent)]
+    assert "step 2 of 2: navigate" in messages
+    assert any("waiting for the extension" in m for m in messages)
+    assert_increasing(progress_of(sent))
+    assert out, sent
+    app.mcp.close_all()
+    app.extension.stop()
+
+
+def test_no_progress_without_a_token(app):
+    s = session(app)
+    app.extension.touch()
+    sent, out = call(app, s, "analyze", {"what": "dom", "selector": "h1"}, token=None)
+    for _ in range(3):
+        app.clock.advance(1)
+        app.extension.touch()
+    assert progress_of(sent) == []
+    app.mcp.close_all()
+    app.extension.stop()

@@ -5,25 +5,16 @@ environment (C{gasoline.tac}), and the defaults both share with the connector.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import attrs
-import platformdirs
 
+from gasoline.common import default_state_dir
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec
 
 DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
 DEFAULT_CLIENT_TTL = 3600.0
 DEFAULT_MAX_CLIENTS = 10
-
-
-def default_state_dir() -> Path:
-    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for ``gasoline``."""
-    env = os.environ.get("GASOLINE_STATE_DIR")
-    if env:
-        return Path(env)
-    return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
 
 
 @attrs.frozen

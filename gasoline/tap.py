@@ -11,7 +11,6 @@ import gc
 import json
 import os
 from pathlib import Path
-
 from typing import Callable
 
 from twisted.application.internet import StreamServerEndpointService
@@ -33,6 +32,7 @@ from gasoline.app import (
     build,
     default_state_dir,
 )
+from gasoline.common import positive_duration, positive_int
 from gasoline.core.documents import write_private
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
@@ -41,18 +41,6 @@ from gasoline.logs import LogLimits, LogService
 
 log = Logger()
 _LIMITS = LogLimits()
-
-
-def _positive_int(value: str) -> int:
-    n = int(value)
-    if n < 1:
-        raise ValueError("must be a positive integer")
-    return n
-
-
-def _positive_float(value: str) -> float:
-    """A positive duration: seconds, or C{90s}, C{15m}, C{1h}, C{7d} (gasoline.durations)."""
-    return parse_duration(value)
 
 
 class Options(usage.Options):
@@ -76,7 +64,7 @@ class Options(usage.Options):
             None,
             DEFAULT_BUFFERS[CONSOLE].entries,
             "Capacity of the console log buffer, in entries.",
-            _positive_int,
+            positive_int,
         ],
         [
             "client-ttl",
@@ -84,14 +72,14 @@ class Options(usage.Options):
             DEFAULT_CLIENT_TTL,
             "How long a disconnected client's state is kept for a reconnect (seconds, or 90s, "
             "15m, 1h).",
-            _positive_float,
+            positive_duration,
         ],
         [
             "max-clients",
             None,
             DEFAULT_MAX_CLIENTS,
             "Maximum number of live clients.",
-            _positive_int,
+            positive_int,
         ],
         ["log-dir", None, None, "Directory for the daemon's logs: server.log, clients/<id>.log, "
          "shared/{console,network,websocket}.log (default: none)."],
@@ -131,7 +119,9 @@ class Options(usage.Options):
         raise SystemExit(0)
 
     def postOptions(self) -> None:
-        from twisted.internet.endpoints import _parseServer  # noqa: PLC0415  (validation only)
+        from twisted.internet.endpoints import (
+            _parseServer,  # noqa: PLC0415  (validation only)
+        )
 
         try:
             _parseServer(self["listen"], None)
@@ -295,7 +285,9 @@ class GasolineService(MultiService):
 def makeService(options: Options, reactor=None) -> IService:
     """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
     if reactor is None:
-        from twisted.internet import reactor  # noqa: PLC0415  (the one place this is allowed)
+        from twisted.internet import (
+            reactor,  # noqa: PLC0415  (the one place this is allowed)
+        )
     config = options.config() if isinstance(options, Options) else options
     gasoline = build(config, reactor, stop=_reactor_stopper(reactor))
     top = GasolineService(gasoline)

@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
+from gasoline.common import rfc3339 as iso  # noqa: F401  (the one timestamp formatter)
+
 #: An epoch number above this is in milliseconds (1e11 s is the year 5138).
 _MS_THRESHOLD = 1e11
 _TIME_KEYS = ("ts", "timestamp", "time", "received_at", "_received_at")
@@ -44,16 +46,6 @@ def entry_time(entry: dict[str, Any]) -> float | None:
             if seconds is not None:
                 return seconds
     return None
-
-
-def iso(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    try:
-        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def dicts(items: Any) -> list[dict[str, Any]]:

@@ -15,8 +15,8 @@ from typing import Any, Callable
 import attrs
 import orjson
 import treq
-from twisted.internet.error import ConnectError, ConnectionRefusedError, DNSLookupError
 from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.error import ConnectError, ConnectionRefusedError, DNSLookupError
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger

@@ -37,16 +37,6 @@ RESPAWN_AFTER = 10.0
 UP, DOWN, STARTING = "up", "down", "starting"
 
 
-def default_state_dir() -> Path:
-    """Same rule as the daemon (gasoline.app.default_state_dir; duplicated to keep layers apart)."""
-    env = os.environ.get("GASOLINE_STATE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs  # noqa: PLC0415  (only needed when auto-starting)
-
-    return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
-
-
 def loopback_port(url: str) -> int | None:
     """The port of C{url} if it names this machine (so a daemon can be started for it)."""
     parts = urlsplit(url)

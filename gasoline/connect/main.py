@@ -14,7 +14,6 @@ This is a separate program, so (unlike library code) it resolves the global reac
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import sys
@@ -22,31 +21,18 @@ import sys
 from twisted.python import usage
 
 from gasoline import __version__
+from gasoline.common import (
+    client_id_for_cwd,
+    default_state_dir,
+    positive_duration,
+    tcp_port,
+)
 from gasoline.connect.bridge import DEFAULT_BOUND
-from gasoline.connect.discovery import DEFAULT_PORT, default_state_dir, loopback_port
+from gasoline.connect.discovery import DEFAULT_PORT, loopback_port
 from gasoline.connect.protocol import DEFAULT_MAX_LINE
 
 
-def client_id_for_cwd(path: str) -> str:
-    """Same rule as gasoline.core.clients.client_id_for_cwd (kept here: connect must not import core)."""
-    return hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-
-
-def _positive_float(value: str) -> float:
-    n = float(value)
-    if not n > 0 or n == float("inf"):
-        raise ValueError("must be a positive number of seconds")
-    return n
-
-
-def _port(value: str) -> int:
-    n = int(value)
-    if not 0 < n < 65536:
-        raise ValueError("must be a TCP port (1-65535)")
-    return n
-
-
-def _positive_int(value: str) -> int:
+def _line_length(value: str) -> int:
     n = int(value)
     if n < 1024:
         raise ValueError("must be at least 1024")
@@ -61,15 +47,15 @@ class ConnectOptions(usage.Options):
     )
     optParameters = [
         ["client-id", None, None, "This agent's client id (default: hash of the working directory)."],
-        ["port", "p", None, f"Daemon port on 127.0.0.1 (default {DEFAULT_PORT}).", _port],
+        ["port", "p", None, f"Daemon port on 127.0.0.1 (default {DEFAULT_PORT}).", tcp_port],
         ["url", None, None, "Daemon base URL (instead of --port), e.g. http://127.0.0.1:7890."],
         ["state-dir", None, None,
          "State dir for an auto-started daemon (default: $GASOLINE_STATE_DIR, else the platform's "
          "user state dir)."],
         ["bound", None, DEFAULT_BOUND,
          "Seconds a request may wait for an unreachable daemon before it is answered with an error.",
-         _positive_float],
-        ["max-line", None, DEFAULT_MAX_LINE, "Longest accepted stdin line in bytes.", _positive_int],
+         positive_duration],
+        ["max-line", None, DEFAULT_MAX_LINE, "Longest accepted stdin line in bytes.", _line_length],
         ["api-key", None, None,
          "Key for a daemon started with --api-key (default: $GASOLINE_API_KEY); sent as "
          "X-Gasoline-Key, and given to a daemon this connector starts."],

@@ -28,7 +28,6 @@ on service stop, and removed when a client expires.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -42,6 +41,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from gasoline.common import client_id_for_cwd
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.interfaces import IClientRegistry, IClientState
 
@@ -63,11 +63,6 @@ def usable_cwd(path: str | None) -> str | None:
     if real == os.path.sep or not os.path.isdir(real):
         return None
     return real
-
-
-def client_id_for_cwd(path: str | os.PathLike[str]) -> str:
-    """The first 12 hex chars of SHA-256 of the absolute path: same directory, same id."""
-    return hashlib.sha256(os.path.abspath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def new_client_id() -> str:

@@ -22,7 +22,6 @@ One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 import attrs
@@ -34,6 +33,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
+from gasoline.common import rfc3339  # noqa: F401  (re-exported)
 from gasoline.core.commands import CommandQueue
 from gasoline.core.errors import ExtensionDisconnected
 from gasoline.core.redact import Redactor
@@ -51,14 +51,6 @@ NEXT_POLL_BUSY_MS = 200
 MAX_COMMANDS_PER_SYNC = 50
 #: Keep at most this many extension log entries from one sync (the extension sends a few).
 MAX_EXTENSION_LOGS_PER_SYNC = 500
-
-
-def rfc3339(seconds: float | None) -> str | None:
-    """Clock seconds as an RFC 3339 UTC timestamp with milliseconds (``...Z``), or C{None}."""
-    if seconds is None:
-        return None
-    dt = datetime.fromtimestamp(seconds, timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 @implementer(IExtensionLink)

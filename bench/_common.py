@@ -22,6 +22,8 @@ from typing import Any, Sequence
 import psutil
 
 HERE = Path(__file__).resolve().parent
+# The test suite's process helpers (tests/support.py: DaemonProcess) serve the benchmarks too.
+sys.path.insert(0, str(HERE.parent / "tests"))
 RESULTS = HERE / "results"
 CACHE = HERE / ".cache"
 REFERENCE_PACKAGE = "gasoline-mcp-linux-x64==0.7.9"

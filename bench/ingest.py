@@ -32,7 +32,8 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from support import DaemonProcess  # noqa: E402
 
 LEVELS = ["log", "info", "warn", "error", "debug"]
 CONNECTIONS = 4

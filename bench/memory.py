@@ -148,7 +148,7 @@ def idle_rss(reference: bool) -> list[dict]:
     """Idle RSS of a real daemon (and of the published one): started, settled, nothing ingested."""
     from _common import ReferenceDaemon  # noqa: PLC0415
 
-    from gasoline.testing import DaemonProcess  # noqa: PLC0415
+    from support import DaemonProcess  # noqa: PLC0415
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import HTTPConnection, median, percentile, print_table, rss, write_json  # noqa: E402
 from ingest import BATCH, batches  # noqa: E402
 
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from support import DaemonProcess  # noqa: E402
 
 PROTOCOL = "2025-06-18"
 

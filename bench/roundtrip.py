@@ -39,7 +39,8 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from support import DaemonProcess  # noqa: E402
 
 PROTOCOL = "2025-06-18"
 INIT = {

@@ -8,7 +8,7 @@ from twisted.internet.task import Clock
 from _modes_harness import Harness
 
 from gasoline.app import Config, build
-from gasoline.testing import DaemonProcess
+from support import DaemonProcess
 
 
 @pytest.fixture

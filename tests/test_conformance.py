@@ -17,9 +17,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gasoline.testing import IN_CI, require_tool
+from support import IN_CI, require_tool
 
-from gasoline.testing import DaemonProcess
+from support import DaemonProcess
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,8 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess
+from gasoline.testing import EXTENSION_HEADERS
+from support import DaemonProcess
 
 pytestmark = [
     pytest.mark.integration,

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess, twistd_path
+from gasoline.testing import EXTENSION_HEADERS
+from support import DaemonProcess, twistd_path
 
 pytestmark = pytest.mark.integration
 

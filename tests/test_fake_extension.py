@@ -9,7 +9,8 @@ from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.task import deferLater
 
 from gasoline.core.errors import ExtensionError
-from gasoline.testing import FakeExtension, FakeExtensionError, InProcessDaemon
+from gasoline.testing import FakeExtension, FakeExtensionError
+from support import InProcessDaemon
 
 pytestmark = pytest.mark.integration
 

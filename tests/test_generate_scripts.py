@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gasoline.generate import best_locator, playwright_test, reproduction
-from gasoline.testing import require_tool
+from support import require_tool
 
 ACTIONS = [
     {"type": "navigate", "to_url": "http://localhost:3000/login", "timestamp": 1},

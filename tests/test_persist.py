@@ -485,7 +485,7 @@ async def test_compaction_in_a_real_thread_keeps_concurrent_appends(tmp_path, th
 
 @pytest.mark.integration
 def test_real_daemon_restores_and_compacts_its_journal_in_a_thread(tmp_path):
-    from gasoline.testing import DaemonProcess
+    from support import DaemonProcess
 
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
@@ -526,7 +526,7 @@ def _http(daemon, method: str, path: str, body=None) -> tuple[int, dict]:
 
 @pytest.mark.integration
 def test_real_daemon_reloads_posted_console_entries_after_a_restart(tmp_path):
-    from gasoline.testing import DaemonProcess
+    from support import DaemonProcess
 
     state = tmp_path / "state"
     args = ["--max-entries", "30"]

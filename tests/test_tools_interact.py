@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from _modes_harness import fired, parse
-from gasoline.testing import require_tool
+from support import require_tool
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.generate import reproduction

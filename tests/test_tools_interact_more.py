@@ -16,7 +16,8 @@ from _modes_harness import Harness, fired, parse
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS, CONSOLE
 from gasoline.tools.interact import MODES
-from gasoline.testing import FakeExtension, InProcessDaemon
+from gasoline.testing import FakeExtension
+from support import InProcessDaemon
 
 
 @pytest.fixture

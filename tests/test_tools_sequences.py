@@ -13,7 +13,7 @@ from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.core.lifecycle import SHUTDOWN_DELAY
 from gasoline.mcp import jsonrpc
 from gasoline.tools import _playback as playback
-from gasoline.testing import DaemonProcess
+from support import DaemonProcess
 
 T0 = 1_700_000_000
 

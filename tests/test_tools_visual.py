@@ -14,7 +14,8 @@ from _modes_harness import fired, parse
 
 from gasoline.core.errors import GasolineError
 from gasoline.tools.analyze import MODES
-from gasoline.testing import TINY_PNG_DATA_URL, require_tool
+from gasoline.testing import TINY_PNG_DATA_URL
+from support import require_tool
 
 REPO = Path(__file__).resolve().parents[1]
 PNG = base64.b64decode(TINY_PNG_DATA_URL.split(",", 1)[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from gasoline.testing import require_tool
+from support import require_tool
 
 from harness import CHROMIUM, Chromium, TestSite
 

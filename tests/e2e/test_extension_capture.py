@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from gasoline.testing import DaemonProcess
+from support import DaemonProcess
 from harness import daemon_get, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

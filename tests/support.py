@@ -1,0 +1,177 @@
+"""
+Test-suite helpers that start processes, bind sockets or decide how a missing tool is reported:
+not part of the package (the daemon never imports pytest or reads CI variables).
+
+L{DaemonProcess} runs the real ``twistd -n gasoline`` on port 0 in a temporary state dir and learns
+its port from ``daemon.json``; L{InProcessDaemon} runs the components on the real reactor in this
+process; L{require_tool} fails a test under C{CI=true} when a tool it needs is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import attrs
+
+#: True when running under CI (``CI=true``): tests that need an external tool fail without it.
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_tool(name: str, path: str | None = None, why: str = "") -> str:
+    """Return the path of an external tool (Chromium, Node, ...) a test needs.
+
+    Without it the test fails under C{CI=true} and is skipped, with a loud reason, locally.
+    """
+    import pytest  # noqa: PLC0415  (test-only helper; the daemon never imports pytest)
+
+    found = path if path and os.path.exists(path) else shutil.which(name)
+    if found:
+        return found
+    message = f"{name} is required for this test but was not found{': ' + why if why else ''}"
+    if IN_CI:
+        pytest.fail(f"CI=true: {message}")
+    pytest.skip(f"SKIPPED LOUDLY — {message}")
+
+
+def twistd_path() -> str:
+    return str(Path(sys.executable).with_name("twistd"))
+
+
+@attrs.define
+class DaemonProcess:
+    """A real daemon subprocess. Use as a context manager or call L{start}/L{stop}."""
+
+    state_dir: Path
+    args: Sequence[str] = ()
+    #: ``["gasoline"]`` for the plugin, or ``["-y", "gasoline.tac"]`` for the tac file.
+    app_args: Sequence[str] = ("gasoline",)
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
+    startup_timeout: float = 20.0
+    process: subprocess.Popen | None = None
+    port: int | None = None
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def info_path(self) -> Path:
+        return Path(self.state_dir) / "daemon.json"
+
+    def start(self) -> "DaemonProcess":
+        state_dir = Path(self.state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.info_path.unlink()
+        except FileNotFoundError:
+            pass
+        self.log_path = state_dir / "twistd-test.log"
+        cmd = [twistd_path(), "-n", "--pidfile=", "--logfile", str(self.log_path)]
+        cmd += list(self.app_args)
+        if list(self.app_args) == ["gasoline"]:
+            cmd += ["--listen", "tcp:0:interface=127.0.0.1", "--state-dir", str(state_dir)]
+        cmd += list(self.args)
+        env = dict(os.environ)
+        env.update(self.env or {})
+        self.process = subprocess.Popen(
+            cmd,
+            cwd=str(self.cwd or state_dir),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                raise RuntimeError(f"daemon exited with {self.process.returncode}: {err}\n{self.log()}")
+            try:
+                info = json.loads(self.info_path.read_text())
+                if info.get("pid") == self.process.pid:
+                    self.port = int(info["port"])
+                    return self
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"daemon did not start within {self.startup_timeout}s\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return Path(self.log_path).read_text() if self.log_path else ""
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        if self.process.stderr:
+            self.process.stderr.close()
+        rc = self.process.returncode
+        self.process = None
+        return rc
+
+    def kill(self) -> None:
+        """Stop abruptly (SIGKILL), as a crash would."""
+        self.stop(signal.SIGKILL)
+
+    def __enter__(self) -> "DaemonProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@attrs.define(eq=False)
+class InProcessDaemon:
+    """The daemon's components (L{gasoline.app.build}) listening on 127.0.0.1:0 in this process,
+    on C{reactor} (the real one in integration tests and benchmarks). Services are not started:
+    this is for exercising HTTP paths (e.g. L{FakeExtension} against the query router) when no
+    subprocess is needed."""
+
+    reactor: Any
+    state_dir: Path
+    app: Any = attrs.field(default=None, init=False)
+    listening: Any = attrs.field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listening.getHost().port}"
+
+    def start(self) -> "InProcessDaemon":
+        from gasoline.app import Config, build  # noqa: PLC0415
+        from gasoline.http.request import GasolineSite  # noqa: PLC0415
+
+        Path(self.state_dir).mkdir(parents=True, exist_ok=True)
+        self.app = build(Config(state_dir=self.state_dir, persist=False), self.reactor)
+        site = GasolineSite(self.app.resource, reactor=self.reactor)
+        self.listening = self.reactor.listenTCP(0, site, interface="127.0.0.1")
+        return self
+
+    def stop(self):
+        """Stop listening and cancel the components' timers; a Deferred."""
+        from twisted.internet.defer import maybeDeferred  # noqa: PLC0415
+
+        if self.app.router is not None:
+            self.app.router.close()
+        self.app.extension.stop()
+        self.app.store.notifier.stop()
+        return maybeDeferred(self.listening.stopListening)

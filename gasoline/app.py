@@ -44,8 +44,7 @@ from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.site import GasolineRoot
-from gasoline.mcp.fixtures import register_fixtures
-from gasoline.mcp.resources import PromptRegistry
+from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
@@ -160,17 +159,21 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     )
 
 
-def build_mcp(daemon: Daemon, tools: GasolineTools) -> McpServer:
-    """The daemon's MCP server: Gasoline's tools and resources, plus the conformance fixtures
-    when C{config.conformance_fixtures} is set."""
+#: Adds tools, resources and prompts to the daemon's MCP registries (the test suite's
+#: conformance fixtures use it; the daemon itself registers only Gasoline's own).
+ExtendMcp = Callable[[ToolRegistry, ResourceRegistry, PromptRegistry], None]
+
+
+def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = None) -> McpServer:
+    """The daemon's MCP server: Gasoline's tools and resources, plus what C{extend} adds."""
     config = daemon.config
     # Rate limit: tool calls per minute per client (seed 001; Config.tool_rate_limit, 0 = off).
     registry = ToolRegistry(daemon.clock, rate_limit=config.tool_rate_limit)
     tools.register(registry)
     resources = gasoline_resources(registry, tools)
     prompts = PromptRegistry()
-    if config.conformance_fixtures:
-        register_fixtures(registry, resources, prompts)
+    if extend is not None:
+        extend(registry, resources, prompts)
     return McpServer(daemon.clock, daemon.registry, registry, resources, prompts)
 
 
@@ -205,17 +208,18 @@ def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: Gasolin
 
 
 def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
-          metrics: Metrics | None = None) -> Gasoline:
+          metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
 
     @param stop: stops the whole daemon (C{tap} passes one that stops the reactor).
     @param metrics: gets every series of the daemon, served at C{GET /metrics} (a fresh
         L{Metrics} when not given).
+    @param extend_mcp: adds tools, resources and prompts to the MCP server (tests only).
     """
     services = MultiService()
     daemon = build_daemon(config, clock, services, stop)
     tools = GasolineTools(daemon)
-    mcp = build_mcp(daemon, tools)
+    mcp = build_mcp(daemon, tools, extend_mcp)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
     resource = build_http(daemon, mcp, services, metrics)

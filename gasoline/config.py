@@ -33,8 +33,6 @@ class Config:
     api_key: str | None = None
     #: Persist the console buffer to the state dir.
     persist: bool = True
-    #: Register the official MCP conformance suite's fixture tools/resources/prompts.
-    conformance_fixtures: bool = False
     #: MCP tool calls allowed per minute per client (seed 001); 0 disables the limit.
     tool_rate_limit: int = 100
 

@@ -28,6 +28,7 @@ from gasoline.app import (
     DEFAULT_LISTEN,
     DEFAULT_MAX_CLIENTS,
     Config,
+    ExtendMcp,
     Gasoline,
     build,
     default_state_dir,
@@ -106,11 +107,6 @@ class Options(usage.Options):
     ]
     optFlags = [
         ["no-persist", None, "Do not persist the console buffer to the state dir."],
-        [
-            "conformance-fixtures",
-            None,
-            "Register the MCP conformance suite's fixture tools, prompts and resources.",
-        ],
     ]
 
     def opt_version(self) -> None:
@@ -144,7 +140,6 @@ class Options(usage.Options):
             extension_ids=self["extension-ids"],
             api_key=self["api-key"],
             persist=not self["no-persist"],
-            conformance_fixtures=bool(self["conformance-fixtures"]),
             tool_rate_limit=self["tool-rate-limit"],
         )
         if self["state-dir"]:
@@ -282,14 +277,18 @@ class GasolineService(MultiService):
         self.gasoline = gasoline
 
 
-def makeService(options: Options, reactor=None) -> IService:
-    """Build the daemon: its components on the reactor's clock, behind C{--listen}."""
+def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = None) -> IService:
+    """Build the daemon: its components on the reactor's clock, behind C{--listen}.
+
+    @param extend_mcp: adds tools, resources and prompts to the MCP server (the test suite's
+        conformance fixtures, through C{tests/conformance.tac}).
+    """
     if reactor is None:
         from twisted.internet import (
             reactor,  # noqa: PLC0415  (the one place this is allowed)
         )
     config = options.config() if isinstance(options, Options) else options
-    gasoline = build(config, reactor, stop=_reactor_stopper(reactor))
+    gasoline = build(config, reactor, stop=_reactor_stopper(reactor), extend_mcp=extend_mcp)
     top = GasolineService(gasoline)
     if config.log_dir is not None:
         # Started first and stopped last: server.log sees the whole lifecycle.

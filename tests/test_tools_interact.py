@@ -14,7 +14,8 @@ from support import require_tool
 from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.generate import reproduction
-from gasoline.tools.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT, selectors_for
+from gasoline.tools._actions import selectors_for
+from gasoline.tools.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT
 
 
 def run(h, mode, args=None, client="A"):

@@ -42,8 +42,8 @@ from twisted.internet.defer import (
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.tools.context import ToolContext, state_of_ref
 from gasoline.tools._commands import require_pilot
+from gasoline.tools.context import ToolContext, state_of_ref
 
 log = Logger()
 

@@ -12,7 +12,6 @@ from gasoline.core.store import (
 from gasoline.tools.context import ToolContext
 
 
-
 def tab_of(entry: dict[str, Any]) -> Any:
     tab = entry.get("tabId")
     return entry.get("tab_id") if tab is None else tab

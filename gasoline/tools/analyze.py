@@ -45,6 +45,8 @@ from gasoline.core.store import (
 )
 from gasoline.tools._a11y import a11y_params
 from gasoline.tools._changes import compute_changes
+from gasoline.tools._commands import needs_newer_extension, newer_command
+from gasoline.tools._links import default_validator
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -60,8 +62,6 @@ from gasoline.tools._shared import (
     str_list,
 )
 from gasoline.tools.context import reserved_dict, store_reserved_dict
-from gasoline.tools._links import default_validator
-from gasoline.tools._commands import needs_newer_extension, newer_command
 
 # -- X: the extension answers -----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from gasoline.core.store import (
     WEBSOCKET_EVENTS,
 )
 from gasoline.tools._state import recordings_of, resolve_checkpoint
+from gasoline.tools._views import VIEW_CURSORS
 from gasoline.tools.context import (
     ToolContext,
     client_noise_rules,
@@ -34,7 +35,6 @@ from gasoline.tools.context import (
     newest_entries,
     save_noise_rules,
 )
-from gasoline.tools._views import VIEW_CURSORS
 from gasoline.tools.schemas import TOOL_MODES
 
 _log = Logger()

@@ -1,0 +1,112 @@
+"""
+What the AI does to the page, as the other agents and the generators see it: selectors in every
+form the extension understands (L{selectors_for}), and L{record}, which appends one AI action
+(C{source: "ai"}) to the shared actions buffer. Shared by C{interact}'s modes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from gasoline.core.store import ACTIONS
+from gasoline.tools._shared import (
+    as_dict,
+    page_url,
+)
+
+#: Seconds the daemon waits for a browser_action (the extension waits up to 15 s for the load).
+BROWSER_ACTION_TIMEOUT = 30.0
+
+
+RECORDED_VALUE_LIMIT = 500
+
+
+_ROLE = re.compile(r"^\s*([a-zA-Z-]+)\s*(?:\[\s*name\s*=\s*(.+?)\s*\]|\s+name\s*=\s*(.+))?\s*$")
+
+
+def _unquote(s: str) -> str:
+    s = s.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+        return s[1:-1]
+    return s
+
+
+def selectors_for(selector: str) -> dict[str, Any]:
+    """The recorded ``selectors`` object for a CSS or semantic selector (best_locator's keys)."""
+    s = selector.strip()
+    if s.startswith("text="):
+        return {"text": _unquote(s[5:])}
+    if s.startswith("role="):
+        m = _ROLE.match(s[5:])
+        if m:
+            role: dict[str, Any] = {"role": m.group(1).lower()}
+            name = m.group(2) or m.group(3)
+            if name:
+                role["name"] = _unquote(name)
+            return {"role": role}
+    if s.startswith("aria-label="):
+        return {"ariaLabel": _unquote(s[11:])}
+    if s.startswith("label="):
+        return {"label": _unquote(s[6:])}
+    if s.startswith("placeholder="):
+        value = _unquote(s[12:])
+        return {"placeholder": value, "css": f"[placeholder={json.dumps(value)}]"}
+    return {"css": s}
+
+
+def record(ctx: Any, kind: str, result: Any = None, **fields: Any) -> dict[str, Any]:
+    """Append one AI action (``source: "ai"``) to the shared actions buffer."""
+    r = as_dict(result) if result is not None else {}
+    entry: dict[str, Any] = {
+        "type": kind,
+        "source": "ai",
+        "timestamp": int(ctx.now() * 1000),
+        "client_id": ctx.client_id,
+    }
+    url = r.get("url") if isinstance(r.get("url"), str) else page_url(ctx)
+    if url:
+        entry["url"] = url
+    element = r.get("element") if isinstance(r.get("element"), dict) else None
+    selector = fields.pop("selector", None)
+    if element and isinstance(element.get("selectors"), dict):
+        entry["selectors"] = element["selectors"]
+    elif isinstance(selector, str):
+        entry["selectors"] = selectors_for(selector)
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if isinstance(value, str) and len(value) > RECORDED_VALUE_LIMIT:
+            value = value[:RECORDED_VALUE_LIMIT]
+        entry[key] = value
+    try:
+        ctx.app.store.add(ACTIONS, [entry])
+    except (TypeError, ValueError):  # orjson cannot encode what the extension sent (huge ints,
+        # nesting past its limit): keep the action without the extension's selectors
+        entry["selectors"] = selectors_for(selector) if isinstance(selector, str) else {}
+        ctx.app.store.add(ACTIONS, [entry])
+    return entry
+
+
+def _looks_secret(selector: str | None, args: dict[str, Any]) -> bool:
+    hay = f"{selector or ''} {args.get('name') or ''}".lower()
+    return any(word in hay for word in ("password", "passwd", "secret", "token", "otp", "cvc",
+                                        "cvv", "card"))
+
+
+def _recorded_value(selector: str | None, args: dict[str, Any], value: Any) -> Any:
+    if value is None:
+        return None
+    if _looks_secret(selector, args):
+        return "[redacted]"
+    return value if isinstance(value, (str, int, float, bool)) else json.dumps(value)[:200]
+
+
+def execute_params(ctx: Any, args: dict[str, Any], script: str) -> dict[str, Any]:
+    params: dict[str, Any] = {"script": script,
+                              "world": ctx.str_arg(args, "world", "main", ("main", "isolated"))}
+    ms = ctx.int_arg(args, "timeout_ms", None, 100, 25_000)
+    if ms is not None:
+        params["timeout_ms"] = ms
+    return params

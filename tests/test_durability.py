@@ -352,7 +352,7 @@ def test_the_state_dir_is_created_0700_and_a_loose_one_is_warned_about(tmp_path)
 
 
 def test_daemon_json_is_0600(tmp_path):
-    from gasoline.tap import GasolineListener
+    from gasoline.tap import DaemonInfoService
 
     class Port:
         def getHost(self):
@@ -360,8 +360,7 @@ def test_daemon_json_is_0600(tmp_path):
                 host, port = "127.0.0.1", 4242
             return A()
 
-    listener = GasolineListener(None, "tcp:0", None, tmp_path / "state")
-    listener._listening(Port())
+    DaemonInfoService(None, tmp_path / "state", "tcp:0")._write(Port())
     info = tmp_path / "state" / "daemon.json"
     assert json.loads(info.read_text())["port"] == 4242
     assert stat.S_IMODE(info.stat().st_mode) == 0o600
@@ -465,17 +464,17 @@ def test_a_failing_state_write_is_logged_once_with_back_off_not_every_tick(tmp_p
     clock = Clock()
     rig = Rig(tmp_path, clock=clock)
     (tmp_path / "noise-global.json").mkdir()  # the rename over it fails, every time
-    rig.app.extras["noise_global_file"].mark_dirty()
+    rig.app.daemon.noise_file.mark_dirty()
     with capturedLogs() as events:
         for _ in range(20):  # 40 s of ticks
-            rig.app.extras["noise_global_file"].mark_dirty()
+            rig.app.daemon.noise_file.mark_dirty()
             clock.advance(2.0)
     failures = [e for e in events if "noise-global.json" in str(e.get("message", ""))]
     assert len(failures) == 1
     assert not any("log_failure" in e for e in events)  # no traceback
     with capturedLogs() as events:
         for _ in range(15):  # past the 60 s back-off
-            rig.app.extras["noise_global_file"].mark_dirty()
+            rig.app.daemon.noise_file.mark_dirty()
             clock.advance(2.0)
     again = [e for e in events if "noise-global.json" in str(e.get("message", ""))]
     assert len(again) == 1 and "still failing" in again[0]["log_format"]
@@ -493,7 +492,7 @@ def test_disk_health_backs_off_doubling_and_forgets_on_success():
         for _ in range(400):
             health.failed("x", "/state/x", err)
             clock.advance(1.0)
-    # Reported at 0 s, then after 60, 120 (+60), 240 (+120) ... seconds.
+    # Reported at 0 s, 60 s and 180 s: the gaps double (60, 120, 240 s ...).
     assert len(events) == 3
     assert health.problems()[0]["failures"] == 400
     health.succeeded("x")

@@ -292,8 +292,8 @@ class DiskHealth:
         if f is None:
             f = self._failing[what] = _Failing(str(path), why, now,
                                                next_report=now + FIRST_REPORT_INTERVAL)
-            log.error("{message} (reported again at most every {every:.0f} s while it lasts)",
-                      message=message, every=FIRST_REPORT_INTERVAL)
+            log.error("{message} (while this lasts it is reported again after {every:.0f} s, "
+                      "then half as often each time)", message=message, every=FIRST_REPORT_INTERVAL)
             return message
         f.failures += 1
         f.error, f.path = why, str(path)

@@ -36,8 +36,9 @@ from gasoline.core.store import (
     WEBSOCKET_EVENTS,
 )
 from gasoline.mcp import jsonrpc
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess
+from gasoline.testing import EXTENSION_HEADERS
 from gasoline.testing import stub_treq as StubTreq
+from support import DaemonProcess
 
 URL = "http://127.0.0.1:7890"
 PNG = "data:image/png;base64,iVBORw0KGgpmYWtlIGltYWdlIGJ5dGVz"

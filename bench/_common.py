@@ -47,6 +47,12 @@ def rss(pid: int) -> int:
     return psutil.Process(pid).memory_info().rss
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds C{pid} has used (its threads included)."""
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -33,7 +33,7 @@ from gasoline.core.extension import ExtensionLink
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier
-from gasoline.core.persist import ConsoleJournal, thread_runner
+from gasoline.core.persist import DiskHealth, wire_journals
 from gasoline.core.redact import Redactor
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
@@ -78,45 +78,18 @@ class Gasoline:
     extension = property(lambda self: self.daemon.extension)
     router = property(lambda self: self.daemon.router)
     journal = property(lambda self: self.daemon.journal)
+    persistence = property(lambda self: self.daemon.persistence)
     noise_global = property(lambda self: self.daemon.noise_global)
     shutdown = property(lambda self: self.daemon.shutdown)
 
 
-def _console_journal(config: Config, clock: IReactorTime, store: TelemetryStore,
-                     services: MultiService) -> ConsoleJournal:
-    """Console persistence: reload the newest entries, then journal every write.
-
-    Start-up only: the journal's newest entries are read from disk here, a blocking read before
-    the reactor runs.
-    """
-    console = store.buffers[CONSOLE]
-    journal = ConsoleJournal(
-        config.state_dir, clock, lambda: list(console), max_entries=config.max_entries,
-        max_file_bytes=max(2 * console.max_bytes, 16 * 1024 * 1024),
-        run_in_thread=thread_runner(clock),
-    )
-    # The console's sequence numbers continue across restarts (clients' saved cursors are
-    # sequence numbers): its head is kept in <state_dir>/sequence.json by a timer.
-    heads = JsonDocument(Path(config.state_dir) / "sequence.json",
-                         lambda: {CONSOLE: console.head}, poll=True)
-    saved = heads.load()
-    end_seq = saved.get(CONSOLE) if isinstance(saved, dict) else None
-    if isinstance(end_seq, bool) or not isinstance(end_seq, int) or end_seq < 0:
-        end_seq = None
-    store.restore(CONSOLE, journal.load(config.max_entries), end_seq=end_seq)
-    heads.service(clock).setServiceParent(services)
-    store.journals[CONSOLE] = journal
-    journal.setServiceParent(services)
-    return journal
-
-
-def _global_noise(config: Config, clock: IReactorTime,
-                  services: MultiService) -> tuple[NoiseRules, JsonDocument]:
+def _global_noise(config: Config, clock: IReactorTime, services: MultiService,
+                  health: DiskHealth) -> tuple[NoiseRules, JsonDocument]:
     """The daemon-wide ("global") noise rules, kept in C{<state_dir>/noise-global.json} like
     client states: read now, written by a timer."""
     holder: list[NoiseRules] = []
     noise_file = JsonDocument(Path(config.state_dir) / "noise-global.json",
-                              lambda: holder[0].to_json())
+                              lambda: holder[0].to_json(), health=health)
     stored = noise_file.load()
     restored = NoiseRules.from_json(stored) if stored is not None else None
     rules = (restored if restored is not None and restored.scope == "global"
@@ -136,13 +109,18 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     notifier = Notifier(clock)
     store = TelemetryStore(clock, config.buffer_specs(), notifier)
 
+    # Durability (gasoline.core.persist): the state dir (0700, warned about when loose), disk
+    # health for every state write, and one journal per telemetry buffer, reloaded here (a
+    # blocking read before the reactor runs) with the entries' old sequence numbers.
+    persistence = wire_journals(config.state_dir, clock, store, services, persist=config.persist)
+
     # Client identity and per-client state; TTL expiry and state files on a timer.
-    registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir)
+    registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir,
+                              health=persistence.health)
     registry.expiry_service.setName("client-registry")
     registry.expiry_service.setServiceParent(services)
 
-    journal = _console_journal(config, clock, store, services) if config.persist else None
-    noise_global, noise_file = _global_noise(config, clock, services)
+    noise_global, noise_file = _global_noise(config, clock, services, persistence.health)
 
     # The extension: liveness, settings, the /sync command channel; and the query router that
     # owns extension-bound calls (q-<n>, one owner each).
@@ -154,8 +132,9 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     return Daemon(
         config=config, clock=clock, started_at=clock.seconds(), store=store, registry=registry,
         extension=extension, router=router, noise_global=noise_global, noise_file=noise_file,
-        screenshots=ScreenshotStore(config.state_dir), shutdown=Shutdown(clock, stop),
-        journal=journal,
+        screenshots=ScreenshotStore(config.state_dir, health=persistence.health),
+        shutdown=Shutdown(clock, stop), journal=persistence.journals.get(CONSOLE),
+        persistence=persistence,
     )
 
 

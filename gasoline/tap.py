@@ -34,7 +34,7 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.common import positive_duration, positive_int
-from gasoline.core.documents import write_private
+from gasoline.core.persist import make_private_dir, write_atomic
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
 from gasoline.http.request import GasolineSite
@@ -230,8 +230,9 @@ class DaemonInfoService(Service):
             "version": __version__,
             "listen": self._spec,
         }
-        self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_private(self.info_path, json.dumps(info).encode())
+        # Private like every state file (0600, atomic, a symlink there is refused).
+        make_private_dir(self._state_dir)
+        write_atomic(self.info_path, json.dumps(info).encode())
         return port
 
     def stopService(self):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.persist import make_private_dir, write_atomic
 
 #: Largest total size of the files one ``upload`` sends.
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
@@ -192,12 +193,10 @@ def decode_image_data_url(value: Any, limit: int = MAX_IMAGE_BYTES) -> tuple[byt
 
 
 def write_new(path: Path, data: bytes) -> Path:
-    """Write C{data} to a new file C{path} (mode 0600; parents created 0700)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    """Write C{data} to the file C{path}, replacing it atomically (mode 0600; parents created
+    0700; a symbolic link at C{path} is refused)."""
+    make_private_dir(path.parent)
+    write_atomic(path, data)  # 0600, never through a symlink, no half-written file
     return path
 
 

@@ -43,6 +43,7 @@ from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
+from gasoline.core.persist import DiskHealth, make_private_dir, read_nofollow, write_atomic
 from gasoline.interfaces import IClientRegistry, IClientState
 
 log = Logger()
@@ -192,8 +193,11 @@ class ClientRegistry:
         max_clients: int,
         state_dir: Path | None = None,
         tick: float = DEFAULT_TICK,
+        health: DiskHealth | None = None,
     ) -> None:
         self.clock = clock
+        #: Where failing state writes are reported (gasoline.core.persist.DiskHealth).
+        self.health = health if health is not None else DiskHealth(clock)
         self.ttl = float(ttl)
         self.max_clients = int(max_clients)
         self.dir = Path(state_dir) / "clients" if state_dir is not None else None
@@ -375,34 +379,49 @@ class ClientRegistry:
             now = self.clock.seconds()
             try:
                 self._write(cid, body, now)
-            except OSError:
-                log.failure("could not write state of client {client_id}", client_id=cid)
+            except OSError as e:
+                self.health.failed("client state", self._path(cid), e)
+                state._dirty = True  # try again on the next tick
                 continue
             self._written[cid] = body
             written += 1
+        if written:
+            self.health.succeeded("client state")
         return written
+
+    def save_now(self, client_id: str) -> str | None:
+        """Write C{client_id}'s state now (a small file, as the timer does); return why it could
+        not be written, else C{None}. For answers that promise persistence (C{configure store})."""
+        state = self._clients.get(client_id)
+        if state is None or self.dir is None:
+            return None
+        try:
+            body = self._encode(state)
+        except (TypeError, orjson.JSONEncodeError):
+            return "the state is not JSON-serializable"
+        try:
+            self._write(client_id, body, self.clock.seconds())
+        except OSError as e:
+            state._dirty = True
+            return self.health.failed("client state", self._path(client_id), e)
+        state._dirty = False
+        self._written[client_id] = body
+        self.health.succeeded("client state")
+        return None
 
     def _write(self, client_id: str, body: bytes, now: float) -> None:
         assert self.dir is not None
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.dir)
         payload = b'{"version":%d,"saved_at":%s,"state":%s}' % (
             STATE_VERSION,
             repr(float(now)).encode(),
             body,
         )
-        path = self._path(client_id)
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, payload)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        write_atomic(self._path(client_id), payload)
 
     def _read(self, client_id: str) -> dict[str, Any] | None:
         try:
-            raw = self._path(client_id).read_bytes()
+            raw = read_nofollow(self._path(client_id))
             data = orjson.loads(raw)
         except FileNotFoundError:
             return None

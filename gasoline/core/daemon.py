@@ -15,7 +15,7 @@ from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import ExtensionLink
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
-from gasoline.core.persist import ConsoleJournal
+from gasoline.core.persist import BufferJournal, Persistence
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import TelemetryStore
@@ -46,4 +46,7 @@ class Daemon:
     #: The daemon's graceful stop.
     shutdown: Shutdown
     #: The console buffer's journal (C{None} with C{--no-persist}).
-    journal: ConsoleJournal | None = None
+    journal: BufferJournal | None = None
+    #: State dir checks, disk health and every buffer's journal (C{journals} empty with
+    #: C{--no-persist}).
+    persistence: Persistence | None = None

@@ -9,8 +9,6 @@ private (mode 0600); an unreadable or corrupt file is logged and ignored, never 
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,32 +20,18 @@ from twisted.application.service import Service
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from gasoline.core.persist import (
+    DiskHealth,
+    describe,
+    make_private_dir,
+    read_nofollow,
+    write_atomic,
+)
+
 log = Logger()
 
 #: Seconds between checks for a dirty document.
 FLUSH_INTERVAL = 2.0
-
-
-def write_private(path: Path, body: bytes) -> None:
-    """Replace C{path} atomically with C{body}, readable by this user only (0600).
-
-    The bytes go to a sibling temporary file (created 0600, never following a link) that is then
-    renamed over C{path}: a reader sees the old or the new content, never a torn one.
-
-    @raise OSError: the write or the rename failed (the temporary file is removed).
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            os.write(fd, body)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @attrs.define(eq=False)
@@ -59,17 +43,19 @@ class JsonDocument:
     #: Check on every tick whether C{encode()} changed (no L{mark_dirty} needed; a value that
     #: changes all the time, like a sequence number, is still written at most once per tick).
     poll: bool = False
+    #: Where a failing write is reported (logged once with a back-off; C{configure doctor}).
+    health: DiskHealth | None = None
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)
 
     def load(self) -> Any:
         """The stored value, or C{None} when there is none (or it cannot be read)."""
         try:
-            raw = self.path.read_bytes()
+            raw = read_nofollow(self.path)
         except FileNotFoundError:
             return None
-        except OSError:
-            log.failure("could not read {path}", path=str(self.path))
+        except OSError as e:
+            log.warn("could not read {path}: {why}", path=str(self.path), why=describe(e))
             return None
         try:
             value = orjson.loads(raw)
@@ -95,12 +81,17 @@ class JsonDocument:
         if body == self._written:
             return False
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            write_private(self.path, body)
-        except OSError:
-            log.failure("could not write {path}", path=str(self.path))
+            make_private_dir(self.path.parent)
+            write_atomic(self.path, body)
+        except OSError as e:
+            if self.health is not None:
+                self.health.failed(self.path.name, self.path, e)
+            else:
+                log.warn("could not write {path}: {why}", path=str(self.path), why=describe(e))
             self._dirty = True  # try again on the next tick
             return False
+        if self.health is not None:
+            self.health.succeeded(self.path.name)
         self._written = body
         return True
 

@@ -1,39 +1,56 @@
 """
-Persistence of the console buffer: an append-only JSON-lines journal, compacted off the request path.
+Durable state: one append-only journal per telemetry buffer, private state files, disk health.
 
-The file is ``<state_dir>/console.jsonl``: one compact JSON object per line, oldest first (mode
-0600; the state dir is created 0700). It is what the telemetry store kept, in the order it kept it:
+Everything the daemon writes to its state dir goes through this module:
 
- - L{ConsoleJournal.append} (called by L{gasoline.core.store.TelemetryStore.add} for every batch)
-   hands the batch's already-encoded lines to a buffered file object in one ``write`` call. Nothing
-   is ``fsync``ed per request; a timer flushes the buffer at least every second, and stopping the
-   service flushes, syncs and closes the file.
- - L{ConsoleJournal.cleared} truncates the file (``DELETE /logs``, ``/clear``).
- - L{ConsoleJournal.load} reads the newest C{max_entries} good lines at start-up, reading the file
-   backwards in blocks, skipping (counting and logging) corrupt lines and a last line cut short by a
-   crash. It is a blocking read, called once by C{app.build()} before the reactor runs; that is the
-   only blocking file access, and it is acceptable there only.
- - Compaction keeps the file from growing without bound, without ever rewriting it on the request
-   path: a timer (every 5 s by default; the check is two comparisons) checks whether the file
-   holds more than twice C{max_entries} lines or more than a byte bound; if so it takes a
-   snapshot of the entries the ring
-   buffer still retains (a cheap list copy of C{bytes} references, on the reactor), writes them to
-   ``console.jsonl.compact`` in a thread, then, back on the reactor, appends whatever arrived in
-   the meantime, atomically renames the temporary file over the journal and reopens it for
-   appending.
+ - L{write_atomic} (a small document: write a private temporary file, then rename it over the
+   old one), L{write_new} (a file that must not exist yet, e.g. a screenshot) and L{open_private}
+   (the one place files are opened for writing). All of them refuse a symbolic link where the file
+   should be (C{O_NOFOLLOW}; never followed, never C{chmod}-ed), create files 0600 and put an
+   existing file back to 0600 through its descriptor, never through its path.
+ - L{prepare_state_dir} creates the state dir 0700 and warns when an existing one is writable by
+   the group or by everyone.
+ - L{DiskHealth} is told about every write that fails and every one that works again: it logs a
+   failing write once (then again with a doubling back-off, with the count, never a traceback per
+   tick), remembers what is failing for C{configure doctor}, and logs the recovery.
+ - L{BufferJournal} persists one ring buffer (console, network bodies, waterfall, WebSocket events,
+   actions, extension logs); L{wire_journals} builds one per buffer, reloads them at start-up and
+   attaches them to the store.
+
+A journal file (``<state_dir>/<buffer>.jsonl``, ``console.jsonl`` for the console) holds one
+compact JSON object per line, oldest first: the bytes the ring buffer stores. Before each batch
+comes a marker line ``#seq <first> <count>``: the batch's first sequence number and its number of
+entries, so that a restart gives every reloaded entry the number it had (the newest marker gives the
+buffer's head) and clients' saved cursors keep their meaning. A file written before markers existed
+(today's ``console.jsonl``) still loads: its entries are numbered from ``sequence.json``.
+
+Durability (see docs/persistence.md, "Durability"):
+
+ - L{BufferJournal.append} hands each batch to the OS with C{write(2)} (one call, the file opened
+   C{O_APPEND}) before it returns, that is before the HTTP response is written: an acknowledged
+   entry survives C{kill -9} of the daemon. A write that fails is undone (the file is truncated
+   back) and reported to the caller.
+ - Every C{fsync_interval} seconds (1 s), a journal written to since the last sync is C{fsync}ed in
+   a thread (a duplicated descriptor, so closing the journal meanwhile is harmless). Power loss or a
+   kernel crash may lose what was acknowledged within that last interval.
+ - Compaction (a timer check every 5 s; two comparisons) rewrites a journal as the entries its ring
+   still retains, in a thread, off the request path; it is what keeps each file bounded.
 
 The thread runner is injectable: C{run_in_thread(f, *args) -> Deferred}. L{thread_runner} gives
 the reactor's thread pool when the clock is a real reactor and L{run_synchronously} otherwise, so
-unit tests on C{task.Clock} run compaction synchronously and deterministically.
+unit tests on C{task.Clock} run compaction and syncs synchronously and deterministically.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import stat
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Sequence
 
-import orjson
+import attrs
 from twisted.application.internet import TimerService
 from twisted.application.service import IService, MultiService
 from twisted.internet import defer
@@ -42,17 +59,32 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+import orjson
+
+if TYPE_CHECKING:
+    from gasoline.core.store import TelemetryStore
+
 log = Logger()
 
 FILENAME = "console.jsonl"
 COMPACT_SUFFIX = ".compact"
+SEQUENCE_FILE = "sequence.json"
 MiB = 1024 * 1024
 #: Default byte bound that triggers a compaction (twice the console buffer's default byte budget).
 DEFAULT_MAX_FILE_BYTES = 128 * MiB
-#: Size of the in-process write buffer; bigger batches go straight to the OS.
-DEFAULT_BUFFER_SIZE = 256 * 1024
+#: Seconds between fsyncs of a journal that was written to (the power-loss window).
+DEFAULT_FSYNC_INTERVAL = 1.0
+DEFAULT_COMPACT_INTERVAL = 5.0
 _READ_BLOCK = 1 * MiB
 _WRITE_CHUNK = 4096  # lines joined per write when compacting
+_MARKER = re.compile(rb"^#seq (\d{1,18}) (\d{1,18})$")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+#: First back-off (seconds) between two log reports of the same failing write; it doubles up to
+#: L{MAX_REPORT_INTERVAL}.
+FIRST_REPORT_INTERVAL = 60.0
+MAX_REPORT_INTERVAL = 3600.0
 
 ThreadRunner = Callable[..., "defer.Deferred[Any]"]
 
@@ -74,8 +106,227 @@ def thread_runner(reactor: Any) -> ThreadRunner:
     return run
 
 
-def _private_opener(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_CLOEXEC, 0o600)
+# -- private files ------------------------------------------------------------------------------
+
+
+def describe(error: BaseException) -> str:
+    """A one-line reason for a failed file operation ("No space left on device")."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
+def open_private(path: Path | str, flags: int) -> int:
+    """Open C{path} for writing as a private regular file; return the descriptor.
+
+    A symbolic link at C{path} is refused (C{ELOOP}), never followed; so is anything that is not a
+    regular file. A new file is created 0600; an existing one with a looser mode is set back to
+    0600 through the descriptor (never C{chmod} by path, which would follow a link).
+    """
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and os.path.islink(path)):
+            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
+                          str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "is not a regular file", str(path))
+        if info.st_mode & 0o7077:
+            os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:  # pragma: no cover - a regular file never returns 0 for a non-empty write
+            raise OSError(errno.EIO, "short write")
+        view = view[n:]
+
+
+def _unlink_quietly(path: Path | str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        log.warn("could not remove {path}: {why}", path=str(path), why=describe(e))
+
+
+def write_atomic(path: Path | str, data: bytes, *, fsync: bool = False) -> None:
+    """Replace C{path} with C{data} atomically: a private temporary file, then a rename.
+
+    The temporary file is ``.<name>.tmp`` beside C{path} (a leftover is removed first; it is
+    created C{O_EXCL}, so a link planted there is not followed either). A symbolic link at C{path}
+    is refused. With C{fsync} the data is synced before the rename. Raises C{OSError} (the old
+    file is then untouched and the temporary file removed).
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise OSError(errno.ELOOP, "is a symbolic link; refusing to replace it", str(path))
+    tmp = path.with_name(f".{path.name}.tmp")
+    _unlink_quietly(tmp)
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        try:
+            _write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def write_new(path: Path | str, data: bytes) -> None:
+    """Create C{path} (which must not exist: C{FileExistsError}) holding C{data}, mode 0600.
+
+    All or nothing: when the write fails (disk full), the file is removed before the error is
+    raised, so no empty or truncated file is left behind.
+    """
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _unlink_quietly(path)
+        raise
+
+
+def read_nofollow(path: Path | str) -> bytes:
+    """The bytes of the regular file C{path}; a symbolic link there is refused (C{ELOOP})."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
+                          str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "is not a regular file", str(path))
+        return f.read()
+
+
+def make_private_dir(path: Path | str) -> Path:
+    """C{mkdir -p} with mode 0700 for what it creates; return the path."""
+    path = Path(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def prepare_state_dir(path: Path | str) -> list[str]:
+    """Create the state dir 0700 if missing; return warnings about an existing one (logged too).
+
+    An existing directory writable by its group or by everyone lets other local users replace the
+    daemon's files: the daemon still starts (refusing would break shared setups), but says so here,
+    in the log and in C{configure doctor}.
+    """
+    path = Path(path)
+    warnings: list[str] = []
+    try:
+        make_private_dir(path)
+        info = os.stat(path)
+    except OSError as e:
+        warnings.append(f"state dir {path}: {describe(e)}")
+    else:
+        if info.st_mode & 0o022:
+            warnings.append(
+                f"state dir {path} is writable by "
+                f"{'everyone' if info.st_mode & 0o002 else 'its group'} "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}): other local users could replace the "
+                f"daemon's files; run chmod 700 {path}"
+            )
+    for w in warnings:
+        log.warn("{warning}", warning=w)
+    return warnings
+
+
+# -- disk health --------------------------------------------------------------------------------
+
+
+@attrs.define
+class _Failing:
+    path: str
+    error: str
+    since: float
+    failures: int = 1
+    reported: int = 1
+    next_report: float = 0.0
+    interval: float = FIRST_REPORT_INTERVAL
+
+
+class DiskHealth:
+    """What is failing to reach the disk right now, logged once per run with a back-off.
+
+    Components call L{failed} for every failed write and L{succeeded} after every one that worked
+    (cheap: a dict lookup). The first failure of a C{what} is logged (one line, no traceback); later
+    ones only after a back-off that doubles from L{FIRST_REPORT_INTERVAL} up to
+    L{MAX_REPORT_INTERVAL}, with how many failed meanwhile; the recovery is logged once.
+
+    @ivar warnings: lasting warnings about the state dir (L{prepare_state_dir}).
+    """
+
+    def __init__(self, clock: IReactorTime) -> None:
+        self._clock = clock
+        self._failing: dict[str, _Failing] = {}
+        self.warnings: list[str] = []
+
+    def failed(self, what: str, path: Path | str, error: BaseException) -> str:
+        """Record a failed write of C{what}; return the sentence to show the caller."""
+        now = self._clock.seconds()
+        why = describe(error)
+        message = f"{what}: could not write {path}: {why}"
+        f = self._failing.get(what)
+        if f is None:
+            f = self._failing[what] = _Failing(str(path), why, now,
+                                               next_report=now + FIRST_REPORT_INTERVAL)
+            log.error("{message} (while this lasts it is reported again after {every:.0f} s, "
+                      "then half as often each time)", message=message, every=FIRST_REPORT_INTERVAL)
+            return message
+        f.failures += 1
+        f.error, f.path = why, str(path)
+        if now >= f.next_report:
+            log.error("{message} (still failing: {n} failures since {since:.0f} s ago)",
+                      message=message, n=f.failures, since=now - f.since)
+            f.reported = f.failures
+            f.interval = min(f.interval * 2, MAX_REPORT_INTERVAL)
+            f.next_report = now + f.interval
+        return message
+
+    def succeeded(self, what: str) -> None:
+        if self._failing:
+            f = self._failing.pop(what, None)
+            if f is not None:
+                log.info("{what}: writing to {path} works again (after {n} failed writes)",
+                         what=what, path=f.path, n=f.failures)
+
+    def failing(self, what: str) -> str | None:
+        f = self._failing.get(what)
+        return None if f is None else f"{what}: could not write {f.path}: {f.error}"
+
+    def problems(self) -> list[dict[str, Any]]:
+        """For C{configure doctor} and C{/health}: every write failing now, oldest first."""
+        now = self._clock.seconds()
+        return [
+            {"what": what, "path": f.path, "error": f.error, "failures": f.failures,
+             "failing_for_seconds": round(now - f.since, 3)}
+            for what, f in sorted(self._failing.items(), key=lambda kv: kv[1].since)
+        ]
+
+
+# -- journals -----------------------------------------------------------------------------------
 
 
 def _is_entry(line: bytes) -> bool:
@@ -83,6 +334,10 @@ def _is_entry(line: bytes) -> bool:
         return isinstance(orjson.loads(line), dict)
     except orjson.JSONDecodeError:
         return False
+
+
+def _marker(first_seq: int, count: int) -> bytes:
+    return b"#seq %d %d\n" % (first_seq, count)
 
 
 def _segments_newest_first(f: BinaryIO, size: int, block: int = _READ_BLOCK) -> Iterator[bytes]:
@@ -103,15 +358,18 @@ def _segments_newest_first(f: BinaryIO, size: int, block: int = _READ_BLOCK) -> 
     yield carry
 
 
-def _write_snapshot(path: str, lines: Sequence[bytes]) -> int:
-    """Write C{lines} (newline-terminated) to a fresh private file, sync it; return bytes written.
+def _write_snapshot(path: str, header: bytes, lines: Sequence[bytes]) -> int:
+    """Write C{header} then C{lines} (newline-terminated) to a fresh private file, sync it.
 
-    Runs in a thread: it touches nothing but its arguments and the file.
+    Runs in a thread: it touches nothing but its arguments and the file. Returns bytes written.
     """
+    _unlink_quietly(path)
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     written = 0
     try:
-        with open(path, "wb", buffering=MiB, opener=_private_opener) as f:
-            os.fchmod(f.fileno(), 0o600)
+        with os.fdopen(fd, "wb", buffering=MiB) as f:
+            f.write(header)
+            written += len(header)
             for i in range(0, len(lines), _WRITE_CHUNK):
                 data = b"\n".join(lines[i : i + _WRITE_CHUNK]) + b"\n"
                 f.write(data)
@@ -119,38 +377,48 @@ def _write_snapshot(path: str, lines: Sequence[bytes]) -> int:
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
-        _unlink_quietly(Path(path))
+        _unlink_quietly(path)
         raise
     return written
 
 
-def _unlink_quietly(path: Path) -> None:
+def _fsync_dup(fd: int, directory: str | None) -> None:
+    """Sync a duplicated journal descriptor (and the directory, after a rename); close it."""
     try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-    except OSError:
-        log.failure("could not remove {path}", path=str(path))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if directory is not None:
+        dfd = os.open(directory, os.O_RDONLY | _CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 @implementer(IService)
-class ConsoleJournal(MultiService):
-    """The console buffer's append-only journal (implements the store's C{Journal} protocol).
+class BufferJournal(MultiService):
+    """One ring buffer's append-only journal (implements the store's C{Journal} protocol).
 
     @param state_dir: directory of the journal file (created 0700 when missing).
-    @param clock: drives the flush and compaction timers.
-    @param snapshot: returns the entries the console ring buffer retains right now, oldest first
-        (a list copy of C{bytes}); compaction writes exactly these.
-    @param max_entries: the console buffer's capacity: L{load} returns at most this many entries,
-        and compaction is due once the file holds more than twice as many lines.
+    @param clock: drives the sync and compaction timers.
+    @param snapshot: returns the entries the ring retains right now, oldest first (a list copy of
+        C{bytes}); compaction writes exactly these.
+    @param buffer: the buffer's name; the file is C{<buffer>.jsonl}.
+    @param sequence: returns the ring's C{(tail, head)}; with it, compaction and clearing write the
+        sequence marker that keeps reloaded entries' numbers exact.
+    @param max_entries: the buffer's capacity: L{load} returns at most this many entries, and
+        compaction is due once the file holds more than twice as many.
     @param max_file_bytes: compaction is also due once the file is larger than this.
+    @param fsync_interval: seconds between syncs of a written journal (the power-loss window).
     @param run_in_thread: C{run_in_thread(f, *args) -> Deferred}; see L{thread_runner}.
+    @param health: where failing writes are reported (one per daemon; a private one by default).
 
-    @ivar lines: lines the file holds (as far as this process knows; approximate after L{load}).
-    @ivar size: bytes the file holds, counting bytes still in the write buffer.
+    @ivar lines: entries the file holds (as far as this process knows).
+    @ivar size: bytes the file holds.
+    @ivar end_seq: after L{load}, the buffer's head when the file was last written (from its
+        newest marker), or C{None} for a file without markers.
     """
-
-    name = "console-journal"
 
     def __init__(
         self,
@@ -159,41 +427,53 @@ class ConsoleJournal(MultiService):
         snapshot: Callable[[], list[bytes]],
         *,
         max_entries: int,
+        buffer: str = "console",
+        sequence: Callable[[], tuple[int, int]] | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-        flush_interval: float = 1.0,
-        compact_interval: float = 5.0,
+        fsync_interval: float = DEFAULT_FSYNC_INTERVAL,
+        compact_interval: float = DEFAULT_COMPACT_INTERVAL,
         run_in_thread: ThreadRunner = run_synchronously,
-        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        health: DiskHealth | None = None,
     ) -> None:
         super().__init__()
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
+        self.name = f"{buffer}-journal"
+        self.buffer = buffer
         self.state_dir = Path(state_dir)
-        self.path = self.state_dir / FILENAME
-        self.compact_path = self.state_dir / (FILENAME + COMPACT_SUFFIX)
+        self.path = self.state_dir / f"{buffer}.jsonl"
+        self.compact_path = self.state_dir / (self.path.name + COMPACT_SUFFIX)
         self.max_entries = max_entries
         self.max_file_bytes = max_file_bytes
+        self.what = f"{buffer} journal"
         self._clock = clock
         self._snapshot = snapshot
+        self._sequence = sequence
         self._run_in_thread = run_in_thread
-        self._buffer_size = buffer_size
-        self._file: BinaryIO | None = None
+        self.health = health if health is not None else DiskHealth(clock)
+        self._fd: int | None = None
+        #: Why the file could not be opened (appends then fail with this), else None.
+        self._open_error: str | None = None
         self.lines = 0
         self.size = 0
+        self.end_seq: int | None = None
         self.corrupt_skipped = 0
         self.compactions = 0
         self.write_errors = 0
-        #: Entries handed to L{append} while the file was not open (before start, after stop).
+        self.syncs = 0
+        #: Entries handed to L{append} before the journal was started (or after it stopped).
         self.unjournaled = 0
-        self._failing = False
+        self._dirty = False
+        self._sync_dir = False
+        self._syncing: defer.Deferred[Any] | None = None
         self._byte_threshold = max_file_bytes
         self._needs_compaction = False
         self._compacting: defer.Deferred[Any] | None = None
         self._waiters: list[defer.Deferred[None]] = []
-        #: Lines appended since the running compaction took its snapshot (None: not compacting).
+        #: Blobs appended since the running compaction took its snapshot (None: not compacting).
         self._during: list[bytes] | None = None
         for period, fn, what in (
-            (flush_interval, self.flush, "flush"),
+            (fsync_interval, self.sync, "sync"),
             (compact_interval, self.maybe_compact, "compaction check"),
         ):
             timer = TimerService(period, self._guarded, fn, what)
@@ -203,141 +483,192 @@ class ConsoleJournal(MultiService):
     # -- start-up ---------------------------------------------------------------------------
 
     def load(self, max_entries: int | None = None) -> list[bytes]:
-        """The newest C{max_entries} good lines, oldest first. Blocking: call only at start-up.
+        """The newest C{max_entries} good entries, oldest first. Blocking: call only at start-up.
 
-        Corrupt lines (not a JSON object) and a last line without its newline are skipped, counted
-        in C{corrupt_skipped} and logged. A file holding more than it returns (or anything
-        corrupt) is compacted at the first compaction check.
+        Sets L{end_seq} from the newest sequence marker. Corrupt lines and a last line without its
+        newline are skipped, counted in C{corrupt_skipped} and logged. A file holding more than it
+        returns (or anything corrupt) is compacted at the first compaction check.
         """
         n = self.max_entries if max_entries is None else max_entries
         try:
-            f = open(self.path, "rb")
+            f = open(self.path, "rb", opener=lambda p, fl: os.open(p, fl | _NOFOLLOW | _CLOEXEC))
         except FileNotFoundError:
             return []
-        except OSError:
-            log.failure("console journal {path}: cannot read; starting empty", path=str(self.path))
+        except OSError as e:
+            self.health.failed(self.what, self.path, e)
+            log.warn("{what} {path}: cannot read ({why}); starting empty", what=self.what,
+                     path=str(self.path), why=describe(e))
             return []
         kept: list[bytes] = []
         corrupt = 0
         older = False
+        end: int | None = None
+        newer = 0  # entries after the newest marker
         with f:
             size = os.fstat(f.fileno()).st_size
             segments = _segments_newest_first(f, size)
             if next(segments):
                 corrupt += 1  # the last write was cut short
             for line in segments:
+                if line[:1] == b"#":
+                    m = _MARKER.match(line)
+                    if m is None:
+                        corrupt += 1
+                    elif end is None:
+                        first, count = int(m.group(1)), int(m.group(2))
+                        end = first + max(count, newer)
+                        if older:
+                            break
+                    continue
                 if not line.strip():
                     continue
+                if end is None:
+                    newer += 1
                 if len(kept) >= n:
                     older = True
-                    break
+                    if end is not None:
+                        break
+                    continue  # only looking for the newest marker now
                 if _is_entry(line):
                     kept.append(line)
                 else:
                     corrupt += 1
         kept.reverse()
+        self.end_seq = end
         self.corrupt_skipped += corrupt
         self.size = size
         self.lines = len(kept) + corrupt + (1 if older else 0)
         self._needs_compaction = older or corrupt > 0
         if corrupt:
-            log.warn(
-                "console journal {path}: skipped {corrupt} corrupt or partial lines",
-                path=str(self.path),
-                corrupt=corrupt,
-            )
-        log.info(
-            "console journal {path}: restored {count} entries", path=str(self.path), count=len(kept)
-        )
+            log.warn("{what} {path}: skipped {corrupt} corrupt or partial lines",
+                     what=self.what, path=str(self.path), corrupt=corrupt)
+        if kept:
+            log.info("{what} {path}: restored {count} entries", what=self.what,
+                     path=str(self.path), count=len(kept))
         return kept
 
     def startService(self) -> None:
+        self._try_open()
+        super().startService()  # starts the sync and compaction timers
+
+    def _try_open(self) -> bool:
         try:
-            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(self.state_dir)
             # A compaction interrupted by a crash leaves its temporary file behind; the journal
             # itself is intact (the rename is atomic), so the leftover is simply dropped.
             _unlink_quietly(self.compact_path)
-            self._drop_partial_tail()
             self._open()
-        except OSError:
-            # The daemon still serves everyone; it just cannot remember the console buffer.
-            log.failure(
-                "console journal {path}: cannot open; console entries will not be persisted",
-                path=str(self.path),
-            )
-        super().startService()  # starts the flush and compaction timers
-
-    def _drop_partial_tail(self) -> None:
-        """Cut a last line without its newline, so the next append starts on a line of its own."""
-        try:
-            f = open(self.path, "r+b")
-        except FileNotFoundError:
-            return
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                return
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return
-            partial = next(_segments_newest_first(f, size))
-            f.truncate(size - len(partial))
-            log.warn(
-                "console journal {path}: dropped a partial last line ({n} bytes)",
-                path=str(self.path),
-                n=len(partial),
-            )
+        except OSError as e:
+            # The daemon still serves everyone from memory; every append says it is not durable.
+            self._open_error = self.health.failed(self.what, self.path, e)
+            return False
+        if self._open_error is not None:
+            self._open_error = None
+            self._needs_compaction = True  # appends were missed meanwhile: rewrite from the ring
+            self.health.succeeded(self.what)
+        return True
 
     def _open(self) -> None:
-        f = open(self.path, "ab", buffering=self._buffer_size, opener=_private_opener)
-        os.fchmod(f.fileno(), 0o600)
-        self.size = os.fstat(f.fileno()).st_size
-        self._file = f  # type: ignore[assignment]
+        fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            self.size = self._drop_partial_tail(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _drop_partial_tail(self, fd: int) -> int:
+        """Cut a last line without its newline, so the next append starts on a line of its own."""
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0
+        with open(self.path, "rb", opener=lambda p, fl: os.open(p, fl | _NOFOLLOW | _CLOEXEC)) as f:
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return size
+            partial = next(_segments_newest_first(f, size))
+        os.ftruncate(fd, size - len(partial))
+        log.warn("{what} {path}: dropped a partial last line ({n} bytes)", what=self.what,
+                 path=str(self.path), n=len(partial))
+        return size - len(partial)
 
     # -- the Journal protocol (called by the store on the reactor) --------------------------
 
-    def append(self, encoded: Sequence[bytes], first_seq: int) -> None:
-        """Append one batch of encoded entries in one buffered write; never raises."""
+    def append(self, encoded: Sequence[bytes], first_seq: int) -> str | None:
+        """Hand one batch to the OS in one C{write(2)}; return why it failed, else C{None}.
+
+        Never raises. When this returns C{None} the batch is in the kernel: it survives the
+        death of the process (not power loss before the next sync).
+        """
         if not encoded:
-            return
+            return None
+        data = b"".join((_marker(first_seq, len(encoded)), b"\n".join(encoded), b"\n"))
         if self._during is not None:
-            self._during.extend(encoded)
-        if self._file is None:
+            self._during.append(data)
+        fd = self._fd
+        if fd is None:
+            if self._open_error is not None:
+                self.write_errors += 1
+                return self._open_error
             self.unjournaled += len(encoded)
-            return
-        data = b"\n".join(encoded) + b"\n"
+            return None
+        try:
+            _write_all(fd, data)
+        except OSError as e:
+            return self._write_failed(e, fd)
         self.lines += len(encoded)
         self.size += len(data)
-        try:
-            self._file.write(data)
-        except (OSError, ValueError):
-            self._write_failed()
-        else:
-            self._write_ok()
+        self._dirty = True
+        if self.write_errors:
+            self.health.succeeded(self.what)
+        return None
 
     def cleared(self) -> None:
-        """The console buffer was cleared: truncate the file (and drop a running compaction)."""
+        """The buffer was cleared: truncate the file (and drop a running compaction)."""
         self._during = None  # a running compaction's snapshot is stale now: it will be dropped
         self.lines = 0
         self.size = 0
         self._needs_compaction = False
         self._byte_threshold = self.max_file_bytes
-        if self._file is not None:
-            try:
-                self._file.truncate(0)  # flushes the write buffer first; O_APPEND keeps appending
-            except (OSError, ValueError):
-                self._write_failed()
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)  # O_APPEND: the next write starts at 0
+            if self._sequence is not None:
+                marker = _marker(self._sequence()[1], 0)
+                _write_all(self._fd, marker)
+                self.size = len(marker)
+            self._dirty = True
+        except OSError as e:
+            self._write_failed(e, self._fd)
 
     # -- timers -------------------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Hand buffered lines to the OS (no fsync). Runs every C{flush_interval} seconds."""
-        if self._file is None:
-            return
+    def sync(self) -> defer.Deferred[None] | None:
+        """C{fsync} the journal in a thread if it was written since the last sync."""
+        if self._fd is None or self._syncing is not None or not (self._dirty or self._sync_dir):
+            return None
+        self._dirty = False
+        directory, self._sync_dir = (str(self.state_dir) if self._sync_dir else None), False
         try:
-            self._file.flush()
-        except (OSError, ValueError):
-            self._write_failed()
+            fd = os.dup(self._fd)
+        except OSError as e:
+            self.health.failed(self.what, self.path, e)
+            return None
+        d = self._run_in_thread(_fsync_dup, fd, directory)
+        self._syncing = d
+
+        def done(result: object) -> None:
+            self._syncing = None
+            if isinstance(result, Failure):
+                self._dirty = True
+                self.write_errors += 1
+                self.health.failed(self.what, self.path, result.value)
+            else:
+                self.syncs += 1
+
+        d.addBoth(done)
+        return d
 
     def compaction_due(self) -> bool:
         return (
@@ -347,22 +678,32 @@ class ConsoleJournal(MultiService):
         )
 
     def maybe_compact(self) -> defer.Deferred[None] | None:
-        """Start a compaction if one is due and none is running (the compaction timer's job)."""
-        if self._file is None or self._compacting is not None or not self.compaction_due():
+        """Start a compaction if one is due and none is running (the compaction timer's job).
+
+        A journal that could not be opened is retried here first.
+        """
+        if self._fd is None and self._open_error is not None and not self._try_open():
+            return None
+        if self._fd is None or self._compacting is not None or not self.compaction_due():
             return None
         return self.compact()
 
     def compact(self) -> defer.Deferred[None]:
         """Rewrite the journal as the retained entries, off the reactor; fires when done.
 
-        A failure is logged and leaves the journal as it was; the returned Deferred never fails.
+        A failure is reported and leaves the journal as it was; the Deferred never fails.
         """
-        if self._compacting is not None or self._file is None:
+        if self._compacting is not None or self._fd is None:
             return self._wait()
         snapshot = self._snapshot()
+        if self._sequence is not None:
+            tail, _ = self._sequence()
+            header = _marker(tail, len(snapshot))
+        else:
+            header = b""
         self._during = []
         started = self._clock.seconds()
-        d = self._run_in_thread(_write_snapshot, str(self.compact_path), snapshot)
+        d = self._run_in_thread(_write_snapshot, str(self.compact_path), header, snapshot)
         self._compacting = d
         d.addCallback(self._install_compacted, len(snapshot), started)
         d.addErrback(self._compaction_failed)
@@ -371,48 +712,54 @@ class ConsoleJournal(MultiService):
 
     def _install_compacted(self, written: int, count: int, started: float) -> None:
         during, self._during = self._during, None
-        if during is None or self._file is None:
+        if during is None or self._fd is None:
             # Cleared while compacting: the truncated journal is right, the snapshot is stale.
             _unlink_quietly(self.compact_path)
             return
-        tail = b"\n".join(during) + b"\n" if during else b""
+        tail = b"".join(during)
         if tail:
             # Only what arrived while the thread wrote the snapshot: small and bounded.
-            with open(self.compact_path, "ab") as f:
-                f.write(tail)
-        old, self._file = self._file, None
+            fd = open_private(self.compact_path, os.O_WRONLY | os.O_APPEND)
+            try:
+                _write_all(fd, tail)
+            finally:
+                os.close(fd)
+        os.replace(self.compact_path, self.path)
+        old, self._fd = self._fd, None
         try:
-            old.close()
+            os.close(old)
         except OSError:
             pass  # its lines are all in the compacted file
-        try:
-            os.replace(self.compact_path, self.path)
-        finally:
-            self._open()
-        self.lines = count + len(during)
+        self._open()
+        self._dirty = bool(tail)
+        self._sync_dir = True  # make the rename itself durable at the next sync
+        self.lines = count + sum(b.count(b"\n") - 1 for b in during)
         self.size = written + len(tail)
         # Never chase a bound the retained entries alone exceed (one huge entry, say).
         self._byte_threshold = max(self.max_file_bytes, 2 * self.size)
         self._needs_compaction = False
         self.compactions += 1
+        self.health.succeeded(self.what)
         log.info(
-            "console journal {path}: compacted to {lines} lines ({size} bytes) in {took:.3f}s",
-            path=str(self.path),
-            lines=self.lines,
-            size=self.size,
+            "{what} {path}: compacted to {lines} entries ({size} bytes) in {took:.3f}s",
+            what=self.what, path=str(self.path), lines=self.lines, size=self.size,
             took=self._clock.seconds() - started,
         )
 
     def _compaction_failed(self, failure: Failure) -> None:
         self._during = None
         _unlink_quietly(self.compact_path)
-        if self._file is None:
+        if self._fd is None:
             # _install_compacted failed between closing and reopening: reopen what is there.
             try:
                 self._open()
-            except OSError:
-                log.failure("console journal {path}: cannot reopen", path=str(self.path))
-        log.failure("console journal {path}: compaction failed", failure, path=str(self.path))
+            except OSError as e:
+                self._open_error = self.health.failed(self.what, self.path, e)
+        if failure.check(OSError):
+            self.health.failed(self.what, self.compact_path, failure.value)
+        else:
+            log.failure("{what} {path}: compaction failed", failure, what=self.what,
+                        path=str(self.path))
 
     def _compaction_done(self, _: object) -> None:
         self._compacting = None
@@ -432,56 +779,179 @@ class ConsoleJournal(MultiService):
         try:
             fn()
         except Exception:
-            log.failure("console journal {what} failed", what=what)
+            log.failure("{journal} {what} failed", journal=self.what, what=what)
 
     # -- shutdown -------------------------------------------------------------------------------
 
     def stopService(self) -> defer.Deferred[None]:
-        """Stop the timers, let a running compaction finish, then flush, sync and close."""
+        """Stop the timers, let a running compaction and sync finish, then sync and close."""
         d = defer.maybeDeferred(super().stopService)
         d.addCallback(lambda _: self._wait())
+        d.addCallback(lambda _: self._syncing)
         d.addCallback(lambda _: self._close())
         return d
 
     def _close(self) -> None:
-        f, self._file = self._file, None
-        if f is None:
+        fd, self._fd = self._fd, None
+        if fd is None:
             return
         try:
-            f.flush()
-            os.fsync(f.fileno())
-        except (OSError, ValueError):
-            self._write_failed()
+            os.fsync(fd)
+        except OSError as e:
+            self.health.failed(self.what, self.path, e)
         finally:
             try:
-                f.close()
+                os.close(fd)
             except OSError:
                 pass
 
     # -- health -----------------------------------------------------------------------------------
 
-    def _write_failed(self) -> None:
+    def _write_failed(self, error: OSError, fd: int) -> str:
         self.write_errors += 1
-        # The file may now lack lines or end in a partial one: rewrite it from the ring.
+        # Undo a partial write so the next batch starts on a line of its own; the entries are in
+        # the ring, and the next compaction rewrites the file from it once the disk takes writes.
+        try:
+            os.ftruncate(fd, self.size)
+        except OSError:
+            pass
         self._needs_compaction = True
-        if not self._failing:
-            self._failing = True
-            log.failure("console journal {path}: write failed (ingest goes on)", path=str(self.path))
-
-    def _write_ok(self) -> None:
-        if self._failing:
-            self._failing = False
-            log.info("console journal {path}: writing again", path=str(self.path))
+        return self.health.failed(self.what, self.path, error)
 
     def stats(self) -> dict[str, Any]:
-        """For ``/health``: the file, its size and line count, and what went wrong."""
+        """For ``/health``: the file, its size and entry count, and what went wrong."""
         return {
             "path": str(self.path),
             "size": self.size,
             "lines": self.lines,
             "compactions": self.compactions,
             "compacting": self._compacting is not None,
+            "syncs": self.syncs,
             "corrupt_skipped": self.corrupt_skipped,
             "write_errors": self.write_errors,
             "unjournaled": self.unjournaled,
+            "failing": self.health.failing(self.what),
         }
+
+
+class ConsoleJournal(BufferJournal):
+    """The console buffer's journal (``console.jsonl``): a L{BufferJournal} for C{console}."""
+
+    def __init__(self, state_dir: Path | str, clock: IReactorTime,
+                 snapshot: Callable[[], list[bytes]], **kwargs: Any) -> None:
+        kwargs.setdefault("buffer", "console")
+        super().__init__(state_dir, clock, snapshot, **kwargs)
+
+
+# -- wiring -------------------------------------------------------------------------------------
+
+
+class _SequenceService(TimerService):
+    """Writes ``sequence.json`` (every journaled buffer's head) when it changed, and at stop.
+
+    It only matters for a journal written before markers existed; the markers are exact.
+    """
+
+    def __init__(self, persistence: "Persistence", interval: float = 2.0) -> None:
+        super().__init__(interval, self._tick)
+        self.clock = persistence.clock
+        self._p = persistence
+        self._written: bytes | None = None
+
+    def _tick(self) -> None:
+        body = orjson.dumps({n: self._p.store.buffers[n].head for n in self._p.journals},
+                            option=orjson.OPT_SORT_KEYS)
+        if body == self._written:
+            return
+        path = self._p.state_dir / SEQUENCE_FILE
+        try:
+            write_atomic(path, body)
+        except OSError as e:
+            self._p.health.failed("sequence file", path, e)
+            return
+        self._written = body
+        self._p.health.succeeded("sequence file")
+
+    def stopService(self):
+        d = super().stopService()
+        self._tick()
+        return d
+
+
+@attrs.define(eq=False)
+class Persistence:
+    """The daemon's durable side: state dir checks, disk health, one journal per buffer."""
+
+    state_dir: Path
+    clock: IReactorTime
+    store: "TelemetryStore"
+    health: DiskHealth
+    journals: dict[str, BufferJournal] = attrs.field(factory=dict)
+
+    def stats(self) -> dict[str, Any]:
+        return {name: j.stats() for name, j in self.journals.items()}
+
+
+def _saved_heads(path: Path) -> dict[str, int]:
+    try:
+        raw = read_nofollow(path)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        log.warn("ignoring {path}: {why}", path=str(path), why=describe(e))
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        log.warn("ignoring {path}: not valid JSON", path=str(path))
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items()
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+
+
+def wire_journals(
+    state_dir: Path | str,
+    clock: IReactorTime,
+    store: "TelemetryStore",
+    services: MultiService,
+    *,
+    persist: bool = True,
+    buffers: Sequence[str] | None = None,
+    health: DiskHealth | None = None,
+) -> Persistence:
+    """Prepare the state dir and make every ring buffer of C{store} durable.
+
+    For each buffer: read its journal (blocking: start-up only, before the reactor runs), put the
+    newest entries back in the ring under their old sequence numbers, attach the journal to the
+    store and its service to C{services}. With C{persist} false only the state dir is prepared.
+    """
+    state_dir = Path(state_dir)
+    p = Persistence(state_dir, clock, store, health if health is not None else DiskHealth(clock))
+    p.health.warnings = prepare_state_dir(state_dir)
+    if not persist:
+        return p
+    saved = _saved_heads(state_dir / SEQUENCE_FILE)
+    runner = thread_runner(clock)
+    for name in buffers if buffers is not None else list(store.buffers):
+        ring = store.buffers[name]
+        journal = BufferJournal(
+            state_dir, clock, lambda r=ring: list(r), buffer=name, max_entries=ring.capacity,
+            sequence=lambda r=ring: (r.tail, r.head),
+            max_file_bytes=max(2 * ring.max_bytes, 16 * MiB),
+            run_in_thread=runner, health=p.health,
+        )
+        entries = journal.load()
+        ends = [e for e in (journal.end_seq, saved.get(name)) if e is not None]
+        end = max(ends) if ends else None
+        if end is not None and end < len(entries):
+            end = len(entries)
+        store.restore(name, entries, end_seq=end)
+        store.journals[name] = journal
+        journal.setServiceParent(services)
+        p.journals[name] = journal
+    seq = _SequenceService(p)
+    seq.setName("sequence-file")
+    seq.setServiceParent(services)
+    return p

@@ -5,7 +5,6 @@ C{observe {what:"screenshot"}} receives inline from a capture command.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from gasoline.core.errors import GasolineError
+from gasoline.core.persist import DiskHealth, describe, make_private_dir, write_new
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]+")
@@ -25,6 +25,8 @@ class ScreenshotStore:
     """Writes images under C{<state_dir>/screenshots/}, one new file each (mode 0600)."""
 
     state_dir: Path = attrs.field(converter=Path)
+    #: Where a failing write is reported (logged once with a back-off; C{configure doctor}).
+    health: DiskHealth | None = None
 
     @property
     def directory(self) -> Path:
@@ -38,10 +40,15 @@ class ScreenshotStore:
         @param correlation_id: an error or command id to add to the name, if a string.
         @param now: the capture time (seconds since the epoch).
         @return: the path written.
-        @raise GasolineError: no free file name (C{screenshot_failed}).
+        @raise GasolineError: no free file name, or the file could not be written (disk full,
+            read-only state dir): C{screenshot_failed}, with C{http_status} 507. No partial or
+            empty file is left behind.
         """
         directory = self.directory
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            make_private_dir(directory)
+        except OSError as e:
+            self._failed(directory, e)
         host = urlsplit(url).hostname if isinstance(url, str) else None
         stamp = (datetime.fromtimestamp(now, timezone.utc).strftime("%Y%m%d-%H%M%S")
                  + f"-{int(now * 1000) % 1000:03d}")
@@ -53,10 +60,19 @@ class ScreenshotStore:
             name = f"{base}.{ext}" if n == 0 else f"{base}-{n}.{ext}"
             path = directory / name
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                write_new(path, image)  # all or nothing: never a zero-byte file
             except FileExistsError:
                 continue
-            with os.fdopen(fd, "wb") as f:
-                f.write(image)
+            except OSError as e:
+                self._failed(path, e)
+            if self.health is not None:
+                self.health.succeeded("screenshots")
             return path
         raise GasolineError("could not pick a screenshot file name", code="screenshot_failed")
+
+    def _failed(self, path: Path, error: OSError) -> None:
+        why = (self.health.failed("screenshots", path, error) if self.health is not None
+               else f"could not write {path}: {describe(error)}")
+        err = GasolineError(f"screenshot not saved: {why}", code="screenshot_failed")
+        err.http_status = 507  # type: ignore[attr-defined]  # Insufficient Storage
+        raise err

@@ -69,9 +69,12 @@ class BufferWrite:
 
 
 class Journal(Protocol):
-    """Receives the encoded entries of one buffer as they are written (append-only persistence)."""
+    """Receives the encoded entries of one buffer as they are written (append-only persistence).
 
-    def append(self, encoded: list[bytes], first_seq: int) -> None: ...
+    C{append} returns C{None} once the batch is handed to the OS, else why it could not be.
+    """
+
+    def append(self, encoded: list[bytes], first_seq: int) -> str | None: ...
 
     def cleared(self) -> None: ...
 
@@ -147,6 +150,9 @@ class TelemetryStore:
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
         #: Reads per buffer (C{gasoline_client_reads_total} on C{/metrics}).
         self.reads: dict[str, int] = dict.fromkeys(specs, 0)
+        #: Why the journal could not take the latest L{add}'s batch (C{None}: durable, or no
+        #: journal). Set by every L{add}; the ingest routes read it right after their call.
+        self.last_persist_error: str | None = None
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -159,8 +165,8 @@ class TelemetryStore:
         now = self._clock.seconds()
         self.last_write[buffer_name] = now
         journal = self.journals.get(buffer_name)
-        if journal is not None:
-            journal.append(encoded, first)
+        # Handed to the OS here, before the caller answers: an acknowledged entry survives a crash.
+        self.last_persist_error = journal.append(encoded, first) if journal is not None else None
         if buffer_name == WEBSOCKET_EVENTS:
             self._track_websocket(entries, now)
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
@@ -178,6 +184,10 @@ class TelemetryStore:
             ring.start_at(max(0, end_seq - len(items)))
         for item in items:
             ring.append(item)
+        if buffer_name == WEBSOCKET_EVENTS and items:
+            # The connections view is derived from the events: rebuild it from what came back.
+            self._track_websocket([e for e in (orjson.loads(b) for b in items)
+                                   if isinstance(e, dict)], self._clock.seconds())
         return len(items)
 
     def add_performance(self, snapshots: list[dict[str, Any]]) -> int:

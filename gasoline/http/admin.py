@@ -80,6 +80,20 @@ class HealthAPI:
                 link.health() if link is not None else {"connected": False, "last_poll": None}
             ),
             "clients": clients,
+            "persistence": self._persistence(),
+        }
+
+    def _persistence(self) -> dict[str, Any]:
+        """Journals' sizes and what fails to reach the disk (gasoline.core.persist)."""
+        p = getattr(self.gasoline, "persistence", None)
+        if p is None:
+            return {"journals": {}, "failing": []}
+        return {
+            "journals": {name: {k: s[k] for k in ("size", "lines", "compactions", "syncs",
+                                                 "write_errors")}
+                         for name, s in p.stats().items()},
+            "failing": [{k: v for k, v in f.items() if k != "path"}
+                        for f in p.health.problems()],
         }
 
     @app.route("/health", methods=["GET", "HEAD"])

@@ -162,6 +162,23 @@ class IngestAPI:
     def _count_rejected(self, buffer: str, n: int) -> None:
         self.rejected_entries[buffer] = self.rejected_entries.get(buffer, 0) + n
 
+    def _durability(self, request, body: dict[str, Any]) -> dict[str, Any]:
+        """Add C{"persisted": false} and the reason when the batch just stored is not on disk.
+
+        With persistence on, L{_add} returns once the batch is handed to the OS, so the answer
+        that follows acknowledges durable entries. When the journal could not take them, the
+        entries are still kept in memory and readable (an error would make the extension send
+        them again, duplicated), but the caller is told they would not survive a restart.
+        """
+        error = self.store.last_persist_error
+        if error is not None:
+            self.store.last_persist_error = None
+            request.setHeader(b"x-gasoline-persisted", b"false")
+            body["persisted"] = False
+            body["warning"] = (f"kept in memory but NOT persisted ({error}); these entries "
+                               "will be lost if the daemon stops")
+        return body
+
     # -- console ---------------------------------------------------------------------------------
 
     @app.route("/logs", methods=["POST"])
@@ -175,15 +192,16 @@ class IngestAPI:
         if ids:
             for entry in valid:
                 entry["test_ids"] = ids
+        self.store.last_persist_error = None
         if valid:
             rejected += self._add(CONSOLE, valid)
         received = len(items) - rejected
         if rejected:
             self._count_rejected(CONSOLE, rejected)
-        return json_body(
+        return json_body(request, self._durability(
             request,
             {"received": received, "rejected": rejected, "entries": len(self.store.buffers[CONSOLE])},
-        )
+        ))
 
     @app.route("/logs", methods=["DELETE"])
     @extension_only
@@ -199,11 +217,13 @@ class IngestAPI:
         valid, rejected = validate.objects(items)
         if extra is not None:
             extra(payload, valid)
+        self.store.last_persist_error = None
         if valid:
             rejected += self._add(buffer, valid)
         if rejected:
             self._count_rejected(buffer, rejected)
-        return _ok(request, count=len(items) - rejected, rejected=rejected)
+        return _ok(request, **self._durability(
+            request, {"count": len(items) - rejected, "rejected": rejected}))
 
     @app.route("/network-bodies", methods=["POST"])
     @extension_only
@@ -243,9 +263,11 @@ class IngestAPI:
             )
         self._ws_count += len(items)
         valid, rejected = validate.objects(items)
+        self.store.last_persist_error = None
         if valid:
             rejected += self._add(WEBSOCKET_EVENTS, valid)
-        return _ok(request, count=len(items) - rejected, rejected=rejected)
+        return _ok(request, **self._durability(
+            request, {"count": len(items) - rejected, "rejected": rejected}))
 
     @app.route("/performance-snapshots", methods=["POST"])
     @extension_only
@@ -263,8 +285,9 @@ class IngestAPI:
     def extension_logs(self, request):
         payload, _ = self._payload(request)
         items = validate.batch(payload, "logs")
+        self.store.last_persist_error = None
         kept = self.extension.add_extension_logs(items)
-        return _ok(request, count=kept)
+        return _ok(request, **self._durability(request, {"count": kept}))
 
     @app.route("/api/extension-status", methods=["POST"])
     @extension_only
@@ -459,7 +482,8 @@ class IngestAPI:
 
     @app.handle_errors(GasolineError)
     def domain_error(self, request, failure):
-        return json_body(request, failure.value.to_json(), 400)
+        return json_body(request, failure.value.to_json(),
+                         getattr(failure.value, "http_status", 400))
 
     @app.handle_errors(Exception)
     def internal_error(self, request, failure):

@@ -105,6 +105,7 @@ def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         if not space:
             kv.pop(ns, None)
         ctx.state.mark_dirty()
+        _persist_now(ctx, "delete", f"{ns}/{key}")
         return ctx.ok(f"{ns}/{key} {'deleted' if existed else 'was not set'}",
                       {"namespace": ns, "key": key, "deleted": existed})
     try:
@@ -120,8 +121,23 @@ def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                            retry="Delete keys you no longer need (store with value null).")
     space[key] = value
     ctx.state.mark_dirty()
+    _persist_now(ctx, "store", f"{ns}/{key}")
     return ctx.ok(f"stored {ns}/{key} ({size} bytes)", {"namespace": ns, "key": key,
                                                          "bytes": size})
+
+
+def _persist_now(ctx: ToolContext, what: str, name: str) -> None:
+    """Write the caller's state file now; raise if the disk refused it (never answer "stored"
+    for a value that would not survive a restart). The value stays in memory either way."""
+    registry = getattr(ctx.app, "registry", None)
+    save = getattr(registry, "save_now", None)
+    error = save(ctx.client_id) if save is not None else None
+    if error is not None:
+        raise GasolineError(
+            f"{what} {name}: NOT persisted ({error}); the value is kept in memory for this "
+            "daemon's lifetime only", code="not_persisted",
+            retry="Free disk space or make the state dir writable (configure doctor shows what "
+                  "is failing), then store again.")
 
 
 def configure_load(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -459,6 +475,18 @@ def configure_doctor(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         os.access(os.path.dirname(os.path.abspath(state_dir)) or ".", os.W_OK)
     check("persistence_writable", writable, f"state dir {state_dir}",
           "Point --state-dir at a writable directory.")
+    persistence = getattr(app, "persistence", None)
+    health = getattr(persistence, "health", None)
+    if health is not None:
+        problems = health.problems()
+        check("disk_writes", not problems,
+              "; ".join(f"{p['what']}: {p['error']} ({p['failures']} failed writes in "
+                        f"{p['failing_for_seconds']} s, {p['path']})" for p in problems)
+              if problems else "every state write reached the disk",
+              "Free disk space or make the state dir writable; until then telemetry and client "
+              "state are kept in memory only.")
+        for warning in health.warnings:
+            check("state_dir_permissions", None, warning)
     reg = app.registry
     summary = reg.summary() if reg is not None else {}
     live = reg.live_count() if reg is not None else 0

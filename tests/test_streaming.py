@@ -487,8 +487,10 @@ def test_events_route_streams_the_inbox_without_acknowledging(app, clock):
     ingest(app, clock, CONSOLE, [err("third")])
     assert [g["data"]["message"] for g in _sse(resumed)] == ["third"]
     request.finish()
-    resumed.finish()
-    assert app.streaming.agents["A"].listeners == []
+    assert len(app.streaming.agents["A"].listeners) == 1
+    a.tool("configure", {"what": "streaming", "enabled": False})
+    assert resumed.finished  # unsubscribing ends the stream
+    assert app.streaming.agents == {}
 
 
 @pytest.mark.parametrize("query, headers, status", [

@@ -86,7 +86,12 @@ class EventsResource(Resource):
             if not gone[0]:
                 request.write(sse_item(item))
 
-        agent = self.streaming.listen(raw, listener)
+        def end() -> None:
+            if not gone[0]:
+                gone[0] = True
+                request.finish()
+
+        agent = self.streaming.listen(raw, listener, end)
         if agent is None:
             return json_error(request, 409, f"client {raw!r} has no streaming subscription; "
                               "subscribe with configure {what:\"streaming\"}")

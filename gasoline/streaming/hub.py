@@ -143,6 +143,8 @@ class AgentStream:
         self.full_notice: dict[str, Any] | None = None
         self.waiters: list[Deferred] = []
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        #: listener -> what ends its stream when the subscription ends (GET /events).
+        self.enders: dict[Any, Callable[[], None]] = {}
         self.pushed = 0
         #: ``notifications/resources/updated`` sent and not yet followed by a read.
         self.resource_told = False
@@ -235,6 +237,13 @@ class Streaming:
         for d in waiters:
             if not d.called:
                 d.callback(None)
+        enders, agent.enders = agent.enders, {}
+        agent.listeners = []
+        for end in enders.values():
+            try:
+                end()
+            except Exception:
+                log.failure("ending an events stream failed")
 
     def active(self) -> tuple[AgentStream, ...]:
         """The subscribed agents, re-read from the registry at most every L{REFRESH_SECONDS}
@@ -502,17 +511,23 @@ class Streaming:
 
     # -- GET /events listeners -------------------------------------------------------------------
 
-    def listen(self, client_id: str, listener: Callable[[dict[str, Any]], None]) -> AgentStream | None:
+    def listen(self, client_id: str, listener: Callable[[dict[str, Any]], None],
+               end: Callable[[], None] | None = None) -> AgentStream | None:
+        """Call C{listener(item)} for each new inbox item of C{client_id}; C{end()} when its
+        subscription ends (unsubscribed, expired, daemon stopping). None: not subscribed."""
         state = self.registry.get(client_id)
         agent = self.agent(state) if state is not None else None
         if agent is not None:
             agent.listeners.append(listener)
+            if end is not None:
+                agent.enders[listener] = end
         return agent
 
     def unlisten(self, client_id: str, listener: Callable[[dict[str, Any]], None]) -> None:
         agent = self.agents.get(client_id)
         if agent is not None:
             _discard(agent.listeners, listener)
+            agent.enders.pop(listener, None)
 
     def stop(self) -> None:
         """Cancel timers and release waiters (daemon shutdown; keeps tests free of timers)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -350,7 +351,11 @@ def main() -> int:
                  ["compiled matcher, ns per event per agent", cost["match_ns_per_event_per_agent"]],
                  ["whole subscriber path in the daemon, µs per entry per agent",
                   subscribers_path_us]])
+    load = os.getloadavg()
+    print(f"\nload average during the run (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+          f"on {os.cpu_count()} CPUs")
     result = {
+        "load_average": load,
         "config": {"seconds": args.seconds, "rate": rate, "blocks": args.blocks,
                    "block_seconds": args.block_seconds, "agents": len(FILTERS),
                    "batch": BATCH, "connections": CONNECTIONS, "filters": FILTERS},

@@ -214,7 +214,7 @@ class Streaming:
         return self._sync(state.client_id, raw, agent)
 
     def _sync(self, client_id: str, raw: Any, agent: AgentStream | None) -> AgentStream | None:
-        subscription = Subscription.from_json(raw)
+        subscription = Subscription.from_json(raw)  # None for anything that no longer validates
         if subscription is None:
             if agent is not None:
                 del self.agents[client_id]

@@ -29,8 +29,6 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable
 
-import attrs
-
 EVENT_TYPES = (
     "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
     "security_violation", "accessibility_violation",
@@ -71,22 +69,57 @@ _NORMAL_WS_CLOSE = (1000, 1001)
 _IMPACT = {"critical": "critical", "serious": "high", "moderate": "medium", "minor": "low"}
 
 
-@attrs.frozen
 class StreamEvent:
-    """One event a subscriber may receive. C{data} is what the notification's ``data`` carries
-    (without ``seq``, which is per agent)."""
+    """One event a subscriber may receive: what matching reads (type, severity, URL, message,
+    duration), and C{data}, what the notification's ``data`` carries (without ``seq``, which is
+    per agent). C{data} is built on first use: most events of a busy page are refused by every
+    filter or throttled, and never need it."""
 
-    event_type: str
-    severity: str
-    #: The URL the patterns are matched against ("" when the entry has none).
-    url: str
-    #: Request duration in ms for ``network_slow`` candidates (None otherwise).
-    duration_ms: float | None
-    data: dict[str, Any]
+    __slots__ = ("event_type", "severity", "url", "message", "duration_ms", "_entry", "_at",
+                 "_stack", "_extra", "_data")
+
+    def __init__(self, event_type: str, severity: str, url: str, message: str,
+                 duration_ms: float | None, entry: dict[str, Any], at: float, stack: Any = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.event_type = event_type
+        self.severity = severity
+        #: The URL the patterns are matched against ("" when the entry has none).
+        self.url = url
+        #: The message exclude patterns are matched against (capped).
+        self.message = message
+        #: Request duration in ms for ``network_slow`` candidates (None otherwise).
+        self.duration_ms = duration_ms
+        self._entry = entry
+        self._at = at
+        self._stack = stack
+        self._extra = extra
+        self._data: dict[str, Any] | None = None
 
     @property
     def level(self) -> str:
         return LOG_LEVEL[self.severity]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        data = self._data
+        if data is None:
+            entry = self._entry
+            ts = entry.get("ts", entry.get("timestamp"))
+            data = self._data = {
+                "event_type": self.event_type,
+                "timestamp": ts if isinstance(ts, str) and len(ts) <= 64 else iso_time(self._at),
+                "message": self.message,
+                "url": _text(self.url, MAX_MESSAGE),
+                "severity": self.severity,
+                "stack_trace": _text(self._stack, MAX_STACK),
+                "tabId": _tab(entry),
+            }
+            if self._extra:
+                data.update(self._extra)
+        return data
+
+    def __repr__(self) -> str:
+        return f"StreamEvent({self.event_type!r}, {self.severity!r}, {self.url!r})"
 
 
 def iso_time(seconds: float) -> str:
@@ -120,18 +153,9 @@ def _url(entry: dict[str, Any]) -> str:
 def _event(kind: str, severity: str, entry: dict[str, Any], at: float, message: Any,
            url: str, stack: Any = None, duration: float | None = None,
            **extra: Any) -> StreamEvent:
-    ts = entry.get("ts", entry.get("timestamp"))
-    data = {
-        "event_type": kind,
-        "timestamp": ts if isinstance(ts, str) and len(ts) <= 64 else iso_time(at),
-        "message": _text(message, MAX_MESSAGE),
-        "url": _text(url, MAX_MESSAGE),
-        "severity": severity,
-        "stack_trace": _text(stack, MAX_STACK),
-        "tabId": _tab(entry),
-    }
-    data.update(extra)
-    return StreamEvent(kind, severity, url, duration, data)
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        message = _text(message, MAX_MESSAGE)
+    return StreamEvent(kind, severity, url, message, duration, entry, at, stack, extra)
 
 
 def _number(value: Any) -> float | None:

@@ -257,7 +257,6 @@ class Matcher:
         if self.include is not None and not self.include.url(event.url):
             return False
         exclude = self.exclude
-        if exclude is not None and (exclude.url(event.url)
-                                    or exclude.text(event.data["message"])):
+        if exclude is not None and (exclude.url(event.url) or exclude.text(event.message)):
             return False
         return True

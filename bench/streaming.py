@@ -302,10 +302,12 @@ def main() -> int:
             bench.subscribe(True)
             run_generator(port, 1.0, rate, 10_000_000)  # warm-up
             bench.drain_inboxes()
+            cpu0 = bench.call(time.thread_time)  # the reactor thread's CPU time
             bench.recording = True
             paced = run_generator(port, args.seconds, rate, 0)
             time.sleep(0.5)
             bench.recording = False
+            reactor_cpu = bench.call(time.thread_time) - cpu0
             writes = list(bench.writes)
             arrivals = dict(bench.arrivals)
             in_daemon = {"seconds": bench.on_write_seconds, "entries": bench.on_write_entries}
@@ -336,6 +338,9 @@ def main() -> int:
     cost = matcher_cost()
     subscribers_path_us = (in_daemon["seconds"] * 1e6 / in_daemon["entries"] / len(FILTERS)
                            if in_daemon["entries"] else float("nan"))
+    #: The subscribers' share of the daemon's (reactor thread's) CPU time in the paced phase: the
+    #: throughput they cost when ingest is CPU-bound, measured without depending on the load.
+    streaming_share = in_daemon["seconds"] / reactor_cpu if reactor_cpu else float("nan")
 
     rows = []
     for i in range(len(FILTERS)):
@@ -359,7 +364,8 @@ def main() -> int:
                 [["classification, ns per console entry", cost["classify_ns_per_entry"]],
                  ["compiled matcher, ns per event per agent", cost["match_ns_per_event_per_agent"]],
                  ["whole subscriber path in the daemon, µs per entry per agent",
-                  subscribers_path_us]])
+                  subscribers_path_us],
+                 ["subscriber path's share of the daemon's CPU (paced phase)", streaming_share]])
     load = os.getloadavg()
     print(f"\nload average during the run (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"on {os.cpu_count()} CPUs")
@@ -376,7 +382,9 @@ def main() -> int:
                                      for cid, v in sorted(per_agent.items())}},
         "throughput": {"without": blocks["without"], "with": blocks["with"],
                        "median_without": without, "median_with": with_, "ratio": with_ / without},
-        "matching": {**cost, "subscriber_path_us_per_entry_per_agent": subscribers_path_us},
+        "matching": {**cost, "subscriber_path_us_per_entry_per_agent": subscribers_path_us,
+                     "subscriber_share_of_daemon_cpu": streaming_share,
+                     "reactor_cpu_seconds_paced": reactor_cpu},
     }
     print(f"\nwrote {write_json('streaming', result)}")
     return 0

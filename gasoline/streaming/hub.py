@@ -35,6 +35,7 @@ rebuilds its matcher from that state whenever the state's saved form changes.
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain
 from typing import Any, Callable, Iterable, Mapping
 
 import orjson
@@ -294,24 +295,44 @@ class Streaming:
         return len(events)
 
     def dispatch(self, events: list[StreamEvent], agents: Iterable[AgentStream]) -> None:
+        """Match C{events} (one write's, in order) for every agent and fill the inboxes."""
+        if not events:
+            return
         redacted: dict[int, dict[str, Any]] = {}
         now = self.clock.seconds()
+        # 1. type, once per write: each agent then visits only the events of its types.
+        by_type: dict[str, list[int]] = {}
+        for i, event in enumerate(events):
+            bucket = by_type.get(event.event_type)
+            if bucket is None:
+                by_type[event.event_type] = [i]
+            else:
+                bucket.append(i)
+        everything = range(len(events))
         for agent in agents:
             matcher = agent.matcher
-            types, matches = matcher.types, matcher.matches
-            for i, event in enumerate(events):
-                if types is not None and event.event_type not in types:
-                    continue  # 1. type, inline: the common refusal costs no call
+            types = matcher.types
+            if types is None:
+                indexes: Iterable[int] = everything
+            else:
+                lists = [by_type[t] for t in types if t in by_type]
+                if not lists:
+                    continue
+                indexes = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
+            matches = matcher.matches
+            # 5. rate: a one-second window per agent (the clock does not move within a write)
+            if now - agent.window_start >= 1.0:
+                agent.window_start = now
+                agent.window_count = 0
+            limit = agent.subscription.rate_limit
+            throttled = 0
+            for i in indexes:
+                event = events[i]
+                # 2. severity, 3. url_pattern, 4. exclude_pattern
                 if not matches(event):
                     continue
-                # 5. rate (per agent, one-second window)
-                if now - agent.window_start >= 1.0:
-                    agent.window_start = now
-                    agent.window_count = 0
-                if agent.window_count >= agent.subscription.rate_limit:
-                    agent.throttled += 1
-                    agent.throttled_total += 1
-                    self._schedule_notice(agent, now)
+                if agent.window_count >= limit:
+                    throttled += 1
                     continue
                 agent.window_count += 1
                 data = redacted.get(i)
@@ -319,6 +340,10 @@ class Streaming:
                     data = redacted[i] = self._redacted(event)
                 self.matched += 1
                 self._add(agent, data, event.level)
+            if throttled:
+                agent.throttled += throttled
+                agent.throttled_total += throttled
+                self._schedule_notice(agent, now)
 
     def _redacted(self, event: StreamEvent) -> dict[str, Any]:
         """The event's data with its page-supplied text redacted, marked untrusted."""
@@ -378,50 +403,50 @@ class Streaming:
         return [s for s in self.sessions.values()
                 if s.client_id == client_id and not s.closed]
 
+    def _targets(self, client_id: str) -> tuple[Any, Any]:
+        """One pass over the sessions: (the session whose standalone stream carries
+        C{client_id}'s notifications, the session to tell about ``gasoline://events``). Each is
+        the most recently active live one (initialized, a writer attached), or None."""
+        stream = resource = None
+        for s in self.sessions.values():
+            if s.client_id != client_id or s.closed or s.standalone.writer is None:
+                continue
+            if s.initialized and (stream is None or s.last_seen > stream.last_seen):
+                stream = s
+            if EVENTS_URI in s.subscriptions and (resource is None
+                                                  or s.last_seen > resource.last_seen):
+                resource = s
+        return stream, resource
+
     def stream_session(self, client_id: str) -> Any:
         """The one session whose standalone stream carries C{client_id}'s notifications: the most
         recently active initialized session with a writer attached (None: no live stream)."""
-        best = None
-        for s in self.sessions_of(client_id):
-            if s.initialized and s.standalone.writer is not None:
-                if best is None or s.last_seen > best.last_seen:
-                    best = s
-        return best
+        return self._targets(client_id)[0]
 
     def _deliver(self, agent: AgentStream, item: dict[str, Any], level: str) -> None:
-        session = self.stream_session(agent.client_id)
+        session, subscriber = self._targets(agent.client_id)
         if session is not None and (session.log_level is None or session.wants_log(level)):
             session.send(_encode({"jsonrpc": "2.0", "method": "notifications/message", "params": {
                 "level": level, "logger": "gasoline", "data": item}}))
             agent.pushed += 1
             self.notifications += 1
-        if not agent.resource_told:
-            told = self._resource_updated(agent.client_id)
-            agent.resource_told = told
-        waiters, agent.waiters = agent.waiters, []
-        for d in waiters:
-            if not d.called:
-                d.callback(None)
-        for listener in list(agent.listeners):
-            try:
-                listener(item)
-            except Exception:
-                log.failure("events listener failed")
-                self.unlisten(agent.client_id, listener)
-
-    def _resource_updated(self, client_id: str) -> bool:
-        """``notifications/resources/updated`` to the agent's most recent live session that
-        subscribed to ``gasoline://events`` (one, never several)."""
-        best = None
-        for s in self.sessions_of(client_id):
-            if EVENTS_URI in s.subscriptions and s.standalone.writer is not None:
-                if best is None or s.last_seen > best.last_seen:
-                    best = s
-        if best is None:
-            return False
-        best.send(_encode({"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                           "params": {"uri": EVENTS_URI}}))
-        return True
+        if subscriber is not None and not agent.resource_told:
+            # ``notifications/resources/updated``: once, until the resource is read or events
+            # are acknowledged.
+            subscriber.send(_RESOURCE_UPDATED)
+            agent.resource_told = True
+        if agent.waiters:
+            waiters, agent.waiters = agent.waiters, []
+            for d in waiters:
+                if not d.called:
+                    d.callback(None)
+        if agent.listeners:
+            for listener in list(agent.listeners):
+                try:
+                    listener(item)
+                except Exception:
+                    log.failure("events listener failed")
+                    self.unlisten(agent.client_id, listener)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -560,3 +585,7 @@ def _discard(items: list[Any], value: Any) -> None:
 
 def _encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message, option=orjson.OPT_NON_STR_KEYS, default=str)
+
+
+_RESOURCE_UPDATED = _encode({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                             "params": {"uri": EVENTS_URI}})

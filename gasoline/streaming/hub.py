@@ -326,13 +326,14 @@ class Streaming:
                 agent.window_count = 0
             limit = agent.subscription.rate_limit
             throttled = 0
-            for i in indexes:
+            pending = iter(indexes)
+            if agent.window_count >= limit:
+                # The window is full: only count what would have matched (for the notice).
+                throttled = sum(map(matches, map(events.__getitem__, pending)))
+            for i in pending:
                 event = events[i]
                 # 2. severity, 3. url_pattern, 4. exclude_pattern
                 if not matches(event):
-                    continue
-                if agent.window_count >= limit:
-                    throttled += 1
                     continue
                 agent.window_count += 1
                 data = redacted.get(i)
@@ -340,6 +341,9 @@ class Streaming:
                     data = redacted[i] = self._redacted(event)
                 self.matched += 1
                 self._add(agent, data, event.level)
+                if agent.window_count >= limit:
+                    throttled = sum(map(matches, map(events.__getitem__, pending)))
+                    break
             if throttled:
                 agent.throttled += throttled
                 agent.throttled_total += throttled

@@ -526,3 +526,17 @@ def test_events_route_needs_the_api_key_when_one_is_set(tmp_path, clock):
     keyed.mcp.close_all()
     keyed.streaming.stop()
     keyed.store.notifier.stop()
+
+
+def test_the_unread_note_also_follows_async_mode_results(app, clock):
+    a = Agent(app, "A")
+    a.subscribe(["error"])
+    ingest(app, clock, CONSOLE, [err("x")])
+
+    async def slow_mode(ctx, args):
+        return ctx.ok("async answer", {"n": 1})
+
+    app.tools.tables["observe"]["logs"] = slow_mode
+    result = a.tool("observe", {"what": "logs"})["result"]
+    assert result["content"][0]["text"].startswith("async answer")
+    assert result["content"][1]["text"].startswith("1 new browser event: 1 error")

@@ -14,6 +14,7 @@ share lives in the underscore modules and L{gasoline.tools.context}.
 from __future__ import annotations
 
 import importlib
+from inspect import iscoroutine
 from typing import Any, Callable
 
 from twisted.internet.defer import Deferred
@@ -112,6 +113,8 @@ class GasolineTools:
             ctx.mode = what
             result = handler(ctx, args)
             # Unread browser events (seed 004) are mentioned in every other tool's result.
+            if iscoroutine(result):
+                result = Deferred.fromCoroutine(result)
             if isinstance(result, Deferred):
                 return result.addCallback(lambda r: append_unread_note(ctx, r))
             return append_unread_note(ctx, result)

@@ -308,7 +308,11 @@ def test_long_poll_waits_for_an_event_with_progress(app, clock):
     clock.pump([1] * 12)
     body = payload(d2.result)
     assert body["count"] == 0 and body["waited_ms"] == 12000
-    assert [p["params"]["progressToken"] for p in progress] == ["tok", "tok"]
+    notes = [p["params"] for p in progress if p["method"] == "notifications/progress"]
+    assert len(notes) >= 2 and {n["progressToken"] for n in notes} == {"tok"}
+    values = [n["progress"] for n in notes]
+    assert values == sorted(values) and len(set(values)) == len(values)  # always increasing
+    assert any(n.get("message") == "waiting for browser events" for n in notes)
     assert timers(clock) == []
 
 
@@ -455,7 +459,12 @@ def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[byt
     from twisted.web.server import NOT_DONE_YET
     from twisted.web.test.requesthelper import DummyRequest
 
-    request = DummyRequest([b"events"])
+    class Request(DummyRequest):
+        @property
+        def code(self) -> int:  # what twisted.web's Request calls it (the root reports it)
+            return self.responseCode or 200
+
+    request = Request([b"events"])
     request.path = b"/events"
     request.args = query
     for k, v in (headers or {}).items():

@@ -26,8 +26,9 @@ Every event also names the MCP log level its severity maps to (``critical`` -> `
 
 from __future__ import annotations
 
-import time
 from typing import Any, Iterable
+
+from gasoline.common import rfc3339
 
 EVENT_TYPES = (
     "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
@@ -123,11 +124,8 @@ class StreamEvent:
 
 
 def iso_time(seconds: float) -> str:
-    """RFC 3339 UTC with milliseconds."""
-    ms = int(round((seconds - int(seconds)) * 1000))
-    if ms == 1000:
-        seconds, ms = seconds + 1, 0
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(seconds))) + f".{ms:03d}Z"
+    """RFC 3339 UTC with milliseconds (the project's one formatter, L{gasoline.common.rfc3339})."""
+    return rfc3339(seconds) or ""
 
 
 def _text(value: Any, cap: int) -> str:

@@ -117,6 +117,7 @@ def observe_events(ctx: Any, args: dict[str, Any]) -> Any:
     clock = ctx.clock
     started = clock.seconds()
     deadline = started + wait_ms / 1000.0
+    ctx.working("waiting for browser events")  # carried by the progress heartbeats
     outer: Deferred = Deferred(lambda _: current[0].cancel())
     current: list[Deferred] = []
 

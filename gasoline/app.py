@@ -40,14 +40,17 @@ from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI
 from gasoline.http.clients_api import ClientsAPI
+from gasoline.http.events import EventsResource
 from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.site import GasolineRoot
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
+from gasoline.mcp.session import McpSession
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
+from gasoline.streaming.hub import Streaming
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
@@ -68,6 +71,8 @@ class Gasoline:
     services: MultiService
     #: The daemon's metric registry, served at C{GET /metrics}; features add their series to it.
     metrics: Metrics
+    #: Context streaming (seed 004): per-agent subscriptions, event inboxes, delivery.
+    streaming: Streaming
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
     config = property(lambda self: self.daemon.config)
@@ -143,7 +148,19 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
 ExtendMcp = Callable[[ToolRegistry, ResourceRegistry, PromptRegistry], None]
 
 
-def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = None) -> McpServer:
+def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
+                    services: MultiService) -> Streaming:
+    """Context streaming: the store's notifier feeds each subscribed agent's inbox (off the
+    ingest path); the inbox drains to the agent's own MCP session in C{sessions} (the MCP
+    server's table), to C{observe events} and to C{GET /events}."""
+    streaming = Streaming(daemon.clock, daemon.store.notifier, daemon.registry, sessions,
+                          redact_text=Redactor().redact_text)
+    streaming.service().setServiceParent(services)
+    return streaming
+
+
+def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = None,
+              sessions: dict[str, McpSession] | None = None) -> McpServer:
     """The daemon's MCP server: Gasoline's tools and resources, plus what C{extend} adds."""
     config = daemon.config
     # Rate limit: tool calls per minute per client (seed 001; Config.tool_rate_limit, 0 = off).
@@ -153,11 +170,13 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
     prompts = PromptRegistry()
     if extend is not None:
         extend(registry, resources, prompts)
-    return McpServer(daemon.clock, daemon.registry, registry, resources, prompts)
+    return McpServer(daemon.clock, daemon.registry, registry, resources, prompts,
+                     sessions=sessions)
 
 
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
-               metrics: Metrics | None = None) -> GasolineRoot:
+               metrics: Metrics | None = None,
+               streaming: Streaming | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
     extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too."""
     config = daemon.config
@@ -171,6 +190,10 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"mcp"] = mcp_http
     if metrics is not None:
         _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
+    if streaming is not None:
+        events = EventsResource(streaming, daemon.clock)
+        events.keepalive_service.setServiceParent(services)
+        root.mounts[b"events"] = events
     return root
 
 
@@ -197,10 +220,12 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     """
     services = MultiService()
     daemon = build_daemon(config, clock, services, stop)
-    tools = GasolineTools(daemon)
-    mcp = build_mcp(daemon, tools, extend_mcp)
+    sessions: dict[str, McpSession] = {}
+    streaming = build_streaming(daemon, sessions, services)
+    tools = GasolineTools(daemon, streaming=streaming)
+    mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
-    resource = build_http(daemon, mcp, services, metrics)
+    resource = build_http(daemon, mcp, services, metrics, streaming)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
-                    metrics=metrics)
+                    metrics=metrics, streaming=streaming)

@@ -58,15 +58,15 @@ async def _exercise(session: ClientSession, messages: list) -> dict:
     guide = await session.read_resource("gasoline://guide")
     assert guide.contents[0].mime_type == "text/markdown"
     assert "# Gasoline usage guide" in guide.contents[0].text
-    # configure streaming is still unbuilt (its own issue follows).
-    not_built = await session.call_tool("configure", {"what": "streaming",
+    # configure streaming (issue 13; tests/test_streaming_sdk.py covers the pushes).
+    streaming = await session.call_tool("configure", {"what": "streaming",
                                                       "streaming_action": "status"})
     # Give the server->client stream a moment to deliver the log records.
     for _ in range(50):
         if len(messages) >= 2:
             break
         await asyncio.sleep(0.05)
-    return {"summary": summary, "data": data, "again": again, "not_built": not_built}
+    return {"summary": summary, "data": data, "again": again, "streaming": streaming}
 
 
 def _run(client_factory, url: str) -> dict:
@@ -94,8 +94,8 @@ def _check(out: dict) -> None:
     # The cursor moved: the second read is empty.
     assert out["again"]["count"] == 0
     assert out["again"]["cursor"] == out["data"]["cursor"]
-    assert out["not_built"].is_error is True
-    assert "not_implemented" in out["not_built"].content[0].text
+    assert out["streaming"].is_error is False
+    assert out["streaming"].content[0].text.startswith("streaming is off")
     levels = [m.level for m in out["messages"]]
     assert "info" in levels  # "log level set to debug"
     assert "debug" in levels  # one record per tool call

@@ -55,12 +55,12 @@ def error(app, session, **args):
     return data
 
 
-def test_configure_builds_every_mode_the_issue_lists_and_leaves_streaming():
+def test_configure_builds_every_mode_the_issue_lists_and_streaming():
     wanted = {"store", "load", "noise_rule", "clear", "checkpoint", "select_tab", "health",
               "describe_capabilities", "test_boundary_start", "test_boundary_end", "telemetry",
               "audit_log", "doctor", "recording_start", "recording_stop"}
     assert wanted <= set(MODES) <= set(CONFIGURE_MODES)
-    assert "streaming" not in MODES
+    assert "streaming" in MODES  # issue 13 (tests/test_streaming.py)
 
 
 def test_store_and_load_by_namespace_with_action_alias(app, s):
@@ -227,10 +227,10 @@ def test_health_doctor_and_capabilities(app, s):
     assert {c["check"]: c["status"] for c in doctor["checks"]}["extension_connected"] == "ok"
     _, caps = ok(app, s, what="describe_capabilities")
     assert "errors" in caps["tools"]["observe"]["built"]
-    assert "streaming" in caps["tools"]["configure"]["not_built"]
+    assert "streaming" in caps["tools"]["configure"]["built"]
     assert caps["features"]["rate_limit_per_minute"] == 100
 
 
-def test_unbuilt_configure_mode_says_not_implemented(app, s):
-    data = error(app, s, what="streaming", streaming_action="status")
-    assert data["error"] == "not_implemented" and data["mode"] == "streaming"
+def test_streaming_status_answers_for_an_unsubscribed_client(app, s):
+    summary, data = ok(app, s, what="streaming", streaming_action="status")
+    assert summary.startswith("streaming is off") and data["streaming_enabled"] is False

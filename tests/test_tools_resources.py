@@ -50,5 +50,6 @@ def test_capabilities_are_generated_from_the_mode_tables(app):
         assert entry["modes"] == list(TOOL_MODES[name][0])
         assert set(entry["built"]) == set(tables[name]) & set(entry["modes"])
         assert set(entry["built"]) | set(entry["not_built"]) == set(entry["modes"])
-    assert "errors" in caps["observe"]["built"] and "streaming" in caps["configure"]["not_built"]
+    assert "errors" in caps["observe"]["built"] and "streaming" in caps["configure"]["built"]
+    assert "events" in caps["observe"]["built"]
     assert "limit" in caps["observe"]["arguments"]

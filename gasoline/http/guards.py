@@ -44,7 +44,7 @@ _PORT = re.compile(rb"\d{1,5}")
 _LOOPBACK_ORIGIN = re.compile(rb"http://(?:localhost|127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?", re.I)
 _EXTENSION_ORIGIN = re.compile(rb"(chrome-extension|moz-extension)://([a-z0-9_-]+)")
 #: First path segments that the optional API key guards (MCP transports and admin routes).
-KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics")
+KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics", b"events")
 
 
 def host_allowed(host: bytes | None) -> bool:

@@ -159,6 +159,7 @@ class McpServer:
         instructions: str = INSTRUCTIONS,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         server_name: str = "gasoline",
+        sessions: dict[str, McpSession] | None = None,
     ) -> None:
         self.clock = clock
         self.registry = registry
@@ -168,7 +169,9 @@ class McpServer:
         self.instructions = instructions
         self.idle_timeout = idle_timeout
         self.server_info = {"name": server_name, "title": "Gasoline", "version": __version__}
-        self.sessions: dict[str, McpSession] = {}
+        #: Session id -> session. May be given: a component that pushes to sessions (context
+        #: streaming) shares the table without holding the server.
+        self.sessions: dict[str, McpSession] = sessions if sessions is not None else {}
         self._methods: dict[str, Callable[[RequestContext, dict[str, Any]], Any]] = {
             "ping": self._ping,
             "logging/setLevel": self._set_level,

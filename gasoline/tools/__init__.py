@@ -14,11 +14,16 @@ share lives in the underscore modules and L{gasoline.tools.context}.
 from __future__ import annotations
 
 import importlib
+from inspect import iscoroutine
 from typing import Any, Callable
+
+from twisted.internet.defer import Deferred
 
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import NotImplementedMode
 from gasoline.mcp.tools import Tool, ToolRegistry
+from gasoline.streaming.hub import Streaming
+from gasoline.tools._events import append_unread_note
 from gasoline.tools.context import ToolContext
 from gasoline.tools.runtime import ToolRuntime
 from gasoline.tools.schemas import (
@@ -55,10 +60,13 @@ def extra_properties(tool: str) -> dict[str, Any]:
 class GasolineTools:
     """The five tools. Each dispatches C{what} to its mode table (the tool modules' C{MODES})."""
 
-    def __init__(self, daemon: Daemon, tables: dict[str, dict[str, Handler]] | None = None
-                 ) -> None:
+    def __init__(self, daemon: Daemon, tables: dict[str, dict[str, Handler]] | None = None,
+                 streaming: Streaming | None = None) -> None:
         #: The domain collaborators every mode reads (C{ctx.app}).
         self.daemon = daemon
+        #: Context streaming (C{configure streaming}, C{observe events}, the unread note); None
+        #: when the daemon was built without it.
+        self.streaming = streaming
         self.tables = tables if tables is not None else load_tables()
         #: What the tools keep in memory between calls.
         self.runtime = ToolRuntime()
@@ -103,7 +111,13 @@ class GasolineTools:
             ctx = ToolContext.for_request(self.daemon, request, self)
             ctx.tool = tool
             ctx.mode = what
-            return handler(ctx, args)
+            result = handler(ctx, args)
+            # Unread browser events (seed 004) are mentioned in every other tool's result.
+            if iscoroutine(result):
+                result = Deferred.fromCoroutine(result)
+            if isinstance(result, Deferred):
+                return result.addCallback(lambda r: append_unread_note(ctx, r))
+            return append_unread_note(ctx, result)
 
         dispatch.__name__ = tool
         return dispatch

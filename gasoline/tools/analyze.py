@@ -60,6 +60,7 @@ from gasoline.tools._shared import (
     require_str,
     result_limit,
     str_list,
+    tab_of,
 )
 from gasoline.tools.context import reserved_dict, store_reserved_dict
 
@@ -94,6 +95,10 @@ def accessibility(ctx: Any, args: dict[str, Any]) -> Any:
             by_impact[impact] = by_impact.get(impact, 0) + 1
         detail = ", ".join(f"{n} {k}" for k, n in sorted(by_impact.items()))
         summary = f"{len(violations)} accessibility violation(s)" + (f" ({detail})" if detail else "")
+        streaming = getattr(ctx.tools, "streaming", None)
+        if streaming is not None and violations:  # seed 004: accessibility_violation events
+            url = r.get("url") if isinstance(r.get("url"), str) else page_url(ctx) or ""
+            streaming.publish_audit(violations, url, tab_of(ctx, args))
         return summary, {"by_impact": by_impact, "accessibility": r}
 
     return extension_mode(ctx, args, "a11y", params, describe)

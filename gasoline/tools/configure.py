@@ -882,6 +882,12 @@ def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 MODES["restart"] = configure_restart
 
+# Context streaming (seed 004): the caller's subscription (gasoline.tools._events).
+from gasoline.tools._events import PROPERTIES as _STREAMING_PROPERTIES  # noqa: E402
+from gasoline.tools._events import configure_streaming  # noqa: E402
+
+MODES["streaming"] = configure_streaming
+
 
 # -- arguments the modes above read beyond CONFIGURE_SCHEMA ----------------------------------------
 
@@ -907,4 +913,5 @@ PROPERTIES: dict[str, Any] = {
     "checkpoint": {"type": "string", "description": "diff_sessions: alias of from_checkpoint."},
     "confirm": {"type": "boolean", "description": "restart: really restart (only when you are "
                 "the only connected client); without it restart only reports."},
+    **_STREAMING_PROPERTIES,
 }

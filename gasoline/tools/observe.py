@@ -933,4 +933,10 @@ from gasoline.tools._playback import observe_playback_results  # noqa: E402
 
 MODES["playback_results"] = observe_playback_results
 
+# Context streaming (seed 004): the caller's event inbox (gasoline.tools._events).
+from gasoline.tools._events import OBSERVE_PROPERTIES, observe_events  # noqa: E402
+
+MODES["events"] = observe_events
+PROPERTIES: dict[str, Any] = dict(OBSERVE_PROPERTIES)
+
 __all__ = ["MODES", "read_buffer", "view_filter", "InvalidParam"]

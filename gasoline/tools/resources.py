@@ -18,6 +18,7 @@ from gasoline.mcp.resources import Resource, ResourceRegistry
 GUIDE_URI = "gasoline://guide"
 CAPABILITIES_URI = "gasoline://capabilities"
 QUICKSTART_URI = "gasoline://quickstart"
+EVENTS_URI = "gasoline://events"
 
 
 def resource_text(name: str) -> str:
@@ -62,6 +63,18 @@ def gasoline_resources(tools: Any, gasoline_tools: Any = None) -> ResourceRegist
     registry.add(Resource(QUICKSTART_URI, "quickstart", "The five calls that cover most "
                           "debugging sessions (markdown).", "text/markdown", read_quickstart,
                           title="Gasoline quickstart"))
+    def read_events(ctx: Any, uri: str) -> list[dict[str, Any]]:
+        # The caller's own inbox (seed 004); reading it does not acknowledge anything.
+        streaming = getattr(gasoline_tools, "streaming", None)
+        body = streaming.resource(ctx.session.state) if streaming is not None else {
+            "streaming_enabled": False, "events": []}
+        return [{"uri": uri, "mimeType": "application/json",
+                 "text": orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS, default=str).decode()}]
+
+    registry.add(Resource(EVENTS_URI, "events", "Your unread browser events (context streaming: "
+                          "subscribe with configure {what:\"streaming\"}; resources/subscribe "
+                          "to be told when new ones arrive). JSON.", "application/json",
+                          read_events, title="Your browser events"))
     registry.add(Resource(CAPABILITIES_URI, "capabilities", "The tools, every mode each one "
                           "accepts and which modes are built in this version (JSON).",
                           "application/json", read_capabilities,

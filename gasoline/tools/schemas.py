@@ -24,6 +24,7 @@ OBSERVE_MODES = (
     "websocket_status", "actions", "vitals", "page", "tabs", "history", "pilot", "timeline",
     "error_bundles", "screenshot", "storage", "indexeddb", "command_result", "pending_commands",
     "failed_commands", "summarized_logs", "recordings", "recording_actions", "playback_results",
+    "events",
 )
 ANALYZE_MODES = (
     "dom", "accessibility", "performance", "error_clusters", "history", "security_audit",

@@ -1,0 +1,406 @@
+"""
+Context streaming benchmark (issue 13, seed 004).
+
+The daemon's components run in this process on the real reactor (a background thread), listening
+on 127.0.0.1:0; the extension side is a separate process (``--generator``) posting ``/logs`` over
+4 keep-alive connections, 50 console entries per POST (the extension's format: ~30 % errors,
+exceptions and failed requests on several hosts). Ten agents are MCP sessions of ten client ids
+whose server->client stream writer formats each event as SSE, exactly as the HTTP transports do,
+and records when it was called: that is "the notification written to the agent's stream".
+
+Phases, in one run:
+ 1. latency: the generator paces 10,000 entries/s for ``--seconds``; the 10 agents are subscribed
+    with different filters (rate limit 100/s, the maximum, so that many events are measured).
+    Latency = writer call - arrival of the ingest request that carried the entry (the moment
+    twisted.web hands the complete request to the resource), p50/p99 per agent and over all;
+ 2. throughput: the generator posts as fast as it can, in alternating blocks without any
+    subscription and with the 10 subscriptions (``--blocks`` of each, ``--block-seconds`` each);
+    medians of entries/s, side by side, and their ratio;
+ 3. matching cost, in CPU time (so that a busy machine inflates it less): every agent's compiled
+    matcher over the same classified events (ns per event per agent), and the whole subscriber
+    path (classification + matching + inbox + push) per entry per agent, measured on the reactor
+    thread inside the daemon during phase 1.
+
+    .venv/bin/python bench/streaming.py [--seconds 10] [--blocks 3] [--block-seconds 4]
+                                        [--rate-limit 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import HTTPConnection, median, percentile, print_table, write_json  # noqa: E402
+
+from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+
+BATCH = 50
+CONNECTIONS = 4
+HOSTS = ["https://api.example.com", "https://www.example.com", "https://cdn.example.net",
+         "http://localhost:3000"]
+
+#: Ten agents, ten different subscriptions.
+FILTERS: list[dict[str, Any]] = [
+    {"subscribe": ["error"]},
+    {"subscribe": ["error"], "filters": {"severity": "high"}},
+    {"subscribe": ["network_failure"]},
+    {"subscribe": ["error", "network_failure"], "filters": {"url_pattern": r"^https://api\."}},
+    {"subscribe": ["error"], "filters": {"exclude_pattern": "ResizeObserver|favicon"}},
+    {"subscribe": ["all"]},
+    {"subscribe": ["error", "network_failure"], "filters": {"url_pattern": "localhost:3000"}},
+    {"subscribe": ["network_failure"], "filters": {"severity": "high",
+                                                   "exclude_pattern": r"/healthz$"}},
+    {"subscribe": ["error", "security_violation"], "filters": {"url_pattern": r"example\.(com|net)"}},
+    {"subscribe": ["websocket_close", "error"], "filters": {"severity": "medium",
+                                                            "url_pattern": "cdn"}},
+]
+#: Every agent's rate limit (``--rate-limit``): 100/s, the maximum, by default, so that the
+#: subscribers do the most work and many notifications are measured; 5 is what users get.
+DEFAULT_BENCH_RATE_LIMIT = 100
+
+
+def set_rate_limit(limit: int) -> None:
+    for f in FILTERS:
+        f.setdefault("filters", {})["rate_limit"] = limit
+
+
+set_rate_limit(DEFAULT_BENCH_RATE_LIMIT)
+
+
+def entry(batch: int, k: int) -> dict[str, Any]:
+    host = HOSTS[(batch + k) % len(HOSTS)]
+    r = (batch * 7 + k) % 20
+    tag = f"b{batch}-{k}"
+    if r < 3:
+        return {"level": "error", "type": "console", "message": f"{tag} failed to render widget",
+                "url": f"{host}/app", "tabId": 11, "ts": "2026-11-26T10:00:00.000Z"}
+    if r < 5:
+        return {"level": "error", "type": "exception", "message": f"{tag} TypeError: x is null",
+                "url": f"{host}/app", "tabId": 11, "stack": "at f (main.js:1:2)",
+                "ts": "2026-11-26T10:00:00.000Z"}
+    if r == 5:
+        return {"level": "error", "type": "network", "status": 500 if k % 2 else 404,
+                "method": "GET", "url": f"{host}/api/items", "message": f"{tag} GET → 500",
+                "tabId": 11, "ts": "2026-11-26T10:00:00.000Z"}
+    return {"level": ("log", "info", "warn", "debug")[r % 4], "type": "console",
+            "message": f"{tag} widget refreshed in {r} ms", "url": f"{host}/app",
+            "source": "main.js:10:3", "tabId": 11, "ts": "2026-11-26T10:00:00.000Z"}
+
+
+# -- the extension side (a separate process) ----------------------------------------------------
+
+
+def generator(port: int, seconds: float, rate: float | None, start_batch: int) -> dict[str, Any]:
+    """Post batches for C{seconds}: paced to C{rate} entries/s, or as fast as possible."""
+    per_conn_interval = None if not rate else CONNECTIONS * BATCH / rate
+    stop_at = time.perf_counter() + seconds
+    counts = [0] * CONNECTIONS
+    failed = [0] * CONNECTIONS
+    latencies: list[list[float]] = [[] for _ in range(CONNECTIONS)]
+
+    def worker(c: int) -> None:
+        conn = HTTPConnection("127.0.0.1", port)
+        b = start_batch + c
+        next_at = time.perf_counter() + c * (per_conn_interval or 0) / CONNECTIONS
+        while time.perf_counter() < stop_at:
+            if per_conn_interval is not None:
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                next_at += per_conn_interval
+            body = json.dumps({"entries": [entry(b, k) for k in range(BATCH)]},
+                              separators=(",", ":")).encode()
+            headers = dict(EXTENSION_HEADERS, **{"X-Bench-Batch": str(b)})
+            t0 = time.perf_counter()
+            status, _ = conn.request("POST", "/logs", body, headers)
+            latencies[c].append((time.perf_counter() - t0) * 1000.0)
+            if status == 200:
+                counts[c] += 1
+            else:
+                failed[c] += 1
+            b += CONNECTIONS
+        conn.close()
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in range(CONNECTIONS)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    lat = [x for per in latencies for x in per]
+    return {"seconds": elapsed, "posts": sum(counts), "failed": sum(failed),
+            "entries_per_second": sum(counts) * BATCH / elapsed,
+            "post_ms_p50": percentile(lat, 50), "post_ms_p99": percentile(lat, 99)}
+
+
+def run_generator(port: int, seconds: float, rate: float | None, start_batch: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--generator", "--port", str(port), "--seconds", str(seconds),
+           "--start-batch", str(start_batch)]
+    cmd += ["--rate", str(rate or 0)]  # 0: as fast as possible
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=seconds + 60)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- the daemon side (this process) -------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, state_dir: Path) -> None:
+        from twisted.internet import reactor
+        from twisted.web.resource import Resource
+
+        from gasoline.app import Config, build
+        from gasoline.http.request import GasolineSite
+
+        self.reactor = reactor
+        self.app = build(Config(state_dir=state_dir, persist=False), reactor)
+        #: batch number -> perf_counter() when its request reached the resource tree.
+        self.arrivals: dict[int, float] = {}
+        #: (perf_counter at the writer call, client id, payload)
+        self.writes: list[tuple[float, str, bytes]] = []
+        self.recording = False
+        root = self.app.resource
+        arrivals = self.arrivals
+
+        class Arrival(Resource):
+            isLeaf = True
+
+            def render(self, request):
+                batch = request.getHeader(b"x-bench-batch")
+                if batch is not None:
+                    arrivals[int(batch)] = time.perf_counter()
+                return root.render(request)
+
+        self.site = GasolineSite(Arrival(), reactor=reactor)
+        self.port = None
+        self.sessions: list[Any] = []
+        # The whole subscriber path, timed inside the daemon.
+        streaming = self.app.streaming
+        original = streaming.on_write
+        self.on_write_seconds = 0.0
+        self.on_write_entries = 0
+
+        def timed(write: Any) -> None:
+            t0 = time.thread_time()  # CPU time of the reactor thread: robust to a busy machine
+            original(write)
+            if self.recording and write.buffer == "console":
+                self.on_write_seconds += time.thread_time() - t0
+                self.on_write_entries += len(write.entries)
+
+        # The notifier holds the bound method it was given: swap the subscription for the timed one.
+        streaming._unsubscribe()
+        streaming._unsubscribe = self.app.store.notifier.subscribe(timed)
+
+    def call(self, fn, *args):
+        from twisted.internet.threads import blockingCallFromThread
+
+        return blockingCallFromThread(self.reactor, fn, *args)
+
+    def start(self) -> int:
+        thread = threading.Thread(target=self.reactor.run, kwargs={"installSignalHandlers": False},
+                                  daemon=True)
+        thread.start()
+        self.port = self.call(lambda: self.reactor.listenTCP(0, self.site, interface="127.0.0.1"))
+        self.call(self._agents)
+        return self.port.getHost().port
+
+    def _agents(self) -> None:
+        from gasoline.http.mcp_http import _sse_event
+
+        server = self.app.mcp
+        for i in range(len(FILTERS)):
+            cid = f"agent-{i}"
+            session = server.open_session(cid, "connector")
+            server.handle(session, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "0"}}})
+            server.handle(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            writes = self.writes
+
+            def writer(event_id: str, payload: bytes, cid=cid) -> None:
+                _sse_event(event_id, payload)  # the bytes the HTTP transport would write
+                if self.recording:
+                    writes.append((time.perf_counter(), cid, payload))
+
+            session.standalone.attach(writer)
+            self.sessions.append(session)
+
+    def subscribe(self, on: bool) -> None:
+        def do() -> None:
+            for i, session in enumerate(self.sessions):
+                args = {"what": "streaming", **FILTERS[i]} if on else {
+                    "what": "streaming", "enabled": False}
+                d = self.app.mcp.handle(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                                  "params": {"name": "configure",
+                                                             "arguments": args}})
+                result = d.result
+                assert result["result"]["isError"] is False, result
+
+        self.call(do)
+
+    def drain_inboxes(self) -> None:
+        def do() -> None:
+            for agent in self.app.streaming.agents.values():
+                agent.inbox.ack(agent.inbox.last_seq)
+
+        self.call(do)
+
+    def stop(self) -> None:
+        self.call(lambda: self.port.stopListening())
+        self.call(self.app.streaming.stop)
+        self.call(self.app.store.notifier.stop)
+        self.reactor.callFromThread(self.reactor.stop)
+
+
+def matcher_cost(events_n: int = 20_000) -> dict[str, Any]:
+    from gasoline.streaming.events import classify
+    from gasoline.streaming.subscription import Matcher, parse
+
+    entries = [entry(b, k) for b in range(events_n // BATCH) for k in range(BATCH)]
+    # CPU time (process_time), not wall time: the figure should not depend on what else runs.
+    t0 = time.process_time()
+    events = classify("console", entries, time.time())
+    classify_ns = (time.process_time() - t0) * 1e9 / len(entries)
+    matchers = [Matcher(parse(f)) for f in FILTERS]
+    t0 = time.process_time()
+    hits = 0
+    for m in matchers:
+        matches = m.matches
+        for e in events:
+            if matches(e):
+                hits += 1
+    elapsed = time.process_time() - t0
+    return {"entries": len(entries), "events": len(events), "agents": len(matchers),
+            "classify_ns_per_entry": classify_ns,
+            "match_ns_per_event_per_agent": elapsed * 1e9 / (len(events) * len(matchers)),
+            "matched": hits}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0, help="latency phase length")
+    ap.add_argument("--rate", type=float, default=10_000.0, help="entries/s in the latency phase")
+    ap.add_argument("--blocks", type=int, default=3, help="throughput blocks of each kind")
+    ap.add_argument("--block-seconds", type=float, default=4.0)
+    ap.add_argument("--rate-limit", type=int, default=DEFAULT_BENCH_RATE_LIMIT,
+                    help="every agent's rate limit, events/s (1-100; users get 5 by default)")
+    ap.add_argument("--generator", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--start-batch", type=int, default=0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.generator:
+        print(json.dumps(generator(args.port, args.seconds, args.rate if args.rate else None,
+                                   args.start_batch)))
+        return 0
+    rate = args.rate
+    set_rate_limit(args.rate_limit)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(Path(tmp))
+        port = bench.start()
+        try:
+            # 1. latency at 10,000 entries/s with 10 subscribed agents
+            bench.subscribe(True)
+            run_generator(port, 1.0, rate, 10_000_000)  # warm-up
+            bench.drain_inboxes()
+            cpu0 = bench.call(time.thread_time)  # the reactor thread's CPU time
+            bench.recording = True
+            paced = run_generator(port, args.seconds, rate, 0)
+            time.sleep(0.5)
+            bench.recording = False
+            reactor_cpu = bench.call(time.thread_time) - cpu0
+            writes = list(bench.writes)
+            arrivals = dict(bench.arrivals)
+            in_daemon = {"seconds": bench.on_write_seconds, "entries": bench.on_write_entries}
+            # 2. throughput, alternating blocks without and with subscriptions
+            blocks: dict[str, list[float]] = {"without": [], "with": []}
+            batch0 = 20_000_000
+            for i in range(args.blocks):
+                for kind in ("without", "with"):
+                    bench.subscribe(kind == "with")
+                    bench.drain_inboxes()
+                    out = run_generator(port, args.block_seconds, None, batch0)
+                    batch0 += 10_000_000
+                    blocks[kind].append(out["entries_per_second"])
+        finally:
+            bench.stop()
+
+    per_agent: dict[str, list[float]] = {}
+    for t, cid, payload in writes:
+        data = json.loads(payload)["params"]["data"]
+        tag = str(data.get("message", "")).split(" ", 1)[0]
+        if not tag.startswith("b"):
+            continue  # a rate_limit_exceeded / buffer_full notice
+        batch = int(tag[1:].split("-", 1)[0])
+        arrived = arrivals.get(batch)
+        if arrived is not None:
+            per_agent.setdefault(cid, []).append((t - arrived) * 1000.0)
+    every = [x for v in per_agent.values() for x in v]
+    cost = matcher_cost()
+    subscribers_path_us = (in_daemon["seconds"] * 1e6 / in_daemon["entries"] / len(FILTERS)
+                           if in_daemon["entries"] else float("nan"))
+    #: The subscribers' share of the daemon's (reactor thread's) CPU time in the paced phase: the
+    #: throughput they cost when ingest is CPU-bound, measured without depending on the load.
+    streaming_share = in_daemon["seconds"] / reactor_cpu if reactor_cpu else float("nan")
+
+    rows = []
+    for i in range(len(FILTERS)):
+        lat = per_agent.get(f"agent-{i}", [])
+        rows.append([f"agent-{i}", json.dumps(FILTERS[i]["subscribe"]), len(lat),
+                     percentile(lat, 50), percentile(lat, 99)])
+    rows.append(["all agents", "", len(every), percentile(every, 50), percentile(every, 99)])
+    rows.append(["(reference) POST /logs round trip", "", paced["posts"], paced["post_ms_p50"],
+                 paced["post_ms_p99"]])
+    print_table(f"Ingest arrival -> notification written (paced {paced['entries_per_second']:,.0f} "
+                f"entries/s for {paced['seconds']:.1f} s; target p99 < 10 ms)",
+                ["agent", "subscribe", "notifications", "p50 ms", "p99 ms"], rows)
+    without, with_ = median(blocks["without"]), median(blocks["with"])
+    print_table("Ingest throughput, as fast as possible, alternating blocks (target: within 10 %)",
+                ["subscriptions", "blocks (entries/s)", "median entries/s", "ratio"],
+                [["none", ", ".join(f"{x:,.0f}" for x in blocks["without"]), without, 1.0],
+                 ["10 agents", ", ".join(f"{x:,.0f}" for x in blocks["with"]), with_,
+                  with_ / without]])
+    print_table("Matching cost, CPU time (target < 50 µs per event per agent)",
+                ["measure", "value"],
+                [["classification, ns per console entry", cost["classify_ns_per_entry"]],
+                 ["compiled matcher, ns per event per agent", cost["match_ns_per_event_per_agent"]],
+                 ["whole subscriber path in the daemon, µs per entry per agent",
+                  subscribers_path_us],
+                 ["subscriber path's share of the daemon's CPU (paced phase)", streaming_share]])
+    load = os.getloadavg()
+    print(f"\nload average during the run (1/5/15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+          f"on {os.cpu_count()} CPUs")
+    result = {
+        "load_average": load,
+        "config": {"seconds": args.seconds, "rate": rate, "blocks": args.blocks,
+                   "block_seconds": args.block_seconds, "agents": len(FILTERS),
+                   "batch": BATCH, "connections": CONNECTIONS, "filters": FILTERS},
+        "paced": paced,
+        "latency_ms": {"p50": percentile(every, 50), "p99": percentile(every, 99),
+                       "notifications": len(every),
+                       "per_agent": {cid: {"n": len(v), "p50": percentile(v, 50),
+                                           "p99": percentile(v, 99)}
+                                     for cid, v in sorted(per_agent.items())}},
+        "throughput": {"without": blocks["without"], "with": blocks["with"],
+                       "median_without": without, "median_with": with_, "ratio": with_ / without},
+        "matching": {**cost, "subscriber_path_us_per_entry_per_agent": subscribers_path_us,
+                     "subscriber_share_of_daemon_cpu": streaming_share,
+                     "reactor_cpu_seconds_paced": reactor_cpu},
+    }
+    print(f"\nwrote {write_json('streaming', result)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

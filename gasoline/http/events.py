@@ -1,0 +1,114 @@
+"""
+``GET /events?client=<id>``: one agent's event inbox as server-sent events, for consumers that do
+not speak MCP (seed 000's full-duplex route; seed 004's inbox).
+
+Each inbox item is one SSE event: ``id: <seq>``, ``event: <event_type>``, ``data: <JSON>``. On
+connect the unread items are replayed (only those after ``Last-Event-ID`` / ``?since=<seq>`` when
+given), then new ones follow as they arrive; reading here never acknowledges (``observe
+{what:"events"}`` does). Errors: 400 without a well-formed ``client``, 404 for a client the daemon
+does not know, 409 when that client has no streaming subscription (``configure
+{what:"streaming"}``), 406 when ``Accept`` excludes ``text/event-stream``. The root's guard (Host,
+Origin, the optional API key: ``events`` is a keyed segment) runs first, as for every route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from twisted.application.internet import TimerService
+from twisted.logger import Logger
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
+
+from gasoline.core.clients import CLIENT_ID_RE
+from gasoline.http.json import json_error
+
+log = Logger()
+
+KEEPALIVE_SECONDS = 25.0
+
+
+def sse_item(item: dict[str, Any]) -> bytes:
+    kind = str(item.get("event_type", "event")).encode("ascii", "replace")
+    return (b"id: %d\nevent: " % item["seq"]) + kind + b"\ndata: " + orjson.dumps(
+        item, option=orjson.OPT_NON_STR_KEYS, default=str) + b"\n\n"
+
+
+class EventsResource(Resource):
+    """Renders ``/events``; mounted at ``root.mounts[b"events"]``."""
+
+    isLeaf = True
+
+    def __init__(self, streaming: Any, clock: Any) -> None:
+        super().__init__()
+        self.streaming = streaming
+        #: Open responses; each gets an SSE comment every L{KEEPALIVE_SECONDS}.
+        self.open: set[Any] = set()
+        self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
+        self.keepalive_service.clock = clock
+        self.keepalive_service.setName("events-sse-keepalive")
+
+    def keepalive(self) -> None:
+        """Guarded: a LoopingCall must not die."""
+        for request in list(self.open):
+            try:
+                request.write(b": keepalive\n\n")
+            except Exception:
+                log.failure("/events keep-alive write failed")
+                self.open.discard(request)
+
+    def render(self, request):
+        if [p for p in request.postpath[1:] if p]:
+            return json_error(request, 404, "not found")
+        if request.method != b"GET":
+            request.setHeader(b"allow", b"GET")
+            return json_error(request, 405, "method not allowed")
+        accept = (request.getHeader(b"accept") or b"").lower()
+        if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
+            return json_error(request, 406, "GET /events answers text/event-stream")
+        raw = (request.args.get(b"client") or [b""])[0].decode("utf-8", "replace")
+        if not CLIENT_ID_RE.match(raw):
+            return json_error(request, 400, "client=<client id> is required")
+        since = 0
+        last = request.getHeader(b"last-event-id") or (request.args.get(b"since") or [None])[0]
+        if last is not None:
+            try:
+                since = max(0, int(last))
+            except ValueError:
+                return json_error(request, 400, "since / Last-Event-ID must be a sequence number")
+        state = self.streaming.registry.get(raw)
+        if state is None:
+            return json_error(request, 404, f"unknown client {raw!r}")
+        gone = [False]
+
+        def listener(item: dict[str, Any]) -> None:
+            if not gone[0]:
+                request.write(sse_item(item))
+
+        def end() -> None:
+            if not gone[0]:
+                gone[0] = True
+                request.finish()
+
+        agent = self.streaming.listen(raw, listener, end)
+        if agent is None:
+            return json_error(request, 409, f"client {raw!r} has no streaming subscription; "
+                              "subscribe with configure {what:\"streaming\"}")
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", b"text/event-stream")
+        request.setHeader(b"cache-control", b"no-cache")
+        request.setHeader(b"x-accel-buffering", b"no")
+        request.write(b"retry: 1000\n\n")
+        for item in agent.inbox.unread():
+            if item["seq"] > since:
+                request.write(sse_item(item))
+        self.open.add(request)
+
+        def finished(_: Any) -> None:
+            gone[0] = True
+            self.open.discard(request)
+            self.streaming.unlisten(raw, listener)
+
+        request.notifyFinish().addBoth(finished)
+        return NOT_DONE_YET

@@ -1,0 +1,277 @@
+"""
+Stream events: what a buffer write means for subscribers (seed 004's event types).
+
+L{classify} turns one L{gasoline.core.store.BufferWrite} into the L{StreamEvent}s it carries, once per
+write whatever the number of subscribers. It only reads the entry dicts the store already holds
+(no decoding, no I/O). Event types and how each is recognised:
+
+ - ``error``: console entries of level ``error`` (``type: "exception"`` for uncaught exceptions and
+   unhandled rejections, which are C{high}; other console errors are C{medium});
+ - ``network_failure``: the console's ``type: "network"`` entries (the extension logs every request
+   that failed or answered 4xx/5xx there): 5xx and failed requests C{high}, 4xx C{medium};
+ - ``network_slow``: waterfall entries whose ``duration`` is over the subscriber's budget
+   (C{low}; the budget is a per-subscription filter, so this type is produced with its duration and
+   each subscription compares it with its own budget);
+ - ``websocket_close``: WebSocket ``close`` events (C{medium} for an abnormal code, else C{low});
+ - ``performance_degradation``: a performance snapshot with a Web Vital over its "needs improvement"
+   threshold (C{high} when one is "poor", else C{medium});
+ - ``security_violation``: console entries that report a Content-Security-Policy violation or mixed
+   content (``type: "csp_violation"`` / ``"security"``, or the browser's own wording), C{high};
+ - ``accessibility_violation``: published by an accessibility audit (L{audit_events}), severity
+   from axe's impact.
+
+Every event also names the MCP log level its severity maps to (``critical`` -> ``critical``,
+``high`` -> ``error``, ``medium`` -> ``warning``, ``low`` -> ``notice``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from gasoline.common import rfc3339
+
+EVENT_TYPES = (
+    "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
+    "security_violation", "accessibility_violation",
+)
+#: Least severe first.
+SEVERITIES = ("low", "medium", "high", "critical")
+SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+LOG_LEVEL = {"low": "notice", "medium": "warning", "high": "error", "critical": "critical"}
+
+#: Longest message / stack trace an event carries (the full entry stays in the buffer).
+MAX_MESSAGE = 2000
+MAX_STACK = 4000
+
+# Buffer names (gasoline.core.store), repeated here as plain strings to keep this module free of
+# anything but the entries it reads.
+_CONSOLE = "console"
+_WATERFALL = "network_waterfall"
+_WEBSOCKET = "websocket_events"
+_PERFORMANCE = "performance"
+
+#: Web Vitals: (path in the snapshot, needs-improvement threshold, poor threshold, label).
+_VITALS = {
+    "lcp": (("timing", "largest_contentful_paint"), 2500, 4000, "Largest Contentful Paint"),
+    "inp": (("timing", "interaction_to_next_paint"), 200, 500, "Interaction to Next Paint"),
+    "cls": (("cumulative_layout_shift",), 0.1, 0.25, "Cumulative Layout Shift"),
+    "fcp": (("timing", "first_contentful_paint"), 1800, 3000, "First Contentful Paint"),
+    "ttfb": (("timing", "time_to_first_byte"), 800, 1800, "Time to First Byte"),
+}
+
+
+def _security_words(message: str) -> bool:
+    """The browser's wording for CSP violations and mixed content (in the first 500 chars)."""
+    low = message[:500].lower()
+    return "content security policy" in low or "content-security-policy" in low \
+        or "mixed content" in low
+
+_NORMAL_WS_CLOSE = (1000, 1001)
+_IMPACT = {"critical": "critical", "serious": "high", "moderate": "medium", "minor": "low"}
+
+
+class StreamEvent:
+    """One event a subscriber may receive: what matching reads (type, severity, URL, message,
+    duration), and C{data}, what the notification's ``data`` carries (without ``seq``, which is
+    per agent). C{data} is built on first use: most events of a busy page are refused by every
+    filter or throttled, and never need it."""
+
+    __slots__ = ("event_type", "severity", "url", "message", "duration_ms", "_entry", "_at",
+                 "_stack", "_extra", "_data")
+
+    def __init__(self, event_type: str, severity: str, url: str, message: str,
+                 duration_ms: float | None, entry: dict[str, Any], at: float, stack: Any = None,
+                 extra: dict[str, Any] | None = None) -> None:
+        self.event_type = event_type
+        self.severity = severity
+        #: The URL the patterns are matched against ("" when the entry has none).
+        self.url = url
+        #: The message exclude patterns are matched against (capped).
+        self.message = message
+        #: Request duration in ms for ``network_slow`` candidates (None otherwise).
+        self.duration_ms = duration_ms
+        self._entry = entry
+        self._at = at
+        self._stack = stack
+        self._extra = extra
+        self._data: dict[str, Any] | None = None
+
+    @property
+    def level(self) -> str:
+        return LOG_LEVEL[self.severity]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        data = self._data
+        if data is None:
+            entry = self._entry
+            ts = entry.get("ts", entry.get("timestamp"))
+            data = self._data = {
+                "event_type": self.event_type,
+                "timestamp": ts if isinstance(ts, str) and len(ts) <= 64 else iso_time(self._at),
+                "message": self.message,
+                "url": _text(self.url, MAX_MESSAGE),
+                "severity": self.severity,
+                "stack_trace": _text(self._stack, MAX_STACK),
+                "tabId": _tab(entry),
+            }
+            if self._extra:
+                data.update(self._extra)
+        return data
+
+    def __repr__(self) -> str:
+        return f"StreamEvent({self.event_type!r}, {self.severity!r}, {self.url!r})"
+
+
+def iso_time(seconds: float) -> str:
+    """RFC 3339 UTC with milliseconds (the project's one formatter, L{gasoline.common.rfc3339})."""
+    return rfc3339(seconds) or ""
+
+
+def _text(value: Any, cap: int) -> str:
+    if value is None:
+        return ""
+    s = value if isinstance(value, str) else str(value)
+    return s if len(s) <= cap else s[:cap] + "…"
+
+
+def _tab(entry: dict[str, Any]) -> Any:
+    tab = entry.get("tabId")
+    return entry.get("tab_id") if tab is None else tab
+
+
+def _url(entry: dict[str, Any]) -> str:
+    for key in ("url", "page_url", "pageUrl"):
+        value = entry.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _event(kind: str, severity: str, entry: dict[str, Any], at: float, message: Any,
+           url: str, stack: Any = None, duration: float | None = None,
+           **extra: Any) -> StreamEvent:
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        message = _text(message, MAX_MESSAGE)
+    return StreamEvent(kind, severity, url, message, duration, entry, at, stack, extra)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
+def _console(entry: dict[str, Any], at: float) -> StreamEvent | None:
+    level = entry.get("level")
+    if level != "error" and level != "warn":
+        return None
+    kind = entry.get("type")
+    message = entry.get("message")
+    if kind in ("csp_violation", "security") or (
+            isinstance(message, str) and _security_words(message)):
+        return _event("security_violation", "high", entry, at, message, _url(entry))
+    if level != "error":
+        return None
+    if kind == "network":
+        status = _number(entry.get("status"))
+        failed = bool(entry.get("error")) or status is None or status == 0 or status >= 500
+        return _event("network_failure", "high" if failed else "medium", entry, at, message,
+                      _url(entry), status=int(status) if status is not None else None,
+                      method=_text(entry.get("method"), 16))
+    severity = "high" if kind == "exception" else "medium"
+    return _event("error", severity, entry, at, message, _url(entry), entry.get("stack"))
+
+
+def _waterfall(entry: dict[str, Any], at: float) -> StreamEvent | None:
+    duration = _number(entry.get("duration"))
+    if duration is None:
+        return None
+    url = _url(entry)
+    return _event("network_slow", "low", entry, at,
+                  f"{_text(entry.get('method') or 'GET', 16)} {_text(url, 500)} took "
+                  f"{duration:.0f} ms", url, duration=duration)
+
+
+def _websocket(entry: dict[str, Any], at: float) -> StreamEvent | None:
+    if entry.get("event") != "close":
+        return None
+    code = entry.get("code")
+    severity = "low" if code in _NORMAL_WS_CLOSE else "medium"
+    reason = _text(entry.get("reason"), 200)
+    url = _url(entry)
+    return _event("websocket_close", severity, entry, at,
+                  f"WebSocket {_text(url, 500)} closed (code {code}{': ' + reason if reason else ''})",
+                  url, code=code if isinstance(code, int) else None)
+
+
+def _vital(snapshot: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = snapshot
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return _number(value)
+
+
+def _performance(snapshot: dict[str, Any], at: float) -> StreamEvent | None:
+    over: dict[str, Any] = {}
+    poor = False
+    for name, (path, needs, bad, label) in _VITALS.items():
+        value = _vital(snapshot, path)
+        if value is None or value <= needs:
+            continue
+        rating = "poor" if value > bad else "needs-improvement"
+        poor = poor or rating == "poor"
+        over[name] = {"value": value, "rating": rating, "threshold": needs, "label": label}
+    if not over:
+        return None
+    url = _url(snapshot)
+    parts = ", ".join(f"{v['label']} {v['value']:g} ({v['rating']})" for v in over.values())
+    return _event("performance_degradation", "high" if poor else "medium", snapshot, at,
+                  f"{parts} on {_text(url, 500)}", url, vitals=over)
+
+
+_BY_BUFFER = {
+    _CONSOLE: _console,
+    _WATERFALL: _waterfall,
+    _WEBSOCKET: _websocket,
+    _PERFORMANCE: _performance,
+}
+
+#: The buffers whose writes can carry events (others are skipped without looking at entries).
+SOURCE_BUFFERS = frozenset(_BY_BUFFER)
+
+
+def classify(buffer: str, entries: Iterable[Any], at: float) -> list[StreamEvent]:
+    """The events in one write of C{entries} to C{buffer} at clock time C{at}."""
+    fn = _BY_BUFFER.get(buffer)
+    if fn is None:
+        return []
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            try:
+                event = fn(entry, at)
+            except Exception:  # a hostile entry must not stop the others  # noqa: BLE001
+                continue
+            if event is not None:
+                out.append(event)
+    return out
+
+
+def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) -> list[StreamEvent]:
+    """``accessibility_violation`` events from an axe result's ``violations`` list."""
+    out = []
+    for v in violations:
+        if not isinstance(v, dict):
+            continue
+        severity = _IMPACT.get(v.get("impact"), "medium")
+        nodes = v.get("nodes")
+        count = len(nodes) if isinstance(nodes, list) else 0
+        message = f"{_text(v.get('id'), 100)}: {_text(v.get('help') or v.get('description'), 500)}"
+        if count:
+            message += f" ({count} element{'s' if count != 1 else ''})"
+        out.append(_event("accessibility_violation", severity, {"tabId": tab_id}, at, message,
+                          url, rule=_text(v.get("id"), 100), impact=v.get("impact")))
+    return out

@@ -1,0 +1,262 @@
+"""
+One agent's streaming subscription: validation, persistence form, and the compiled matcher.
+
+L{parse} validates ``configure {what:"streaming"}`` arguments (clear L{InvalidParam} errors for
+unknown event types, more than 10 types, patterns over 100 characters or not RE2-compatible,
+``rate_limit`` outside 1-100, ...) into a L{Subscription}. L{Subscription.to_json} is what the agent's
+client state keeps (``state.subscriptions["streaming"]``), so the subscription is persisted with the
+state and restored when the client comes back within the TTL; L{Subscription.from_json} reads it
+back (anything malformed is ignored, never raised). L{Matcher} holds the compiled patterns (compiled
+once per subscription) and applies the seed's order: type -> severity -> url_pattern ->
+exclude_pattern; the rate limit is the inbox's last step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import re2
+
+from gasoline.core.errors import InvalidParam
+from gasoline.streaming.events import EVENT_TYPES, SEVERITIES, SEVERITY_RANK, StreamEvent
+
+ALL = "all"
+MAX_TYPES = 10
+MAX_PATTERN = 100
+MIN_RATE, MAX_RATE = 1, 100
+#: Seed 004: 5 events per second by default, 10 for an ``all`` subscription.
+DEFAULT_RATE = 5
+DEFAULT_RATE_ALL = 10
+DEFAULT_SEVERITY = "low"
+#: ``network_slow``: a request slower than this (ms) is an event, unless the filter says otherwise.
+DEFAULT_SLOW_MS = 1000
+MAX_SLOW_MS = 600_000
+#: Longest URL a pattern is matched against.
+MAX_MATCH_URL = 4096
+ALL_WARNING = ("subscribed to 'all': every event type is streamed, which can be many events per "
+               "second; prefer the types you need (rate limit {rate}/s)")
+FILTER_KEYS = ("severity", "url_pattern", "exclude_pattern", "rate_limit", "slow_ms")
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 1 << 20
+    return options
+
+
+_OPTIONS = _re2_options()
+#: Compiled patterns by source: validating a subscription and building its matcher compile a
+#: pattern once, and agents with the same pattern share it (a compiled set is read-only).
+_COMPILED: dict[str, Any] = {}
+MAX_COMPILED = 256
+
+
+def compile_pattern(name: str, pattern: Any) -> Any:
+    """Compile a filter's RE2 pattern as a one-pattern search set (see L{search_set}), or raise
+    L{InvalidParam} naming C{name}."""
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidParam(f"filters.{name} must be a non-empty string", param=f"filters.{name}")
+    if len(pattern) > MAX_PATTERN:
+        raise InvalidParam(f"filters.{name} is longer than {MAX_PATTERN} characters "
+                           f"({len(pattern)})", param=f"filters.{name}")
+    hit = _COMPILED.get(pattern)
+    if hit is not None:
+        return hit
+    try:
+        re2.compile(pattern, _OPTIONS)
+    except re2.error as e:
+        detail = e.args[0] if e.args else "invalid"
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise InvalidParam(f"filters.{name} is not a valid RE2 pattern: {detail}",
+                           param=f"filters.{name}",
+                           retry="Use RE2 syntax: no look-around, no back-references.") from None
+    try:
+        compiled = search_set(pattern)
+    except re2.error:
+        raise InvalidParam(f"filters.{name} is too complex (over RE2's 1 MiB program limit)",
+                           param=f"filters.{name}",
+                           retry="Use a simpler pattern (fewer or smaller repetitions).") from None
+    if len(_COMPILED) >= MAX_COMPILED:
+        _COMPILED.clear()
+    _COMPILED[pattern] = compiled
+    return compiled
+
+
+@attrs.frozen
+class Subscription:
+    """What one agent subscribed to (validated)."""
+
+    types: tuple[str, ...]
+    severity: str = DEFAULT_SEVERITY
+    url_pattern: str | None = None
+    exclude_pattern: str | None = None
+    rate_limit: int = DEFAULT_RATE
+    slow_ms: int = DEFAULT_SLOW_MS
+
+    @property
+    def all(self) -> bool:
+        return ALL in self.types
+
+    def filters(self) -> dict[str, Any]:
+        return {"severity": self.severity, "url_pattern": self.url_pattern,
+                "exclude_pattern": self.exclude_pattern, "rate_limit": self.rate_limit,
+                "slow_ms": self.slow_ms}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"enabled": True, "subscribe": list(self.types), "filters": self.filters()}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Subscription | None":
+        """The subscription L{to_json} saved, or None (disabled, absent or malformed)."""
+        if not isinstance(data, dict) or data.get("enabled") is not True:
+            return None
+        try:
+            return parse({"enabled": True, "subscribe": data.get("subscribe"),
+                          "filters": data.get("filters") or {}})
+        except InvalidParam:
+            return None
+
+
+def _int(filters: dict[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = filters.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParam(f"filters.{name} must be an integer", param=f"filters.{name}")
+    if not lo <= value <= hi:
+        raise InvalidParam(f"filters.{name} must be between {lo} and {hi} (got {value})",
+                           param=f"filters.{name}", value=value)
+    return value
+
+
+def parse(args: dict[str, Any]) -> Subscription | None:
+    """Validate ``enabled``, ``subscribe`` and ``filters``; None when ``enabled`` is false.
+
+    @raise InvalidParam: with a message that names the offending argument.
+    """
+    enabled = args.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise InvalidParam("enabled must be a boolean", param="enabled")
+    if not enabled:
+        return None
+    subscribe = args.get("subscribe")
+    if subscribe is None:
+        raise InvalidParam("subscribe is required when enabling streaming: a list of event types "
+                           f"({', '.join(EVENT_TYPES)}, or all)", param="subscribe",
+                           valid=[*EVENT_TYPES, ALL])
+    if isinstance(subscribe, str):
+        subscribe = [subscribe]
+    if not isinstance(subscribe, list) or not subscribe:
+        raise InvalidParam("subscribe must be a non-empty list of event types", param="subscribe")
+    if len(subscribe) > MAX_TYPES:
+        raise InvalidParam(f"subscribe lists {len(subscribe)} event types; at most {MAX_TYPES}",
+                           param="subscribe")
+    types: list[str] = []
+    for t in subscribe:
+        if t not in EVENT_TYPES and t != ALL:
+            raise InvalidParam(f"unknown event type {str(t)[:80]!r}", param="subscribe",
+                               valid=[*EVENT_TYPES, ALL])
+        if t not in types:
+            types.append(t)
+    filters = args.get("filters")
+    if filters is None:
+        filters = {}
+    if not isinstance(filters, dict):
+        raise InvalidParam("filters must be an object", param="filters")
+    unknown = [k for k in filters if k not in FILTER_KEYS]
+    if unknown:
+        raise InvalidParam(f"unknown filter {str(unknown[0])[:80]!r}", param="filters",
+                           valid=list(FILTER_KEYS))
+    severity = filters.get("severity")
+    if severity is None:
+        severity = DEFAULT_SEVERITY
+    if severity not in SEVERITIES:
+        raise InvalidParam(f"filters.severity must be one of {', '.join(SEVERITIES)}",
+                           param="filters.severity", valid=list(SEVERITIES))
+    patterns = {}
+    for name in ("url_pattern", "exclude_pattern"):
+        value = filters.get(name)
+        if value is not None:
+            compile_pattern(name, value)
+        patterns[name] = value
+    rate = _int(filters, "rate_limit", DEFAULT_RATE_ALL if ALL in types else DEFAULT_RATE,
+                MIN_RATE, MAX_RATE)
+    slow = _int(filters, "slow_ms", DEFAULT_SLOW_MS, 1, MAX_SLOW_MS)
+    return Subscription(tuple(types), severity, patterns["url_pattern"],
+                        patterns["exclude_pattern"], rate, slow)
+
+
+def search_set(pattern: str) -> Any:
+    """C{pattern} as a one-pattern RE2 search set: one native call per search (``Set.Match``),
+    about 3.5 times cheaper than C{re2.compile(p).search}, whose offset bookkeeping runs in
+    Python. Raises C{re2.error} when RE2 refuses it."""
+    patterns = re2.Set.SearchSet(_OPTIONS)
+    patterns.Add(pattern)
+    patterns.Compile()
+    return patterns
+
+
+class _Search:
+    """One compiled pattern, with the verdicts for recent URLs remembered (pages repeat their
+    URLs; messages are not remembered, they rarely repeat)."""
+
+    __slots__ = ("_set", "_urls")
+
+    #: URLs remembered per pattern (the memory is dropped whole when full).
+    MAX_URLS = 4096
+
+    def __init__(self, name: str, pattern: str) -> None:
+        self._set = compile_pattern(name, pattern)
+        self._urls: dict[str, bool] = {}
+
+    def url(self, url: str) -> bool:
+        hit = self._urls.get(url)
+        if hit is None:
+            hit = bool(self._set.Match(url[:MAX_MATCH_URL]))
+            if len(self._urls) >= self.MAX_URLS:
+                self._urls.clear()
+            self._urls[url] = hit
+        return hit
+
+    def text(self, text: str) -> bool:
+        return bool(self._set.Match(text[:MAX_MATCH_URL]))
+
+
+class Matcher:
+    """A subscription with its patterns compiled once: L{matches} runs the seed's order."""
+
+    __slots__ = ("subscription", "types", "min_rank", "include", "exclude", "slow_ms")
+
+    def __init__(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        #: None: every type (``all``).
+        self.types = None if subscription.all else frozenset(subscription.types)
+        self.min_rank = SEVERITY_RANK[subscription.severity]
+        self.include = (_Search("url_pattern", subscription.url_pattern)
+                        if subscription.url_pattern else None)
+        self.exclude = (_Search("exclude_pattern", subscription.exclude_pattern)
+                        if subscription.exclude_pattern else None)
+        self.slow_ms = subscription.slow_ms
+
+    def matches(self, event: StreamEvent) -> bool:
+        # 1. type
+        types = self.types
+        if types is not None and event.event_type not in types:
+            return False
+        if event.duration_ms is not None and event.duration_ms <= self.slow_ms:
+            return False  # network_slow: not over this subscriber's budget
+        # 2. severity
+        if SEVERITY_RANK[event.severity] < self.min_rank:
+            return False
+        # 3. url_pattern (the event's URL), 4. exclude_pattern (its URL or its message: noise)
+        if self.include is not None and not self.include.url(event.url):
+            return False
+        exclude = self.exclude
+        if exclude is not None and (exclude.url(event.url) or exclude.text(event.message)):
+            return False
+        return True

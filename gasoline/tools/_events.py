@@ -1,0 +1,169 @@
+"""
+The tool side of context streaming (seed 004; the machinery is L{gasoline.streaming}):
+
+ - ``configure {what:"streaming", enabled, subscribe, filters}`` (also ``streaming_action``
+   enable / disable / status) answers ``{configured, streaming_enabled, subscribe, filters}``;
+ - ``observe {what:"events", since?, wait_ms?, limit?}`` returns the caller's pending events,
+   oldest first, and acknowledges them; with ``wait_ms`` (at most 50 000) it long-polls until an
+   event arrives, with ``notifications/progress`` when the request carried a progress token;
+ - L{append_unread_note}: the short note other tool results carry while events are unread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.streaming.hub import MAX_WAIT_MS, PROGRESS_EVERY, UNTRUSTED
+from gasoline.streaming.subscription import ALL, ALL_WARNING, parse
+
+DEFAULT_EVENTS = 100
+MAX_EVENTS = 1000
+
+PROPERTIES: dict[str, Any] = {
+    "enabled": {"type": "boolean", "description": "streaming: subscribe (true, the default) or "
+                "unsubscribe (false)."},
+    "subscribe": {"type": "array", "items": {"type": "string", "enum": [
+        "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
+        "security_violation", "accessibility_violation", "all"]}, "maxItems": 10,
+        "description": "streaming: the event types to receive."},
+    "filters": {"type": "object", "description": "streaming: severity (low|medium|high|critical, "
+                "the minimum), url_pattern / exclude_pattern (RE2, at most 100 characters), "
+                "rate_limit (1-100 events per second), slow_ms (network_slow budget).",
+                "properties": {
+                    "severity": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
+                    "url_pattern": {"type": "string", "maxLength": 100},
+                    "exclude_pattern": {"type": "string", "maxLength": 100},
+                    "rate_limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "slow_ms": {"type": "integer", "minimum": 1}}},
+}
+OBSERVE_PROPERTIES: dict[str, Any] = {
+    "since": {"type": "integer", "minimum": 0, "description": "events: the last seq you have "
+              "seen (default: the last one you acknowledged)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS,
+                "description": "events: wait up to this long for an event when none is pending."},
+}
+
+
+def _streaming(ctx: Any) -> Any:
+    streaming = getattr(ctx.tools, "streaming", None)
+    if streaming is None:
+        raise GasolineError("streaming is not available in this daemon", code="not_implemented")
+    return streaming
+
+
+def configure_streaming(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    streaming = _streaming(ctx)
+    action = ctx.str_arg(args, "streaming_action", None, ("enable", "disable", "status"))
+    if action == "status" or (action is None and "enabled" not in args
+                              and "subscribe" not in args and "filters" not in args):
+        status = streaming.status(ctx.state)
+        word = "on" if status["streaming_enabled"] else "off"
+        return ctx.ok(f"streaming is {word}", status)
+    if action == "disable":
+        args = {**args, "enabled": False}
+    elif action == "enable" and "subscribe" not in args and "events" in args:
+        args = {**args, "subscribe": args["events"]}  # the 0.7.x argument name
+    subscription = parse(args)
+    agent = streaming.configure(ctx.state, subscription)
+    if agent is None:
+        return ctx.ok("streaming disabled: you will receive no more browser events",
+                      {"configured": True, "streaming_enabled": False, "subscribe": [],
+                       "filters": None})
+    body: dict[str, Any] = {"configured": True, "streaming_enabled": True,
+                            "subscribe": list(subscription.types),
+                            "filters": subscription.filters()}
+    summary = (f"streaming {', '.join(subscription.types)} (at most "
+               f"{subscription.rate_limit}/s); read them with observe {{what:\"events\"}}")
+    if ALL in subscription.types:
+        body["warning"] = ALL_WARNING.format(rate=subscription.rate_limit)
+        summary += "; warning: 'all' can be many events"
+    return ctx.ok(summary, body)
+
+
+def _answer(ctx: Any, out: dict[str, Any] | None, waited_ms: int | None) -> dict[str, Any]:
+    if out is None:
+        return ctx.ok("not subscribed: no events; subscribe with configure {what:\"streaming\", "
+                      "subscribe:[\"error\", ...]}",
+                      {"count": 0, "events": [], "streaming_enabled": False})
+    events = out["events"]
+    n = len(events)
+    body = {"count": n, **out, "streaming_enabled": True}
+    if waited_ms is not None:
+        body["waited_ms"] = waited_ms
+    if n:
+        body["untrusted_content"] = UNTRUSTED
+    summary = f"{n} browser event{'s' if n != 1 else ''}"
+    if n:
+        summary += f" (seq {events[0]['seq']}-{events[-1]['seq']}, acknowledged)"
+    if out["has_more"]:
+        summary += "; more pending"
+    return ctx.ok(summary, body)
+
+
+def observe_events(ctx: Any, args: dict[str, Any]) -> Any:
+    streaming = _streaming(ctx)
+    since = ctx.int_arg(args, "since", None, 0, 2**62)
+    wait_ms = ctx.int_arg(args, "wait_ms", 0, 0, 2**62)
+    if wait_ms > MAX_WAIT_MS:
+        raise InvalidParam(f"wait_ms must be at most {MAX_WAIT_MS} (the client's request "
+                           "timeout is usually 60 s)", param="wait_ms", value=wait_ms)
+    limit = ctx.int_arg(args, "limit", DEFAULT_EVENTS, 1, MAX_EVENTS)
+    peek = streaming.read(ctx.state, since, limit, ack=False)
+    if peek is None or peek["events"] or wait_ms == 0:
+        return _answer(ctx, streaming.read(ctx.state, since, limit), None)
+    clock = ctx.clock
+    started = clock.seconds()
+    deadline = started + wait_ms / 1000.0
+    ctx.working("waiting for browser events")  # carried by the progress heartbeats
+    outer: Deferred = Deferred(lambda _: current[0].cancel())
+    current: list[Deferred] = []
+
+    def step(_: Any = None) -> None:
+        now = clock.seconds()
+        out = streaming.read(ctx.state, since, limit, ack=False)
+        if out is None or out["events"] or now >= deadline:
+            outer.callback(_answer(ctx, streaming.read(ctx.state, since, limit),
+                                   int(round((now - started) * 1000))))
+            return
+        remaining = deadline - now
+        chunk = min(remaining, PROGRESS_EVERY) if ctx.request is not None \
+            and ctx.request.progress_token is not None else remaining
+        d = streaming.wait(ctx.state, chunk)
+        current[:] = [d]
+
+        def woke(_: Any) -> None:
+            if outer.called:
+                return
+            now = clock.seconds()
+            pending = streaming.read(ctx.state, since, limit, ack=False)
+            if now < deadline and pending is not None and not pending["events"]:
+                ctx.progress(round((now - started) * 1000), wait_ms, "waiting for browser events")
+            step()
+
+        d.addCallback(woke)
+        d.addErrback(lambda f: None)
+
+    step()
+    return outer
+
+
+def append_unread_note(ctx: Any, result: Any) -> Any:
+    """Add the caller's unread-events note to a successful result (a second text block, so the
+    first block's summary line and JSON stay as they are)."""
+    if ctx.tool == "observe" and ctx.mode == "events":
+        return result
+    if ctx.tool == "configure" and ctx.mode == "streaming":
+        return result
+    streaming = getattr(ctx.tools, "streaming", None)
+    if streaming is None or not isinstance(result, dict) or result.get("isError"):
+        return result
+    content = result.get("content")
+    if not isinstance(content, list):
+        return result
+    note = streaming.unread_note(ctx.state)
+    if note is not None:
+        content.append({"type": "text", "text": note})
+    return result

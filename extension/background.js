@@ -13,6 +13,10 @@ import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } f
 import { visualDiff } from './lib/visual.js';
 import { installPageCapture } from './lib/pages.js';
 import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
+import {
+  initPolicy, targetTab, requirePilot, checkUrl, checkParams, boundResult, isPrivateHost, agentsMayTrack,
+  pilotEnabled, Refused, PILOT_OFF_MESSAGE, LIMITS,
+} from './lib/policy.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -43,6 +47,8 @@ function loadSettings() {
   }
   return settingsPromise;
 }
+
+initPolicy(loadSettings);
 
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area !== 'local') return;
@@ -385,7 +391,9 @@ async function sendExtensionStatus() {
 }
 
 // ------------------------------------------------------------------ commands
-const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode']);
+// Acting, and reads that expose more than the capture stream does (every tab's URL and title,
+// storage, cookie names and form values, fetching with the extension's privileges).
+const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode', 'tabs', 'state_capture', 'link_health']);
 const READ_ONLY_DOM_ACTIONS = new Set(['get_text', 'get_value', 'get_attribute', 'list_interactive', 'wait_for']);
 
 // Commands for one tab run one after another, in the order the daemon queued them (a navigation
@@ -409,7 +417,8 @@ async function runCommand(cmd) {
   try {
     let timer;
     const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve({ __timeout: true }), COMMAND_TIMEOUT_MS); });
-    const result = await Promise.race([dispatch(cmd), timeout]);
+    checkParams(cmd);
+    const result = boundResult(await Promise.race([dispatch(cmd), timeout]));
     clearTimeout(timer);
     if (result && result.__timeout) {
       entry = { status: 'timeout', error: `command ${cmd.type} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s` };
@@ -421,7 +430,9 @@ async function runCommand(cmd) {
       entry = { status: 'complete', result };
     }
   } catch (e) {
-    entry = { status: 'error', error: String((e && e.message) || e) };
+    entry = e instanceof Refused
+      ? { status: 'error', error: e.code, result: { error: e.code, message: e.message } }
+      : { status: 'error', error: String((e && e.message) || e) };
   }
   inProgress.delete(cmd.id);
   if (entry) {
@@ -430,20 +441,6 @@ async function runCommand(cmd) {
     await saveSyncState();
   }
   wakeSync();
-}
-
-async function targetTab(cmd) {
-  const params = cmd.params || {};
-  const s = await loadSettings();
-  const id = Number(cmd.tab_id || params.tab_id || s.trackedTabId || 0);
-  if (id) {
-    const tab = await chrome.tabs.get(id).catch(() => null);
-    if (!tab) throw new Error(`no_tab: tab ${id} does not exist`);
-    return tab;
-  }
-  const [active] = await chrome.tabs.query({ active: true, lastFocusedWindow: true });
-  if (!active) throw new Error('no_tab: no tracked or active tab');
-  return active;
 }
 
 async function inTab(tabId, type, params) {
@@ -479,15 +476,13 @@ function waitForTabComplete(tabId, timeoutMs = 15000) {
   });
 }
 
-const SAFE_URL = /^(?:https?:|file:|about:blank$)/i;
-
 async function browserAction(cmd) {
   const params = cmd.params || {};
   const action = params.action;
   const tabInfo = (tab) => (tab ? { tab_id: tab.id, url: tab.url, title: tab.title } : {});
   switch (action) {
     case 'navigate': {
-      if (!params.url || !SAFE_URL.test(params.url)) return { error: 'invalid_param', message: 'navigate needs an http(s), file or about:blank url' };
+      await checkUrl(params.url, 'navigate');
       const tab = await targetTab(cmd);
       await chrome.tabs.update(tab.id, { url: params.url });
       const done = await waitForTabComplete(tab.id);
@@ -505,18 +500,25 @@ async function browserAction(cmd) {
       return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
     }
     case 'new_tab': {
-      const url = params.url || 'about:blank';
-      if (!SAFE_URL.test(url)) return { error: 'invalid_param', message: 'new_tab needs an http(s), file or about:blank url' };
+      const url = await checkUrl(params.url || 'about:blank', 'new_tab');
+      // Agents do not widen capture: the new tab is tracked only when the user allowed it.
+      const track = params.track !== false && await agentsMayTrack();
       const tab = await chrome.tabs.create({ url, active: params.active !== false });
-      if (params.track) await addTrackedTab(tab.id);
-      return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
+      if (track) await addTrackedTab(tab.id);
+      return Object.assign({ success: true, action, tracked: track }, tabInfo(await waitForTabComplete(tab.id)),
+        track ? {} : { note: 'the new tab is not tracked (the user has not let agents track tabs in the Gasoline popup): agents cannot read or act on it' });
     }
     case 'switch_tab': {
       const id = Number(params.tab_id || cmd.tab_id);
       if (!id) return { error: 'missing_param', message: 'switch_tab needs tab_id' };
+      // Only to a tracked tab, unless the user let agents track tabs (then it becomes the primary).
+      const mayTrack = await agentsMayTrack();
+      const target = mayTrack ? await chrome.tabs.get(id).catch(() => null) : await targetTab({ params: { tab_id: id } });
+      if (!target) return { error: 'no_tab', message: `tab ${id} does not exist` };
+      if (mayTrack) await checkUrl(target.url, 'switch_tab');
       const tab = await chrome.tabs.update(id, { active: true });
       await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
-      if (params.track !== false) await setPrimaryTab(tab);
+      if (mayTrack && params.track !== false) await setPrimaryTab(tab);
       return Object.assign({ success: true, action }, tabInfo(tab));
     }
     case 'close_tab': {
@@ -634,6 +636,8 @@ async function screenshot(cmd) {
   if (!tab.active) {
     // A frame of a screen recording never pulls the tab to the front: the frame is skipped.
     if (params.if_active) return { error: 'tab_not_visible', message: `tab ${tab.id} is not the visible tab of its window` };
+    // Bringing a background tab to the front shows the agent what the user does not: pilot only.
+    await requirePilot(`a screenshot of tab ${tab.id}, which is not the visible tab of its window,`);
     await chrome.tabs.update(tab.id, { active: true });
   }
   const format = params.format === 'png' ? 'png' : 'jpeg';
@@ -649,20 +653,26 @@ async function screenshot(cmd) {
 async function linkHealth(cmd) {
   const params = cmd.params || {};
   const tab = await targetTab(cmd);
-  const limit = Math.max(1, Math.min(Number(params.limit) || 50, 200));
-  const [{ result: urls }] = await chrome.scripting.executeScript({
+  const limit = Math.max(1, Math.min(Number(params.limit) || 50, LIMITS.links));
+  const [{ result: found }] = await chrome.scripting.executeScript({
     target: { tabId: tab.id },
     func: (max) => Array.from(new Set(Array.from(document.links).map((a) => a.href.split('#')[0])))
       .filter((u) => /^https?:/.test(u)).slice(0, max),
-    args: [limit],
+    args: [limit * 4],
   });
+  // The extension fetches with its own privileges (no CORS, every host): never into the private
+  // network or this machine, unless the tracked page itself is served from there.
+  const pagePrivate = isPrivateHost(tab.url);
+  const all = Array.isArray(found) ? found.filter((u) => typeof u === 'string' && u.length <= 8192) : [];
+  const refused = pagePrivate ? [] : all.filter((u) => isPrivateHost(u));
+  const urls = all.filter((u) => pagePrivate || !isPrivateHost(u)).slice(0, limit);
   const check = async (url) => {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), 5000);
     const started = Date.now();
     try {
-      let resp = await fetch(url, { method: 'HEAD', redirect: 'follow', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
-      if (resp.status === 405 || resp.status === 501) resp = await fetch(url, { method: 'GET', redirect: 'follow', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
+      let resp = await fetch(url, { method: 'HEAD', redirect: pagePrivate ? 'follow' : 'manual', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
+      if (resp.status === 405 || resp.status === 501) resp = await fetch(url, { method: 'GET', redirect: pagePrivate ? 'follow' : 'manual', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
       return { url, status: resp.status, ok: resp.ok, redirected: resp.redirected, duration: Date.now() - started };
     } catch (e) {
       return { url, status: 0, ok: false, error: ctrl.signal.aborted ? 'timeout' : String((e && e.message) || e), duration: Date.now() - started };
@@ -672,7 +682,10 @@ async function linkHealth(cmd) {
   };
   const links = [];
   for (let i = 0; i < urls.length; i += 6) links.push(...await Promise.all(urls.slice(i, i + 6).map(check)));
-  return { page_url: tab.url, checked: links.length, broken: links.filter((l) => !l.ok).length, links };
+  return {
+    page_url: tab.url, checked: links.length, broken: links.filter((l) => !l.ok).length, links,
+    ...(refused.length ? { skipped_private: refused.slice(0, 20), skipped_private_count: refused.length } : {}),
+  };
 }
 
 async function tabsList() {
@@ -690,7 +703,7 @@ async function dispatch(cmd) {
   const type = cmd.type;
   const needsPilot = PILOT_COMMANDS.has(type) && !(type === 'dom_action' && READ_ONLY_DOM_ACTIONS.has(params.action));
   if (needsPilot && !s.pilotEnabled) {
-    return { error: 'pilot_disabled', message: 'AI Web Pilot is off: turn it on in the Gasoline popup to let agents act in the browser' };
+    return { error: 'pilot_disabled', message: PILOT_OFF_MESSAGE };
   }
   switch (type) {
     case 'tabs': return tabsList();
@@ -705,7 +718,7 @@ async function dispatch(cmd) {
     case 'page_info': {
       const tab = await targetTab(cmd);
       const info = await inTab(tab.id, 'page_info', params);
-      return Object.assign({ tab_id: tab.id, tracked: isTrackedTab(s, tab.id) }, info);
+      return Object.assign({ tab_id: tab.id, tracked: true }, info);
     }
     case 'dom': case 'a11y': case 'dom_action': case 'highlight': case 'subtitle': case 'waterfall':
     case 'state_capture': case 'computed_styles': case 'form_discovery': {

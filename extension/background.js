@@ -17,6 +17,7 @@ import {
   initPolicy, targetTab, requirePilot, checkUrl, checkParams, boundResult, isPrivateHost, agentsMayTrack,
   pilotEnabled, Refused, PILOT_OFF_MESSAGE, LIMITS,
 } from './lib/policy.js';
+import { createPairing, NotPaired } from './lib/pairing.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -55,7 +56,9 @@ chrome.storage.onChanged.addListener((changes, area) => {
   const before = settings;
   settingsPromise = null;
   loadSettings().then((now) => {
-    if (!before || before.serverUrl !== now.serverUrl) {
+    const pinned = (x) => (x && x.daemonIdentity ? x.daemonIdentity.key : '');
+    if (!before || before.serverUrl !== now.serverUrl || pinned(before) !== pinned(now)) {
+      pairing.reset();
       status.connected = false;
       wakeSync();
     }
@@ -99,21 +102,37 @@ function extLog(level, message, category = 'general', data = undefined) {
 }
 
 // ------------------------------------------------------------------ HTTP
-async function daemonFetch(path, { method = 'POST', body, timeout = POST_TIMEOUT_MS } = {}) {
+async function rawFetch(path, { method = 'POST', body, headers = {}, timeout = POST_TIMEOUT_MS } = {}) {
   const s = await loadSettings();
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeout);
   try {
     return await fetch(s.serverUrl + path, {
       method,
-      headers: HEADERS,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: Object.assign({}, HEADERS, headers),
+      body,
       signal: ctrl.signal,
       cache: 'no-store',
     });
+  } catch (e) {
+    // Nothing answered (the daemon is down, or was): whoever answers next proves itself again.
+    pairing.reset();
+    throw e;
   } finally {
     clearTimeout(timer);
   }
+}
+
+// The daemon proves its identity before anything but /health and /pairing is sent (lib/pairing.js).
+const pairing = createPairing({
+  fetchDaemon: (path, init) => rawFetch(path, Object.assign({ timeout: HEALTH_TIMEOUT_MS }, init)),
+  getPinned: () => loadSettings().then((s) => s.daemonIdentity),
+});
+
+/** A JSON request to the daemon: only once the daemon proved it is the paired one (except /health). */
+async function daemonFetch(path, { method = 'POST', body, timeout = POST_TIMEOUT_MS, headers } = {}) {
+  if (path !== '/health') await pairing.ensureSession();
+  return rawFetch(path, { method, headers, timeout, body: body === undefined ? undefined : JSON.stringify(body) });
 }
 
 // ------------------------------------------------------------------ batching queues
@@ -282,9 +301,21 @@ async function syncOnce() {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
 
-  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+  const session = await pairing.ensureSession();
+  const [signed, nonce] = pairing.signedHeaders(session);
+  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS, headers: signed });
+  const raw = await resp.arrayBuffer();
+  if (resp.headers.get('X-Gasoline-Session-Status') === 'unknown') {
+    pairing.reset(); // the daemon restarted: challenge it again (an impostor fails there)
+    throw new Error('the daemon no longer knows this session (it restarted): pairing again');
+  }
   if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
-  const data = await resp.json();
+  // The command channel: an answer not signed with this session's key is not the paired daemon's.
+  if (!(await pairing.verifyAnswer(session, nonce, raw, resp.headers.get('X-Gasoline-Proof')))) {
+    pairing.reset();
+    throw new NotPaired('mismatch', 'an answer to /sync was not signed by the paired Gasoline daemon: its commands were not run');
+  }
+  const data = JSON.parse(new TextDecoder().decode(raw));
 
   // Delivered: forget what we sent.
   extensionLogs.splice(0, Math.min(extensionLogs.length, ownLogs));
@@ -347,8 +378,10 @@ async function syncLoop() {
       } catch (e) {
         status.consecutiveFailures += 1;
         status.lastError = String((e && e.message) || e);
-        if (status.consecutiveFailures >= 2) status.connected = false;
+        if (status.consecutiveFailures >= 2 || e instanceof NotPaired) status.connected = false;
+        if (e instanceof NotPaired && e.state === 'mismatch') extLog('error', status.lastError, 'pairing');
         delay = Math.min(1000 * 2 ** Math.min(status.consecutiveFailures - 1, 3), 5000);
+        if (e instanceof NotPaired && e.state === 'unpaired') delay = Math.min(delay, 2000);
       }
       updateBadge();
       // Any extension API call keeps the worker alive between polls.
@@ -371,6 +404,12 @@ function statusSnapshot() {
     server_url: settings ? settings.serverUrl : DEFAULT_SERVER_URL,
     server_version: status.serverVersion,
     ai_controlled: Object.keys(status.captureOverrides || {}).length > 0,
+    pairing: {
+      state: pairing.info.state,
+      message: pairing.info.message,
+      fingerprint: settings && settings.daemonIdentity ? settings.daemonIdentity.fingerprint : '',
+      offered_fingerprint: pairing.info.offered ? pairing.info.offered.fingerprint : '',
+    },
     ext_session_id,
     version: VERSION,
     queues: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, { buffered: q.items.length, sent: q.sent, dropped: q.dropped, rejected: q.rejected }])),
@@ -860,12 +899,33 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     (msg.tracked ? addTrackedTab(msg.tabId) : untrackTab(msg.tabId)).then(() => sendResponse({ ok: true }), (e) => sendResponse({ ok: false, error: String(e) }));
     return true;
   }
+  if (msg.type === 'gasoline:pair') {
+    pairWith(msg.fingerprint).then(sendResponse, (e) => sendResponse({ ok: false, error: String((e && e.message) || e) }));
+    return true;
+  }
+  if (msg.type === 'gasoline:unpair') {
+    chrome.storage.local.remove(STORAGE_KEYS.daemonIdentity).then(() => sendResponse({ ok: true }));
+    return true;
+  }
   if (msg.type === 'gasoline:health') {
     refreshHealth().then(() => sendResponse({ health: status.health, status: statusSnapshot() }));
     return true;
   }
   return false;
 });
+
+// The user confirmed the fingerprint the popup showed: pin the key the daemon offers now, if it is
+// still the one with that fingerprint.
+async function pairWith(fingerprint) {
+  const offer = await pairing.offered();
+  if (!offer) return { ok: false, error: 'the server at this port does not offer Gasoline pairing' };
+  if (offer.fingerprint !== fingerprint) return { ok: false, error: `the daemon now offers ${offer.fingerprint}, not ${fingerprint}: compare again` };
+  const s = await loadSettings();
+  await chrome.storage.local.set({
+    [STORAGE_KEYS.daemonIdentity]: { key: offer.key, fingerprint: offer.fingerprint, paired_at: new Date().toISOString(), server_url: s.serverUrl },
+  });
+  return { ok: true, fingerprint: offer.fingerprint };
+}
 
 // ------------------------------------------------------------------ lifecycle
 function ensureAlive() {

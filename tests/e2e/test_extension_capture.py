@@ -161,7 +161,8 @@ def test_capture_resumes_after_the_daemon_is_killed_and_restarted(browser, site,
         20, interval=0.5, what="the extension to notice the daemon is gone",
     )
 
-    restarted = DaemonProcess(state_dir=tmp_path / "state2", args=["--listen", f"tcp:{port}:interface=127.0.0.1"])
+    # The same daemon (its state dir, so its identity) on the same port.
+    restarted = DaemonProcess(state_dir=ext_daemon.state_dir, args=["--listen", f"tcp:{port}:interface=127.0.0.1"])
     restarted.start()
     try:
         assert restarted.port == port

@@ -1,0 +1,195 @@
+"""
+The extension's trust boundaries (issue 18), in Debian's Chromium with the real extension.
+
+1. Commands stay inside what the user allowed: only tracked tabs, the pilot gates reads that expose
+   more than the capture stream, agents do not widen tracking, file: URLs and oversized parameters
+   are refused.
+2. Pairing: nothing is captured or run before the user pins the daemon's identity in the popup; an
+   impostor on the daemon's port gets no capture data and its commands are not run.
+
+Fails (not skips) under CI=true without Chromium (the ``chromium_bin`` fixture).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from harness import daemon_get, wait_until
+from test_extension_commands import ScriptedDaemon
+
+from gasoline.testing import DaemonProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def results_for(fake, ids, timeout=40):
+    return wait_until(lambda: fake.results_when(lambda r: set(ids) <= set(r)), timeout, interval=0.3,
+                      what=f"results of {sorted(ids)}")
+
+
+def error_of(result):
+    return result["status"], result.get("error"), (result.get("result") or {}).get("message", "")
+
+
+# ------------------------------------------------------------------------------------ §1 commands
+
+
+def test_commands_reach_only_tracked_tabs_and_agents_do_not_widen_tracking(browser, site):
+    sw = browser.service_worker()
+    _, other_page, _ = browser.new_page(site.url + "/capture.html?m=untracked")
+    other = browser.tab_id_for(sw, site.url + "/capture.html?m=untracked")
+    _, page, _ = browser.new_page(site.url + "/commands.html")
+    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    commands = [
+        {"id": "q-1", "type": "dom", "params": {"selector": "h1"}},                         # the tracked tab
+        {"id": "q-2", "type": "dom", "params": {"selector": "h1"}, "tab_id": other},         # an untracked one
+        {"id": "q-3", "type": "execute", "params": {"script": "document.title", "tab_id": other}},
+        {"id": "q-4", "type": "page_info", "params": {}, "tab_id": 999999},
+        {"id": "q-5", "type": "browser_action", "params": {"action": "switch_tab", "tab_id": other}},
+        {"id": "q-6", "type": "browser_action", "params": {"action": "new_tab", "url": site.url + "/blank.html?opened", "track": True}},
+        {"id": "q-7", "type": "browser_action", "params": {"action": "navigate", "url": "file:///etc/hostname"}},
+        {"id": "q-8", "type": "execute", "params": {"script": "1;" + " " * (300 * 1024)}},
+        {"id": "q-9", "type": "dom", "params": {"selector": "a" * 5000}},
+        {"id": "q-10", "type": "execute", "params": {"script": "'x'.repeat(5 * 1024 * 1024)"}},
+    ]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": True})
+        r = results_for(fake, [c["id"] for c in commands], timeout=60)
+        assert r["q-1"]["status"] == "complete" and r["q-1"]["result"]["matches"][0]["text"] == "Commands"
+        for qid in ("q-2", "q-3", "q-5"):
+            status, code, message = error_of(r[qid])
+            assert (status, code) == ("error", "tab_not_tracked"), r[qid]
+            assert f"tab {other} is not tracked" in message and "the user has not tracked it" in message
+        assert error_of(r["q-4"])[1] == "tab_not_tracked"
+        # new_tab opened a tab but did not track it (the user has not allowed agents to)
+        assert r["q-6"]["status"] == "complete" and r["q-6"]["result"]["tracked"] is False
+        stored = browser.cdp.evaluate(sw, "chrome.storage.local.get(null)")
+        assert stored["trackedTabId"] == tab and not stored.get("gasolineTrackedTabs")
+        status, code, message = error_of(r["q-7"])
+        assert code == "file_url_refused" and "file:" in message
+        assert error_of(r["q-8"])[1] == "invalid_param" and "script" in error_of(r["q-8"])[2]
+        assert error_of(r["q-9"])[1] == "invalid_param" and "selector" in error_of(r["q-9"])[2]
+        assert error_of(r["q-10"])[1] == "result_too_large"
+        # the untracked page was never touched
+        assert browser.cdp.evaluate(other_page, "location.href") == site.url + "/capture.html?m=untracked"
+
+
+def test_with_the_user_s_consent_new_tab_and_switch_tab_track(browser, site):
+    sw = browser.service_worker()
+    _, _, _ = browser.new_page(site.url + "/blank.html?first")
+    tab = browser.tab_id_for(sw, site.url + "/blank.html?first")
+    commands = [{"id": "q-1", "type": "browser_action", "params": {"action": "new_tab", "url": site.url + "/blank.html?second", "track": True}}]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": True, "gasolineAgentsMayTrack": True})
+        r = results_for(fake, ["q-1"])
+        assert r["q-1"]["result"]["tracked"] is True
+        opened = r["q-1"]["result"]["tab_id"]
+        assert browser.cdp.evaluate(sw, "chrome.storage.local.get('gasolineTrackedTabs').then(r => r.gasolineTrackedTabs)") == [opened]
+
+
+def test_pilot_off_refuses_storage_tab_listing_and_background_screenshots(browser, site):
+    sw = browser.service_worker()
+    _, back_page, _ = browser.new_page(site.url + "/commands.html?back")
+    back = browser.tab_id_for(sw, site.url + "/commands.html?back")
+    _, front_page, _ = browser.new_page(site.url + "/commands.html?front")
+    front = browser.tab_id_for(sw, site.url + "/commands.html?front")
+    browser.cdp.evaluate(front_page, "localStorage.setItem('secret-ish', 'v'); 1")
+    assert browser.cdp.evaluate(sw, f"chrome.tabs.get({back}).then(t => t.active)") is False
+    commands = [
+        {"id": "q-1", "type": "tabs", "params": {}},
+        {"id": "q-2", "type": "state_capture", "params": {}},
+        {"id": "q-3", "type": "screenshot", "params": {"format": "jpeg"}, "tab_id": back},
+        {"id": "q-4", "type": "link_health", "params": {}},
+        {"id": "q-5", "type": "dom", "params": {"selector": "h1"}},   # a read within the capture stream's reach
+        {"id": "q-6", "type": "screenshot", "params": {"format": "jpeg"}},  # the tracked tab, in front
+    ]
+    with ScriptedDaemon(commands) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": front, "gasolineTrackedTabs": [back],
+                                 "aiWebPilotEnabled": False})
+        r = results_for(fake, ["q-1", "q-2", "q-3", "q-4", "q-5"])
+        for qid in ("q-1", "q-2", "q-3", "q-4"):
+            status, code, message = error_of(r[qid])
+            assert (status, code) == ("error", "pilot_disabled"), r[qid]
+            assert "AI Web Pilot is off" in message
+        assert "secret-ish" not in json.dumps(r)
+        assert r["q-5"]["status"] == "complete"
+        wait_until(lambda: fake.screenshots, 20, what="the front tab's screenshot")
+        assert [s["query_id"] for s in fake.screenshots] == ["q-6"]
+        # the background tab stayed in the background
+        assert browser.cdp.evaluate(sw, f"chrome.tabs.get({back}).then(t => t.active)") is False
+
+
+def test_private_network_targets_are_recognised(browser):
+    """link_health's refusal rule (lib/policy.js isPrivateHost), evaluated in an extension page."""
+    browser.service_worker()
+    eid = browser.extension_id()
+    _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
+    urls = {
+        "http://127.0.0.1:8080/": True, "http://localhost/": True, "http://10.1.2.3/": True,
+        "http://192.168.0.1/admin": True, "http://172.20.0.1/": True, "http://169.254.169.254/latest": True,
+        "http://[::1]/": True, "http://[fd00::1]/": True, "http://printer.local/": True, "http://intranet/": True,
+        "https://example.com/": False, "https://8.8.8.8/": False, "http://172.32.0.1/": False,
+    }
+    got = browser.cdp.evaluate(options, f"import('/lib/policy.js').then(m => Object.fromEntries({json.dumps(list(urls))}.map(u => [u, m.isPrivateHost(u)])))")
+    assert got == urls
+
+
+# ------------------------------------------------------------------------------------ §2 pairing
+
+
+def test_nothing_is_sent_until_the_user_pairs_in_the_popup(browser, site, ext_daemon):
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/blank.html")
+    tab = browser.tab_id_for(sw, site.url + "/blank.html")
+    browser.storage_set(sw, {"serverUrl": ext_daemon.url, "trackedTabId": tab}, pair=False)
+    browser.navigate(page, site.url + "/capture.html?m=before-pairing")
+    fingerprint = daemon_get(ext_daemon.url, "/pairing")["fingerprint"]
+    eid = browser.extension_id()
+    _, popup, _ = browser.new_page(f"chrome-extension://{eid}/popup/popup.html")
+    text = lambda sel: browser.cdp.evaluate(popup, f"document.querySelector('{sel}').textContent")  # noqa: E731
+    wait_until(lambda: fingerprint in text("#pairing-text"), 15, interval=0.3, what="the popup to offer the fingerprint")
+    assert browser.cdp.evaluate(popup, "document.getElementById('pair').hidden") is False
+    health = daemon_get(ext_daemon.url, "/health")
+    assert health["capture"]["extension_connected"] is False and health["logs"]["entries"] == 0
+    browser.cdp.evaluate(popup, "document.getElementById('pair').click(); 1")
+    wait_until(lambda: "verified" in text("#pairing-text"), 15, interval=0.3, what="the popup to show the daemon verified")
+    assert text("#paired-fp") == fingerprint
+    wait_until(lambda: any("before-pairing" in e.get("message", "") for e in daemon_get(ext_daemon.url, "/snapshot")["logs"]),
+               20, what="what waited in the buffer to arrive once paired")
+
+
+def test_an_impostor_on_the_daemons_port_gets_no_capture_data_and_its_commands_are_not_run(browser, site, ext_daemon):
+    sw, page, tab = browser.track_new_tab(site.url + "/blank.html", ext_daemon.url, aiWebPilotEnabled=True)
+    browser.cdp.evaluate(page, "console.error('to the real daemon'); 1")
+    wait_until(lambda: any("to the real daemon" in e.get("message", "") for e in daemon_get(ext_daemon.url, "/snapshot")["logs"]),
+               20, what="capture at the real daemon")
+    port = ext_daemon.port
+    ext_daemon.kill()
+    hijack = {"id": "q-1", "type": "execute", "params": {"script": "document.title = 'hijacked'"}}
+    with ScriptedDaemon([hijack], port=port) as impostor:
+        browser.cdp.evaluate(page, "console.error('while the impostor listens'); 1")
+        wait_until(lambda: (browser.status(sw).get("pairing") or {}).get("state") == "mismatch", 20, interval=0.3,
+                   what="the extension to refuse the impostor")
+        # Give the worker time for several sync attempts and capture flushes.
+        browser.cdp.evaluate(page, "new Promise(r => setTimeout(r, 4000)).then(() => { console.error('still the impostor'); return 1; })")
+        browser.cdp.evaluate(page, "new Promise(r => setTimeout(r, 2000)).then(() => 1)")
+        with impostor.lock:
+            assert impostor.posts == {}, impostor.posts      # no capture batch, no /sync, no result
+            assert "/pairing/challenge" in impostor.pairing_requests
+        assert impostor.results() == {}
+        assert browser.cdp.evaluate(page, "document.title") != "hijacked"
+        status = browser.status(sw)
+        assert status["connected"] is False and "could not prove it is the paired Gasoline daemon" in status["last_error"]
+        eid = browser.extension_id()
+        _, popup, _ = browser.new_page(f"chrome-extension://{eid}/popup/popup.html")
+        wait_until(lambda: "could not prove it is the paired Gasoline daemon" in browser.cdp.evaluate(
+            popup, "document.getElementById('pairing-text').textContent"), 10, interval=0.3, what="the popup to say why")
+    # The real daemon (same state dir, so the same identity) back on the port: what waited arrives.
+    restarted = DaemonProcess(state_dir=ext_daemon.state_dir, args=["--listen", f"tcp:{port}:interface=127.0.0.1"])
+    restarted.start()
+    try:
+        wait_until(lambda: {"while the impostor listens", "still the impostor"} <= {
+            e.get("message") for e in daemon_get(restarted.url, "/snapshot")["logs"]}, 40, what="the held capture at the real daemon")
+    finally:
+        restarted.stop()

@@ -18,6 +18,7 @@ import {
   pilotEnabled, Refused, PILOT_OFF_MESSAGE, LIMITS,
 } from './lib/policy.js';
 import { createPairing, NotPaired } from './lib/pairing.js';
+import { redactItem, redactValue, redactUrl } from './lib/redact.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -225,7 +226,7 @@ function captureItem(kind, payload, tab) {
   if (kind === 'ws' && !s.captureWebSocket) return;
   if (kind === 'action' && !s.captureActions) return;
   if (!QUEUE_SPECS[kind]) return;
-  enqueue(kind, payload);
+  enqueue(kind, redactItem(kind, payload)); // the one redactor, before anything leaves the browser
 }
 
 // ------------------------------------------------------------------ persisted sync state
@@ -283,7 +284,7 @@ async function syncOnce() {
       pilot_enabled: s.pilotEnabled,
       tracking_enabled: !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length),
       tracked_tab_id: s.trackedTabId || 0,
-      tracked_tab_url: s.trackedTabUrl || (tab && tab.url) || '',
+      tracked_tab_url: redactUrl(s.trackedTabUrl || (tab && tab.url) || ''),
       tracked_tab_title: s.trackedTabTitle || (tab && tab.title) || '',
       tracked_tab_ids: [s.trackedTabId, ...s.extraTabs].filter(Boolean),
       track_all_tabs: s.trackAllTabs,
@@ -422,7 +423,7 @@ async function sendExtensionStatus() {
   daemonFetch('/api/extension-status', {
     body: {
       type: 'status', tracking_enabled: !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length),
-      tracked_tab_id: s.trackedTabId || 0, tracked_tab_url: s.trackedTabUrl || '', message: 'tracking changed',
+      tracked_tab_id: s.trackedTabId || 0, tracked_tab_url: redactUrl(s.trackedTabUrl || ''), message: 'tracking changed',
       extension_connected: true, timestamp: new Date().toISOString(),
     },
     timeout: HEALTH_TIMEOUT_MS,
@@ -449,6 +450,9 @@ function enqueueCommand(cmd) {
   chain.then(() => { if (tabChains.get(key) === chain) tabChains.delete(key); });
 }
 
+// Results that are the agent's own (its script's value) or images: everything else passes the redactor.
+const RAW_RESULTS = new Set(['execute', 'visual_diff', 'screenshot']);
+
 async function runCommand(cmd) {
   const started = new Date().toISOString();
   inProgress.set(cmd.id, { id: cmd.id, correlation_id: cmd.correlation_id, type: cmd.type, status: 'running', started_at: started, updated_at: started });
@@ -464,9 +468,9 @@ async function runCommand(cmd) {
     } else if (result && result.__answered) {
       entry = null; // answered through another route (screenshot → POST /screenshots)
     } else if (result && typeof result === 'object' && typeof result.error === 'string') {
-      entry = { status: 'error', error: result.error, result };
+      entry = { status: 'error', error: result.error, result: redactValue(result) };
     } else {
-      entry = { status: 'complete', result };
+      entry = { status: 'complete', result: RAW_RESULTS.has(cmd.type) ? result : redactValue(result) };
     }
   } catch (e) {
     entry = e instanceof Refused
@@ -619,9 +623,9 @@ async function execute(cmd) {
   const world = String(params.world || 'main').toLowerCase() === 'isolated' ? 'ISOLATED' : 'MAIN';
   const tab = await targetTab(cmd);
   const timeoutMs = Math.min(Math.max(Number(params.timeout_ms) || 5000, 100), 25000);
-  if (world === 'ISOLATED') return Object.assign({ world: 'isolated', url: tab.url }, await executeIsolated(tab.id, code, timeoutMs));
+  if (world === 'ISOLATED') return Object.assign({ world: 'isolated', url: redactUrl(tab.url) }, await executeIsolated(tab.id, code, timeoutMs));
   const [{ result }] = await chrome.scripting.executeScript({ target: { tabId: tab.id }, world, func: runUserScript, args: [code, timeoutMs] });
-  return Object.assign({ world: 'main', url: tab.url }, result);
+  return Object.assign({ world: 'main', url: redactUrl(tab.url) }, result);
 }
 
 // MV3 forbids evaluating strings in the extension's own isolated world, so "isolated" code runs in
@@ -682,7 +686,7 @@ async function screenshot(cmd) {
   const format = params.format === 'png' ? 'png' : 'jpeg';
   const dataUrl = await captureVisible(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
   const resp = await daemonFetch('/screenshots', {
-    body: { data_url: dataUrl, url: tab.url, query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+    body: { data_url: dataUrl, url: redactUrl(tab.url), query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
     timeout: 15000,
   });
   if (!resp.ok) return { error: 'upload_failed', message: `POST /screenshots answered HTTP ${resp.status}` };

@@ -11,7 +11,8 @@
   const TEXT_LIMIT = 2000;
   const HTML_LIMIT = 4000;
 
-  const { clip, norm, roleOf, accessibleName, cssEscape, selectorsFor } = globalThis.__gasolineSelectors;
+  const { clip, norm, roleOf, accessibleName, cssEscape, selectorsFor, sensitiveField } = globalThis.__gasolineSelectors;
+  const REDACTED = '[redacted]';
   const fail = (error, message, extra) => Object.assign({ error, message }, extra || {});
 
   // The user-action capture (capture.js) lives in the page's world, which sees none of this world's
@@ -136,7 +137,7 @@
       rect: rect(el),
       selectors: selectorsFor(el),
     };
-    if ('value' in el && el.tagName !== 'BUTTON' && el.tagName !== 'LI') out.value = el.type === 'password' ? '[redacted]' : clip(el.value, 500);
+    if ('value' in el && el.tagName !== 'BUTTON' && el.tagName !== 'LI') out.value = sensitiveField(el) ? REDACTED : clip(el.value, 500);
     if (opts && opts.html !== false) out.html = clip(el.outerHTML, HTML_LIMIT);
     if (opts && opts.children) out.child_count = el.children.length;
     return out;
@@ -258,7 +259,7 @@
       case 'get_text':
         return done({ text: clip(norm(el.innerText !== undefined ? el.innerText : el.textContent), 20000) });
       case 'get_value':
-        return done({ value: el.type === 'password' ? '[redacted]' : (el.value !== undefined ? String(el.value) : null) });
+        return done({ value: sensitiveField(el) ? REDACTED : (el.value !== undefined ? String(el.value) : null) });
       case 'get_attribute':
         if (!params.name) return fail('missing_param', 'name is required');
         return done({ name: params.name, value: el.getAttribute(params.name) });
@@ -503,8 +504,9 @@
 
   const stateCapture = () => {
     const forms = Array.from(document.querySelectorAll('input,select,textarea')).slice(0, 200)
-      .filter((el) => el.type !== 'password' && el.type !== 'hidden' && el.type !== 'file')
-      .map((el) => ({ selector: selectorsFor(el).css, value: el.type === 'checkbox' || el.type === 'radio' ? String(el.checked) : clip(el.value, 2000) }));
+      .filter((el) => el.type !== 'hidden' && el.type !== 'file')
+      .map((el) => ({ selector: selectorsFor(el).css,
+        value: el.type === 'checkbox' || el.type === 'radio' ? String(el.checked) : sensitiveField(el) ? REDACTED : clip(el.value, 2000) }));
     return {
       url: location.href,
       title: document.title,

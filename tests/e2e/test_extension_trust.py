@@ -193,3 +193,67 @@ def test_an_impostor_on_the_daemons_port_gets_no_capture_data_and_its_commands_a
             e.get("message") for e in daemon_get(restarted.url, "/snapshot")["logs"]}, 40, what="the held capture at the real daemon")
     finally:
         restarted.stop()
+
+
+# ------------------------------------------------------------------------------------ §3 redaction
+
+
+def test_a_graphql_login_body_and_a_token_in_the_url_fragment_leave_the_browser_redacted(browser, site):
+    """What the extension POSTs (recorded raw by the stand-in daemon, before any daemon-side redaction)."""
+    with ScriptedDaemon([]) as fake:
+        sw, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
+        wait_until(lambda: (browser.status(sw).get("pairing") or {}).get("state") == "paired", 15, what="pairing")
+        browser.navigate(page, site.url + "/blank.html#access_token=frag-secret-1&token_type=bearer&expires_in=3600")
+        browser.cdp.evaluate(page, """fetch('/graphql', {method: 'POST',
+            headers: {'content-type': 'application/json', 'authorization': 'Bearer hdr-secret-2', 'x-session-hint': 'hdr-secret-4'},
+            body: JSON.stringify({query: 'mutation Login($email: String!, $password: String!) { login(email: $email, password: $password) { token } }',
+                                  variables: {email: 'e2e@example.test', password: 'gql-secret-3'}})})
+          .then((r) => r.text()).then(() => { console.log('landed at ' + location.href); return 1; })""")
+
+        def sent():
+            with fake.lock:
+                bodies = [b for post in fake.posts.get("/network-bodies", []) for b in post.get("bodies", [])]
+                logs = [e for post in fake.posts.get("/logs", []) for e in post.get("entries", [])]
+            gql = [b for b in bodies if b.get("url", "").endswith("/graphql")]
+            landed = [e for e in logs if "landed at" in e.get("message", "")]
+            return (gql[0], landed[0]) if gql and landed else None
+
+        gql, landed = wait_until(sent, 25, what="the GraphQL body and the console line at the stand-in daemon")
+        with fake.lock:
+            everything = json.dumps(fake.posts)
+        for secret in ("frag-secret-1", "hdr-secret-2", "gql-secret-3", "hdr-secret-4"):
+            assert secret not in everything, secret
+        request = json.loads(gql["request_body"])
+        assert request["variables"] == {"email": "e2e@example.test", "password": "[REDACTED:password]"}
+        assert request["query"].startswith("mutation Login($email: String!, $password: String!)")  # the query stays readable
+        echoed = json.loads(json.loads(gql["response_body"])["echo"])
+        assert echoed["variables"]["password"] == "[REDACTED:password]"
+        if "request_headers" in gql:
+            assert gql["request_headers"].get("content-type") == "application/json"
+        assert "#access_token=[REDACTED:token]&token_type=bearer&expires_in=3600" in landed["message"]
+
+
+def test_the_redactor_rules(browser):
+    """lib/redact.js on inputs the pages above do not produce, evaluated in an extension page."""
+    browser.service_worker()
+    eid = browser.extension_id()
+    _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
+    got = browser.cdp.evaluate(options, """import('/lib/redact.js').then((r) => ({
+      otp: r.redactItem('action', {type: 'input', value: '123456', input_type: 'text', autocomplete: 'one-time-code'}).value,
+      card: r.redactItem('action', {type: 'input', value: '4111111111111111', input_type: 'text', autocomplete: 'cc-number'}).value,
+      pin: r.redactItem('action', {type: 'input', value: '1234', input_type: 'tel', input_name: 'pin'}).value,
+      search: r.redactItem('action', {type: 'input', value: 'shoes', input_type: 'search', input_name: 'q'}).value,
+      key: r.redactItem('action', {type: 'keypress', key: 'a', input_type: 'password'}).key,
+      query: r.redactUrl('https://app.test/cb?code=c-secret&state=xyz'),
+      ws: r.redactItem('ws', {type: 'websocket', data: '{"op":"auth","payload":{"apiKey":"ws-secret"}}'}).data,
+      console: r.redactItem('log', {message: 'x', args: [{user: {session_id: 's'}}, 'Authorization: Bearer abcdefghijkl']}).args,
+      text_card: r.redactText('paid with 4111 1111 1111 1111 at 1764160000000'),
+      headers: r.redactHeaders({'Content-Type': 'text/html', 'X-Custom-Token': 't', 'Location': '/next?token=t2'}),
+    }))""")
+    assert got["otp"] == got["card"] == got["pin"] == got["key"] == "[REDACTED:input]"
+    assert got["search"] == "shoes"
+    assert got["query"] == "https://app.test/cb?code=[REDACTED:token]&state=xyz"
+    assert json.loads(got["ws"]) == {"op": "auth", "payload": {"apiKey": "[REDACTED:api_key]"}}
+    assert got["console"] == [{"user": {"session_id": "[REDACTED:session]"}}, "Authorization: [REDACTED:authorization]"]
+    assert got["text_card"] == "paid with [REDACTED:card] at 1764160000000"
+    assert got["headers"] == {"Content-Type": "text/html", "X-Custom-Token": "[REDACTED:header]", "Location": "/next?token=[REDACTED:token]"}

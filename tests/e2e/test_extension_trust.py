@@ -257,3 +257,37 @@ def test_the_redactor_rules(browser):
     assert got["console"] == [{"user": {"session_id": "[REDACTED:session]"}}, "Authorization: [REDACTED:authorization]"]
     assert got["text_card"] == "paid with [REDACTED:card] at 1764160000000"
     assert got["headers"] == {"Content-Type": "text/html", "X-Custom-Token": "[REDACTED:header]", "Location": "/next?token=[REDACTED:token]"}
+
+
+# ------------------------------------------------------------------------------------ §4 forged input
+
+
+def test_a_synthetic_event_cannot_create_an_annotation(browser, site):
+    from test_extension_more import drag
+
+    commands = [{"id": "q-1", "type": "draw_mode", "params": {"action": "start"}}]
+    with ScriptedDaemon(commands) as fake:
+        sw, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url, aiWebPilotEnabled=True)
+        results_for(fake, ["q-1"])
+        assert fake.results()["q-1"]["result"]["active"] is True
+        host = "document.querySelector('[data-gasoline-overlay=draw]')"
+        # The page sees a host element and nothing inside it (closed shadow root) ...
+        assert browser.cdp.evaluate(page, f"{host} !== null && {host}.shadowRoot === null && {host}.children.length === 0") is True
+        # ... and its forged drag and keys, aimed at the host and at the point under it, draw nothing.
+        browser.cdp.evaluate(page, f"""(() => {{
+            const targets = [{host}, document.elementFromPoint(300, 200), document];
+            for (const t of targets) {{
+              const at = (type, x, y) => t.dispatchEvent(new MouseEvent(type, {{bubbles: true, composed: true, clientX: x, clientY: y, button: 0}}));
+              at('mousedown', 290, 190); at('mousemove', 360, 220); at('mouseup', 430, 250);
+              t.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter', bubbles: true, composed: true}}));
+            }}
+            return true;
+        }})()""")
+        browser.cdp.evaluate(page, "new Promise(r => setTimeout(r, 500)).then(() => 1)")
+        stored = "chrome.storage.session.get('gasolineAnnotations').then(r => r.gasolineAnnotations || [])"
+        assert browser.cdp.evaluate(sw, stored) == []
+        assert browser.cdp.evaluate(page, f"{host}.dataset.gasolineState || ''") == ""  # no note field opened
+        # The user's real drag and typing do (positive control).
+        drag(browser, page, (290, 190), (430, 250), "a real note")
+        saved = wait_until(lambda: browser.cdp.evaluate(sw, stored), 10, what="the user's annotation")
+        assert [a["note"] for a in saved] == ["a real note"]

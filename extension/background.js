@@ -942,6 +942,7 @@ function ensureAlive() {
 // Verdicts for every page, and pulls from tracked ones (lib/pages.js).
 installPageCapture({
   loadSettings,
+  onWarning: (tabId, message) => extLog('warn', `tab ${tabId}: ${message}`, 'capture'),
   onItems: (tabId, items, dropped) => {
     loadSettings().then((s) => {
       if (!isTrackedTab(s, tabId)) return;

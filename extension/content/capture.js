@@ -19,7 +19,7 @@
   // the global away again, so the page neither sees nor replaces them.
   const selectors = window.__gasolineSelectors || null;
   try { delete window.__gasolineSelectors; } catch (_) { /* not configurable: leave it */ }
-  if (!hooks || hooks.version !== 2 || typeof hooks.attach !== 'function') return;
+  if (!hooks || hooks.version !== 2 || typeof hooks.attach !== 'function') return 'gasoline-capture: no hooks';
 
   // The name the hooks go by in stack traces (their sourceURL comment). Without it Chrome
   // attributes every console call that passes through a hook to the extension (its URL is
@@ -673,5 +673,9 @@
 
   link = hooks.attach({ receive, start, stop, take });
   if (link) listen();
+  // The value of this file's last expression is the injection's result, which goes straight to
+  // the worker (lib/pages.js): the hooks take only the first module that attaches, so "refused"
+  // means something in the page attached before us, and the worker will not trust this page.
+  return link ? 'gasoline-capture: attached' : 'gasoline-capture: refused';
 })();
 //# sourceURL=gasoline-page-capture.js

@@ -161,8 +161,8 @@ def test_nothing_is_sent_until_the_user_pairs_in_the_popup(browser, site, ext_da
 
 def test_an_impostor_on_the_daemons_port_gets_no_capture_data_and_its_commands_are_not_run(browser, site, ext_daemon):
     sw, page, tab = browser.track_new_tab(site.url + "/blank.html", ext_daemon.url, aiWebPilotEnabled=True)
-    browser.cdp.evaluate(page, "console.error('to the real daemon'); 1")
-    wait_until(lambda: any("to the real daemon" in e.get("message", "") for e in daemon_get(ext_daemon.url, "/snapshot")["logs"]),
+    browser.navigate(page, site.url + "/capture.html?m=real-daemon")  # a load after tracking: captured from its start
+    wait_until(lambda: any("e2e console error real-daemon" in e.get("message", "") for e in daemon_get(ext_daemon.url, "/snapshot")["logs"]),
                20, what="capture at the real daemon")
     port = ext_daemon.port
     ext_daemon.kill()
@@ -291,3 +291,30 @@ def test_a_synthetic_event_cannot_create_an_annotation(browser, site):
         drag(browser, page, (290, 190), (430, 250), "a real note")
         saved = wait_until(lambda: browser.cdp.evaluate(sw, stored), 10, what="the user's annotation")
         assert [a["note"] for a in saved] == ["a real note"]
+
+
+FORGED_MODULE = """window.__gasolineHooks.attach({
+  receive() {}, stop() {},
+  start() { return {items: [{kind: 'log', payload: {level: 'error', type: 'console', message: 'forged by the page'}}], dropped: 0}; },
+  take() { return {items: [{kind: 'log', payload: {level: 'error', type: 'console', message: 'forged by the page'}}], dropped: 0}; },
+}) !== null"""
+
+
+def test_a_page_that_attaches_its_own_capture_module_is_not_believed(browser, site):
+    url = site.url + "/blank.html?forge"
+    with ScriptedDaemon([]) as fake:
+        sw = browser.service_worker()
+        _, page, _ = browser.new_page(url)
+        tab = browser.tab_id_for(sw, url)
+        assert browser.cdp.evaluate(page, FORGED_MODULE) is True  # the page got in first
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
+
+        def warned():
+            with fake.lock:
+                return [e for s in fake.syncs for e in s.get("extension_logs", []) if "did not inject" in e.get("message", "")]
+
+        wait_until(warned, 20, interval=0.3, what="the extension's warning about the page's module")
+        browser.cdp.evaluate(page, "new Promise(r => setTimeout(r, 2500)).then(() => 1)")  # several pull intervals
+        with fake.lock:
+            logs = [e for p in fake.posts.get("/logs", []) for e in p.get("entries", [])]
+        assert not [e for e in logs if "forged" in e.get("message", "")]

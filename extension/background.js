@@ -231,18 +231,33 @@ function captureItem(kind, payload, tab) {
 
 // ------------------------------------------------------------------ persisted sync state
 const SYNC_STATE_KEY = 'gasolineSyncState';
+const SYNC_RESULTS_KEY = 'gasolineSyncResults';
 let syncState = null; // {lastAck, seen: [ids], results: [command results not yet delivered]}
 
 async function loadSyncState() {
   if (!syncState) {
-    const raw = (await chrome.storage.session.get(SYNC_STATE_KEY))[SYNC_STATE_KEY];
-    syncState = Object.assign({ lastAck: null, seen: [], results: [] }, raw || {});
+    const got = await chrome.storage.session.get([SYNC_STATE_KEY, SYNC_RESULTS_KEY]);
+    syncState = Object.assign({ lastAck: null, seen: [], results: [] }, got[SYNC_STATE_KEY] || {});
+    if (Array.isArray(got[SYNC_RESULTS_KEY])) syncState.results = got[SYNC_RESULTS_KEY];
   }
   return syncState;
 }
 
-function saveSyncState() {
-  return chrome.storage.session.set({ [SYNC_STATE_KEY]: syncState }).catch(() => {});
+// The de-duplication state (acked and seen ids) is written on its own, first, so a results write
+// that fails (chrome.storage.session holds 10 MB) can never lose it: a restarted worker then
+// reports the failure instead of running a command twice.
+async function saveSyncState() {
+  const { lastAck, seen, results } = syncState;
+  await chrome.storage.session.set({ [SYNC_STATE_KEY]: { lastAck, seen, results: [] } }).catch(() => {});
+  try {
+    await chrome.storage.session.set({ [SYNC_RESULTS_KEY]: results });
+  } catch (e) {
+    syncState.results = results.map((r) => ({
+      id: r.id, correlation_id: r.correlation_id, status: 'error', error: 'result_too_large',
+      result: { error: 'result_too_large', message: `the result could not be kept for delivery: ${String((e && e.message) || e)}` },
+    }));
+    await chrome.storage.session.set({ [SYNC_RESULTS_KEY]: syncState.results }).catch(() => {});
+  }
 }
 
 // ------------------------------------------------------------------ /sync loop
@@ -250,6 +265,9 @@ const inProgress = new Map();
 let loopRunning = false;
 let wake = null;
 let lastHealthAt = 0;
+let lastStatusText = '';
+// The daemon counts the extension gone after 10 s without a sync and holds a poll up to 5 s.
+const IDLE_POLL_MS = 3000;
 
 function wakeSync() {
   if (wake) wake();
@@ -292,8 +310,6 @@ async function syncOnce() {
       capture_network: s.captureNetwork,
       capture_websocket: s.captureWebSocket,
       capture_actions: s.captureActions,
-      csp_restricted: false,
-      csp_level: '',
       dropped_items: dropped,
     },
     extension_logs: logs,
@@ -385,9 +401,21 @@ async function syncLoop() {
         if (e instanceof NotPaired && e.state === 'unpaired') delay = Math.min(delay, 2000);
       }
       updateBadge();
-      // Any extension API call keeps the worker alive between polls.
-      await chrome.storage.session.set({ gasolineStatus: statusSnapshot() }).catch(() => {});
       const st = await loadSyncState();
+      // Idle (nothing tracked, pilot off, nothing running or waiting): no commands can run, so the
+      // worker polls less often and writes the popup's status only when it changed; with no API
+      // calls between polls Chrome may stop the worker, and the alarm or a tracking change wakes it.
+      const s = await loadSettings();
+      const idle = !s.trackedTabId && !s.extraTabs.length && !s.trackAllTabs && !s.pilotEnabled
+        && !st.results.length && !inProgress.size;
+      const snapshot = statusSnapshot();
+      const text = JSON.stringify(snapshot);
+      if (!idle || text !== lastStatusText) {
+        lastStatusText = text;
+        // Any extension API call keeps the worker alive between polls.
+        await chrome.storage.session.set({ gasolineStatus: snapshot }).catch(() => {});
+      }
+      if (idle && status.connected) delay = Math.max(delay, IDLE_POLL_MS);
       if (st.results.length && status.connected) delay = Math.min(delay, 50);
       await sleepOrWake(delay);
     }
@@ -461,10 +489,14 @@ async function runCommand(cmd) {
     let timer;
     const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve({ __timeout: true }), COMMAND_TIMEOUT_MS); });
     checkParams(cmd);
-    const result = boundResult(await Promise.race([dispatch(cmd), timeout]));
+    const running = dispatch(cmd);
+    const result = boundResult(await Promise.race([running, timeout]));
     clearTimeout(timer);
     if (result && result.__timeout) {
       entry = { status: 'timeout', error: `command ${cmd.type} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s` };
+      // The next command for this tab starts only once this one has stopped (or after a grace
+      // period): it must not overlap a navigation or a script that is still running.
+      leftovers.set(cmd.id, running.catch(() => {}));
     } else if (result && result.__answered) {
       entry = null; // answered through another route (screenshot → POST /screenshots)
     } else if (result && typeof result === 'object' && typeof result.error === 'string') {
@@ -484,7 +516,14 @@ async function runCommand(cmd) {
     await saveSyncState();
   }
   wakeSync();
+  const leftover = leftovers.get(cmd.id);
+  if (leftover) {
+    await Promise.race([leftover, new Promise((resolve) => setTimeout(resolve, TIMED_OUT_GRACE_MS))]);
+    leftovers.delete(cmd.id);
+  }
 }
+const leftovers = new Map(); // command id -> its dispatch, still running after its timeout
+const TIMED_OUT_GRACE_MS = 15000;
 
 async function inTab(tabId, type, params) {
   const [{ result: ready }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.__gasolineCommands });

@@ -15,7 +15,7 @@ import { installPageCapture } from './lib/pages.js';
 import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
 import {
   initPolicy, targetTab, requirePilot, checkUrl, checkParams, boundResult, isPrivateHost, agentsMayTrack,
-  pilotEnabled, Refused, PILOT_OFF_MESSAGE, LIMITS,
+  Refused, PILOT_OFF_MESSAGE, LIMITS,
 } from './lib/policy.js';
 import { createPairing, NotPaired } from './lib/pairing.js';
 import { redactItem, redactValue, redactUrl } from './lib/redact.js';

@@ -98,6 +98,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     return bound;
   };
   const docKey = (tabId, documentId) => documentId || `tab:${tabId}`;
+  const injections = new Map(); // document key -> the injection of the capture module under way
   const bind = async (key) => {
     const set = await boundDocs();
     set.add(key);
@@ -155,17 +156,28 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
     const key = docKey(tabId, documentId);
+    await boundDocs();
     if (missing) {
-      const result = await chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: missing })
-        .then((r) => (r && r[0] ? r[0].result : null), () => null);
+      // Two verdicts for one document can overlap (its load and a tracking change): one injects,
+      // the other waits for that injection's result instead of seeing an unknown module.
+      let injection = injections.get(key);
+      if (!injection) {
+        injection = chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: missing })
+          .then((r) => (r && r[0] ? r[0].result : null), () => null)
+          .then(async (result) => { if (result === ATTACHED) await bind(key); return result; });
+        injections.set(key, injection);
+        injection.finally(() => { if (injections.get(key) === injection) injections.delete(key); });
+      }
+      const result = await injection;
       if (result === ATTACHED) {
-        await bind(key);
         out = await inPage(tabId, documentId, pageTrack, [true, flags]);
       } else if (result) {
         onWarning(tabId, `the page replaced Gasoline's capture module (${result}); nothing is captured from this page until it reloads`);
         out = null;
       }
-    } else if (out && !(await boundDocs()).has(key)) {
+    } else if (out && injections.has(key) && !(await injections.get(key).then(() => bound.has(key)))) {
+      out = null;
+    } else if (out && !bound.has(key)) {
       // A module is attached that the worker never saw attach: the page's own.
       onWarning(tabId, 'a capture module the extension did not inject is attached to this page; nothing is captured from it until it reloads');
       out = null;

@@ -125,6 +125,8 @@ def test_private_network_targets_are_recognised(browser):
     browser.service_worker()
     eid = browser.extension_id()
     _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
+    wait_until(lambda: browser.cdp.evaluate(options, "location.protocol === 'chrome-extension:' && document.readyState === 'complete'"),
+               10, what="the options page")
     urls = {
         "http://127.0.0.1:8080/": True, "http://localhost/": True, "http://10.1.2.3/": True,
         "http://192.168.0.1/admin": True, "http://172.20.0.1/": True, "http://169.254.169.254/latest": True,
@@ -238,6 +240,8 @@ def test_the_redactor_rules(browser):
     browser.service_worker()
     eid = browser.extension_id()
     _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
+    wait_until(lambda: browser.cdp.evaluate(options, "location.protocol === 'chrome-extension:' && document.readyState === 'complete'"),
+               10, what="the options page")
     got = browser.cdp.evaluate(options, """import('/lib/redact.js').then((r) => ({
       otp: r.redactItem('action', {type: 'input', value: '123456', input_type: 'text', autocomplete: 'one-time-code'}).value,
       card: r.redactItem('action', {type: 'input', value: '4111111111111111', input_type: 'text', autocomplete: 'cc-number'}).value,

@@ -19,6 +19,9 @@ import {
 } from './lib/policy.js';
 import { createPairing, NotPaired } from './lib/pairing.js';
 import { redactItem, redactValue, redactUrl } from './lib/redact.js';
+import { execute } from './lib/scripts.js';
+import { initAnnotations, storeAnnotation, drawMode, listAnnotations, annotationDetail } from './lib/annotations.js';
+import { installTracking, setPrimaryTab, addTrackedTab, untrackTab } from './lib/tracking.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -51,6 +54,7 @@ function loadSettings() {
 }
 
 initPolicy(loadSettings);
+installTracking(loadSettings);
 
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area !== 'local') return;
@@ -613,83 +617,6 @@ async function browserAction(cmd) {
   }
 }
 
-// Runs in the page (MAIN) or in the extension's isolated world; must be self-contained.
-async function runUserScript(code, timeoutMs) {
-  const serialize = (value, depth, seen) => {
-    const t = typeof value;
-    if (value === null || t === 'boolean' || t === 'number' || t === 'string') return value;
-    if (t === 'undefined') return null;
-    if (t === 'bigint' || t === 'symbol') return value.toString();
-    if (t === 'function') return '[Function ' + (value.name || 'anonymous') + ']';
-    if (value instanceof Error) return { name: value.name, message: value.message, stack: String(value.stack || '') };
-    if (typeof Node !== 'undefined' && value instanceof Node) return value.nodeType === 1 ? value.outerHTML.slice(0, 2000) : String(value.textContent).slice(0, 2000);
-    if (seen.has(value)) return '[Circular]';
-    seen.add(value);
-    if (depth > 5) return '[Object]';
-    if (Array.isArray(value)) return value.slice(0, 1000).map((v) => serialize(v, depth + 1, seen));
-    const out = {};
-    for (const k of Object.keys(value).slice(0, 500)) {
-      try { out[k] = serialize(value[k], depth + 1, seen); } catch (_) { out[k] = '[Getter threw]'; }
-    }
-    return out;
-  };
-  let fn;
-  try {
-    try {
-      fn = new Function('return (async () => (\n' + code + '\n))()');
-    } catch (syntax) {
-      fn = new Function('return (async () => {\n' + code + '\n})()');
-    }
-  } catch (e) {
-    const blocked = e instanceof EvalError || /Content Security Policy|unsafe-eval/i.test(String(e && e.message));
-    return { error: blocked ? 'csp_blocked' : 'syntax_error', message: String((e && e.message) || e) };
-  }
-  try {
-    const value = await Promise.race([
-      fn(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('script did not settle within ' + timeoutMs + ' ms')), timeoutMs)),
-    ]);
-    return { success: true, type: value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value, result: serialize(value, 0, new WeakSet()) };
-  } catch (e) {
-    return { error: 'execution_error', message: String((e && e.message) || e), stack: String((e && e.stack) || '') };
-  }
-}
-
-async function execute(cmd) {
-  const params = cmd.params || {};
-  const code = params.script || params.code || params.expression;
-  if (typeof code !== 'string' || !code.trim()) return { error: 'missing_param', message: 'script is required' };
-  const world = String(params.world || 'main').toLowerCase() === 'isolated' ? 'ISOLATED' : 'MAIN';
-  const tab = await targetTab(cmd);
-  const timeoutMs = Math.min(Math.max(Number(params.timeout_ms) || 5000, 100), 25000);
-  if (world === 'ISOLATED') return Object.assign({ world: 'isolated', url: redactUrl(tab.url) }, await executeIsolated(tab.id, code, timeoutMs));
-  const [{ result }] = await chrome.scripting.executeScript({ target: { tabId: tab.id }, world, func: runUserScript, args: [code, timeoutMs] });
-  return Object.assign({ world: 'main', url: redactUrl(tab.url) }, result);
-}
-
-// MV3 forbids evaluating strings in the extension's own isolated world, so "isolated" code runs in
-// a user-script world of its own (separate from the page's JavaScript, full DOM access). Chrome
-// only allows that once the user turns on "Allow User Scripts" for Gasoline.
-let userScriptWorldReady = false;
-async function executeIsolated(tabId, code, timeoutMs) {
-  let api;
-  try { api = chrome.userScripts; } catch (_) { api = undefined; }
-  if (!api || typeof api.execute !== 'function') {
-    return {
-      error: 'isolated_world_unavailable',
-      message: 'running code in an isolated world needs "Allow User Scripts" turned on for Gasoline (chrome://extensions → Gasoline → Details); world "main" works without it',
-    };
-  }
-  if (!userScriptWorldReady) {
-    await api.configureWorld({ worldId: 'gasoline', csp: "script-src 'self' 'unsafe-eval'; object-src 'none'", messaging: false });
-    userScriptWorldReady = true;
-  }
-  const source = `(${runUserScript.toString()})(${JSON.stringify(code)}, ${Number(timeoutMs)})`;
-  const [res] = await api.execute({ target: { tabId }, world: 'USER_SCRIPT', worldId: 'gasoline', js: [{ code: source }] });
-  if (res && res.error) return { error: 'execution_error', message: String(res.error) };
-  return res ? res.result : { error: 'execution_error', message: 'no result' };
-}
-
 // Chrome allows two captureVisibleTab calls per second (MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND):
 // captures are spaced 550 ms apart, one after another, so agents asking at once (or a screen
 // recording beside a visual diff) wait their turn instead of failing on the quota.
@@ -814,114 +741,7 @@ async function dispatch(cmd) {
   }
 }
 
-// ------------------------------------------------------------------ annotations (draw mode)
-// The overlay (commands.js, isolated world) hands each finished annotation to a sink this worker
-// installs in the same world; the sink messages the worker, which keeps them in
-// chrome.storage.session (they survive worker restarts and navigations, not a browser restart).
-const ANNOTATIONS_KEY = 'gasolineAnnotations';
-const MAX_ANNOTATIONS = 200;
-let annotationWrites = Promise.resolve();
-
-async function readAnnotations() {
-  const raw = (await chrome.storage.session.get(ANNOTATIONS_KEY))[ANNOTATIONS_KEY];
-  return Array.isArray(raw) ? raw : [];
-}
-
-function storeAnnotation(annotation, tab) {
-  annotationWrites = annotationWrites.then(async () => {
-    const list = await readAnnotations();
-    list.push(Object.assign({}, annotation, { tab_id: tab.id }));
-    if (list.length > MAX_ANNOTATIONS) list.splice(0, list.length - MAX_ANNOTATIONS);
-    await chrome.storage.session.set({ [ANNOTATIONS_KEY]: list });
-  }).catch((e) => extLog('warn', `could not keep an annotation: ${e}`, 'annotations'));
-  return annotationWrites;
-}
-
-async function drawMode(cmd) {
-  const tab = await targetTab(cmd);
-  await chrome.scripting.executeScript({
-    target: { tabId: tab.id },
-    func: () => {
-      globalThis.__gasolineAnnotationSink = (annotation) => chrome.runtime.sendMessage({ type: 'gasoline:annotation', annotation }).catch(() => {});
-      return true;
-    },
-  });
-  const result = await inTab(tab.id, 'draw_mode', cmd.params || {});
-  return Object.assign({ tab_id: tab.id, url: tab.url }, result);
-}
-
-const annotationSummary = (a) => ({
-  id: a.id, note: a.note, rect: a.rect, url: a.url, title: a.title, timestamp: a.timestamp, tab_id: a.tab_id,
-  element: a.element ? { tag: a.element.tag, selectors: a.element.selectors, text: a.element.text } : null,
-});
-
-async function listAnnotations(params) {
-  await annotationWrites;
-  let list = await readAnnotations();
-  if (params.tab_id) list = list.filter((a) => a.tab_id === Number(params.tab_id));
-  const limit = Math.max(1, Math.min(Number(params.limit) || 100, 1000));
-  const s = await loadSettings();
-  let active = null;
-  if (s.trackedTabId) {
-    active = await chrome.scripting.executeScript({ target: { tabId: s.trackedTabId }, func: () => !!document.querySelector('[data-gasoline-overlay=draw]') })
-      .then(([r]) => r.result, () => null);
-  }
-  return { total: list.length, annotations: list.slice(-limit).map(annotationSummary), draw_mode_active: active };
-}
-
-async function annotationDetail(params) {
-  await annotationWrites;
-  const found = (await readAnnotations()).find((a) => a.id === params.annotation_id);
-  if (!found) return { error: 'not_found', message: `no annotation ${params.annotation_id} (list them with analyze annotations)` };
-  return { annotation: found };
-}
-
-// ------------------------------------------------------------------ tracking
-async function setPrimaryTab(tab) {
-  await chrome.storage.local.set({ [STORAGE_KEYS.trackedTabId]: tab.id, [STORAGE_KEYS.trackedTabUrl]: tab.url || '', [STORAGE_KEYS.trackedTabTitle]: tab.title || '' });
-}
-
-async function addTrackedTab(tabId) {
-  const s = await loadSettings();
-  if (!s.trackedTabId) {
-    const tab = await chrome.tabs.get(tabId);
-    return setPrimaryTab(tab);
-  }
-  if (s.trackedTabId === tabId || s.extraTabs.includes(tabId)) return undefined;
-  return chrome.storage.local.set({ [STORAGE_KEYS.extraTabs]: [...s.extraTabs, tabId] });
-}
-
-async function untrackTab(tabId) {
-  const s = await loadSettings();
-  if (s.trackedTabId === tabId) {
-    const [next, ...rest] = s.extraTabs;
-    const nextTab = next ? await chrome.tabs.get(next).catch(() => null) : null;
-    await chrome.storage.local.set({
-      [STORAGE_KEYS.trackedTabId]: nextTab ? nextTab.id : 0,
-      [STORAGE_KEYS.trackedTabUrl]: nextTab ? nextTab.url : '',
-      [STORAGE_KEYS.trackedTabTitle]: nextTab ? nextTab.title : '',
-      [STORAGE_KEYS.extraTabs]: rest,
-    });
-  } else if (s.extraTabs.includes(tabId)) {
-    await chrome.storage.local.set({ [STORAGE_KEYS.extraTabs]: s.extraTabs.filter((id) => id !== tabId) });
-  }
-}
-
-chrome.tabs.onRemoved.addListener((tabId) => { loadSettings().then((s) => { if (isTrackedTab(s, tabId, false)) untrackTab(tabId); }); });
-
-// trackedTabUrl / trackedTabTitle follow the tracked tab once its page has loaded (and on later
-// title or same-document URL changes), not while it loads: a storage write then costs the load
-// time, and reaches every extension context as a change event.
-chrome.tabs.onUpdated.addListener((tabId, info, tab) => {
-  if (tab.status !== 'complete' || !(info.status === 'complete' || info.url || info.title)) return;
-  loadSettings().then((s) => {
-    if (s.trackedTabId !== tabId) return;
-    const patch = {};
-    if (tab.url && tab.url !== s.trackedTabUrl) patch[STORAGE_KEYS.trackedTabUrl] = tab.url;
-    if (tab.title && tab.title !== s.trackedTabTitle) patch[STORAGE_KEYS.trackedTabTitle] = tab.title;
-    if (Object.keys(patch).length) chrome.storage.local.set(patch);
-  });
-});
+initAnnotations({ loadSettings, inTab, extLog: (...args) => extLog(...args) });
 
 // ------------------------------------------------------------------ messages from content scripts and the popup
 chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {

@@ -98,7 +98,8 @@ def test_upload_and_draw_mode_in_the_page(browser, site):
     assert annotation["element"]["outer_html"].startswith('<button id="buy"')
     assert annotation["id"].startswith("ann_")
     escape(browser, page)
-    assert browser.cdp.evaluate(page, "document.querySelector('[data-gasoline-overlay=draw]')") is None
+    wait_until(lambda: browser.cdp.evaluate(page, "document.querySelector('[data-gasoline-overlay=draw]') === null"), 5,
+               what="Esc to end draw mode")
     # The page gets its own clicks back.
     browser.click(page, "#buy")
 

@@ -16,9 +16,8 @@ import json
 
 import pytest
 from harness import daemon_get, wait_until
+from support import DaemonProcess
 from test_extension_commands import ScriptedDaemon
-
-from gasoline.testing import DaemonProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 

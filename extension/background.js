@@ -13,6 +13,15 @@ import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } f
 import { visualDiff } from './lib/visual.js';
 import { installPageCapture } from './lib/pages.js';
 import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
+import {
+  initPolicy, targetTab, requirePilot, checkUrl, checkParams, boundResult, isPrivateHost, agentsMayTrack,
+  Refused, PILOT_OFF_MESSAGE, LIMITS,
+} from './lib/policy.js';
+import { createPairing, NotPaired } from './lib/pairing.js';
+import { redactItem, redactValue, redactUrl } from './lib/redact.js';
+import { execute } from './lib/scripts.js';
+import { initAnnotations, storeAnnotation, drawMode, listAnnotations, annotationDetail } from './lib/annotations.js';
+import { installTracking, setPrimaryTab, addTrackedTab, untrackTab } from './lib/tracking.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -44,12 +53,17 @@ function loadSettings() {
   return settingsPromise;
 }
 
+initPolicy(loadSettings);
+installTracking(loadSettings);
+
 chrome.storage.onChanged.addListener((changes, area) => {
   if (area !== 'local') return;
   const before = settings;
   settingsPromise = null;
   loadSettings().then((now) => {
-    if (!before || before.serverUrl !== now.serverUrl) {
+    const pinned = (x) => (x && x.daemonIdentity ? x.daemonIdentity.key : '');
+    if (!before || before.serverUrl !== now.serverUrl || pinned(before) !== pinned(now)) {
+      pairing.reset();
       status.connected = false;
       wakeSync();
     }
@@ -93,21 +107,37 @@ function extLog(level, message, category = 'general', data = undefined) {
 }
 
 // ------------------------------------------------------------------ HTTP
-async function daemonFetch(path, { method = 'POST', body, timeout = POST_TIMEOUT_MS } = {}) {
+async function rawFetch(path, { method = 'POST', body, headers = {}, timeout = POST_TIMEOUT_MS } = {}) {
   const s = await loadSettings();
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeout);
   try {
     return await fetch(s.serverUrl + path, {
       method,
-      headers: HEADERS,
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: Object.assign({}, HEADERS, headers),
+      body,
       signal: ctrl.signal,
       cache: 'no-store',
     });
+  } catch (e) {
+    // Nothing answered (the daemon is down, or was): whoever answers next proves itself again.
+    pairing.reset();
+    throw e;
   } finally {
     clearTimeout(timer);
   }
+}
+
+// The daemon proves its identity before anything but /health and /pairing is sent (lib/pairing.js).
+const pairing = createPairing({
+  fetchDaemon: (path, init) => rawFetch(path, Object.assign({ timeout: HEALTH_TIMEOUT_MS }, init)),
+  getPinned: () => loadSettings().then((s) => s.daemonIdentity),
+});
+
+/** A JSON request to the daemon: only once the daemon proved it is the paired one (except /health). */
+async function daemonFetch(path, { method = 'POST', body, timeout = POST_TIMEOUT_MS, headers } = {}) {
+  if (path !== '/health') await pairing.ensureSession();
+  return rawFetch(path, { method, headers, timeout, body: body === undefined ? undefined : JSON.stringify(body) });
 }
 
 // ------------------------------------------------------------------ batching queues
@@ -200,23 +230,38 @@ function captureItem(kind, payload, tab) {
   if (kind === 'ws' && !s.captureWebSocket) return;
   if (kind === 'action' && !s.captureActions) return;
   if (!QUEUE_SPECS[kind]) return;
-  enqueue(kind, payload);
+  enqueue(kind, redactItem(kind, payload)); // the one redactor, before anything leaves the browser
 }
 
 // ------------------------------------------------------------------ persisted sync state
 const SYNC_STATE_KEY = 'gasolineSyncState';
+const SYNC_RESULTS_KEY = 'gasolineSyncResults';
 let syncState = null; // {lastAck, seen: [ids], results: [command results not yet delivered]}
 
 async function loadSyncState() {
   if (!syncState) {
-    const raw = (await chrome.storage.session.get(SYNC_STATE_KEY))[SYNC_STATE_KEY];
-    syncState = Object.assign({ lastAck: null, seen: [], results: [] }, raw || {});
+    const got = await chrome.storage.session.get([SYNC_STATE_KEY, SYNC_RESULTS_KEY]);
+    syncState = Object.assign({ lastAck: null, seen: [], results: [] }, got[SYNC_STATE_KEY] || {});
+    if (Array.isArray(got[SYNC_RESULTS_KEY])) syncState.results = got[SYNC_RESULTS_KEY];
   }
   return syncState;
 }
 
-function saveSyncState() {
-  return chrome.storage.session.set({ [SYNC_STATE_KEY]: syncState }).catch(() => {});
+// The de-duplication state (acked and seen ids) is written on its own, first, so a results write
+// that fails (chrome.storage.session holds 10 MB) can never lose it: a restarted worker then
+// reports the failure instead of running a command twice.
+async function saveSyncState() {
+  const { lastAck, seen, results } = syncState;
+  await chrome.storage.session.set({ [SYNC_STATE_KEY]: { lastAck, seen, results: [] } }).catch(() => {});
+  try {
+    await chrome.storage.session.set({ [SYNC_RESULTS_KEY]: results });
+  } catch (e) {
+    syncState.results = results.map((r) => ({
+      id: r.id, correlation_id: r.correlation_id, status: 'error', error: 'result_too_large',
+      result: { error: 'result_too_large', message: `the result could not be kept for delivery: ${String((e && e.message) || e)}` },
+    }));
+    await chrome.storage.session.set({ [SYNC_RESULTS_KEY]: syncState.results }).catch(() => {});
+  }
 }
 
 // ------------------------------------------------------------------ /sync loop
@@ -224,6 +269,9 @@ const inProgress = new Map();
 let loopRunning = false;
 let wake = null;
 let lastHealthAt = 0;
+let lastStatusText = '';
+// The daemon counts the extension gone after 10 s without a sync and holds a poll up to 5 s.
+const IDLE_POLL_MS = 3000;
 
 function wakeSync() {
   if (wake) wake();
@@ -258,7 +306,7 @@ async function syncOnce() {
       pilot_enabled: s.pilotEnabled,
       tracking_enabled: !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length),
       tracked_tab_id: s.trackedTabId || 0,
-      tracked_tab_url: s.trackedTabUrl || (tab && tab.url) || '',
+      tracked_tab_url: redactUrl(s.trackedTabUrl || (tab && tab.url) || ''),
       tracked_tab_title: s.trackedTabTitle || (tab && tab.title) || '',
       tracked_tab_ids: [s.trackedTabId, ...s.extraTabs].filter(Boolean),
       track_all_tabs: s.trackAllTabs,
@@ -266,8 +314,6 @@ async function syncOnce() {
       capture_network: s.captureNetwork,
       capture_websocket: s.captureWebSocket,
       capture_actions: s.captureActions,
-      csp_restricted: false,
-      csp_level: '',
       dropped_items: dropped,
     },
     extension_logs: logs,
@@ -276,9 +322,21 @@ async function syncOnce() {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
 
-  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+  const session = await pairing.ensureSession();
+  const [signed, nonce] = pairing.signedHeaders(session);
+  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS, headers: signed });
+  const raw = await resp.arrayBuffer();
+  if (resp.headers.get('X-Gasoline-Session-Status') === 'unknown') {
+    pairing.reset(); // the daemon restarted: challenge it again (an impostor fails there)
+    throw new Error('the daemon no longer knows this session (it restarted): pairing again');
+  }
   if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
-  const data = await resp.json();
+  // The command channel: an answer not signed with this session's key is not the paired daemon's.
+  if (!(await pairing.verifyAnswer(session, nonce, raw, resp.headers.get('X-Gasoline-Proof')))) {
+    pairing.reset();
+    throw new NotPaired('mismatch', 'an answer to /sync was not signed by the paired Gasoline daemon: its commands were not run');
+  }
+  const data = JSON.parse(new TextDecoder().decode(raw));
 
   // Delivered: forget what we sent.
   extensionLogs.splice(0, Math.min(extensionLogs.length, ownLogs));
@@ -341,13 +399,27 @@ async function syncLoop() {
       } catch (e) {
         status.consecutiveFailures += 1;
         status.lastError = String((e && e.message) || e);
-        if (status.consecutiveFailures >= 2) status.connected = false;
+        if (status.consecutiveFailures >= 2 || e instanceof NotPaired) status.connected = false;
+        if (e instanceof NotPaired && e.state === 'mismatch') extLog('error', status.lastError, 'pairing');
         delay = Math.min(1000 * 2 ** Math.min(status.consecutiveFailures - 1, 3), 5000);
+        if (e instanceof NotPaired && e.state === 'unpaired') delay = Math.min(delay, 2000);
       }
       updateBadge();
-      // Any extension API call keeps the worker alive between polls.
-      await chrome.storage.session.set({ gasolineStatus: statusSnapshot() }).catch(() => {});
       const st = await loadSyncState();
+      // Idle (nothing tracked, pilot off, nothing running or waiting): no commands can run, so the
+      // worker polls less often and writes the popup's status only when it changed; with no API
+      // calls between polls Chrome may stop the worker, and the alarm or a tracking change wakes it.
+      const s = await loadSettings();
+      const idle = !s.trackedTabId && !s.extraTabs.length && !s.trackAllTabs && !s.pilotEnabled
+        && !st.results.length && !inProgress.size;
+      const snapshot = statusSnapshot();
+      const text = JSON.stringify(snapshot);
+      if (!idle || text !== lastStatusText) {
+        lastStatusText = text;
+        // Any extension API call keeps the worker alive between polls.
+        await chrome.storage.session.set({ gasolineStatus: snapshot }).catch(() => {});
+      }
+      if (idle && status.connected) delay = Math.max(delay, IDLE_POLL_MS);
       if (st.results.length && status.connected) delay = Math.min(delay, 50);
       await sleepOrWake(delay);
     }
@@ -365,6 +437,12 @@ function statusSnapshot() {
     server_url: settings ? settings.serverUrl : DEFAULT_SERVER_URL,
     server_version: status.serverVersion,
     ai_controlled: Object.keys(status.captureOverrides || {}).length > 0,
+    pairing: {
+      state: pairing.info.state,
+      message: pairing.info.message,
+      fingerprint: settings && settings.daemonIdentity ? settings.daemonIdentity.fingerprint : '',
+      offered_fingerprint: pairing.info.offered ? pairing.info.offered.fingerprint : '',
+    },
     ext_session_id,
     version: VERSION,
     queues: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, { buffered: q.items.length, sent: q.sent, dropped: q.dropped, rejected: q.rejected }])),
@@ -377,7 +455,7 @@ async function sendExtensionStatus() {
   daemonFetch('/api/extension-status', {
     body: {
       type: 'status', tracking_enabled: !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length),
-      tracked_tab_id: s.trackedTabId || 0, tracked_tab_url: s.trackedTabUrl || '', message: 'tracking changed',
+      tracked_tab_id: s.trackedTabId || 0, tracked_tab_url: redactUrl(s.trackedTabUrl || ''), message: 'tracking changed',
       extension_connected: true, timestamp: new Date().toISOString(),
     },
     timeout: HEALTH_TIMEOUT_MS,
@@ -385,7 +463,9 @@ async function sendExtensionStatus() {
 }
 
 // ------------------------------------------------------------------ commands
-const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode']);
+// Acting, and reads that expose more than the capture stream does (every tab's URL and title,
+// storage, cookie names and form values, fetching with the extension's privileges).
+const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode', 'tabs', 'state_capture', 'link_health']);
 const READ_ONLY_DOM_ACTIONS = new Set(['get_text', 'get_value', 'get_attribute', 'list_interactive', 'wait_for']);
 
 // Commands for one tab run one after another, in the order the daemon queued them (a navigation
@@ -402,6 +482,9 @@ function enqueueCommand(cmd) {
   chain.then(() => { if (tabChains.get(key) === chain) tabChains.delete(key); });
 }
 
+// Results that are the agent's own (its script's value) or images: everything else passes the redactor.
+const RAW_RESULTS = new Set(['execute', 'visual_diff', 'screenshot']);
+
 async function runCommand(cmd) {
   const started = new Date().toISOString();
   inProgress.set(cmd.id, { id: cmd.id, correlation_id: cmd.correlation_id, type: cmd.type, status: 'running', started_at: started, updated_at: started });
@@ -409,19 +492,26 @@ async function runCommand(cmd) {
   try {
     let timer;
     const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve({ __timeout: true }), COMMAND_TIMEOUT_MS); });
-    const result = await Promise.race([dispatch(cmd), timeout]);
+    checkParams(cmd);
+    const running = dispatch(cmd);
+    const result = boundResult(await Promise.race([running, timeout]));
     clearTimeout(timer);
     if (result && result.__timeout) {
       entry = { status: 'timeout', error: `command ${cmd.type} did not finish within ${COMMAND_TIMEOUT_MS / 1000} s` };
+      // The next command for this tab starts only once this one has stopped (or after a grace
+      // period): it must not overlap a navigation or a script that is still running.
+      leftovers.set(cmd.id, running.catch(() => {}));
     } else if (result && result.__answered) {
       entry = null; // answered through another route (screenshot → POST /screenshots)
     } else if (result && typeof result === 'object' && typeof result.error === 'string') {
-      entry = { status: 'error', error: result.error, result };
+      entry = { status: 'error', error: result.error, result: redactValue(result) };
     } else {
-      entry = { status: 'complete', result };
+      entry = { status: 'complete', result: RAW_RESULTS.has(cmd.type) ? result : redactValue(result) };
     }
   } catch (e) {
-    entry = { status: 'error', error: String((e && e.message) || e) };
+    entry = e instanceof Refused
+      ? { status: 'error', error: e.code, result: { error: e.code, message: e.message } }
+      : { status: 'error', error: String((e && e.message) || e) };
   }
   inProgress.delete(cmd.id);
   if (entry) {
@@ -430,21 +520,14 @@ async function runCommand(cmd) {
     await saveSyncState();
   }
   wakeSync();
-}
-
-async function targetTab(cmd) {
-  const params = cmd.params || {};
-  const s = await loadSettings();
-  const id = Number(cmd.tab_id || params.tab_id || s.trackedTabId || 0);
-  if (id) {
-    const tab = await chrome.tabs.get(id).catch(() => null);
-    if (!tab) throw new Error(`no_tab: tab ${id} does not exist`);
-    return tab;
+  const leftover = leftovers.get(cmd.id);
+  if (leftover) {
+    await Promise.race([leftover, new Promise((resolve) => setTimeout(resolve, TIMED_OUT_GRACE_MS))]);
+    leftovers.delete(cmd.id);
   }
-  const [active] = await chrome.tabs.query({ active: true, lastFocusedWindow: true });
-  if (!active) throw new Error('no_tab: no tracked or active tab');
-  return active;
 }
+const leftovers = new Map(); // command id -> its dispatch, still running after its timeout
+const TIMED_OUT_GRACE_MS = 15000;
 
 async function inTab(tabId, type, params) {
   const [{ result: ready }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.__gasolineCommands });
@@ -479,15 +562,13 @@ function waitForTabComplete(tabId, timeoutMs = 15000) {
   });
 }
 
-const SAFE_URL = /^(?:https?:|file:|about:blank$)/i;
-
 async function browserAction(cmd) {
   const params = cmd.params || {};
   const action = params.action;
   const tabInfo = (tab) => (tab ? { tab_id: tab.id, url: tab.url, title: tab.title } : {});
   switch (action) {
     case 'navigate': {
-      if (!params.url || !SAFE_URL.test(params.url)) return { error: 'invalid_param', message: 'navigate needs an http(s), file or about:blank url' };
+      await checkUrl(params.url, 'navigate');
       const tab = await targetTab(cmd);
       await chrome.tabs.update(tab.id, { url: params.url });
       const done = await waitForTabComplete(tab.id);
@@ -505,18 +586,25 @@ async function browserAction(cmd) {
       return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
     }
     case 'new_tab': {
-      const url = params.url || 'about:blank';
-      if (!SAFE_URL.test(url)) return { error: 'invalid_param', message: 'new_tab needs an http(s), file or about:blank url' };
+      const url = await checkUrl(params.url || 'about:blank', 'new_tab');
+      // Agents do not widen capture: the new tab is tracked only when the user allowed it.
+      const track = params.track !== false && await agentsMayTrack();
       const tab = await chrome.tabs.create({ url, active: params.active !== false });
-      if (params.track) await addTrackedTab(tab.id);
-      return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
+      if (track) await addTrackedTab(tab.id);
+      return Object.assign({ success: true, action, tracked: track }, tabInfo(await waitForTabComplete(tab.id)),
+        track ? {} : { note: 'the new tab is not tracked (the user has not let agents track tabs in the Gasoline popup): agents cannot read or act on it' });
     }
     case 'switch_tab': {
       const id = Number(params.tab_id || cmd.tab_id);
       if (!id) return { error: 'missing_param', message: 'switch_tab needs tab_id' };
+      // Only to a tracked tab, unless the user let agents track tabs (then it becomes the primary).
+      const mayTrack = await agentsMayTrack();
+      const target = mayTrack ? await chrome.tabs.get(id).catch(() => null) : await targetTab({ params: { tab_id: id } });
+      if (!target) return { error: 'no_tab', message: `tab ${id} does not exist` };
+      if (mayTrack) await checkUrl(target.url, 'switch_tab');
       const tab = await chrome.tabs.update(id, { active: true });
       await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
-      if (params.track !== false) await setPrimaryTab(tab);
+      if (mayTrack && params.track !== false) await setPrimaryTab(tab);
       return Object.assign({ success: true, action }, tabInfo(tab));
     }
     case 'close_tab': {
@@ -527,83 +615,6 @@ async function browserAction(cmd) {
     default:
       return { error: 'invalid_param', message: `unknown browser_action ${action}` };
   }
-}
-
-// Runs in the page (MAIN) or in the extension's isolated world; must be self-contained.
-async function runUserScript(code, timeoutMs) {
-  const serialize = (value, depth, seen) => {
-    const t = typeof value;
-    if (value === null || t === 'boolean' || t === 'number' || t === 'string') return value;
-    if (t === 'undefined') return null;
-    if (t === 'bigint' || t === 'symbol') return value.toString();
-    if (t === 'function') return '[Function ' + (value.name || 'anonymous') + ']';
-    if (value instanceof Error) return { name: value.name, message: value.message, stack: String(value.stack || '') };
-    if (typeof Node !== 'undefined' && value instanceof Node) return value.nodeType === 1 ? value.outerHTML.slice(0, 2000) : String(value.textContent).slice(0, 2000);
-    if (seen.has(value)) return '[Circular]';
-    seen.add(value);
-    if (depth > 5) return '[Object]';
-    if (Array.isArray(value)) return value.slice(0, 1000).map((v) => serialize(v, depth + 1, seen));
-    const out = {};
-    for (const k of Object.keys(value).slice(0, 500)) {
-      try { out[k] = serialize(value[k], depth + 1, seen); } catch (_) { out[k] = '[Getter threw]'; }
-    }
-    return out;
-  };
-  let fn;
-  try {
-    try {
-      fn = new Function('return (async () => (\n' + code + '\n))()');
-    } catch (syntax) {
-      fn = new Function('return (async () => {\n' + code + '\n})()');
-    }
-  } catch (e) {
-    const blocked = e instanceof EvalError || /Content Security Policy|unsafe-eval/i.test(String(e && e.message));
-    return { error: blocked ? 'csp_blocked' : 'syntax_error', message: String((e && e.message) || e) };
-  }
-  try {
-    const value = await Promise.race([
-      fn(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error('script did not settle within ' + timeoutMs + ' ms')), timeoutMs)),
-    ]);
-    return { success: true, type: value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value, result: serialize(value, 0, new WeakSet()) };
-  } catch (e) {
-    return { error: 'execution_error', message: String((e && e.message) || e), stack: String((e && e.stack) || '') };
-  }
-}
-
-async function execute(cmd) {
-  const params = cmd.params || {};
-  const code = params.script || params.code || params.expression;
-  if (typeof code !== 'string' || !code.trim()) return { error: 'missing_param', message: 'script is required' };
-  const world = String(params.world || 'main').toLowerCase() === 'isolated' ? 'ISOLATED' : 'MAIN';
-  const tab = await targetTab(cmd);
-  const timeoutMs = Math.min(Math.max(Number(params.timeout_ms) || 5000, 100), 25000);
-  if (world === 'ISOLATED') return Object.assign({ world: 'isolated', url: tab.url }, await executeIsolated(tab.id, code, timeoutMs));
-  const [{ result }] = await chrome.scripting.executeScript({ target: { tabId: tab.id }, world, func: runUserScript, args: [code, timeoutMs] });
-  return Object.assign({ world: 'main', url: tab.url }, result);
-}
-
-// MV3 forbids evaluating strings in the extension's own isolated world, so "isolated" code runs in
-// a user-script world of its own (separate from the page's JavaScript, full DOM access). Chrome
-// only allows that once the user turns on "Allow User Scripts" for Gasoline.
-let userScriptWorldReady = false;
-async function executeIsolated(tabId, code, timeoutMs) {
-  let api;
-  try { api = chrome.userScripts; } catch (_) { api = undefined; }
-  if (!api || typeof api.execute !== 'function') {
-    return {
-      error: 'isolated_world_unavailable',
-      message: 'running code in an isolated world needs "Allow User Scripts" turned on for Gasoline (chrome://extensions → Gasoline → Details); world "main" works without it',
-    };
-  }
-  if (!userScriptWorldReady) {
-    await api.configureWorld({ worldId: 'gasoline', csp: "script-src 'self' 'unsafe-eval'; object-src 'none'", messaging: false });
-    userScriptWorldReady = true;
-  }
-  const source = `(${runUserScript.toString()})(${JSON.stringify(code)}, ${Number(timeoutMs)})`;
-  const [res] = await api.execute({ target: { tabId }, world: 'USER_SCRIPT', worldId: 'gasoline', js: [{ code: source }] });
-  if (res && res.error) return { error: 'execution_error', message: String(res.error) };
-  return res ? res.result : { error: 'execution_error', message: 'no result' };
 }
 
 // Chrome allows two captureVisibleTab calls per second (MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND):
@@ -634,12 +645,14 @@ async function screenshot(cmd) {
   if (!tab.active) {
     // A frame of a screen recording never pulls the tab to the front: the frame is skipped.
     if (params.if_active) return { error: 'tab_not_visible', message: `tab ${tab.id} is not the visible tab of its window` };
+    // Bringing a background tab to the front shows the agent what the user does not: pilot only.
+    await requirePilot(`a screenshot of tab ${tab.id}, which is not the visible tab of its window,`);
     await chrome.tabs.update(tab.id, { active: true });
   }
   const format = params.format === 'png' ? 'png' : 'jpeg';
   const dataUrl = await captureVisible(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
   const resp = await daemonFetch('/screenshots', {
-    body: { data_url: dataUrl, url: tab.url, query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+    body: { data_url: dataUrl, url: redactUrl(tab.url), query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
     timeout: 15000,
   });
   if (!resp.ok) return { error: 'upload_failed', message: `POST /screenshots answered HTTP ${resp.status}` };
@@ -649,20 +662,26 @@ async function screenshot(cmd) {
 async function linkHealth(cmd) {
   const params = cmd.params || {};
   const tab = await targetTab(cmd);
-  const limit = Math.max(1, Math.min(Number(params.limit) || 50, 200));
-  const [{ result: urls }] = await chrome.scripting.executeScript({
+  const limit = Math.max(1, Math.min(Number(params.limit) || 50, LIMITS.links));
+  const [{ result: found }] = await chrome.scripting.executeScript({
     target: { tabId: tab.id },
     func: (max) => Array.from(new Set(Array.from(document.links).map((a) => a.href.split('#')[0])))
       .filter((u) => /^https?:/.test(u)).slice(0, max),
-    args: [limit],
+    args: [limit * 4],
   });
+  // The extension fetches with its own privileges (no CORS, every host): never into the private
+  // network or this machine, unless the tracked page itself is served from there.
+  const pagePrivate = isPrivateHost(tab.url);
+  const all = Array.isArray(found) ? found.filter((u) => typeof u === 'string' && u.length <= 8192) : [];
+  const refused = pagePrivate ? [] : all.filter((u) => isPrivateHost(u));
+  const urls = all.filter((u) => pagePrivate || !isPrivateHost(u)).slice(0, limit);
   const check = async (url) => {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), 5000);
     const started = Date.now();
     try {
-      let resp = await fetch(url, { method: 'HEAD', redirect: 'follow', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
-      if (resp.status === 405 || resp.status === 501) resp = await fetch(url, { method: 'GET', redirect: 'follow', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
+      let resp = await fetch(url, { method: 'HEAD', redirect: pagePrivate ? 'follow' : 'manual', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
+      if (resp.status === 405 || resp.status === 501) resp = await fetch(url, { method: 'GET', redirect: pagePrivate ? 'follow' : 'manual', signal: ctrl.signal, credentials: 'omit', cache: 'no-store' });
       return { url, status: resp.status, ok: resp.ok, redirected: resp.redirected, duration: Date.now() - started };
     } catch (e) {
       return { url, status: 0, ok: false, error: ctrl.signal.aborted ? 'timeout' : String((e && e.message) || e), duration: Date.now() - started };
@@ -672,7 +691,10 @@ async function linkHealth(cmd) {
   };
   const links = [];
   for (let i = 0; i < urls.length; i += 6) links.push(...await Promise.all(urls.slice(i, i + 6).map(check)));
-  return { page_url: tab.url, checked: links.length, broken: links.filter((l) => !l.ok).length, links };
+  return {
+    page_url: tab.url, checked: links.length, broken: links.filter((l) => !l.ok).length, links,
+    ...(refused.length ? { skipped_private: refused.slice(0, 20), skipped_private_count: refused.length } : {}),
+  };
 }
 
 async function tabsList() {
@@ -690,7 +712,7 @@ async function dispatch(cmd) {
   const type = cmd.type;
   const needsPilot = PILOT_COMMANDS.has(type) && !(type === 'dom_action' && READ_ONLY_DOM_ACTIONS.has(params.action));
   if (needsPilot && !s.pilotEnabled) {
-    return { error: 'pilot_disabled', message: 'AI Web Pilot is off: turn it on in the Gasoline popup to let agents act in the browser' };
+    return { error: 'pilot_disabled', message: PILOT_OFF_MESSAGE };
   }
   switch (type) {
     case 'tabs': return tabsList();
@@ -705,7 +727,7 @@ async function dispatch(cmd) {
     case 'page_info': {
       const tab = await targetTab(cmd);
       const info = await inTab(tab.id, 'page_info', params);
-      return Object.assign({ tab_id: tab.id, tracked: isTrackedTab(s, tab.id) }, info);
+      return Object.assign({ tab_id: tab.id, tracked: true }, info);
     }
     case 'dom': case 'a11y': case 'dom_action': case 'highlight': case 'subtitle': case 'waterfall':
     case 'state_capture': case 'computed_styles': case 'form_discovery': {
@@ -719,114 +741,7 @@ async function dispatch(cmd) {
   }
 }
 
-// ------------------------------------------------------------------ annotations (draw mode)
-// The overlay (commands.js, isolated world) hands each finished annotation to a sink this worker
-// installs in the same world; the sink messages the worker, which keeps them in
-// chrome.storage.session (they survive worker restarts and navigations, not a browser restart).
-const ANNOTATIONS_KEY = 'gasolineAnnotations';
-const MAX_ANNOTATIONS = 200;
-let annotationWrites = Promise.resolve();
-
-async function readAnnotations() {
-  const raw = (await chrome.storage.session.get(ANNOTATIONS_KEY))[ANNOTATIONS_KEY];
-  return Array.isArray(raw) ? raw : [];
-}
-
-function storeAnnotation(annotation, tab) {
-  annotationWrites = annotationWrites.then(async () => {
-    const list = await readAnnotations();
-    list.push(Object.assign({}, annotation, { tab_id: tab.id }));
-    if (list.length > MAX_ANNOTATIONS) list.splice(0, list.length - MAX_ANNOTATIONS);
-    await chrome.storage.session.set({ [ANNOTATIONS_KEY]: list });
-  }).catch((e) => extLog('warn', `could not keep an annotation: ${e}`, 'annotations'));
-  return annotationWrites;
-}
-
-async function drawMode(cmd) {
-  const tab = await targetTab(cmd);
-  await chrome.scripting.executeScript({
-    target: { tabId: tab.id },
-    func: () => {
-      globalThis.__gasolineAnnotationSink = (annotation) => chrome.runtime.sendMessage({ type: 'gasoline:annotation', annotation }).catch(() => {});
-      return true;
-    },
-  });
-  const result = await inTab(tab.id, 'draw_mode', cmd.params || {});
-  return Object.assign({ tab_id: tab.id, url: tab.url }, result);
-}
-
-const annotationSummary = (a) => ({
-  id: a.id, note: a.note, rect: a.rect, url: a.url, title: a.title, timestamp: a.timestamp, tab_id: a.tab_id,
-  element: a.element ? { tag: a.element.tag, selectors: a.element.selectors, text: a.element.text } : null,
-});
-
-async function listAnnotations(params) {
-  await annotationWrites;
-  let list = await readAnnotations();
-  if (params.tab_id) list = list.filter((a) => a.tab_id === Number(params.tab_id));
-  const limit = Math.max(1, Math.min(Number(params.limit) || 100, 1000));
-  const s = await loadSettings();
-  let active = null;
-  if (s.trackedTabId) {
-    active = await chrome.scripting.executeScript({ target: { tabId: s.trackedTabId }, func: () => !!document.querySelector('[data-gasoline-overlay=draw]') })
-      .then(([r]) => r.result, () => null);
-  }
-  return { total: list.length, annotations: list.slice(-limit).map(annotationSummary), draw_mode_active: active };
-}
-
-async function annotationDetail(params) {
-  await annotationWrites;
-  const found = (await readAnnotations()).find((a) => a.id === params.annotation_id);
-  if (!found) return { error: 'not_found', message: `no annotation ${params.annotation_id} (list them with analyze annotations)` };
-  return { annotation: found };
-}
-
-// ------------------------------------------------------------------ tracking
-async function setPrimaryTab(tab) {
-  await chrome.storage.local.set({ [STORAGE_KEYS.trackedTabId]: tab.id, [STORAGE_KEYS.trackedTabUrl]: tab.url || '', [STORAGE_KEYS.trackedTabTitle]: tab.title || '' });
-}
-
-async function addTrackedTab(tabId) {
-  const s = await loadSettings();
-  if (!s.trackedTabId) {
-    const tab = await chrome.tabs.get(tabId);
-    return setPrimaryTab(tab);
-  }
-  if (s.trackedTabId === tabId || s.extraTabs.includes(tabId)) return undefined;
-  return chrome.storage.local.set({ [STORAGE_KEYS.extraTabs]: [...s.extraTabs, tabId] });
-}
-
-async function untrackTab(tabId) {
-  const s = await loadSettings();
-  if (s.trackedTabId === tabId) {
-    const [next, ...rest] = s.extraTabs;
-    const nextTab = next ? await chrome.tabs.get(next).catch(() => null) : null;
-    await chrome.storage.local.set({
-      [STORAGE_KEYS.trackedTabId]: nextTab ? nextTab.id : 0,
-      [STORAGE_KEYS.trackedTabUrl]: nextTab ? nextTab.url : '',
-      [STORAGE_KEYS.trackedTabTitle]: nextTab ? nextTab.title : '',
-      [STORAGE_KEYS.extraTabs]: rest,
-    });
-  } else if (s.extraTabs.includes(tabId)) {
-    await chrome.storage.local.set({ [STORAGE_KEYS.extraTabs]: s.extraTabs.filter((id) => id !== tabId) });
-  }
-}
-
-chrome.tabs.onRemoved.addListener((tabId) => { loadSettings().then((s) => { if (isTrackedTab(s, tabId, false)) untrackTab(tabId); }); });
-
-// trackedTabUrl / trackedTabTitle follow the tracked tab once its page has loaded (and on later
-// title or same-document URL changes), not while it loads: a storage write then costs the load
-// time, and reaches every extension context as a change event.
-chrome.tabs.onUpdated.addListener((tabId, info, tab) => {
-  if (tab.status !== 'complete' || !(info.status === 'complete' || info.url || info.title)) return;
-  loadSettings().then((s) => {
-    if (s.trackedTabId !== tabId) return;
-    const patch = {};
-    if (tab.url && tab.url !== s.trackedTabUrl) patch[STORAGE_KEYS.trackedTabUrl] = tab.url;
-    if (tab.title && tab.title !== s.trackedTabTitle) patch[STORAGE_KEYS.trackedTabTitle] = tab.title;
-    if (Object.keys(patch).length) chrome.storage.local.set(patch);
-  });
-});
+initAnnotations({ loadSettings, inTab, extLog: (...args) => extLog(...args) });
 
 // ------------------------------------------------------------------ messages from content scripts and the popup
 chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
@@ -847,12 +762,33 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     (msg.tracked ? addTrackedTab(msg.tabId) : untrackTab(msg.tabId)).then(() => sendResponse({ ok: true }), (e) => sendResponse({ ok: false, error: String(e) }));
     return true;
   }
+  if (msg.type === 'gasoline:pair') {
+    pairWith(msg.fingerprint).then(sendResponse, (e) => sendResponse({ ok: false, error: String((e && e.message) || e) }));
+    return true;
+  }
+  if (msg.type === 'gasoline:unpair') {
+    chrome.storage.local.remove(STORAGE_KEYS.daemonIdentity).then(() => sendResponse({ ok: true }));
+    return true;
+  }
   if (msg.type === 'gasoline:health') {
     refreshHealth().then(() => sendResponse({ health: status.health, status: statusSnapshot() }));
     return true;
   }
   return false;
 });
+
+// The user confirmed the fingerprint the popup showed: pin the key the daemon offers now, if it is
+// still the one with that fingerprint.
+async function pairWith(fingerprint) {
+  const offer = await pairing.offered();
+  if (!offer) return { ok: false, error: 'the server at this port does not offer Gasoline pairing' };
+  if (offer.fingerprint !== fingerprint) return { ok: false, error: `the daemon now offers ${offer.fingerprint}, not ${fingerprint}: compare again` };
+  const s = await loadSettings();
+  await chrome.storage.local.set({
+    [STORAGE_KEYS.daemonIdentity]: { key: offer.key, fingerprint: offer.fingerprint, paired_at: new Date().toISOString(), server_url: s.serverUrl },
+  });
+  return { ok: true, fingerprint: offer.fingerprint };
+}
 
 // ------------------------------------------------------------------ lifecycle
 function ensureAlive() {
@@ -865,6 +801,7 @@ function ensureAlive() {
 // Verdicts for every page, and pulls from tracked ones (lib/pages.js).
 installPageCapture({
   loadSettings,
+  onWarning: (tabId, message) => extLog('warn', `tab ${tabId}: ${message}`, 'capture'),
   onItems: (tabId, items, dropped) => {
     loadSettings().then((s) => {
       if (!isTrackedTab(s, tabId)) return;

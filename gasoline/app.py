@@ -30,6 +30,7 @@ from gasoline.core.commands import CommandQueue
 from gasoline.core.daemon import Daemon
 from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import ExtensionLink
+from gasoline.core.identity import DaemonIdentity
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier
@@ -44,6 +45,7 @@ from gasoline.http.events import EventsResource
 from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
+from gasoline.http.pairing import PairingAPI
 from gasoline.http.site import GasolineRoot
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
@@ -180,14 +182,17 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     """The HTTP surface: guards for every request, then one API per first path segment; the
     extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too."""
     config = daemon.config
+    # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing").
+    identity = DaemonIdentity.from_state_dir(config.state_dir, daemon.clock)
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
-                       daemon.shutdown)
+                       daemon.shutdown, identity=identity)
     mcp_http = McpHTTP(mcp)
     mcp_http.keepalive_service.setServiceParent(services)
     root = GasolineRoot(guard=Guard.from_config(config), fallback=ingest.resource())
     root.mounts[b"health"] = HealthAPI(daemon).resource()
     root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
     root.mounts[b"mcp"] = mcp_http
+    root.mounts[b"pairing"] = PairingAPI(identity).resource()
     if metrics is not None:
         _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
     if streaming is not None:

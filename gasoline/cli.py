@@ -18,6 +18,8 @@ commands:
   serve     run the daemon in the foreground (twistd -n gasoline [options])
   connect   stdio MCP connector: forwards an agent's MCP session to the daemon
             (gasoline connect --help)
+  identity  print the daemon identity's fingerprint, which the extension's popup asks you to
+            compare when pairing (gasoline identity [--state-dir DIR])
 """
 
 
@@ -47,8 +49,28 @@ def main(argv: list[str] | None = None) -> int:
         from gasoline.connect.main import main as connect_main  # noqa: PLC0415
 
         return connect_main(rest, prelude=prelude)
+    if command == "identity":
+        return _identity(rest)
     sys.stderr.write(f"gasoline: unknown command {command!r}\n\n{USAGE}")
     return 2
+
+
+def _identity(rest: list[str]) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from gasoline.config import default_state_dir  # noqa: PLC0415
+    from gasoline.core.identity import fingerprint_of, load_or_create_key  # noqa: PLC0415
+    from gasoline.core.identity import raw_public_key  # noqa: PLC0415
+
+    state_dir = default_state_dir()
+    if rest[:1] == ["--state-dir"] and len(rest) == 2:
+        state_dir = Path(rest[1])
+    elif rest:
+        sys.stderr.write("usage: gasoline identity [--state-dir DIR]\n")
+        return 2
+    key = load_or_create_key(state_dir)
+    print(f"gasoline daemon identity {fingerprint_of(raw_public_key(key))} ({state_dir})")
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@
   // the global away again, so the page neither sees nor replaces them.
   const selectors = window.__gasolineSelectors || null;
   try { delete window.__gasolineSelectors; } catch (_) { /* not configurable: leave it */ }
-  if (!hooks || hooks.version !== 2 || typeof hooks.attach !== 'function') return;
+  if (!hooks || hooks.version !== 2 || typeof hooks.attach !== 'function') return 'gasoline-capture: no hooks';
 
   // The name the hooks go by in stack traces (their sourceURL comment). Without it Chrome
   // attributes every console call that passes through a hook to the extension (its URL is
@@ -242,18 +242,16 @@
   };
 
   // ---------------------------------------------------------------- fetch and XMLHttpRequest
-  const AUTH_PATH = /\/(?:login|logout|signin|sign-in|signup|sign-up|register|auth|oauth2?|token|password|passwd|session|sessions|2fa|mfa|otp|credentials?)(?:[/?#.]|$)/i;
-  const SENSITIVE_HEADER = /^(?:authorization|proxy-authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token|x-csrf-token|x-xsrf-token|x-access-token|x-refresh-token|x-gasoline-key)$/i;
+  // Redaction is not decided here, in the page's realm (the page could undo it): the service
+  // worker's one redactor (lib/redact.js) handles every item before it leaves the browser.
   const BINARY_TYPE = /^(?:image|audio|video|font)\/|application\/(?:octet-stream|pdf|zip|gzip|x-protobuf|protobuf|wasm|x-tar|x-7z|vnd\.)/i;
-
-  const isAuthUrl = (url) => {
-    try { return AUTH_PATH.test(new URL(url, location.href).pathname); } catch (_) { return false; }
-  };
 
   const cleanHeaders = (entries) => {
     const out = {};
+    let n = 0;
     for (const [k, v] of entries) {
-      if (!SENSITIVE_HEADER.test(k)) out[k.toLowerCase()] = String(v).slice(0, 500);
+      if (++n > 100) break;
+      out[String(k).toLowerCase().slice(0, 200)] = String(v).slice(0, 500);
     }
     return out;
   };
@@ -305,7 +303,6 @@
     // info: {method, url, status, statusText, duration, ended, pageUrl, requestBody, responseBody,
     //        contentType, requestTruncated, responseTruncated, error, requestHeaders, responseHeaders,
     //        initiator}
-    const auth = isAuthUrl(info.url);
     const body = {
       ts: iso(performance.timeOrigin + info.ended),
       method: info.method,
@@ -317,12 +314,12 @@
       page_url: info.pageUrl,
     };
     if (info.requestBody !== undefined) {
-      body.request_body = auth ? '[redacted: auth endpoint]' : info.requestBody;
-      if (!auth && info.requestTruncated) body.request_truncated = true;
+      body.request_body = info.requestBody;
+      if (info.requestTruncated) body.request_truncated = true;
     }
     if (info.responseBody !== undefined) {
-      body.response_body = auth ? '[redacted: auth endpoint]' : info.responseBody;
-      if (!auth && info.responseTruncated) body.response_truncated = true;
+      body.response_body = info.responseBody;
+      if (info.responseTruncated) body.response_truncated = true;
     }
     if (info.requestHeaders) body.request_headers = info.requestHeaders;
     if (info.responseHeaders) body.response_headers = info.responseHeaders;
@@ -547,8 +544,14 @@
     if (aria) out.ariaLabel = aria;
     return out;
   };
-  const isPassword = (el) => !!el && el.tagName === 'INPUT'
-    && (el.type === 'password' || /password|passwd|secret|otp|cc-number|cc-csc/i.test(el.autocomplete || ''));
+  // What the worker's redactor needs to decide whether a field holds a secret (lib/redact.js
+  // isSensitiveField: type, name, id, autocomplete); the decision is not made here.
+  const fieldOf = (el) => (el && el.tagName ? {
+    input_type: el.type || (el.isContentEditable ? 'contenteditable' : 'text'),
+    input_name: String(el.getAttribute('name') || '').slice(0, 200),
+    input_id: String(el.id || '').slice(0, 200),
+    autocomplete: String(el.getAttribute('autocomplete') || '').slice(0, 200),
+  } : {});
   let agentActing = 0;
   const recording = () => capturing() && link.capture.actions && agentActing === 0;
   const record = (action) => {
@@ -574,8 +577,8 @@
       if (el instanceof HTMLInputElement && (el.type === 'checkbox' || el.type === 'radio')) return;
       clearTimeout(inputTimers.get(el));
       inputTimers.set(el, setTimeout(() => {
-        const value = isPassword(el) ? '[redacted]' : String(el.value !== undefined ? el.value : el.textContent || '').slice(0, 500);
-        record({ type: 'input', selectors: selectorsFor(el), value, input_type: el.type || 'text' });
+        const value = String(el.value !== undefined ? el.value : el.textContent || '').slice(0, 500);
+        record(Object.assign({ type: 'input', selectors: selectorsFor(el), value }, fieldOf(el)));
       }, 400));
     }, true);
 
@@ -596,8 +599,7 @@
       if (!SPECIAL_KEYS.has(e.key) && !(e.ctrlKey || e.metaKey || e.altKey)) return;
       const el = e.target instanceof Element ? e.target : null;
       // A modified printable key in a password field would reveal a character; record only the modifier.
-      const key = isPassword(el) && e.key.length === 1 ? '[redacted]' : e.key;
-      record({ type: 'keypress', key, modifiers: { ctrl: e.ctrlKey, meta: e.metaKey, alt: e.altKey, shift: e.shiftKey }, selectors: el ? selectorsFor(el) : undefined });
+      record(Object.assign({ type: 'keypress', key: e.key, modifiers: { ctrl: e.ctrlKey, meta: e.metaKey, alt: e.altKey, shift: e.shiftKey }, selectors: el ? selectorsFor(el) : undefined }, fieldOf(el)));
     }, true);
 
     let scrollTimer = null;
@@ -671,5 +673,9 @@
 
   link = hooks.attach({ receive, start, stop, take });
   if (link) listen();
+  // The value of this file's last expression is the injection's result, which goes straight to
+  // the worker (lib/pages.js): the hooks take only the first module that attaches, so "refused"
+  // means something in the page attached before us, and the worker will not trust this page.
+  return link ? 'gasoline-capture: attached' : 'gasoline-capture: refused';
 })();
 //# sourceURL=gasoline-page-capture.js

@@ -11,7 +11,8 @@
   const TEXT_LIMIT = 2000;
   const HTML_LIMIT = 4000;
 
-  const { clip, norm, roleOf, accessibleName, cssEscape, selectorsFor } = globalThis.__gasolineSelectors;
+  const { clip, norm, roleOf, accessibleName, cssEscape, selectorsFor, sensitiveField } = globalThis.__gasolineSelectors;
+  const REDACTED = '[redacted]';
   const fail = (error, message, extra) => Object.assign({ error, message }, extra || {});
 
   // The user-action capture (capture.js) lives in the page's world, which sees none of this world's
@@ -136,7 +137,7 @@
       rect: rect(el),
       selectors: selectorsFor(el),
     };
-    if ('value' in el && el.tagName !== 'BUTTON' && el.tagName !== 'LI') out.value = el.type === 'password' ? '[redacted]' : clip(el.value, 500);
+    if ('value' in el && el.tagName !== 'BUTTON' && el.tagName !== 'LI') out.value = sensitiveField(el) ? REDACTED : clip(el.value, 500);
     if (opts && opts.html !== false) out.html = clip(el.outerHTML, HTML_LIMIT);
     if (opts && opts.children) out.child_count = el.children.length;
     return out;
@@ -258,7 +259,7 @@
       case 'get_text':
         return done({ text: clip(norm(el.innerText !== undefined ? el.innerText : el.textContent), 20000) });
       case 'get_value':
-        return done({ value: el.type === 'password' ? '[redacted]' : (el.value !== undefined ? String(el.value) : null) });
+        return done({ value: sensitiveField(el) ? REDACTED : (el.value !== undefined ? String(el.value) : null) });
       case 'get_attribute':
         if (!params.name) return fail('missing_param', 'name is required');
         return done({ name: params.name, value: el.getAttribute(params.name) });
@@ -372,13 +373,19 @@
       return { success: true, active: false };
     }
     if (existing) return { success: true, active: true, already_active: true };
+    // The page must not be able to write a note that agents read as the user's: the overlay lives
+    // in a CLOSED shadow root (the page sees only the host element, never the note field), and only
+    // trusted events (the user's real mouse and keyboard) draw, type or save.
     const layer = document.createElement('div');
     layer.setAttribute(OVERLAY_ATTR, 'draw');
-    Object.assign(layer.style, { position: 'fixed', inset: '0', zIndex: 2147483646, cursor: 'crosshair', background: 'rgba(0,0,0,0.04)' });
+    Object.assign(layer.style, { position: 'fixed', inset: '0', zIndex: 2147483646 });
+    const surface = document.createElement('div');
+    Object.assign(surface.style, { position: 'absolute', inset: '0', cursor: 'crosshair', background: 'rgba(0,0,0,0.04)' });
+    layer.attachShadow({ mode: 'closed' }).appendChild(surface);
     const banner = document.createElement('div');
     banner.textContent = 'Gasoline draw mode: drag over an area, type a note, Enter saves. Esc ends.';
     Object.assign(banner.style, { position: 'fixed', top: '8px', left: '50%', transform: 'translateX(-50%)', background: 'rgba(0,0,0,0.8)', color: '#fff', font: '13px/1.4 sans-serif', padding: '6px 12px', borderRadius: '6px', pointerEvents: 'none' });
-    layer.appendChild(banner);
+    surface.appendChild(banner);
     let start = null;
     let box = null;
     let note = null;
@@ -419,23 +426,24 @@
       return annotation;
     };
     const onKey = (e) => {
+      if (!e.isTrusted) return;
       if (e.key === 'Escape' && !note) { e.preventDefault(); e.stopPropagation(); end(); }
     };
-    layer.addEventListener('mousedown', (e) => {
-      if (note || e.button !== 0 || e.target !== layer) return;
+    surface.addEventListener('mousedown', (e) => {
+      if (!e.isTrusted || note || e.button !== 0 || e.target !== surface) return;
       e.preventDefault();
       start = { x: e.clientX, y: e.clientY };
       box = document.createElement('div');
       Object.assign(box.style, { position: 'fixed', border: '2px solid #f28c28', background: 'rgba(242,140,40,0.15)', pointerEvents: 'none' });
       boxStyle(start.x, start.y, 0, 0);
-      layer.appendChild(box);
+      surface.appendChild(box);
     });
-    layer.addEventListener('mousemove', (e) => {
-      if (!start || !box) return;
+    surface.addEventListener('mousemove', (e) => {
+      if (!e.isTrusted || !start || !box) return;
       boxStyle(Math.min(start.x, e.clientX), Math.min(start.y, e.clientY), Math.abs(e.clientX - start.x), Math.abs(e.clientY - start.y));
     });
-    layer.addEventListener('mouseup', (e) => {
-      if (!start || !box) return;
+    surface.addEventListener('mouseup', (e) => {
+      if (!e.isTrusted || !start || !box) return;
       const r = { x: Math.round(Math.min(start.x, e.clientX)), y: Math.round(Math.min(start.y, e.clientY)), width: Math.round(Math.abs(e.clientX - start.x)), height: Math.round(Math.abs(e.clientY - start.y)) };
       start = null;
       if (r.width < 4 || r.height < 4) { box.remove(); box = null; return; }
@@ -446,24 +454,26 @@
       note.placeholder = 'Note for the agent (Enter saves, Esc drops)';
       note.setAttribute(OVERLAY_ATTR, 'draw-note');
       Object.assign(note.style, { position: 'fixed', left: r.x + 'px', top: Math.min(r.y + r.height + 4, window.innerHeight - 32) + 'px', width: Math.max(220, r.width) + 'px', font: '13px sans-serif', padding: '4px', zIndex: 2147483647 });
-      layer.appendChild(note);
+      surface.appendChild(note);
+      layer.setAttribute('data-gasoline-state', 'note'); // tests wait for it; the field itself stays hidden
+      const closeNote = () => { note.remove(); note = null; layer.removeAttribute('data-gasoline-state'); };
       note.addEventListener('keydown', (k) => {
         k.stopPropagation();
+        if (!k.isTrusted) return;
         if (k.key === 'Enter') {
           k.preventDefault();
           const text = note.value;
-          note.remove();
-          note = null;
+          closeNote();
           const saved = save(r, text);
           const label = document.createElement('div');
           label.textContent = clip(text, 80);
           Object.assign(label.style, { position: 'absolute', left: '0', top: '-18px', background: '#f28c28', color: '#fff', font: '11px sans-serif', padding: '1px 4px', whiteSpace: 'nowrap' });
           drawn.appendChild(label);
           drawn.setAttribute('data-annotation-id', saved.id);
+          layer.setAttribute('data-gasoline-annotations', String(surface.querySelectorAll('[data-annotation-id]').length));
         } else if (k.key === 'Escape') {
           k.preventDefault();
-          note.remove();
-          note = null;
+          closeNote();
           drawn.remove();
         }
       });
@@ -503,8 +513,9 @@
 
   const stateCapture = () => {
     const forms = Array.from(document.querySelectorAll('input,select,textarea')).slice(0, 200)
-      .filter((el) => el.type !== 'password' && el.type !== 'hidden' && el.type !== 'file')
-      .map((el) => ({ selector: selectorsFor(el).css, value: el.type === 'checkbox' || el.type === 'radio' ? String(el.checked) : clip(el.value, 2000) }));
+      .filter((el) => el.type !== 'hidden' && el.type !== 'file')
+      .map((el) => ({ selector: selectorsFor(el).css,
+        value: el.type === 'checkbox' || el.type === 'radio' ? String(el.checked) : sensitiveField(el) ? REDACTED : clip(el.value, 2000) }));
     return {
       url: location.href,
       title: document.title,

@@ -90,6 +90,15 @@
     return parts.join(' > ');
   };
 
+  // Whether a field holds a secret: the same rule as the worker's redactor (lib/redact.js
+  // isSensitiveField), for the command handlers of the isolated world (dom, get_value,
+  // state_capture) and role names. Keep the two in step.
+  const SECRET_AUTOCOMPLETE = /(?:^|\s)(?:current-password|new-password|one-time-code|cc-[a-z-]+|transaction-amount)(?:\s|$)/i;
+  const SECRET_FIELD_NAME = /pass(?:word|wd|code|phrase)?|pwd|secret|token|otp|one.?time|pin\b|cvv|cvc|csc|card.?(?:number|num|no)|cc.?(?:num|number|exp|csc)|ssn|security.?code/i;
+  const sensitiveField = (el) => !!el && el.nodeType === 1 && (String(el.type || '').toLowerCase() === 'password'
+    || SECRET_AUTOCOMPLETE.test(el.getAttribute('autocomplete') || '')
+    || SECRET_FIELD_NAME.test(el.getAttribute('name') || '') || SECRET_FIELD_NAME.test(el.id || ''));
+
   const selectorsFor = (el) => {
     const out = { css: cssPath(el), tag: el.tagName.toLowerCase() };
     const testId = el.getAttribute('data-testid') || el.getAttribute('data-test-id') || el.getAttribute('data-test') || el.getAttribute('data-cy');
@@ -98,7 +107,7 @@
     if (aria) out.ariaLabel = aria;
     const role = roleOf(el);
     if (role) {
-      const name = el.type === 'password' ? '' : accessibleName(el);
+      const name = sensitiveField(el) ? '' : accessibleName(el);
       out.role = { role, name: clip(name, 100) };
     }
     if (el.id) out.id = el.id;
@@ -113,7 +122,7 @@
   };
 
   Object.defineProperty(globalThis, '__gasolineSelectors', {
-    value: Object.freeze({ clip, norm, roleOf, accessibleName, cssEscape, selectorsFor }),
+    value: Object.freeze({ clip, norm, roleOf, accessibleName, cssEscape, selectorsFor, sensitiveField }),
     enumerable: false,
     configurable: true,
   });

@@ -40,6 +40,9 @@ const PULL_BUSY_MS = 250;        // after a pull that brought items
 const PULL_QUIET_MS = 1000;      // the longest wait between two pulls of a tracked page
 const PULL_LOAD_HOLD_MS = 1000;  // how long a pull waits for other tabs' page loads, at most
 const PULL_ITEMS_LIMIT = 1000;   // items taken per pull (capture.js TAKE_LIMIT)
+const PULL_BYTES_LIMIT = 4 * 1024 * 1024; // and at most this much JSON per pull (the rest is counted as dropped)
+const BOUND_KEY = 'gasolineBoundDocuments'; // documents our capture module attached to (session storage)
+const ATTACHED = 'gasoline-capture: attached';
 
 // Run in the page's world by executeScript: self-contained, no closures.
 function pageTrack(on, flags) {
@@ -80,16 +83,46 @@ const captureFlags = (s) => ({ logs: s.captureLogs, network: s.captureNetwork, w
  * `onItems(tabId, items, dropped)` receives what a tracked page captured ([{kind, payload}]) and how
  * many items its hooks had to drop since the last pull.
  */
-export function installPageCapture({ loadSettings, onItems }) {
+export function installPageCapture({ loadSettings, onItems, onWarning = () => {} }) {
   const capturing = new Map(); // tabId -> {documentId, timer, wait}
+
+  // The capture module is bound to its page: the hooks accept the first module that attaches, and
+  // the worker learns from the injection's own result (which the page cannot touch) whether that
+  // was ours. A document whose module the worker did not see attach is not captured.
+  let bound = null; // Set of document keys, mirrored in chrome.storage.session (survives worker restarts)
+  const boundDocs = async () => {
+    if (!bound) {
+      const raw = (await chrome.storage.session.get(BOUND_KEY).catch(() => ({})))[BOUND_KEY];
+      bound = new Set(Array.isArray(raw) ? raw : []);
+    }
+    return bound;
+  };
+  const docKey = (tabId, documentId) => documentId || `tab:${tabId}`;
+  const injections = new Map(); // document key -> the injection of the capture module under way
+  const bind = async (key) => {
+    const set = await boundDocs();
+    set.add(key);
+    while (set.size > 500) set.delete(set.values().next().value);
+    chrome.storage.session.set({ [BOUND_KEY]: Array.from(set) }).catch(() => {});
+  };
 
   // What comes back from a page's world is the page's to shape (it could patch the built-ins the
   // hooks use): take at most what the hooks ever hand over; the worker checks each item's kind and
   // the daemon each field.
   const deliver = (tabId, out) => {
     if (!out || !Array.isArray(out.items)) return 0;
-    const items = out.items.slice(0, PULL_ITEMS_LIMIT);
-    if (items.length || out.dropped) onItems(tabId, items, Number(out.dropped) || 0);
+    const items = [];
+    let bytes = 0;
+    for (const item of out.items.slice(0, PULL_ITEMS_LIMIT)) {
+      let size;
+      try { size = JSON.stringify(item).length; } catch (_) { continue; }
+      if (bytes + size > PULL_BYTES_LIMIT) break;
+      bytes += size;
+      items.push(item);
+    }
+    const cut = Math.min(out.items.length, PULL_ITEMS_LIMIT) - items.length;
+    const dropped = (Number(out.dropped) || 0) + cut;
+    if (items.length || dropped) onItems(tabId, items, dropped);
     return items.length + (Number(out.more) || 0);
   };
 
@@ -122,10 +155,32 @@ export function installPageCapture({ loadSettings, onItems }) {
     // No hooks in this page (it loaded before the extension did): put them in now, capture starts
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
+    const key = docKey(tabId, documentId);
+    await boundDocs();
     if (missing) {
-      const injected = await chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: missing })
-        .then(() => true, () => false);
-      if (injected) out = await inPage(tabId, documentId, pageTrack, [true, flags]);
+      // Two verdicts for one document can overlap (its load and a tracking change): one injects,
+      // the other waits for that injection's result instead of seeing an unknown module.
+      let injection = injections.get(key);
+      if (!injection) {
+        injection = chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: missing })
+          .then((r) => (r && r[0] ? r[0].result : null), () => null)
+          .then(async (result) => { if (result === ATTACHED) await bind(key); return result; });
+        injections.set(key, injection);
+        injection.finally(() => { if (injections.get(key) === injection) injections.delete(key); });
+      }
+      const result = await injection;
+      if (result === ATTACHED) {
+        out = await inPage(tabId, documentId, pageTrack, [true, flags]);
+      } else if (result) {
+        onWarning(tabId, `the page replaced Gasoline's capture module (${result}); nothing is captured from this page until it reloads`);
+        out = null;
+      }
+    } else if (out && injections.has(key) && !(await injections.get(key).then(() => bound.has(key)))) {
+      out = null;
+    } else if (out && !bound.has(key)) {
+      // A module is attached that the worker never saw attach: the page's own.
+      onWarning(tabId, 'a capture module the extension did not inject is attached to this page; nothing is captured from it until it reloads');
+      out = null;
     }
     if (!out || out.attach) return false;
     const previous = capturing.get(tabId);

@@ -18,6 +18,9 @@ export const STORAGE_KEYS = Object.freeze({
   captureNetwork: 'gasolineCaptureNetwork',
   captureWebSocket: 'gasolineCaptureWebSocket',
   captureActions: 'gasolineCaptureActions',
+  allowFileUrls: 'gasolineAllowFileUrls',     // agents may open / target file: URLs (options page)
+  agentsMayTrack: 'gasolineAgentsMayTrack',   // new_tab / switch_tab may add to what is tracked (popup)
+  daemonIdentity: 'gasolineDaemonIdentity',   // the pinned daemon identity {key, fingerprint, paired_at}
 });
 
 /** Accepts a port number, "host:port" or a URL; returns "http://host:port" (loopback only). */
@@ -46,6 +49,7 @@ export function portOf(serverUrl) {
 }
 
 const bool = (v, dflt) => (typeof v === 'boolean' ? v : dflt);
+const identityOf = (v) => (v && typeof v === 'object' && typeof v.key === 'string' && v.key ? v : null);
 
 export function settingsFromStorage(raw) {
   let serverUrl;
@@ -63,6 +67,9 @@ export function settingsFromStorage(raw) {
     captureNetwork: bool(raw[STORAGE_KEYS.captureNetwork], true),
     captureWebSocket: bool(raw[STORAGE_KEYS.captureWebSocket], true),
     captureActions: bool(raw[STORAGE_KEYS.captureActions], true),
+    allowFileUrls: bool(raw[STORAGE_KEYS.allowFileUrls], false),
+    agentsMayTrack: bool(raw[STORAGE_KEYS.agentsMayTrack], false),
+    daemonIdentity: identityOf(raw[STORAGE_KEYS.daemonIdentity]),
   };
 }
 

@@ -6,6 +6,7 @@ const TOGGLES = {
   gasolineCaptureLogs: 'captureLogs', gasolineCaptureNetwork: 'captureNetwork',
   gasolineCaptureWebSocket: 'captureWebSocket', gasolineCaptureActions: 'captureActions',
   gasolineTrackAllTabs: 'trackAllTabs',
+  gasolineAllowFileUrls: 'allowFileUrls',
 };
 
 function show(text, ok) {

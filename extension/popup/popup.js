@@ -23,7 +23,9 @@ async function render() {
   err.textContent = status && status.last_error ? `Last error: ${status.last_error}` : '';
   $('version').textContent = `v${chrome.runtime.getManifest().version}`;
 
+  renderPairing(status);
   $('pilot').checked = s.pilotEnabled;
+  $('agents-track').checked = s.agentsMayTrack;
   $('track-all').checked = s.trackAllTabs;
 
   const trackedHere = currentTab && isTrackedTab(s, currentTab.id, false);
@@ -56,6 +58,43 @@ async function render() {
   });
   $('tracked').replaceChildren(...items);
 }
+
+// Pairing (lib/pairing.js): the first time, the user compares the fingerprint the daemon offers with
+// what `gasoline identity` prints, and pins it; a daemon that cannot prove that identity later is
+// refused, and this says why.
+let offeredFingerprint = '';
+function renderPairing(status) {
+  const p = status && status.pairing;
+  const box = $('pairing');
+  box.hidden = !p;
+  if (!p) return;
+  box.dataset.state = p.state;
+  offeredFingerprint = p.offered_fingerprint || '';
+  const text = $('pairing-text');
+  $('pair').hidden = !(p.state === 'unpaired' && offeredFingerprint);
+  $('paired-row').hidden = !p.fingerprint;
+  $('paired-fp').textContent = p.fingerprint || '';
+  if (p.state === 'unpaired' && offeredFingerprint) {
+    text.textContent = `Not paired. The daemon offers identity ${offeredFingerprint}. Pair only if \`gasoline identity\` prints the same; until then nothing is captured and no command runs.`;
+    text.className = 'warn';
+  } else if (p.state === 'mismatch' || p.state === 'unsupported') {
+    text.textContent = p.message;
+    text.className = 'error';
+  } else if (p.state === 'paired') {
+    text.textContent = 'verified: the daemon proved its identity';
+    text.className = 'ok';
+  } else {
+    text.textContent = p.message || '';
+    text.className = 'muted';
+  }
+}
+$('pair').addEventListener('click', async () => {
+  const answer = await chrome.runtime.sendMessage({ type: 'gasoline:pair', fingerprint: offeredFingerprint }).catch((e) => ({ ok: false, error: String(e) }));
+  if (!answer || !answer.ok) $('pairing-text').textContent = `Pairing failed: ${answer ? answer.error : 'no answer'}`;
+  render();
+});
+$('unpair').addEventListener('click', async () => { await chrome.runtime.sendMessage({ type: 'gasoline:unpair' }); render(); });
+$('agents-track').addEventListener('change', (e) => chrome.storage.local.set({ [STORAGE_KEYS.agentsMayTrack]: e.target.checked }));
 
 $('track-current').addEventListener('click', async () => {
   if (!currentTab) return;

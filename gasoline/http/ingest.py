@@ -126,6 +126,8 @@ class IngestAPI:
     shutdown: Shutdown
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL
+    #: The daemon identity (gasoline.core.identity): signs C{/sync} answers to paired extensions.
+    identity: Any = None
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)
     _last_screenshot: dict[bytes, float] = attrs.field(factory=dict, init=False)
@@ -303,8 +305,13 @@ class IngestAPI:
     def sync(self, request):
         payload, _ = self._payload(request)
         d = self.extension.sync(payload)
-        d.addCallback(lambda response: json_body(request, response))
+        d.addCallback(lambda response: self._signed(request, json_body(request, response)))
         return d
+
+    def _signed(self, request, body: bytes) -> bytes:
+        if self.identity is not None:
+            self.identity.sign(request, body)  # only a paired extension's request gets a proof
+        return body
 
     @app.route("/pending-queries", methods=["GET"])
     @extension_only

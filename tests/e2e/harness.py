@@ -6,6 +6,7 @@ sessions). Everything here is synchronous and every process it starts is stopped
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import itertools
 import json
@@ -23,6 +24,7 @@ from typing import Any, Callable
 
 import websocket  # websocket-client
 
+from gasoline.core.identity import fingerprint_of
 from gasoline.testing import EXTENSION_HEADERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -311,8 +313,16 @@ class Chromium:
         finally:
             self.cdp.call("Target.closeTarget", {"targetId": target_id})
 
-    def storage_set(self, sw: str, values: dict) -> None:
+    def storage_set(self, sw: str, values: dict, pair: bool = True) -> None:
+        """Write ``chrome.storage.local``. With a ``serverUrl`` (and ``pair``), also pin the identity
+        the daemon there offers, as the user does by confirming its fingerprint in the popup."""
+        if pair and "serverUrl" in values and "gasolineDaemonIdentity" not in values:
+            values = {**values, "gasolineDaemonIdentity": pinned_identity(values["serverUrl"])}
         self.cdp.evaluate(sw, f"chrome.storage.local.set({json.dumps(values)}).then(() => true)")
+
+    def status(self, sw: str) -> dict:
+        """The worker's status snapshot (what the popup shows), as last written to session storage."""
+        return self.cdp.evaluate(sw, "chrome.storage.session.get('gasolineStatus').then(r => r.gasolineStatus || {})")
 
     def track_new_tab(self, url: str, server_url: str, **settings) -> tuple[str, str, int]:
         """Open a tab at ``url``, make it the tracked tab and point the extension at ``server_url``
@@ -400,6 +410,13 @@ class TestSite:
 
 
 # ------------------------------------------------------------------------------------------ daemon HTTP
+
+
+def pinned_identity(base_url: str) -> dict:
+    """What the extension stores when the user pairs with the daemon at ``base_url``."""
+    offered = daemon_get(base_url, "/pairing")
+    key = base64.urlsafe_b64decode(offered["key"] + "=" * (-len(offered["key"]) % 4))
+    return {"key": offered["key"], "fingerprint": fingerprint_of(key), "paired_at": "2026-01-01T00:00:00Z"}
 
 
 def daemon_get(base_url: str, path: str, timeout: float = 5.0) -> dict:

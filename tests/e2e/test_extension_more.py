@@ -61,7 +61,7 @@ def drag(browser, page, start, end, note):
         y = start[1] + (end[1] - start[1]) * i / 4
         cdp.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y, "button": "left"}, session=page)
     cdp.call("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": end[0], "y": end[1], "button": "left", "clickCount": 1}, session=page)
-    wait_until(lambda: browser.cdp.evaluate(page, "!!document.querySelector('[data-gasoline-overlay=draw-note]')"), 5, what="the note field")
+    wait_until(lambda: browser.cdp.evaluate(page, "!!document.querySelector('[data-gasoline-overlay=draw][data-gasoline-state=note]')"), 5, what="the note field")
     cdp.call("Input.insertText", {"text": note}, session=page)
     for kind in ("keyDown", "keyUp"):
         cdp.call("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13}, session=page)
@@ -98,7 +98,8 @@ def test_upload_and_draw_mode_in_the_page(browser, site):
     assert annotation["element"]["outer_html"].startswith('<button id="buy"')
     assert annotation["id"].startswith("ann_")
     escape(browser, page)
-    assert browser.cdp.evaluate(page, "document.querySelector('[data-gasoline-overlay=draw]')") is None
+    wait_until(lambda: browser.cdp.evaluate(page, "document.querySelector('[data-gasoline-overlay=draw]') === null"), 5,
+               what="Esc to end draw mode")
     # The page gets its own clicks back.
     browser.click(page, "#buy")
 
@@ -130,8 +131,9 @@ def test_mcp_upload_draw_mode_and_annotations_through_the_real_extension(browser
 
     wait_until(lambda: browser.cdp.evaluate(page, "!!document.querySelector('[data-gasoline-overlay=draw]')"), 5, what="the overlay")
     drag(browser, page, (295, 195), (425, 245), "make this button green")
-    # (the overlay runs in the extension's isolated world: the page sees only its DOM)
-    wait_until(lambda: browser.cdp.evaluate(page, "document.querySelectorAll('[data-annotation-id]').length") == 1, 5,
+    # (the overlay runs in the extension's isolated world, in a closed shadow root: the page sees
+    # only its host element, which counts the saved annotations)
+    wait_until(lambda: browser.cdp.evaluate(page, "document.querySelector('[data-gasoline-overlay=draw]').dataset.gasolineAnnotations") == "1", 5,
                what="the saved annotation's marker in the page")
 
     async def read(client_id, session):

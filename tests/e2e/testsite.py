@@ -15,6 +15,7 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/api/fail``       answers 500 with a JSON body
 - ``/api/ok``         answers 200 with a JSON body that echoes the request body
 - ``/api/login``      an auth endpoint (its bodies must be redacted)
+- ``/graphql``        echoes a POSTed body (a GraphQL login must leave the browser redacted)
 - ``/ws``             WebSocket echo
 - ``/agent.html``     elements the MCP round-trip tests act on, with a planted a11y violation
 - ``/tabs/<name>``    logs ``console.error('e2e tab error from <name>')`` on load (two-tab test)
@@ -342,6 +343,7 @@ def build_site(clock=None) -> server.Site:
     if clock is not None:
         api.putChild(b"slow", SlowApi(clock))
     root.putChild(b"api", api)
+    root.putChild(b"graphql", Api(200))  # echoes the body, like the other API routes
     root.putChild(b"ws", WebSocketResource(EchoFactory()))
     root.putChild(b"favicon.ico", static.Data(b"", "image/x-icon"))
     root.putChild(b"agent.html", Page(AGENT_PAGE))

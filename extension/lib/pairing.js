@@ -1,0 +1,163 @@
+// Gasoline — the extension knows it is talking to the Gasoline daemon (gasoline/core/identity.py).
+//
+// The daemon has a P-256 identity key kept in its state dir. The user pins it once: the popup shows
+// the fingerprint the daemon offers (GET /pairing) and the user confirms it matches what
+// `gasoline identity` prints. From then on, every new connection is a challenge: the worker sends
+// an ephemeral ECDH key and a nonce (POST /pairing/challenge), derives the session key from the
+// PINNED key, and the daemon must answer with an HMAC only the holder of the private key can
+// compute. Every /sync answer (the command channel) must then carry X-Gasoline-Proof, an HMAC of
+// the request's nonce and the answer's bytes under that session key.
+//
+// Until a session is verified the worker sends nothing but GET /health and the two /pairing
+// routes: no capture batch, no /sync (whose body names the tracked tab), no command runs. A failed
+// request (daemon down) ends the session: whoever answers next must prove itself again.
+
+const enc = new TextEncoder();
+const CHALLENGE_LABEL = enc.encode('gasoline-daemon-v1 challenge');
+const RESPONSE_LABEL = enc.encode('gasoline-daemon-v1 response');
+const PROTOCOL = 'gasoline-pairing-v1';
+
+export const b64u = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+export function unb64u(text) {
+  const s = String(text).replace(/-/g, '+').replace(/_/g, '/');
+  const bin = atob(s + '='.repeat((4 - (s.length % 4)) % 4));
+  return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+}
+const concat = (...parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
+};
+const random = (n) => crypto.getRandomValues(new Uint8Array(n));
+
+/** The fingerprint of a raw public key: SHA-256, first 80 bits, base32 in groups of 4 (as the daemon). */
+export async function fingerprintOf(rawKey) {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', rawKey)).slice(0, 10);
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = 0;
+  let value = 0;
+  let out = '';
+  for (const byte of digest) {
+    value = (value << 8) | byte;
+    bits += 8;
+    while (bits >= 5) { out += alphabet[(value >>> (bits - 5)) & 31]; bits -= 5; }
+  }
+  return out.match(/.{1,4}/g).join('-');
+}
+
+/** Why the worker is not talking to the daemon; `state` is what the popup shows. */
+export class NotPaired extends Error {
+  constructor(state, message) {
+    super(message);
+    this.state = state;
+  }
+}
+
+/**
+ * The pairing state of one worker.
+ *
+ * `fetchDaemon(path, init)` fetches from the configured daemon (raw Response); `getPinned()`
+ * resolves to the pinned identity {key, fingerprint} or null.
+ */
+export function createPairing({ fetchDaemon, getPinned }) {
+  let session = null;    // {id, key (CryptoKey HMAC), pinnedKey}
+  let pending = null;    // the challenge under way
+  const info = { state: 'unknown', message: '', offered: null, fingerprint: '' };
+
+  const set = (state, message, extra = {}) => Object.assign(info, { state, message }, extra);
+
+  async function offered() {
+    const resp = await fetchDaemon('/pairing', { method: 'GET' });
+    if (resp.status === 404) return null;
+    if (!resp.ok) throw new Error(`GET /pairing answered HTTP ${resp.status}`);
+    const data = await resp.json();
+    if (!data || data.protocol !== PROTOCOL || typeof data.key !== 'string') return null;
+    const raw = unb64u(data.key);
+    return { key: data.key, fingerprint: await fingerprintOf(raw) };
+  }
+
+  async function challenge(pinned) {
+    const pinnedRaw = unb64u(pinned.key);
+    const daemonKey = await crypto.subtle.importKey('raw', pinnedRaw, { name: 'ECDH', namedCurve: 'P-256' }, false, []);
+    const eph = await crypto.subtle.generateKey({ name: 'ECDH', namedCurve: 'P-256' }, false, ['deriveBits']);
+    const ephRaw = new Uint8Array(await crypto.subtle.exportKey('raw', eph.publicKey));
+    const nonce = random(32);
+    const resp = await fetchDaemon('/pairing/challenge', { method: 'POST', body: JSON.stringify({ key: b64u(ephRaw), nonce: b64u(nonce) }) });
+    if (resp.status === 404 || resp.status === 405) {
+      throw new NotPaired('unsupported', `the server at this port does not support Gasoline pairing (HTTP ${resp.status} for /pairing/challenge): it is not the paired Gasoline daemon; capture and commands are stopped`);
+    }
+    if (!resp.ok) throw new Error(`POST /pairing/challenge answered HTTP ${resp.status}`);
+    const data = await resp.json().catch(() => null);
+    if (!data || typeof data.session !== 'string' || typeof data.proof !== 'string') {
+      throw new NotPaired('mismatch', 'the server at this port answered the pairing challenge with nonsense: it is not the paired Gasoline daemon; capture and commands are stopped');
+    }
+    const shared = await crypto.subtle.deriveBits({ name: 'ECDH', public: daemonKey }, eph.privateKey, 256);
+    const hkdf = await crypto.subtle.importKey('raw', shared, 'HKDF', false, ['deriveBits']);
+    const keyBits = await crypto.subtle.deriveBits(
+      { name: 'HKDF', hash: 'SHA-256', salt: nonce, info: concat(enc.encode(PROTOCOL), pinnedRaw, ephRaw) }, hkdf, 256);
+    const key = await crypto.subtle.importKey('raw', keyBits, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+    let ok = false;
+    try {
+      ok = await crypto.subtle.verify('HMAC', key, unb64u(data.proof), concat(CHALLENGE_LABEL, nonce));
+    } catch (_) { ok = false; }
+    if (!ok) {
+      let other = null;
+      try { other = await offered(); } catch (_) { /* shown without it */ }
+      throw new NotPaired('mismatch', `the server at this port could not prove it is the paired Gasoline daemon (expected identity ${pinned.fingerprint}`
+        + (other && other.fingerprint !== pinned.fingerprint ? `, it offers ${other.fingerprint}` : '')
+        + '); capture and commands are stopped. If you replaced the daemon\'s state dir on purpose, pair again in the popup');
+    }
+    return { id: data.session, key, pinnedKey: pinned.key };
+  }
+
+  /** Resolves to a verified session, or throws L{NotPaired} / a network error. */
+  async function ensureSession() {
+    const pinned = await getPinned();
+    if (session && (!pinned || session.pinnedKey !== pinned.key)) session = null;
+    if (session) return session;
+    if (!pinned) {
+      const offer = await offered().catch((e) => { throw e; });
+      if (!offer) {
+        set('unsupported', 'the server at this port does not offer Gasoline pairing; nothing is sent to it', { offered: null });
+        throw new NotPaired('unsupported', info.message);
+      }
+      set('unpaired', `not paired yet: confirm the daemon's identity ${offer.fingerprint} in the Gasoline popup (compare it with what \`gasoline identity\` prints)`, { offered: offer });
+      throw new NotPaired('unpaired', info.message);
+    }
+    if (!pending) {
+      pending = challenge(pinned).then((s) => {
+        session = s;
+        set('paired', '', { offered: null, fingerprint: pinned.fingerprint });
+        return s;
+      }, (e) => {
+        if (e instanceof NotPaired) set(e.state, e.message, { fingerprint: pinned.fingerprint });
+        throw e;
+      }).finally(() => { pending = null; });
+    }
+    return pending;
+  }
+
+  /** Headers for a request whose answer must be signed: [headers, nonce]. */
+  function signedHeaders(s) {
+    const nonce = b64u(random(24));
+    return [{ 'X-Gasoline-Session': s.id, 'X-Gasoline-Nonce': nonce }, nonce];
+  }
+
+  /** Whether `proof` is the session's HMAC of (nonce, body bytes). */
+  async function verifyAnswer(s, nonce, body, proof) {
+    if (!proof) return false;
+    try {
+      return await crypto.subtle.verify('HMAC', s.key, unb64u(proof), concat(RESPONSE_LABEL, enc.encode(nonce), enc.encode('\n'), new Uint8Array(body)));
+    } catch (_) {
+      return false;
+    }
+  }
+
+  /** Forget the session (the daemon went away, or an answer was not signed): re-challenge next time. */
+  function reset() {
+    session = null;
+  }
+
+  return { ensureSession, signedHeaders, verifyAnswer, reset, info, offered };
+}

@@ -1,0 +1,216 @@
+"""
+The daemon's identity, and the pairing handshake the Gasoline extension requires of it.
+
+Why: any local process that binds the daemon's port while the daemon is down would otherwise
+receive every capture batch and could hand the extension commands. The extension therefore pins
+this daemon's public key (the user confirms its fingerprint in the popup once) and, on every new
+connection, makes the daemon prove it holds the private key before it sends captured data or runs
+a command. See docs/extension.md, "Pairing", for the design and what it does not protect against.
+
+The identity is a P-256 key pair created at first start in C{<state_dir>/identity.pem} (0600) and
+kept across restarts. The handshake (C{POST /pairing/challenge}) is an ephemeral-static ECDH:
+
+    shared  = ECDH(daemon static key, extension ephemeral key)
+    K       = HKDF-SHA256(shared, salt=nonce, info="gasoline-pairing-v1" | daemon key | ephemeral key)
+    proof   = HMAC-SHA256(K, "gasoline-daemon-v1 challenge" | nonce)
+
+Only the holder of the daemon's private key can compute C{K}; the extension checks C{proof} with
+WebCrypto and keeps C{K} for the session. From then on every C{/sync} answer (the command channel)
+carries C{X-Gasoline-Proof: HMAC-SHA256(K, "gasoline-daemon-v1 response" | request nonce | body)},
+so a process that takes over the port mid-session cannot feed the extension a single command.
+
+Clients that do not know pairing (the published 0.7.9 extension) never send the headers, and the
+daemon answers them exactly as before: pairing is offered, never imposed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+log = Logger()
+
+IDENTITY_FILE = "identity.pem"
+PROTOCOL = "gasoline-pairing-v1"
+ALGORITHM = "ECDH-P256/HKDF-SHA256/HMAC-SHA256"
+_CHALLENGE_LABEL = b"gasoline-daemon-v1 challenge"
+_RESPONSE_LABEL = b"gasoline-daemon-v1 response"
+#: Sessions kept at once (oldest dropped first); an extension re-pairs when its session is gone.
+MAX_SESSIONS = 64
+#: A session unused this long (seconds) is dropped.
+SESSION_IDLE = 24 * 3600.0
+#: Request headers of a paired extension, and the daemon's answers.
+SESSION_HEADER = b"x-gasoline-session"
+NONCE_HEADER = b"x-gasoline-nonce"
+PROOF_HEADER = b"x-gasoline-proof"
+SESSION_STATUS_HEADER = b"x-gasoline-session-status"
+
+
+class PairingError(ValueError):
+    """A malformed challenge (bad key, bad nonce)."""
+
+
+def b64u(data: bytes) -> str:
+    """Base64url without padding."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def unb64u(text: Any, what: str, max_len: int = 256) -> bytes:
+    if not isinstance(text, str) or not text or len(text) > max_len:
+        raise PairingError(f"field {what!r} must be a base64url string")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as e:
+        raise PairingError(f"field {what!r} is not base64url") from e
+
+
+def fingerprint_of(public_key: bytes) -> str:
+    """What the user compares: the SHA-256 of the raw public key, first 80 bits, base32 in groups of 4."""
+    digest = base64.b32encode(hashlib.sha256(public_key).digest()[:10]).decode("ascii")
+    return "-".join(digest[i:i + 4] for i in range(0, len(digest), 4))
+
+
+def derive_session_key(shared: bytes, nonce: bytes, daemon_key: bytes, ephemeral_key: bytes) -> bytes:
+    info = PROTOCOL.encode() + daemon_key + ephemeral_key
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=nonce, info=info).derive(shared)
+
+
+def challenge_proof(key: bytes, nonce: bytes) -> bytes:
+    return hmac.new(key, _CHALLENGE_LABEL + nonce, hashlib.sha256).digest()
+
+
+def response_proof(key: bytes, nonce: bytes, body: bytes) -> bytes:
+    return hmac.new(key, _RESPONSE_LABEL + nonce + b"\n" + body, hashlib.sha256).digest()
+
+
+def load_or_create_key(state_dir: Path) -> ec.EllipticCurvePrivateKey:
+    """Read C{<state_dir>/identity.pem}, or create it (0600) at first start. Start-up only (blocking)."""
+    path = Path(state_dir) / IDENTITY_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = None
+    if data is not None:
+        key = serialization.load_pem_private_key(data, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+            raise ValueError(f"{path} is not a P-256 private key")
+        return key
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    try:
+        os.link(tmp, path)  # never replace a key another process created meanwhile
+    except FileExistsError:
+        os.unlink(tmp)
+        return load_or_create_key(state_dir)
+    os.unlink(tmp)
+    log.info("created the daemon identity {path} (fingerprint {fp})", path=str(path),
+             fp=fingerprint_of(raw_public_key(key)))
+    return key
+
+
+def raw_public_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.X962,
+                                         serialization.PublicFormat.UncompressedPoint)
+
+
+class DaemonIdentity:
+    """The daemon's key pair and the sessions of extensions that paired with it."""
+
+    def __init__(self, private_key: ec.EllipticCurvePrivateKey, clock: IReactorTime,
+                 max_sessions: int = MAX_SESSIONS, session_idle: float = SESSION_IDLE) -> None:
+        self._key = private_key
+        self.clock = clock
+        self.public_key = raw_public_key(private_key)
+        self.fingerprint = fingerprint_of(self.public_key)
+        self.max_sessions = max_sessions
+        self.session_idle = session_idle
+        #: session id -> [session key, last use]
+        self._sessions: OrderedDict[str, list] = OrderedDict()
+
+    @classmethod
+    def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
+        identity = cls(load_or_create_key(state_dir), clock)
+        log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing)",
+                 fp=identity.fingerprint)
+        return identity
+
+    def describe(self) -> dict[str, Any]:
+        """C{GET /pairing}: what the extension pins (after the user compared the fingerprint)."""
+        return {
+            "protocol": PROTOCOL,
+            "algorithm": ALGORITHM,
+            "key": b64u(self.public_key),
+            "fingerprint": self.fingerprint,
+        }
+
+    def challenge(self, payload: Any) -> dict[str, str]:
+        """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>}}."""
+        if not isinstance(payload, dict):
+            raise PairingError("the body must be a JSON object {key, nonce}")
+        ephemeral = unb64u(payload.get("key"), "key")
+        nonce = unb64u(payload.get("nonce"), "nonce")
+        if not 16 <= len(nonce) <= 64:
+            raise PairingError("field 'nonce' must be 16 to 64 bytes")
+        try:
+            peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)
+        except ValueError as e:
+            raise PairingError("field 'key' is not a P-256 public key (uncompressed point)") from e
+        shared = self._key.exchange(ec.ECDH(), peer)
+        key = derive_session_key(shared, nonce, self.public_key, ephemeral)
+        session = secrets.token_urlsafe(18)
+        self._expire()
+        self._sessions[session] = [key, self.clock.seconds()]
+        while len(self._sessions) > self.max_sessions:
+            self._sessions.popitem(last=False)
+        return {"session": session, "proof": b64u(challenge_proof(key, nonce)),
+                "fingerprint": self.fingerprint}
+
+    def _expire(self) -> None:
+        cutoff = self.clock.seconds() - self.session_idle
+        for sid in [s for s, (_, used) in self._sessions.items() if used < cutoff]:
+            del self._sessions[sid]
+
+    def session_key(self, session: str) -> bytes | None:
+        entry = self._sessions.get(session)
+        if entry is None:
+            return None
+        if entry[1] < self.clock.seconds() - self.session_idle:
+            del self._sessions[session]
+            return None
+        entry[1] = self.clock.seconds()
+        self._sessions.move_to_end(session)
+        return entry[0]
+
+    def sign(self, request, body: bytes) -> None:
+        """Set C{X-Gasoline-Proof} on an answer to a paired extension's request (no-op otherwise).
+
+        A request naming a session this daemon does not know (it restarted, or the session was
+        dropped) gets C{X-Gasoline-Session-Status: unknown} and no proof: the extension re-pairs.
+        """
+        session = request.getHeader(SESSION_HEADER)
+        if session is None:
+            return
+        nonce = request.getHeader(NONCE_HEADER) or b""
+        key = self.session_key(session.decode("ascii", "replace"))
+        if key is None or not 16 <= len(nonce) <= 128:
+            request.setHeader(SESSION_STATUS_HEADER, b"unknown")
+            return
+        request.setHeader(PROOF_HEADER, b64u(response_proof(key, nonce, body)).encode("ascii"))

@@ -1,0 +1,65 @@
+"""
+``/pairing``: the daemon proves its identity to the Gasoline extension (gasoline.core.identity).
+
+``GET /pairing`` answers the daemon's public key and fingerprint (what the extension pins once the
+user has compared the fingerprint with ``gasoline identity``); ``POST /pairing/challenge`` answers
+a new connection's challenge. Both are extension (EXT) routes. Clients that never call them (the
+published 0.7.9 extension) are served by every other route exactly as before.
+"""
+
+from __future__ import annotations
+
+from klein import Klein
+from werkzeug.exceptions import MethodNotAllowed, NotFound
+
+from gasoline.core import validate
+from gasoline.core.identity import DaemonIdentity, PairingError
+from gasoline.core.validate import PayloadError
+from gasoline.http.ingest import extension_only
+from gasoline.http.json import json_body, json_error
+
+#: A challenge body is two short base64url strings; anything larger is refused unread.
+MAX_CHALLENGE_BYTES = 4096
+
+
+class PairingAPI:
+    """The C{/pairing} routes of one daemon identity."""
+
+    app = Klein()
+
+    def __init__(self, identity: DaemonIdentity) -> None:
+        self.identity = identity
+
+    def resource(self):
+        return self.app.resource()
+
+    @app.route("/pairing", methods=["GET"])
+    @extension_only
+    def describe(self, request):
+        request.setHeader(b"cache-control", b"no-store")
+        return json_body(request, self.identity.describe())
+
+    @app.route("/pairing/challenge", methods=["POST"])
+    @extension_only
+    def challenge(self, request):
+        body = request.content.read(MAX_CHALLENGE_BYTES + 1)
+        if len(body) > MAX_CHALLENGE_BYTES:
+            return json_error(request, 413, f"a challenge is at most {MAX_CHALLENGE_BYTES} bytes")
+        try:
+            answer = self.identity.challenge(validate.parse_object(body))
+        except PairingError as e:
+            return json_error(request, 400, str(e))
+        request.setHeader(b"cache-control", b"no-store")
+        return json_body(request, answer)
+
+    @app.handle_errors(PayloadError)
+    def bad_payload(self, request, failure):
+        return json_error(request, 400, str(failure.value))
+
+    @app.handle_errors(NotFound)
+    def not_found(self, request, failure):
+        return json_error(request, 404, "not found", path=request.path.decode("utf-8", "replace"))
+
+    @app.handle_errors(MethodNotAllowed)
+    def method_not_allowed(self, request, failure):
+        return json_error(request, 405, f"method {request.method.decode()} not allowed here")

@@ -1,0 +1,195 @@
+"""The daemon identity and the pairing handshake (gasoline.core.identity, /pairing, signed /sync)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from twisted.internet.task import Clock
+
+from gasoline.app import Config, build
+from gasoline.cli import main as cli_main
+from gasoline.core.identity import (
+    DaemonIdentity,
+    b64u,
+    challenge_proof,
+    derive_session_key,
+    fingerprint_of,
+    response_proof,
+)
+from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import stub_treq as StubTreq
+
+URL = "http://127.0.0.1:7890"
+
+
+def unb64u(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Daemon:
+    def __init__(self, state_dir):
+        self.clock = Clock()
+        self.clock.advance(1_700_000_000)
+        self.app = build(Config(state_dir=state_dir, persist=False), self.clock)
+        self.treq = StubTreq(self.app.resource)
+
+    def call(self, method, path, body=None, headers=EXTENSION_HEADERS, raw=None):
+        out = []
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        d = self.treq.request(method, URL + path, data=data, headers=headers)
+        d.addCallback(lambda r: self.treq.content(r).addCallback(lambda b: out.append((r, b))))
+        self.treq.flush()
+        # /sync long-polls: let its hold time pass
+        for _ in range(12):
+            if out:
+                break
+            self.clock.advance(1)
+            self.treq.flush()
+        assert out, f"no response to {method} {path}"
+        return out[0]
+
+    @property
+    def public_key(self) -> bytes:
+        return unb64u(json.loads(self.call("GET", "/pairing")[1])["key"])
+
+    @property
+    def fingerprint(self) -> str:
+        return json.loads(self.call("GET", "/pairing")[1])["fingerprint"]
+
+
+class Extension:
+    """What the extension does (lib/pairing.js), in Python."""
+
+    def __init__(self, pinned_key: bytes):
+        self.pinned = pinned_key
+        self.session = None
+        self.key = None
+
+    def pair(self, daemon: Daemon) -> bool:
+        eph = ec.generate_private_key(ec.SECP256R1())
+        eph_raw = eph.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+        nonce = os.urandom(32)
+        r, body = daemon.call("POST", "/pairing/challenge", {"key": b64u(eph_raw), "nonce": b64u(nonce)})
+        assert r.code == 200, body
+        answer = json.loads(body)
+        peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.pinned)
+        key = derive_session_key(eph.exchange(ec.ECDH(), peer), nonce, self.pinned, eph_raw)
+        if unb64u(answer["proof"]) != challenge_proof(key, nonce):
+            return False
+        self.session, self.key = answer["session"], key
+        return True
+
+    def sync(self, daemon: Daemon):
+        nonce = b64u(os.urandom(24))
+        headers = {**EXTENSION_HEADERS, "X-Gasoline-Session": self.session, "X-Gasoline-Nonce": nonce}
+        r, body = daemon.call("POST", "/sync", {"ext_session_id": "ext_1", "settings": {}}, headers=headers)
+        proof = r.headers.getRawHeaders("x-gasoline-proof", [None])[0]
+        return r, body, nonce, proof
+
+
+def test_identity_is_created_once_0600_and_kept_across_restarts(tmp_path):
+    first = Daemon(tmp_path)
+    path = tmp_path / "identity.pem"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    second = Daemon(tmp_path)
+    assert first.public_key == second.public_key and first.fingerprint == second.fingerprint
+    assert Daemon(tmp_path / "other").public_key != first.public_key
+
+
+def test_get_pairing_describes_the_key_and_its_fingerprint(tmp_path):
+    d = Daemon(tmp_path)
+    r, body = d.call("GET", "/pairing")
+    info = json.loads(body)
+    assert r.code == 200 and info["protocol"] == "gasoline-pairing-v1"
+    key = unb64u(info["key"])
+    assert len(key) == 65 and key[0] == 4
+    assert info["fingerprint"] == fingerprint_of(key)
+    assert len(info["fingerprint"]) == 19 and info["fingerprint"].count("-") == 3
+    # an extension route: a page or tool without the extension header is refused
+    r, _ = d.call("GET", "/pairing", headers={})
+    assert r.code == 403
+
+
+def test_challenge_proves_the_key_and_signs_every_sync_answer(tmp_path):
+    d = Daemon(tmp_path)
+    ext = Extension(unb64u(json.loads(d.call("GET", "/pairing")[1])["key"]))
+    assert ext.pair(d)
+    r, body, nonce, proof = ext.sync(d)
+    assert r.code == 200 and json.loads(body)["ack"] is True
+    assert proof is not None and unb64u(proof) == response_proof(ext.key, nonce.encode(), body)
+    # a proof binds the body: another body does not verify
+    assert unb64u(proof) != response_proof(ext.key, nonce.encode(), body + b" ")
+
+
+def test_an_impostor_key_fails_the_challenge(tmp_path):
+    real = Daemon(tmp_path / "real")
+    impostor = Daemon(tmp_path / "impostor")
+    ext = Extension(real.public_key)
+    assert ext.pair(real)
+    assert not Extension(real.public_key).pair(impostor)
+
+
+def test_a_restarted_daemon_says_the_session_is_unknown_and_signs_nothing(tmp_path):
+    d = Daemon(tmp_path)
+    ext = Extension(d.public_key)
+    assert ext.pair(d)
+    restarted = Daemon(tmp_path)  # same key, no sessions
+    r, _, _, proof = ext.sync(restarted)
+    assert proof is None
+    assert r.headers.getRawHeaders("x-gasoline-session-status") == ["unknown"]
+    assert ext.pair(restarted)  # the same pinned key pairs again
+    assert ext.sync(restarted)[3] is not None
+
+
+def test_a_client_that_does_not_know_pairing_is_served_as_before(tmp_path):
+    """The published 0.7.9 extension sends no pairing headers: same answers, no proof headers."""
+    d = Daemon(tmp_path)
+    r, body = d.call("POST", "/sync", {"ext_session_id": "ext_old", "extension_version": "0.7.9", "settings": {}},
+                     headers={"X-Gasoline-Client": "gasoline-extension/0.7.9", "Content-Type": "application/json"})
+    assert r.code == 200 and json.loads(body)["ack"] is True
+    assert r.headers.getRawHeaders("x-gasoline-proof") is None
+    assert r.headers.getRawHeaders("x-gasoline-session-status") is None
+    r, body = d.call("POST", "/logs", {"entries": [{"level": "info", "message": "hi"}]},
+                     headers={"X-Gasoline-Client": "gasoline-extension/0.7.9"})
+    assert r.code == 200 and json.loads(body)["received"] == 1
+
+
+@pytest.mark.parametrize("payload, status", [
+    ({}, 400),
+    ({"key": "not base64 !", "nonce": "AAAAAAAAAAAAAAAAAAAAAA"}, 400),
+    ({"key": b64u(b"\x04" + b"\x01" * 64), "nonce": b64u(b"n" * 32)}, 400),   # not a curve point
+    ({"key": 5, "nonce": b64u(b"n" * 32)}, 400),
+    ({"key": "A" * 5000, "nonce": "B"}, 413),
+])
+def test_malformed_challenges_get_a_clear_error(tmp_path, payload, status):
+    d = Daemon(tmp_path)
+    r, body = d.call("POST", "/pairing/challenge", payload)
+    assert r.code == status and "error" in json.loads(body)
+    r, _ = d.call("POST", "/pairing/challenge", raw=b"{not json")
+    assert r.code == 400
+
+
+def test_short_nonce_and_session_bounds(tmp_path):
+    clock = Clock()
+    ident = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), clock, max_sessions=2, session_idle=10)
+    eph = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    with pytest.raises(ValueError, match="16 to 64"):
+        ident.challenge({"key": b64u(eph), "nonce": b64u(b"short")})
+    sessions = [ident.challenge({"key": b64u(eph), "nonce": b64u(os.urandom(32))})["session"] for _ in range(3)]
+    assert ident.session_key(sessions[0]) is None  # the oldest was dropped
+    assert ident.session_key(sessions[2]) is not None
+    clock.advance(11)
+    assert ident.session_key(sessions[2]) is None  # idle too long
+
+
+def test_cli_prints_the_fingerprint(tmp_path, capsys):
+    assert cli_main(["identity", "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert Daemon(tmp_path).fingerprint in out

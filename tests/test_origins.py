@@ -10,7 +10,11 @@ import json
 import pytest
 from twisted.python import usage
 
+from twisted.internet.task import Clock
+
+from gasoline.app import Config, build
 from gasoline.http.guards import normalize_origin
+from gasoline.testing import stub_treq as StubTreq
 from gasoline.tap import Options
 from gasoline.testing import EXTENSION_HEADERS
 from test_guards import URL, call, header, make
@@ -33,12 +37,15 @@ AGENT_ROUTES = [("POST", "/mcp", INIT, MCP_HEADERS),
 @pytest.mark.parametrize("method,path,body,headers", AGENT_ROUTES)
 def test_agent_and_shutdown_routes_refuse_every_browser_origin(tmp_path, origin, method, path,
                                                                body, headers):
-    app, treq = make(tmp_path)
     stopped = []
-    app.extras["ingest"].stop = lambda: stopped.append(True)
+    clock = Clock()
+    app = build(Config(state_dir=tmp_path, persist=False), clock,
+                stop=lambda: stopped.append(True))
+    treq = StubTreq(app.resource)
     r, out = call(treq, method, f"{URL}{path}", data=body, headers={**headers, "Origin": origin})
     assert r.code == 403 and json.loads(out) == {"error": "forbidden: invalid origin"}
     assert header(r, "Access-Control-Allow-Origin") is None
+    clock.advance(10)
     assert stopped == [] and app.registry.summary()["total"] == 0
 
 

@@ -59,7 +59,7 @@ SENSITIVE_KEYS = frozenset(
 )
 #: Query-string and form parameter names whose values are secret in a URL or form body only
 #: (as JSON keys they are too common to redact: an error ``code``, a map ``key``).
-SENSITIVE_PARAMS = frozenset({"code", "key", "auth", "hash", "ticket", "jwt", "sid", "apiKey",
+SENSITIVE_PARAMS = frozenset({"code", "key", "auth", "hash", "ticket", "jwt", "sid",
                               "access_key", "password_reset", "reset_token", "magic_link"})
 #: An input's type, name, id, autocomplete, label or selector saying its value is secret.
 _SECRET_FIELD = re.compile(

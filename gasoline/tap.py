@@ -332,11 +332,11 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
         logs.attach(gasoline)
         logs.setServiceParent(top)
     gasoline.services.setServiceParent(top)
-    limits = raise_nofile_limit()
+    fds = raise_nofile_limit()
     # Caps buffered request bodies, idle connections and open connections (gasoline.http.request);
     # the connection cap stays well below the file-descriptor limit.
-    cap = MAX_CONNECTIONS if limits is None or limits[0] < 0 else \
-        max(16, min(MAX_CONNECTIONS, limits[0] - 128))
+    cap = MAX_CONNECTIONS if fds is None or fds[0] < 0 else \
+        max(16, min(MAX_CONNECTIONS, fds[0] - 128))
     site = GasolineSite(gasoline.resource, max_connections=cap)
     site.displayTracebacks = False
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,

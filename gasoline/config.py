@@ -35,6 +35,9 @@ class Config:
     persist: bool = True
     #: MCP tool calls allowed per minute per client (seed 001); 0 disables the limit.
     tool_rate_limit: int = 100
+    #: Web origins (``--allow-origin``, normalized) a browser may call every route but
+    #: /shutdown from; by default only the extension's origin is accepted (docs/security.md).
+    allowed_origins: tuple[str, ...] = ()
 
     def buffer_specs(self) -> dict[str, BufferSpec]:
         spec = DEFAULT_BUFFERS[CONSOLE]

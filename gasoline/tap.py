@@ -37,7 +37,7 @@ from gasoline.common import positive_duration, positive_int
 from gasoline.core.persist import make_private_dir, write_atomic
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
-from gasoline.http.request import GasolineSite
+from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
 from gasoline.logs import LogLimits, LogService
 
 log = Logger()
@@ -109,6 +109,20 @@ class Options(usage.Options):
         ["no-persist", None, "Do not persist the console buffer to the state dir."],
     ]
 
+    def __init__(self) -> None:
+        super().__init__()
+        self["allow-origin"] = []
+
+    def opt_allow_origin(self, value: str) -> None:
+        """Let a browser page at this origin (http(s)://host[:port]) call the daemon: CORS and
+        every route but /shutdown. Repeatable. Default: only the extension's origin."""
+        from gasoline.http.guards import normalize_origin  # noqa: PLC0415
+
+        try:
+            self["allow-origin"].append(normalize_origin(value))
+        except ValueError as e:
+            raise usage.UsageError(f"--allow-origin: {e}")
+
     def opt_version(self) -> None:
         """Print the version and exit."""
         print(f"gasoline {__version__}")
@@ -141,6 +155,7 @@ class Options(usage.Options):
             api_key=self["api-key"],
             persist=not self["no-persist"],
             tool_rate_limit=self["tool-rate-limit"],
+            allowed_origins=tuple(self["allow-origin"]),
         )
         if self["state-dir"]:
             kwargs["state_dir"] = Path(self["state-dir"])
@@ -269,6 +284,25 @@ def log_limits(options: Options) -> LogLimits:
     )
 
 
+def raise_nofile_limit() -> tuple[int, int] | None:
+    """Raise the soft file-descriptor limit to the hard limit (issue 11 §3: at 1,024, a thousand
+    idle sockets made the daemon refuse everything). Returns the (soft, hard) limits now in force,
+    or C{None} where there is no such limit (Windows)."""
+    try:
+        import resource  # noqa: PLC0415  (POSIX only)
+    except ImportError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
 class GasolineService(MultiService):
     """The whole daemon under twistd: its components and the listening endpoint."""
 
@@ -298,7 +332,12 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
         logs.attach(gasoline)
         logs.setServiceParent(top)
     gasoline.services.setServiceParent(top)
-    site = GasolineSite(gasoline.resource)  # caps buffered request bodies (gasoline.http.request)
+    fds = raise_nofile_limit()
+    # Caps buffered request bodies, idle connections and open connections (gasoline.http.request);
+    # the connection cap stays well below the file-descriptor limit.
+    cap = MAX_CONNECTIONS if fds is None or fds[0] < 0 else \
+        max(16, min(MAX_CONNECTIONS, fds[0] - 128))
+    site = GasolineSite(gasoline.resource, max_connections=cap)
     site.displayTracebacks = False
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,
                                         config.listen, _probe_gasoline)

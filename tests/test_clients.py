@@ -138,19 +138,35 @@ def test_registered_client_idle_longer_than_ttl_expires():
 
 def test_max_clients_counts_live_clients_only():
     _, registry = make(max_clients=2)
-    registry.register("a")
-    registry.register("b")
+    registry.connect("a")
+    registry.connect("b")
     with pytest.raises(TooManyClients) as exc:
         registry.register("c")
     assert exc.value.code == "too_many_clients"
     assert exc.value.to_json()["max_clients"] == 2
     # Re-registering a live client is not a new client.
     assert registry.register("a").client_id == "a"
+    registry.disconnect("b")
     registry.unregister("b")
-    assert registry.register("c").client_id == "c"
-    # "b" is gone but kept; coming back would exceed the limit again.
+    registry.connect("c")
+    # "b" is gone but kept; coming back would exceed the limit again (a and c are connected).
     with pytest.raises(TooManyClients):
         registry.connect("b")
+
+
+def test_at_the_limit_a_registration_without_connection_gives_up_its_slot_lru():
+    """Issue 11 §5: a registered client with no live connection does not hold a slot against a
+    newcomer; the least recently seen goes first and its state stays inheritable."""
+    clock, registry = make(max_clients=2)
+    registry.register("a").kv["x"] = 1
+    clock.advance(5)
+    registry.register("b")
+    clock.advance(5)
+    assert registry.register("c").live
+    assert not registry.get("a").live and registry.get("b").live
+    clock.advance(5)
+    again = registry.register("a")  # b is now the least recently seen
+    assert again.inherited and again.kv == {"x": 1} and not registry.get("b").live
 
 
 def test_unregister_unknown_client_raises():

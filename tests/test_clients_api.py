@@ -50,8 +50,10 @@ def test_post_clients_registers_with_explicit_id(tmp_path):
 
 def test_post_clients_derives_id_from_cwd(tmp_path):
     _, _, treq = make(tmp_path)
-    code, body = call(treq, "POST", "/clients", {"cwd": "/home/dev/repo"})
-    assert code == 200 and body["client_id"] == client_id_for_cwd("/home/dev/repo")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    code, body = call(treq, "POST", "/clients", {"cwd": str(repo)})
+    assert code == 200 and body["client_id"] == client_id_for_cwd(str(repo))
 
 
 def test_post_clients_with_empty_body_gets_a_random_id(tmp_path):
@@ -72,9 +74,11 @@ def test_reregistering_reports_inherited_state(tmp_path):
 
 
 def test_post_clients_past_max_answers_429_too_many_clients(tmp_path):
-    _, _, treq = make(tmp_path, max_clients=2)
+    _, app, treq = make(tmp_path, max_clients=2)
     call(treq, "POST", "/clients", {"client_id": "a"})
     call(treq, "POST", "/clients", {"client_id": "b"})
+    app.registry.connect("a")  # both hold live connections (a registration alone gives way)
+    app.registry.connect("b")
     code, body = call(treq, "POST", "/clients", {"client_id": "c"})
     assert code == 429
     assert body["error"] == "too_many_clients" and "retry" in body

@@ -62,8 +62,7 @@ def test_every_2025_11_25_server_scenario_passes(tmp_path):
     state = tmp_path / "state"
     with DaemonProcess(state_dir=state, app_args=["-y", str(CONFORMANCE_TAC)],
                        env={"GASOLINE_LISTEN": "tcp:0:interface=127.0.0.1",
-                            "GASOLINE_STATE_DIR": str(state),
-                            "GASOLINE_MAX_CLIENTS": "200"}) as daemon:
+                            "GASOLINE_STATE_DIR": str(state)}) as daemon:  # default --max-clients
         run = subprocess.run(
             [node, SUITE, "server", "--url", f"http://127.0.0.1:{daemon.port}/mcp",
              "--suite", "all", "--spec-version", SPEC, "-o", str(results)],

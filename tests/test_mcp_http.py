@@ -196,8 +196,9 @@ def test_foreign_origin_and_host_are_refused_before_mcp(client, app):
     response, _ = client.post(init_msg(), {"host": "evil.example.com"})
     assert response.code == 403
     assert app.mcp.sessions == {}
+    # A page on a loopback origin is a web page too (issue 11 §1).
     response, _ = client.post(init_msg(), {"origin": "http://localhost:7890"})
-    assert response.code == 200
+    assert response.code == 403 and app.mcp.sessions == {}
 
 
 # -- hostile input --------------------------------------------------------------------------------
@@ -462,7 +463,7 @@ def test_connector_with_a_malformed_client_id_is_400(client):
 def test_too_many_clients_is_429(tmp_path, clock):
     app = build(Config(state_dir=tmp_path, persist=False, max_clients=1), clock)
     c = Client(app)
-    c.initialize()
+    app.registry.connect("busy")  # a live client (a connection, not a quiet session)
     response, body = c.post(init_msg())
     assert response.code == 429 and json.loads(body)["error"]["data"]["error"] == "too_many_clients"
 

@@ -462,27 +462,27 @@ def test_before_cursor_pages_backwards_without_moving_the_cursor(server, app):
     assert [e["message"] for e in tab["entries"]] == ["1", "3", "5"]
 
 
-def test_at_the_client_limit_an_idle_anonymous_session_makes_room(tmp_path, clock):
+def test_at_the_client_limit_the_least_recently_used_quiet_session_makes_room(tmp_path, clock):
+    """Only live clients hold slots (issue 11 §5): a quiet session (no stream, nothing in flight),
+    named or not, is closed for a newcomer, least recently used first; its state stays
+    inheritable for the TTL. Sessions with an open stream or a request in flight are never."""
     app = build(Config(state_dir=tmp_path, persist=False, max_clients=2), clock)
     server = app.mcp
-    old = ready(server)
+    old = ready(server, "older")
+    old.state.kv["k"] = "v"
+    clock.advance(1)
     named = ready(server, "named")
-    from gasoline.core.errors import TooManyClients
-
-    with pytest.raises(TooManyClients):
-        server.open_session(None, "streamable")  # nobody idle long enough yet
-    clock.advance(301)
-    server.touch(named)
     new = server.open_session(None, "streamable")
     assert old.closed and not named.closed and not new.closed
-    # Named clients and recently active sessions are never reclaimed: the limit holds.
-    clock.advance(301)
-    server.touch(new)
-    with pytest.raises(TooManyClients):
-        server.open_session("another", "connector")
-    # Nor is an idle session whose server->client stream is open.
-    clock.advance(301)
-    new.standalone.attach(lambda event_id, payload: None)
+    assert app.registry.get("older").gone_at is not None  # kept for the TTL, inheritable
+    back = ready(server, "older")  # the evicted client comes back: named is now the LRU quiet one
+    assert back.state.kv == {"k": "v"} and back.state.inherited
+    assert named.closed
+    # Busy sessions keep their slots: an open stream, a request in flight.
+    back.standalone.attach(lambda event_id, payload: None)
+    new.in_flight[1] = Deferred()
+    from gasoline.core.errors import TooManyClients
+
     with pytest.raises(TooManyClients):
         server.open_session("another", "connector")
     server.close_all()

@@ -193,11 +193,27 @@ class Bridge:
             self._emit(error_message(
                 None, INVALID_REQUEST, "Invalid Request: expected a JSON-RPC object or batch"))
             return
+        # JSON-RPC exactness, answered here without a round trip: a message that is neither a
+        # request, a notification nor a response ({} or a non-string method) gets -32600 with its
+        # id when the id is valid, else with a null id (an invalid id is never echoed back).
+        valid: list[dict[str, Any]] = []
+        for m in messages:
+            problem = _invalid_message(m)
+            if problem is None:
+                valid.append(m)
+            else:
+                rid = m.get("id") if _valid_id(m.get("id")) else None
+                self._emit(error_message(rid, INVALID_REQUEST, f"Invalid Request: {problem}"))
+        if not valid:
+            return
+        if len(valid) != len(messages):
+            line = orjson.dumps(valid if isinstance(msg, list) else valid[0])
+            messages = valid
         ids: list[Any] = []
         barrier = False
         for m in messages:
             method = m.get("method")
-            has_id = "id" in m and m["id"] is not None
+            has_id = "id" in m
             if isinstance(method, str) and has_id:
                 ids.append(m["id"])
                 self._note_request(m, method)
@@ -253,17 +269,20 @@ class Bridge:
     def _emit(self, message: Any) -> None:
         self._write(orjson.dumps(message))
 
-    def _from_daemon(self, message: Any) -> None:
-        """A JSON-RPC message (or batch) from the daemon: write what the client should see."""
+    def _from_daemon(self, message: Any, item: "Outgoing | None" = None) -> None:
+        """A JSON-RPC message (or batch) from the daemon: write what the client should see.
+
+        C{item} is the message this is an answer to (C{None} on the ``GET /mcp`` stream).
+        """
         if isinstance(message, list):
-            kept = [m for m in message if self._accept(m)]
+            kept = [m for m in message if self._accept(m, item)]
             if kept:
                 self._emit(kept)
-        elif self._accept(message):
+        elif self._accept(message, item):
             self._emit(message)
         self._maybe_finish_drain()
 
-    def _accept(self, m: Any) -> bool:
+    def _accept(self, m: Any, item: "Outgoing | None" = None) -> bool:
         if not isinstance(m, dict):
             return False
         if "method" in m:
@@ -271,6 +290,12 @@ class Bridge:
         if "result" not in m and "error" not in m:
             return True
         rid = m.get("id")
+        if rid is None and item is not None and "error" in m:
+            # The daemon refused the whole message (e.g. a batch in a protocol revision without
+            # batches) with an unattached error: it answers each request the message carried, so
+            # none of them waits for the deadline; a notification is never answered.
+            self._refuse_item(item, m["error"])
+            return False
         key = _key(rid)
         pending = self._pending.pop(key, None)
         if pending is None:
@@ -294,6 +319,21 @@ class Bridge:
         self._emit(error_message(request_id, code, message, **data))
         self._maybe_finish_drain()
 
+    def _refuse_item(self, item: "Outgoing", error: Any) -> None:
+        """Answer every request of C{item} with the daemon's unattached C{error}."""
+        code, message, data = INTERNAL_ERROR, "the daemon refused the message", {}
+        if isinstance(error, dict):
+            if isinstance(error.get("code"), int) and not isinstance(error.get("code"), bool):
+                code = error["code"]
+            if isinstance(error.get("message"), str):
+                message = error["message"]
+            if "data" in error:
+                data = {"daemon": error["data"]}
+        if not item.ids:
+            log.warn("the daemon refused a notification/response: {message}", message=message)
+        for rid in item.ids:
+            self._answer_error(rid, code, message, **data)
+
     # -- sending ----------------------------------------------------------------------------------
 
     def _pump(self) -> None:
@@ -311,7 +351,7 @@ class Bridge:
         self._inflight.add(item)
         if item.barrier:
             self._barriers += 1
-        d = self.daemon.post_mcp(item.body, self._from_daemon)
+        d = self.daemon.post_mcp(item.body, lambda message: self._from_daemon(message, item))
         item.d = d
         d.addCallbacks(self._sent, self._send_failed, callbackArgs=(item,), errbackArgs=(item,))
         d.addErrback(lambda f: log.failure("connector send bookkeeping failed", f))
@@ -338,9 +378,10 @@ class Bridge:
             code, message, data = _describe_refusal(reply)
             for rid in item.ids:
                 self._answer_error(rid, code, message, **data)
-            if not item.ids and reply.text:
-                # A refused notification/response: the client still deserves to hear about it.
-                self._emit(error_message(None, code, message, **data))
+            if not item.ids:
+                # A refused notification/response: JSON-RPC never answers a notification (an
+                # error with a null id here would confuse the client); the log says it.
+                log.warn("the daemon refused a notification/response: {message}", message=message)
         self._pump()
         self._maybe_finish_drain()
 
@@ -600,6 +641,24 @@ class Bridge:
 
 class _NotYet(Exception):
     pass
+
+
+def _valid_id(value: Any) -> bool:
+    """A JSON-RPC request id as MCP allows it: a string or an integer (not a boolean, not null)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _invalid_message(m: dict[str, Any]) -> str | None:
+    """Why C{m} is not a JSON-RPC request, notification or response, or C{None} if it is one."""
+    if "method" in m:
+        if not isinstance(m["method"], str):
+            return "method must be a string"
+        if "id" in m and not _valid_id(m["id"]):
+            return "id must be a string or an integer"
+        return None
+    if "result" in m or "error" in m:
+        return None
+    return "not a request, notification or response (no method, result or error)"
 
 
 def _describe_refusal(reply) -> tuple[int, str, dict[str, Any]]:

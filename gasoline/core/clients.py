@@ -32,7 +32,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import orjson
@@ -50,6 +50,8 @@ log = Logger()
 
 #: Client ids name files in the state dir, so they are restricted to a safe alphabet.
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+#: A registered client with no connection this long is the first to give up its slot at the limit.
+QUIET_AFTER = 60.0
 #: Seconds between timer ticks (persistence flush + expiry).
 DEFAULT_TICK = 1.0
 STATE_VERSION = 1
@@ -206,6 +208,9 @@ class ClientRegistry:
         self._written: dict[str, bytes] = {}
         self._to_delete: set[str] = set()
         self.expiry_service = _RegistryTimer(self, tick)
+        #: At the limit, called in turn until one frees a slot (returns True): the MCP server
+        #: closes its least recently used quiet session (L{gasoline.mcp.server}).
+        self.reclaimers: list[Callable[[], bool]] = []
 
     # -- identity and lifecycle ------------------------------------------------------------------
 
@@ -228,7 +233,7 @@ class ClientRegistry:
         validate_client_id(client_id)
         state = self._clients.get(client_id)
         if state is None or not state.live:
-            if self.live_count() >= self.max_clients:
+            if self.live_count() >= self.max_clients and not self._make_room(now, client_id):
                 log.info("client limit hit: {cid} refused, {n} clients already connected",
                          cid=client_id, n=self.max_clients)
                 raise TooManyClients(
@@ -249,6 +254,36 @@ class ClientRegistry:
         state.mark_dirty()
         self._clients[client_id] = state
         return state
+
+    def _make_room(self, now: float, for_id: str) -> bool:
+        """Only live clients hold slots (issue 11 §5). At the limit, free one: first a client
+        registered but with no connection for L{QUIET_AFTER} seconds (a connector that died
+        without unregistering), then a quiet MCP session (the reclaimers), then any client with
+        no connection; least recently seen first. The freed client's state stays inheritable for
+        the TTL. True when a slot was freed."""
+        def idle_registrations(min_quiet: float) -> list[ClientState]:
+            return [s for s in self._clients.values()
+                    if s.live and s.connections == 0 and s.client_id != for_id
+                    and now - s.last_seen >= min_quiet]
+
+        for attempt in (QUIET_AFTER, None, 0.0):
+            if attempt is None:
+                for reclaim in list(self.reclaimers):
+                    try:
+                        if reclaim() and self.live_count() < self.max_clients:
+                            return True
+                    except Exception:
+                        log.failure("client slot reclaimer failed")
+                continue
+            candidates = idle_registrations(attempt)
+            if candidates:
+                victim = min(candidates, key=lambda s: s.last_seen)
+                victim.gone_at = now
+                victim.mark_dirty()
+                log.info("client limit reached: client {cid} had no connection; its slot goes "
+                         "to {new} (state kept for the TTL)", cid=victim.client_id, new=for_id)
+                return True
+        return self.live_count() < self.max_clients
 
     def get(self, client_id: str) -> ClientState | None:
         return self._clients.get(client_id)

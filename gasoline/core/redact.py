@@ -28,6 +28,7 @@ import base64
 import binascii
 import re
 from typing import Any, Callable
+from urllib.parse import quote_plus, unquote_plus
 
 import orjson
 import re2
@@ -47,8 +48,30 @@ SENSITIVE_KEYS = frozenset(
         "x_xsrf_token", "credentials", "credential", "aws_secret_access_key", "secret_key",
         "access_key_secret", "account_key", "sig", "signature", "otp", "pin", "cvv", "cvc",
         "ssn", "card_number", "cardnumber",
+        # Header names beyond Authorization/Cookie that carry credentials.
+        "authentication", "x_auth_token", "x_access_token", "x_session_token", "x_csrftoken",
+        "x_amz_security_token", "x_goog_api_key", "x_api_token", "api_token", "x_vault_token",
+        "x_hub_signature", "x_hub_signature_256", "x_amz_signature", "x_amz_credential",
+        "x_goog_signature", "x_goog_credential", "proxy_authenticate", "passcode", "pincode",
+        "one_time_code", "totp", "mfa_code", "verification_code", "security_code", "assertion",
+        "client_assertion", "id_token_hint", "code_verifier", "saml_response", "samlresponse",
     }
 )
+#: Query-string and form parameter names whose values are secret in a URL or form body only
+#: (as JSON keys they are too common to redact: an error ``code``, a map ``key``).
+SENSITIVE_PARAMS = frozenset({"code", "key", "auth", "hash", "ticket", "jwt", "sid",
+                              "access_key", "password_reset", "reset_token", "magic_link"})
+#: An input's type, name, id, autocomplete, label or selector saying its value is secret.
+_SECRET_FIELD = re.compile(
+    r"(?i)pass(?:word|wd|code|phrase)?|pwd|secret|token|otp|one[-_ ]?time|totp|mfa|2fa"
+    r"|(?<![a-z])pin(?![a-z])|pin[-_]?code|cvv|cvc|csc|card[-_]?number|cc[-_]?num|ssn|api[-_]?key"
+)
+#: Fields of an action or input record that describe the field (not its value).
+_FIELD_DESCRIBERS = ("input_type", "inputType", "type", "name", "id", "autocomplete", "label",
+                     "placeholder", "selector", "field", "fieldName", "field_name", "aria_label",
+                     "ariaLabel", "element", "target")
+#: Keys under which a value is the text typed into a field.
+_TYPED_VALUES = ("value", "text", "typed", "input_value", "inputValue", "new_value", "newValue")
 #: Endings that make a key sensitive too (``csrfToken``, ``db_password``, ``stripe_secret``).
 SENSITIVE_SUFFIXES = (
     "password", "passwd", "secret", "token", "apikey", "api_key", "private_key", "sessionid",
@@ -78,6 +101,32 @@ def is_sensitive_key(name: object) -> bool:
         return False
     key = _normalise_key(name)
     return key in SENSITIVE_KEYS or key.endswith(SENSITIVE_SUFFIXES)
+
+
+def is_sensitive_param(name: object) -> bool:
+    """True when a URL query or form parameter C{name} carries a secret."""
+    return is_sensitive_key(name) or (
+        isinstance(name, str) and _normalise_key(name) in SENSITIVE_PARAMS)
+
+
+def describes_secret_field(value: object) -> bool:
+    """Does C{value} (an input's type, name, selector...) say the field holds a secret?"""
+    return isinstance(value, str) and len(value) <= 1000 and _SECRET_FIELD.search(value) is not None
+
+
+def redact_typed_values(items: list[Any]) -> None:
+    """Replace, in place, the typed value of every action whose field says it holds a secret
+    (a password, OTP, PIN or token input): such values are never stored, so no reader, journal
+    or generator can leak them. Cheap: only dicts with a typed-value key are looked at."""
+    for item in items:
+        if not isinstance(item, dict) or not any(k in item for k in _TYPED_VALUES):
+            continue
+        if any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS):
+            for k in _TYPED_VALUES:
+                v = item.get(k)
+                if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "" \
+                        and not (isinstance(v, str) and is_marker(v)):
+                    item[k] = marker("password")
 
 
 def _key_label(name: str) -> str:
@@ -431,12 +480,26 @@ _PREFILTER = _compile_prefilter()
 _EXACT = [(re.compile(p.encode("ascii")), handler) for _, p, handler in _RULES]
 
 
+#: An escape sequence of code or JSON text (``\\n``, ``\\t``, ...): its letter is not a word
+#: character as far as the text it escapes is concerned.
+_ESCAPE = re.compile(rb"\\[nrtfvb0]")
+
+
+def _escapes_as_spaces(data: bytes) -> bytes:
+    """C{data} with each escape letter turned into a space (same length, same offsets), so a
+    secret right after an escaped newline in generated code (``"\\nghp_..."``) starts a word."""
+    return _ESCAPE.sub(b"\\ ", data)
+
+
 def _scan(data: bytes) -> bytes | None:
     """The redacted bytes, or None when nothing changed."""
     pieces: list[bytes] = []
     last = pos = 0
     changed = False
     search = _PREFILTER.search
+    original = data
+    if b"\\" in data:
+        data = _escapes_as_spaces(data)
     while True:
         candidate = search(data, pos)
         if candidate is None:
@@ -448,7 +511,7 @@ def _scan(data: bytes) -> bytes | None:
             if m is not None:
                 replacement = handler(m)
                 if replacement != m.group(0):
-                    pieces.append(data[last:start])
+                    pieces.append(original[last:start])
                     pieces.append(replacement)
                     last = m.end()
                     changed = True
@@ -458,7 +521,7 @@ def _scan(data: bytes) -> bytes | None:
             pos = start + 1
     if not changed:
         return None
-    pieces.append(data[last:])
+    pieces.append(original[last:])
     return b"".join(pieces)
 
 
@@ -496,17 +559,34 @@ class Redactor:
 
     def _walk_dict(self, value: dict[Any, Any], depth: int) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
-        # Header lists as name/value pairs: {"name": "Authorization", "value": "..."}.
+        # Header, cookie and parameter lists as name/value pairs: {"name": "Authorization",
+        # "value": "..."} (HAR, CDP); query/form parameters use the wider parameter list.
         pair_name = value.get("name") if "value" in value else None
-        pair_sensitive = is_sensitive_key(pair_name)
+        pair_sensitive = is_sensitive_param(pair_name)
+        # A typed value of a field that says it is secret (a password, OTP or PIN input):
+        # {"type": "input", "selector": "#password", "value": "..."}.
+        typed_secret = any(k in value for k in _TYPED_VALUES) and any(
+            describes_secret_field(value.get(k)) for k in _FIELD_DESCRIBERS)
         for key, item in value.items():
             if isinstance(key, str) and is_sensitive_key(key):
                 out[key] = self._secret(key, item)
             elif pair_sensitive and key == "value":
                 out[key] = self._secret(str(pair_name), item)
+            elif typed_secret and key in _TYPED_VALUES and isinstance(item, (str, int, float)):
+                out[key] = self._secret("password", item)
+            elif key == "cookies" and isinstance(item, list):
+                out[key] = [self._cookie(c, depth + 2) for c in item]
             else:
                 out[key] = self._walk(item, depth + 1)
         return out
+
+    def _cookie(self, cookie: Any, depth: int) -> Any:
+        """Every cookie value is a credential as far as an agent is concerned."""
+        if isinstance(cookie, dict) and "value" in cookie:
+            walked = self._walk(cookie, depth)
+            walked["value"] = self._secret("cookie", cookie["value"])
+            return walked
+        return self._walk(cookie, depth)
 
     def _secret(self, key: str, item: Any) -> Any:
         if item is None or isinstance(item, bool) or item == "" or item == [] or item == {}:
@@ -516,6 +596,11 @@ class Redactor:
         return marker(_key_label(key))
 
     def _redact_string(self, value: str, depth: int) -> str:
+        """Redact one string on its decoded values: JSON inside it is parsed and walked, a URL's
+        query string or a form body is split into parameters (each decoded, then redacted by
+        name and scanned), and whatever text remains is scanned by L{redact_text}."""
+        if depth > self.max_depth:
+            return self.redact_text(value)
         stripped = value.lstrip()
         if stripped[:1] in ("{", "[") and len(value) <= self.max_json_string:
             try:
@@ -526,8 +611,57 @@ class Redactor:
                 redacted = self._walk(parsed, depth + 1)
                 if redacted != parsed:
                     return orjson.dumps(redacted).decode("utf-8")
+                return value
+        if "=" in value and len(value) <= self.max_json_string:
+            # Every whitespace-free run holding "=" may be a URL with a query string or a form
+            # body (also inside prose: "GET /api?token=... failed").
+            def query(m: "re.Match[str]") -> str:
+                redacted = self._redact_query(m.group(0), depth)
+                return m.group(0) if redacted is None else redacted
+
+            value = _QUERY_TOKEN.sub(query, value)
         return self.redact_text(value)
 
+    def _redact_query(self, value: str, depth: int) -> str | None:
+        """C{value} with its query string / form parameters redacted, or C{None} when it is not
+        a URL with a query or a form body (or nothing in it changed)."""
+        m = _QUERY_CARRIER.fullmatch(value)
+        if m is None:
+            return None
+        prefix, query, fragment = m.group(1) or "", m.group(2), m.group(3) or ""
+        if "=" not in query:
+            return None
+        changed = False
+        parts: list[str] = []
+        for piece in query.split("&"):
+            name, eq, raw = piece.partition("=")
+            if not eq:
+                parts.append(piece)
+                continue
+            decoded_name = unquote_plus(name)
+            decoded = unquote_plus(raw)
+            if is_sensitive_param(decoded_name) and decoded and not is_marker(decoded):
+                parts.append(f"{name}={marker(_key_label(decoded_name))}")
+                changed = True
+                continue
+            redacted = self._redact_string(decoded, depth + 1) if decoded else decoded
+            if redacted != decoded:
+                parts.append(f"{name}={quote_plus(redacted, safe='[]:')}")
+                changed = True
+            else:
+                parts.append(piece)
+        if not changed:
+            return None
+        return prefix + "&".join(parts) + fragment
+
+
+#: A URL with a query string (``scheme://...?q#f`` or ``/path?q``) or a bare form body
+#: (``a=1&b=2``, no whitespace).
+_QUERY_CARRIER = re.compile(
+    r"((?:[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s?#]*|/[^\s?#]*|[^\s?#=&]*)\?)?"
+    r"([^\s#?]*=[^\s#]*)(#\S*)?", re.S)
+
+_QUERY_TOKEN = re.compile(r"[^\s\"'<>`=]*=[^\s\"'<>`]*")
 
 _DEFAULT = Redactor()
 redact_text = _DEFAULT.redact_text

@@ -26,8 +26,29 @@ LOG_LEVELS = ("log", "error", "warn", "info", "debug")
 MAX_ENTRY_BYTES = 1024 * 1024
 
 
+#: Items one ingest request may carry in its batch (the extension sends at most 100).
+MAX_BATCH_ITEMS = 1000
+#: JSON containers and separators (``{``, ``[``, ``,``, counted on the raw body, strings
+#: included) one request may carry: refused before parsing, so no request costs the reactor more
+#: than a few tens of milliseconds of decoding (1.6 M tiny items would take seconds).
+MAX_JSON_TOKENS = 100_000
+
+
 class PayloadError(ValueError):
     """The request body is not the documented shape (maps to HTTP 400)."""
+
+
+class PayloadTooLarge(PayloadError):
+    """Too many items or JSON values in one request (maps to HTTP 413 with the limit)."""
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+def json_tokens(body: bytes) -> int:
+    """An upper bound on the JSON values in C{body}, without parsing it (C speed)."""
+    return body.count(b",") + body.count(b"{") + body.count(b"[")
 
 
 def parse_object(body: bytes) -> dict[str, Any]:
@@ -50,6 +71,10 @@ def batch(payload: dict[str, Any], field: str, required: bool = True) -> list[An
         return []
     if not isinstance(items, list):
         raise PayloadError(f"field {field!r} must be an array, got {_kind(items)}")
+    if len(items) > MAX_BATCH_ITEMS:
+        raise PayloadTooLarge(
+            f"field {field!r} has {len(items)} items; at most {MAX_BATCH_ITEMS} per request",
+            MAX_BATCH_ITEMS)
     return items
 
 

@@ -4,7 +4,8 @@
   POST   /clients          body ``{"client_id"?: str, "cwd"?: str}`` (both optional)
                            -> 200 ``{"client_id", "connected_at", "inherited"}``
                            -> 429 ``{"error": "too_many_clients", ...}`` past ``--max-clients``
-                           -> 400 ``{"error": "invalid_param" | "bad_json", ...}``
+                           -> 400 ``{"error": "invalid_param" | "bad_json", ...}``; ``cwd``,
+                           when given, must be an existing absolute directory
   GET    /clients          -> 200 ``registry.summary()``
   GET    /clients/{id}     -> 200 one client's summary, or 404
   DELETE /clients/{id}     -> 200 ``{"client_id", "gone", "connections", "ttl"}``: the state is kept
@@ -16,6 +17,7 @@ The identity rule is the registry's: ``client_id`` if given, else the hash of ``
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import orjson
@@ -31,6 +33,17 @@ log = Logger()
 MAX_BODY = 64 * 1024
 
 _STATUS = {TooManyClients: 429, UnknownClient: 404, InvalidParam: 400}
+
+
+def check_cwd(cwd: Any) -> None:
+    """Refuse a C{cwd} that is not an existing absolute directory (issue 11 §1): it bounds where
+    tools read and write files for this client, so a guess or a typo must not be accepted."""
+    if not isinstance(cwd, str):
+        raise InvalidParam("cwd must be a string", param="cwd")
+    if not cwd or "\x00" in cwd or not os.path.isabs(cwd):
+        raise InvalidParam(f"cwd must be an absolute path: {cwd!r}", param="cwd")
+    if not os.path.isdir(cwd):
+        raise InvalidParam(f"cwd is not an existing directory: {cwd!r}", param="cwd")
 
 
 def _error(request, err: GasolineError) -> bytes:
@@ -71,8 +84,8 @@ class ClientsAPI:
             cwd = body.get("cwd")
             if client_id is not None and not isinstance(client_id, str):
                 raise InvalidParam("client_id must be a string")
-            if cwd is not None and not isinstance(cwd, str):
-                raise InvalidParam("cwd must be a string")
+            if cwd is not None:
+                check_cwd(cwd)
             state = self.registry.register(client_id or None, cwd=cwd or None)
         except GasolineError as e:
             return _error(request, e)

@@ -6,13 +6,24 @@ C{None} (go on; CORS headers are already set on the response) or the JSON body o
 
  1. ``Host`` must be ``localhost``, ``127.0.0.1`` or ``[::1]`` (any port) or absent, else 403
     (DNS-rebinding guard);
- 2. ``Origin``, when present, must be a loopback ``http://`` origin or
-    ``chrome-extension://<id>`` / ``moz-extension://<id>`` (``[a-z0-9_-]+``; only the pinned ids
-    when C{extension_ids} is set), else 403 ``{"error":"forbidden: invalid origin"}``;
- 3. CORS: the allowed origin is echoed (never ``*``) with the allowed methods and headers, on
+ 2. ``Origin``, when present, is a browser page or extension calling us (SDK clients, the
+    connector and curl send none and are not affected). It is accepted only
+      - from ``chrome-extension://<id>`` / ``moz-extension://<id>`` (``[a-z0-9_-]+``; only the
+        pinned ids when C{extension_ids} is set) and only on the extension routes (the ingest API
+        and ``/health``), or
+      - from an origin opted in with ``--allow-origin`` (C{allowed_origins}), or the daemon's own
+        origin (``http://`` + the loopback ``Host``: only a page the daemon served could send it,
+        and it serves none), on every route but ``/shutdown``.
+    Everything else is 403 ``{"error":"forbidden: invalid origin"}`` (a web page, including one
+    served from ``http://localhost:<port>``, on any route; any browser origin on the MCP,
+    ``/clients``, admin and ``/shutdown`` routes), preflight included, and the refusal carries no
+    CORS header, so the browser does not even let the page read it (docs/security.md);
+ 3. CORS: the accepted origin is echoed (never ``*``) with the allowed methods and headers, on
     every response;
  4. ``OPTIONS`` (preflight) -> 204;
- 5. body over the route's limit (``/logs`` 10 MB, everything else 5 MB) -> 413;
+ 5. body over the route's limit (``/logs`` 10 MB, everything else 5 MB) -> 413; a body with more
+    than L{MAX_JSON_TOKENS} JSON separators (``{ [ ,``, counted without parsing) -> 413, so no
+    request can hold the reactor for seconds of decoding;
  6. with an C{api_key}, MCP (``/mcp...``) and admin (``/clients``, ``/metrics``) routes need
     ``X-Gasoline-Key: <key>`` (or ``Authorization: Bearer <key>``), else 401. The key never guards
     the extension routes, ``/health`` or preflight (the extension never sends it).
@@ -28,6 +39,7 @@ import re
 
 import attrs
 
+from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 from gasoline.http.json import json_error
 from gasoline.http.request import body_length, body_limit_for
 
@@ -41,10 +53,34 @@ ALLOW_HEADERS = (
 
 _LOOPBACK_HOSTS = frozenset({b"localhost", b"127.0.0.1", b"[::1]"})
 _PORT = re.compile(rb"\d{1,5}")
-_LOOPBACK_ORIGIN = re.compile(rb"http://(?:localhost|127\.0\.0\.1|\[::1\])(?::(\d{1,5}))?", re.I)
 _EXTENSION_ORIGIN = re.compile(rb"(chrome-extension|moz-extension)://([a-z0-9_-]+)")
+#: Bodies at most this long cannot hold more than MAX_JSON_TOKENS values: not counted.
+_TOKEN_CHECK_FROM = MAX_JSON_TOKENS
+
 #: First path segments that the optional API key guards (MCP transports and admin routes).
 KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics", b"events")
+#: First path segments that no extension origin may use (MCP, client and admin routes).
+AGENT_SEGMENTS: frozenset[bytes] = frozenset({b"mcp", b"clients", b"metrics", b"events",
+                                         b"sse", b"messages"})
+#: Paths no browser origin may use at all, not even one opted in with --allow-origin.
+NO_BROWSER_PATHS: frozenset[bytes] = frozenset({b"/shutdown"})
+_WEB_ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?", re.I)
+
+
+def normalize_origin(value: str) -> str:
+    """The canonical form of an C{--allow-origin} value (``scheme://host[:port]``, lower case,
+    default port dropped). @raise ValueError: not an ``http(s)://host[:port]`` origin."""
+    text = value.strip().rstrip("/")
+    m = _WEB_ORIGIN.fullmatch(text)
+    if m is None:
+        raise ValueError(f"{value!r} is not an origin (expected http(s)://host[:port])")
+    scheme, host, port = m.group(1).lower(), m.group(2).lower(), m.group(3)
+    if port is not None:
+        if int(port) > 65535:
+            raise ValueError(f"{value!r}: port out of range")
+        if int(port) == {"http": 80, "https": 443}[scheme]:
+            port = None
+    return f"{scheme}://{host}" + (f":{port}" if port else "")
 
 
 def host_allowed(host: bytes | None) -> bool:
@@ -77,17 +113,31 @@ class Guard:
     extension_ids: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
     api_key: str | None = None
     keyed_segments: tuple[bytes, ...] = KEYED_SEGMENTS
+    #: Web origins opted in with C{--allow-origin} (normalized, see L{normalize_origin}).
+    allowed_origins: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
 
     @classmethod
     def from_config(cls, config) -> "Guard":
-        return cls(extension_ids=config.extension_ids, api_key=config.api_key or None)
+        return cls(extension_ids=config.extension_ids, api_key=config.api_key or None,
+                   allowed_origins=getattr(config, "allowed_origins", ()))
 
-    def origin_allowed(self, origin: bytes) -> bool:
-        m = _LOOPBACK_ORIGIN.fullmatch(origin)
-        if m is not None:
-            return m.group(1) is None or int(m.group(1)) <= 65535
+    def origin_allowed(self, origin: bytes, path: bytes = b"/health",
+                       host: bytes | None = None) -> bool:
+        """May a browser at C{origin} use the route at C{path}? (see the module docstring)"""
+        if path in NO_BROWSER_PATHS:
+            return False
+        if host is not None and origin.lower() == b"http://" + host.strip().lower():
+            # Same origin as the daemon itself (the Host already passed the loopback check): only
+            # a page the daemon served could send it, and the daemon serves none.
+            return True
+        if self.allowed_origins:
+            try:
+                if normalize_origin(origin.decode("ascii")) in self.allowed_origins:
+                    return True
+            except (UnicodeDecodeError, ValueError):
+                pass
         m = _EXTENSION_ORIGIN.fullmatch(origin)
-        if m is None:
+        if m is None or _first_segment(path) in AGENT_SEGMENTS:
             return False
         return not self.extension_ids or m.group(2).decode() in self.extension_ids
 
@@ -97,7 +147,7 @@ class Guard:
             return json_error(request, 403, "forbidden: invalid host")
         origin = request.getHeader(b"origin")
         if origin is not None:
-            if not self.origin_allowed(origin):
+            if not self.origin_allowed(origin, request.path, request.getHeader(b"host")):
                 return json_error(request, 403, "forbidden: invalid origin")
             request.setHeader(b"access-control-allow-origin", origin)
             request.setHeader(b"vary", b"Origin")
@@ -111,10 +161,18 @@ class Guard:
             return b""
         path = request.path
         limit = body_limit_for(path)
-        if body_length(request) > limit:
+        length = body_length(request)
+        if length > limit:
             return json_error(
                 request, 413, f"request body too large (limit {limit} bytes)", limit=limit
             )
+        if length > _TOKEN_CHECK_FROM and request.content is not None:
+            tokens = json_tokens(request.content.getvalue())
+            if tokens > MAX_JSON_TOKENS:
+                return json_error(
+                    request, 413,
+                    f"request body has too many JSON values ({tokens:,} separators; limit "
+                    f"{MAX_JSON_TOKENS:,} per request)", limit=MAX_JSON_TOKENS)
         if self.api_key is not None and _first_segment(path) in self.keyed_segments:
             if not self._key_ok(request):
                 request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')

@@ -31,8 +31,10 @@ from twisted.logger import Logger
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core import validate
+from gasoline.core.boundaries import check_test_id
 from gasoline.core.errors import GasolineError
 from gasoline.core.extension import ExtensionLink, rfc3339
+from gasoline.core.redact import redact_typed_values
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import (
@@ -190,10 +192,11 @@ class IngestAPI:
         payload = validate.parse_object(body)
         items = validate.batch(payload, "entries")
         valid, rejected = validate.log_entries(items, len(body))
-        ids = self.store.test_boundaries.ids()
-        if ids:
+        test_set = self.store.test_boundaries.current_set()
+        if test_set is not None:
+            # By reference: the set of active test ids lives once in the store.
             for entry in valid:
-                entry["test_ids"] = ids
+                entry["test_set"] = test_set
         self.store.last_persist_error = None
         if valid:
             rejected += self._add(CONSOLE, valid)
@@ -235,7 +238,9 @@ class IngestAPI:
     @app.route("/enhanced-actions", methods=["POST"])
     @extension_only
     def enhanced_actions(self, request):
-        return self._store_batch(request, "actions", ACTIONS)
+        # Typed values of password/OTP/PIN/token inputs are redacted before they are stored.
+        return self._store_batch(request, "actions", ACTIONS,
+                                 lambda payload, valid: redact_typed_values(valid))
 
     @app.route("/network-waterfall", methods=["POST"])
     @extension_only
@@ -409,8 +414,9 @@ class IngestAPI:
         payload, _ = self._payload(request)
         test_id = payload.get("test_id")
         action = payload.get("action")
-        if not isinstance(test_id, str) or not test_id:
-            raise PayloadError("field 'test_id' must be a non-empty string")
+        problem = check_test_id(test_id)
+        if problem is not None:
+            raise PayloadError(problem)
         if action not in ("start", "end"):
             raise PayloadError("field 'action' must be \"start\" or \"end\"")
         now = self.clock.seconds()
@@ -434,8 +440,13 @@ class IngestAPI:
             if since is not None:
                 items = [e for e in items if (_entry_time_ms(e) or math.inf) >= since]
             if test_id is not None:
-                items = [e for e in items if test_id in (e.get("test_ids") or ())]
+                items = [e for e in items if test_id in ids_of(e.get("test_set"))]
+            for e in items:
+                if "test_set" in e:
+                    e["test_ids"] = list(ids_of(e.pop("test_set")))
             return items
+
+        ids_of = self.store.test_boundaries.ids_of
 
         logs = select(CONSOLE)
         out = {
@@ -485,6 +496,8 @@ class IngestAPI:
 
     @app.handle_errors(PayloadError)
     def bad_payload(self, request, failure):
+        if isinstance(failure.value, validate.PayloadTooLarge):
+            return json_error(request, 413, str(failure.value), limit=failure.value.limit)
         return json_error(request, 400, str(failure.value))
 
     @app.handle_errors(GasolineError)

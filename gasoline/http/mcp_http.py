@@ -383,6 +383,7 @@ class McpHTTP(Resource):
             # Browser-based MCP clients can only read the id if it is exposed (CORS).
             request.setHeader(b"access-control-expose-headers", b"Mcp-Session-Id")
         self.server.touch(session)
+        session.transport_key = _connection_key(request)
 
         if isinstance(obj, list):
             has_requests = any(jsonrpc.is_request_obj(m) for m in obj)
@@ -455,6 +456,7 @@ class McpHTTP(Resource):
             return refused
         assert session is not None
         self.server.touch(session)
+        session.transport_key = _connection_key(request)
         last = request.getHeader(b"last-event-id")
         last_id = last.decode("latin-1") if last else None
         stream = session.standalone
@@ -543,6 +545,7 @@ class McpHTTP(Resource):
         except jsonrpc.JsonRpcError as e:
             return _error_body(request, 400, PARSE_ERROR, e.message)
         self.server.touch(session)
+        session.transport_key = _connection_key(request)
         if isinstance(obj, list):
             d = self.server.handle_batch(session, obj)
         else:
@@ -567,3 +570,10 @@ def _finish_streams(session: McpSession) -> None:
         if closer is not None:
             stream.closer = None
             closer()
+
+
+def _connection_key(request) -> str | None:
+    """A rate-limit key for the TCP connection C{request} came on (issue 11 §5: switching client
+    ids within one connection must not buy more tool calls)."""
+    channel = getattr(request, "channel", None)
+    return None if channel is None else f"connection:{id(channel):x}"

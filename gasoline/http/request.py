@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from io import BytesIO
 
+from twisted.logger import Logger
 from twisted.web import server
+
+_log = Logger()
 
 MiB = 1024 * 1024
 #: ``POST /logs`` (extension-protocol.md §1).
@@ -93,12 +96,56 @@ class GasolineRequest(server.Request):
         return self.body_length > LOGS_LIMIT
 
 
+#: Seconds a connection may sit idle between requests before it is closed (issue 11 §3). A
+#: request being answered (an SSE stream, a long-poll) is never idle in this sense.
+IDLE_TIMEOUT = 60
+#: Open connections accepted at once; more are closed at once (one log line per episode).
+MAX_CONNECTIONS = 1000
+
+
 class GasolineSite(server.Site):
-    """C{Site} with L{GasolineRequest}, no tracebacks in error pages, and an access log of server
-    errors only."""
+    """C{Site} with L{GasolineRequest}, no tracebacks in error pages, an access log of server
+    errors only, an idle timeout (L{IDLE_TIMEOUT}) and a cap on open connections
+    (L{MAX_CONNECTIONS}): past the cap a new connection is closed as soon as it is accepted, so
+    idle sockets can never use up the process's file descriptors."""
 
     requestFactory = GasolineRequest
     displayTracebacks = False
+
+    def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
+                 **kwargs) -> None:
+        kwargs.setdefault("timeout", IDLE_TIMEOUT)
+        super().__init__(resource, *args, **kwargs)
+        self.max_connections = max_connections
+        self.open_connections = 0
+        #: Connections refused at the cap since start.
+        self.refused_connections = 0
+        self._at_cap = False
+
+    def buildProtocol(self, addr):
+        if self.open_connections >= self.max_connections:
+            self.refused_connections += 1
+            if not self._at_cap:
+                self._at_cap = True
+                _log.warn(
+                    "connection cap reached: {open} connections open (cap {cap}); closing new "
+                    "connections until some end", open=self.open_connections,
+                    cap=self.max_connections)
+            return None  # the port closes the accepted socket at once
+        channel = super().buildProtocol(addr)
+        if channel is None:
+            return None
+        self.open_connections += 1
+        lost = channel.connectionLost
+
+        def connection_lost(reason, _lost=lost):
+            self.open_connections -= 1
+            if self._at_cap and self.open_connections < self.max_connections * 0.9:
+                self._at_cap = False
+            return _lost(reason)
+
+        channel.connectionLost = connection_lost
+        return channel
 
     def getContentFile(self, length):
         return BytesIO()

@@ -50,8 +50,9 @@ LATEST_VERSION = SUPPORTED_VERSIONS[0]
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 #: Sessions with no request for this long are closed (legacy SSE: 1 h, as seed 001 says).
 DEFAULT_IDLE_TIMEOUT = 3600.0
-#: At the client limit, an anonymous HTTP session idle this long (no open stream) may be closed
-#: to make room (clients such as the TypeScript SDK never send DELETE /mcp).
+#: At the client limit, a quiet session (no open stream, no request in flight) is closed to make
+#: room, least recently used first (clients such as the TypeScript SDK never send DELETE /mcp);
+#: its client's state stays inheritable for the client TTL. This long a quiet spell is preferred.
 RECLAIM_AFTER = 300.0
 #: How long a tool waits for the client to answer a sampling/elicitation request.
 CLIENT_REQUEST_TIMEOUT = 60.0
@@ -189,6 +190,10 @@ class McpServer:
         self.service = _SessionsService(self)
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
+        # At the client limit the registry asks us for a quiet session to close (issue 11 §5).
+        reclaimers = getattr(registry, "reclaimers", None)
+        if isinstance(reclaimers, list):
+            reclaimers.append(self.reclaim_idle)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -203,7 +208,9 @@ class McpServer:
         try:
             state = self.registry.connect(client_id)
         except TooManyClients:
-            if not self.reclaim_idle():
+            # A registry without reclaimers (a test double) still gets one quiet session closed.
+            if isinstance(getattr(self.registry, "reclaimers", None), list) \
+                    or not self.reclaim_idle():
                 raise
             state = self.registry.connect(client_id)
         now = self.clock.seconds()
@@ -231,18 +238,21 @@ class McpServer:
                 log.failure("session observer {o!r} failed", o=observer)
 
     def reclaim_idle(self) -> bool:
-        """At the client limit: close the least recently used I{anonymous} session (one that
-        named no client id, so nobody can come back to its state) that has been idle for
-        C{RECLAIM_AFTER} seconds with no open stream and no request in flight. True if one was."""
-        now = self.clock.seconds()
+        """At the client limit: close the least recently used I{quiet} session (no open
+        server->client stream, no request in flight), so only live clients hold slots. Its
+        client's state stays in the registry for the TTL (the same client id inherits it). A
+        client with another live session keeps its slot, so closing such a session frees nothing
+        and it is tried last. True if a session was closed."""
         candidates = [
             s for s in self.sessions.values()
-            if s.anonymous and not s.in_flight and now - s.last_seen >= RECLAIM_AFTER
+            if not s.closed and not s.in_flight and not s.outgoing and s.transport != "sse"
+            and s.standalone.writer is None
             and all(stream.writer is None for stream in s.streams.values())
         ]
         if not candidates:
             return False
-        victim = min(candidates, key=lambda s: s.last_seen)
+        victim = min(candidates, key=lambda s: (getattr(s.state, "connections", 1) > 1,
+                                                s.last_seen))
         log.info("client limit reached: closing idle anonymous MCP session {sid} ({cid})",
                  sid=victim.session_id, cid=victim.client_id)
         self.close_session(victim)

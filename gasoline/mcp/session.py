@@ -140,6 +140,9 @@ class McpSession:
     closed: bool = False
     #: Opened without a client id (its client id is a fresh random one nobody can reuse).
     anonymous: bool = False
+    #: The transport connection the latest request came on (a rate-limit key beside the client
+    #: id; set by the HTTP transport, None elsewhere).
+    transport_key: str | None = None
     #: The idle deadline (an C{IDelayedCall}), reset on every request.
     idle_call: Any = None
     #: Called once when the session ends (transport cleanup).

@@ -186,10 +186,35 @@ class ToolRegistry:
         return result
 
     def _finish_text(self, text: str) -> str:
-        text = self.redactor.redact_text(text)
+        text = self._redact_decoded(text)
         if len(text) > self.result_cap // 4:
             text = cap_text(text, self.result_cap)
         return text
+
+    def _redact_decoded(self, text: str) -> str:
+        """Redact a result text on its decoded values (issue 11 §2).
+
+        A result is a summary line, then JSON: scanning the JSON text itself would miss a secret
+        right after an escaped newline or tab (``\\nAKIA...``) or inside JSON nested in a
+        string. The JSON is parsed and walked (L{Redactor.redact_value}: every string decoded,
+        nested JSON, query strings and form bodies decoded in turn), then encoded again.
+        """
+        summary, sep, rest = text.partition("\n")
+        if sep and rest[:1] in ("{", "["):
+            try:
+                data = orjson.loads(rest)
+            except orjson.JSONDecodeError:
+                data = None
+            if data is not None:
+                redacted = self.redactor.redact_value(data)
+                if redacted != data:
+                    try:
+                        rest = orjson.dumps(redacted, option=orjson.OPT_NON_STR_KEYS,
+                                            default=str).decode()
+                    except orjson.JSONEncodeError:
+                        return self.redactor.redact_text(text)
+                return self.redactor.redact_text(summary) + sep + rest
+        return self.redactor.redact_value(text)
 
     # -- calling -----------------------------------------------------------------------------
 
@@ -215,6 +240,12 @@ class ToolRegistry:
         limiter = self.limiter
         try:
             if limiter is not None:
+                # Per client and per transport connection: a caller that switches client ids
+                # (new sessions, other X-Gasoline-Client values) on one connection shares one
+                # budget (issue 11 §5).
+                connection = getattr(session, "transport_key", None)
+                if connection:
+                    limiter.acquire(connection)
                 limiter.acquire(client_id)
         except GasolineError as e:
             refused = limiter.refused.get(client_id, 0)

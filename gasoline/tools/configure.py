@@ -512,6 +512,11 @@ def _boundary(ctx: ToolContext, args: dict[str, Any], action: str) -> dict[str, 
     test_id = ctx.str_arg(args, "test_id") or ctx.str_arg(args, "name")
     if not test_id:
         raise MissingParam(f"test_boundary_{action} needs 'test_id'", param="test_id")
+    from gasoline.core.boundaries import check_test_id  # noqa: PLC0415
+
+    problem = check_test_id(test_id)
+    if problem is not None:
+        raise InvalidParam(problem.replace("field ", ""), param="test_id")
     boundaries = ctx.app.store.test_boundaries
     now = ctx.now()
     if action == "start":

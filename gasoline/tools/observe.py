@@ -55,6 +55,47 @@ _RANK = {name: i for i, name in enumerate(CONSOLE_LEVELS)}
 _BIG = 2**62
 
 
+#: A cut oversized entry's strings keep at most this many characters each (first try).
+_CUT_STEPS = (8192, 2048, 512, 128, 32)
+
+
+def _cut(value: Any, chars: int, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= chars else f"{value[:chars]}… [{len(value) - chars} more chars]"
+    if depth > 16:
+        return "…"
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {k: _cut(v, chars, depth + 1) for k, v in items[:200]}
+        if len(items) > 200:
+            out["…"] = f"{len(items) - 200} more keys"
+        return out
+    if isinstance(value, list):
+        out_list = [_cut(v, chars, depth + 1) for v in value[:50]]
+        if len(value) > 50:
+            out_list.append(f"… {len(value) - 50} more items")
+        return out_list
+    return value
+
+
+def truncate_entry(entry: Any, size: int, budget: int = READ_BUDGET // 2) -> dict[str, Any]:
+    """C{entry} (C{size} bytes of JSON, more than one read returns) cut to fit C{budget} bytes:
+    long strings are shortened and long lists and objects cut, each cut saying how much went."""
+    cut: Any = entry
+    for chars in _CUT_STEPS:
+        cut = _cut(entry, chars)
+        if len(orjson.dumps(cut, default=str)) <= budget:
+            break
+    else:
+        cut = {k: _cut(v, 32, 16) for k, v in list(entry.items())[:20]} \
+            if isinstance(entry, dict) else {}
+    if not isinstance(cut, dict):
+        cut = {"value": cut}
+    cut["_truncated"] = (f"this entry is {size} bytes, more than one read returns "
+                         f"({READ_BUDGET}); it was cut to fit")
+    return cut
+
+
 # -- filters ------------------------------------------------------------------------------------
 
 
@@ -130,6 +171,12 @@ def read_buffer(
             e = orjson.loads(b)
             if not accept(e):
                 continue
+            if not entries and len(b) > READ_BUDGET:
+                # One entry larger than the whole budget: return it cut, never block on it.
+                entries.append(truncate_entry(e, len(b)))
+                size = READ_BUDGET
+                oldest_seq = raw.first_seq + i
+                continue
             if len(entries) == want or size + len(b) > READ_BUDGET:
                 truncated = len(entries) < want
                 has_more = True
@@ -150,6 +197,12 @@ def read_buffer(
                 continue
             e = orjson.loads(b)
             if not accept(e):
+                continue
+            if not entries and len(b) > READ_BUDGET:
+                # One entry larger than the whole budget (issue 11 §3): it is returned cut, with
+                # a note, and the cursor moves past it, so no page can wedge every agent's cursor.
+                entries.append(truncate_entry(e, len(b)))
+                size = READ_BUDGET
                 continue
             if len(entries) == limit or size + len(b) > READ_BUDGET:
                 truncated = len(entries) < limit

@@ -18,8 +18,7 @@ from conformance_fixtures import register_fixtures  # noqa: E402
 from gasoline.tap import Options, makeService  # noqa: E402
 
 argv = []
-for env, flag in [("GASOLINE_LISTEN", "--listen"), ("GASOLINE_STATE_DIR", "--state-dir"),
-                  ("GASOLINE_MAX_CLIENTS", "--max-clients")]:
+for env, flag in [("GASOLINE_LISTEN", "--listen"), ("GASOLINE_STATE_DIR", "--state-dir")]:
     if os.environ.get(env):
         argv += [flag, os.environ[env]]
 

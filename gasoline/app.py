@@ -43,11 +43,13 @@ from gasoline.http.clients_api import ClientsAPI
 from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
+from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.site import GasolineRoot
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
+from gasoline.relay.hub import Relay
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
@@ -68,6 +70,8 @@ class Gasoline:
     services: MultiService
     #: The daemon's metric registry, served at C{GET /metrics}; features add their series to it.
     metrics: Metrics
+    #: The CDP hub relay (docs/relay.md), mounted on the HTTP surface.
+    relay: Relay | None = None
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
     config = property(lambda self: self.daemon.config)
@@ -157,9 +161,10 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
 
 
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
-               metrics: Metrics | None = None) -> GasolineRoot:
+               metrics: Metrics | None = None, relay: Relay | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
-    extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too."""
+    extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too; with
+    C{relay}, the CDP hub relay's routes."""
     config = daemon.config
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown)
@@ -171,6 +176,11 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"mcp"] = mcp_http
     if metrics is not None:
         _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
+    if relay is not None:
+        # The CDP hub relay (docs/relay.md): discovery, /cdp/<client-id>, the extension's link.
+        root.mounts[b"json"] = root.mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
+        root.mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
+        root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock)
     return root
 
 
@@ -201,6 +211,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp = build_mcp(daemon, tools, extend_mcp)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
-    resource = build_http(daemon, mcp, services, metrics)
+    relay = Relay(clock)
+    resource = build_http(daemon, mcp, services, metrics, relay)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
-                    metrics=metrics)
+                    metrics=metrics, relay=relay)

@@ -13,6 +13,7 @@ import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } f
 import { visualDiff } from './lib/visual.js';
 import { installPageCapture } from './lib/pages.js';
 import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
+import { initCdpLink } from './lib/cdp.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -876,6 +877,8 @@ installPageCapture({
   },
 });
 installLoadTracking();
+// The CDP hub relay's link to the daemon (lib/cdp.js, docs/relay.md).
+initCdpLink({ loadSettings, log: (level, message, category = 'cdp') => extLog(level, message, category) });
 
 chrome.alarms.onAlarm.addListener((alarm) => { if (alarm.name === KEEPALIVE_ALARM) ensureAlive(); });
 chrome.runtime.onStartup.addListener(ensureAlive);

@@ -198,6 +198,8 @@ class CDPClient:
     discover_filter: Any = None
     #: Root C{Target.setAutoAttach} params (C{None}: off).
     auto_attach: dict | None = None
+    #: Auto-attaches under way: (target id, parent session id) -> the attach's Deferred.
+    attaching: dict[tuple[str, str | None], list[Deferred]] = attrs.Factory(dict)
     #: Target ids this client created (C{Target.createTarget}).
     created: set[str] = attrs.Factory(set)
     closed: bool = False
@@ -403,16 +405,20 @@ class Relay:
         for client in self._clients_seeing(target):
             self._announce(client, target)
 
-    def _announce(self, client: CDPClient, target: Target) -> None:
-        """Tell C{client} about a target it may see: discovery events, then root auto-attach."""
+    def _announce(self, client: CDPClient, target: Target) -> Deferred:
+        """Tell C{client} about a target it may see: discovery events, then root auto-attach.
+
+        The Deferred fires (never fails) when the auto-attach, if any, is done.
+        """
         if client.discover:
             for kind in ("tab", "page"):
                 if filter_matches(client.discover_filter, kind):
                     client.send({"method": "Target.targetCreated",
                                  "params": {"targetInfo": target.info(False, kind)}})
-        if client.auto_attach is not None:
-            self._auto_attach(client, target, client.auto_attach, parent=None).addErrback(
-                lambda f: log.debug("relay: auto-attach failed: {f}", f=f.getErrorMessage()))
+        if client.auto_attach is None:
+            return _succeed(None)
+        return self._auto_attach(client, target, client.auto_attach, parent=None).addErrback(
+            lambda f: log.debug("relay: auto-attach failed: {f}", f=f.getErrorMessage()))
 
     def _target_gone(self, target: Target) -> None:
         self.targets.pop(target.target_id, None)
@@ -431,6 +437,11 @@ class Relay:
         """Chrome detached the extension from a tab for good (all holders lost it)."""
         target = self._target_by_tab(params.get("tabId"))
         if target is None:
+            return
+        if params.get("reason") == "target_closed":
+            # The tab's renderer went away under the debugger: the target is gone for every
+            # client; the extension re-announces the tab after a cooldown (a fresh target).
+            self._target_gone(target)
             return
         target.contexts.clear()
         target.children.clear()
@@ -722,7 +733,24 @@ class Relay:
         if parent is not None or filter_matches(filters, "page"):
             if client.session_for(target, "page", parent) is not None:
                 return _succeed({})
-            return self._attach_page(client, target, parent)
+            key = (target.target_id, parent.session_id if parent is not None else None)
+            if key in client.attaching:  # an auto-attach of this target is under way
+                return _waiter(client.attaching[key])
+            waiters: list[Deferred] = []
+            client.attaching[key] = waiters
+            first = _waiter(waiters)
+
+            def done(result):
+                client.attaching.pop(key, None)
+                for w in waiters:
+                    if isinstance(result, Failure):
+                        w.errback(result)
+                    else:
+                        w.callback(result)
+                return None
+
+            self._attach_page(client, target, parent).addBoth(done)
+            return first
         return _succeed({})
 
     def _attach_page(self, client: CDPClient, target: Target, parent: Session | None) -> Deferred:
@@ -812,30 +840,19 @@ class Relay:
             client.created.add(target_id)
             target = self.targets.get(target_id)
             if target is None:
+                # Only its owner can see it: announce it to the owner and answer after the
+                # owner's auto-attach, as Chrome does.
                 target = Target(target_id=target_id, tab_id=tab_id, url=str(result.get("url") or url),
                                 title=str(result.get("title") or ""), owner=client.client_id)
                 self.targets[target_id] = target
-                self._target_appeared(target)
-                pending = self._pending_announce(client, target)
-            else:
+                pending = self._announce(client, target)
+            else:  # the extension's announcement came first (and announced it)
                 target.owner = client.client_id
-                pending = _succeed(None)
+                in_flight = client.attaching.get((target_id, None))
+                pending = _waiter(in_flight) if in_flight is not None else _succeed(None)
             return pending.addBoth(lambda _: {"targetId": target_id})
 
         return d.addCallback(created)
-
-    def _pending_announce(self, client: CDPClient, target: Target) -> Deferred:
-        """Wait until the owner's auto-attach (if any) announced the new page."""
-        waiting: list[Deferred] = []
-        if client.auto_attach is not None:
-            for s in client.sessions.values():
-                if s.target is target:
-                    return _succeed(None)
-            d = self._auto_attach(client, target, client.auto_attach, None)
-            waiting.append(d)
-        if not waiting:
-            return _succeed(None)
-        return waiting[0]
 
     def _close_target(self, client: CDPClient, params):
         target, _kind = self._visible_target(client, params.get("targetId"))
@@ -987,6 +1004,13 @@ _BROWSER_ONLY_TARGET_METHODS = frozenset({
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _waiter(waiters: list[Deferred]) -> Deferred:
+    """A new Deferred, added to C{waiters} (fired by whoever owns the list)."""
+    d: Deferred = Deferred()
+    waiters.append(d)
+    return d
 
 
 def _succeed(value) -> Deferred:

@@ -483,3 +483,40 @@ def test_filter_matching_follows_chrome():
     assert not filter_matches([{"type": "page", "exclude": True}, {}], "page")
     assert filter_matches([{"type": "page", "exclude": True}, {}], "tab")
     assert not filter_matches([], "page")
+
+
+def test_create_target_racing_the_extensions_announcement_attaches_once(relay, ext):
+    a = Client(relay, "a")
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    ext.auto = False
+    msg = a.send("Target.createTarget", {"url": "about:blank"})
+    (create,) = ext.unanswered
+    ext.answer(create)  # the fake creates the tab; hold the attach it triggers
+    (attach,) = ext.unanswered
+    ext.announce()  # the extension lists the tab (with its owner) while the attach is pending
+    assert ext.unanswered == [attach]  # no second attach
+    assert msg not in a.peer.responses()  # the answer waits for the attach, as in Chrome
+    ext.answer(attach)
+    assert len(a.peer.events("Target.attachedToTarget")) == 1
+    assert "targetId" in a.peer.responses()[msg]["result"]
+
+
+def test_announcement_before_the_create_answer_still_attaches_once(relay, ext):
+    a = Client(relay, "a")
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    ext.auto = False
+    msg = a.send("Target.createTarget", {"url": "about:blank"})
+    (create,) = ext.unanswered
+    ext.unanswered.clear()
+    ext._next_tab += 1
+    from gasoline.relay.testing import FakeTab  # noqa: PLC0415
+
+    tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "", "a")
+    ext.tabs[tab.tab_id] = tab
+    ext.announce()  # announced first: the owner's auto-attach starts
+    (attach,) = ext.unanswered
+    ext.answer(create, {"tabId": tab.tab_id, "targetId": tab.target_id, "url": "about:blank"})
+    assert msg not in a.peer.responses()
+    ext.answer(attach)
+    assert len(a.peer.events("Target.attachedToTarget")) == 1
+    assert a.peer.responses()[msg]["result"] == {"targetId": tab.target_id}

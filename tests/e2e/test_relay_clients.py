@@ -89,3 +89,149 @@ def test_playwright_new_page_is_a_tab_of_its_own_closed_with_the_client(browser,
         page.close()
     finally:
         cdp_browser.close()
+
+
+def second_exposed_tab(browser, daemon, site, path):
+    """Open another tab, add it to the tracked tabs, wait until the relay lists it."""
+    url = site.url + path
+    sw = browser.service_worker()
+    browser.new_page(url)
+    tab = browser.tab_id_for(sw, url)
+    browser.cdp.evaluate(sw, "chrome.storage.local.get('gasolineTrackedTabs').then(r => chrome.storage."
+                             f"local.set({{gasolineTrackedTabs: [...(r.gasolineTrackedTabs || []), {tab}]}}))"
+                             ".then(() => true)")
+    wait_until(lambda: any(t["url"] == url for t in relay_targets(daemon)), 20,
+               what="the relay to list the second tab")
+    return url
+
+
+def test_two_playwright_clients_share_one_tab_with_no_cross_talk(browser, daemon, site):
+    url = exposed_tab(browser, daemon, site, "/agent.html")
+    # Two independent clients: each its own Playwright driver (own process), as two agents would.
+    with playwright_sync.sync_playwright() as p1:
+        b1 = p1.chromium.connect_over_cdp(daemon.url)
+        page1 = page_at(b1, url)
+        # A second sync_playwright cannot run in the same thread: the other client runs in its own.
+        out: dict = {}
+        ready = threading.Event()
+        go = threading.Event()
+        finished = threading.Event()
+
+        def second():
+            with playwright_sync.sync_playwright() as p2:
+                b2 = p2.chromium.connect_over_cdp(daemon.url)
+                page2 = page_at(b2, url)
+                ready.set()
+                go.wait(30)
+                out["b"] = [page2.evaluate(f"(x) => [x, {i}, document.title]", "b") for i in range(200)]
+                out["b-after"] = page2.evaluate("document.title")
+                b2.close()
+            finished.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        assert ready.wait(60)
+        go.set()
+        got_a = [page1.evaluate(f"(x) => [x, {i}, document.title]", "a") for i in range(200)]
+        assert finished.wait(90)
+        t.join(10)
+        title = "Gasoline agent page"
+        assert got_a == [["a", i, title] for i in range(200)]
+        assert out["b"] == [["b", i, title] for i in range(200)]
+        # The other client left: this one goes on working.
+        wait_until(lambda: relay_status(daemon)["clients"] == 1, 10, what="client b to leave")
+        assert page1.evaluate("40 + 2") == 42
+        b1.close()
+
+
+def test_two_playwright_clients_on_different_tabs_get_only_their_own_events(browser, daemon, site):
+    url_a = exposed_tab(browser, daemon, site, "/blank.html")
+    url_b = second_exposed_tab(browser, daemon, site, "/agent.html")
+    with playwright_sync.sync_playwright() as p1:
+        b1 = p1.chromium.connect_over_cdp(daemon.url)
+        page1 = page_at(b1, url_a)
+        heard_a: list[str] = []
+        page1.on("console", lambda m: heard_a.append(m.text))
+        out: dict = {}
+        ready, go, finished = threading.Event(), threading.Event(), threading.Event()
+
+        def second():
+            with playwright_sync.sync_playwright() as p2:
+                b2 = p2.chromium.connect_over_cdp(daemon.url)
+                # Client b sees both exposed tabs, but drives (and listens on) tab b only.
+                page2 = page_at(b2, url_b)
+                heard_b: list[str] = []
+                page2.on("console", lambda m: heard_b.append(m.text))
+                ready.set()
+                go.wait(30)
+                out["b"] = [page2.evaluate(f"(i) => {{ console.log('from-b-' + i); return ['b', i, document.title]; }}", i)
+                            for i in range(200)]
+                wait_until(lambda: len(heard_b) >= 200, 20, what="b's console events")
+                out["heard_b"] = list(heard_b)
+                b2.close()
+            finished.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        assert ready.wait(60)
+        go.set()
+        got_a = [page1.evaluate("(i) => { console.log('from-a-' + i); return ['a', i, document.title]; }", i)
+                 for i in range(200)]
+        assert finished.wait(90)
+        t.join(10)
+        wait_until(lambda: len(heard_a) >= 200, 20, what="a's console events")
+        assert got_a == [["a", i, "blank"] for i in range(200)]
+        assert out["b"] == [["b", i, "Gasoline agent page"] for i in range(200)]
+        assert heard_a == [f"from-a-{i}" for i in range(200)]
+        assert out["heard_b"] == [f"from-b-{i}" for i in range(200)]
+        b1.close()
+
+
+def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(browser, daemon, site, pw):
+    import time  # noqa: PLC0415
+
+    import websocket  # noqa: PLC0415  (websocket-client, a test dependency)
+
+    url = exposed_tab(browser, daemon, site, "/blank.html")
+    cdp_browser = pw.chromium.connect_over_cdp(daemon.url)
+    try:
+        page = page_at(cdp_browser, url)
+        assert page.evaluate("1") == 1
+        # Another connection on the extension link replaces the extension's (close 1000); the
+        # extension reconnects with back-off and replaces this one in turn.
+        intruder = websocket.create_connection(
+            daemon.url.replace("http", "ws") + "/extension/cdp",
+            origin="chrome-extension://" + browser.extension_id(), timeout=10)
+        outcomes = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            try:
+                outcomes.append(("ok", page.evaluate("2 + 2")))
+            except Exception as e:  # noqa: BLE001 - an error is an acceptable outcome
+                outcomes.append(("error", type(e).__name__))
+            assert time.monotonic() - started < 35, "a command hung through the reconnect"
+            if outcomes[-1][0] == "error":
+                break
+        intruder.close()
+        wait_until(lambda: relay_status(daemon)["extension_connected"], 20,
+                   what="the extension to reconnect")
+        # The tab comes back as a fresh page for the client, and works.
+        wait_until(lambda: any(t["url"] == url for t in relay_targets(daemon)), 20,
+                   what="the tab to be announced again")
+        context = cdp_browser.contexts[0]
+
+        def come_back():
+            found = next((pg for pg in context.pages if pg.url == url and not pg.is_closed()), None)
+            if found is None:  # the sync API handles events only inside calls: let it pump
+                try:
+                    context.wait_for_event("page", timeout=500)
+                except playwright_sync.TimeoutError:
+                    pass
+            return found
+
+        fresh = wait_until(come_back, 20, what="the page to come back")
+        assert fresh.evaluate("6 * 7") == 42
+        assert ("error", "Error") in outcomes or outcomes[-1][0] == "error"
+    finally:
+        cdp_browser.close()

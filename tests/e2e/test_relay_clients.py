@@ -235,3 +235,51 @@ def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(bro
         assert ("error", "Error") in outcomes or outcomes[-1][0] == "error"
     finally:
         cdp_browser.close()
+
+
+def test_only_tracked_tabs_with_the_pilot_on_are_exposed_and_no_attachment_outlives_its_clients(browser, daemon, site):
+    from harness import CDP  # noqa: PLC0415
+
+    url = site.url + "/blank.html"
+    sw, harness_session, tab = browser.track_new_tab(url, daemon.url)  # tracked, pilot off
+    # The harness's own DevTools session on the tab would count as an attachment: leave.
+    browser.cdp.call("Target.detachFromTarget", {"sessionId": harness_session})
+    browser.new_page(site.url + "/agent.html")  # an untracked tab
+    wait_until(lambda: relay_status(daemon)["extension_connected"], 20, what="the extension's CDP link")
+    with urllib.request.urlopen(daemon.url + "/json/version", timeout=5) as r:
+        ws_url = json.loads(r.read())["webSocketDebuggerUrl"]
+    client = CDP(ws_url)
+    try:
+        assert client.call("Target.getTargets")["targetInfos"] == []
+        browser.storage_set(sw, {"aiWebPilotEnabled": True})
+        wait_until(lambda: [t["url"] for t in client.call("Target.getTargets")["targetInfos"]] == [url], 10,
+                   what="the tracked tab to be exposed once the pilot is on")
+        target_id = client.call("Target.getTargets")["targetInfos"][0]["targetId"]
+        session = client.attach(target_id)
+        assert client.evaluate(session, "location.href") == url
+        attached = lambda: browser.cdp.evaluate(  # noqa: E731
+            sw, f"chrome.debugger.getTargets().then(ts => ts.some(t => t.tabId === {tab} && t.attached))")
+        assert attached() is True
+        # The popup shows the client and can disconnect it; the attachment goes with it.
+        eid = browser.extension_id()
+        _, popup, _ = browser.new_page(f"chrome-extension://{eid}/popup/popup.html")
+        text = lambda sel: browser.cdp.evaluate(popup, f"document.querySelector('{sel}').textContent")  # noqa: E731
+        wait_until(lambda: text("#cdp-clients") == "1", 10, interval=0.3, what="the popup to show 1 CDP client")
+        browser.cdp.evaluate(popup, "document.getElementById('cdp-disconnect').click(); 1")
+        wait_until(lambda: relay_status(daemon)["clients"] == 0, 10, what="the popup to disconnect the client")
+        wait_until(lambda: attached() is False, 10, what="the debugger to detach from the tab")
+    finally:
+        client.close()
+    # A second client, then the pilot turned off: its session ends and the tab is released.
+    with urllib.request.urlopen(daemon.url + "/json/version", timeout=5) as r:
+        client = CDP(json.loads(r.read())["webSocketDebuggerUrl"])
+    try:
+        session = client.attach(target_id)
+        assert attached() is True
+        browser.storage_set(sw, {"aiWebPilotEnabled": False})
+        wait_until(lambda: attached() is False, 10, what="the tab to be released when the pilot goes off")
+        with pytest.raises(Exception):
+            client.evaluate(session, "1", timeout=5)
+        assert client.call("Target.getTargets")["targetInfos"] == []
+    finally:
+        client.close()

@@ -103,6 +103,7 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
       }
     }
     holders.set(tabId, count + 1);
+    if (count === 0) saveAttached();
     return {};
   }
 
@@ -111,18 +112,25 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
     if (count <= 0) return {};
     if (count > 1 && !all) { holders.set(tabId, count - 1); return {}; }
     holders.delete(tabId);
+    saveAttached();
     try { await chrome.debugger.detach({ tabId }); } catch (_) { /* already gone */ }
     return {};
   }
 
+  // The tabs this link attached, kept in chrome.storage.session too: a restarted worker must still
+  // release what its previous life attached (and only that: other attachments are not ours).
+  const ATTACHED_KEY = 'gasolineCdpAttached';
+  function saveAttached() {
+    chrome.storage.session.set({ [ATTACHED_KEY]: [...holders.keys()] }).catch(() => {});
+  }
+
   async function releaseEverything() {
-    const attached = await chrome.debugger.getTargets().catch(() => []);
+    const stored = await chrome.storage.session.get(ATTACHED_KEY).catch(() => ({}));
+    const tabs = new Set([...holders.keys(), ...(Array.isArray(stored[ATTACHED_KEY]) ? stored[ATTACHED_KEY] : [])]);
     holders.clear();
-    for (const t of attached) {
-      if (t.attached && Number.isInteger(t.tabId) && t.type === 'page') {
-        // Only our own attachments can be detached by us; others' throw and are ignored.
-        try { await chrome.debugger.detach({ tabId: t.tabId }); } catch (_) { /* not ours */ }
-      }
+    saveAttached();
+    for (const tabId of tabs) {
+      try { await chrome.debugger.detach({ tabId }); } catch (_) { /* already gone */ }
     }
   }
 
@@ -136,12 +144,13 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
   chrome.debugger.onDetach.addListener((source, reason) => {
     const tabId = source.tabId;
     if (!Number.isInteger(tabId)) return;
+    if (!holders.has(tabId) && reason !== 'canceled_by_user') return;  // not this link's attachment
     const tabs = reason === 'canceled_by_user' ? [...holders.keys()] : [tabId];
     for (const id of tabs) {
-      if (!holders.has(id) && id !== tabId) continue;
       holders.delete(id);
       notify('detached', { tabId: id, reason });
     }
+    saveAttached();
     if (reason === 'canceled_by_user') {
       // The user closed the infobar: every attachment is gone; let go of the rest too.
       releaseEverything().catch(() => {});

@@ -520,3 +520,21 @@ def test_announcement_before_the_create_answer_still_attaches_once(relay, ext):
     ext.answer(attach)
     assert len(a.peer.events("Target.attachedToTarget")) == 1
     assert a.peer.responses()[msg]["result"] == {"targetId": tab.target_id}
+
+
+def test_chrome_detaching_a_tab_detaches_its_sessions_and_target_closed_destroys_it(relay, ext):
+    one, two = ext.add_tab(), ext.add_tab()
+    a = Client(relay)
+    a.call("Target.setDiscoverTargets", {"discover": True})
+    s1, s2 = a.attach(one.target_id), a.attach(two.target_id)
+    relay.extension_message(ext, {"method": "detached", "params": {"tabId": one.tab_id,
+                                                                   "reason": "canceled_by_user"}})
+    assert [e["params"]["sessionId"] for e in a.peer.events("Target.detachedFromTarget")] == [s1]
+    assert one.target_id in relay.targets  # the user's tab is still there: attach again later
+    assert a.peer.events("Target.targetDestroyed") == []
+    relay.extension_message(ext, {"method": "detached", "params": {"tabId": two.tab_id,
+                                                                   "reason": "target_closed"}})
+    assert a.peer.events("Target.detachedFromTarget")[-1]["params"]["sessionId"] == s2
+    assert a.peer.events("Target.targetDestroyed")[-1]["params"]["targetId"] == two.target_id
+    # The extension lets go of nothing more: Chrome already detached (no detach requests).
+    assert [r["method"] for r in ext.requests].count("detach") == 0

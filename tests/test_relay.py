@@ -423,7 +423,8 @@ def test_a_new_tab_is_announced_to_discovering_and_auto_attaching_clients(relay,
     (b'{"id": true, "method": "Browser.getVersion"}', -32600),
     (b'{"id": 1}', -32600),
     (b'{"id": 1, "method": "Browser.getVersion", "params": [1]}', -32602),
-    (b'{"id": 1, "method": "Runtime.evaluate", "sessionId": 5}', -32000),
+    (b'{"id": 1, "method": "Runtime.evaluate", "sessionId": 5}', -32001),
+    (b'{"id": 1, "method": "Runtime.evaluate", "sessionId": "NOPE"}', -32001),
     (b'{"id": 1, "method": "Target.setDiscoverTargets", "params": {"discover": "yes"}}', -32602),
     (b'{"id": 1, "method": "Target.attachToTarget", "params": {"targetId": {"$gt": ""}, "flatten": true}}', -32602),
 ])
@@ -538,3 +539,22 @@ def test_chrome_detaching_a_tab_detaches_its_sessions_and_target_closed_destroys
     assert a.peer.events("Target.targetDestroyed")[-1]["params"]["targetId"] == two.target_id
     # The extension lets go of nothing more: Chrome already detached (no detach requests).
     assert [r["method"] for r in ext.requests].count("detach") == 0
+
+
+def test_the_relay_package_imports_only_the_core_never_twisted_web():
+    import ast  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    import gasoline.relay  # noqa: PLC0415
+
+    allowed = ("gasoline.core", "gasoline.relay", "twisted.internet", "twisted.logger",
+               "twisted.python", "zope.interface", "attrs", "orjson", "__future__")
+    for path in Path(gasoline.relay.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in ("typing", "itertools", "re", "secrets", "collections"):
+                    continue
+                assert name.startswith(allowed), f"{path.name} imports {name}"

@@ -63,6 +63,8 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 SERVER_ERROR = -32000
+#: Chrome's code for a command on an unknown session id.
+SESSION_NOT_FOUND = -32001
 
 #: Seconds a forwarded command waits for the extension before the client gets a CDP error.
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -615,7 +617,7 @@ class Relay:
             if session_id is None:
                 d = self._root_command(client, method, params)
             elif not isinstance(session_id, str) or session_id not in client.sessions:
-                raise CDPError(f"Session with given id not found.", SERVER_ERROR)
+                raise CDPError("Session with given id not found.", SESSION_NOT_FOUND)
             else:
                 d = self._session_command(client, client.sessions[session_id], method, params)
         except CDPError as e:

@@ -49,7 +49,7 @@ def test_json_version_with_and_without_slash_gives_a_fresh_client_url_each_time(
 def test_json_list_shows_only_the_users_exposed_tabs(app):
     from gasoline.relay.testing import FakeExtensionLink  # noqa: PLC0415
 
-    relay = app.extras["relay"]
+    relay = app.relay
     ext = FakeExtensionLink(relay).connect()
     tab = ext.add_tab("https://example.test/a")
     ext.add_tab("about:blank", owner="someone")
@@ -69,7 +69,7 @@ def test_status_answers_as_the_seeds_discovery_expects(app):
     assert code == 200
     assert body == {"running": True, "isHub": True, "port": body["port"],
                     "extension_connected": False, "clients": 0}
-    relay = app.extras["relay"]
+    relay = app.relay
     FakeExtensionLink(relay).connect()
     relay.client_connected("x", RecordingPeer())
     _, body = get(treq, "/status")

@@ -558,3 +558,15 @@ def test_the_relay_package_imports_only_the_core_never_twisted_web():
                 if top in ("typing", "itertools", "re", "secrets", "collections"):
                     continue
                 assert name.startswith(allowed), f"{path.name} imports {name}"
+
+
+def test_a_created_tab_announced_again_after_an_extension_reconnect_still_closes_with_its_client(relay, ext):
+    a = Client(relay, "a")
+    target_id = a.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    tab_id = relay.targets[target_id].tab_id
+    second = FakeExtensionLink(relay)
+    second.tabs = dict(ext.tabs)  # the same browser, a new link (the worker restarted)
+    second.connect()
+    assert relay.targets[target_id].owner == "a"
+    relay.client_lost(a.client)
+    assert tab_id not in second.tabs

@@ -384,6 +384,9 @@ class Relay:
                 target = Target(target_id=target_id, tab_id=item["tabId"], url=url, title=title,
                                 owner=self._owner_of(item))
                 self.targets[target_id] = target
+                owner = self.clients.get(target.owner) if target.owner is not None else None
+                if owner is not None:  # (again) a tab of a connected client: it closes with it
+                    owner.created.add(target_id)
                 self._target_appeared(target)
             elif (target.url, target.title) != (url, title):
                 target.url, target.title = url, title

@@ -37,6 +37,7 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
 
   // ---------------------------------------------------------------- exposure
   async function exposedTabIds() {
+    await createdRestored;
     const s = await loadSettings();
     const tabs = await chrome.tabs.query({});
     const ids = new Set();
@@ -123,6 +124,17 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
   function saveAttached() {
     chrome.storage.session.set({ [ATTACHED_KEY]: [...holders.keys()] }).catch(() => {});
   }
+  // The tabs clients created (and their owners) survive a worker restart the same way.
+  const CREATED_KEY = 'gasolineCdpCreated';
+  function saveCreated() {
+    chrome.storage.session.set({ [CREATED_KEY]: [...created.entries()] }).catch(() => {});
+  }
+  const createdRestored = chrome.storage.session.get(CREATED_KEY).then((stored) => {
+    const entries = Array.isArray(stored[CREATED_KEY]) ? stored[CREATED_KEY] : [];
+    for (const [tabId, owner] of entries) {
+      if (Number.isInteger(tabId) && !created.has(tabId)) created.set(tabId, String(owner));
+    }
+  }).catch(() => {});
 
   async function releaseEverything() {
     const stored = await chrome.storage.session.get(ATTACHED_KEY).catch(() => ({}));
@@ -181,6 +193,7 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
   async function createTab(params) {
     const tab = await chrome.tabs.create({ url: params.url || 'about:blank', active: !params.background });
     created.set(tab.id, typeof params.owner === 'string' ? params.owner : '');
+    saveCreated();
     let target = null;
     for (let i = 0; i < 50 && !target; i++) {
       target = (await chrome.debugger.getTargets()).find((t) => t.tabId === tab.id && t.type === 'page');
@@ -293,7 +306,7 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
   // ---------------------------------------------------------------- browser and settings changes
   chrome.tabs.onRemoved.addListener((tabId) => {
     holders.delete(tabId);
-    created.delete(tabId);
+    if (created.delete(tabId)) saveCreated();
     announceSoon();
   });
   chrome.tabs.onCreated.addListener(() => announceSoon());

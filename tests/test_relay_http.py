@@ -14,7 +14,7 @@ import websocket  # websocket-client
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.testing import DaemonProcess
+from support import DaemonProcess
 from gasoline.testing import stub_treq as StubTreq
 
 URL = "http://127.0.0.1:7890"

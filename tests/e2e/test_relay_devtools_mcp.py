@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gasoline.testing import require_tool
+from support import require_tool
 from harness import wait_until
 from test_relay_clients import exposed_tab, relay_status
 

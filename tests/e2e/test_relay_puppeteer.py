@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gasoline.testing import require_tool
+from support import require_tool
 from harness import wait_until
 from test_relay_clients import exposed_tab, page_at, playwright_sync, relay_status
 

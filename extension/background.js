@@ -22,6 +22,7 @@ import { redactItem, redactValue, redactUrl } from './lib/redact.js';
 import { execute } from './lib/scripts.js';
 import { initAnnotations, storeAnnotation, drawMode, listAnnotations, annotationDetail } from './lib/annotations.js';
 import { installTracking, setPrimaryTab, addTrackedTab, untrackTab } from './lib/tracking.js';
+import { initCdpLink } from './lib/cdp.js';
 
 const VERSION = chrome.runtime.getManifest().version;
 const HEADERS = {
@@ -813,6 +814,8 @@ installPageCapture({
   },
 });
 installLoadTracking();
+// The CDP hub relay's link to the daemon (lib/cdp.js, docs/relay.md).
+initCdpLink({ loadSettings, log: (level, message, category = 'cdp') => extLog(level, message, category) });
 
 chrome.alarms.onAlarm.addListener((alarm) => { if (alarm.name === KEEPALIVE_ALARM) ensureAlive(); });
 chrome.runtime.onStartup.addListener(ensureAlive);

@@ -46,12 +46,14 @@ from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
+from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.site import GasolineRoot
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.session import McpSession
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
+from gasoline.relay.hub import Relay
 from gasoline.streaming.hub import Streaming
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
@@ -75,6 +77,8 @@ class Gasoline:
     metrics: Metrics
     #: Context streaming (seed 004): per-agent subscriptions, event inboxes, delivery.
     streaming: Streaming
+    #: The CDP hub relay (seed 002, docs/relay.md), mounted on the HTTP surface.
+    relay: Relay
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
     config = property(lambda self: self.daemon.config)
@@ -177,10 +181,11 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
 
 
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
-               metrics: Metrics | None = None,
-               streaming: Streaming | None = None) -> GasolineRoot:
+               metrics: Metrics | None = None, streaming: Streaming | None = None,
+               relay: Relay | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
-    extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too."""
+    extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too; with
+    C{relay}, the CDP hub relay's routes."""
     config = daemon.config
     # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing").
     identity = DaemonIdentity.from_state_dir(config.state_dir, daemon.clock)
@@ -199,6 +204,11 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         events = EventsResource(streaming, daemon.clock)
         events.keepalive_service.setServiceParent(services)
         root.mounts[b"events"] = events
+    if relay is not None:
+        # The CDP hub relay (docs/relay.md): discovery, /cdp/<client-id>, the extension's link.
+        root.mounts[b"json"] = root.mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
+        root.mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
+        root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock)
     return root
 
 
@@ -231,6 +241,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
-    resource = build_http(daemon, mcp, services, metrics, streaming)
+    relay = Relay(clock)
+    resource = build_http(daemon, mcp, services, metrics, streaming, relay)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
-                    metrics=metrics, streaming=streaming)
+                    metrics=metrics, streaming=streaming, relay=relay)

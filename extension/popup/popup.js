@@ -22,6 +22,11 @@ async function render() {
   err.hidden = !(status && !status.connected && status.last_error);
   err.textContent = status && status.last_error ? `Last error: ${status.last_error}` : '';
   $('version').textContent = `v${chrome.runtime.getManifest().version}`;
+  // CDP clients attached through the daemon's relay (lib/cdp.js), with a way to cut them off.
+  const cdp = await chrome.runtime.sendMessage({ type: 'gasoline:cdp-status' }).catch(() => null);
+  $('cdp-row').hidden = !(cdp && cdp.connected);
+  $('cdp-clients').textContent = cdp ? String(cdp.clients) : '0';
+  $('cdp-disconnect').hidden = !(cdp && cdp.clients > 0);
 
   renderPairing(status);
   $('pilot').checked = s.pilotEnabled;
@@ -104,6 +109,10 @@ $('track-current').addEventListener('click', async () => {
 });
 $('pilot').addEventListener('change', (e) => chrome.storage.local.set({ [STORAGE_KEYS.pilotEnabled]: e.target.checked }));
 $('track-all').addEventListener('change', (e) => chrome.storage.local.set({ [STORAGE_KEYS.trackAllTabs]: e.target.checked }));
+$('cdp-disconnect').addEventListener('click', async () => {
+  await chrome.runtime.sendMessage({ type: 'gasoline:cdp-disconnect' }).catch(() => null);
+  setTimeout(render, 200);
+});
 $('options').addEventListener('click', (e) => { e.preventDefault(); chrome.runtime.openOptionsPage(); });
 chrome.storage.onChanged.addListener(() => render());
 

@@ -1,0 +1,572 @@
+"""
+The CDP hub relay against a fake extension link (gasoline.relay.testing): id rewriting, session
+isolation, events only to holders, emulated browser-level methods, late-joiner replay, shared-state
+containment, extension replacement and disappearance.
+"""
+
+from __future__ import annotations
+
+import pytest
+from twisted.internet.task import Clock
+from zope.interface.verify import verifyObject
+
+from gasoline.relay.hub import (
+    BROWSER_TARGET_ID,
+    IRelayPeer,
+    Relay,
+    RelayRefused,
+    filter_matches,
+)
+from gasoline.relay.testing import FakeCDPFailure, FakeExtensionLink, RecordingPeer
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def relay(clock):
+    return Relay(clock)
+
+
+@pytest.fixture
+def ext(relay):
+    return FakeExtensionLink(relay).connect()
+
+
+class Client:
+    """A CDP client driving the relay directly (what an autobahn connection does)."""
+
+    def __init__(self, relay: Relay, client_id: str | None = None):
+        self.relay = relay
+        self.peer = RecordingPeer()
+        self.client = relay.client_connected(client_id, self.peer)
+        self.next_id = 1
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None,
+             msg_id: int | None = None) -> int:
+        if msg_id is None:
+            msg_id, self.next_id = self.next_id, self.next_id + 1
+        message = {"id": msg_id, "method": method, "params": params or {}}
+        if session is not None:
+            message["sessionId"] = session
+        self.relay.client_message(self.client, message)
+        return msg_id
+
+    def call(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        msg_id = self.send(method, params, session)
+        reply = self.peer.responses()[msg_id]
+        assert "error" not in reply, reply
+        return reply["result"]
+
+    def error(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        msg_id = self.send(method, params, session)
+        reply = self.peer.responses()[msg_id]
+        assert "result" not in reply, reply
+        return reply["error"]
+
+    def attach(self, target_id: str) -> str:
+        return self.call("Target.attachToTarget", {"targetId": target_id, "flatten": True})["sessionId"]
+
+
+def test_peers_provide_the_interface(relay):
+    verifyObject(IRelayPeer, RecordingPeer())
+    verifyObject(IRelayPeer, FakeExtensionLink(relay))
+
+
+def test_two_clients_using_the_same_ids_each_get_their_own_answer(relay, ext):
+    tab = ext.add_tab()
+    ext.auto = False
+    a, b = Client(relay, "a"), Client(relay, "b")
+    ext.auto = True
+    sa, sb = a.attach(tab.target_id), b.attach(tab.target_id)
+    ext.auto = False
+    a.send("Runtime.evaluate", {"expression": "'from a'"}, session=sa, msg_id=7)
+    b.send("Runtime.evaluate", {"expression": "'from b'"}, session=sb, msg_id=7)
+    first, second = ext.unanswered
+    assert first["id"] != second["id"]  # relay-global ids, not the clients' ids
+    # Answer in the opposite order: each answer still reaches the client that asked.
+    ext.answer(second, {"result": {"value": "B"}})
+    ext.answer(first, {"result": {"value": "A"}})
+    assert a.peer.responses()[7] == {"id": 7, "sessionId": sa, "result": {"result": {"value": "A"}}}
+    assert b.peer.responses()[7] == {"id": 7, "sessionId": sb, "result": {"result": {"value": "B"}}}
+    assert ext.holders == {tab.tab_id: 2}  # one attachment, two holders
+
+
+def test_a_client_cannot_use_another_clients_session(relay, ext):
+    tab = ext.add_tab()
+    a, b = Client(relay, "a"), Client(relay, "b")
+    sa = a.attach(tab.target_id)
+    err = b.error("Runtime.evaluate", {"expression": "document.cookie"}, session=sa)
+    assert err["message"] == "Session with given id not found."
+    assert "Runtime.evaluate" not in ext.sent_methods()
+
+
+def test_events_reach_only_the_sessions_holding_the_target_and_its_domain(relay, ext):
+    one, two = ext.add_tab(), ext.add_tab()
+    a, b, c = Client(relay, "a"), Client(relay, "b"), Client(relay, "c")
+    sa, sb = a.attach(one.target_id), b.attach(two.target_id)
+    sc = c.attach(one.target_id)
+    a.call("Network.enable", session=sa)
+    b.call("Network.enable", session=sb)
+    for p in (a.peer, b.peer, c.peer):
+        p.take()
+    ext.event(one, "Network.requestWillBeSent", {"requestId": "1"})
+    ext.event(one, "Inspector.targetCrashed")
+    assert a.peer.events() == [
+        {"method": "Network.requestWillBeSent", "params": {"requestId": "1"}, "sessionId": sa},
+        {"method": "Inspector.targetCrashed", "params": {}, "sessionId": sa},
+    ]
+    assert b.peer.events() == []  # another tab
+    # c holds the tab but never enabled Network: only the ungated event.
+    assert c.peer.events() == [{"method": "Inspector.targetCrashed", "params": {}, "sessionId": sc}]
+
+
+def test_browser_level_methods_are_emulated_and_never_reach_chrome(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    version = a.call("Browser.getVersion")
+    assert version["product"] == "Chrome/142.0.0.0" and "Chrome/142" in version["userAgent"]
+    assert a.call("Browser.setDownloadBehavior", {"behavior": "default", "eventsEnabled": True}) == {}
+    assert a.call("Target.getBrowserContexts") == {"browserContextIds": []}
+    assert a.call("Target.getTargetInfo")["targetInfo"]["targetId"] == BROWSER_TARGET_ID
+    infos = a.call("Target.getTargets")["targetInfos"]
+    assert [(i["targetId"], i["type"]) for i in infos] == [(tab.target_id, "page")]
+    assert a.call("Target.getTargetInfo", {"targetId": tab.target_id})["targetInfo"]["url"] == tab.url
+    browser_session = a.call("Target.attachToBrowserTarget")["sessionId"]
+    assert a.call("Browser.getVersion", session=browser_session)["protocolVersion"] == "1.3"
+    assert a.call("Target.activateTarget", {"targetId": tab.target_id}) == {}
+    assert ext.sent_methods() == []
+    assert a.error("Browser.crash")["message"] == "'Browser.crash' wasn't found"
+    assert a.error("Target.setAutoAttach", {"autoAttach": True})["code"] == -32602  # no flatten
+
+
+def test_root_auto_attach_attaches_pages_and_waits_for_the_extension(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    assert a.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
+                                           "flatten": True}) == {}
+    attached = a.peer.events("Target.attachedToTarget")
+    assert len(attached) == 1
+    assert attached[0]["params"]["targetInfo"]["targetId"] == tab.target_id
+    assert attached[0]["params"]["waitingForDebugger"] is False
+    # The event precedes the answer, as in Chrome.
+    kinds = ["event" if "method" in m else "answer" for m in a.peer.sent]
+    assert kinds == ["event", "answer"]
+    assert ext.holders == {tab.tab_id: 1}
+
+
+def test_puppeteer_style_filter_gets_tab_targets_then_pages_under_them(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    a.call("Target.setDiscoverTargets", {"discover": True, "filter": [{}]})
+    created = [e["params"]["targetInfo"]["type"] for e in a.peer.events("Target.targetCreated")]
+    assert created == ["tab", "page"]
+    a.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
+                                    "flatten": True,
+                                    "filter": [{"type": "page", "exclude": True}, {}]})
+    (tab_event,) = a.peer.events("Target.attachedToTarget")
+    assert tab_event["params"]["targetInfo"]["type"] == "tab"
+    assert ext.holders == {}  # a tab target needs no attachment yet
+    tab_session = tab_event["params"]["sessionId"]
+    a.peer.take()
+    a.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True,
+                                    "flatten": True, "filter": [{}]}, session=tab_session)
+    assert a.call("Runtime.runIfWaitingForDebugger", session=tab_session) == {}
+    (page_event,) = a.peer.events("Target.attachedToTarget")
+    assert page_event["sessionId"] == tab_session
+    assert page_event["params"]["targetInfo"] == {**page_event["params"]["targetInfo"],
+                                                  "targetId": tab.target_id, "type": "page"}
+    page_session = page_event["params"]["sessionId"]
+    res = a.call("Runtime.evaluate", {"expression": "1"}, session=page_session)
+    assert res["result"]["value"] == f"{tab.tab_id}:1"
+    assert ext.holders == {tab.tab_id: 1}
+
+
+def test_late_joiner_gets_existing_targets_and_execution_contexts_replayed(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay, "a")
+    sa = a.attach(tab.target_id)
+    a.call("Runtime.enable", session=sa)
+    ctx = {"id": 1, "origin": "https://example.test", "name": "", "uniqueId": "u1",
+           "auxData": {"isDefault": True, "type": "default", "frameId": tab.target_id}}
+    ext.event(tab, "Runtime.executionContextCreated", {"context": ctx})
+    ext.event(tab, "Runtime.executionContextCreated", {"context": {**ctx, "id": 2, "uniqueId": "u2"}})
+    ext.event(tab, "Runtime.executionContextDestroyed", {"executionContextId": 2})
+    b = Client(relay, "b")
+    b.call("Target.setDiscoverTargets", {"discover": True})
+    assert [e["params"]["targetInfo"]["targetId"] for e in b.peer.events("Target.targetCreated")] \
+        == [tab.target_id]
+    b.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True,
+                                    "waitForDebuggerOnStart": True})
+    (attached,) = b.peer.events("Target.attachedToTarget")
+    sb = attached["params"]["sessionId"]
+    assert sb != sa
+    b.peer.take()
+    b.call("Runtime.enable", session=sb)
+    replayed = [m for m in b.peer.sent if m.get("method") == "Runtime.executionContextCreated"]
+    assert replayed == [{"method": "Runtime.executionContextCreated", "params": {"context": ctx},
+                         "sessionId": sb}]
+    # Replayed before the answer, like Chrome's first enable.
+    assert "method" in b.peer.sent[0] and "id" in b.peer.sent[-1]
+
+
+def test_disable_reaches_chrome_only_when_no_other_session_needs_the_domain(relay, ext):
+    tab = ext.add_tab()
+    a, b = Client(relay, "a"), Client(relay, "b")
+    sa, sb = a.attach(tab.target_id), b.attach(tab.target_id)
+    a.call("Network.enable", session=sa)
+    b.call("Network.enable", session=sb)
+    a.call("Network.disable", session=sa)
+    assert ext.sent_methods().count("Network.disable") == 0
+    ext.event(tab, "Network.loadingFinished", {"requestId": "9"})
+    assert b.peer.events("Network.loadingFinished") and not a.peer.events("Network.loadingFinished")
+    b.call("Network.disable", session=sb)
+    assert ext.sent_methods().count("Network.disable") == 1
+
+
+def test_fetch_interception_is_held_by_one_client_and_released_when_it_leaves(relay, ext):
+    tab = ext.add_tab()
+    a, b = Client(relay, "a"), Client(relay, "b")
+    sa, sb = a.attach(tab.target_id), b.attach(tab.target_id)
+    a.call("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session=sa)
+    err = b.error("Fetch.enable", {"patterns": [{"urlPattern": "*"}]}, session=sb)
+    assert "held by another client" in err["message"]
+    ext.event(tab, "Fetch.requestPaused", {"requestId": "r1"})
+    assert a.peer.events("Fetch.requestPaused") and not b.peer.events("Fetch.requestPaused")
+    relay.client_lost(a.client)
+    assert ext.sent_methods()[-1] == "Fetch.disable"
+    assert ext.holders == {tab.tab_id: 1}  # b still holds the tab
+    b.call("Fetch.enable", {"patterns": []}, session=sb)
+
+
+def test_create_target_gives_the_creator_a_private_tab_closed_with_it(relay, ext):
+    a, b = Client(relay, "a"), Client(relay, "b")
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    b.call("Target.setDiscoverTargets", {"discover": True})
+    b.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    a.peer.take()
+    target_id = a.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    (attached,) = a.peer.events("Target.attachedToTarget")
+    assert attached["params"]["targetInfo"]["targetId"] == target_id
+    assert a.peer.sent[-1]["result"] == {"targetId": target_id}  # after the attach, as Chrome
+    ext.announce()  # the extension lists the new tab (with its owner)
+    assert b.peer.events("Target.targetCreated") == [] and b.peer.events("Target.attachedToTarget") == []
+    assert b.call("Target.getTargets")["targetInfos"] == []
+    assert b.error("Target.attachToTarget", {"targetId": target_id, "flatten": True})["code"] == -32602
+    assert b.error("Target.closeTarget", {"targetId": target_id})["code"] == -32602
+    tab_id = relay.targets[target_id].tab_id
+    relay.client_lost(a.client)
+    assert tab_id not in ext.tabs  # closed with its creator
+    assert target_id not in relay.targets
+
+
+def test_a_client_may_not_close_a_users_tab(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    assert "only the tabs it created" in a.error("Target.closeTarget", {"targetId": tab.target_id})["message"]
+    assert tab.tab_id in ext.tabs
+
+
+def test_browser_close_closes_only_that_client_and_its_tabs(relay, ext, clock):
+    user_tab = ext.add_tab()
+    a, b = Client(relay, "a"), Client(relay, "b")
+    sb = b.attach(user_tab.target_id)
+    created = a.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    assert a.call("Browser.close") == {}
+    clock.advance(0)
+    assert a.peer.closed == (1000, "Browser.close")
+    assert created not in relay.targets and user_tab.tab_id in ext.tabs
+    assert b.call("Runtime.evaluate", {"expression": "2"}, session=sb)["result"]["value"] \
+        == f"{user_tab.tab_id}:2"
+    assert clock.getDelayedCalls() == []
+
+
+def test_detach_releases_the_tab_hold_and_notifies_only_that_client(relay, ext):
+    tab = ext.add_tab()
+    a, b = Client(relay, "a"), Client(relay, "b")
+    sa, sb = a.attach(tab.target_id), b.attach(tab.target_id)
+    assert ext.holders == {tab.tab_id: 2}
+    b.peer.take()
+    a.call("Target.detachFromTarget", {"sessionId": sa})
+    assert ext.holders == {tab.tab_id: 1}
+    assert a.peer.events("Target.detachedFromTarget")[0]["params"]["sessionId"] == sa
+    assert b.peer.events() == []
+    assert a.error("Target.detachFromTarget", {"sessionId": sb})["code"] == -32602
+
+
+def test_child_sessions_are_mapped_per_client(relay, ext):
+    tab = ext.add_tab()
+    a, b = Client(relay, "a"), Client(relay, "b")
+    sa, sb = a.attach(tab.target_id), b.attach(tab.target_id)
+    a.peer.take()
+    b.peer.take()
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True,
+                                    "waitForDebuggerOnStart": False}, session=sa)
+    worker = {"targetId": "W1", "type": "worker", "title": "", "url": "https://example.test/w.js",
+              "attached": True, "canAccessOpener": False}
+    ext.event(tab, "Target.attachedToTarget", {"sessionId": "CHROME-CHILD", "targetInfo": worker,
+                                               "waitingForDebugger": False})
+    (child_event,) = a.peer.events("Target.attachedToTarget")
+    child = child_event["params"]["sessionId"]
+    assert child_event["sessionId"] == sa and child != "CHROME-CHILD"
+    assert b.peer.events("Target.attachedToTarget") == []  # b did not ask for child targets
+    a.call("Runtime.enable", session=child)
+    seen = []
+    ext.send_handler = lambda tab_id, session, method, params: seen.append((session, method)) or {}
+    a.call("Runtime.evaluate", {"expression": "self"}, session=child)
+    assert seen == [("CHROME-CHILD", "Runtime.evaluate")]
+    ext.event(tab, "Runtime.consoleAPICalled", {"type": "log", "args": []}, session_id="CHROME-CHILD")
+    assert a.peer.events("Runtime.consoleAPICalled")[0]["sessionId"] == child
+    # b asks later: the existing child is replayed to it under its own session id.
+    b.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True,
+                                    "waitForDebuggerOnStart": False}, session=sb)
+    (b_child,) = b.peer.events("Target.attachedToTarget")
+    assert b_child["sessionId"] == sb and b_child["params"]["sessionId"] not in (child, "CHROME-CHILD")
+    ext.event(tab, "Target.detachedFromTarget", {"sessionId": "CHROME-CHILD"})
+    assert a.peer.events("Target.detachedFromTarget")[0]["params"]["sessionId"] == child
+    assert child not in a.client.sessions
+
+
+def test_second_extension_connection_replaces_the_first_with_close_1000(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    sa = a.attach(tab.target_id)
+    ext.auto = False
+    msg = a.send("Runtime.evaluate", {"expression": "1"}, session=sa)
+    second = FakeExtensionLink(relay)
+    second.tabs = dict(ext.tabs)
+    second.connect()
+    assert ext.closed == (1000, "Replaced by a new extension connection")
+    assert "replaced" in a.peer.responses()[msg]["error"]["message"]
+    assert [e["params"]["sessionId"] for e in a.peer.events("Target.detachedFromTarget")] == [sa]
+    # Messages from the replaced connection are ignored.
+    ext.answer(ext.unanswered[0], {"result": {"value": "stale"}})
+    sa2 = a.attach(tab.target_id)
+    assert a.call("Runtime.evaluate", {"expression": "3"}, session=sa2)["result"]["value"] == f"{tab.tab_id}:3"
+
+
+def test_vanished_extension_fails_pending_commands_with_a_clear_error(relay, ext, clock):
+    tab = ext.add_tab()
+    a = Client(relay)
+    a.call("Target.setDiscoverTargets", {"discover": True})
+    sa = a.attach(tab.target_id)
+    ext.auto = False
+    msg = a.send("Page.navigate", {"url": "https://example.test/next"}, session=sa)
+    relay.extension_lost(ext)
+    assert a.peer.responses()[msg]["error"] == {"code": -32000, "message": "Gasoline extension disconnected"}
+    assert a.peer.events("Target.detachedFromTarget")[-1]["params"]["sessionId"] == sa
+    assert a.peer.events("Target.targetDestroyed")[-1]["params"]["targetId"] == tab.target_id
+    err = a.error("Target.attachToTarget", {"targetId": tab.target_id, "flatten": True})
+    assert err["code"] == -32602  # the target is gone with the extension
+    err = a.error("Target.createTarget", {"url": "about:blank"})
+    assert "not connected" in err["message"]
+    assert clock.getDelayedCalls() == []
+
+
+def test_an_unanswered_command_times_out_with_a_cdp_error(relay, ext, clock):
+    tab = ext.add_tab()
+    a = Client(relay)
+    sa = a.attach(tab.target_id)
+    ext.auto = False
+    msg = a.send("Runtime.evaluate", {"expression": "while(1){}"}, session=sa)
+    clock.advance(relay.request_timeout - 0.1)
+    assert msg not in a.peer.responses()
+    clock.advance(0.2)
+    assert "did not answer Runtime.evaluate" in a.peer.responses()[msg]["error"]["message"]
+    assert relay.status()["pending"] == 0
+    assert clock.getDelayedCalls() == []
+
+
+def test_extension_errors_are_passed_through_as_cdp_errors(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    sa = a.attach(tab.target_id)
+
+    def handler(tab_id, session, method, params):
+        raise FakeCDPFailure("Cannot find context with specified id")
+
+    ext.send_handler = handler
+    err = a.error("Runtime.evaluate", {"expression": "1", "contextId": 99}, session=sa)
+    assert err == {"code": -32000, "message": "Cannot find context with specified id"}
+
+
+def test_a_tab_leaving_the_exposed_set_detaches_its_sessions(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    a.call("Target.setDiscoverTargets", {"discover": True})
+    sa = a.attach(tab.target_id)
+    ext.remove_tab(tab.tab_id)  # the user untracked it or turned the pilot off
+    assert a.peer.events("Target.detachedFromTarget")[-1]["params"]["sessionId"] == sa
+    assert a.peer.events("Target.targetDestroyed")[-1]["params"]["targetId"] == tab.target_id
+    assert a.error("Runtime.evaluate", {"expression": "1"}, session=sa)["message"] \
+        == "Session with given id not found."
+
+
+def test_a_new_tab_is_announced_to_discovering_and_auto_attaching_clients(relay, ext):
+    a = Client(relay)
+    a.call("Target.setDiscoverTargets", {"discover": True})
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    tab = ext.add_tab()
+    assert a.peer.events("Target.targetCreated")[0]["params"]["targetInfo"]["targetId"] == tab.target_id
+    assert a.peer.events("Target.attachedToTarget")[0]["params"]["targetInfo"]["targetId"] == tab.target_id
+    tab.url = "https://example.test/other"
+    ext.announce()
+    assert a.peer.events("Target.targetInfoChanged")[0]["params"]["targetInfo"]["url"] == tab.url
+
+
+@pytest.mark.parametrize("text, code", [
+    (b"{not json", -32700),
+    (b"[1, 2]", -32600),
+    (b'{"method": "Browser.getVersion"}', -32600),
+    (b'{"id": true, "method": "Browser.getVersion"}', -32600),
+    (b'{"id": 1}', -32600),
+    (b'{"id": 1, "method": "Browser.getVersion", "params": [1]}', -32602),
+    (b'{"id": 1, "method": "Runtime.evaluate", "sessionId": 5}', -32001),
+    (b'{"id": 1, "method": "Runtime.evaluate", "sessionId": "NOPE"}', -32001),
+    (b'{"id": 1, "method": "Target.setDiscoverTargets", "params": {"discover": "yes"}}', -32602),
+    (b'{"id": 1, "method": "Target.attachToTarget", "params": {"targetId": {"$gt": ""}, "flatten": true}}', -32602),
+])
+def test_malformed_commands_get_cdp_errors(relay, ext, text, code):
+    a = Client(relay)
+    relay.client_text(a.client, text)
+    (reply,) = a.peer.sent
+    assert reply["error"]["code"] == code
+    assert a.call("Browser.getVersion")["protocolVersion"] == "1.3"  # the connection goes on
+
+
+def test_client_ids_are_unique_validated_and_limited(relay):
+    Client(relay, "same")
+    with pytest.raises(RelayRefused) as e:
+        Client(relay, "same")
+    assert e.value.close_code == 4004
+    with pytest.raises(RelayRefused) as e:
+        Client(relay, "../etc")
+    assert e.value.close_code == 4400
+    small = Relay(Clock(), max_clients=1)
+    Client(small)
+    with pytest.raises(RelayRefused) as e:
+        Client(small)
+    assert e.value.close_code == 4029
+
+
+def test_the_extension_hears_the_client_count_and_can_disconnect_everyone(relay, ext):
+    notes = ext.notes
+    a, b = Client(relay, "a"), Client(relay, "b")
+    assert notes[-1] == {"method": "clients", "params": {"count": 2, "ids": ["a", "b"]}}
+    relay.extension_message(ext, {"method": "disconnectClients", "params": {}})
+    assert a.peer.closed == b.peer.closed == (1000, "Disconnected from the Gasoline popup")
+    assert relay.clients == {}
+    relay.extension_message(ext, {"method": "ping"})
+    assert notes[-1] == {"method": "pong"}
+
+
+def test_hostile_extension_messages_are_ignored(relay, ext):
+    tab = ext.add_tab()
+    a = Client(relay)
+    sa = a.attach(tab.target_id)
+    for junk in [None, [], "x", {"id": "1"}, {"id": 999999, "result": {}}, {"method": "event"},
+                 {"method": "event", "params": {"tabId": "1", "method": 5}},
+                 {"method": "event", "params": {"tabId": tab.tab_id, "method": "X.y", "sessionId": 3}},
+                 {"method": "targets", "params": {"targets": [{"tabId": True, "targetId": ""}, 5]}},
+                 {"method": "detached", "params": {"tabId": None}}]:
+        relay.extension_message(ext, junk)
+    assert tab.target_id not in relay.targets  # the junk list replaced the exposed set
+    ext.announce()
+    assert a.call("Browser.getVersion")
+
+
+def test_filter_matching_follows_chrome():
+    assert filter_matches(None, "page") and not filter_matches(None, "tab")
+    assert not filter_matches(None, "browser")
+    assert filter_matches([{}], "tab")
+    assert not filter_matches([{"type": "page", "exclude": True}, {}], "page")
+    assert filter_matches([{"type": "page", "exclude": True}, {}], "tab")
+    assert not filter_matches([], "page")
+
+
+def test_create_target_racing_the_extensions_announcement_attaches_once(relay, ext):
+    a = Client(relay, "a")
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    ext.auto = False
+    msg = a.send("Target.createTarget", {"url": "about:blank"})
+    (create,) = ext.unanswered
+    ext.answer(create)  # the fake creates the tab; hold the attach it triggers
+    (attach,) = ext.unanswered
+    ext.announce()  # the extension lists the tab (with its owner) while the attach is pending
+    assert ext.unanswered == [attach]  # no second attach
+    assert msg not in a.peer.responses()  # the answer waits for the attach, as in Chrome
+    ext.answer(attach)
+    assert len(a.peer.events("Target.attachedToTarget")) == 1
+    assert "targetId" in a.peer.responses()[msg]["result"]
+
+
+def test_announcement_before_the_create_answer_still_attaches_once(relay, ext):
+    a = Client(relay, "a")
+    a.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    ext.auto = False
+    msg = a.send("Target.createTarget", {"url": "about:blank"})
+    (create,) = ext.unanswered
+    ext.unanswered.clear()
+    ext._next_tab += 1
+    from gasoline.relay.testing import FakeTab  # noqa: PLC0415
+
+    tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "", "a")
+    ext.tabs[tab.tab_id] = tab
+    ext.announce()  # announced first: the owner's auto-attach starts
+    (attach,) = ext.unanswered
+    ext.answer(create, {"tabId": tab.tab_id, "targetId": tab.target_id, "url": "about:blank"})
+    assert msg not in a.peer.responses()
+    ext.answer(attach)
+    assert len(a.peer.events("Target.attachedToTarget")) == 1
+    assert a.peer.responses()[msg]["result"] == {"targetId": tab.target_id}
+
+
+def test_chrome_detaching_a_tab_detaches_its_sessions_and_target_closed_destroys_it(relay, ext):
+    one, two = ext.add_tab(), ext.add_tab()
+    a = Client(relay)
+    a.call("Target.setDiscoverTargets", {"discover": True})
+    s1, s2 = a.attach(one.target_id), a.attach(two.target_id)
+    relay.extension_message(ext, {"method": "detached", "params": {"tabId": one.tab_id,
+                                                                   "reason": "canceled_by_user"}})
+    assert [e["params"]["sessionId"] for e in a.peer.events("Target.detachedFromTarget")] == [s1]
+    assert one.target_id in relay.targets  # the user's tab is still there: attach again later
+    assert a.peer.events("Target.targetDestroyed") == []
+    relay.extension_message(ext, {"method": "detached", "params": {"tabId": two.tab_id,
+                                                                   "reason": "target_closed"}})
+    assert a.peer.events("Target.detachedFromTarget")[-1]["params"]["sessionId"] == s2
+    assert a.peer.events("Target.targetDestroyed")[-1]["params"]["targetId"] == two.target_id
+    # The extension lets go of nothing more: Chrome already detached (no detach requests).
+    assert [r["method"] for r in ext.requests].count("detach") == 0
+
+
+def test_the_relay_package_imports_only_the_core_never_twisted_web():
+    import ast  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    import gasoline.relay  # noqa: PLC0415
+
+    allowed = ("gasoline.core", "gasoline.relay", "twisted.internet", "twisted.logger",
+               "twisted.python", "zope.interface", "attrs", "orjson", "__future__")
+    for path in Path(gasoline.relay.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top in ("typing", "itertools", "re", "secrets", "collections"):
+                    continue
+                assert name.startswith(allowed), f"{path.name} imports {name}"
+
+
+def test_a_created_tab_announced_again_after_an_extension_reconnect_still_closes_with_its_client(relay, ext):
+    a = Client(relay, "a")
+    target_id = a.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    tab_id = relay.targets[target_id].tab_id
+    second = FakeExtensionLink(relay)
+    second.tabs = dict(ext.tabs)  # the same browser, a new link (the worker restarted)
+    second.connect()
+    assert relay.targets[target_id].owner == "a"
+    relay.client_lost(a.client)
+    assert tab_id not in second.tabs

@@ -815,7 +815,7 @@ installPageCapture({
 });
 installLoadTracking();
 // The CDP hub relay's link to the daemon (lib/cdp.js, docs/relay.md).
-initCdpLink({ loadSettings, log: (level, message, category = 'cdp') => extLog(level, message, category) });
+initCdpLink({ loadSettings, pairing, log: (level, message, category = 'cdp') => extLog(level, message, category) });
 
 chrome.alarms.onAlarm.addListener((alarm) => { if (alarm.name === KEEPALIVE_ALARM) ensureAlive(); });
 chrome.runtime.onStartup.addListener(ensureAlive);

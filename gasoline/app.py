@@ -208,7 +208,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         # The CDP hub relay (docs/relay.md): discovery, /cdp/<client-id>, the extension's link.
         root.mounts[b"json"] = root.mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
         root.mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
-        root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock)
+        root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
     return root
 
 

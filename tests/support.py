@@ -175,3 +175,63 @@ class InProcessDaemon:
         self.app.extension.stop()
         self.app.store.notifier.stop()
         return maybeDeferred(self.listening.stopListening)
+
+
+# -- the extension's side of pairing (lib/pairing.js, lib/cdp.js), in Python ------------------------
+
+
+def pair(port: int, origin: str = "chrome-extension://abcdefghijklmnop") -> tuple[str, bytes]:
+    """What the extension does before it opens the CDP link (lib/pairing.js): pin the daemon's key,
+    challenge it, keep the session and its key."""
+    import os  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    from gasoline.core.identity import b64u, challenge_proof, derive_session_key  # noqa: PLC0415
+
+    def call(path, body=None):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "X-Gasoline-Client": "gasoline-extension/test",
+                     "Origin": origin},
+            method="GET" if body is None else "POST")
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return json.loads(r.read())
+
+    pinned = unb64u(call("/pairing")["key"])
+    eph = ec.generate_private_key(ec.SECP256R1())
+    eph_raw = eph.public_key().public_bytes(serialization.Encoding.X962,
+                                            serialization.PublicFormat.UncompressedPoint)
+    nonce = os.urandom(32)
+    answer = call("/pairing/challenge", {"key": b64u(eph_raw), "nonce": b64u(nonce)})
+    peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), pinned)
+    key = derive_session_key(eph.exchange(ec.ECDH(), peer), nonce, pinned, eph_raw)
+    assert unb64u(answer["proof"]) == challenge_proof(key, nonce)
+    return answer["session"], key
+
+
+def unb64u(text: str) -> bytes:
+    import base64  # noqa: PLC0415
+
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def open_link(port: int, session: str, key: bytes,
+              origin: str = "chrome-extension://abcdefghijklmnop"):
+    """Open the extension's CDP link and check the daemon's opening proof, as lib/cdp.js does."""
+    import os  # noqa: PLC0415
+
+    import websocket  # noqa: PLC0415  (websocket-client)
+
+    from gasoline.core.identity import LINK_BODY, b64u, response_proof  # noqa: PLC0415
+
+    nonce = b64u(os.urandom(24))
+    ws = websocket.create_connection(
+        f"ws://127.0.0.1:{port}/extension/cdp?session={session}&nonce={nonce}",
+        origin=origin, timeout=10)
+    first = json.loads(ws.recv())
+    assert first["method"] == "Gasoline.proof"
+    assert unb64u(first["params"]["proof"]) == response_proof(key, nonce.encode(), LINK_BODY)
+    return ws

@@ -14,7 +14,7 @@ import websocket  # websocket-client
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from support import DaemonProcess
+from support import DaemonProcess, open_link, pair
 from gasoline.testing import stub_treq as StubTreq
 
 URL = "http://127.0.0.1:7890"
@@ -90,9 +90,7 @@ class WSExtension:
     """A fake extension over the real WebSocket link: answers attach/detach/send in a thread."""
 
     def __init__(self, port: int, tabs: list[dict]):
-        self.ws = websocket.create_connection(f"ws://127.0.0.1:{port}/extension/cdp",
-                                              origin="chrome-extension://abcdefghijklmnop",
-                                              timeout=10)
+        self.ws = open_link(port, *pair(port))
         self.tabs = tabs
         self.requests: list[dict] = []
         self.close_status = None
@@ -199,6 +197,16 @@ def test_cdp_clients_and_the_extension_over_real_websockets(daemon):
         ws_b.close()
     finally:
         ext.close()
+
+
+def test_the_extension_link_needs_a_known_pairing_session(daemon):
+    """Without the session of a challenge the daemon answered, the link is refused: the daemon
+    opens every link with a proof only the paired daemon can compute (tests above check it)."""
+    for query in ("", "?session=nope&nonce=" + "a" * 32):
+        with pytest.raises(websocket.WebSocketBadStatusException) as e:
+            websocket.create_connection(f"ws://127.0.0.1:{daemon.port}/extension/cdp{query}",
+                                        origin="chrome-extension://abcdefghijklmnop", timeout=10)
+        assert e.value.status_code == 403
 
 
 def test_the_extension_link_needs_an_extension_origin(daemon):

@@ -9,6 +9,11 @@
 // * Child targets (workers, out-of-process iframes) travel with source.sessionId.
 // * onDetach is fanned out: canceled_by_user may cover every tab (all are reported);
 //   target_closed on a tab that still exists is re-announced after a cooldown.
+// * The daemon proves who it is before anything is sent or done: the link is opened only with a
+//   verified pairing session (lib/pairing.js) and a fresh nonce, and its first message must be the
+//   daemon's proof for them; until it has arrived and checked out, no tab is announced and no
+//   request is handled (an impostor on the port never drives a tab). A bad or missing proof closes
+//   the link and forgets the session, so the next attempt challenges the daemon again.
 // * The link pings at least every 20 s (keeps the MV3 worker alive, Chrome >= 116) and reconnects
 //   with back-off; on every (re)connect it first drops every attachment of the previous link (the
 //   daemon dropped those sessions) and announces the exposed tabs afresh.
@@ -17,15 +22,18 @@
 // {id, result} | {id, error:{code, message}}; notifications without id in both directions.
 
 import { isTrackedTab } from './settings.js';
+import { b64u, NotPaired } from './pairing.js';
 
 const PING_MS = 15000;
 const BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10000, 20000];
 const REATTACH_COOLDOWN_MS = 1000;
 const PROTOCOL_VERSION = '1.3';
+const LINK_BODY = new TextEncoder().encode('gasoline-cdp-link');
 
-export function initCdpLink({ loadSettings, log = () => {} }) {
+export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
   let ws = null;
   let wsUrl = '';
+  let verified = false;  // the open link's first message proved the daemon's identity
   let attempt = 0;
   let reconnectTimer = null;
   let pingTimer = null;
@@ -247,7 +255,7 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
   }
 
   // ---------------------------------------------------------------- the WebSocket
-  function isOpen() { return ws !== null && ws.readyState === WebSocket.OPEN; }
+  function isOpen() { return ws !== null && verified && ws.readyState === WebSocket.OPEN; }
 
   function rawSend(message) {
     if (!isOpen()) return;
@@ -273,13 +281,26 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
     const s = await loadSettings();
     const url = s.serverUrl.replace(/^http/, 'ws') + '/extension/cdp';
     if (ws && wsUrl === url && ws.readyState <= WebSocket.OPEN) return;
-    if (ws) { const old = ws; ws = null; try { old.close(1000); } catch (_) { /* closed */ } }
+    if (ws) { const old = ws; ws = null; verified = false; try { old.close(1000); } catch (_) { /* closed */ } }
     wsUrl = url;
+    let session;
+    try {
+      session = await pairing.ensureSession();
+    } catch (e) {
+      if (e instanceof NotPaired) log('info', `cdp: not connecting: ${e.message}`, 'cdp');
+      wsUrl = '';
+      scheduleReconnect();
+      return;
+    }
+    const nonce = b64u(crypto.getRandomValues(new Uint8Array(24)));
     let socket;
-    try { socket = new WebSocket(url); } catch (e) { scheduleReconnect(); return; }
+    try {
+      socket = new WebSocket(`${url}?session=${encodeURIComponent(session.id)}&nonce=${nonce}`);
+    } catch (e) { wsUrl = ''; scheduleReconnect(); return; }
     ws = socket;
-    socket.onopen = async () => {
-      if (ws !== socket) return;
+    verified = false;
+    socket.onopen = () => { /* nothing is sent before the daemon's proof (onmessage) */ };
+    const start = async () => {
       attempt = 0;
       await releaseEverything();  // the daemon dropped the previous link's sessions
       lastAnnounced = '';
@@ -290,10 +311,28 @@ export function initCdpLink({ loadSettings, log = () => {} }) {
       clearInterval(pingTimer);
       pingTimer = setInterval(() => notify('ping', {}), PING_MS);
     };
-    socket.onmessage = (ev) => { if (ws === socket) onMessage(ev.data); };
+    socket.onmessage = async (ev) => {
+      if (ws !== socket) return;
+      if (verified) { onMessage(ev.data); return; }
+      let msg = null;
+      try { msg = JSON.parse(ev.data); } catch (_) { /* not a proof */ }
+      const proof = msg && msg.method === 'Gasoline.proof' && msg.params ? msg.params.proof : null;
+      const ok = typeof proof === 'string' && await pairing.verifyAnswer(session, nonce, LINK_BODY, proof);
+      if (ws !== socket) return;
+      if (!ok) {
+        log('warn', 'cdp: the server on the daemon port did not prove the paired identity; link closed', 'cdp');
+        pairing.reset();
+        try { socket.close(1008); } catch (_) { /* closed */ }
+        return;
+      }
+      verified = true;
+      await start();
+    };
     socket.onclose = () => {
       if (ws !== socket) return;
       ws = null;
+      verified = false;
+      wsUrl = '';
       clearInterval(pingTimer);
       clients.count = 0;
       clients.ids = [];

@@ -52,6 +52,8 @@ MAX_SESSIONS = 64
 #: A session unused this long (seconds) is dropped.
 SESSION_IDLE = 24 * 3600.0
 #: Request headers of a paired extension, and the daemon's answers.
+#: What a WebSocket link's opening proof covers (the extension checks it before it sends anything).
+LINK_BODY = b"gasoline-cdp-link"
 SESSION_HEADER = b"x-gasoline-session"
 NONCE_HEADER = b"x-gasoline-nonce"
 PROOF_HEADER = b"x-gasoline-proof"
@@ -198,6 +200,15 @@ class DaemonIdentity:
         entry[1] = self.clock.seconds()
         self._sessions.move_to_end(session)
         return entry[0]
+
+    def link_proof(self, session: str, nonce: bytes) -> bytes | None:
+        """The proof a WebSocket link (the extension's CDP link) opens with: the session's
+        L{response_proof} of C{nonce} over L{LINK_BODY}; C{None} for a session this daemon does
+        not know or a nonce out of bounds (the link is then refused)."""
+        key = self.session_key(session)
+        if key is None or not 16 <= len(nonce) <= 128:
+            return None
+        return response_proof(key, nonce, LINK_BODY)
 
     def sign(self, request, body: bytes) -> None:
         """Set C{X-Gasoline-Proof} on an answer to a paired extension's request (no-op otherwise).

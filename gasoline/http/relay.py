@@ -29,6 +29,7 @@ from twisted.logger import Logger
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 from zope.interface import implementer
 
+from gasoline.core.identity import DaemonIdentity, b64u
 from gasoline.http.json import json_body, json_error
 from gasoline.relay.hub import CLIENT_ID, IRelayPeer, Relay, RelayRefused
 
@@ -116,15 +117,32 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
 
     peer: _Peer | None = None
 
+    #: The daemon's proof of identity, sent as the link's first message (see L{onConnect}).
+    proof: str | None = None
+
     def onConnect(self, request):
         if request.path.rstrip("/") != EXTENSION_PATH:
             raise ConnectionDeny(404, "not found")
         origin = request.headers.get("origin", "")
         if not (origin.startswith("chrome-extension://") or origin.startswith("moz-extension://")):
             raise ConnectionDeny(403, "forbidden: the CDP link is for the Gasoline extension")
+        identity = self.factory.identity
+        if identity is not None:
+            # The extension opens the link with its pairing session and a fresh nonce; the
+            # daemon's first message proves it holds that session's key (docs/extension.md,
+            # "Pairing"), so an impostor on the port never receives CDP traffic or drives a tab.
+            session = (request.params.get("session") or [""])[0]
+            nonce = (request.params.get("nonce") or [""])[0].encode("ascii", "replace")
+            proof = identity.link_proof(session, nonce)
+            if proof is None:
+                raise ConnectionDeny(403, "unknown pairing session: pair again")
+            self.proof = b64u(proof)
         return None
 
     def onOpen(self):
+        if self.proof is not None:
+            self.sendMessage(orjson.dumps({"method": "Gasoline.proof",
+                                           "params": {"proof": self.proof}}))
         self.peer = _Peer(self)
         self.factory.relay.extension_attached(self.peer)
 
@@ -148,6 +166,7 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool) -> Web
     factory = WebSocketServerFactory(reactor=clock)
     factory.protocol = protocol
     factory.relay = relay
+    factory.identity = None
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
         perMessageCompressionAccept=lambda offers: None,  # loopback: compression only costs
@@ -165,10 +184,16 @@ def cdp_client_resource(relay: Relay, clock) -> WebSocketResource:
     return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False))
 
 
-def extension_link_resource(relay: Relay, clock) -> WebSocketResource:
-    """The resource for ``/extension/cdp`` (mount it on the first segment ``extension``)."""
-    return WebSocketResource(
-        _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True))
+def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None
+                            ) -> WebSocketResource:
+    """The resource for ``/extension/cdp`` (mount it on the first segment ``extension``).
+
+    @param identity: the daemon's identity: the link is then opened only with a known pairing
+        session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
+    """
+    factory = _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True)
+    factory.identity = identity
+    return WebSocketResource(factory)
 
 
 class RelayDiscoveryAPI:

@@ -190,7 +190,7 @@ def test_two_playwright_clients_on_different_tabs_get_only_their_own_events(brow
 def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(browser, daemon, site, pw):
     import time  # noqa: PLC0415
 
-    import websocket  # noqa: PLC0415  (websocket-client, a test dependency)
+    from support import open_link, pair  # noqa: PLC0415
 
     url = exposed_tab(browser, daemon, site, "/blank.html")
     cdp_browser = pw.chromium.connect_over_cdp(daemon.url)
@@ -199,9 +199,9 @@ def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(bro
         assert page.evaluate("1") == 1
         # Another connection on the extension link replaces the extension's (close 1000); the
         # extension reconnects with back-off and replaces this one in turn.
-        intruder = websocket.create_connection(
-            daemon.url.replace("http", "ws") + "/extension/cdp",
-            origin="chrome-extension://" + browser.extension_id(), timeout=10)
+        # (It pairs first: the daemon refuses a link without a pairing session.)
+        origin = "chrome-extension://" + browser.extension_id()
+        intruder = open_link(daemon.port, *pair(daemon.port, origin), origin=origin)
         outcomes = []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -46,6 +46,7 @@ from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
+from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.site import GasolineRoot
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
@@ -53,6 +54,8 @@ from gasoline.mcp.session import McpSession
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
 from gasoline.streaming.hub import Streaming
+from gasoline.proxy.config import load as load_proxy_config
+from gasoline.proxy.session import ProxyManager
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
@@ -75,6 +78,8 @@ class Gasoline:
     metrics: Metrics
     #: Context streaming (seed 004): per-agent subscriptions, event inboxes, delivery.
     streaming: Streaming
+    #: The session proxy (seed 003, docs/proxy.md), or None without C{--proxy-config}.
+    proxy: ProxyManager | None = None
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
     config = property(lambda self: self.daemon.config)
@@ -178,7 +183,8 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
 
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
                metrics: Metrics | None = None,
-               streaming: Streaming | None = None) -> GasolineRoot:
+               streaming: Streaming | None = None,
+               proxy: ProxyManager | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
     extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too."""
     config = daemon.config
@@ -193,6 +199,9 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
     root.mounts[b"mcp"] = mcp_http
     root.mounts[b"pairing"] = PairingAPI(identity).resource()
+    root.mounts[b"session"] = ProxyAPI(proxy).resource()
+    if proxy is not None:
+        mcp_http.session_binder = proxy.bind
     if metrics is not None:
         _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
     if streaming is not None:
@@ -214,6 +223,23 @@ def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: Gasolin
     root.mounts[b"metrics"] = metrics.resource()
 
 
+def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> ProxyManager | None:
+    """The session proxy (seed 003): child MCP servers per agent session, behind C{/session};
+    None without C{config.proxy_config}.
+
+    Start-up only: the servers file and the saved sessions are read here (blocking reads before
+    the reactor runs).
+    """
+    config = daemon.config
+    if config.proxy_config is None:
+        return None
+    proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
+                         state_dir=config.state_dir if config.persist else None)
+    proxy.service.setServiceParent(services)
+    proxy.restore()
+    return proxy
+
+
 def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
           metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
@@ -231,6 +257,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
-    resource = build_http(daemon, mcp, services, metrics, streaming)
+    proxy = build_proxy(daemon, mcp, services)
+    resource = build_http(daemon, mcp, services, metrics, streaming, proxy)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
-                    metrics=metrics, streaming=streaming)
+                    metrics=metrics, streaming=streaming, proxy=proxy)

@@ -224,6 +224,10 @@ class McpHTTP(Resource):
         self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
         self.keepalive_service.clock = server.clock
         self.keepalive_service.setName("mcp-sse-keepalive")
+        #: C{bind(proxy_session_id, mcp_session)}: a connector connection that sends
+        #: ``X-Gasoline-Proxy-Session`` sees that proxy session's tools (set by the app when the
+        #: daemon has proxy servers; raises a GasolineError for an unknown id).
+        self.session_binder: Any = None
 
     def track(self, finisher: "_Finisher") -> None:
         """Count C{finisher}'s response as an open SSE stream until it ends."""
@@ -337,6 +341,22 @@ class McpHTTP(Resource):
         session.on_close.append(_finish_streams)
         return session
 
+    def _bind_proxy(self, request, session: McpSession) -> bytes | None:
+        """``X-Gasoline-Proxy-Session: <id>`` on a connector's initialize: bind that session."""
+        proxy_id = request.getHeader(b"x-gasoline-proxy-session")
+        if proxy_id is None:
+            return None
+        try:
+            if self.session_binder is None:
+                raise GasolineError("this daemon has no proxy sessions", code="unknown_session")
+            self.session_binder(proxy_id.decode("latin-1"), session)
+        except GasolineError as e:
+            self.server.close_session(session)
+            request.setResponseCode(404)
+            request.setHeader(b"content-type", _JSON)
+            return jsonrpc.encode(jsonrpc.error(None, SESSION_NOT_FOUND, e.message, e.to_json()))
+        return None
+
     # -- streamable HTTP -----------------------------------------------------------------------
 
     def _post(self, request):
@@ -363,6 +383,9 @@ class McpHTTP(Resource):
                 if is_init:
                     session = self._open_connector(key)
                     new_session = True
+                    refused = self._bind_proxy(request, session)
+                    if refused is not None:
+                        return refused
                 else:
                     session, refused = self._find(request)
                     if refused is not None:

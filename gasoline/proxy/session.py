@@ -546,6 +546,7 @@ class ProxyManager:
 
         def started(_: Any) -> ProxySession:
             session.rebuild_tools()
+            session.touch()  # the idle time counts from the answer, not from the request
             return session
 
         return DeferredList(starts, consumeErrors=True).addCallback(started)

@@ -637,7 +637,9 @@ class ProxyManager:
         def closed(s: Any) -> None:
             if s in session.bound:
                 session.bound.remove(s)
-            if primary:
+            # The session's own MCP session ended (DELETE /mcp, MCP idle timeout): the proxy
+            # session ends with it, unless connector connections still use it.
+            if primary and not any(not b.closed for b in session.bound):
                 self.destroy(session.session_id, why="its MCP session ended")
 
         mcp_session.on_close.append(closed)

@@ -439,3 +439,25 @@ async def test_two_sessions_with_one_child_each_are_isolated(tmp_path):
     finally:
         await d.stop()
     assert not alive(wb["pid"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_server_that_cannot_start_is_listed_down_with_its_error_and_fails_fast(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server(),
+                          "broken": {"command": str(tmp_path / "no-such-binary")},
+                          "mute": {"command": "/bin/sh", "args": ["-c", "echo oops >&2; exit 4"]}},
+               ).start()
+    try:
+        info = await d.init(wd)
+        broken, mute = info["servers"]["broken"], info["servers"]["mute"]
+        assert broken["status"] == "down" and "status 127" in broken["error"]
+        assert mute["status"] == "down" and "status 4" in mute["error"]
+        assert {t["server"] for t in info["tools"]} == {"fake"}
+        sid = info["sessionId"]
+        await d.mcp_initialize(sid)
+        assert json.loads(text_of(await _call(d, sid, "fake__echo", {"ok": 1}))) == {"ok": 1}
+        code, described = await d.request("GET", f"/session/{sid}")
+        assert described["servers"]["mute"]["status"] in ("down", "starting")
+    finally:
+        await d.stop()

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import orjson
 from twisted.internet.defer import CancelledError, Deferred, TimeoutError, fail, maybeDeferred, succeed
 from twisted.internet.error import ProcessDone
+from twisted.internet.interfaces import IReactorProcess
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -49,6 +50,8 @@ GRACE = 2.0
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 30.0
 BACKOFF_RESET_AFTER = 60.0
+#: Restarts in a row (each up for less than BACKOFF_RESET_AFTER) before waiting for a call.
+MAX_FAILED_STARTS = 5
 
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
 
@@ -141,7 +144,8 @@ class ChildServer:
         self._pending: dict[int, Deferred] = {}
         #: Requests the child sent us, still being answered: child id -> Deferred.
         self._incoming: dict[Any, Deferred] = {}
-        self._starting: Deferred | None = None
+        #: Callers waiting for the start in progress.
+        self._waiters: list[Deferred] = []
         self._ended_waiters: list[Deferred] = []
         self._restart_call: Any = None
         self._kill_calls: list[Any] = []
@@ -161,12 +165,29 @@ class ChildServer:
         if self.state == "closed":
             return fail(ChildDown(f"server {self.name} is stopped", server=self.name))
         if self.state == "down":
-            return fail(self._down_error())
-        if self._starting is None:
+            if self._restart_call is not None:
+                return fail(self._down_error())  # a restart is pending: fail fast
+            # Restarts gave up (too many failed starts in a row): this call tries again.
+            self.restarts += 1
+            self.last_error = None
             self._spawn()
+        elif self.state == "stopped":
+            self._spawn()
+        if self.state != "starting":  # the spawn itself failed
+            return fail(self._down_error())
         d: Deferred = Deferred()
-        self._chain_start(d)
+        self._waiters.append(d)
         return d
+
+    def _start_done(self, error: Exception | None) -> None:
+        waiters, self._waiters = self._waiters, []
+        for d in waiters:
+            if d.called:
+                continue
+            if error is None:
+                d.callback(self)
+            else:
+                d.errback(error)
 
     def request(self, method: str, params: dict[str, Any] | None = None,
                 timeout: float | None = None,
@@ -240,19 +261,6 @@ class ChildServer:
 
     # -- process -------------------------------------------------------------------------------
 
-    def _chain_start(self, d: Deferred) -> None:
-        assert self._starting is not None
-
-        def ok(value: Any) -> Any:
-            d.callback(self)
-            return value
-
-        def bad(f: Failure) -> Any:
-            d.errback(f)
-            return None
-
-        self._starting.addCallbacks(ok, bad)
-
     def _spawn(self) -> None:
         self.state = "starting"
         self._started_at = self.reactor.seconds()
@@ -260,14 +268,16 @@ class ChildServer:
                 self.command, *self.args]
         proto = _ChildProtocol(self)
         self._proto = proto
-        self._starting = Deferred()
         try:
+            if not IReactorProcess.providedBy(self.reactor):
+                raise RuntimeError("this reactor cannot start processes")
             transport = self.reactor.spawnProcess(
                 proto, sys.executable, argv, env=self.env, path=self.cwd)
         except Exception as e:  # e.g. the cwd does not exist
             self._proto = None
             self.last_error = f"cannot start: {e}"
             self._crashed()
+            self._start_done(self._down_error())
             return
         self.pid = transport.pid
         d = self.request("initialize", {
@@ -287,21 +297,21 @@ class ChildServer:
             return self.list_tools(timeout=self.start_timeout)
 
         def listed(tools: list[dict[str, Any]]) -> None:
+            if self.state != "starting":  # ended meanwhile (_ended reported it)
+                return
             self.tools = tools
             self.state = "ready"
-            starting, self._starting = self._starting, None
             if self.on_state is not None:
                 self.on_state(self)
-            if starting is not None:
-                starting.callback(self)
+            self._start_done(None)
 
         def failed(f: Failure) -> None:
+            if self.state != "starting":  # the process ended: _ended reported it
+                return
             self.last_error = f"failed to start: {f.getErrorMessage()}"
             log.warn("proxy server {name} failed to start: {err}", name=self.name,
                      err=f.getErrorMessage())
-            starting, self._starting = self._starting, None
-            if starting is not None:
-                starting.errback(self._down_error())
+            self._start_done(self._down_error())
             if self._proto is not None:
                 self._killpg(self.pid, signal.SIGKILL)
 
@@ -379,9 +389,7 @@ class ChildServer:
         for d in pending.values():
             if not d.called:
                 d.errback(err)
-        starting, self._starting = self._starting, None
-        if starting is not None and not starting.called:
-            starting.errback(err)
+        self._start_done(err)
         if self.state == "closed":
             waiters, self._ended_waiters = self._ended_waiters, []
             if self.on_state is not None:
@@ -401,6 +409,10 @@ class ChildServer:
             self.on_state(self)
         if not self.restart_enabled:
             return
+        if self._failures > MAX_FAILED_STARTS:
+            self.last_error = (f"{self.last_error}; gave up after {MAX_FAILED_STARTS} restarts in "
+                               "a row, the next call tries again")
+            return
         delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self._failures - 1))
         self._cancel_restart()
         self._restart_call = self.reactor.callLater(delay, self._restart)
@@ -412,8 +424,6 @@ class ChildServer:
         self.restarts += 1
         self.last_error = None
         self._spawn()
-        if self._starting is not None:
-            self._starting.addErrback(lambda f: None)  # failure handled by _crashed/_ended
 
     def _cancel_restart(self) -> None:
         call, self._restart_call = self._restart_call, None

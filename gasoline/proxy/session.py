@@ -26,13 +26,15 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from gasoline.core.documents import JsonDocument
 from gasoline.core.errors import GasolineError
+from gasoline.interfaces import ISessionTools
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from gasoline.mcp.tools import Tool, error_result
-from gasoline.proxy.child import ChildDown, ChildServer, child_env
+from gasoline.proxy.child import ChildServer, child_env
 from gasoline.proxy.config import (
     LOCAL,
     REMOTE,
@@ -110,6 +112,7 @@ class SessionServer:
         return d
 
 
+@implementer(ISessionTools)
 class SessionTools:
     """The session's aggregated tools, as the MCP server asks for them (``extra_tools``)."""
 
@@ -423,6 +426,7 @@ class ProxyManager:
         self.shared: dict[str, _Shared] = {}
         #: Child progress token -> session (tokens are unique across sessions).
         self.progress_routes: dict[str, ProxySession] = {}
+        #: False on a C{task.Clock}: every child then fails to start, with that reason.
         self.can_spawn = IReactorProcess.providedBy(reactor)
         self.document: JsonDocument | None = None
         #: What is saved once the daemon began stopping (ending sessions must not erase them).
@@ -615,9 +619,6 @@ class ProxyManager:
                     if name in s.servers:
                         s.child_state(child)
 
-        if not self.can_spawn:
-            # Tests on a task.Clock: nothing can be started; say so when called.
-            pass
         return ChildServer(
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,

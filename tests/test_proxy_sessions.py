@@ -461,3 +461,38 @@ async def test_a_server_that_cannot_start_is_listed_down_with_its_error_and_fail
         assert described["servers"]["mute"]["status"] in ("down", "starting")
     finally:
         await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_remote_server_is_one_shared_instance_and_overrides_need_the_config(tmp_path):
+    a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
+    d = Daemon(tmp_path, {
+        "shared": fake_server(executionContext="remote", allowedDirectories=[]),
+        "flex": fake_server(executionContext="remote", allowOverride=True,
+                            allowedDirectories=[]),
+        "pinned": fake_server(executionContext="local"),
+    }).start()
+    try:
+        prefs = {"executionContext": {"flex": "local", "pinned": "remote"}}
+        ia = await d.init(a, preferences=prefs)
+        ib = await d.init(b)
+        assert ia["servers"]["flex"]["executionContext"] == "local"
+        assert ib["servers"]["flex"]["executionContext"] == "remote"
+        pinned = ia["servers"]["pinned"]
+        assert pinned["executionContext"] == "local" and "does not allow overrides" in \
+            pinned["reason"]
+        sa, sb = ia["sessionId"], ib["sessionId"]
+        await d.mcp_initialize(sa)
+        await d.mcp_initialize(sb)
+        wa = json.loads(text_of(await _call(d, sa, "shared__whereami")))
+        wb = json.loads(text_of(await _call(d, sb, "shared__whereami")))
+        assert wa["pid"] == wb["pid"]  # one shared instance
+        fa = json.loads(text_of(await _call(d, sa, "flex__whereami")))
+        assert fa["cwd"] == str(a) and fa["pid"] != wa["pid"]
+        # Ending a session leaves the shared instance running for the others.
+        await d.request("DELETE", f"/session/{sa}")
+        assert alive(wb["pid"]) and not alive(fa["pid"])
+        assert json.loads(text_of(await _call(d, sb, "shared__echo", {"z": 1}))) == {"z": 1}
+    finally:
+        await d.stop()
+    assert not alive(wb["pid"])

@@ -543,7 +543,7 @@ class ProxyManager:
         self._arm_idle(session)
         if self.document is not None:
             self.document.mark_dirty()
-        if restored is not None or body.get("lazy"):
+        if restored is not None:
             return succeed(session)
         starts = [entry.child.ensure_started() for entry in session.servers.values()
                   if entry.child is not None and entry.child.state != "ready"]

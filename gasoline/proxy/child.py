@@ -243,6 +243,8 @@ class ChildServer:
             return succeed(None)
         d: Deferred = Deferred()
         self._ended_waiters.append(d)
+        if was == "closed":  # already stopping: wait with the others
+            return d
         transport = self._proto.transport
         try:
             transport.closeStdin()

@@ -296,6 +296,20 @@ async def test_sampling_is_refused_unless_the_agent_declared_it_and_relayed_when
         result = await pending
         relayed = json.loads(text_of(result))
         assert relayed["result"]["content"]["text"] == "hello from the agent"
+        # The child cancels a request it sent: the agent is told, with the id it was given.
+        emitted.clear()
+        result = await d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 51, "method": "tools/call",
+            "params": {"name": "fake__sample_cancel", "arguments": {}}}, emitted.append)
+        assert text_of(result) == "asked and cancelled"
+        assert await wait_for(lambda: any(m.get("method") == "notifications/cancelled"
+                                          for m in emitted + [json.loads(p) for _, _, p in
+                                                              session.standalone._log]))
+        asked = next(m for m in emitted if m.get("method") == "sampling/createMessage")
+        told = [m for m in emitted + [json.loads(p) for _, _, p in session.standalone._log]
+                if m.get("method") == "notifications/cancelled"]
+        assert told[0]["params"]["requestId"] == asked["id"]
+        assert asked["id"] not in session.outgoing
     finally:
         await d.stop()
 

@@ -297,14 +297,30 @@ class ProxySession:
         ctx = next((c for c in reversed(active)
                     if capability in (c.session.client_capabilities or {})), None)
         if ctx is not None:
-            return ctx.request_client(method, params)
+            return self._ask_agent(ctx.session, ctx.emit, method, params)
         session = next((s for s in self.bound
                         if not s.closed and capability in (s.client_capabilities or {})), None)
         if session is None:
             raise JsonRpcError(INVALID_REQUEST, f"the agent did not declare the {capability} "
                                "capability; Gasoline refuses this request on its behalf")
-        return self.manager.mcp.request_client(session, method, params, session.send,
-                                               self.manager.config_client_timeout)
+        return self._ask_agent(session, session.send, method, params)
+
+    def _ask_agent(self, mcp_session: Any, emit: Any, method: str,
+                   params: dict[str, Any]) -> Deferred:
+        """Send the agent a request with its own id (the MCP server routes the answer through
+        C{mcp_session.outgoing}); cancelling it (the child cancelled, or the timeout) tells the
+        agent with ``notifications/cancelled``."""
+        rid = mcp_session.next_request_id()
+
+        def cancel(_: Deferred) -> None:
+            if mcp_session.outgoing.pop(rid, None) is not None and not mcp_session.closed:
+                emit(jsonrpc.notification("notifications/cancelled", {
+                    "requestId": rid, "reason": "the MCP server that asked cancelled it"}))
+
+        d: Deferred = Deferred(cancel)
+        mcp_session.outgoing[rid] = d
+        emit(jsonrpc.request(rid, method, params))
+        return d.addTimeout(self.manager.config_client_timeout, self.manager.clock)
 
     def child_notification(self, child: ChildServer, server: str, method: str,
                            params: dict[str, Any]) -> None:

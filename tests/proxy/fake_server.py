@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-tools = ["echo", "whereami", "slow", "sample", "roots", "change", "crash", "spawn_grandchild",
+tools = ["echo", "whereami", "slow", "sample", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
          "a" * 70]
 cancelled = set()
 next_id = [1000]
@@ -81,6 +81,13 @@ def call(rid, params):
         answer = ask("sampling/createMessage", {"messages": [
             {"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5})
         return text(json.dumps(answer))
+    if name == "sample_cancel":
+        next_id[0] += 1
+        send({"jsonrpc": "2.0", "id": next_id[0], "method": "sampling/createMessage",
+              "params": {"messages": [], "maxTokens": 1}})
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+              "params": {"requestId": next_id[0], "reason": "changed my mind"}})
+        return text("asked and cancelled")
     if name == "roots":
         return text(json.dumps(ask("roots/list", {})))
     if name == "change":

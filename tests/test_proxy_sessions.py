@@ -139,14 +139,14 @@ async def test_destroy_route_and_mcp_delete_end_the_session_too(tmp_path):
 @pytest_twisted.ensureDeferred
 async def test_idle_timeout_ends_the_session_and_its_children(tmp_path):
     wd = _project(tmp_path)
-    d = Daemon(tmp_path, {"fake": fake_server()}, proxy={"sessionIdleTimeout": 1.0}).start()
+    d = Daemon(tmp_path, {"fake": fake_server()}, proxy={"sessionIdleTimeout": 3.0}).start()
     try:
         sid = (await d.init(wd))["sessionId"]
         await d.mcp_initialize(sid)
         group = d.children(sid)[0].pid
         # Activity on the MCP session (any request) keeps it alive past the timeout.
-        for rid in range(4):
-            await deferLater(reactor, 0.4, lambda: None)
+        for rid in range(8):
+            await deferLater(reactor, 0.5, lambda: None)
             await d.mcp(sid, "ping", {}, 10 + rid)
         assert sid in d.app.proxy.sessions and group_members(group)
         assert await wait_for(lambda: sid not in d.app.proxy.sessions, timeout=5)

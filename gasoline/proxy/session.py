@@ -513,11 +513,9 @@ class ProxyManager:
             context = server.execution_context
             reason = server.reason
             asked = overrides.get(server.name)
-            if asked is not None and asked != context:
-                if server.allow_override and server.command is not None:
-                    context = asked
-                else:
-                    reason = reason or None
+            if asked is not None and asked != context and server.allow_override \
+                    and server.command is not None:
+                context = asked
             entry = SessionServer(config=server, context=context, enabled=server.enabled,
                                   reason=reason)
             if asked is not None and asked != context:

@@ -136,7 +136,10 @@ class ChildServer:
         self.server_capabilities: dict[str, Any] = {}
         self.pid: int | None = None
         self.restarts = 0
+        #: Why the child last went down (kept while it restarts; cleared once it is ready).
         self.last_error: str | None = None
+        #: Why the daemon ended the current run itself (a bad line, a failed initialize).
+        self._run_error: str | None = None
         self._stderr_buf: deque[bytes] = deque()
         self._stderr_len = 0
         self._proto: _ChildProtocol | None = None
@@ -169,7 +172,6 @@ class ChildServer:
                 return fail(self._down_error())  # a restart is pending: fail fast
             # Restarts gave up (too many failed starts in a row): this call tries again.
             self.restarts += 1
-            self.last_error = None
             self._spawn()
         elif self.state == "stopped":
             self._spawn()
@@ -265,6 +267,7 @@ class ChildServer:
 
     def _spawn(self) -> None:
         self.state = "starting"
+        self._run_error = None
         self._started_at = self.reactor.seconds()
         argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}", "--",
                 self.command, *self.args]
@@ -303,6 +306,7 @@ class ChildServer:
                 return
             self.tools = tools
             self.state = "ready"
+            self.last_error = None
             if self.on_state is not None:
                 self.on_state(self)
             self._start_done(None)
@@ -310,7 +314,7 @@ class ChildServer:
         def failed(f: Failure) -> None:
             if self.state != "starting":  # the process ended: _ended reported it
                 return
-            self.last_error = f"failed to start: {f.getErrorMessage()}"
+            self._run_error = self.last_error = f"failed to start: {f.getErrorMessage()}"
             log.warn("proxy server {name} failed to start: {err}", name=self.name,
                      err=f.getErrorMessage())
             self._start_done(self._down_error())
@@ -347,7 +351,7 @@ class ChildServer:
             pass
 
     def _fatal(self, why: str) -> None:
-        self.last_error = why
+        self._run_error = self.last_error = why
         log.warn("proxy server {name} {why}: killed", name=self.name, why=why)
         self._killpg(self.pid, signal.SIGKILL)
 
@@ -377,9 +381,8 @@ class ChildServer:
         if self.state != "closed":
             code = getattr(reason.value, "exitCode", None)
             sig = getattr(reason.value, "signal", None)
-            self.last_error = (f"exited with status {code}" if sig is None
-                               else f"killed by signal {sig}") if self.last_error is None \
-                else self.last_error
+            self.last_error = self._run_error or (
+                f"exited with status {code}" if sig is None else f"killed by signal {sig}")
             if not reason.check(ProcessDone) or self.state == "ready":
                 log.warn("proxy server {name} (pid {pid}) ended: {err}", name=self.name, pid=pid,
                          err=self.last_error)
@@ -424,7 +427,6 @@ class ChildServer:
         if self.state != "down":
             return
         self.restarts += 1
-        self.last_error = None
         self._spawn()
 
     def _cancel_restart(self) -> None:

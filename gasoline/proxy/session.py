@@ -105,7 +105,7 @@ class SessionServer:
             d["status"] = child.state
             if child.restarts:
                 d["restarts"] = child.restarts
-            if child.state in ("down", "closed") and child.last_error:
+            if child.state != "ready" and child.last_error:
                 d["error"] = child.last_error
         if self.reason:
             d["reason"] = self.reason

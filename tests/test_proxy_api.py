@@ -105,3 +105,20 @@ def test_a_connector_connection_binds_to_a_session_and_an_unknown_one_is_refused
     call(stub, "DELETE", f"/session/{sid}")
     assert bound[0].extra_tools is None and not bound[0].closed
     app.services.stopService()
+
+
+def test_a_connection_opened_before_its_proxy_session_is_bound_on_a_later_request(tmp_path):
+    """The connector's fast initialize opens its MCP session before it knows the proxy session."""
+    _, app, stub = make(tmp_path)
+    connector = {"X-Gasoline-Client": "abc123", "X-Gasoline-Connection": "c1"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}}
+    assert call(stub, "POST", "/mcp", init, connector)[0] == 200
+    session = next(s for s in app.mcp.sessions.values() if s.transport == "connector")
+    assert session.extra_tools is None
+    sid = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)})[1]["sessionId"]
+    code, _ = call(stub, "POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                   {**connector, "X-Gasoline-Proxy-Session": sid})
+    assert code == 200 and session.extra_tools is not None
+    assert session in app.proxy.sessions[sid].bound
+    app.services.stopService()

@@ -357,6 +357,17 @@ class McpHTTP(Resource):
             return jsonrpc.encode(jsonrpc.error(None, SESSION_NOT_FOUND, e.message, e.to_json()))
         return None
 
+    def _bind_late(self, request, session: McpSession) -> None:
+        """A connection opened before its proxy session (the connector's fast initialize)
+        names it on a later request: bind it then; an unknown id leaves Gasoline's own tools."""
+        proxy_id = request.getHeader(b"x-gasoline-proxy-session")
+        if proxy_id is None or self.session_binder is None:
+            return
+        try:
+            self.session_binder(proxy_id.decode("latin-1"), session)
+        except GasolineError as e:
+            log.info("connector session not bound to proxy session: {e}", e=e.message)
+
     # -- streamable HTTP -----------------------------------------------------------------------
 
     def _post(self, request):
@@ -390,6 +401,8 @@ class McpHTTP(Resource):
                     session, refused = self._find(request)
                     if refused is not None:
                         return refused
+                    if session is not None and session.extra_tools is None:
+                        self._bind_late(request, session)
             elif is_init and request.getHeader(b"mcp-session-id") is None:
                 session = self.server.open_session(None, "streamable")
                 session.on_close.append(_finish_streams)

@@ -16,7 +16,7 @@ from twisted.internet.task import deferLater
 from twisted.web.server import Site
 
 from gasoline.app import Config, build
-from gasoline.testing import IN_CI, require_tool
+from support import IN_CI, require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = str(ROOT / "tests" / "proxy" / "fake_server.py")

@@ -10,7 +10,7 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.proxy.session import client_id_for
+from gasoline.common import client_id_for_cwd
 
 
 def make(tmp_path, servers=None, proxy=None, **config):
@@ -48,7 +48,7 @@ def test_init_on_a_clock_answers_with_every_child_down_and_its_reason(tmp_path):
     assert info["tools"] == []
     sid = info["sessionId"]
     session = app.proxy.sessions[sid]
-    assert session.client_id == client_id_for(str(tmp_path))
+    assert session.client_id == client_id_for_cwd(str(tmp_path))
     assert app.mcp.sessions[sid].extra_tools is not None
     code, described = call(stub, "GET", f"/session/{sid}")
     assert code == 200 and described["servers"]["fs"]["status"] == "down"

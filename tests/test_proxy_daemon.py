@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from _proxy_harness import fake_server
-from gasoline.testing import DaemonProcess
+from support import DaemonProcess
 
 pytestmark = [
     pytest.mark.integration,
@@ -91,7 +91,7 @@ def test_no_child_survives_the_daemon(tmp_path, sig):
 
 
 def test_an_invalid_servers_file_is_refused_at_start(tmp_path):
-    from gasoline.testing import twistd_path
+    from support import twistd_path
 
     config = tmp_path / "servers.json"
     config.write_text(json.dumps({"mcpServers": {"x": {"command": "y", "colour": "red"}}}))

@@ -26,7 +26,7 @@ from _proxy_harness import (
     text_of,
     wait_for,
 )
-from gasoline.testing import require_tool
+from support import require_tool
 
 pytestmark = [pytest.mark.integration]
 

@@ -15,7 +15,6 @@ children (stdin closed, SIGTERM, SIGKILL, reaped).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -28,6 +27,7 @@ from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from gasoline.common import client_id_for_cwd
 from gasoline.core.documents import JsonDocument
 from gasoline.core.errors import GasolineError
 from gasoline.interfaces import ISessionTools
@@ -73,12 +73,6 @@ class ChildLimit(ProxyError):
 class UnknownSession(ProxyError):
     code = "unknown_session"
     retry = "Open a new session with POST /session/init."
-
-
-def client_id_for(directory: str) -> str:
-    """The agent's client id for a working directory (as ``gasoline connect`` derives it)."""
-    return hashlib.sha256(os.path.abspath(directory).encode("utf-8", "surrogateescape")
-                          ).hexdigest()[:12]
 
 
 @attrs.define(eq=False)
@@ -505,7 +499,7 @@ class ProxyManager:
         now = self.clock.seconds()
         sid = session_id or secrets.token_hex(16)
         session = ProxySession(
-            manager=self, session_id=sid, client_id=client_id_for(wd), working_directory=wd,
+            manager=self, session_id=sid, client_id=client_id_for_cwd(wd), working_directory=wd,
             client_info=info, capabilities=caps, preferences=prefs, created_at=now,
             last_used=now)
         wanted: dict[str, int] = {}

@@ -47,6 +47,7 @@ from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
 from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
+from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.site import GasolineRoot
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
@@ -55,6 +56,8 @@ from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
 from gasoline.relay.hub import Relay
 from gasoline.streaming.hub import Streaming
+from gasoline.proxy.config import load as load_proxy_config
+from gasoline.proxy.session import ProxyManager
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
@@ -79,6 +82,8 @@ class Gasoline:
     streaming: Streaming
     #: The CDP hub relay (seed 002, docs/relay.md), mounted on the HTTP surface.
     relay: Relay
+    #: The session proxy (seed 003, docs/proxy.md), or None without C{--proxy-config}.
+    proxy: ProxyManager | None = None
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
     config = property(lambda self: self.daemon.config)
@@ -182,7 +187,7 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
 
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
                metrics: Metrics | None = None, streaming: Streaming | None = None,
-               relay: Relay | None = None) -> GasolineRoot:
+               relay: Relay | None = None, proxy: ProxyManager | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
     extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too; with
     C{relay}, the CDP hub relay's routes."""
@@ -198,6 +203,9 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
     root.mounts[b"mcp"] = mcp_http
     root.mounts[b"pairing"] = PairingAPI(identity).resource()
+    root.mounts[b"session"] = ProxyAPI(proxy).resource()
+    if proxy is not None:
+        mcp_http.session_binder = proxy.bind
     if metrics is not None:
         _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
     if streaming is not None:
@@ -224,6 +232,23 @@ def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: Gasolin
     root.mounts[b"metrics"] = metrics.resource()
 
 
+def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> ProxyManager | None:
+    """The session proxy (seed 003): child MCP servers per agent session, behind C{/session};
+    None without C{config.proxy_config}.
+
+    Start-up only: the servers file and the saved sessions are read here (blocking reads before
+    the reactor runs).
+    """
+    config = daemon.config
+    if config.proxy_config is None:
+        return None
+    proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
+                         state_dir=config.state_dir if config.persist else None)
+    proxy.service.setServiceParent(services)
+    proxy.restore()
+    return proxy
+
+
 def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
           metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
@@ -242,6 +267,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
     relay = Relay(clock)
-    resource = build_http(daemon, mcp, services, metrics, streaming, relay)
+    proxy = build_proxy(daemon, mcp, services)
+    resource = build_http(daemon, mcp, services, metrics, streaming, relay, proxy)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
-                    metrics=metrics, streaming=streaming, relay=relay)
+                    metrics=metrics, streaming=streaming, relay=relay, proxy=proxy)

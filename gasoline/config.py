@@ -38,6 +38,8 @@ class Config:
     #: Web origins (``--allow-origin``, normalized) a browser may call every route but
     #: /shutdown from; by default only the extension's origin is accepted (docs/security.md).
     allowed_origins: tuple[str, ...] = ()
+    #: The session proxy's servers file (seed 003, docs/proxy.md); None: no proxy.
+    proxy_config: Path | None = None
 
     def buffer_specs(self) -> dict[str, BufferSpec]:
         spec = DEFAULT_BUFFERS[CONSOLE]

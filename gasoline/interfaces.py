@@ -187,3 +187,19 @@ class IQueryRouter(Interface):
 
     def client_gone(owner):
         """The client went away: cancel every command it is waiting for. @return: how many."""
+
+
+class ISessionTools(Interface):
+    """Tools one MCP session sees beside the server's own (``McpSession.extra_tools``).
+
+    The MCP layer knows nothing of where they come from (a proxy session's child servers, say):
+    it lists their definitions after its own and looks a name up here when its own registry has
+    no tool by that name. Calls go through the same registry processing (rate limit, redaction,
+    audit) as the server's own tools.
+    """
+
+    def definitions():
+        """The tools' MCP definitions (C{name}, C{description}, C{inputSchema}, ...), a list."""
+
+    def get(name):
+        """The L{gasoline.mcp.tools.Tool} called C{name}, or None."""

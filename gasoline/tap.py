@@ -104,6 +104,8 @@ class Options(usage.Options):
         ["api-key", None, None, "Key required on MCP and admin routes (X-Gasoline-Key)."],
         ["tool-rate-limit", None, 100, "MCP tool calls allowed per minute per client (0: no "
          "limit).", int],
+        ["proxy-config", None, None, "Servers file for the session proxy ({\"mcpServers\": ...}, "
+         "docs/proxy.md; default: $GASOLINE_PROXY_CONFIG, else no proxy)."],
     ]
     optFlags = [
         ["no-persist", None, "Do not persist the console buffer to the state dir."],
@@ -143,6 +145,15 @@ class Options(usage.Options):
 
             ids = os.environ.get("GASOLINE_EXTENSION_IDS", "")
         self["extension-ids"] = tuple(i.strip() for i in ids.split(",") if i.strip())
+        proxy = self["proxy-config"] or os.environ.get("GASOLINE_PROXY_CONFIG") or None
+        if proxy is not None:
+            from gasoline.proxy.config import ProxyConfigError, load  # noqa: PLC0415
+
+            try:
+                load(proxy)  # refuse to start on an invalid file (unknown fields included)
+            except ProxyConfigError as e:
+                raise usage.UsageError(f"--proxy-config: {e}")
+        self["proxy-config"] = proxy
 
     def config(self) -> Config:
         kwargs = dict(
@@ -156,6 +167,7 @@ class Options(usage.Options):
             persist=not self["no-persist"],
             tool_rate_limit=self["tool-rate-limit"],
             allowed_origins=tuple(self["allow-origin"]),
+            proxy_config=Path(self["proxy-config"]) if self["proxy-config"] else None,
         )
         if self["state-dir"]:
             kwargs["state_dir"] = Path(self["state-dir"])

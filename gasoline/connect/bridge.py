@@ -477,6 +477,9 @@ class Bridge:
             self._registered = True
             if self._closing:
                 raise _NotYet("closing")
+            ensure = getattr(self.daemon, "ensure_proxy_session", None)
+            if ensure is not None:
+                yield ensure(self.cwd)  # never fails (docs/proxy.md)
             yield self._restore_session()
         except _NotYet:
             self._attempting = False

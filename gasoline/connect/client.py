@@ -30,6 +30,8 @@ log = Logger()
 
 HEALTH_TIMEOUT = 2.0
 ADMIN_TIMEOUT = 5.0
+#: ``POST /session/init`` answers once the session's servers started.
+PROXY_INIT_TIMEOUT = 60.0
 
 
 @attrs.frozen
@@ -112,6 +114,9 @@ class DaemonHTTP:
         self.clock = clock
         self.client_id = client_id
         self.connection_id = connection_id
+        #: The daemon's proxy session for this connector's directory (docs/proxy.md), if any;
+        #: sent as ``X-Gasoline-Proxy-Session`` so the agent also sees that session's tools.
+        self.proxy_session: str | None = None
 
     def _url(self, path: str) -> str:
         return self.base_url + path
@@ -126,7 +131,66 @@ class DaemonHTTP:
         headers = self._headers(Accept=accept)
         headers["X-Gasoline-Client"] = [self.client_id]
         headers["X-Gasoline-Connection"] = [self.connection_id]
+        if self.proxy_session:
+            headers["X-Gasoline-Proxy-Session"] = [self.proxy_session]
         return headers
+
+    # -- the session proxy ----------------------------------------------------------------------
+
+    @inlineCallbacks
+    def ensure_proxy_session(self, cwd: str | None):
+        """Open (or keep) a proxy session for C{cwd} when the daemon has proxy servers.
+
+        Never fails: a daemon without servers (404 ``proxy_disabled``) or a refusal leaves the
+        connector with Gasoline's own tools only. Return the session id or None.
+        """
+        if not cwd:
+            return None
+        try:
+            if self.proxy_session:
+                d = self.http.request("GET", self._url(f"/session/{self.proxy_session}"),
+                                      headers=self._headers())
+                d.addTimeout(ADMIN_TIMEOUT, self.clock)
+                response = yield d
+                yield treq.content(response)
+                if response.code == 200:
+                    return self.proxy_session
+                self.proxy_session = None
+            body = {"workingDirectory": cwd,
+                    "clientInfo": {"name": "gasoline-connect", "version": "1"}}
+            d = self.http.request("POST", self._url("/session/init"), data=orjson.dumps(body),
+                                  headers=self._headers(Content_Type="application/json"))
+            # Children start before the answer: allow for slow servers.
+            d.addTimeout(PROXY_INIT_TIMEOUT, self.clock)
+            response = yield d
+            raw = yield treq.content(response)
+            data = orjson.loads(raw) if raw else {}
+        except Exception as e:
+            log.info("no proxy session: {e}", e=e)
+            return None
+        if response.code == 200 and isinstance(data, dict) and \
+                isinstance(data.get("sessionId"), str):
+            self.proxy_session = data["sessionId"]
+            log.info("proxy session {sid}: {n} tool(s) from {servers}", sid=self.proxy_session,
+                     n=len(data.get("tools") or []), servers=", ".join(data.get("servers") or {}))
+        elif not (isinstance(data, dict) and data.get("error") == "proxy_disabled"):
+            log.warn("the daemon refused a proxy session (HTTP {code}): {data}",
+                     code=response.code, data=data)
+        return self.proxy_session
+
+    @inlineCallbacks
+    def close_proxy_session(self):
+        sid, self.proxy_session = self.proxy_session, None
+        if sid is None:
+            return None
+        d = self.http.request("DELETE", self._url(f"/session/{sid}"), headers=self._headers())
+        d.addTimeout(ADMIN_TIMEOUT, self.clock)
+        try:
+            response = yield d
+            yield treq.content(response)
+        except Exception as e:
+            log.info("ending the proxy session failed: {e}", e=e)
+        return None
 
     # -- discovery and registration ------------------------------------------------------------
 
@@ -175,7 +239,8 @@ class DaemonHTTP:
 
     @inlineCallbacks
     def unregister(self):
-        """End this connection's MCP session (``DELETE /mcp``), then ``DELETE /clients/<id>``."""
+        """End this connection's MCP session (``DELETE /mcp``), its proxy session if any, then
+        ``DELETE /clients/<id>``."""
         d = self.http.request("DELETE", self._url("/mcp"), headers=self._mcp_headers("*/*"))
         d.addTimeout(ADMIN_TIMEOUT, self.clock)
         try:
@@ -183,6 +248,7 @@ class DaemonHTTP:
             yield treq.content(response)
         except Exception as e:
             log.info("ending the MCP session failed: {e}", e=e)
+        yield self.close_proxy_session()
         d = self.http.request("DELETE", self._url(f"/clients/{self.client_id}"),
                               headers=self._headers())
         d.addTimeout(ADMIN_TIMEOUT, self.clock)

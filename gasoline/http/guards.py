@@ -24,7 +24,7 @@ C{None} (go on; CORS headers are already set on the response) or the JSON body o
  5. body over the route's limit (``/logs`` 10 MB, everything else 5 MB) -> 413; a body with more
     than L{MAX_JSON_TOKENS} JSON separators (``{ [ ,``, counted without parsing) -> 413, so no
     request can hold the reactor for seconds of decoding;
- 6. with an C{api_key}, MCP (``/mcp...``) and admin (``/clients``, ``/metrics``) routes need
+ 6. with an C{api_key}, MCP (``/mcp...``, ``/session...``) and admin (``/clients``, ``/metrics``) routes need
     ``X-Gasoline-Key: <key>`` (or ``Authorization: Bearer <key>``), else 401. The key never guards
     the extension routes, ``/health`` or preflight (the extension never sends it).
 
@@ -58,10 +58,10 @@ _EXTENSION_ORIGIN = re.compile(rb"(chrome-extension|moz-extension)://([a-z0-9_-]
 _TOKEN_CHECK_FROM = MAX_JSON_TOKENS
 
 #: First path segments that the optional API key guards (MCP transports and admin routes).
-KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics", b"events")
+KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics", b"events", b"session")
 #: First path segments that no extension origin may use (MCP, client and admin routes).
 AGENT_SEGMENTS: frozenset[bytes] = frozenset({b"mcp", b"clients", b"metrics", b"events",
-                                         b"sse", b"messages"})
+                                         b"sse", b"messages", b"session"})
 #: Paths no browser origin may use at all, not even one opted in with --allow-origin.
 NO_BROWSER_PATHS: frozenset[bytes] = frozenset({b"/shutdown"})
 _WEB_ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?", re.I)

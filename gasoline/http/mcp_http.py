@@ -224,6 +224,10 @@ class McpHTTP(Resource):
         self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
         self.keepalive_service.clock = server.clock
         self.keepalive_service.setName("mcp-sse-keepalive")
+        #: C{bind(proxy_session_id, mcp_session)}: a connector connection that sends
+        #: ``X-Gasoline-Proxy-Session`` sees that proxy session's tools (set by the app when the
+        #: daemon has proxy servers; raises a GasolineError for an unknown id).
+        self.session_binder: Any = None
 
     def track(self, finisher: "_Finisher") -> None:
         """Count C{finisher}'s response as an open SSE stream until it ends."""
@@ -337,6 +341,33 @@ class McpHTTP(Resource):
         session.on_close.append(_finish_streams)
         return session
 
+    def _bind_proxy(self, request, session: McpSession) -> bytes | None:
+        """``X-Gasoline-Proxy-Session: <id>`` on a connector's initialize: bind that session."""
+        proxy_id = request.getHeader(b"x-gasoline-proxy-session")
+        if proxy_id is None:
+            return None
+        try:
+            if self.session_binder is None:
+                raise GasolineError("this daemon has no proxy sessions", code="unknown_session")
+            self.session_binder(proxy_id.decode("latin-1"), session)
+        except GasolineError as e:
+            self.server.close_session(session)
+            request.setResponseCode(404)
+            request.setHeader(b"content-type", _JSON)
+            return jsonrpc.encode(jsonrpc.error(None, SESSION_NOT_FOUND, e.message, e.to_json()))
+        return None
+
+    def _bind_late(self, request, session: McpSession) -> None:
+        """A connection opened before its proxy session (the connector's fast initialize)
+        names it on a later request: bind it then; an unknown id leaves Gasoline's own tools."""
+        proxy_id = request.getHeader(b"x-gasoline-proxy-session")
+        if proxy_id is None or self.session_binder is None:
+            return
+        try:
+            self.session_binder(proxy_id.decode("latin-1"), session)
+        except GasolineError as e:
+            log.info("connector session not bound to proxy session: {e}", e=e.message)
+
     # -- streamable HTTP -----------------------------------------------------------------------
 
     def _post(self, request):
@@ -363,10 +394,15 @@ class McpHTTP(Resource):
                 if is_init:
                     session = self._open_connector(key)
                     new_session = True
+                    refused = self._bind_proxy(request, session)
+                    if refused is not None:
+                        return refused
                 else:
                     session, refused = self._find(request)
                     if refused is not None:
                         return refused
+                    if session is not None and session.extra_tools is None:
+                        self._bind_late(request, session)
             elif is_init and request.getHeader(b"mcp-session-id") is None:
                 session = self.server.open_session(None, "streamable")
                 session.on_close.append(_finish_streams)

@@ -197,8 +197,11 @@ class McpServer:
 
     # -- sessions ------------------------------------------------------------------------------
 
-    def open_session(self, client_id: str | None, transport: str) -> McpSession:
-        """A new session for C{client_id} (a fresh id from the registry when None).
+    def open_session(self, client_id: str | None, transport: str,
+                     session_id: str | None = None) -> McpSession:
+        """A new session for C{client_id} (a fresh id from the registry when None), with a fresh
+        random session id unless C{session_id} names one (a session opened on the client's
+        behalf before it connects, e.g. by ``POST /session/init``).
 
         @raise gasoline.core.errors.GasolineError: the registry refused (too many clients, bad id).
         """
@@ -214,8 +217,10 @@ class McpServer:
                 raise
             state = self.registry.connect(client_id)
         now = self.clock.seconds()
+        if session_id is not None and session_id in self.sessions:
+            raise ValueError(f"MCP session {session_id} already exists")
         session = McpSession(
-            session_id=secrets.token_hex(16),
+            session_id=session_id or secrets.token_hex(16),
             client_id=client_id,
             state=state,
             transport=transport,
@@ -492,9 +497,13 @@ class McpServer:
         session.client_capabilities = caps
         session.client_info = info
         session.initialized = True
+        capabilities = self.capabilities()
+        if session.extra_tools is not None:
+            # The session's extra tools change when its servers do (tools/list_changed).
+            capabilities["tools"] = {"listChanged": True}
         return {
             "protocolVersion": version,
-            "capabilities": self.capabilities(),
+            "capabilities": capabilities,
             "serverInfo": self.server_info,
             "instructions": self.instructions,
         }
@@ -513,6 +522,9 @@ class McpServer:
         return {}
 
     def _tools_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        extra = ctx.session.extra_tools
+        if extra is not None:
+            return {"tools": self.tools.definitions() + extra.definitions()}
         return {"tools": self.tools.definitions()}
 
     def _tools_call(self, ctx: RequestContext, params: dict[str, Any]) -> Any:
@@ -525,6 +537,8 @@ class McpServer:
         elif not isinstance(arguments, dict):
             raise JsonRpcError(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
         tool = self.tools.get(name)
+        if tool is None and ctx.session.extra_tools is not None:
+            tool = ctx.session.extra_tools.get(name)
         if tool is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         return self.tools.call(ctx, tool, arguments)

@@ -147,6 +147,9 @@ class McpSession:
     idle_call: Any = None
     #: Called once when the session ends (transport cleanup).
     on_close: list[Callable[["McpSession"], None]] = attrs.field(factory=list)
+    #: Tools this session sees beside the server's own (an L{gasoline.interfaces.ISessionTools},
+    #: e.g. a proxy session's aggregated tools), or None.
+    extra_tools: Any = None
     _next_stream: int = 0
     _next_request: int = 0
 

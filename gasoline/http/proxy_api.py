@@ -1,0 +1,125 @@
+"""
+``/session``: the session-based MCP proxy's routes (seed 003, ``docs/proxy.md``).
+
+  POST   /session/init          body ``{workingDirectory, clientInfo?, capabilities?, preferences?}``
+                                -> 200 ``{sessionId, protocolVersion, capabilities, servers, tools}``
+                                   once every enabled server started (or failed, with its reason)
+                                -> 400 ``invalid_param`` / ``bad_json`` / ``invalid_project_config``
+                                -> 429 ``too_many_sessions`` / ``too_many_children``
+                                -> 404 ``proxy_disabled`` when the daemon has no servers file
+  GET    /session/{id}          -> 200 the same description (servers' live status), 404
+  DELETE /session/{id}          -> 200 ``{sessionId, ended: true}`` once its children are reaped;
+  POST   /session/{id}/destroy     404 ``unknown_session``
+
+The session id is also the MCP session: ``POST /mcp`` with ``Mcp-Session-Id: <sessionId>``.
+Host, Origin and the optional API key are checked by the root's guard before this code runs; on top
+of that, these routes start processes, so a request carrying any ``Origin`` (a browser: a page, or
+an extension the guard lets through for the ingest routes) gets 403 ``forbidden_origin``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from klein import Klein
+from twisted.logger import Logger
+
+from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.http.json import json_body
+
+log = Logger()
+
+#: An init body is small; anything larger is refused without parsing.
+MAX_BODY = 64 * 1024
+
+_STATUS = {"forbidden_origin": 403, "too_many_sessions": 429, "too_many_children": 429, "unknown_session": 404,
+           "proxy_disabled": 404, "too_many_clients": 429}
+
+
+def _error(request, err: GasolineError) -> bytes:
+    return json_body(request, err.to_json(), _STATUS.get(err.code, 400))
+
+
+class ProxyAPI:
+    """The ``/session`` routes over a L{gasoline.proxy.session.ProxyManager} (or None: the
+    daemon runs without a servers file, and every route says so)."""
+
+    app = Klein()
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+
+    def resource(self):
+        return self.app.resource()
+
+    def _manager(self, request):
+        if request.getHeader(b"origin") is not None:
+            raise GasolineError("proxy sessions cannot be opened or read from a browser",
+                                code="forbidden_origin")
+        if self.manager is None:
+            raise GasolineError(
+                "this daemon has no proxy servers configured (start it with --proxy-config "
+                "FILE; see docs/proxy.md)", code="proxy_disabled")
+        return self.manager
+
+    def _body(self, request) -> dict[str, Any]:
+        raw = request.content.read(MAX_BODY + 1) if request.content is not None else b""
+        if len(raw) > MAX_BODY:
+            raise InvalidParam(f"request body larger than {MAX_BODY} bytes", code="body_too_large")
+        try:
+            body = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError as e:
+            raise InvalidParam(f"request body is not valid JSON: {e}", code="bad_json")
+        if not isinstance(body, dict):
+            raise InvalidParam("request body must be a JSON object", code="bad_json")
+        return body
+
+    @app.route("/session/init", methods=["POST"])
+    def init(self, request):
+        try:
+            manager = self._manager(request)
+            body = self._body(request)
+            d = manager.create(body)
+        except GasolineError as e:
+            return _error(request, e)
+
+        def created(session) -> bytes:
+            log.info("proxy session {sid} opened for {wd}", sid=session.session_id,
+                     wd=session.working_directory)
+            request.setHeader(b"mcp-session-id", session.session_id.encode())
+            return json_body(request, session.describe())
+
+        def failed(f):
+            if f.check(GasolineError):
+                return _error(request, f.value)
+            log.failure("proxy session init failed", f)
+            return json_body(request, {"error": "internal_error",
+                                       "message": f.getErrorMessage()}, 500)
+
+        return d.addCallbacks(created, failed)
+
+    @app.route("/session/<sid>", methods=["GET"])
+    def describe(self, request, sid: str):
+        try:
+            session = self._manager(request).get(sid)
+        except GasolineError as e:
+            return _error(request, e)
+        return json_body(request, session.describe())
+
+    @app.route("/session/<sid>", methods=["DELETE"])
+    def delete(self, request, sid: str):
+        return self._end(request, sid)
+
+    @app.route("/session/<sid>/destroy", methods=["POST", "DELETE"])
+    def destroy(self, request, sid: str):
+        return self._end(request, sid)
+
+    def _end(self, request, sid: str):
+        try:
+            manager = self._manager(request)
+            manager.get(sid)
+        except GasolineError as e:
+            return _error(request, e)
+        d = manager.destroy(sid, why="ended by DELETE /session")
+        return d.addCallback(lambda _: json_body(request, {"sessionId": sid, "ended": True}))

@@ -1,0 +1,77 @@
+"""
+``allowedDirectories``: path arguments of a local server's tools are checked before the call goes
+out, so a session can never reach outside its own directories (another session's included), even
+through a child that would not check (or that trusts roots it was told by someone else).
+
+Which arguments are paths: every string under a key that names one (``path``, ``paths``,
+``source``, ``destination``, ``directory``, ``file``, ``root``, ``cwd``, ``uri`` or any key ending
+in ``path``, ``dir``, ``directory``, ``file`` or ``root``), at any depth, and every string anywhere
+that looks like one (starts with ``/``, ``~`` or ``file://``, or has a ``..`` segment). Relative
+paths are taken from the session's working directory; symlinks are resolved (``realpath``) before
+the comparison, so a link inside the project that points elsewhere is refused too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterator
+
+_PATH_KEYS = frozenset({"path", "paths", "source", "destination", "directory", "file", "files",
+                        "root", "cwd", "uri", "filename", "dirname", "target"})
+_PATH_SUFFIX = re.compile(r"(path|paths|dir|directory|file|root)$", re.IGNORECASE)
+_DOTDOT = re.compile(r"(^|[/\\])\.\.([/\\]|$)")
+#: Strings longer than this are not paths (a file's content, say) unless their key says so.
+_MAX_LOOKS_LIKE = 4096
+
+
+class PathRefused(ValueError):
+    def __init__(self, path: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(f"path {path!r} is outside this session's allowed directories "
+                         f"({', '.join(allowed)})")
+        self.path = path
+        self.allowed = allowed
+
+
+def _is_path_key(key: str) -> bool:
+    return key.lower() in _PATH_KEYS or bool(_PATH_SUFFIX.search(key))
+
+
+def _looks_like_path(value: str) -> bool:
+    if len(value) > _MAX_LOOKS_LIKE or "\n" in value:
+        return False
+    return value.startswith(("/", "~", "file://")) or bool(_DOTDOT.search(value))
+
+
+def path_strings(arguments: Any, key: str = "") -> Iterator[str]:
+    """Every string in C{arguments} that is (or looks like) a path."""
+    if isinstance(arguments, dict):
+        for k, v in arguments.items():
+            yield from path_strings(v, k if isinstance(k, str) else "")
+    elif isinstance(arguments, list):
+        for v in arguments:
+            yield from path_strings(v, key)
+    elif isinstance(arguments, str):
+        if (key and _is_path_key(key) and len(arguments) <= 65536) or _looks_like_path(arguments):
+            yield arguments
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def check_arguments(arguments: Any, working_directory: str, allowed: tuple[str, ...]) -> None:
+    """Raise L{PathRefused} for the first path argument outside C{allowed}.
+
+    Filesystem calls (C{realpath}) are a few C{lstat}s per argument; they run on the reactor
+    thread like any other small, bounded piece of work.
+    """
+    real_allowed = tuple(os.path.realpath(d) for d in allowed)
+    for raw in path_strings(arguments):
+        value = raw[len("file://"):] if raw.startswith("file://") else raw
+        if "\0" in value:
+            raise PathRefused(raw, allowed)
+        value = os.path.expanduser(value) if value.startswith("~") else value
+        full = os.path.realpath(os.path.join(working_directory, value))
+        if not any(_inside(full, d) for d in real_allowed):
+            raise PathRefused(raw, allowed)

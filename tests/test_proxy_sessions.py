@@ -1,0 +1,513 @@
+"""The session proxy end to end with a small fake stdio MCP server (tests/proxy/fake_server.py):
+sessions, aggregation, child processes (cwd, environment, process group, no orphans), restarts,
+progress, cancellation, roots, sampling, list_changed, limits and hostile input.
+
+Real reactor, real child processes, the daemon's HTTP surface on 127.0.0.1:0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import pytest_twisted
+from twisted.internet import reactor
+from twisted.internet.task import deferLater
+
+from _proxy_harness import Daemon, alive, fake_server, group_members, text_of, wait_for
+
+pytestmark = pytest.mark.integration
+
+FIVE = {"observe", "analyze", "generate", "configure", "interact"}
+
+
+def _project(tmp_path, name="proj"):
+    wd = tmp_path / name
+    wd.mkdir()
+    return wd
+
+
+async def _call(d, sid, name, arguments=None, rid=7):
+    return await d.mcp(sid, "tools/call", {"name": name, "arguments": arguments or {}}, rid)
+
+
+@pytest_twisted.ensureDeferred
+async def test_init_answers_servers_and_tools_and_mcp_lists_five_plus_aggregated(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server(),
+                          "brave": fake_server(env={"KEY": "${GASOLINE_TEST_UNSET_VAR}"})}).start()
+    try:
+        info = await d.init(wd)
+        sid = info["sessionId"]
+        assert len(sid) == 32 and info["protocolVersion"] == "2025-11-25"
+        assert info["capabilities"]["session"] == {"local_execution": True,
+                                                   "remote_execution": True}
+        fake = info["servers"]["fake"]
+        assert fake["executionContext"] == "local" and fake["enabled"] is True
+        assert fake["workingDirectory"] == str(wd) and fake["allowedDirectories"] == [str(wd)]
+        assert fake["status"] == "ready"
+        assert info["servers"]["brave"] == {"executionContext": "local", "enabled": False,
+                                            "reason": "Missing GASOLINE_TEST_UNSET_VAR"}
+        names = {t["name"] for t in info["tools"]}
+        assert "fake__echo" in names and all(t["server"] == "fake" for t in info["tools"])
+        await d.mcp_initialize(sid)
+        listed = await d.mcp(sid, "tools/list", {}, 2)
+        tools = [t["name"] for t in listed["result"]["tools"]]
+        assert set(tools[:5]) == FIVE and set(tools[5:]) == names
+        assert all(len(n) <= 64 for n in tools)
+        r = await _call(d, sid, "fake__echo", {"x": 1})
+        assert json.loads(text_of(r)) == {"x": 1}
+        # The long name was shortened deterministically and still routes to its tool.
+        long = next(n for n in tools if n.startswith("fake__aaaa"))
+        assert len(long) == 64
+        assert text_of(await _call(d, sid, long)) == "a" * 70
+        # GET describes it; an MCP session without the proxy id does not see the child tools.
+        code, described = await d.request("GET", f"/session/{sid}")
+        assert code == 200 and described["sessionId"] == sid
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_child_runs_in_the_working_directory_with_a_minimal_environment_in_its_own_group(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("GASOLINE_SECRET_TOKEN", "do-not-leak")
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server(env={"EXTRA": "{workingDirectory}/x"})}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        seen = json.loads(text_of(await _call(d, sid, "fake__whereami")))
+        assert seen["cwd"] == str(wd)
+        assert "GASOLINE_SECRET_TOKEN" not in seen["env"]
+        assert seen["env"]["EXTRA"] == f"{wd}/x"
+        assert set(seen["env"]) <= {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "EXTRA",
+                                    "LC_CTYPE"}  # LC_CTYPE: Python's own locale coercion
+        watchdog = d.children(sid)[0].pid
+        assert seen["pgid"] == watchdog != os.getpgid(0)
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_delete_leaves_no_process_behind_not_even_a_grandchild(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        grandchild = json.loads(text_of(await _call(d, sid, "fake__spawn_grandchild")))["grandchild"]
+        server = json.loads(text_of(await _call(d, sid, "fake__whereami", rid=8)))["pid"]
+        group = d.children(sid)[0].pid
+        assert alive(grandchild) and alive(server) and group_members(group)
+        code, body = await d.request("DELETE", f"/session/{sid}")
+        assert code == 200 and body == {"sessionId": sid, "ended": True}
+        # The answer comes once the child is reaped: nothing of the group is left.
+        assert group_members(group) == []
+        assert not alive(server) and not alive(grandchild)
+        assert (await d.request("GET", f"/session/{sid}"))[0] == 404
+        code, _ = await d.request("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                  {"Mcp-Session-Id": sid})
+        assert code == 404
+        assert (await d.request("POST", f"/session/{sid}/destroy"))[0] == 404
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_destroy_route_and_mcp_delete_end_the_session_too(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        group = d.children(sid)[0].pid
+        assert (await d.request("POST", f"/session/{sid}/destroy"))[0] == 200
+        assert group_members(group) == []
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        group = d.children(sid)[0].pid
+        code, _ = await d.request("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
+        assert code == 204
+        assert await wait_for(lambda: group_members(group) == [])
+        assert sid not in d.app.proxy.sessions
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_idle_timeout_ends_the_session_and_its_children(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}, proxy={"sessionIdleTimeout": 3.0}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        group = d.children(sid)[0].pid
+        # Activity on the MCP session (any request) keeps it alive past the timeout.
+        for rid in range(8):
+            await deferLater(reactor, 0.5, lambda: None)
+            await d.mcp(sid, "ping", {}, 10 + rid)
+        assert sid in d.app.proxy.sessions and group_members(group)
+        assert await wait_for(lambda: sid not in d.app.proxy.sessions, timeout=5)
+        assert await wait_for(lambda: group_members(group) == [], timeout=10)
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_daemon_stop_ends_every_child_and_persists_sessions_for_a_restart(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}, persist=True).start()
+    state = tmp_path / "state"
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        group = d.children(sid)[0].pid
+    finally:
+        await d.stop()
+    assert group_members(group) == []
+    saved = json.loads((state / "proxy-sessions.json").read_text())
+    assert [s["sessionId"] for s in saved["sessions"]] == [sid]
+    # A new daemon on the same state dir: the session is back, its child starts on the next call.
+    d2 = Daemon(tmp_path, {"fake": fake_server()}, persist=True, state_dir=state).start()
+    try:
+        assert sid in d2.app.proxy.sessions
+        assert d2.children(sid)[0].state == "stopped"
+        seen = json.loads(text_of(await _call(d2, sid, "fake__whereami")))
+        assert seen["cwd"] == str(wd)
+        listed = await d2.mcp(sid, "tools/list", {}, 3)
+        assert "fake__echo" in {t["name"] for t in listed["result"]["tools"]}
+    finally:
+        await d2.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_killed_child_fails_fast_with_its_stderr_then_is_restarted(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        child = d.children(sid)[0]
+        r = await _call(d, sid, "fake__crash")
+        assert r["result"]["isError"] is True
+        text = text_of(r)
+        assert "server_unavailable" in text and "crashing on purpose" in text
+        assert child.state == "down"
+        r = await _call(d, sid, "fake__echo", {"a": 1}, rid=9)
+        assert r["result"]["isError"] is True and "unavailable" in text_of(r)
+        assert await wait_for(lambda: child.state == "ready", timeout=10)
+        assert child.restarts == 1
+        assert json.loads(text_of(await _call(d, sid, "fake__echo", {"a": 2}, rid=10))) == {"a": 2}
+        # Killed from outside (SIGKILL to the whole group): restarted as well.
+        old = child.pid
+        os.killpg(old, signal.SIGKILL)
+        assert await wait_for(lambda: child.state == "ready" and child.pid != old, timeout=10)
+        assert json.loads(text_of(await _call(d, sid, "fake__echo", {"a": 3}, rid=11))) == {"a": 3}
+        code, described = await d.request("GET", f"/session/{sid}")
+        assert described["servers"]["fake"]["restarts"] == 2
+    finally:
+        await d.stop()
+
+
+def _mcp_session(d, sid):
+    return d.app.mcp.sessions[sid]
+
+
+@pytest_twisted.ensureDeferred
+async def test_progress_is_forwarded_with_the_agents_token_and_cancellation_reaches_the_child(
+        tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        session = _mcp_session(d, sid)
+        emitted = []
+        result = await d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 40, "method": "tools/call",
+            "params": {"name": "fake__slow", "arguments": {"steps": 3},
+                       "_meta": {"progressToken": "agent-token"}}}, emitted.append)
+        assert text_of(result) == "done"
+        progress = [m["params"] for m in emitted if m.get("method") == "notifications/progress"]
+        assert [p["progress"] for p in progress] == [1, 2, 3]
+        assert all(p["progressToken"] == "agent-token" for p in progress)
+        # Cancellation: the agent's notifications/cancelled reaches the child with its own id.
+        marker = tmp_path / "proj" / "cancelled.txt"
+        emitted.clear()
+        pending = d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 41, "method": "tools/call",
+            "params": {"name": "fake__slow", "arguments": {"steps": 200,
+                                                           "cancel_marker": str(marker)},
+                       "_meta": {"progressToken": 5}}}, emitted.append)
+        assert await wait_for(lambda: any(m.get("method") == "notifications/progress"
+                                          for m in emitted))
+        await d.app.mcp.handle(session, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                         "params": {"requestId": 41}})
+        assert await pending is None  # a cancelled request is not answered
+        assert await wait_for(lambda: marker.exists())
+        # The child is still usable afterwards.
+        assert json.loads(text_of(await _call(d, sid, "fake__echo", {"b": 1}))) == {"b": 1}
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_roots_list_is_answered_from_the_allowed_directories(tmp_path):
+    wd = _project(tmp_path)
+    other = _project(tmp_path, "shared-docs")
+    d = Daemon(tmp_path, {"fake": fake_server(
+        allowedDirectories=["{workingDirectory}", str(other)])}).start()
+    try:
+        sid = (await d.init(wd, capabilities={"roots": {"listChanged": True}}))["sessionId"]
+        await d.mcp_initialize(sid, {"roots": {"listChanged": True}})
+        answer = json.loads(text_of(await _call(d, sid, "fake__roots")))
+        assert answer["result"]["roots"] == [
+            {"uri": wd.as_uri(), "name": "proj"}, {"uri": other.as_uri(), "name": "shared-docs"}]
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_sampling_is_refused_unless_the_agent_declared_it_and_relayed_when_it_did(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)  # no sampling capability
+        answer = json.loads(text_of(await _call(d, sid, "fake__sample")))
+        assert "did not declare the sampling capability" in answer["error"]["message"]
+
+        sid2 = (await d.init(wd, capabilities={"sampling": {}}))["sessionId"]
+        await d.mcp_initialize(sid2, {"sampling": {}})
+        session = _mcp_session(d, sid2)
+        emitted = []
+        pending = d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 50, "method": "tools/call",
+            "params": {"name": "fake__sample", "arguments": {}}}, emitted.append)
+        assert await wait_for(lambda: any(m.get("method") == "sampling/createMessage"
+                                          for m in emitted))
+        request = next(m for m in emitted if m.get("method") == "sampling/createMessage")
+        assert request["params"]["maxTokens"] == 5
+        await d.app.mcp.handle(session, {"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "content": {"type": "text", "text": "hello from the agent"},
+            "model": "m"}})
+        result = await pending
+        relayed = json.loads(text_of(result))
+        assert relayed["result"]["content"]["text"] == "hello from the agent"
+        # The child cancels a request it sent: the agent is told, with the id it was given.
+        emitted.clear()
+        result = await d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 51, "method": "tools/call",
+            "params": {"name": "fake__sample_cancel", "arguments": {}}}, emitted.append)
+        assert text_of(result) == "asked and cancelled"
+        assert await wait_for(lambda: any(m.get("method") == "notifications/cancelled"
+                                          for m in emitted + [json.loads(p) for _, _, p in
+                                                              session.standalone._log]))
+        asked = next(m for m in emitted if m.get("method") == "sampling/createMessage")
+        told = [m for m in emitted + [json.loads(p) for _, _, p in session.standalone._log]
+                if m.get("method") == "notifications/cancelled"]
+        assert told[0]["params"]["requestId"] == asked["id"]
+        assert asked["id"] not in session.outgoing
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_list_changed_is_forwarded_once_and_the_list_refreshed(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        session = _mcp_session(d, sid)
+        before = len(session.standalone)
+        await _call(d, sid, "fake__change")  # the child announces list_changed twice
+        assert await wait_for(lambda: "fake__added" in d.app.proxy.sessions[sid].tools)
+        await deferLater(reactor, 0.7, lambda: None)
+        notes = [json.loads(p) for _, _, p in list(session.standalone._log)[before:]]
+        assert [n["method"] for n in notes] == ["notifications/tools/list_changed"]
+        listed = await d.mcp(sid, "tools/list", {}, 3)
+        assert "fake__added" in {t["name"] for t in listed["result"]["tools"]}
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_path_arguments_outside_the_allowed_directories_are_refused_before_the_call(
+        tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        ok = await _call(d, sid, "fake__echo", {"path": str(wd / "a.txt")})
+        assert "isError" not in ok["result"]
+        (wd / "escape").symlink_to(tmp_path)
+        for bad in ("/etc/passwd", "../other", str(wd / "escape" / "x"), "file:///etc/hosts",
+                    {"nested": [{"destination": "/tmp"}]}):
+            args = bad if isinstance(bad, dict) else {"path": bad}
+            r = await _call(d, sid, "fake__echo", args, rid=20)
+            assert r["result"]["isError"] is True, bad
+            assert "path_not_allowed" in text_of(r)
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_limits_refuse_with_a_clear_error(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()},
+               proxy={"maxSessions": 2, "maxChildrenPerServer": 1}).start()
+    try:
+        await d.init(wd)
+        code, body = await d.request("POST", "/session/init", {"workingDirectory": str(wd)})
+        assert code == 429 and body["error"] == "too_many_children"
+        assert "maxChildrenPerServer = 1" in body["message"]
+        assert len(d.app.proxy.sessions) == 1
+    finally:
+        await d.stop()
+    d = Daemon(tmp_path, {"fake": fake_server(enabled=False)}, proxy={"maxSessions": 1}).start()
+    try:
+        await d.init(wd)
+        code, body = await d.request("POST", "/session/init", {"workingDirectory": str(wd)})
+        assert code == 429 and body["error"] == "too_many_sessions"
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_hostile_session_requests_get_clear_errors(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server(enabled=False)}).start()
+    try:
+        cases = [
+            ({"workingDirectory": "relative/dir"}, 400, "invalid_param"),
+            ({"workingDirectory": str(tmp_path / "missing")}, 400, "invalid_param"),
+            ({"workingDirectory": 5}, 400, "invalid_param"),
+            ({"workingDirectory": str(wd), "preferences": {"executionContext": {"x": "mars"}}},
+             400, "invalid_param"),
+            ({"workingDirectory": str(wd), "capabilities": []}, 400, "invalid_param"),
+            ([1, 2], 400, "bad_json"),
+        ]
+        for body, status, error in cases:
+            code, answer = await d.request("POST", "/session/init", body)
+            assert (code, answer["error"]) == (status, error), body
+        import treq
+        resp = await treq.post(d.url + "/session/init", data=b"{nope",
+                               headers={"Content-Type": "application/json"})
+        assert resp.code == 400 and (await resp.json())["error"] == "bad_json"
+        resp = await treq.post(d.url + "/session/init", data=b"x" * (70 * 1024),
+                               headers={"Content-Type": "application/json"})
+        assert resp.code == 400
+        code, answer = await d.request("GET", "/session/nope")
+        assert code == 404 and answer["error"] == "unknown_session"
+        code, answer = await d.request("DELETE", "/session/nope")
+        assert code == 404
+        # A browser (any Origin the guard lets through) cannot open sessions.
+        code, answer = await d.request("POST", "/session/init", {"workingDirectory": str(wd)},
+                                       {"Origin": "chrome-extension://abcdefghijklmnop"})
+        assert code == 403
+        assert d.app.proxy.sessions == {}
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_without_a_servers_file_session_routes_say_the_proxy_is_off(tmp_path):
+    from twisted.web.server import Site
+
+    from gasoline.app import Config, build
+    import treq
+
+    app = build(Config(state_dir=tmp_path, persist=False), reactor)
+    port = reactor.listenTCP(0, Site(app.resource), interface="127.0.0.1")
+    try:
+        resp = await treq.post(f"http://127.0.0.1:{port.getHost().port}/session/init",
+                               json={"workingDirectory": str(tmp_path)})
+        body = await resp.json()
+        assert resp.code == 404 and body["error"] == "proxy_disabled"
+        assert "--proxy-config" in body["message"]
+    finally:
+        await port.stopListening()
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_sessions_with_one_child_each_are_isolated(tmp_path):
+    a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sa = (await d.init(a))["sessionId"]
+        sb = (await d.init(b))["sessionId"]
+        await d.mcp_initialize(sa)
+        await d.mcp_initialize(sb)
+        wa = json.loads(text_of(await _call(d, sa, "fake__whereami")))
+        wb = json.loads(text_of(await _call(d, sb, "fake__whereami")))
+        assert (wa["cwd"], wb["cwd"]) == (str(a), str(b)) and wa["pid"] != wb["pid"]
+        r = await _call(d, sa, "fake__echo", {"path": str(b / "secret.txt")})
+        assert r["result"]["isError"] is True and "path_not_allowed" in text_of(r)
+        # Ending one leaves the other running.
+        await d.request("DELETE", f"/session/{sa}")
+        assert alive(wb["pid"]) and not alive(wa["pid"])
+    finally:
+        await d.stop()
+    assert not alive(wb["pid"])
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_server_that_cannot_start_is_listed_down_with_its_error_and_fails_fast(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server(),
+                          "broken": {"command": str(tmp_path / "no-such-binary")},
+                          "mute": {"command": "/bin/sh", "args": ["-c", "echo oops >&2; exit 4"]}},
+               ).start()
+    try:
+        info = await d.init(wd)
+        broken, mute = info["servers"]["broken"], info["servers"]["mute"]
+        # Down, or already restarting (back-off from 0.5 s): the error stays until it is ready.
+        assert broken["status"] in ("down", "starting") and "status 127" in broken["error"]
+        assert mute["status"] in ("down", "starting") and "status 4" in mute["error"]
+        assert {t["server"] for t in info["tools"]} == {"fake"}
+        sid = info["sessionId"]
+        await d.mcp_initialize(sid)
+        assert json.loads(text_of(await _call(d, sid, "fake__echo", {"ok": 1}))) == {"ok": 1}
+        code, described = await d.request("GET", f"/session/{sid}")
+        assert described["servers"]["mute"]["status"] in ("down", "starting")
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_remote_server_is_one_shared_instance_and_overrides_need_the_config(tmp_path):
+    a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
+    d = Daemon(tmp_path, {
+        "shared": fake_server(executionContext="remote", allowedDirectories=[]),
+        "flex": fake_server(executionContext="remote", allowOverride=True,
+                            allowedDirectories=[]),
+        "pinned": fake_server(executionContext="local"),
+    }).start()
+    try:
+        prefs = {"executionContext": {"flex": "local", "pinned": "remote"}}
+        ia = await d.init(a, preferences=prefs)
+        ib = await d.init(b)
+        assert ia["servers"]["flex"]["executionContext"] == "local"
+        assert ib["servers"]["flex"]["executionContext"] == "remote"
+        pinned = ia["servers"]["pinned"]
+        assert pinned["executionContext"] == "local" and "does not allow overrides" in \
+            pinned["reason"]
+        sa, sb = ia["sessionId"], ib["sessionId"]
+        await d.mcp_initialize(sa)
+        await d.mcp_initialize(sb)
+        wa = json.loads(text_of(await _call(d, sa, "shared__whereami")))
+        wb = json.loads(text_of(await _call(d, sb, "shared__whereami")))
+        assert wa["pid"] == wb["pid"]  # one shared instance
+        fa = json.loads(text_of(await _call(d, sa, "flex__whereami")))
+        assert fa["cwd"] == str(a) and fa["pid"] != wa["pid"]
+        # Ending a session leaves the shared instance running for the others.
+        await d.request("DELETE", f"/session/{sa}")
+        assert alive(wb["pid"]) and not alive(fa["pid"])
+        assert json.loads(text_of(await _call(d, sb, "shared__echo", {"z": 1}))) == {"z": 1}
+    finally:
+        await d.stop()
+    assert not alive(wb["pid"])

@@ -209,6 +209,16 @@ class HTTPConnection:
 # -- output --------------------------------------------------------------------------------------
 
 
+def run_threads(threads: Sequence[Any]) -> float:
+    """Start every thread, wait for all of them; the wall-clock seconds that took."""
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     def fmt(v: Any) -> str:
         if isinstance(v, float):

@@ -31,6 +31,7 @@ from _common import (  # noqa: E402
     percentile,
     print_table,
     rss,
+    run_threads,
     write_json,
 )
 
@@ -90,12 +91,7 @@ def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONN
             results.append((ok, bad, lat))
 
     threads = [threading.Thread(target=worker, args=(k * 7,)) for k in range(connections)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - t0
+    elapsed = run_threads(threads)
     ok = sum(r[0] for r in results)
     bad = sum(r[1] for r in results)
     lat = [x for r in results for x in r[2]]

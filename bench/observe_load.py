@@ -25,7 +25,15 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import HTTPConnection, median, percentile, print_table, rss, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    HTTPConnection,
+    median,
+    percentile,
+    print_table,
+    rss,
+    run_threads,
+    write_json,
+)
 from ingest import BATCH, batches  # noqa: E402
 
 from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
@@ -117,12 +125,7 @@ def main() -> int:
             proc = psutil.Process(d.process.pid)
             cpu0 = proc.cpu_times()
             bench0 = psutil.Process().cpu_times()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            elapsed = time.perf_counter() - t0
+            elapsed = run_threads(threads)
             cpu1 = proc.cpu_times()
             bench1 = psutil.Process().cpu_times()
             daemon_rss = rss(d.process.pid)

@@ -40,7 +40,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import HTTPConnection, median, percentile, print_table, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    HTTPConnection,
+    median,
+    percentile,
+    print_table,
+    run_threads,
+    write_json,
+)
 
 from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
 
@@ -132,12 +139,7 @@ def generator(port: int, seconds: float, rate: float | None, start_batch: int) -
         conn.close()
 
     threads = [threading.Thread(target=worker, args=(c,)) for c in range(CONNECTIONS)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - t0
+    elapsed = run_threads(threads)
     lat = [x for per in latencies for x in per]
     return {"seconds": elapsed, "posts": sum(counts), "failed": sum(failed),
             "entries_per_second": sum(counts) * BATCH / elapsed,

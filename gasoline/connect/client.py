@@ -34,12 +34,12 @@ ADMIN_TIMEOUT = 5.0
 PROXY_INIT_TIMEOUT = 60.0
 
 
-@attrs.frozen
 #: The MCP revision of requests sent without a session (gasoline.mcp.server.STATELESS_VERSION;
 #: the connector imports nothing of the daemon).
 STATELESS_VERSION = "2026-07-28"
 
 
+@attrs.frozen
 class Reply:
     """An HTTP answer from the daemon."""
 

@@ -211,12 +211,12 @@ ALIASES: tuple[Alias, ...] = (
     Alias("configure", "store_action (other values)", "(none)", _store_unknown,
           "store_action:\"stats\" has no equivalent: an invalid_param error names the valid ones."),
     Alias("configure", "data (store)", "value", _data_to_value),
-    Alias("configure", "rules:[{category, classification, match_spec:{message_regex | url_regex "
-          "| source_regex, level}}]", 'noise_action:"add" + pattern, field, kind:"regex", level, '
+    Alias("configure", "rules:[{category, classification, match_spec:{message_regex / url_regex "
+          "/ source_regex, level}}]", 'noise_action:"add" + pattern, field, kind:"regex", level, '
           "reason (one call per rule)", _noise_rules,
           "Each rule matches one field (message, url or source); match_spec method / status_min "
           "/ status_max and category are not expressible and are refused or ignored (category)."),
-    Alias("configure", "message_regex | url_regex | source_regex, classification (flattened "
+    Alias("configure", "message_regex / url_regex / source_regex, classification (flattened "
           "noise_rule add)", "pattern + field, reason", _noise_flat),
     Alias("configure", 'what:"get_sequence"', 'what:"save_sequence" + sequence_action:"get"',
           _mode("configure", "get_sequence", "save_sequence", sequence_action="get")),

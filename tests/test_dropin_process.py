@@ -160,7 +160,7 @@ def test_status_doctor_stop_against_a_real_daemon(tmp_path):
         req = urllib.request.Request(d.url + "/sync", data=json.dumps({
             "session_id": "s", "settings": {"pilot_enabled": True}}).encode(),
             headers=EXTENSION_HEADERS, method="POST")
-        urllib.request.urlopen(req, timeout=5).read()
+        urllib.request.urlopen(req, timeout=30).read()  # a long poll (5 s)
         out = gasoline("doctor", *where, "--json")
         data = json.loads(out.stdout)
         assert out.returncode == 0 and data["ok"], data
@@ -194,3 +194,13 @@ def test_stop_refuses_a_pid_that_is_not_gasoline(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_the_operations_commands_do_not_import_twisted(tmp_path):
+    code = ("import sys\nfrom gasoline.cli import main\n"
+            f"rc = main(['status', '--port', '9', '--timeout', '0.2', '--state-dir', "
+            f"{str(tmp_path)!r}])\n"
+            "print(rc, 'twisted' in sys.modules, 'orjson' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=30)
+    assert out.stdout.split()[-3:] == ["3", "False", "False"], out.stdout + out.stderr

@@ -555,7 +555,7 @@ class QueryRouter:
             elif outcome.completed_at is not None and outcome.completed_at <= horizon:
                 outcome.status = EXPIRED
                 outcome.result = None
-                outcome.error = {"error": "result_expired",
+                outcome.error = {"error": "result_expired", "retryable": False,
                                  "message": f"the result was dropped after {self.result_ttl:g} s"}
                 outcome.expired_at = now
         if not outcomes:

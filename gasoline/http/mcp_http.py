@@ -11,14 +11,17 @@ Streamable HTTP
   answer starts with a priming event (an id, empty data, a ``retry`` hint); every event has an id,
   and ``GET /mcp`` with ``Last-Event-ID`` resumes that stream. ``initialize`` without a session id
   creates a session and returns its cryptographically random ``Mcp-Session-Id``; any other request
-  without one is a 400, an unknown or ended session a 404. ``GET /mcp`` (``Accept:
+  without one is stateless (MCP 2026-07-28: answered on its own, as plain JSON, for the client
+  ``stateless``) unless its ``MCP-Protocol-Version`` names a session revision (then 400); an
+  unknown or ended session is a 404. ``GET /mcp`` (``Accept:
   text/event-stream``) opens the server→client stream; ``DELETE /mcp`` ends the session. An
   ``MCP-Protocol-Version`` header naming a revision we do not speak is a 400.
 
 Connector form (the ``gasoline connect`` bridge, contract in docs/mcp.md)
   ``X-Gasoline-Client: <client id>`` and ``X-Gasoline-Connection: <per-process id>``, no
   ``Mcp-Session-Id``: the session is keyed by (client id, connection id) and (re)created by
-  ``initialize``; answers are always plain JSON (200, or 202 without a body); ``GET /mcp`` with the
+  ``initialize`` (a request on a connection without one is a 404, or, with
+  ``MCP-Protocol-Version: 2026-07-28``, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); ``GET /mcp`` with the
   same headers streams that connection's notifications as SSE with ids and ``Last-Event-ID`` replay.
 
 Legacy HTTP+SSE

@@ -4,6 +4,7 @@ The ``gasoline`` console script.
   gasoline --version            print the version
   gasoline serve [twistd opts]  run the daemon in the foreground (same as ``twistd -n gasoline``)
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
+  gasoline doctor|status|stop   operations without an agent (L{gasoline.admin_cli})
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ commands:
             (gasoline connect --help)
   identity  print the daemon identity's fingerprint, which the extension's popup asks you to
             compare when pairing (gasoline identity [--state-dir DIR])
+  doctor    run the daemon's health checks (configure doctor) without an agent;
+            exit status 1 when a check fails
+  status    is a daemon running, where, which version, pid, who is connected
+            (exit status 3 when none is)
+  stop      stop the daemon on a port gracefully (its /health pid, daemon.json or
+            gasoline.pid)
+
+doctor, status and stop take --port N | --url URL, --state-dir DIR (gasoline COMMAND --help).
 """
 
 
@@ -51,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         return connect_main(rest, prelude=prelude)
     if command == "identity":
         return _identity(rest)
+    if command in ("doctor", "status", "stop"):
+        from gasoline.admin_cli import COMMANDS  # noqa: PLC0415  (standard library only)
+
+        return COMMANDS[command](rest)
     sys.stderr.write(f"gasoline: unknown command {command!r}\n\n{USAGE}")
     return 2
 

@@ -175,6 +175,8 @@ class FakeDaemon:
     def __init__(self, up=True):
         self.up = up
         self.posts: list[tuple[dict, object, Deferred]] = []
+        #: The C{stateless} flag of each post (the agent had not initialized).
+        self.stateless_flags: list[bool] = []
         self.registrations = 0
         self.unregistrations = 0
         self.streams: list[FakeStream] = []
@@ -195,9 +197,10 @@ class FakeDaemon:
         self.unregistrations += 1
         return succeed(200)
 
-    def post_mcp(self, body, on_message):
+    def post_mcp(self, body, on_message, stateless=False):
         if not self.up:
             return fail(ConnectionRefusedError())
+        self.stateless_flags.append(stateless)
         d = Deferred()
         self.posts.append((orjson.loads(body), on_message, d))
         return d

@@ -133,7 +133,10 @@ def test_initialize_issues_a_random_session_id_with_a_json_answer(client):
 
 def test_request_without_session_id_is_400_and_unknown_session_is_404(client):
     client.initialize()
-    response, body = call(client, None, 2, "tools/list")
+    # A 2025-11-25 request needs its session (without any revision it is a stateless
+    # 2026-07-28 request: tests/test_dropin_stateless.py).
+    response, body = call(client, None, 2, "tools/list", headers={
+        "mcp-protocol-version": "2025-11-25"})
     assert response.code == 400 and "Mcp-Session-Id" in json.loads(body)["error"]["message"]
     response, body = call(client, "0" * 32, 2, "tools/list")
     assert response.code == 404 and json.loads(body)["error"]["code"] == jsonrpc.SESSION_NOT_FOUND

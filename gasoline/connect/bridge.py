@@ -351,7 +351,9 @@ class Bridge:
         self._inflight.add(item)
         if item.barrier:
             self._barriers += 1
-        d = self.daemon.post_mcp(item.body, lambda message: self._from_daemon(message, item))
+        # An agent that never sent initialize speaks MCP 2026-07-28: each request stands alone.
+        d = self.daemon.post_mcp(item.body, lambda message: self._from_daemon(message, item),
+                                 stateless=self._init_msg is None)
         item.d = d
         d.addCallbacks(self._sent, self._send_failed, callbackArgs=(item,), errbackArgs=(item,))
         d.addErrback(lambda f: log.failure("connector send bookkeeping failed", f))

@@ -34,6 +34,11 @@ ADMIN_TIMEOUT = 5.0
 PROXY_INIT_TIMEOUT = 60.0
 
 
+#: The MCP revision of requests sent without a session (gasoline.mcp.server.STATELESS_VERSION;
+#: the connector imports nothing of the daemon).
+STATELESS_VERSION = "2026-07-28"
+
+
 @attrs.frozen
 class Reply:
     """An HTTP answer from the daemon."""
@@ -259,14 +264,18 @@ class DaemonHTTP:
     # -- MCP ------------------------------------------------------------------------------------
 
     @inlineCallbacks
-    def post_mcp(self, body: bytes, on_message: Callable[[Any], None]):
+    def post_mcp(self, body: bytes, on_message: Callable[[Any], None], stateless: bool = False):
         """POST one JSON-RPC message (or batch) in the connector form.
 
         Every JSON-RPC message in the answer (a JSON body, or the events of an SSE body as they
         arrive) is passed to C{on_message}. Fires with a L{Reply}; fails only on connection errors.
+        C{stateless}: the agent has not initialized, so the request stands alone (MCP 2026-07-28,
+        C{MCP-Protocol-Version: 2026-07-28}; docs/mcp.md).
         """
         headers = self._mcp_headers("application/json, text/event-stream")
         headers["Content-Type"] = ["application/json"]
+        if stateless:
+            headers["MCP-Protocol-Version"] = [STATELESS_VERSION]
         response = yield self.http.request("POST", self._url("/mcp"), data=body, headers=headers)
         ctype = _content_type(response)
         if ctype == "text/event-stream":

@@ -72,6 +72,7 @@ class SlidingWindowLimiter:
             raise RateLimited(
                 f"rate limit: at most {self.limit} tool calls per {self.window:g} s per client",
                 retry=f"Wait {seconds:g} s before calling again.",
+                retry_after_ms=math.ceil(wait * 1000),
                 retry_after_seconds=seconds, limit=self.limit, window_seconds=self.window,
             )
 

@@ -159,11 +159,8 @@ class _Outcome:
 def _error_fields(failure: Failure) -> dict[str, Any]:
     value = failure.value
     if isinstance(value, GasolineError):
-        out = {"error": value.code, "message": value.message}
-        if value.retry:
-            out["retry"] = value.retry
-        return out
-    return {"error": "internal_error", "message": failure.getErrorMessage()}
+        return value.contract()
+    return {"error": "internal_error", "message": failure.getErrorMessage(), "retryable": True}
 
 
 def _status_of(failure: Failure) -> str:
@@ -558,7 +555,7 @@ class QueryRouter:
             elif outcome.completed_at is not None and outcome.completed_at <= horizon:
                 outcome.status = EXPIRED
                 outcome.result = None
-                outcome.error = {"error": "result_expired",
+                outcome.error = {"error": "result_expired", "retryable": False,
                                  "message": f"the result was dropped after {self.result_ttl:g} s"}
                 outcome.expired_at = now
         if not outcomes:

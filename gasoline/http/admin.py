@@ -67,6 +67,8 @@ class HealthAPI:
             "service-name": "gasoline",
             "name": "gasoline",
             "version": __version__,
+            # gasoline status / gasoline stop: which process answers on this port.
+            "pid": os.getpid(),
             "logs": {
                 "entries": len(console),
                 "max_entries": console.capacity,

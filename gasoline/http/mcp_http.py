@@ -11,14 +11,17 @@ Streamable HTTP
   answer starts with a priming event (an id, empty data, a ``retry`` hint); every event has an id,
   and ``GET /mcp`` with ``Last-Event-ID`` resumes that stream. ``initialize`` without a session id
   creates a session and returns its cryptographically random ``Mcp-Session-Id``; any other request
-  without one is a 400, an unknown or ended session a 404. ``GET /mcp`` (``Accept:
+  without one is stateless (MCP 2026-07-28: answered on its own, as plain JSON, for the client
+  ``stateless``) unless its ``MCP-Protocol-Version`` names a session revision (then 400); an
+  unknown or ended session is a 404. ``GET /mcp`` (``Accept:
   text/event-stream``) opens the server→client stream; ``DELETE /mcp`` ends the session. An
   ``MCP-Protocol-Version`` header naming a revision we do not speak is a 400.
 
 Connector form (the ``gasoline connect`` bridge, contract in docs/mcp.md)
   ``X-Gasoline-Client: <client id>`` and ``X-Gasoline-Connection: <per-process id>``, no
   ``Mcp-Session-Id``: the session is keyed by (client id, connection id) and (re)created by
-  ``initialize``; answers are always plain JSON (200, or 202 without a body); ``GET /mcp`` with the
+  ``initialize`` (a request on a connection without one is a 404, or, with
+  ``MCP-Protocol-Version: 2026-07-28``, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); ``GET /mcp`` with the
   same headers streams that connection's notifications as SSE with ids and ``Last-Event-ID`` replay.
 
 Legacy HTTP+SSE
@@ -43,7 +46,7 @@ from twisted.web.server import NOT_DONE_YET
 from gasoline.core.errors import GasolineError, TooManyClients
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
-from gasoline.mcp.server import SUPPORTED_VERSIONS, McpServer
+from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
 from gasoline.mcp.session import EventStream, McpSession
 
 log = Logger()
@@ -55,7 +58,8 @@ RETRY_MS = 1000
 #: Every open SSE stream gets a comment line this often, so idle streams are not cut by client
 #: read timeouts (the Python SDK's legacy SSE client gives up after 300 s of silence) or proxies.
 KEEPALIVE_SECONDS = 25.0
-_VERSIONS = frozenset(v.encode() for v in SUPPORTED_VERSIONS)
+_VERSIONS = frozenset(v.encode() for v in KNOWN_VERSIONS)
+_STATELESS = STATELESS_VERSION.encode()
 _JSON = b"application/json"
 
 
@@ -294,7 +298,7 @@ class McpHTTP(Resource):
             return _error_body(
                 request, 400, INVALID_REQUEST,
                 f"Bad Request: unsupported MCP-Protocol-Version {version.decode('latin-1')!r} "
-                f"(supported: {', '.join(SUPPORTED_VERSIONS)})",
+                f"(supported: {', '.join(KNOWN_VERSIONS)})",
             )
         return None
 
@@ -304,6 +308,27 @@ class McpHTTP(Resource):
             return None
         conn = request.getHeader(b"x-gasoline-connection") or b"default"
         return client.decode("utf-8", "replace"), conn.decode("utf-8", "replace")
+
+    def _stateless_client(self, request, key: tuple[str, str] | None) -> str | None | bool:
+        """For a non-initialize request: the client a stateless (2026-07-28) answer is for
+        (C{None}: no identity given), or C{False} when the request is for a session (2025-11-25:
+        it is found, or refused by L{_find}).
+
+        Connector form: stateless only when it says C{MCP-Protocol-Version: 2026-07-28} and the
+        connection has no session (the connector says so while its agent has not initialized; an
+        initialized connector gets a 404 after a daemon restart and re-creates its session).
+        Plain form: no C{Mcp-Session-Id} and no C{MCP-Protocol-Version} other than 2026-07-28."""
+        version = request.getHeader(b"mcp-protocol-version")
+        if key is not None:
+            if version != _STATELESS:
+                return False
+            session = self.connections.get(key)
+            return key[0] if session is None or session.closed else False
+        if request.getHeader(b"mcp-session-id") is not None:
+            return False
+        if version is not None and version != _STATELESS:
+            return False
+        return None
 
     def _find(self, request) -> tuple[McpSession | None, bytes | None]:
         """The session a non-initialize request names, or the error body to answer."""
@@ -389,8 +414,15 @@ class McpHTTP(Resource):
         is_init = isinstance(obj, dict) and obj.get("method") == "initialize"
         key = self._connector_key(request)
         new_session = False
+        stateless = False if is_init else self._stateless_client(request, key)
         try:
-            if key is not None:
+            if stateless is not False:
+                if isinstance(obj, list):
+                    return _error_body(request, 400, INVALID_REQUEST,
+                                       "Invalid Request: batches need a session (protocol "
+                                       "2025-03-26); a request without one stands alone")
+                session = self.server.open_stateless(stateless)
+            elif key is not None:
                 if is_init:
                     session = self._open_connector(key)
                     new_session = True
@@ -425,6 +457,8 @@ class McpHTTP(Resource):
             has_requests = any(jsonrpc.is_request_obj(m) for m in obj)
         else:
             has_requests = jsonrpc.is_request_obj(obj)
+        if stateless is not False:
+            return self._stateless(request, session, obj, has_requests)
         if not has_requests:
             return self._accept(request, session, obj)
 
@@ -458,6 +492,28 @@ class McpHTTP(Resource):
             exchange.finisher = _Finisher(request)
             if sse_ok:
                 exchange.upgrade()
+            request.notifyFinish().addErrback(exchange.client_gone)
+        return NOT_DONE_YET
+
+    def _stateless(self, request, session: McpSession, obj: Any, has_requests: bool):
+        """Answer one message of a request-scoped session (L{McpServer.open_stateless}) as plain
+        JSON, then close the session (work still running when the client goes is cancelled)."""
+        if not has_requests:
+            try:
+                return self._accept(request, session, obj)
+            finally:
+                self.server.close_session(session)
+        exchange = _PostExchange(self, request, session, False, False)
+        d = self.server.handle(session, obj, exchange.emit, exchange.close_stream)
+        exchange.deferred = d
+        d.addCallback(exchange.respond)
+        d.addErrback(exchange.failed)
+        d.addBoth(lambda _: self.server.close_session(session))
+        exchange.in_render = False
+        if exchange.sync_body is not None:
+            return exchange.sync_body
+        if exchange.finisher is None:
+            exchange.finisher = _Finisher(request)
             request.notifyFinish().addErrback(exchange.client_gone)
         return NOT_DONE_YET
 

@@ -46,6 +46,13 @@ log = Logger()
 #: Newest first. The answer to ``initialize`` is the requested version if listed, else the first.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
+#: The revision without a handshake or sessions: a request that arrives with no session is
+#: answered on its own, the caller's identity taken from the transport (docs/mcp.md, "Revisions").
+STATELESS_VERSION = "2026-07-28"
+#: Every revision a request may name (C{MCP-Protocol-Version}).
+KNOWN_VERSIONS = (STATELESS_VERSION, *SUPPORTED_VERSIONS)
+#: The client id of stateless requests that name no client.
+STATELESS_CLIENT = "stateless"
 #: Only this revision allows JSON-RPC batches (added in 2025-03-26, removed in 2025-06-18).
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 #: Sessions with no request for this long are closed (legacy SSE: 1 h, as seed 001 says).
@@ -233,6 +240,18 @@ class McpServer:
         log.info("MCP session {sid} opened for client {cid} ({transport})",
                  sid=session.session_id[:8], cid=client_id, transport=transport)
         self._tell_observers("session_opened", session)
+        return session
+
+    def open_stateless(self, client_id: str | None) -> McpSession:
+        """A session for one request that came without one (MCP 2026-07-28): no handshake, the
+        client's identity (its cursors, settings, state) from the transport, closed again once
+        the request is answered (L{close_session}). C{None}: the shared L{STATELESS_CLIENT}.
+
+        @raise gasoline.core.errors.GasolineError: the registry refused (too many clients).
+        """
+        session = self.open_session(client_id or STATELESS_CLIENT, "stateless")
+        session.initialized = True
+        session.protocol_version = STATELESS_VERSION
         return session
 
     def _tell_observers(self, what: str, session: McpSession) -> None:

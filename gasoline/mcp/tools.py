@@ -65,7 +65,8 @@ def error_result(error: GasolineError) -> dict[str, Any]:
     try:
         encoded = orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:  # details orjson cannot encode (e.g. huge ints)
-        encoded = orjson.dumps({k: body[k] for k in ("error", "message", "retry") if k in body},
+        encoded = orjson.dumps({k: body[k] for k in ("error", "message", "retryable", "retry",
+                                                    "retry_after_ms") if k in body},
                                default=str).decode()
     text = f"Error ({error.code}): {error.message}\n" + encoded
     return {"content": [{"type": "text", "text": text}], "isError": True}

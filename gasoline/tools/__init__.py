@@ -24,6 +24,7 @@ from gasoline.core.errors import NotImplementedMode
 from gasoline.mcp.tools import Tool, ToolRegistry
 from gasoline.streaming.hub import Streaming
 from gasoline.tools._events import append_unread_note
+from gasoline.tools.aliases import translate, with_alias_notice
 from gasoline.tools.context import ToolContext
 from gasoline.tools.runtime import ToolRuntime
 from gasoline.tools.schemas import (
@@ -102,14 +103,14 @@ class GasolineTools:
                               self._dispatcher(name), title=title, annotations=hints))
 
     def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
-        def dispatch(request: Any, args: dict[str, Any]) -> Any:
-            what = mode_of(tool, args)
-            handler = self.tables.get(tool, {}).get(what)
+        def run_one(request: Any, target: str, args: dict[str, Any]) -> Any:
+            what = mode_of(target, args)
+            handler = self.tables.get(target, {}).get(what)
             if handler is None:
-                raise NotImplementedMode(f"{tool} {{what:\"{what}\"}} is not implemented yet",
-                                         tool=tool, mode=what)
+                raise NotImplementedMode(f"{target} {{what:\"{what}\"}} is not implemented yet",
+                                         tool=target, mode=what)
             ctx = ToolContext.for_request(self.daemon, request, self)
-            ctx.tool = tool
+            ctx.tool = target
             ctx.mode = what
             result = handler(ctx, args)
             # Unread browser events (seed 004) are mentioned in every other tool's result.
@@ -118,6 +119,14 @@ class GasolineTools:
             if isinstance(result, Deferred):
                 return result.addCallback(lambda r: append_unread_note(ctx, r))
             return append_unread_note(ctx, result)
+
+        def dispatch(request: Any, args: dict[str, Any]) -> Any:
+            # The published Gasoline's names (gasoline.tools.aliases): translated, and said so.
+            translation = translate(tool, args)
+            if not translation.used:
+                return run_one(request, tool, args)
+            return with_alias_notice(
+                lambda call: run_one(request, translation.tool, call), translation)
 
         dispatch.__name__ = tool
         return dispatch

@@ -380,6 +380,7 @@ async def _fill(ctx: Any, args: dict[str, Any], fields: list[dict[str, Any]]) ->
             raise GasolineError(
                 f"{ctx.mode} stopped at field {i + 1} of {len(fields)} ({params['selector']!r}): "
                 f"{e.message}", code=e.code, retry=e.retry or None,
+                retryable=e.is_retryable, retry_after_ms=e.retry_after_ms,
                 filled=[f["selector"] for f in fields[:i]], failed_field=params["selector"],
             ) from None
         kind = {"type": "input"}.get(params["action"], params["action"])
@@ -413,6 +414,7 @@ async def fill_form(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         except GasolineError as e:
             raise GasolineError(f"filled {len(done)} field(s) but submitting failed: "
                                 f"{e.message}", code=e.code, retry=e.retry or None,
+                                retryable=e.is_retryable, retry_after_ms=e.retry_after_ms,
                                 filled=[f["selector"] for f in fields],
                                 submit_selector=submit_selector) from None
         record(ctx, "click", result, selector=submit_selector, command=ctx.mode)

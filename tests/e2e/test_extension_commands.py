@@ -333,6 +333,8 @@ def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(brows
         wait_until(lambda: fake.posts.get("/performance-snapshots"), 20, interval=0.3, what="a performance snapshot")
         wait_until(lambda: fake.posts.get("/websocket-events") and fake.posts.get("/network-bodies"), 20, interval=0.3,
                    what="the page's WebSocket events and network bodies")
+        wait_until(lambda: fake.posts.get("/enhanced-actions"), 30, interval=0.3,
+                   what="the navigation's action")
         with fake.lock:
             posts = {k: list(v) for k, v in fake.posts.items()}
     assert all(len(b["entries"]) <= 50 for b in posts["/logs"]) and len(posts["/logs"]) >= 3
@@ -414,7 +416,7 @@ def test_user_actions_select_keypress_scroll_and_spa_navigation_are_recorded(bro
 
         # The isolated-world scripts arrive once the page has loaded; a person's first keystrokes
         # cannot come sooner than that, a test's can.
-        wait_until(content_script_running, 10, interval=0.1, what="the content script in the tracked tab")
+        wait_until(content_script_running, 30, interval=0.1, what="the content script in the tracked tab")
         browser.cdp.evaluate(page, "document.body.style.height = '4000px'; document.getElementById('q').focus(); 1")
         browser.cdp.call("Input.insertText", {"text": "typed by a person"}, session=page)
         for kind in ("keyDown", "keyUp"):

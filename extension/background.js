@@ -66,6 +66,7 @@ chrome.storage.onChanged.addListener((changes, area) => {
     if (!before || before.serverUrl !== now.serverUrl || pinned(before) !== pinned(now)) {
       pairing.reset();
       status.connected = false;
+      retryQueuesNow();
       wakeSync();
     }
     if (!before || before.trackedTabId !== now.trackedTabId || before.trackAllTabs !== now.trackAllTabs
@@ -172,6 +173,16 @@ function scheduleFlush(name, delay) {
   if (q.timer || q.sending) return;
   const wait = delay === null ? q.backoffMs : delay;
   q.timer = setTimeout(() => { q.timer = null; flushQueue(name); }, wait);
+}
+
+/** Another daemon, or the same one back: drop every queue's back-off and send what waits now. */
+function retryQueuesNow() {
+  for (const name of Object.keys(queues)) {
+    const q = queues[name];
+    q.backoffMs = 0;
+    if (q.timer) { clearTimeout(q.timer); q.timer = null; }
+    if (q.items.length) scheduleFlush(name, 0);
+  }
 }
 
 function backoff(q, retryAfterSeconds) {
@@ -346,6 +357,7 @@ async function syncOnce() {
     const sentIds = new Set(results.map((r) => r.id));
     st.results = st.results.filter((r) => !sentIds.has(r.id));
   }
+  if (!status.connected) retryQueuesNow(); // the daemon is (back) there: no queue waits out a back-off
   status.connected = true;
   status.consecutiveFailures = 0;
   status.lastSyncAt = Date.now();

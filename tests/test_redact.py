@@ -265,22 +265,38 @@ def test_secret_kinds_lists_what_would_be_removed():
     assert secret_kinds("[REDACTED:jwt] only") == []
 
 
-def test_redaction_of_100kb_is_fast_and_hostile_repetition_is_linear():
-    entries = [{"ts": 1_700_000_000_000 + i, "url": f"http://localhost:3000/api/items/{i}",
-                "message": f"TypeError: x is undefined at line {i}", "level": "error"}
-               for i in range(1200)]
-    text = orjson.dumps(entries).decode()
-    assert len(text) > 100_000
-    start = time.perf_counter()
-    for _ in range(5):
-        redact_text(text)
-    assert (time.perf_counter() - start) / 5 < 0.1
-    hostile = ["password=" * 20_000, "a" * 200_000 + "!", "1 " * 50_000, '"token":"' * 10_000,
-               "Bearer " * 20_000, "4" * 100_000]
-    start = time.perf_counter()
-    for text in hostile:
-        redact_text(text)
-    assert time.perf_counter() - start < 3.0
+def _fastest(function, argument, rounds: int = 5) -> float:
+    """The best of C{rounds} timings of C{function(argument)}: the least disturbed by other load."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        function(argument)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_redaction_time_grows_linearly_with_the_input_even_for_hostile_repetition():
+    """Redaction is linear in its input: eight times the text costs about eight times as long, never
+    the sixty-four times a quadratic pattern would (the bound leaves room for a loaded machine).
+    Absolute speed is bench/ material, not a unit test's."""
+    def entries(n):
+        return orjson.dumps([{"ts": 1_700_000_000_000 + i, "url": f"http://localhost:3000/api/items/{i}",
+                              "message": f"TypeError: x is undefined at line {i}", "level": "error"}
+                             for i in range(n)]).decode()
+
+    shapes = {
+        "log entries": entries,
+        "password=": lambda n: "password=" * (n * 10),
+        "long run": lambda n: "a" * (n * 100) + "!",
+        "digits and spaces": lambda n: "1 " * (n * 25),
+        '"token":"': lambda n: '"token":"' * (n * 5),
+        "Bearer": lambda n: "Bearer " * (n * 10),
+        "card digits": lambda n: "4" * (n * 50),
+    }
+    for name, make in shapes.items():
+        small, large = make(250), make(2000)
+        ratio = _fastest(redact_text, large) / max(_fastest(redact_text, small), 1e-5)
+        assert ratio < 32, f"{name}: 8x the input took {ratio:.1f}x as long (quadratic would be 64x)"
 
 
 def test_a_redactor_instance_behaves_like_the_module_functions():

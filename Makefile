@@ -25,12 +25,7 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/lint-imports
-	@# A real-browser test that fails is run once more on its own before the suite counts as
-	@# failed: a few e2e tests are timing-sensitive on a loaded 2-core machine (docs/e2e-mcp.md,
-	@# "Flaky tests"). A test that fails twice fails the suite.
-	$(BIN)/python -m pytest $(PYTEST_ARGS) || { \
-	  echo "make test: re-running the failed tests once (they must pass now)"; \
-	  $(BIN)/python -m pytest --last-failed --last-failed-no-failures none $(PYTEST_ARGS); }
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/ingest.py

@@ -458,7 +458,9 @@ function statusSnapshot() {
     },
     ext_session_id,
     version: VERSION,
-    queues: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, { buffered: q.items.length, sent: q.sent, dropped: q.dropped, rejected: q.rejected }])),
+    queues: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, { buffered: q.items.length, sent: q.sent, dropped: q.dropped, rejected: q.rejected, backoff_ms: q.backoffMs }])),
+    capturing_tabs: pageCapture ? pageCapture.capturingTabs() : [],
+    pulled: Object.assign({ untracked: pulledUntracked }, pulled),
     dropped: totalDropped(),
   };
 }
@@ -812,12 +814,17 @@ function ensureAlive() {
 }
 
 // Verdicts for every page, and pulls from tracked ones (lib/pages.js).
-installPageCapture({
+// What the pages handed over, by kind, and how much of it came from a tab no longer tracked by the
+// time it arrived (status snapshot: where capture stopped, when a page's data does not arrive).
+const pulled = {};
+let pulledUntracked = 0;
+const pageCapture = installPageCapture({
   loadSettings,
   onWarning: (tabId, message) => extLog('warn', `tab ${tabId}: ${message}`, 'capture'),
   onItems: (tabId, items, dropped) => {
+    for (const item of items) pulled[item && item.kind] = (pulled[item && item.kind] || 0) + 1;
     loadSettings().then((s) => {
-      if (!isTrackedTab(s, tabId)) return;
+      if (!isTrackedTab(s, tabId)) { pulledUntracked += items.length; return; }
       if (dropped) extLog('warn', `tab ${tabId} produced more than its buffer holds between two pulls: dropped ${dropped} oldest item(s)`, 'capture');
       for (const item of items) {
         if (item && item.payload && typeof item.payload === 'object') captureItem(item.kind, item.payload, { id: tabId });

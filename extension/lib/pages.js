@@ -43,6 +43,11 @@ const PULL_ITEMS_LIMIT = 1000;   // items taken per pull (capture.js TAKE_LIMIT)
 const PULL_BYTES_LIMIT = 4 * 1024 * 1024; // and at most this much JSON per pull (the rest is counted as dropped)
 const BOUND_KEY = 'gasolineBoundDocuments'; // documents our capture module attached to (session storage)
 const ATTACHED = 'gasoline-capture: attached';
+// A verdict whose scripting call failed while the document may still be there (a busy browser,
+// a frame between two states) is tried again after these pauses; a document that is gone fails
+// each time and is then left alone.
+const RETRY_MS = [250, 1000, 3000];
+const RETRY = 'retry';
 
 // Run in the page's world by executeScript: self-contained, no closures.
 function pageTrack(on, flags) {
@@ -148,10 +153,13 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     schedule(tabId, page, page.wait);
   };
 
+  // true: pulled from now; false: not captured (a page's own module, untracked); RETRY: a scripting
+  // call failed, which may pass.
   const startCapture = async (tabId, documentId, settings) => {
     documentId = documentId || await topDocument(tabId);
     const flags = captureFlags(settings);
     let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
+    if (out === undefined) return RETRY;
     // No hooks in this page (it loaded before the extension did): put them in now, capture starts
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
@@ -171,7 +179,10 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       const result = await injection;
       if (result === ATTACHED) {
         out = await inPage(tabId, documentId, pageTrack, [true, flags]);
-      } else if (result) {
+        if (out === undefined) return RETRY;
+      } else if (!result) {
+        return RETRY;
+      } else {
         onWarning(tabId, `the page replaced Gasoline's capture module (${result}); nothing is captured from this page until it reloads`);
         out = null;
       }
@@ -196,6 +207,18 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     return true;
   };
 
+  // startCapture, tried again while it failed for a reason that may pass and the tab is still
+  // tracked and not captured from another document meanwhile.
+  const capture = async (tabId, documentId, settings, attempt = 0) => {
+    const started = await startCapture(tabId, documentId, settings);
+    if (started !== RETRY || attempt >= RETRY_MS.length) return;
+    setTimeout(() => loadSettings().then((s) => {
+      const page = capturing.get(tabId);
+      if (!isTrackedTab(s, tabId) || (page && (!documentId || page.documentId === documentId))) return;
+      capture(tabId, documentId, s, attempt + 1);
+    }), RETRY_MS[attempt]);
+  };
+
   const stopCapture = (tabId, documentId) => {
     forget(tabId);
     return inPage(tabId, documentId, pageTrack, [false, null]);
@@ -209,7 +232,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     answered.add(key);
     if (answered.size > 500) answered.delete(answered.values().next().value);
     const { tabId, documentId } = details;
-    loadSettings().then((s) => (isTrackedTab(s, tabId) ? startCapture(tabId, documentId, s) : stopCapture(tabId, documentId)));
+    loadSettings().then((s) => (isTrackedTab(s, tabId) ? capture(tabId, documentId, s) : stopCapture(tabId, documentId)));
   };
   const topPage = (details) => details.frameId === 0 && PAGE_URL.test(details.url || '');
   chrome.webNavigation.onCompleted.addListener((details) => {
@@ -228,7 +251,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
 
   const reconcile = (s) => pageTabs().then((tabs) => {
     for (const tab of tabs) {
-      if (isTrackedTab(s, tab.id)) startCapture(tab.id, undefined, s);
+      if (isTrackedTab(s, tab.id)) capture(tab.id, undefined, s);
       else if (capturing.has(tab.id)) stopCapture(tab.id, capturing.get(tab.id).documentId);
     }
   });
@@ -241,4 +264,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
 
   // A worker (re)start: tabs that are tracked now and loaded before this worker ran.
   loadSettings().then(reconcile);
+
+  // For the status snapshot (popup, diagnostics): the tabs pulled from now.
+  return { capturingTabs: () => Array.from(capturing.keys()) };
 }

@@ -36,8 +36,12 @@ class CDPError(RuntimeError):
     pass
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy; raise AssertionError after ``timeout``."""
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1, what: str = "condition",
+               describe: Callable[[], Any] | None = None) -> Any:
+    """Poll ``predicate`` until it returns something truthy; raise AssertionError after ``timeout``.
+
+    ``describe``, when given, is called on timeout and its answer is added to the error: the state
+    that explains the wait (e.g. the extension's status snapshot), for a failure seen only in CI."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while True:
@@ -48,7 +52,13 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
         except Exception as e:  # noqa: BLE001 - reported on timeout
             last_exc = e
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+            message = f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else "")
+            if describe is not None:
+                try:
+                    message += f"; state: {describe()!r}"
+                except Exception as e:  # noqa: BLE001 - the timeout is the error to report
+                    message += f"; state unavailable: {e!r}"
+            raise AssertionError(message)
         time.sleep(interval)
 
 

@@ -30,12 +30,19 @@ def track_new_tab(browser, site, daemon_url, path="/blank.html", reload=True):
     return sw, page, tab
 
 
-def snapshot_until(daemon_url, predicate, what, timeout=25.0):
+def snapshot_until(daemon_url, predicate, what, timeout=25.0, status=None):
+    """Poll the daemon's /snapshot until C{predicate} holds. C{status} (a callable: the extension's
+    status snapshot) goes into the timeout's message with the buffers' sizes at that moment."""
     def check():
         snap = daemon_get(daemon_url, "/snapshot")
         return snap if predicate(snap) else None
 
-    return wait_until(check, timeout, interval=0.25, what=what)
+    def describe():
+        snap = daemon_get(daemon_url, "/snapshot")
+        sizes = {k: len(v) for k, v in snap.items() if isinstance(v, list)}
+        return {"daemon buffers": sizes, "extension": status() if status else None}
+
+    return wait_until(check, timeout, interval=0.25, what=what, describe=describe)
 
 
 def logs_with(snap, text):
@@ -66,7 +73,8 @@ def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(brows
             and {"click", "input"} <= {a["type"] for a in actions}
         )
 
-    snap = snapshot_until(ext_daemon.url, complete, "every kind of capture to reach the daemon")
+    snap = snapshot_until(ext_daemon.url, complete, "every kind of capture to reach the daemon",
+                          status=lambda: browser.status(sw))
     mine = logs_with(snap, marker)
 
     console_error = next(e for e in mine if e["type"] == "console" and e["level"] == "error")
@@ -230,6 +238,7 @@ def test_an_mcp_agent_observes_what_the_page_did(browser, site, ext_daemon):
         ext_daemon.url,
         lambda s: any(a["type"] == "click" for a in s["enhanced_actions"]) and logs_with(s, "e2e thrown"),
         "the click and the exception",
+        status=lambda: browser.status(sw),
     )
     # Only observe errors / logs exist in the daemon so far; the other buffers are checked through
     # /snapshot above and the performance snapshot in test_extension_commands.py.

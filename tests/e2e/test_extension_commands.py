@@ -227,6 +227,14 @@ class ScriptedDaemon:
         self.server.server_close()
         self.thread.join(5)
 
+    def summary(self) -> dict:
+        """What reached this daemon so far, by path (for a timeout's error message)."""
+        with self.lock:
+            logs = [f"{e.get('level')}: {e.get('message')}" for s in self.syncs for e in s.get("extension_logs", [])]
+            return {"pairing": list(self.pairing_requests), "syncs": len(self.syncs),
+                    "posts": {path: len(bodies) for path, bodies in self.posts.items()},
+                    "extension_logs": logs[-10:]}
+
     def results(self):
         with self.lock:
             out = {}
@@ -320,7 +328,7 @@ def test_pilot_off_refuses_acting_commands_but_answers_reads(browser, site):
 
 def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(browser, site):
     with ScriptedDaemon([]) as fake:
-        _, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
+        sw, page, tab = browser.track_new_tab(site.url + "/blank.html", fake.url)
         browser.navigate(page, site.url + "/capture.html?m=batch")
         browser.cdp.evaluate(page, "for (let i = 0; i < 130; i++) console.log('bulk', i); 1")
 
@@ -330,7 +338,13 @@ def test_capture_is_batched_per_route_with_a_performance_snapshot_per_load(brows
             return entries if sum(1 for e in entries if e["message"].startswith("bulk ")) == 130 else None
 
         wait_until(logged, 20, interval=0.3, what="130 console entries")
-        wait_until(lambda: fake.posts.get("/performance-snapshots"), 20, interval=0.3, what="a performance snapshot")
+        def snapshot_of_the_page():  # the blank page the tab left may send its own first
+            with fake.lock:
+                return any(s["url"] == site.url + "/capture.html?m=batch"
+                           for b in fake.posts.get("/performance-snapshots", []) for s in b["snapshots"])
+
+        wait_until(snapshot_of_the_page, 20, interval=0.3, what="the page's performance snapshot",
+                   describe=lambda: (fake.summary(), browser.status(sw)))
         wait_until(lambda: fake.posts.get("/websocket-events") and fake.posts.get("/network-bodies"), 20, interval=0.3,
                    what="the page's WebSocket events and network bodies")
         wait_until(lambda: fake.posts.get("/enhanced-actions"), 30, interval=0.3,
@@ -416,7 +430,8 @@ def test_user_actions_select_keypress_scroll_and_spa_navigation_are_recorded(bro
 
         # The isolated-world scripts arrive once the page has loaded; a person's first keystrokes
         # cannot come sooner than that, a test's can.
-        wait_until(content_script_running, 30, interval=0.1, what="the content script in the tracked tab")
+        wait_until(content_script_running, 30, interval=0.1, what="the content script in the tracked tab",
+                   describe=lambda: (fake.summary(), browser.status(sw)))
         browser.cdp.evaluate(page, "document.body.style.height = '4000px'; document.getElementById('q').focus(); 1")
         browser.cdp.call("Input.insertText", {"text": "typed by a person"}, session=page)
         for kind in ("keyDown", "keyUp"):

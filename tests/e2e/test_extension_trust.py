@@ -164,7 +164,7 @@ def test_an_impostor_on_the_daemons_port_gets_no_capture_data_and_its_commands_a
     sw, page, tab = browser.track_new_tab(site.url + "/blank.html", ext_daemon.url, aiWebPilotEnabled=True)
     browser.navigate(page, site.url + "/capture.html?m=real-daemon")  # a load after tracking: captured from its start
     wait_until(lambda: any("e2e console error real-daemon" in e.get("message", "") for e in daemon_get(ext_daemon.url, "/snapshot")["logs"]),
-               20, what="capture at the real daemon")
+               20, what="capture at the real daemon", describe=lambda: browser.status(sw))
     port = ext_daemon.port
     ext_daemon.kill()
     hijack = {"id": "q-1", "type": "execute", "params": {"script": "document.title = 'hijacked'"}}

@@ -90,6 +90,12 @@ const captureFlags = (s) => ({ logs: s.captureLogs, network: s.captureNetwork, w
  */
 export function installPageCapture({ loadSettings, onItems, onWarning = () => {} }) {
   const capturing = new Map(); // tabId -> {documentId, timer, wait}
+  // Top-frame navigations begun per tab: a capture start that began before the tab's latest
+  // navigation is about a page the tab has left, and must not displace the capture of the page
+  // that followed (on a busy browser its scripting calls can finish after that page's own start).
+  const navigations = new Map(); // tabId -> count
+  // How capture starts ended, by outcome (the status snapshot's diagnostics).
+  const starts = { started: 0, switches: 0, not_captured: 0, retry: 0, superseded: 0, injected: 0, refused: 0 };
 
   // The capture module is bound to its page: the hooks accept the first module that attaches, and
   // the worker learns from the injection's own result (which the page cannot touch) whether that
@@ -156,10 +162,12 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   // true: pulled from now; false: not captured (a page's own module, untracked); RETRY: a scripting
   // call failed, which may pass.
   const startCapture = async (tabId, documentId, settings) => {
+    const generation = navigations.get(tabId) || 0;
+    const outcome = (name, value) => { starts[name] += 1; return value; };
     documentId = documentId || await topDocument(tabId);
     const flags = captureFlags(settings);
     let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
-    if (out === undefined) return RETRY;
+    if (out === undefined) return outcome('retry', RETRY);
     // No hooks in this page (it loaded before the extension did): put them in now, capture starts
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
@@ -178,11 +186,13 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       }
       const result = await injection;
       if (result === ATTACHED) {
+        starts.injected += 1;
         out = await inPage(tabId, documentId, pageTrack, [true, flags]);
-        if (out === undefined) return RETRY;
+        if (out === undefined) return outcome('retry', RETRY);
       } else if (!result) {
-        return RETRY;
+        return outcome('retry', RETRY);
       } else {
+        starts.refused += 1;
         onWarning(tabId, `the page replaced Gasoline's capture module (${result}); nothing is captured from this page until it reloads`);
         out = null;
       }
@@ -193,18 +203,22 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       onWarning(tabId, 'a capture module the extension did not inject is attached to this page; nothing is captured from it until it reloads');
       out = null;
     }
-    if (!out || out.attach) return false;
+    if (!out || out.attach) return outcome('not_captured', false);
+    if ((navigations.get(tabId) || 0) !== generation) {
+      deliver(tabId, out); // what that page held until it was left
+      return outcome('superseded', false);
+    }
     const previous = capturing.get(tabId);
     if (previous && previous.documentId === documentId) {
       deliver(tabId, out); // already pulled from: the call only passed new capture switches
-      return true;
+      return outcome('switches', true);
     }
     forget(tabId);
     const page = { documentId, timer: null, wait: PULL_BUSY_MS };
     capturing.set(tabId, page);
     deliver(tabId, out);
     schedule(tabId, page, PULL_BUSY_MS);
-    return true;
+    return outcome('started', true);
   };
 
   // startCapture, tried again while it failed for a reason that may pass and the tab is still
@@ -244,10 +258,11 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   // The tab is leaving the page: take the rest while the document still exists.
   chrome.webNavigation.onBeforeNavigate.addListener((details) => {
     if (details.frameId !== 0) return;
+    navigations.set(details.tabId, (navigations.get(details.tabId) || 0) + 1);
     const page = forget(details.tabId);
     if (page) inPage(details.tabId, page.documentId, pageTake, [true]).then((out) => deliver(details.tabId, out));
   });
-  chrome.tabs.onRemoved.addListener((tabId) => { forget(tabId); });
+  chrome.tabs.onRemoved.addListener((tabId) => { forget(tabId); navigations.delete(tabId); });
 
   const reconcile = (s) => pageTabs().then((tabs) => {
     for (const tab of tabs) {
@@ -266,5 +281,5 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   loadSettings().then(reconcile);
 
   // For the status snapshot (popup, diagnostics): the tabs pulled from now.
-  return { capturingTabs: () => Array.from(capturing.keys()) };
+  return { capturingTabs: () => Array.from(capturing.keys()), starts: () => Object.assign({}, starts) };
 }

@@ -108,7 +108,6 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     }
     return bound;
   };
-  const docKey = (tabId, documentId) => documentId || `tab:${tabId}`;
   const injections = new Map(); // document key -> the injection of the capture module under way
   const bind = async (key) => {
     const set = await boundDocs();
@@ -165,13 +164,17 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     const generation = navigations.get(tabId) || 0;
     const outcome = (name, value) => { starts[name] += 1; return value; };
     documentId = documentId || await topDocument(tabId);
+    // A tab between two documents has no top document to name: without a name, this start and
+    // the new page's own verdict would bind the capture module under two keys, and the second
+    // would take the module the first injected for the page's own (its load's items lost).
+    if (!documentId) return outcome('retry', RETRY);
     const flags = captureFlags(settings);
     let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
     if (out === undefined) return outcome('retry', RETRY);
     // No hooks in this page (it loaded before the extension did): put them in now, capture starts
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
-    const key = docKey(tabId, documentId);
+    const key = documentId;
     await boundDocs();
     if (missing) {
       // Two verdicts for one document can overlap (its load and a tracking change): one injects,

@@ -5,7 +5,8 @@ small writes, and data URLs.
 
 Everything here is plain blocking file I/O meant to run in the reactor's thread pool
 (L{gasoline.core.persist.thread_runner}); the path checks (L{resolve_readable}, L{inside}) are a
-few C{stat} calls and run where they are called.
+few C{stat} calls and run where they are called. The sandbox itself is L{gasoline.core.paths}
+(C{real}, C{inside} and C{PathRefused} are re-exported here for the media modes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.core.persist import make_private_dir, write_atomic
 
 #: Largest total size of the files one ``upload`` sends.
@@ -37,20 +39,6 @@ SCREENSHOTS_DIR = "screenshots"
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DATA_URL = re.compile(r"^data:(image/(?:png|jpeg|webp));base64,", re.IGNORECASE)
-
-
-class PathRefused(GasolineError):
-    code = "path_refused"
-    retry = ("Name a regular file inside your working directory (relative paths are taken from "
-             "it) or inside the daemon's state dir.")
-
-
-def real(path: str | os.PathLike[str]) -> Path:
-    return Path(os.path.realpath(path))
-
-
-def inside(path: Path, root: Path) -> bool:
-    return path == root or path.is_relative_to(root)
 
 
 def valid_name(name: str, param: str = "name") -> str:
@@ -83,16 +71,7 @@ def resolve_readable(name: str, roots: list[Path], param: str = "file_path") -> 
     """The real path of the regular file C{name} (relative: from the first root), or
     L{PathRefused} when it is missing, not a regular file, or outside every root (symlinks
     resolved)."""
-    if not name.strip() or "\x00" in name:
-        raise PathRefused(f"{param} is empty or not a valid path", param=param)
-    if not roots:
-        raise PathRefused("no working directory or state dir to read files from", param=param)
-    raw = Path(name)
-    candidate = raw if raw.is_absolute() else roots[0] / raw
-    resolved = real(candidate)
-    if not any(inside(resolved, root) for root in roots):
-        raise PathRefused(f"{name!r} resolves outside your working directory and the state dir",
-                          param=param, allowed_roots=[str(r) for r in roots])
+    resolved = resolve_inside(name, roots, param=param)
     try:
         st = os.stat(resolved)
     except OSError as e:

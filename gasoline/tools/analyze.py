@@ -35,6 +35,7 @@ from gasoline.analysis._util import (
     iso,
     origin_of,
 )
+from gasoline.core import paths
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.persist import thread_runner
 from gasoline.core.store import (
@@ -529,8 +530,8 @@ async def visual_diff(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         raise GasolineError(f"you have no baseline named {name!r}", code="no_data", param="name",
                             valid=sorted(_baselines(ctx))[:MAX_BASELINES],
                             retry="Take one first with analyze {what:\"visual_baseline\", name}.")
-    baseline = media.real(entry["path"])
-    if not media.inside(baseline, media.real(_visual_dir(ctx))) or not baseline.is_file():
+    baseline = paths.real(entry["path"])
+    if not paths.inside(baseline, paths.real(_visual_dir(ctx))) or not baseline.is_file():
         raise GasolineError(f"baseline {name!r} is gone from the state dir; take it again",
                             code="no_data", param="name")
     pixel_threshold = ctx.int_arg(args, "pixel_threshold", 24, 0, 255)

@@ -23,6 +23,7 @@ from gasoline.core.identity import (
     response_proof,
 )
 from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
 
 URL = "http://127.0.0.1:7890"
@@ -40,19 +41,10 @@ class Daemon:
         self.treq = StubTreq(self.app.resource)
 
     def call(self, method, path, body=None, headers=EXTENSION_HEADERS, raw=None):
-        out = []
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        d = self.treq.request(method, URL + path, data=data, headers=headers)
-        d.addCallback(lambda r: self.treq.content(r).addCallback(lambda b: out.append((r, b))))
-        self.treq.flush()
         # /sync long-polls: let its hold time pass
-        for _ in range(12):
-            if out:
-                break
-            self.clock.advance(1)
-            self.treq.flush()
-        assert out, f"no response to {method} {path}"
-        return out[0]
+        return stub_request(self.treq, method, URL + path, data=data, headers=headers,
+                            clock=self.clock, wait=12)
 
     @property
     def public_key(self) -> bytes:

@@ -8,6 +8,7 @@ import os
 import stat
 
 import pytest
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
 from twisted.internet.task import Clock
 
@@ -31,13 +32,8 @@ class Daemon:
         self.app.shutdown.stop = lambda: self.stopped.append(self.clock.seconds())
 
     def call(self, method, path, body=None, headers=EXTENSION_HEADERS, raw=None):
-        out = []
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        d = self.treq.request(method, URL + path, data=data, headers=headers)
-        d.addCallback(lambda r: self.treq.content(r).addCallback(lambda b: out.append((r, b))))
-        self.treq.flush()
-        assert out, f"no response to {method} {path}"
-        r, b = out[0]
+        r, b = stub_request(self.treq, method, URL + path, data=data, headers=headers)
         return r.code, json.loads(b), r
 
     def post(self, path, body=None, **kw):

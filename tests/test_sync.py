@@ -6,7 +6,6 @@ import json
 from datetime import datetime
 
 import pytest
-from treq.testing import StubTreq
 from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -20,7 +19,8 @@ from gasoline.core.extension import ExtensionLink
 from gasoline.core.store import EXTENSION_LOGS, TelemetryStore
 from gasoline.http.request import GasolineSite
 from gasoline.interfaces import ICommandQueue, IExtensionLink
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, stub_answer
+from gasoline.testing import stub_treq as StubTreq
 
 URL = "http://127.0.0.1:7890"
 
@@ -438,10 +438,7 @@ def make_app(tmp_path):
 
 
 def response(treq, d):
-    out = []
-    d.addCallback(lambda r: treq.content(r).addCallback(lambda body: out.append((r, body))))
-    treq.flush()
-    return out[0] if out else None
+    return stub_answer(treq, d)
 
 
 def test_http_sync_long_polls_and_is_woken_by_a_command(tmp_path):

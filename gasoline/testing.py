@@ -109,6 +109,12 @@ class StubHTTP:
 
         return issue
 
+    def drop_connections(self) -> None:
+        """Every client connection goes away (the client closed its streams), then L{flush}."""
+        for pump in list(self._pumps):
+            pump.clientIO.loseConnection()
+        self.flush()
+
     def flush(self) -> None:
         """Move every pending byte both ways; forget connections closed at both ends."""
         for pump in list(self._pumps):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import treq
-from treq.testing import StubTreq
+from gasoline.testing import stub_treq as StubTreq
 from twisted.internet.task import Clock
 
 from gasoline.core.store import CONSOLE
@@ -45,9 +45,7 @@ class Legacy:
         return out[0], content[0]
 
     def drop_connections(self) -> None:
-        for pump in list(self.stub._agent._pumps):
-            pump.clientIO.loseConnection()
-        self.stub.flush()
+        self.stub.drop_connections()
 
 
 def sse_events(chunks):

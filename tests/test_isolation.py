@@ -53,7 +53,7 @@ def test_checkpoints_are_namespaced_per_client_and_reachable_on_purpose(app, abc
     _, listed = configure(app, c, what="checkpoint", checkpoint_action="list")
     assert listed["checkpoints"] == []
     # C reaches B's on purpose with "agent-b:before".
-    from gasoline.tools.configure import resolve_checkpoint
+    from gasoline.tools._state import resolve_checkpoint
     from gasoline.tools.context import ToolContext
 
     ctx_c = ToolContext(app=app.daemon, tools=app.tools, request=None, state=c.state, client_id="agent-c")

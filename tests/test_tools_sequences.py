@@ -13,7 +13,6 @@ from _mcp_calls import start as _start
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.core.lifecycle import SHUTDOWN_DELAY
-from gasoline.mcp import jsonrpc
 from gasoline.tools import _playback as playback
 from support import DaemonProcess
 

@@ -35,15 +35,13 @@ from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR
 from gasoline.connect.errors import RegistrationRefused
 
 log = Logger()
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
 #: Server-defined error: the request could not be delivered to the daemon in time.
-DAEMON_UNAVAILABLE = -32000
+DAEMON_UNAVAILABLE = SERVER_ERROR
 
 DEFAULT_BOUND = 30.0
 MAX_QUEUE = 10_000

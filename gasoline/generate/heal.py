@@ -32,6 +32,7 @@ import re
 from typing import Any
 
 from gasoline.analysis._util import dicts
+from gasoline.common import unquote
 from gasoline.generate.scripts import js
 
 WEIGHTS = {"testId": 0.95, "role": 0.85, "ariaLabel": 0.8, "placeholder": 0.7, "text": 0.65,
@@ -44,13 +45,6 @@ _SIMPLE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 # -- the broken selector -------------------------------------------------------------------------
-
-
-def _unquote(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'`":
-        return s[1:-1]
-    return s
 
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -78,10 +72,10 @@ def parse_selector(selector: str) -> dict[str, Any]:
     for kind, pattern in _PATTERNS:
         m = pattern.match(s)
         if m:
-            return {"kind": kind, "value": _unquote(m.group(1))}
+            return {"kind": kind, "value": unquote(m.group(1))}
     m = _ROLE.match(s)
     if m:
-        return {"kind": "role", "role": m.group(1), "value": _unquote(m.group(2) or "")}
+        return {"kind": "role", "role": m.group(1), "value": unquote(m.group(2) or "")}
     m = _GET_BY_ROLE.match(s)
     if m:
         return {"kind": "role", "role": m.group(2), "value": m.group(4) or ""}

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from gasoline.common import unquote
 from gasoline.core.store import ACTIONS
 from gasoline.tools._shared import (
     as_dict,
@@ -27,10 +28,7 @@ _ROLE = re.compile(r"^\s*([a-zA-Z-]+)\s*(?:\[\s*name\s*=\s*(.+?)\s*\]|\s+name\s*
 
 
 def _unquote(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
-        return s[1:-1]
-    return s
+    return unquote(s, quotes="\"'")
 
 
 def selectors_for(selector: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from gasoline.analysis._util import dicts, status_of, text
+from gasoline.core.validate import json_type
 
 MAX_DEPTH = 8
 MAX_PATHS = 300
@@ -56,20 +57,6 @@ def endpoint_of(entry: dict[str, Any]) -> str:
     return f"{method} {normalize_path(text(entry.get('url'), 4000))}"
 
 
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def flatten(value: Any, path: str = "$", depth: int = 0,
             out: dict[str, str] | None = None) -> dict[str, str]:
     """``path → type`` for a JSON value; array items share the path ``parent[]``."""
@@ -77,7 +64,7 @@ def flatten(value: Any, path: str = "$", depth: int = 0,
         out = {}
     if len(out) >= MAX_PATHS:
         return out
-    out.setdefault(path, type_name(value))
+    out.setdefault(path, json_type(value))
     if depth >= MAX_DEPTH:
         return out
     if isinstance(value, dict):

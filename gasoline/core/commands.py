@@ -25,6 +25,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from gasoline.core.hooks import add_hook
 from gasoline.interfaces import ICommandQueue
 
 log = Logger()
@@ -165,15 +166,7 @@ class CommandQueue:
         ``expired``), ``result`` and/or ``error``, ``correlation_id`` when known, and ``owner`` (the
         command's owner). @return: a zero-argument callable that unregisters.
         """
-        self._listeners.append(callback)
-
-        def remove() -> None:
-            try:
-                self._listeners.remove(callback)
-            except ValueError:
-                pass
-
-        return remove
+        return add_hook(self._listeners, callback)
 
     def resolve(self, result: dict[str, Any]) -> bool:
         """A result for an outstanding command: notify listeners once. Unknown ids are ignored.

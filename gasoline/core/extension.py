@@ -36,6 +36,8 @@ from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.common import rfc3339  # noqa: F401  (re-exported)
 from gasoline.core.commands import CommandQueue
 from gasoline.core.errors import ExtensionDisconnected
+from gasoline.core.hooks import add_hook
+from gasoline.core.lifecycle import StopHook
 from gasoline.core.redact import Redactor
 from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
@@ -109,15 +111,7 @@ class ExtensionLink:
 
     def on_disconnect(self, hook: Callable[[], None]) -> Callable[[], None]:
         """Call C{hook()} each time the extension goes from connected to disconnected."""
-        self._disconnect_hooks.append(hook)
-
-        def remove() -> None:
-            try:
-                self._disconnect_hooks.remove(hook)
-            except ValueError:
-                pass
-
-        return remove
+        return add_hook(self._disconnect_hooks, hook)
 
     def require_connected(self) -> None:
         """@raise ExtensionDisconnected: when no sync came within the last 10 s."""
@@ -132,7 +126,7 @@ class ExtensionLink:
 
     def service(self) -> Service:
         """A service whose stop cancels this link's timer (add it to the daemon's services)."""
-        return _LinkService(self)
+        return StopHook(self.stop)
 
     def health(self) -> dict[str, Any]:
         """``{connected, last_poll}`` for ``/health``."""
@@ -207,10 +201,3 @@ class ExtensionLink:
         self.status_at = self.clock.seconds()
 
 
-class _LinkService(Service):
-    def __init__(self, link: ExtensionLink) -> None:
-        self.link = link
-
-    def stopService(self):
-        super().stopService()
-        self.link.stop()

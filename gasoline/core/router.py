@@ -56,6 +56,7 @@ from gasoline.core.errors import (  # noqa: F401  (CommandCancelled, ExtensionEr
     InvalidParam,
     QueueFull,
 )
+from gasoline.core.lifecycle import StopHook
 from gasoline.interfaces import IQueryRouter
 
 log = Logger()
@@ -230,7 +231,7 @@ class QueryRouter:
 
     def service(self) -> Service:
         """A service whose stop runs L{close} (add it to the daemon's services)."""
-        return _RouterService(self)
+        return StopHook(self.close)
 
     # -- starting commands ------------------------------------------------------------------------
 
@@ -585,15 +586,6 @@ class QueryRouter:
         if self.registry is None:
             return None
         return self.registry.get(owner)
-
-
-class _RouterService(Service):
-    def __init__(self, router: QueryRouter) -> None:
-        self.router = router
-
-    def stopService(self):
-        super().stopService()
-        self.router.close()
 
 
 __all__ = [

@@ -116,15 +116,25 @@ def _size(value: Any) -> int:
         return 1 << 62
 
 
-def _kind(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value: C{null}, C{boolean}, C{number}, C{string}, C{array} or
+    C{object}."""
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "a boolean"
+        return "boolean"
     if isinstance(value, (int, float)):
-        return "a number"
+        return "number"
     if isinstance(value, str):
-        return "a string"
+        return "string"
     if isinstance(value, list):
-        return "an array"
-    return "an object"
+        return "array"
+    return "object"
+
+
+def _kind(value: Any) -> str:
+    """L{json_type} for a message: C{"an array"}, C{"a string"}, C{"null"}."""
+    name = json_type(value)
+    if name == "null":
+        return name
+    return ("an " if name[0] in "aeiou" else "a ") + name

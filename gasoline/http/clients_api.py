@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import orjson
 from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, TooManyClients, UnknownClient
-from gasoline.http.json import json_body
+from gasoline.http.json import json_body, read_json_object
 
 log = Logger()
 
@@ -63,18 +62,7 @@ class ClientsAPI:
         return self.app.resource()
 
     def _body(self, request) -> dict[str, Any]:
-        raw = request.content.read(MAX_BODY + 1) if request.content is not None else b""
-        if len(raw) > MAX_BODY:
-            raise InvalidParam(f"request body larger than {MAX_BODY} bytes", code="body_too_large")
-        if not raw.strip():
-            return {}
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise InvalidParam(f"request body is not valid JSON: {e}", code="bad_json")
-        if not isinstance(body, dict):
-            raise InvalidParam("request body must be a JSON object", code="bad_json")
-        return body
+        return read_json_object(request, MAX_BODY)
 
     @app.route("/clients", methods=["POST"])
     def register(self, request):

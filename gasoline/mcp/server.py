@@ -18,7 +18,6 @@ import secrets
 from typing import Any, Callable
 
 import attrs
-from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -26,6 +25,7 @@ from twisted.python.failure import Failure
 
 from gasoline import __version__
 from gasoline.core.errors import TooManyClients
+from gasoline.core.lifecycle import StopHook
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -194,7 +194,8 @@ class McpServer:
             "prompts/get": self._prompts_get,
             "completion/complete": self._complete,
         }
-        self.service = _SessionsService(self)
+        #: Closes every MCP session (and its idle timer) when the daemon stops.
+        self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
         # At the client limit the registry asks us for a quiet session to close (issue 11 §5).
@@ -607,14 +608,3 @@ class McpServer:
         return {"completion": self.prompts.complete(ref, argument)}
 
 
-class _SessionsService(Service):
-    """Closes every MCP session (and its idle timer) when the daemon stops."""
-
-    name = "mcp-sessions"
-
-    def __init__(self, server: McpServer) -> None:
-        self._server = server
-
-    def stopService(self):
-        self._server.close_all()
-        return super().stopService()

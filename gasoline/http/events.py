@@ -16,18 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.http.json import json_error
+from gasoline.http.keepalive import keepalive_service
 
 log = Logger()
-
-KEEPALIVE_SECONDS = 25.0
-
 
 def sse_item(item: dict[str, Any]) -> bytes:
     kind = str(item.get("event_type", "event")).encode("ascii", "replace")
@@ -43,20 +40,11 @@ class EventsResource(Resource):
     def __init__(self, streaming: Any, clock: Any) -> None:
         super().__init__()
         self.streaming = streaming
-        #: Open responses; each gets an SSE comment every L{KEEPALIVE_SECONDS}.
+        #: Open responses; each gets an SSE comment every
+        #: L{gasoline.http.keepalive.KEEPALIVE_SECONDS}.
         self.open: set[Any] = set()
-        self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
-        self.keepalive_service.clock = clock
-        self.keepalive_service.setName("events-sse-keepalive")
-
-    def keepalive(self) -> None:
-        """Guarded: a LoopingCall must not die."""
-        for request in list(self.open):
-            try:
-                request.write(b": keepalive\n\n")
-            except Exception:
-                log.failure("/events keep-alive write failed")
-                self.open.discard(request)
+        self.keepalive_service = keepalive_service(clock, self.open, "events-sse-keepalive",
+                                                   "/events")
 
     def render(self, request):
         if [p for p in request.postpath[1:] if p]:

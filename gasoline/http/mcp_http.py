@@ -37,13 +37,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import GasolineError, TooManyClients
+from gasoline.http.keepalive import keepalive_service
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
@@ -55,9 +55,6 @@ log = Logger()
 MAX_BODY = 4 * 1024 * 1024
 #: Reconnection delay suggested to SSE clients (the ``retry`` field), in milliseconds.
 RETRY_MS = 1000
-#: Every open SSE stream gets a comment line this often, so idle streams are not cut by client
-#: read timeouts (the Python SDK's legacy SSE client gives up after 300 s of silence) or proxies.
-KEEPALIVE_SECONDS = 25.0
 _VERSIONS = frozenset(v.encode() for v in KNOWN_VERSIONS)
 _STATELESS = STATELESS_VERSION.encode()
 _JSON = b"application/json"
@@ -225,9 +222,8 @@ class McpHTTP(Resource):
         self.connections: dict[tuple[str, str], McpSession] = {}
         #: Open SSE responses (they get keep-alive comments).
         self.open_streams: set[_Finisher] = set()
-        self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
-        self.keepalive_service.clock = server.clock
-        self.keepalive_service.setName("mcp-sse-keepalive")
+        self.keepalive_service = keepalive_service(server.clock, self.open_streams,
+                                                   "mcp-sse-keepalive", "SSE")
         #: C{bind(proxy_session_id, mcp_session)}: a connector connection that sends
         #: ``X-Gasoline-Proxy-Session`` sees that proxy session's tools (set by the app when the
         #: daemon has proxy servers; raises a GasolineError for an unknown id).
@@ -238,15 +234,6 @@ class McpHTTP(Resource):
         if finisher not in self.open_streams and not finisher.done:
             self.open_streams.add(finisher)
             finisher.request.notifyFinish().addBoth(lambda _: self.open_streams.discard(finisher))
-
-    def keepalive(self) -> None:
-        """Write an SSE comment on every open stream (guarded: a LoopingCall must not die)."""
-        for finisher in list(self.open_streams):
-            try:
-                finisher.write(b": keepalive\n\n")
-            except Exception:
-                log.failure("SSE keep-alive write failed")
-                self.open_streams.discard(finisher)
 
     def resource(self) -> Resource:
         return self

@@ -11,6 +11,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import GasolineError, MissingParam
+from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools._views import view_filter
 from gasoline.tools.context import ToolContext
 
@@ -239,8 +240,6 @@ def observe_failed_commands(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
 
 
 def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recordings_of  # noqa: PLC0415
-
     rec = recordings_of(ctx)
     items = [{k: v for k, v in r.items() if k != "actions"} for r in rec["saved"].values()
              if isinstance(r, dict)]
@@ -250,16 +249,7 @@ def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
 
 
 def observe_recording_actions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recordings_of  # noqa: PLC0415
-
-    name = ctx.str_arg(args, "name")
-    if not name:
-        raise MissingParam("recording_actions needs 'name' (observe {what:'recordings'} lists "
-                           "them)", param="name")
-    rec = recordings_of(ctx)["saved"].get(name)
-    if not isinstance(rec, dict):
-        raise GasolineError(f"no recording {name!r}", code="no_data",
-                            retry="observe {what:'recordings'} lists yours.")
+    name, rec = recording_named(ctx, args, "recording_actions")
     limit = ctx.int_arg(args, "limit", MAX_LIMIT, 1, MAX_LIMIT)
     actions = rec.get("actions", [])[:limit]
     return ctx.ok(f"recording {name}: {len(actions)} actions",

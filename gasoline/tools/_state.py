@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.tools.context import (
     ToolContext,
     state_of_ref,
@@ -35,3 +35,21 @@ def recordings_of(ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(rec, dict) or not isinstance(rec.get("saved"), dict):
         rec = ctx.state.kv[RECORDINGS_NS] = {"active": None, "saved": {}}
     return rec
+
+
+def recording_named(ctx: ToolContext, args: dict[str, Any],
+                    mode: str) -> tuple[str, dict[str, Any]]:
+    """C{(name, recording)} of the caller's saved recording that C{args["name"]} names.
+
+    @raise MissingParam: no C{name}.
+    @raise GasolineError: C{no_data}, the caller has no recording of that name.
+    """
+    name = ctx.str_arg(args, "name")
+    if not name:
+        raise MissingParam(f"{mode} needs 'name': one of your recordings "
+                           "(observe {what:'recordings'} lists them)", param="name")
+    recording = recordings_of(ctx)["saved"].get(name)
+    if not isinstance(recording, dict):
+        raise GasolineError(f"no recording {name!r}", code="no_data",
+                            retry="observe {what:'recordings'} lists yours.")
+    return name, recording

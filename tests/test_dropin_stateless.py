@@ -11,7 +11,7 @@ from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.server import STATELESS_CLIENT, STATELESS_VERSION
 from test_connector import INIT, INITIALIZED, handshake, make_bridge, send
-from test_mcp_http import app, call, client, clock, conn  # noqa: F401  (app, client, clock: fixtures)
+from test_mcp_http import app, call, client, conn  # noqa: F401  (app, client: fixtures)
 
 STATELESS = {"mcp-protocol-version": STATELESS_VERSION}
 

@@ -9,7 +9,6 @@ import treq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from gasoline.testing import stub_treq as StubTreq
-from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
@@ -93,11 +92,6 @@ def events(chunks: list[bytes]) -> list[dict]:
 
 def messages(chunks: list[bytes]) -> list[dict]:
     return [json.loads(e["data"]) for e in events(chunks) if e.get("data")]
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

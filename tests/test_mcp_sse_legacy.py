@@ -7,7 +7,6 @@ import json
 import pytest
 import treq
 from gasoline.testing import stub_treq as StubTreq
-from twisted.internet.task import Clock
 
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
@@ -65,11 +64,6 @@ def endpoint(chunks) -> str:
     first = sse_events(chunks)[0]
     assert first["event"] == "endpoint"
     return first["data"]
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

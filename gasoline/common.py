@@ -19,7 +19,7 @@ from gasoline.durations import parse_duration
 
 
 def default_state_dir() -> Path:
-    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for ``gasoline``."""
+    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for C{gasoline}."""
     env = os.environ.get("GASOLINE_STATE_DIR")
     if env:
         return Path(env)

@@ -164,7 +164,7 @@ def stub_request(treq: StubHTTP, method: str, url: str, *, clock: Any = None, wa
 # -- a fake browser extension that runs the real /sync loop over HTTP ------------------------------
 
 
-#: A 1x1 transparent PNG: what the fake extension uploads for a ``screenshot`` command.
+#: A 1x1 transparent PNG: what the fake extension uploads for a C{screenshot} command.
 TINY_PNG_DATA_URL = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
     "DwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -190,7 +190,7 @@ _ext_sessions = _count(1)
 class FakeExtensionError(Exception):
     """Raise from a L{FakeExtension} handler to report an error result for the command.
 
-    C{status} is the result's ``status`` (``error``, ``timeout`` or ``cancelled``).
+    C{status} is the result's C{status} (C{error}, C{timeout} or C{cancelled}).
     """
 
     def __init__(self, error: str, status: str = "error") -> None:
@@ -203,13 +203,13 @@ class FakeExtensionError(Exception):
 class FakeExtension:
     """A stand-in for the MV3 extension's service worker, talking to a daemon over real HTTP.
 
-    It loops ``POST /sync`` (extension headers, the SyncRequest shape of extension-protocol.md §3):
+    It loops C{POST /sync} (extension headers, the SyncRequest shape of extension-protocol.md §3):
     each new command (de-duplicated by id) runs through C{handlers[type](params)}, which returns
     the result or a Deferred of it (raise L{FakeExtensionError} to report an error); results go
-    out in a sync at once (``command_results``), and every sync acknowledges the newest command
-    received (``last_command_ack``). ``screenshot`` commands are answered, as the real extension
-    does, by ``POST /screenshots`` with ``query_id`` (unless C{handlers} has a ``screenshot``
-    entry). Unknown types get ``{"error": "unknown_query_type"}``.
+    out in a sync at once (C{command_results}), and every sync acknowledges the newest command
+    received (C{last_command_ack}). C{screenshot} commands are answered, as the real extension
+    does, by C{POST /screenshots} with C{query_id} (unless C{handlers} has a C{screenshot}
+    entry). Unknown types get C{{"error": "unknown_query_type"}}.
 
     C{reactor} must provide C{IReactorTime} and C{IReactorTCPCore} (the real reactor in tests and
     benchmarks). C{start()} begins the loop; C{stop()} cancels the in-flight requests and closes
@@ -220,7 +220,7 @@ class FakeExtension:
     reactor: Any
     handlers: dict[str, Callable[[dict[str, Any]], Any]] = attrs.field(factory=dict)
     settings: dict[str, Any] = attrs.field(factory=dict)
-    #: Seconds between syncs; C{None} honours the daemon's ``next_poll_ms``.
+    #: Seconds between syncs; C{None} honours the daemon's C{next_poll_ms}.
     poll_interval: float | None = None
     #: Per-request timeout (the extension aborts a sync after 8 s).
     request_timeout: float = 8.0
@@ -291,11 +291,11 @@ class FakeExtension:
         return pool.closeCachedConnections()
 
     def set_settings(self, **settings: Any) -> None:
-        """Change what the next sync reports (``pilot_enabled``, ``tracked_tab_id``, ...)."""
+        """Change what the next sync reports (C{pilot_enabled}, C{tracked_tab_id}, ...)."""
         self.settings.update(settings)
 
     def connected(self, timeout: float = 10.0):
-        """A Deferred firing once the daemon's ``GET /health`` says the extension is connected."""
+        """A Deferred firing once the daemon's C{GET /health} says the extension is connected."""
         from twisted.internet.defer import Deferred  # noqa: PLC0415
         from twisted.internet.task import deferLater  # noqa: PLC0415
 

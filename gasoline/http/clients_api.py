@@ -1,18 +1,18 @@
 """
-``/clients``: register, list and unregister agents (seed 000's admin surface).
+C{/clients}: register, list and unregister agents (seed 000's admin surface).
 
-  POST   /clients          body ``{"client_id"?: str, "cwd"?: str}`` (both optional)
-                           -> 200 ``{"client_id", "connected_at", "inherited"}``
-                           -> 429 ``{"error": "too_many_clients", ...}`` past ``--max-clients``
-                           -> 400 ``{"error": "invalid_param" | "bad_json", ...}``; ``cwd``,
+  POST   /clients          body C{{"client_id"?: str, "cwd"?: str}} (both optional)
+                           -> 200 C{{"client_id", "connected_at", "inherited"}}
+                           -> 429 C{{"error": "too_many_clients", ...}} past C{--max-clients}
+                           -> 400 C{{"error": "invalid_param" | "bad_json", ...}}; C{cwd},
                            when given, must be an existing absolute directory
-  GET    /clients          -> 200 ``registry.summary()``
+  GET    /clients          -> 200 C{registry.summary()}
   GET    /clients/{id}     -> 200 one client's summary, or 404
-  DELETE /clients/{id}     -> 200 ``{"client_id", "gone", "connections", "ttl"}``: the state is kept
+  DELETE /clients/{id}     -> 200 C{{"client_id", "gone", "connections", "ttl"}}: the state is kept
                            for the TTL, which starts now, or when the last live connection
-                           (another terminal with the same id) ends; 404 ``unknown_client``
+                           (another terminal with the same id) ends; 404 C{unknown_client}
 
-The identity rule is the registry's: ``client_id`` if given, else the hash of ``cwd``, else random.
+The identity rule is the registry's: C{client_id} if given, else the hash of C{cwd}, else random.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _error(request, err: GasolineError) -> bytes:
 
 
 class ClientsAPI:
-    """The ``/clients`` routes over an L{gasoline.interfaces.IClientRegistry}."""
+    """The C{/clients} routes over an L{gasoline.interfaces.IClientRegistry}."""
 
     app = Klein()
 

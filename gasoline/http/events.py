@@ -1,14 +1,14 @@
 """
-``GET /events?client=<id>``: one agent's event inbox as server-sent events, for consumers that do
+C{GET /events?client=<id>}: one agent's event inbox as server-sent events, for consumers that do
 not speak MCP (seed 000's full-duplex route; seed 004's inbox).
 
-Each inbox item is one SSE event: ``id: <seq>``, ``event: <event_type>``, ``data: <JSON>``. On
-connect the unread items are replayed (only those after ``Last-Event-ID`` / ``?since=<seq>`` when
-given), then new ones follow as they arrive; reading here never acknowledges (``observe
-{what:"events"}`` does). Errors: 400 without a well-formed ``client``, 404 for a client the daemon
-does not know, 409 when that client has no streaming subscription (``configure
-{what:"streaming"}``), 406 when ``Accept`` excludes ``text/event-stream``. The root's guard (Host,
-Origin, the optional API key: ``events`` is a keyed segment) runs first, as for every route.
+Each inbox item is one SSE event: C{id: <seq>}, C{event: <event_type>}, C{data: <JSON>}. On
+connect the unread items are replayed (only those after C{Last-Event-ID} / C{?since=<seq>} when
+given), then new ones follow as they arrive; reading here never acknowledges (C{observe
+{what:"events"}} does). Errors: 400 without a well-formed C{client}, 404 for a client the daemon
+does not know, 409 when that client has no streaming subscription (C{configure
+{what:"streaming"}}), 406 when C{Accept} excludes C{text/event-stream}. The root's guard (Host,
+Origin, the optional API key: C{events} is a keyed segment) runs first, as for every route.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def sse_item(item: dict[str, Any]) -> bytes:
 
 
 class EventsResource(Resource):
-    """Renders ``/events``; mounted at ``root.mounts[b"events"]``."""
+    """Renders C{/events}; mounted at C{root.mounts[b"events"]}."""
 
     isLeaf = True
 

@@ -37,5 +37,5 @@ def json_body(request, value: Any, status: int = 200) -> bytes:
 
 
 def json_error(request, status: int, message: str, **extra: Any) -> bytes:
-    """``{"error": message, ...}`` with C{status}."""
+    """C{{"error": message, ...}} with C{status}."""
     return json_body(request, {"error": message, **extra}, status)

@@ -1,7 +1,7 @@
 """
 JSON-RPC 2.0 messages as MCP uses them: parsing, validation and the standard error codes.
 
-MCP narrows JSON-RPC: ids are strings or integers (never ``null``), ``params`` is an object.
+MCP narrows JSON-RPC: ids are strings or integers (never C{null}), C{params} is an object.
 L{classify} turns one decoded JSON value into a L{Request}, L{Notification} or L{Response}, or
 raises L{JsonRpcError} with the code a reply must carry. Encoding is orjson (compact UTF-8).
 """

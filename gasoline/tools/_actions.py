@@ -32,7 +32,7 @@ def _unquote(s: str) -> str:
 
 
 def selectors_for(selector: str) -> dict[str, Any]:
-    """The recorded ``selectors`` object for a CSS or semantic selector (best_locator's keys)."""
+    """The recorded C{selectors} object for a CSS or semantic selector (best_locator's keys)."""
     s = selector.strip()
     if s.startswith("text="):
         return {"text": _unquote(s[5:])}
@@ -55,7 +55,7 @@ def selectors_for(selector: str) -> dict[str, Any]:
 
 
 def record(ctx: Any, kind: str, result: Any = None, **fields: Any) -> dict[str, Any]:
-    """Append one AI action (``source: "ai"``) to the shared actions buffer."""
+    """Append one AI action (C{source: "ai"}) to the shared actions buffer."""
     r = as_dict(result) if result is not None else {}
     entry: dict[str, Any] = {
         "type": kind,

@@ -52,7 +52,7 @@ def resolve_save_path(ctx: Any, save_to: str) -> Path:
 
 
 def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
-    """Write C{content} (UTF-8) to the checked path; return ``{path, bytes}``."""
+    """Write C{content} (UTF-8) to the checked path; return C{{path, bytes}}."""
     data = content.encode("utf-8")
     if len(data) > MAX_ARTIFACT_BYTES:
         raise InvalidParam(f"the artifact is {len(data)} bytes, over the "
@@ -84,7 +84,7 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
 
 def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: str,
             data: dict[str, Any]) -> Any:
-    """The artifact as a result; with ``save_to``, a Deferred of it once the file is written in
+    """The artifact as a result; with C{save_to}, a Deferred of it once the file is written in
     the reactor's thread pool (directories, symlink checks and the write stay off the reactor)."""
     body = {"format": what, **data, "artifact": artifact}
     save_to = ctx.str_arg(args, "save_to")

@@ -167,8 +167,8 @@ def configure_doctor(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Without ``confirm: true``: what a restart would affect (nothing is done). With it: a
-    graceful stop (the one ``POST /shutdown`` schedules), only when no other client is
+    """Without C{confirm: true}: what a restart would affect (nothing is done). With it: a
+    graceful stop (the one C{POST /shutdown} schedules), only when no other client is
     connected; the stdio connector starts a fresh daemon on its next call."""
     confirm = ctx.bool_arg(args, "confirm", False)
     registry = ctx.app.registry

@@ -116,8 +116,8 @@ def observe_pilot(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def observe_screenshot(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
-    """A screenshot of the tab (X ``screenshot``): the extension uploads it to
-    ``POST /screenshots`` (saved under ``<state-dir>/screenshots/``); the answer is its path."""
+    """A screenshot of the tab (X C{screenshot}): the extension uploads it to
+    C{POST /screenshots} (saved under C{<state-dir>/screenshots/}); the answer is its path."""
     tab_id = ctx.int_arg(args, "tab_id", None)
     d: Deferred = ctx.router_call("screenshot", {}, tab_id=tab_id)
 
@@ -157,7 +157,7 @@ def _save_data_url(ctx: ToolContext, data_url: str, result: dict[str, Any]) -> d
 
 
 def observe_storage(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
-    """The page's localStorage / sessionStorage / cookies (X ``state_capture``)."""
+    """The page's localStorage / sessionStorage / cookies (X C{state_capture})."""
     d: Deferred = ctx.router_call("state_capture", {"include": ["localStorage", "sessionStorage",
                                                                 "cookies"]},
                                   tab_id=ctx.int_arg(args, "tab_id", None))

@@ -5,22 +5,22 @@ buffer): L{read_buffer} and the standard answer, L{buffer_result}.
 Buffer reads (errors, logs, extension_logs, network_bodies, websocket_events, actions) apply, in
 order:
 
- - the caller's read cursor (``state.cursors[<buffer>]``; ``observe errors`` has its own,
-   ``console:errors``): a new client sees everything buffered;
+ - the caller's read cursor (C{state.cursors[<buffer>]}; C{observe errors} has its own,
+   C{console:errors}): a new client sees everything buffered;
    each read returns what is new since its last one and advances its cursor only. Explicit
-   pagination: ``after_cursor``/``since_cursor`` (read forwards from there; the caller's cursor then
-   moves to where the page ends), ``before_cursor`` / ``last_n`` (newest first backwards, the cursor
-   does not move). ``limit`` default 100, max 1000;
+   pagination: C{after_cursor}/C{since_cursor} (read forwards from there; the caller's cursor then
+   moves to where the page ends), C{before_cursor} / C{last_n} (newest first backwards, the cursor
+   does not move). C{limit} default 100, max 1000;
  - the caller's noise rules (client scope + built-ins + global; L{client_noise_rules});
- - the caller's tab filters (``configure select_tab``; URL patterns matched against the entry's
-   URLs and its tab's URL) and ``scope: "current_page"`` (the tab the extension tracks) or
-   ``tab_id``;
+ - the caller's tab filters (C{configure select_tab}; URL patterns matched against the entry's
+   URLs and its tab's URL) and C{scope: "current_page"} (the tab the extension tracks) or
+   C{tab_id};
  - the mode's own filters (level, url, method, status, connection, direction, ...).
 
 A page holds at most L{READ_BUDGET} bytes of entries; one entry larger than that is returned cut
-(L{truncate_entry}) so it can never wedge a cursor. Buffer reads carry ``cursor``, ``has_more``,
-``total``, ``missed`` (entries evicted before the caller read them), ``noise_hidden`` and, when
-another client emptied the buffer since the caller's cursor, ``cleared``.
+(L{truncate_entry}) so it can never wedge a cursor. Buffer reads carry C{cursor}, C{has_more},
+C{total}, C{missed} (entries evicted before the caller read them), C{noise_hidden} and, when
+another client emptied the buffer since the caller's cursor, C{cleared}.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from gasoline.tools.context import ToolContext, client_noise_rules
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-#: Payload bytes one read returns at most (the rest waits behind ``has_more``).
+#: Payload bytes one read returns at most (the rest waits behind C{has_more}).
 READ_BUDGET = 90_000
 _BIG = 2**62
 
@@ -143,7 +143,7 @@ def read_buffer(
     """Read C{buffer} for the caller (see the module docstring); return (entries, metadata).
 
     C{cursor_key} names the caller's cursor when one buffer has several views that must not move
-    each other's cursor (``console:errors`` beside ``console`` for the logs); default C{buffer}.
+    each other's cursor (C{console:errors} beside C{console} for the logs); default C{buffer}.
     """
     key = cursor_key or buffer
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)

@@ -266,7 +266,7 @@ def _recording_result(ctx: Any, manifest: dict[str, Any], summary: str) -> dict[
 
 
 def record_start(ctx: Any, args: dict[str, Any]) -> Deferred:
-    """Record the tracked tab as JPEG frames (``captureVisibleTab`` through the ``screenshot``
+    """Record the tracked tab as JPEG frames (C{captureVisibleTab} through the C{screenshot}
     command, at most C{fps} a second) plus the actions/console/network timeline of the window."""
     active = _active(ctx)
     running = active.get(ctx.client_id)

@@ -25,7 +25,7 @@ MAX_SNAPSHOT_VITALS = 20
 SNAPSHOT_ENTRIES = 2000
 #: Entries per buffer diff_sessions reads between the two points (the newest kept).
 DIFF_ENTRIES = 10_000
-#: Vitals compared by diff_sessions (``timing`` keys plus CLS and total blocking time).
+#: Vitals compared by diff_sessions (C{timing} keys plus CLS and total blocking time).
 VITAL_KEYS = ("time_to_first_byte", "first_contentful_paint", "largest_contentful_paint",
               "dom_content_loaded", "load", "interaction_to_next_paint")
 #: A vital "changed" when it moved by more than this fraction and this many ms (CLS: 0.05).
@@ -34,7 +34,7 @@ VITAL_MIN_MS = 50.0
 
 
 def _url_key(entry: dict[str, Any]) -> str | None:
-    """``METHOD url`` (query dropped) of a request, to compare failing URLs across sessions."""
+    """C{METHOD url} (query dropped) of a request, to compare failing URLs across sessions."""
     url = entry.get("url")
     if not isinstance(url, str) or not url:
         return None

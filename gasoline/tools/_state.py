@@ -12,8 +12,8 @@ from gasoline.tools.context import (
 
 
 def resolve_checkpoint(ctx: ToolContext, ref: Any) -> dict[str, Any]:
-    """The checkpoint C{ref} names: the caller's own ``name``, or ``client:name`` for another
-    client's (on purpose). @raise GasolineError: ``no_data`` when there is none."""
+    """The checkpoint C{ref} names: the caller's own C{name}, or C{client:name} for another
+    client's (on purpose). @raise GasolineError: C{no_data} when there is none."""
     if not isinstance(ref, str) or not ref:
         raise InvalidParam("checkpoint must be a non-empty string", param="checkpoint")
     state, name = state_of_ref(ctx, ref, "checkpoint")
@@ -25,12 +25,12 @@ def resolve_checkpoint(ctx: ToolContext, ref: Any) -> dict[str, Any]:
     return cp
 
 
-#: Reserved kv namespace holding the caller's recordings (hidden from ``load`` listings).
+#: Reserved kv namespace holding the caller's recordings (hidden from C{load} listings).
 RECORDINGS_NS = "gasoline:recordings"
 
 
 def recordings_of(ctx: ToolContext) -> dict[str, Any]:
-    """``{"active": {...} | None, "saved": {name: recording}}`` in the caller's kv."""
+    """C{{"active": {...} | None, "saved": {name: recording}}} in the caller's kv."""
     rec = ctx.state.kv.get(RECORDINGS_NS)
     if not isinstance(rec, dict) or not isinstance(rec.get("saved"), dict):
         rec = ctx.state.kv[RECORDINGS_NS] = {"active": None, "saved": {}}

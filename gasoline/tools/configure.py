@@ -1,14 +1,14 @@
 """
-``configure``: the caller's own settings and state, and the daemon's diagnostics.
+C{configure}: the caller's own settings and state, and the daemon's diagnostics.
 
-Per-client (persisted with the client state, ``<state-dir>/clients/<id>.json``): ``store``/``load``
-(key-value, by ``namespace``), ``noise_rule`` (scope ``client``), ``checkpoint`` (names are the
-caller's; ``other-client:name`` reads another client's on purpose), ``select_tab`` (URL patterns),
-read cursors (``clear``). Shared, only on explicit request: ``noise_rule scope:"global"`` and
-``clear scope:"all"`` (empties the shared buffers; other clients' next reads say so).
+Per-client (persisted with the client state, C{<state-dir>/clients/<id>.json}): C{store}/C{load}
+(key-value, by C{namespace}), C{noise_rule} (scope C{client}), C{checkpoint} (names are the
+caller's; C{other-client:name} reads another client's on purpose), C{select_tab} (URL patterns),
+read cursors (C{clear}). Shared, only on explicit request: C{noise_rule scope:"global"} and
+C{clear scope:"all"} (empties the shared buffers; other clients' next reads say so).
 
-The daemon's diagnostics (``health``, ``describe_capabilities``, ``telemetry``, ``audit_log``,
-``doctor``, ``restart``) are in L{gasoline.tools._diagnostics}; ``diff_sessions`` and the snapshot a
+The daemon's diagnostics (C{health}, C{describe_capabilities}, C{telemetry}, C{audit_log},
+C{doctor}, C{restart}) are in L{gasoline.tools._diagnostics}; C{diff_sessions} and the snapshot a
 checkpoint records for it in L{gasoline.tools._session_diff}.
 """
 
@@ -56,7 +56,7 @@ MAX_CHECKPOINT_NAME = 100
 MAX_TAB_PATTERNS = 50
 MAX_PATTERN_LENGTH = 500
 
-#: ``buffer`` argument -> store buffers.
+#: C{buffer} argument -> store buffers.
 BUFFER_GROUPS: dict[str, tuple[str, ...]] = {
     "network": (NETWORK_BODIES, WATERFALL),
     "websocket": (WEBSOCKET_EVENTS,),
@@ -230,7 +230,7 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 
 
 def _move_cursors(ctx: ToolContext, buffer: str, head: int) -> None:
-    """Move every cursor the caller has on C{buffer} (its own and its views', ``<buffer>:<view>``)
+    """Move every cursor the caller has on C{buffer} (its own and its views', C{<buffer>:<view>})
     to C{head}."""
     cursors = ctx.state.cursors
     keys = {buffer, *VIEW_CURSORS.get(buffer, ()), *(k for k in cursors if k.startswith(buffer + ":"))}
@@ -363,7 +363,7 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 
 
 def _boundary(ctx: ToolContext, args: dict[str, Any], action: str) -> dict[str, Any]:
-    """Same as ``POST /test-boundary``: later entries are tagged with the active test ids."""
+    """Same as C{POST /test-boundary}: later entries are tagged with the active test ids."""
     from gasoline.core.extension import rfc3339  # noqa: PLC0415
 
     test_id = ctx.str_arg(args, "test_id") or ctx.str_arg(args, "name")

@@ -8,7 +8,7 @@ L{gasoline.tools._reader}; the views of the page, the tabs and the extension's s
 page, tabs, pilot, screenshot, storage, IndexedDB, commands, recordings) are
 L{gasoline.tools._page_views}.
 
-Every result carries ``extension_connected`` and ``data_age_seconds``.
+Every result carries C{extension_connected} and C{data_age_seconds}.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def _network_match(ctx: ToolContext, args: dict[str, Any]):
 
 
 def parse_path(path: str) -> list[str | int]:
-    """``data.items[0].id`` / ``$.data.items.0.id`` / ``/data/items/0`` -> keys and indexes."""
+    """C{data.items[0].id} / C{$.data.items.0.id} / C{/data/items/0} -> keys and indexes."""
     p = path.strip()
     if p.startswith("$"):
         p = p[1:]
@@ -250,8 +250,8 @@ def observe_network_bodies(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
 
 
 def observe_network_waterfall(ctx: ToolContext, args: dict[str, Any]) -> Any:
-    """Resource timing for the page: asked of the extension (``waterfall``) when it is
-    connected, else what it last posted to ``/network-waterfall``."""
+    """Resource timing for the page: asked of the extension (C{waterfall}) when it is
+    connected, else what it last posted to C{/network-waterfall}."""
     match = _network_match(ctx, args)
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
 
@@ -371,7 +371,7 @@ def _view_entries(ctx: ToolContext, args: dict[str, Any], buffer: str,
 
 
 def observe_history(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Navigations: ``navigate`` actions (and any action with ``to_url``), newest last."""
+    """Navigations: C{navigate} actions (and any action with C{to_url}), newest last."""
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     url = ctx.str_arg(args, "url")
     items, applied, _ = _view_entries(ctx, args, ACTIONS)

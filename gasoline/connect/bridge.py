@@ -460,6 +460,13 @@ class Bridge:
         self._backoff = min(self._backoff * 2, self.max_backoff)
         self._retry = self.clock.callLater(delay, self._start_attempt)
 
+    def _attempt_again(self, backoff: float | None = None) -> None:
+        """This attempt is over without a connection: schedule the next (after C{backoff})."""
+        self._attempting = False
+        if backoff is not None:
+            self._backoff = backoff
+        self._schedule_attempt()
+
     @inlineCallbacks
     def _attempt(self):
         self._retry = None
@@ -482,21 +489,17 @@ class Bridge:
                 yield ensure(self.cwd)  # never fails (docs/proxy.md)
             yield self._restore_session()
         except _NotYet:
-            self._attempting = False
-            self._schedule_attempt()
+            self._attempt_again()
             return
         except RegistrationRefused as e:
             self.last_problem = f"the daemon refused registration: {e}"
             log.warn("{problem}", problem=self.last_problem)
-            self._attempting = False
-            self._backoff = self.max_backoff
-            self._schedule_attempt()
+            self._attempt_again(backoff=self.max_backoff)
             return
         except Exception as e:
             self.last_problem = f"{type(e).__name__}: {e}"
             log.info("connecting to the daemon failed: {problem}", problem=self.last_problem)
-            self._attempting = False
-            self._schedule_attempt()
+            self._attempt_again()
             return
         self._attempting = False
         if self._closing:

@@ -279,6 +279,11 @@ class McpHTTP(Resource):
         body = request.content.read(self.max_body + 1)
         return None if len(body) > self.max_body else body
 
+    def _too_large(self, request) -> bytes:
+        """The 413 answer to a body over L{max_body}."""
+        return _error_body(request, 413, INVALID_REQUEST,
+                           f"Payload Too Large: the limit is {self.max_body} bytes")
+
     def _version_error(self, request) -> bytes | None:
         version = request.getHeader(b"mcp-protocol-version")
         if version is not None and version not in _VERSIONS:
@@ -389,8 +394,7 @@ class McpHTTP(Resource):
                                "Unsupported Media Type: send application/json")
         body = self._body(request)
         if body is None:
-            return _error_body(request, 413, INVALID_REQUEST,
-                               f"Payload Too Large: the limit is {self.max_body} bytes")
+            return self._too_large(request)
         refused = self._version_error(request)
         if refused is not None:
             return refused
@@ -617,8 +621,7 @@ class McpHTTP(Resource):
                                "Session not found: unknown or ended session id")
         body = self._body(request)
         if body is None:
-            return _error_body(request, 413, INVALID_REQUEST,
-                               f"Payload Too Large: the limit is {self.max_body} bytes")
+            return self._too_large(request)
         try:
             obj = jsonrpc.decode(body)
         except jsonrpc.JsonRpcError as e:

@@ -25,7 +25,7 @@ from gasoline.tap import raise_nofile_limit
 from gasoline.testing import EXTENSION_HEADERS
 from gasoline.tools._reader import READ_BUDGET
 from test_guards import URL, call as http, make
-from test_tools_observe import app, ok, s  # noqa: F401  (fixtures)
+from test_tools_observe import ok, s  # noqa: F401  (s: a fixture)
 
 ENTRY = {"level": "log", "message": "m", "ts": "2023-11-14T22:13:20.000Z"}
 

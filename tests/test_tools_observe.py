@@ -19,14 +19,6 @@ from gasoline.tools.schemas import OBSERVE_MODES
 PENDING = object()
 
 
-@pytest.fixture
-def app(tmp_path, clock):
-    a = build(Config(state_dir=tmp_path, persist=False), clock)
-    yield a
-    a.extension.stop()
-    a.router.close()
-
-
 ok, error = tool_calls("observe")
 
 

@@ -119,13 +119,19 @@ def test_pilot_off_refuses_storage_tab_listing_and_background_screenshots(browse
         assert browser.cdp.evaluate(sw, f"chrome.tabs.get({back}).then(t => t.active)") is False
 
 
-def test_private_network_targets_are_recognised(browser):
-    """link_health's refusal rule (lib/policy.js isPrivateHost), evaluated in an extension page."""
+def _options_page(browser):
+    """The extension's options page, loaded: a page where the extension's own modules run."""
     browser.service_worker()
     eid = browser.extension_id()
     _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
     wait_until(lambda: browser.cdp.evaluate(options, "location.protocol === 'chrome-extension:' && document.readyState === 'complete'"),
                10, what="the options page")
+    return options
+
+
+def test_private_network_targets_are_recognised(browser):
+    """link_health's refusal rule (lib/policy.js isPrivateHost), evaluated in an extension page."""
+    options = _options_page(browser)
     urls = {
         "http://127.0.0.1:8080/": True, "http://localhost/": True, "http://10.1.2.3/": True,
         "http://192.168.0.1/admin": True, "http://172.20.0.1/": True, "http://169.254.169.254/latest": True,
@@ -236,11 +242,7 @@ def test_a_graphql_login_body_and_a_token_in_the_url_fragment_leave_the_browser_
 
 def test_the_redactor_rules(browser):
     """lib/redact.js on inputs the pages above do not produce, evaluated in an extension page."""
-    browser.service_worker()
-    eid = browser.extension_id()
-    _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
-    wait_until(lambda: browser.cdp.evaluate(options, "location.protocol === 'chrome-extension:' && document.readyState === 'complete'"),
-               10, what="the options page")
+    options = _options_page(browser)
     got = browser.cdp.evaluate(options, """import('/lib/redact.js').then((r) => ({
       otp: r.redactItem('action', {type: 'input', value: '123456', input_type: 'text', autocomplete: 'one-time-code'}).value,
       card: r.redactItem('action', {type: 'input', value: '4111111111111111', input_type: 'text', autocomplete: 'cc-number'}).value,

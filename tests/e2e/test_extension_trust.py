@@ -31,15 +31,19 @@ def error_of(result):
     return result["status"], result.get("error"), (result.get("result") or {}).get("message", "")
 
 
+def _open_tab(browser, sw, url):
+    """A new tab at C{url}: C{(its CDP page, its Chrome tab id)}."""
+    _, page, _ = browser.new_page(url)
+    return page, browser.tab_id_for(sw, url)
+
+
 # ------------------------------------------------------------------------------------ §1 commands
 
 
 def test_commands_reach_only_tracked_tabs_and_agents_do_not_widen_tracking(browser, site):
     sw = browser.service_worker()
-    _, other_page, _ = browser.new_page(site.url + "/capture.html?m=untracked")
-    other = browser.tab_id_for(sw, site.url + "/capture.html?m=untracked")
-    _, page, _ = browser.new_page(site.url + "/commands.html")
-    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    other_page, other = _open_tab(browser, sw, site.url + "/capture.html?m=untracked")
+    page, tab = _open_tab(browser, sw, site.url + "/commands.html")
     commands = [
         {"id": "q-1", "type": "dom", "params": {"selector": "h1"}},                         # the tracked tab
         {"id": "q-2", "type": "dom", "params": {"selector": "h1"}, "tab_id": other},         # an untracked one
@@ -76,8 +80,7 @@ def test_commands_reach_only_tracked_tabs_and_agents_do_not_widen_tracking(brows
 
 def test_with_the_user_s_consent_new_tab_and_switch_tab_track(browser, site):
     sw = browser.service_worker()
-    _, _, _ = browser.new_page(site.url + "/blank.html?first")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html?first")
+    _, tab = _open_tab(browser, sw, site.url + "/blank.html?first")
     commands = [{"id": "q-1", "type": "browser_action", "params": {"action": "new_tab", "url": site.url + "/blank.html?second", "track": True}}]
     with ScriptedDaemon(commands) as fake:
         browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": True, "gasolineAgentsMayTrack": True})
@@ -89,10 +92,8 @@ def test_with_the_user_s_consent_new_tab_and_switch_tab_track(browser, site):
 
 def test_pilot_off_refuses_storage_tab_listing_and_background_screenshots(browser, site):
     sw = browser.service_worker()
-    _, back_page, _ = browser.new_page(site.url + "/commands.html?back")
-    back = browser.tab_id_for(sw, site.url + "/commands.html?back")
-    _, front_page, _ = browser.new_page(site.url + "/commands.html?front")
-    front = browser.tab_id_for(sw, site.url + "/commands.html?front")
+    back_page, back = _open_tab(browser, sw, site.url + "/commands.html?back")
+    front_page, front = _open_tab(browser, sw, site.url + "/commands.html?front")
     browser.cdp.evaluate(front_page, "localStorage.setItem('secret-ish', 'v'); 1")
     assert browser.cdp.evaluate(sw, f"chrome.tabs.get({back}).then(t => t.active)") is False
     commands = [
@@ -147,8 +148,7 @@ def test_private_network_targets_are_recognised(browser):
 
 def test_nothing_is_sent_until_the_user_pairs_in_the_popup(browser, site, ext_daemon):
     sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
+    page, tab = _open_tab(browser, sw, site.url + "/blank.html")
     browser.storage_set(sw, {"serverUrl": ext_daemon.url, "trackedTabId": tab}, pair=False)
     browser.navigate(page, site.url + "/capture.html?m=before-pairing")
     fingerprint = daemon_get(ext_daemon.url, "/pairing")["fingerprint"]
@@ -309,8 +309,7 @@ def test_a_page_that_attaches_its_own_capture_module_is_not_believed(browser, si
     url = site.url + "/blank.html?forge"
     with ScriptedDaemon([]) as fake:
         sw = browser.service_worker()
-        _, page, _ = browser.new_page(url)
-        tab = browser.tab_id_for(sw, url)
+        page, tab = _open_tab(browser, sw, url)
         assert browser.cdp.evaluate(page, FORGED_MODULE) is True  # the page got in first
         browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
 

@@ -61,13 +61,10 @@ class ClientsAPI:
     def resource(self):
         return self.app.resource()
 
-    def _body(self, request) -> dict[str, Any]:
-        return read_json_object(request, MAX_BODY)
-
     @app.route("/clients", methods=["POST"])
     def register(self, request):
         try:
-            body = self._body(request)
+            body = read_json_object(request, MAX_BODY)
             client_id = body.get("client_id")
             cwd = body.get("cwd")
             if client_id is not None and not isinstance(client_id, str):

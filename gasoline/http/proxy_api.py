@@ -62,14 +62,11 @@ class ProxyAPI:
                 "FILE; see docs/proxy.md)", code="proxy_disabled")
         return self.manager
 
-    def _body(self, request) -> dict[str, Any]:
-        return read_json_object(request, MAX_BODY)
-
     @app.route("/session/init", methods=["POST"])
     def init(self, request):
         try:
             manager = self._manager(request)
-            body = self._body(request)
+            body = read_json_object(request, MAX_BODY)
             d = manager.create(body)
         except GasolineError as e:
             return _error(request, e)

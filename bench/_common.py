@@ -21,6 +21,8 @@ from typing import Any, Sequence
 
 import psutil
 
+from gasoline.connect.fast import parse_head
+
 HERE = Path(__file__).resolve().parent
 # The test suite's process helpers (tests/support.py: DaemonProcess) serve the benchmarks too.
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -175,12 +177,7 @@ class HTTPConnection:
         while b"\r\n\r\n" not in self._buf:
             self._recv()
         head, self._buf = self._buf.split(b"\r\n\r\n", 1)
-        lines = head.split(b"\r\n")
-        status = int(lines[0].split(b" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            k, _, v = line.partition(b":")
-            headers[k.strip().lower()] = v.strip()
+        status, headers = parse_head(head)
         if b"content-length" in headers:
             n = int(headers[b"content-length"])
             while len(self._buf) < n:

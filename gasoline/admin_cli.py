@@ -1,5 +1,5 @@
 """
-``gasoline doctor``, ``gasoline status`` and ``gasoline stop``: the daemon's operations from a
+C{gasoline doctor}, C{gasoline status} and C{gasoline stop}: the daemon's operations from a
 shell, without an agent.
 
 Standard library only (no Twisted, no orjson): these are short-lived commands and their start time
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PORT = 7890
-#: The LSB exit status of ``status`` when no daemon is running.
+#: The LSB exit status of C{status} when no daemon is running.
 NOT_RUNNING = 3
-#: The client id ``gasoline doctor`` asks the daemon as.
+#: The client id C{gasoline doctor} asks the daemon as.
 DOCTOR_CLIENT = "gasoline-cli-doctor"
 STATELESS_VERSION = "2026-07-28"
 

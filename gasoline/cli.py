@@ -1,8 +1,8 @@
 """
-The ``gasoline`` console script.
+The C{gasoline} console script.
 
   gasoline --version            print the version
-  gasoline serve [twistd opts]  run the daemon in the foreground (same as ``twistd -n gasoline``)
+  gasoline serve [twistd opts]  run the daemon in the foreground (same as C{twistd -n gasoline})
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
   gasoline doctor|status|stop   operations without an agent (L{gasoline.admin_cli})
 """

@@ -1,6 +1,8 @@
 """
 What the daemon and the stdio connector must agree on, in one place: where the state lives, how a
-project's client id is made, how timestamps are written and how option values are parsed.
+project's client id is made, how timestamps are written, how option values are parsed, the
+JSON-RPC 2.0 error codes (MCP, the connector and the CDP relay speak JSON-RPC) and how a quoted
+string from an agent is unquoted.
 
 The connector (L{gasoline.connect}) imports nothing else of the daemon, so this module imports
 only the standard library (C{platformdirs} lazily) and L{gasoline.durations}.
@@ -17,7 +19,7 @@ from gasoline.durations import parse_duration
 
 
 def default_state_dir() -> Path:
-    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for ``gasoline``."""
+    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for C{gasoline}."""
     env = os.environ.get("GASOLINE_STATE_DIR")
     if env:
         return Path(env)
@@ -42,6 +44,25 @@ def rfc3339(seconds: float | None) -> str | None:
     except (OverflowError, OSError, ValueError):
         return None
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+# -- JSON-RPC 2.0 error codes (the standard ones; Chrome's CDP uses them too) ---------------------
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+#: The first implementation-defined server error (-32000..-32099).
+SERVER_ERROR = -32000
+
+
+def unquote(text: str, quotes: str = "\"'`") -> str:
+    """C{text} stripped of surrounding whitespace and of one pair of matching C{quotes}."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in quotes:
+        return text[1:-1]
+    return text
 
 
 # -- option values (twisted.python.usage coercers: raise ValueError with the reason) -----------

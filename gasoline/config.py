@@ -27,7 +27,7 @@ class Config:
     client_ttl: float = DEFAULT_CLIENT_TTL
     max_clients: int = DEFAULT_MAX_CLIENTS
     log_dir: Path | None = None
-    #: Pinned extension ids allowed as ``chrome-extension://<id>`` origins (empty: any id).
+    #: Pinned extension ids allowed as C{chrome-extension://<id>} origins (empty: any id).
     extension_ids: tuple[str, ...] = ()
     #: Optional key guarding MCP and admin routes (never the extension routes).
     api_key: str | None = None
@@ -35,7 +35,7 @@ class Config:
     persist: bool = True
     #: MCP tool calls allowed per minute per client (seed 001); 0 disables the limit.
     tool_rate_limit: int = 100
-    #: Web origins (``--allow-origin``, normalized) a browser may call every route but
+    #: Web origins (C{--allow-origin}, normalized) a browser may call every route but
     #: /shutdown from; by default only the extension's origin is accepted (docs/security.md).
     allowed_origins: tuple[str, ...] = ()
     #: The session proxy's servers file (seed 003, docs/proxy.md); None: no proxy.

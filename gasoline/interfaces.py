@@ -1,8 +1,8 @@
 """
 The interfaces the layers talk through.
 
-``core`` implements them; ``mcp`` and ``http`` depend on them rather than on the classes, so each
-piece can be replaced by an in-memory fake from :mod:`gasoline.testing` in tests.
+C{core} implements them; C{mcp} and C{http} depend on them rather than on the classes, so each
+piece can be replaced by an in-memory fake from L{gasoline.testing} in tests.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class INotifier(Interface):
 class ITelemetryStore(Interface):
     """The shared telemetry buffers every client reads.
 
-    Entries are JSON objects. They are stored as compact JSON ``bytes`` in ring buffers (see
+    Entries are JSON objects. They are stored as compact JSON C{bytes} in ring buffers (see
     L{gasoline.core.ring.RingBuffer}) and decoded on read.
     """
 
@@ -50,7 +50,7 @@ class ITelemetryStore(Interface):
         """Empty one buffer, or all when C{None}. Return the number of entries removed."""
 
     def stats():
-        """``{name: {capacity, used, head, ...}}`` for ``/health``."""
+        """C{{name: {capacity, used, head, ...}}} for C{/health}."""
 
 
 class IExtensionLink(Interface):
@@ -69,7 +69,7 @@ class ICommandQueue(Interface):
     """Commands for the extension, delivered through /sync until acknowledged or expired."""
 
     def enqueue(type, params, owner, tab_id=None, correlation_id=None):
-        """Queue a command; wake any waiting long-poll. @return: the L{Command} (id ``q-<n>``)."""
+        """Queue a command; wake any waiting long-poll. @return: the L{Command} (id C{q-<n>})."""
 
     def deliverable():
         """The commands to hand out on the next sync (every unacked, unexpired command)."""
@@ -78,7 +78,7 @@ class ICommandQueue(Interface):
         """Mark C{command_id} and every command queued before it as delivered."""
 
     def resolve(result):
-        """A command result arrived (dict with ``id``): hand it to the result listener; idempotent."""
+        """A command result arrived (dict with C{id}): hand it to the result listener; idempotent."""
 
     def wait(timeout):
         """A Deferred that fires (with None) when a command is queued, or after C{timeout}."""
@@ -130,7 +130,7 @@ class IClientRegistry(Interface):
         """A fresh random client id (12 hex characters)."""
 
     def summary():
-        """``{active, total, max, list: [{id, connected_at, last_seen, connected, ...}]}``."""
+        """C{{active, total, max, list: [{id, connected_at, last_seen, connected, ...}]}}."""
 
     def expire(now):
         """Drop state of clients gone longer than the TTL. Pure: reads only C{now}."""
@@ -142,8 +142,8 @@ class IClientRegistry(Interface):
 class IQueryRouter(Interface):
     """Extension-bound requests of many agents, each answered to the agent that asked and no other.
 
-    Every call becomes a command ``q-<n>`` owned by the calling client (its client id), delivered
-    to the extension through ``/sync``; its result is routed strictly by command id to the owner's
+    Every call becomes a command C{q-<n>} owned by the calling client (its client id), delivered
+    to the extension through C{/sync}; its result is routed strictly by command id to the owner's
     Deferred (or async outcome). Errors are L{gasoline.core.errors.GasolineError} subclasses.
     """
 
@@ -165,10 +165,10 @@ class IQueryRouter(Interface):
         """
 
     def command_result(owner, correlation_id):
-        """The outcome of C{owner}'s async command: a dict with ``status`` (pending, complete,
-        error, timeout, expired, cancelled) and ``result`` or ``error``.
+        """The outcome of C{owner}'s async command: a dict with C{status} (pending, complete,
+        error, timeout, expired, cancelled) and C{result} or C{error}.
 
-        @raise GasolineError: code ``no_data`` for an unknown id *and* for another client's id
+        @raise GasolineError: code C{no_data} for an unknown id *and* for another client's id
             (the same answer, so ids cannot be probed).
         """
 
@@ -179,7 +179,7 @@ class IQueryRouter(Interface):
         """The caller's own recently failed commands (list of dicts, newest last)."""
 
     def cancel(owner, command_id):
-        """The owner gave up on one command (``notifications/cancelled``); C{command_id} may also
+        """The owner gave up on one command (C{notifications/cancelled}); C{command_id} may also
         be an async correlation id. Another client's id is ignored.
 
         @return: True if one of C{owner}'s commands was cancelled.
@@ -190,7 +190,7 @@ class IQueryRouter(Interface):
 
 
 class ISessionTools(Interface):
-    """Tools one MCP session sees beside the server's own (``McpSession.extra_tools``).
+    """Tools one MCP session sees beside the server's own (C{McpSession.extra_tools}).
 
     The MCP layer knows nothing of where they come from (a proxy session's child servers, say):
     it lists their definitions after its own and looks a name up here when its own registry has

@@ -43,6 +43,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
 from zope.interface import implementer
 
+from gasoline.common import rfc3339
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 
 MB = 1_000_000
@@ -77,11 +78,6 @@ class LogLimits:
 def run_inline(f: Callable[..., Any], *args: Any) -> None:
     """The synchronous runner (tests): do the file work at once on the calling thread."""
     f(*args)
-
-
-def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds") \
-        .replace("+00:00", "Z")
 
 
 def _stamp(ts: float) -> str:
@@ -192,7 +188,7 @@ class LogFiles:
         return f
 
     def _write_records(self, relpath: str, records: list[dict[str, Any]], now: float) -> None:
-        ts = _utc(now)
+        ts = rfc3339(now)
         out = []
         for record in records:
             try:

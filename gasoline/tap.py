@@ -1,5 +1,5 @@
 """
-``twistd gasoline``: command-line options and the service they build.
+C{twistd gasoline}: command-line options and the service they build.
 
 This is the only module that resolves the global reactor (lazily, inside L{makeService}) and the
 only one that turns endpoint strings into listening services.

@@ -1,15 +1,24 @@
 """
 In-memory doubles that ship with the package (house style: fakes live beside the code), for tests
 and benchmarks: L{FakeExtension} (the browser extension's /sync loop over any HTTP client),
-L{stub_treq}, and the headers the published extension sends. Helpers that start processes, bind
+L{StubHTTP} (an in-memory HTTP client of the daemon's own site, built on public Twisted and treq
+APIs) with L{stub_request}, and the headers the published extension sends. Helpers that start processes, bind
 sockets, skip tests or read CI variables live in the test suite (C{tests/support.py}).
 """
 
 from __future__ import annotations
 
 import json
+from itertools import count as _count
+from typing import Any, Callable
 
 import attrs
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.interfaces import IStreamClientEndpoint
+from twisted.test import iosim
+from twisted.web.iweb import IBodyProducer
+from zope.interface import implementer
 
 #: Headers the published 0.7.9 extension sends on its routes.
 EXTENSION_HEADERS = {
@@ -19,25 +28,143 @@ EXTENSION_HEADERS = {
 }
 
 
-def stub_treq(resource):
-    """A C{treq.testing.StubTreq} whose in-memory server uses the daemon's own request class
-    (L{gasoline.http.request.GasolineRequest}: capped body buffer, no form parsing), so tests see
-    what the real C{GasolineSite} does."""
-    from treq.testing import StubTreq  # noqa: PLC0415  (test-only dependency)
+@implementer(IBodyProducer)
+class _SynchronousProducer:
+    """A request body written at once (no cooperator, so no global reactor), as StubTreq does."""
 
-    from gasoline.http.request import GasolineRequest  # noqa: PLC0415
+    def __init__(self, data: bytes | str) -> None:
+        self._data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        self.length = len(self._data)
 
-    treq = StubTreq(resource)
-    treq._agent._serverFactory.requestFactory = GasolineRequest  # private, but stable in treq
-    return treq
+    def startProducing(self, consumer) -> Deferred:
+        consumer.write(self._data)
+        return succeed(None)
+
+    def pauseProducing(self) -> None:  # pragma: no cover - written in one go, never paused
+        pass
+
+    def resumeProducing(self) -> None:  # pragma: no cover
+        pass
+
+    def stopProducing(self) -> None:
+        pass
+
+
+@implementer(IStreamClientEndpoint)
+@attrs.define
+class _MemoryEndpoint:
+    """Connects a client protocol to a new server protocol of C{site} through an in-memory pump."""
+
+    site: Any
+    pumps: set
+
+    def connect(self, factory) -> Deferred:
+        server_address = IPv4Address("TCP", "127.0.0.1", 7890)
+        client_address = IPv4Address("TCP", "127.0.0.1", 31337)
+        server = self.site.buildProtocol(client_address)
+        client = factory.buildProtocol(server_address)
+        self.pumps.add(iosim.connect(
+            server, iosim.FakeTransport(server, isServer=True, hostAddress=server_address,
+                                        peerAddress=client_address),
+            client, iosim.FakeTransport(client, isServer=False, hostAddress=client_address,
+                                        peerAddress=server_address)))
+        return succeed(client)
+
+
+class StubHTTP:
+    """An in-memory HTTP client of a resource, served by the daemon's own
+    L{gasoline.http.request.GasolineSite} (capped body buffer, no form parsing, the connection
+    cap), so tests see what the real daemon does. It offers what C{treq.testing.StubTreq} offers:
+    C{request}, C{get}, C{post}, ... (a C{treq} L{HTTPClient} over a public C{Agent}),
+    C{content}/C{json_content}/C{text_content}, and L{flush} to move the bytes; no socket, no
+    reactor."""
+
+    def __init__(self, resource) -> None:
+        import treq  # noqa: PLC0415  (test-only dependency)
+        from treq.client import HTTPClient  # noqa: PLC0415
+        from twisted.internet.testing import MemoryReactorClock  # noqa: PLC0415
+        from twisted.web.client import Agent  # noqa: PLC0415
+
+        from gasoline.http.request import GasolineSite  # noqa: PLC0415
+
+        memory = MemoryReactorClock()
+        self._pumps: set = set()
+        self.site = GasolineSite(resource, reactor=memory)
+        endpoint = _MemoryEndpoint(self.site, self._pumps)
+        agent = Agent.usingEndpointFactory(memory, _EndpointFactory(endpoint))
+        client = HTTPClient(agent, data_to_body_producer=_SynchronousProducer)
+        for name in ("request", "get", "head", "post", "put", "patch", "delete"):
+            setattr(self, name, self._flushed(getattr(client, name)))
+        self.content = treq.content
+        self.json_content = treq.json_content
+        self.text_content = treq.text_content
+
+    def _flushed(self, method: Callable[..., Deferred]) -> Callable[..., Deferred]:
+        """C{method}, then a L{flush}: the request goes out at once, as over a real socket."""
+
+        def issue(*args: Any, **kwargs: Any) -> Deferred:
+            d = method(*args, **kwargs)
+            self.flush()
+            return d
+
+        return issue
+
+    def drop_connections(self) -> None:
+        """Every client connection goes away (the client closed its streams), then L{flush}."""
+        for pump in list(self._pumps):
+            pump.clientIO.loseConnection()
+        self.flush()
+
+    def flush(self) -> None:
+        """Move every pending byte both ways; forget connections closed at both ends."""
+        for pump in list(self._pumps):
+            pump.flush()
+            if pump.clientIO.disconnected and pump.serverIO.disconnected:
+                self._pumps.discard(pump)
+
+
+@attrs.frozen
+class _EndpointFactory:
+    endpoint: _MemoryEndpoint
+
+    def endpointForURI(self, uri) -> _MemoryEndpoint:
+        return self.endpoint
+
+
+def stub_treq(resource) -> StubHTTP:
+    """A L{StubHTTP} of C{resource} (the name the tests know it by)."""
+    return StubHTTP(resource)
+
+
+def stub_answer(treq: StubHTTP, d: Deferred, clock: Any = None,
+                wait: float = 0.0) -> tuple[Any, bytes] | None:
+    """C{(response, body)} of the request C{d} made on C{treq}, once the bytes are flushed; with
+    a C{clock}, advance it a second at a time, at most C{wait} seconds, while no answer came (a
+    long poll). C{None} when there is still no answer."""
+    out: list = []
+    d.addCallback(lambda r: treq.content(r).addCallback(lambda body: out.append((r, body))))
+    treq.flush()
+    for _ in range(int(wait)):
+        if out or clock is None:
+            break
+        clock.advance(1)
+        treq.flush()
+    return out[0] if out else None
+
+
+def stub_request(treq: StubHTTP, method: str, url: str, *, clock: Any = None, wait: float = 0.0,
+                 **kwargs: Any) -> tuple[Any, bytes]:
+    """Issue a request on C{treq} and return C{(response, body)} (L{stub_answer}); an
+    C{AssertionError} when nothing answered."""
+    answer = stub_answer(treq, treq.request(method, url, **kwargs), clock, wait)
+    assert answer is not None, f"no response to {method} {url}"
+    return answer
 
 
 # -- a fake browser extension that runs the real /sync loop over HTTP ------------------------------
 
-from itertools import count as _count  # noqa: E402
-from typing import Any, Callable  # noqa: E402
 
-#: A 1x1 transparent PNG: what the fake extension uploads for a ``screenshot`` command.
+#: A 1x1 transparent PNG: what the fake extension uploads for a C{screenshot} command.
 TINY_PNG_DATA_URL = (
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhf"
     "DwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -63,7 +190,7 @@ _ext_sessions = _count(1)
 class FakeExtensionError(Exception):
     """Raise from a L{FakeExtension} handler to report an error result for the command.
 
-    C{status} is the result's ``status`` (``error``, ``timeout`` or ``cancelled``).
+    C{status} is the result's C{status} (C{error}, C{timeout} or C{cancelled}).
     """
 
     def __init__(self, error: str, status: str = "error") -> None:
@@ -76,13 +203,13 @@ class FakeExtensionError(Exception):
 class FakeExtension:
     """A stand-in for the MV3 extension's service worker, talking to a daemon over real HTTP.
 
-    It loops ``POST /sync`` (extension headers, the SyncRequest shape of extension-protocol.md §3):
+    It loops C{POST /sync} (extension headers, the SyncRequest shape of extension-protocol.md §3):
     each new command (de-duplicated by id) runs through C{handlers[type](params)}, which returns
     the result or a Deferred of it (raise L{FakeExtensionError} to report an error); results go
-    out in a sync at once (``command_results``), and every sync acknowledges the newest command
-    received (``last_command_ack``). ``screenshot`` commands are answered, as the real extension
-    does, by ``POST /screenshots`` with ``query_id`` (unless C{handlers} has a ``screenshot``
-    entry). Unknown types get ``{"error": "unknown_query_type"}``.
+    out in a sync at once (C{command_results}), and every sync acknowledges the newest command
+    received (C{last_command_ack}). C{screenshot} commands are answered, as the real extension
+    does, by C{POST /screenshots} with C{query_id} (unless C{handlers} has a C{screenshot}
+    entry). Unknown types get C{{"error": "unknown_query_type"}}.
 
     C{reactor} must provide C{IReactorTime} and C{IReactorTCPCore} (the real reactor in tests and
     benchmarks). C{start()} begins the loop; C{stop()} cancels the in-flight requests and closes
@@ -93,7 +220,7 @@ class FakeExtension:
     reactor: Any
     handlers: dict[str, Callable[[dict[str, Any]], Any]] = attrs.field(factory=dict)
     settings: dict[str, Any] = attrs.field(factory=dict)
-    #: Seconds between syncs; C{None} honours the daemon's ``next_poll_ms``.
+    #: Seconds between syncs; C{None} honours the daemon's C{next_poll_ms}.
     poll_interval: float | None = None
     #: Per-request timeout (the extension aborts a sync after 8 s).
     request_timeout: float = 8.0
@@ -164,11 +291,11 @@ class FakeExtension:
         return pool.closeCachedConnections()
 
     def set_settings(self, **settings: Any) -> None:
-        """Change what the next sync reports (``pilot_enabled``, ``tracked_tab_id``, ...)."""
+        """Change what the next sync reports (C{pilot_enabled}, C{tracked_tab_id}, ...)."""
         self.settings.update(settings)
 
     def connected(self, timeout: float = 10.0):
-        """A Deferred firing once the daemon's ``GET /health`` says the extension is connected."""
+        """A Deferred firing once the daemon's C{GET /health} says the extension is connected."""
         from twisted.internet.defer import Deferred  # noqa: PLC0415
         from twisted.internet.task import deferLater  # noqa: PLC0415
 

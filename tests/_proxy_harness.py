@@ -111,6 +111,12 @@ class Daemon:
         assert code == 202
         return value
 
+    async def session(self, wd: Path | str) -> str:
+        """A proxy session for C{wd} whose MCP session is initialized: its id."""
+        sid = (await self.init(wd))["sessionId"]
+        await self.mcp_initialize(sid)
+        return sid
+
     def children(self, sid: str) -> list[Any]:
         session = self.app.proxy.sessions[sid]
         return [e.child for e in session.servers.values() if e.child is not None]

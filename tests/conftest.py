@@ -21,8 +21,15 @@ def clock():
 
 @pytest.fixture
 def app(tmp_path, clock):
-    """The whole daemon object graph on C{clock}, persistence off, state in C{tmp_path}."""
-    return build(Config(state_dir=tmp_path, persist=False), clock)
+    """The whole daemon object graph on C{clock}, persistence off, state in C{tmp_path}; its MCP
+    sessions, streaming hub, notifier, extension link and router are stopped afterwards."""
+    a = build(Config(state_dir=tmp_path, persist=False), clock)
+    yield a
+    a.mcp.close_all()
+    a.streaming.stop()
+    a.store.notifier.stop()
+    a.extension.stop()
+    a.router.close()
 
 
 @pytest.fixture

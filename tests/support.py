@@ -41,6 +41,15 @@ def require_tool(name: str, path: str | None = None, why: str = "") -> str:
     pytest.skip(f"SKIPPED LOUDLY — {message}")
 
 
+def reap(process: subprocess.Popen, timeout: float = 10.0) -> int:
+    """Wait up to C{timeout} seconds for C{process} to exit, then kill it; its exit status."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait(timeout)
+
+
 def twistd_path() -> str:
     return str(Path(sys.executable).with_name("twistd"))
 
@@ -118,11 +127,7 @@ class DaemonProcess:
             return None
         if self.process.poll() is None:
             self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout)
+            reap(self.process, timeout)
         if self.process.stderr:
             self.process.stderr.close()
         rc = self.process.returncode

@@ -26,6 +26,12 @@ def make(tmp_path=None, ttl=60.0, max_clients=3, clock=None):
     return clock, ClientRegistry(clock, ttl, max_clients, tmp_path)
 
 
+def expired_after(clock, registry, seconds):
+    """Advance C{seconds}; the ids C{registry.expire} removes then."""
+    clock.advance(seconds)
+    return registry.expire(clock.seconds())
+
+
 def test_client_state_provides_iclientstate():
     assert verifyObject(IClientState, ClientState("a", 0.0, 0.0))
 
@@ -69,8 +75,7 @@ def test_reregistering_within_ttl_inherits_state():
     a.cursors["console"] = 42
     a.checkpoints["before"] = {"at": 1}
     registry.unregister("alpha")
-    clock.advance(59)
-    assert registry.expire(clock.seconds()) == []
+    assert expired_after(clock, registry, 59) == []
     again = registry.register("alpha")
     assert again is a
     assert again.inherited is True
@@ -95,12 +100,10 @@ def test_state_expires_ttl_after_client_goes_away():
 def test_client_with_live_connection_never_expires():
     clock, registry = make(ttl=10)
     registry.connect("alpha")
-    clock.advance(1000)
-    assert registry.expire(clock.seconds()) == []
+    assert expired_after(clock, registry, 1000) == []
     registry.disconnect("alpha")
     assert registry.get("alpha").gone_at == 1000
-    clock.advance(10)
-    assert registry.expire(clock.seconds()) == ["alpha"]
+    assert expired_after(clock, registry, 10) == ["alpha"]
 
 
 def test_ttl_starts_only_when_the_last_connection_ends():
@@ -110,8 +113,7 @@ def test_ttl_starts_only_when_the_last_connection_ends():
     assert registry.get("alpha").connections == 2
     registry.disconnect("alpha")
     assert registry.get("alpha").live
-    clock.advance(50)
-    assert registry.expire(clock.seconds()) == []
+    assert expired_after(clock, registry, 50) == []
     registry.disconnect("alpha")
     assert not registry.get("alpha").live
 
@@ -122,18 +124,15 @@ def test_activity_after_going_away_postpones_expiry():
     registry.unregister("alpha")
     clock.advance(8)
     state.touch(clock.seconds())
-    clock.advance(8)
-    assert registry.expire(clock.seconds()) == []
-    clock.advance(2)
-    assert registry.expire(clock.seconds()) == ["alpha"]
+    assert expired_after(clock, registry, 8) == []
+    assert expired_after(clock, registry, 2) == ["alpha"]
 
 
 def test_registered_client_idle_longer_than_ttl_expires():
     """A client that registered and then vanished without DELETE does not hold a slot forever."""
     clock, registry = make(ttl=10)
     registry.register("alpha")
-    clock.advance(10)
-    assert registry.expire(clock.seconds()) == ["alpha"]
+    assert expired_after(clock, registry, 10) == ["alpha"]
 
 
 def test_max_clients_counts_live_clients_only():
@@ -341,12 +340,10 @@ def test_unregister_with_another_live_connection_keeps_the_client_live():
     registry.connect("repo")
     registry.unregister("repo")
     assert registry.get("repo").live
-    clock.advance(100)
-    assert registry.expire(clock.seconds()) == []
+    assert expired_after(clock, registry, 100) == []
     registry.disconnect("repo")
     assert not registry.get("repo").live
-    clock.advance(10)
-    assert registry.expire(clock.seconds()) == ["repo"]
+    assert expired_after(clock, registry, 10) == ["repo"]
 
 
 def test_registration_keeps_a_usable_working_directory_only(tmp_path):

@@ -252,6 +252,19 @@ def lines(out):
     return [json.loads(o) for o in out]
 
 
+def answers(out, rid):
+    """The lines written for request C{rid}."""
+    return [m for m in lines(out) if m.get("id") == rid]
+
+
+def assert_unavailable(out, rid, bridge=None):
+    """Request C{rid} got exactly one C{DAEMON_UNAVAILABLE} error (and the bridge reconnects)."""
+    (err,) = answers(out, rid)
+    assert err["error"]["code"] == DAEMON_UNAVAILABLE
+    if bridge is not None:
+        assert bridge.state == "reconnecting"
+
+
 def send(bridge, message):
     bridge.line_received(orjson.dumps(message))
 
@@ -439,10 +452,9 @@ def test_in_flight_request_at_crash_is_answered_with_error_if_bound_passed():
     handshake(bridge, daemon)
     send(bridge, {"jsonrpc": "2.0", "id": 4, "method": "tools/call"})
     clock.advance(6)  # the daemon is working on it; the connector waits
-    assert [m for m in lines(out) if m.get("id") == 4] == []
+    assert answers(out, 4) == []
     daemon.crash()
-    (err,) = [m for m in lines(out) if m.get("id") == 4]
-    assert err["error"]["code"] == DAEMON_UNAVAILABLE
+    assert_unavailable(out, 4)
     finish(clock, bridge)
 
 
@@ -453,9 +465,7 @@ def test_hung_daemon_is_detected_when_a_request_outlives_the_bound():
     daemon.up = False  # stops answering /health, but the POST never fails by itself
     daemon.posts[-1][2].addErrback(lambda f: None)
     clock.advance(5)
-    (err,) = [m for m in lines(out) if m.get("id") == 4]
-    assert err["error"]["code"] == DAEMON_UNAVAILABLE
-    assert bridge.state == "reconnecting"
+    assert_unavailable(out, 4, bridge)
     finish(clock, bridge)
 
 
@@ -464,10 +474,10 @@ def test_slow_request_on_a_healthy_daemon_is_left_to_the_daemon():
     handshake(bridge, daemon)
     send(bridge, {"jsonrpc": "2.0", "id": 4, "method": "tools/call"})
     clock.advance(20)
-    assert [m for m in lines(out) if m.get("id") == 4] == []
+    assert answers(out, 4) == []
     assert bridge.state == "connected"
     daemon.answer_auto(len(daemon.posts) - 1)
-    assert [m["id"] for m in lines(out) if m.get("id") == 4] == [4]
+    assert [m["id"] for m in answers(out, 4)] == [4]
     finish(clock, bridge)
 
 
@@ -479,9 +489,7 @@ def test_request_stuck_behind_a_hung_notification_gets_an_error_and_reconnects()
     assert daemon.methods()[-1] == "notifications/cancelled"  # ping waits behind the barrier
     daemon.up = False  # hung: /health stops answering, the POST never returns
     clock.advance(5)
-    (err,) = [m for m in lines(out) if m.get("id") == 7]
-    assert err["error"]["code"] == DAEMON_UNAVAILABLE
-    assert bridge.state == "reconnecting"
+    assert_unavailable(out, 7, bridge)
     finish(clock, bridge)
 
 
@@ -493,7 +501,7 @@ def test_late_reply_after_error_is_not_written_twice():
     clock.advance(5)
     bridge.state = "connected"
     bridge._from_daemon({"jsonrpc": "2.0", "id": 8, "result": {}})
-    assert [m["id"] for m in lines(out) if m.get("id") == 8] == [8]
+    assert [m["id"] for m in answers(out, 8)] == [8]
     finish(clock, bridge)
 
 

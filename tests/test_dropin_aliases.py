@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from _mcp_calls import parsed, start
+from _mcp_calls import session_for as _session_for
 
 from gasoline.app import Config, build
 from gasoline.core.errors import (
@@ -19,7 +21,6 @@ from gasoline.core.errors import (
 )
 from gasoline.core.store import CONSOLE
 from gasoline.core.ratelimit import SlidingWindowLimiter, RateLimited
-from gasoline.mcp import jsonrpc
 from gasoline.mcp.tools import error_result
 from gasoline.tools.aliases import ALIASES, translate
 
@@ -39,24 +40,11 @@ def app(tmp_path, clock):
 
 
 def session_for(app, client_id):
-    session = app.mcp.open_session(client_id, "streamable")
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}}))
-    return session
+    return _session_for(app, client_id, "2025-11-25")
 
 
 def call(app, session, tool, **args):
-    out: list = []
-    app.mcp.handle(session, jsonrpc.request(1, "tools/call", {
-        "name": tool, "arguments": args})).addCallback(out.append)
-    return out
-
-
-def parsed(out):
-    assert out, "no answer yet"
-    result = out[0]["result"]
-    summary, _, payload = result["content"][0]["text"].partition("\n")
-    return result["isError"], summary, json.loads(payload) if payload else None
+    return start(app, session, tool, args)
 
 
 def ok(app, session, tool, **args):

@@ -6,32 +6,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from twisted.internet.task import Clock
 
-from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.server import STATELESS_CLIENT, STATELESS_VERSION
 from test_connector import INIT, INITIALIZED, handshake, make_bridge, send
-from test_mcp_http import Client, call, conn
+from test_mcp_http import app, call, client, conn  # noqa: F401  (app, client: fixtures)
 
 STATELESS = {"mcp-protocol-version": STATELESS_VERSION}
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def app(tmp_path, clock):
-    return build(Config(state_dir=tmp_path, persist=False, max_clients=50), clock)
-
-
-@pytest.fixture
-def client(app):
-    return Client(app)
 
 
 def result_json(body):

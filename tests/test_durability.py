@@ -37,6 +37,7 @@ from gasoline.core.store import (
 )
 from gasoline.mcp import jsonrpc
 from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
 from support import DaemonProcess
 
@@ -80,13 +81,8 @@ class Rig:
         self.app.services.startService()
 
     def call(self, method, path, body=None, headers=EXTENSION_HEADERS):
-        out = []
         data = json.dumps(body) if body is not None else None
-        d = self.treq.request(method, URL + path, data=data, headers=headers)
-        d.addCallback(lambda r: self.treq.content(r).addCallback(lambda b: out.append((r, b))))
-        self.treq.flush()
-        assert out, f"no response to {method} {path}"
-        r, b = out[0]
+        r, b = stub_request(self.treq, method, URL + path, data=data, headers=headers)
         return r.code, json.loads(b), r
 
     def crash(self) -> None:

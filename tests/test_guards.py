@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -24,12 +25,7 @@ def make(tmp_path, **config):
 
 
 def call(treq, method, url, **kwargs):
-    out = []
-    d = treq.request(method, url, **kwargs)
-    d.addCallback(lambda r: treq.content(r).addCallback(lambda body: out.append((r, body))))
-    treq.flush()
-    assert out, "no response"
-    return out[0]
+    return stub_request(treq, method, url, **kwargs)
 
 
 def header(response, name: str):

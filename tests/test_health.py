@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
 from twisted.internet.task import Clock
 
@@ -15,12 +16,8 @@ URL = "http://127.0.0.1:7890"
 
 
 def get(treq, path="/health", method="GET", headers=None, data=None):
-    out = []
-    d = treq.request(method, URL + path, headers=headers, data=data)
-    d.addCallback(lambda r: treq.content(r).addCallback(lambda b: out.append((r.code, b))))
-    treq.flush()
-    code, body = out[0]
-    return code, (json.loads(body) if body else None)
+    response, body = stub_request(treq, method, URL + path, headers=headers, data=data)
+    return response.code, (json.loads(body) if body else None)
 
 
 def make(tmp_path, **config):

@@ -8,11 +8,11 @@ import os
 import stat
 
 import pytest
+from _stub_daemon import StubDaemon
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.task import Clock
 
-from gasoline.app import Config, build
 from gasoline.cli import main as cli_main
 from gasoline.core.identity import (
     DaemonIdentity,
@@ -23,7 +23,7 @@ from gasoline.core.identity import (
     response_proof,
 )
 from gasoline.testing import EXTENSION_HEADERS
-from gasoline.testing import stub_treq as StubTreq
+from gasoline.testing import stub_request
 
 URL = "http://127.0.0.1:7890"
 
@@ -32,27 +32,12 @@ def unb64u(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-class Daemon:
-    def __init__(self, state_dir):
-        self.clock = Clock()
-        self.clock.advance(1_700_000_000)
-        self.app = build(Config(state_dir=state_dir, persist=False), self.clock)
-        self.treq = StubTreq(self.app.resource)
-
+class Daemon(StubDaemon):
     def call(self, method, path, body=None, headers=EXTENSION_HEADERS, raw=None):
-        out = []
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        d = self.treq.request(method, URL + path, data=data, headers=headers)
-        d.addCallback(lambda r: self.treq.content(r).addCallback(lambda b: out.append((r, b))))
-        self.treq.flush()
         # /sync long-polls: let its hold time pass
-        for _ in range(12):
-            if out:
-                break
-            self.clock.advance(1)
-            self.treq.flush()
-        assert out, f"no response to {method} {path}"
-        return out[0]
+        return stub_request(self.treq, method, URL + path, data=data, headers=headers,
+                            clock=self.clock, wait=12)
 
     @property
     def public_key(self) -> bytes:

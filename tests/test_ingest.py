@@ -8,11 +8,11 @@ import os
 import stat
 
 import pytest
+from _stub_daemon import StubDaemon
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
-from twisted.internet.task import Clock
 
 from gasoline.http.ingest import IngestAPI
-from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.http.ingest import is_extension_client
 from gasoline.testing import EXTENSION_HEADERS
@@ -21,23 +21,15 @@ URL = "http://127.0.0.1:7890"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n fake image bytes").decode()
 
 
-class Daemon:
+class Daemon(StubDaemon):
     def __init__(self, tmp_path):
-        self.clock = Clock()
-        self.clock.advance(1_700_000_000)
-        self.app = build(Config(state_dir=tmp_path, persist=False), self.clock)
-        self.treq = StubTreq(self.app.resource)
+        super().__init__(tmp_path)
         self.stopped = []
         self.app.shutdown.stop = lambda: self.stopped.append(self.clock.seconds())
 
     def call(self, method, path, body=None, headers=EXTENSION_HEADERS, raw=None):
-        out = []
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        d = self.treq.request(method, URL + path, data=data, headers=headers)
-        d.addCallback(lambda r: self.treq.content(r).addCallback(lambda b: out.append((r, b))))
-        self.treq.flush()
-        assert out, f"no response to {method} {path}"
-        r, b = out[0]
+        r, b = stub_request(self.treq, method, URL + path, data=data, headers=headers)
         return r.code, json.loads(b), r
 
     def post(self, path, body=None, **kw):

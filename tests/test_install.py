@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import reap
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -83,9 +84,5 @@ def test_the_installed_daemon_starts_with_default_options_and_answers_health(ins
         assert (state / "daemon.json").stat().st_mode & 0o777 == 0o600
     finally:
         proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        reap(proc, 20)
         proc.stdout.close()

@@ -6,41 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from _mcp_calls import session_for, tool_calls
 
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
-from gasoline.mcp import jsonrpc
 from gasoline.tools.observe import ERRORS_CURSOR
 
 
-def _call(app, session, name, args):
-    out = []
-    msg = jsonrpc.request(1, "tools/call", {"name": name, "arguments": args})
-    app.mcp.handle(session, msg).addCallback(out.append)
-    assert out, "the call did not answer synchronously"
-    result = out[0]["result"]
-    summary, _, payload = result["content"][0]["text"].partition("\n")
-    return result["isError"], summary, json.loads(payload) if payload else None
-
-
-def _client(app, client_id):
-    session = app.mcp.open_session(client_id, "streamable")
-    out = []
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": client_id, "version": "1"}})).addCallback(out.append)
-    return session
-
-
-def observe(app, session, **args):
-    err, summary, data = _call(app, session, "observe", args)
-    assert not err, (summary, data)
-    return summary, data
-
-
-def configure(app, session, **args):
-    err, summary, data = _call(app, session, "configure", args)
-    assert not err, (summary, data)
-    return summary, data
+observe, _ = tool_calls("observe")
+configure, _ = tool_calls("configure")
 
 
 def messages(data):
@@ -49,7 +22,7 @@ def messages(data):
 
 @pytest.fixture
 def abc(app):
-    return _client(app, "agent-a"), _client(app, "agent-b"), _client(app, "agent-c")
+    return session_for(app, "agent-a"), session_for(app, "agent-b"), session_for(app, "agent-c")
 
 
 def test_each_of_three_clients_has_its_own_read_cursor(app, abc):
@@ -80,7 +53,7 @@ def test_checkpoints_are_namespaced_per_client_and_reachable_on_purpose(app, abc
     _, listed = configure(app, c, what="checkpoint", checkpoint_action="list")
     assert listed["checkpoints"] == []
     # C reaches B's on purpose with "agent-b:before".
-    from gasoline.tools.configure import resolve_checkpoint
+    from gasoline.tools._state import resolve_checkpoint
     from gasoline.tools.context import ToolContext
 
     ctx_c = ToolContext(app=app.daemon, tools=app.tools, request=None, state=c.state, client_id="agent-c")

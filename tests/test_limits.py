@@ -23,9 +23,9 @@ from gasoline.core.validate import MAX_BATCH_ITEMS, MAX_JSON_TOKENS
 from gasoline.http.request import IDLE_TIMEOUT, GasolineSite
 from gasoline.tap import raise_nofile_limit
 from gasoline.testing import EXTENSION_HEADERS
-from gasoline.tools.observe import READ_BUDGET
+from gasoline.tools._reader import READ_BUDGET
 from test_guards import URL, call as http, make
-from test_tools_observe import app, ok, s  # noqa: F401  (fixtures)
+from test_tools_observe import ok, s  # noqa: F401  (s: a fixture)
 
 ENTRY = {"level": "log", "message": "m", "ts": "2023-11-14T22:13:20.000Z"}
 

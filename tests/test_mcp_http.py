@@ -8,8 +8,7 @@ import pytest
 import treq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from treq.testing import StubTreq
-from twisted.internet.task import Clock
+from gasoline.testing import stub_treq as StubTreq
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
@@ -63,9 +62,7 @@ class Client:
 
     def drop_connections(self) -> None:
         """Every client connection goes away (the client closed its streams)."""
-        for pump in list(self.stub._agent._pumps):
-            pump.clientIO.loseConnection()
-        self.stub.flush()
+        self.stub.drop_connections()
 
     def initialize(self, version="2025-11-25", headers=None) -> str | None:
         response, body = self.post(init_msg(version=version), headers)
@@ -95,11 +92,6 @@ def events(chunks: list[bytes]) -> list[dict]:
 
 def messages(chunks: list[bytes]) -> list[dict]:
     return [json.loads(e["data"]) for e in events(chunks) if e.get("data")]
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

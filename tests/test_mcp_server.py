@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 from twisted.internet.defer import Deferred
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import deferLater
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
@@ -26,11 +26,6 @@ from gasoline.tools.schemas import (
 )
 
 PENDING = object()
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import json
 
 import pytest
 import treq
-from treq.testing import StubTreq
-from twisted.internet.task import Clock
+from gasoline.testing import stub_treq as StubTreq
 
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
@@ -45,9 +44,7 @@ class Legacy:
         return out[0], content[0]
 
     def drop_connections(self) -> None:
-        for pump in list(self.stub._agent._pumps):
-            pump.clientIO.loseConnection()
-        self.stub.flush()
+        self.stub.drop_connections()
 
 
 def sse_events(chunks):
@@ -67,11 +64,6 @@ def endpoint(chunks) -> str:
     first = sse_events(chunks)[0]
     assert first["event"] == "endpoint"
     return first["data"]
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

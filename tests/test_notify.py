@@ -23,15 +23,26 @@ def one_turn(clock: task.Clock) -> None:
         call.func(*call.args, **call.kw)
 
 
+def subscribed(**options):
+    """A notifier on a fresh clock with one subscriber: C{(clock, notifier, what it got)}."""
+    clock = task.Clock()
+    n = Notifier(clock, **options)
+    got: list = []
+    n.subscribe(got.append)
+    return clock, n, got
+
+
+def publish(n, events):
+    for event in events:
+        n.publish(event)
+
+
 def test_notifier_provides_inotifier():
     assert verifyObject(INotifier, Notifier(task.Clock()))
 
 
 def test_events_are_delivered_on_a_later_turn_in_order():
-    clock = task.Clock()
-    n = Notifier(clock)
-    got: list = []
-    n.subscribe(got.append)
+    clock, n, got = subscribed()
     n.publish("a")
     n.publish("b")
     assert got == []  # publish returns before any subscriber runs
@@ -143,12 +154,8 @@ def test_unsubscribe_during_a_flush_takes_effect_from_the_next_event():
 
 
 def test_pending_events_are_bounded_and_drops_are_counted():
-    clock = task.Clock()
-    n = Notifier(clock, max_pending=3)
-    got: list = []
-    n.subscribe(got.append)
-    for i in range(5):
-        n.publish(i)
+    clock, n, got = subscribed(max_pending=3)
+    publish(n, range(5))
     assert n.dropped == 2
     assert n.pending == 3
     clock.advance(0)
@@ -156,12 +163,8 @@ def test_pending_events_are_bounded_and_drops_are_counted():
 
 
 def test_a_big_backlog_is_delivered_in_batches_that_yield_the_reactor():
-    clock = task.Clock()
-    n = Notifier(clock, batch=2)
-    got: list = []
-    n.subscribe(got.append)
-    for i in range(5):
-        n.publish(i)
+    clock, n, got = subscribed(batch=2)
+    publish(n, range(5))
     one_turn(clock)
     assert got == [0, 1]
     assert len(clock.getDelayedCalls()) == 1  # the rest waits for a later turn
@@ -201,10 +204,7 @@ def test_nothing_is_scheduled_without_subscribers():
 
 
 def test_stop_cancels_a_scheduled_flush():
-    clock = task.Clock()
-    n = Notifier(clock)
-    got: list = []
-    n.subscribe(got.append)
+    clock, n, got = subscribed()
     n.publish(1)
     assert len(clock.getDelayedCalls()) == 1
     n.stop()

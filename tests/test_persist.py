@@ -310,11 +310,18 @@ def test_compaction_is_due_above_the_byte_bound(tmp_path):
     rig.stop()
 
 
-def test_entries_arriving_during_compaction_are_kept(tmp_path):
+def _over_the_cap(tmp_path):
+    """A started rig whose journal holds 25 entries over a cap of 10, compactions run by hand:
+    C{(rig, runner)}."""
     runner = ManualRunner()
     rig = Rig(tmp_path, max_entries=10, runner=runner)
     rig.restore_and_start()
     rig.add(0, 25)
+    return rig, runner
+
+
+def test_entries_arriving_during_compaction_are_kept(tmp_path):
+    rig, runner = _over_the_cap(tmp_path)
     finished: list = []
     rig.journal.compact().addBoth(finished.append)
     assert finished == [] and len(runner.queued) == 1
@@ -331,10 +338,7 @@ def test_entries_arriving_during_compaction_are_kept(tmp_path):
 
 
 def test_clear_during_compaction_wins(tmp_path):
-    runner = ManualRunner()
-    rig = Rig(tmp_path, max_entries=10, runner=runner)
-    rig.restore_and_start()
-    rig.add(0, 25)
+    rig, runner = _over_the_cap(tmp_path)
     rig.journal.compact()
     rig.store.clear(CONSOLE)
     rig.add(100, 101)
@@ -362,10 +366,7 @@ def test_failed_compaction_leaves_the_journal_intact(tmp_path):
 
 
 def test_stop_waits_for_a_running_compaction(tmp_path):
-    runner = ManualRunner()
-    rig = Rig(tmp_path, max_entries=10, runner=runner)
-    rig.restore_and_start()
-    rig.add(0, 25)
+    rig, runner = _over_the_cap(tmp_path)
     rig.journal.compact()
     stopped: list = []
     rig.journal.stopService().addBoth(stopped.append)

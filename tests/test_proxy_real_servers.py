@@ -114,8 +114,7 @@ async def test_a_filesystem_child_killed_mid_session_is_restarted(tmp_path):
     a, _ = _projects(tmp_path)
     d = Daemon(tmp_path, {"filesystem": _filesystem()}).start()
     try:
-        sid = (await d.init(a))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(a)
         child = d.children(sid)[0]
         old = child.pid
         os.killpg(old, signal.SIGKILL)
@@ -135,8 +134,7 @@ async def test_progress_and_cancellation_pass_through_server_everything(tmp_path
     a, _ = _projects(tmp_path)
     d = Daemon(tmp_path, {"everything": _everything()}).start()
     try:
-        sid = (await d.init(a))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(a)
         session = d.app.mcp.sessions[sid]
         tool = "everything__trigger-long-running-operation"
         emitted = []

@@ -77,8 +77,7 @@ async def test_child_runs_in_the_working_directory_with_a_minimal_environment_in
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server(env={"EXTRA": "{workingDirectory}/x"})}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         seen = json.loads(text_of(await _call(d, sid, "fake__whereami")))
         assert seen["cwd"] == str(wd)
         assert "GASOLINE_SECRET_TOKEN" not in seen["env"]
@@ -96,8 +95,7 @@ async def test_delete_leaves_no_process_behind_not_even_a_grandchild(tmp_path):
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server()}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         grandchild = json.loads(text_of(await _call(d, sid, "fake__spawn_grandchild")))["grandchild"]
         server = json.loads(text_of(await _call(d, sid, "fake__whereami", rid=8)))["pid"]
         group = d.children(sid)[0].pid
@@ -125,8 +123,7 @@ async def test_destroy_route_and_mcp_delete_end_the_session_too(tmp_path):
         group = d.children(sid)[0].pid
         assert (await d.request("POST", f"/session/{sid}/destroy"))[0] == 200
         assert group_members(group) == []
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         group = d.children(sid)[0].pid
         code, _ = await d.request("DELETE", "/mcp", headers={"Mcp-Session-Id": sid})
         assert code == 204
@@ -141,8 +138,7 @@ async def test_idle_timeout_ends_the_session_and_its_children(tmp_path):
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server()}, proxy={"sessionIdleTimeout": 3.0}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         group = d.children(sid)[0].pid
         # Activity on the MCP session (any request) keeps it alive past the timeout.
         for rid in range(8):
@@ -161,8 +157,7 @@ async def test_daemon_stop_ends_every_child_and_persists_sessions_for_a_restart(
     d = Daemon(tmp_path, {"fake": fake_server()}, persist=True).start()
     state = tmp_path / "state"
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         group = d.children(sid)[0].pid
     finally:
         await d.stop()
@@ -187,8 +182,7 @@ async def test_a_killed_child_fails_fast_with_its_stderr_then_is_restarted(tmp_p
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server()}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         child = d.children(sid)[0]
         r = await _call(d, sid, "fake__crash")
         assert r["result"]["isError"] is True
@@ -221,8 +215,7 @@ async def test_progress_is_forwarded_with_the_agents_token_and_cancellation_reac
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server()}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         session = _mcp_session(d, sid)
         emitted = []
         result = await d.app.mcp.handle(session, {
@@ -319,8 +312,7 @@ async def test_list_changed_is_forwarded_once_and_the_list_refreshed(tmp_path):
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server()}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         session = _mcp_session(d, sid)
         before = len(session.standalone)
         await _call(d, sid, "fake__change")  # the child announces list_changed twice
@@ -340,8 +332,7 @@ async def test_path_arguments_outside_the_allowed_directories_are_refused_before
     wd = _project(tmp_path)
     d = Daemon(tmp_path, {"fake": fake_server()}).start()
     try:
-        sid = (await d.init(wd))["sessionId"]
-        await d.mcp_initialize(sid)
+        sid = await d.session(wd)
         ok = await _call(d, sid, "fake__echo", {"path": str(wd / "a.txt")})
         assert "isError" not in ok["result"]
         (wd / "escape").symlink_to(tmp_path)

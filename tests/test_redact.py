@@ -44,6 +44,20 @@ def secret_value(min_size: int = 12) -> st.SearchStrategy[str]:
         lambda v: any(c.isdigit() for c in v) and any(c.isalpha() for c in v))
 
 
+#: Secrets that are a fixed prefix and a run of one alphabet: kind -> (prefix, alphabet, sizes).
+_PREFIXED = {
+    "aws": ("AKIA", UPPER_DIGITS, 16, 16),
+    "sk": ("sk-", ALNUM, 20, 48),
+    "sk_live": ("sk_live_", ALNUM, 10, 30),
+    "gcp": ("AIza", B64URL, 35, 35),
+    "gitlab": ("glpat-", B64URL, 20, 30),
+    "npm": ("npm_", ALNUM, 36, 36),
+    "gocspx": ("GOCSPX-", B64URL, 28, 28),
+    "gcp_oauth": ("ya29.", B64URL, 20, 60),
+    "gh_pat": ("github_pat_", ALNUM + "_", 22, 60),
+}
+
+
 @st.composite
 def planted(draw):
     """(text containing a secret, the secret part that must disappear)."""
@@ -54,8 +68,9 @@ def planted(draw):
         "gitlab", "npm", "sendgrid", "gocspx", "gcp_oauth", "azure_key",
     ]))
     v = draw(secret_value())
-    if kind == "aws":
-        s = "AKIA" + draw(st.text(alphabet=UPPER_DIGITS, min_size=16, max_size=16))
+    if kind in _PREFIXED:
+        prefix, alphabet, low, high = _PREFIXED[kind]
+        s = prefix + draw(st.text(alphabet=alphabet, min_size=low, max_size=high))
         return s, s
     if kind == "jwt":
         parts = [draw(st.text(alphabet=B64URL, min_size=6, max_size=40)) for _ in range(3)]
@@ -65,20 +80,8 @@ def planted(draw):
         prefix = draw(st.sampled_from(["ghp_", "gho_", "ghs_"]))
         s = prefix + draw(st.text(alphabet=ALNUM, min_size=36, max_size=40))
         return s, s
-    if kind == "gh_pat":
-        s = "github_pat_" + draw(st.text(alphabet=ALNUM + "_", min_size=22, max_size=60))
-        return s, s
     if kind == "slack":
         s = draw(st.sampled_from(["xoxb-", "xoxp-", "xoxa-"])) + v
-        return s, s
-    if kind == "sk":
-        s = "sk-" + draw(st.text(alphabet=ALNUM, min_size=20, max_size=48))
-        return s, s
-    if kind == "sk_live":
-        s = "sk_live_" + draw(st.text(alphabet=ALNUM, min_size=10, max_size=30))
-        return s, s
-    if kind == "gcp":
-        s = "AIza" + draw(st.text(alphabet=B64URL, min_size=35, max_size=35))
         return s, s
     if kind == "pem":
         body = base64.b64encode(draw(st.binary(min_size=20, max_size=80))).decode()
@@ -95,21 +98,9 @@ def planted(draw):
         area = draw(st.integers(1, 665).filter(lambda a: a != 666))
         s = f"{area:03d}-{draw(st.integers(1, 99)):02d}-{draw(st.integers(1, 9999)):04d}"
         return s, s
-    if kind == "gitlab":
-        s = "glpat-" + draw(st.text(alphabet=B64URL, min_size=20, max_size=30))
-        return s, s
-    if kind == "npm":
-        s = "npm_" + draw(st.text(alphabet=ALNUM, min_size=36, max_size=36))
-        return s, s
     if kind == "sendgrid":
         s = ("SG." + draw(st.text(alphabet=B64URL, min_size=22, max_size=22)) + "."
              + draw(st.text(alphabet=B64URL, min_size=43, max_size=43)))
-        return s, s
-    if kind == "gocspx":
-        s = "GOCSPX-" + draw(st.text(alphabet=B64URL, min_size=28, max_size=28))
-        return s, s
-    if kind == "gcp_oauth":
-        s = "ya29." + draw(st.text(alphabet=B64URL, min_size=20, max_size=60))
         return s, s
     if kind == "azure_key":
         key = base64.b64encode(draw(st.binary(min_size=32, max_size=64))).decode()

@@ -15,18 +15,15 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from support import DaemonProcess, open_link, pair
+from gasoline.testing import stub_request
 from gasoline.testing import stub_treq as StubTreq
 
 URL = "http://127.0.0.1:7890"
 
 
 def get(treq, path, headers=None):
-    out = []
-    d = treq.request("GET", URL + path, headers=headers)
-    d.addCallback(lambda r: treq.content(r).addCallback(lambda b: out.append((r.code, b))))
-    treq.flush()
-    code, body = out[0]
-    return code, json.loads(body)
+    response, body = stub_request(treq, "GET", URL + path, headers=headers)
+    return response.code, json.loads(body)
 
 
 @pytest.fixture

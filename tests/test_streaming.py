@@ -74,13 +74,10 @@ def error_text(response: dict[str, Any]) -> str:
     return result["content"][0]["text"]
 
 
-@pytest.fixture
-def app(tmp_path, clock):
-    a = build(Config(state_dir=tmp_path, persist=False), clock)
-    yield a
-    a.mcp.close_all()
-    a.streaming.stop()
-    a.store.notifier.stop()
+@pytest.fixture(autouse=True)
+def _no_timer_left(clock):
+    """Every test here leaves no timer behind once the app is stopped (conftest's C{app})."""
+    yield
     assert clock.getDelayedCalls() == []
 
 
@@ -377,6 +374,7 @@ def test_subscription_persists_with_client_state_and_is_restored(tmp_path, clock
     a = Agent(app, "persisted")
     a.subscribe(["network_failure"], url_pattern="api")
     app.registry.flush(force=True)
+    app.mcp.close_all()
     app.streaming.stop()
     app.store.notifier.stop()
     clock.advance(60)
@@ -387,6 +385,7 @@ def test_subscription_persists_with_client_state_and_is_restored(tmp_path, clock
     assert [e["message"] for e in b.events()] == ["boom"]
     status = payload(b.tool("configure", {"what": "streaming", "streaming_action": "status"}))
     assert status["subscribe"] == ["network_failure"] and status["filters"]["url_pattern"] == "api"
+    again.mcp.close_all()
     again.streaming.stop()
     again.store.notifier.stop()
 

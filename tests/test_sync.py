@@ -6,7 +6,6 @@ import json
 from datetime import datetime
 
 import pytest
-from treq.testing import StubTreq
 from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -20,7 +19,8 @@ from gasoline.core.extension import ExtensionLink
 from gasoline.core.store import EXTENSION_LOGS, TelemetryStore
 from gasoline.http.request import GasolineSite
 from gasoline.interfaces import ICommandQueue, IExtensionLink
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, stub_answer
+from gasoline.testing import stub_treq as StubTreq
 
 URL = "http://127.0.0.1:7890"
 
@@ -28,6 +28,15 @@ URL = "http://127.0.0.1:7890"
 def make_link(clock: Clock | None = None) -> ExtensionLink:
     clock = clock or Clock()
     return ExtensionLink(clock, TelemetryStore(clock), CommandQueue(clock))
+
+
+@pytest.fixture
+def link(clock):
+    """An extension link on C{clock}; stopped after the test, which must leave no timer behind."""
+    link = make_link(clock)
+    yield link
+    link.stop()
+    assert clock.getDelayedCalls() == []
 
 
 def fired(d):
@@ -254,22 +263,16 @@ def test_sync_with_a_command_waiting_answers_at_once_with_fast_poll():
     assert clock.getDelayedCalls() == []
 
 
-def test_idle_sync_is_held_five_seconds_then_answers_empty():
-    clock = Clock()
-    link = make_link(clock)
+def test_idle_sync_is_held_five_seconds_then_answers_empty(clock, link):
     d = link.sync({})
     clock.advance(4.9)
     assert not_fired(d)
     clock.advance(0.1)
     resp = fired(d)
     assert resp["commands"] == [] and resp["next_poll_ms"] == 1000
-    link.stop()
-    assert clock.getDelayedCalls() == []
 
 
-def test_new_command_wakes_a_held_sync_at_once():
-    clock = Clock()
-    link = make_link(clock)
+def test_new_command_wakes_a_held_sync_at_once(clock, link):
     d = link.sync({})
     clock.advance(1)
     cmd = link.commands.enqueue("execute", {"script": "1+1"}, "c")
@@ -277,13 +280,9 @@ def test_new_command_wakes_a_held_sync_at_once():
     assert [c["id"] for c in resp["commands"]] == [cmd.id]
     assert resp["next_poll_ms"] == 200
     assert link.commands.waiting == 0
-    link.stop()
-    assert clock.getDelayedCalls() == []
 
 
-def test_commands_are_resent_on_every_sync_until_acked():
-    clock = Clock()
-    link = make_link(clock)
+def test_commands_are_resent_on_every_sync_until_acked(clock, link):
     a = link.commands.enqueue("dom", {}, "c")
     b = link.commands.enqueue("dom", {}, "c")
     assert [c["id"] for c in fired(link.sync({}))["commands"]] == [a.id, b.id]
@@ -292,8 +291,6 @@ def test_commands_are_resent_on_every_sync_until_acked():
     d = link.sync({"last_command_ack": b.id})
     assert not_fired(d)  # nothing left to hand out: long poll
     d.cancel()
-    link.stop()
-    assert clock.getDelayedCalls() == []
 
 
 def test_one_sync_hands_out_at_most_max_commands_and_asks_for_the_rest_at_once():
@@ -406,14 +403,10 @@ def test_going_disconnected_fails_pending_commands_fast_and_runs_hooks():
     assert clock.getDelayedCalls() == []
 
 
-def test_stop_cancels_the_liveness_timer():
-    clock = Clock()
-    link = make_link(clock)
+def test_stop_cancels_the_liveness_timer(clock, link):
     link.commands.enqueue("dom", {}, "c")
     fired(link.sync({}))
     assert len(clock.getDelayedCalls()) == 1
-    link.stop()
-    assert clock.getDelayedCalls() == []
 
 
 def test_cancelled_long_poll_leaves_only_the_liveness_timer():
@@ -438,10 +431,7 @@ def make_app(tmp_path):
 
 
 def response(treq, d):
-    out = []
-    d.addCallback(lambda r: treq.content(r).addCallback(lambda body: out.append((r, body))))
-    treq.flush()
-    return out[0] if out else None
+    return stub_answer(treq, d)
 
 
 def test_http_sync_long_polls_and_is_woken_by_a_command(tmp_path):

@@ -2,7 +2,11 @@
 
 The portability rules strict clients apply (Anthropic's and OpenAI's strict tool modes, Gemini's
 schema subset): every property says its type, as one JSON type (no ``["integer", "string"]``
-unions, no untyped ``value``), every array says what its items are.
+unions, no untyped ``value``), no ``anyOf``/``oneOf``/``allOf``, no bare boolean schema, no
+``$ref``, and every array says what its items are (object items are checked the same way, at any
+depth). This is stricter than the MCP Inspector's ``--strict`` check, which
+tests/test_schema_portability.py runs as well (it warns on unions and untyped schemas but accepts
+``anyOf``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ def _problems(schema: dict, where: str) -> list[str]:
     found = []
     for name, prop in schema.get("properties", {}).items():
         here = f"{where}.{name}"
+        if not isinstance(prop, dict):
+            found.append(f"{here}: bare {prop!r} where a schema object is expected")
+            continue
+        if "$ref" in prop:
+            found.append(f"{here}: $ref (clients do not resolve references)")
         kind = prop.get("type")
         if not isinstance(kind, str):
             found.append(f"{here}: type {kind!r} (one JSON type is required)")
@@ -38,6 +47,8 @@ def _problems(schema: dict, where: str) -> list[str]:
             items = prop.get("items")
             if not isinstance(items, dict) or not isinstance(items.get("type"), str):
                 found.append(f"{here}: array without a typed 'items'")
+            elif items["type"] == "object":
+                found.extend(_problems(items, f"{here}[]"))
         if kind == "object" and "properties" in prop:
             found.extend(_problems(prop, here))
     return found

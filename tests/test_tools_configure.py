@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from _mcp_calls import call, session_for, tool_calls
+
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
-from gasoline.mcp import jsonrpc
 from gasoline.tools.configure import MODES
 from gasoline.tools.schemas import CONFIGURE_MODES
 
@@ -22,37 +23,12 @@ def app(tmp_path, clock):
     return make_app(tmp_path, clock)
 
 
-def session_for(app, client_id):
-    session = app.mcp.open_session(client_id, "streamable")
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
-    return session
-
-
 @pytest.fixture
 def s(app):
     return session_for(app, "me")
 
 
-def call(app, session, name, args):
-    out = []
-    app.mcp.handle(session, jsonrpc.request(1, "tools/call", {
-        "name": name, "arguments": args})).addCallback(out.append)
-    result = out[0]["result"]
-    summary, _, payload = result["content"][0]["text"].partition("\n")
-    return result["isError"], summary, json.loads(payload) if payload else None
-
-
-def ok(app, session, **args):
-    err, summary, data = call(app, session, "configure", args)
-    assert not err, (summary, data)
-    return summary, data
-
-
-def error(app, session, **args):
-    err, summary, data = call(app, session, "configure", args)
-    assert err, (summary, data)
-    return data
+ok, error = tool_calls("configure")
 
 
 def test_configure_builds_every_mode_the_issue_lists_and_streaming():

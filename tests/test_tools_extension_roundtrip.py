@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support import reap
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -72,11 +73,7 @@ def fake_extension(daemon):
         yield proc
     finally:
         proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        reap(proc)
         proc.stderr.close()
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from _mcp_calls import session_for, start
 from twisted.internet.defer import Deferred
 
 from gasoline.app import Config, build
 from gasoline.core.ratelimit import SlidingWindowLimiter
-from gasoline.mcp import jsonrpc
 from gasoline.tools import load_tables
 from gasoline.tools.context import ToolContext
 from gasoline.mcp.tools import RESULT_CAP, Tool, ToolRegistry
@@ -18,18 +18,8 @@ from gasoline.tools import GasolineTools
 from gasoline.tools.context import text_result
 
 
-def session_for(app, client_id):
-    session = app.mcp.open_session(client_id, "streamable")
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
-    return session
-
-
 def raw_call(app, session, name, args):
-    out = []
-    app.mcp.handle(session, jsonrpc.request(1, "tools/call", {
-        "name": name, "arguments": args})).addCallback(out.append)
-    return out[0]["result"]
+    return start(app, session, name, args)[0]["result"]
 
 
 def body(result):

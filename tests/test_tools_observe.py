@@ -8,62 +8,23 @@ from pathlib import Path
 
 import pytest
 
+from _mcp_calls import call, parse, session_for, start, tool_calls
+
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, \
     WEBSOCKET_EVENTS
-from gasoline.mcp import jsonrpc
 from gasoline.tools.observe import MODES, parse_path
 from gasoline.tools.schemas import OBSERVE_MODES
 
 PENDING = object()
 
 
-@pytest.fixture
-def app(tmp_path, clock):
-    a = build(Config(state_dir=tmp_path, persist=False), clock)
-    yield a
-    a.extension.stop()
-    a.router.close()
-
-
-def start(app, session, name, args):
-    out = []
-    msg = jsonrpc.request(1, "tools/call", {"name": name, "arguments": args})
-    app.mcp.handle(session, msg).addCallback(out.append)
-    return out
-
-
-def parse(response):
-    result = response["result"]
-    summary, _, payload = result["content"][0]["text"].partition("\n")
-    return result["isError"], summary, json.loads(payload) if payload else None
-
-
-def call(app, session, name, args):
-    out = start(app, session, name, args)
-    assert out, "no synchronous answer"
-    return parse(out[0])
-
-
-def ok(app, session, **args):
-    err, summary, data = call(app, session, "observe", args)
-    assert not err, (summary, data)
-    return summary, data
-
-
-def error(app, session, **args):
-    err, summary, data = call(app, session, "observe", args)
-    assert err, (summary, data)
-    return data
+ok, error = tool_calls("observe")
 
 
 @pytest.fixture
 def s(app):
-    session = app.mcp.open_session("me", "streamable")
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}))
-    return session
+    return session_for(app, "me")
 
 
 def connect(app, settings=None):
@@ -108,9 +69,7 @@ def test_recordings_capture_the_actions_between_start_and_stop(app, s):
     assert error(app, s, what="recording_actions", name="nope")["error"] == "no_data"
     assert error(app, s, what="recording_actions")["error"] == "missing_param"
     # Another client sees none of it; the reserved namespace is hidden and protected.
-    other = app.mcp.open_session("other", "streamable")
-    app.mcp.handle(other, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
+    other = session_for(app, "other")
     assert ok(app, other, what="recordings")[1]["recordings"] == []
     err, _, listing = call(app, s, "configure", {"what": "load"})
     assert not any(n.startswith("gasoline:") for n in listing["namespaces"])
@@ -202,9 +161,7 @@ def test_reading_errors_does_not_skip_logs_and_clear_moves_both_cursors(app, s):
 
 def test_missed_entries_explain_cursor_expiry(tmp_path, clock):
     app = build(Config(state_dir=tmp_path, persist=False, max_entries=3), clock)
-    session = app.mcp.open_session("x", "streamable")
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
+    session = session_for(app, "x")
     app.store.add(CONSOLE, [{"level": "error", "message": str(i)} for i in range(5)])
     summary, data = ok(app, session, what="errors")
     assert data["missed"] == 2 and "cursor_expired" in summary
@@ -335,9 +292,7 @@ def test_storage_and_indexeddb_go_through_the_router_and_are_redacted(app, s):
 
 def test_command_results_and_pending_commands_are_the_callers_own(app, s):
     connect(app)
-    other = app.mcp.open_session("other", "streamable")
-    app.mcp.handle(other, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
+    other = session_for(app, "other")
     cid = app.router.submit("me", "dom", {"selector": "h1"})
     _, pending = ok(app, s, what="pending_commands")
     assert pending["count"] == 1 and pending["commands"][0]["correlation_id"] == cid

@@ -105,19 +105,15 @@ def test_playback_results_belong_to_their_owner_only(h):
         answer_all(h)
 
 
-def test_playback_is_refused_at_once_with_the_pilot_off_or_no_extension(tmp_path):
-    off = Harness.create(tmp_path / "off", pilot_enabled=False)
-    record(off)
+@pytest.mark.parametrize("setting, code", [({"pilot_enabled": False}, "pilot_disabled"),
+                                           ({"connected": False}, "extension_disconnected")])
+def test_playback_is_refused_at_once_with_the_pilot_off_or_no_extension(tmp_path, setting, code):
+    harness = Harness.create(tmp_path, **setting)
+    record(harness)
     with pytest.raises(GasolineError) as e:
-        off.run(CONFIGURE, "playback", {"name": "checkout"}, tool="configure")
-    assert e.value.code == "pilot_disabled"
-    off.close()
-    gone = Harness.create(tmp_path / "gone", connected=False)
-    record(gone)
-    with pytest.raises(GasolineError) as e:
-        gone.run(CONFIGURE, "playback", {"name": "checkout"}, tool="configure")
-    assert e.value.code == "extension_disconnected"
-    gone.close()
+        harness.run(CONFIGURE, "playback", {"name": "checkout"}, tool="configure")
+    assert e.value.code == code
+    harness.close()
 
 
 def test_playback_of_an_unknown_recording_or_without_a_name_is_a_clear_error(h):

@@ -7,11 +7,12 @@ import json
 import urllib.request
 
 import pytest
+from _mcp_calls import parsed, session_for
+from _mcp_calls import start as _start
 
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.core.lifecycle import SHUTDOWN_DELAY
-from gasoline.mcp import jsonrpc
 from gasoline.tools import _playback as playback
 from support import DaemonProcess
 
@@ -33,36 +34,19 @@ def connect(app, pilot=True):
                                      "tracked_tab_url": "https://app.test/"}})
 
 
-def session_for(app, client_id):
-    session = app.mcp.open_session(client_id, "streamable")
-    app.mcp.handle(session, jsonrpc.request(0, "initialize", {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
-    return session
-
-
 def start(app, session, tool="configure", **args):
     """Start a tool call; return the list its response lands in."""
-    out: list = []
-    app.mcp.handle(session, jsonrpc.request(1, "tools/call", {
-        "name": tool, "arguments": args})).addCallback(out.append)
-    return out
-
-
-def result_of(out):
-    assert out, "no answer yet"
-    result = out[0]["result"]
-    summary, _, payload = result["content"][0]["text"].partition("\n")
-    return result["isError"], summary, json.loads(payload) if payload else None
+    return _start(app, session, tool, args)
 
 
 def ok(app, session, **args):
-    err, summary, data = result_of(start(app, session, **args))
+    err, summary, data = parsed(start(app, session, **args))
     assert not err, (summary, data)
     return summary, data
 
 
 def error(app, session, **args):
-    err, summary, data = result_of(start(app, session, **args))
+    err, summary, data = parsed(start(app, session, **args))
     assert err, (summary, data)
     return data
 
@@ -185,7 +169,7 @@ def test_replay_runs_each_step_through_the_router_as_the_caller_in_order(app):
         assert app.router.pending_count("B") == 0
     assert seen == [("browser_action", "navigate"), ("dom_action", "type"),
                     ("dom_action", "click"), ("dom_action", "get_text")]
-    err, summary, data = result_of(out)
+    err, summary, data = parsed(out)
     assert not err and data["status"] == "complete" and data["counts"] == {"complete": 4}
     assert summary.startswith("sequence login: 4/4 steps complete")
     assert [s["what"] for s in data["steps"]] == ["navigate", "type", "click", "get_text"]
@@ -201,7 +185,7 @@ def test_replay_stops_at_the_first_failure_unless_continue_on_error(app):
     out = start(app, a, what="replay_sequence", name="s")
     answer_all(app, {"success": True})
     answer_all(app, status="error", error="element_not_found")
-    err, summary, data = result_of(out)
+    err, summary, data = parsed(out)
     assert not err and data["status"] == "failed"
     assert [s["status"] for s in data["steps"]] == ["complete", "error", "not_run", "not_run"]
     assert data["steps"][1]["error"] == "extension_error"
@@ -214,7 +198,7 @@ def test_replay_stops_at_the_first_failure_unless_continue_on_error(app):
     answer_all(app, status="error", error="element_not_found")
     answer_all(app, {"success": True})
     answer_all(app, {"success": True, "text": "hi"})
-    _, _, data = result_of(out)
+    _, _, data = parsed(out)
     assert [s["status"] for s in data["steps"]] == ["complete", "error", "complete", "complete"]
 
 
@@ -228,7 +212,7 @@ def test_replay_refusals(app):
     out = start(app, b, what="replay_sequence", name="A:s")
     assert app.router.pending_count("B") == 1 and app.router.pending_count("A") == 0
     answer_all(app, status="error", error="stop")
-    assert result_of(out)[2]["status"] == "failed"
+    assert parsed(out)[2]["status"] == "failed"
     # Disconnected extension: refused at once, nothing queued.
     app.clock.advance(11)
     assert error(app, a, what="replay_sequence", name="s")["error"] == "extension_disconnected"
@@ -252,7 +236,7 @@ def test_replay_gives_up_starting_steps_after_its_time_budget(app):
     out = start(app, a, what="replay_sequence", name="s", continue_on_error=True)
     app.clock.advance(playback.REPLAY_BUDGET + 20)  # the first step times out meanwhile
     assert out, "the replay must answer once its budget is spent"
-    _, _, data = result_of(out)
+    _, _, data = parsed(out)
     assert [s["status"] for s in data["steps"]] == ["error", "not_run", "not_run", "not_run"]
     assert "budget" in data["steps"][1]["reason"]
 
@@ -488,7 +472,7 @@ def test_any_configure_arguments_give_a_well_formed_answer_and_never_stop_a_shar
         answer_all(app, status="error", error="enough")
     if not out:
         clock.advance(200)
-    err, summary, data = result_of(out)
+    err, summary, data = parsed(out)
     if err:
         assert data["error"] != "internal_error", data
     assert summary

@@ -75,7 +75,7 @@ def status_of(entry: dict[str, Any]) -> int | None:
 
 
 def is_failed_request(entry: dict[str, Any]) -> bool:
-    """A network body or a console ``type:"network"`` entry that failed (>= 400, 0, or error)."""
+    """A network body or a console C{type:"network"} entry that failed (>= 400, 0, or error)."""
     status = status_of(entry)
     if status is not None:
         return status >= 400 or status == 0
@@ -87,7 +87,7 @@ def is_error(entry: dict[str, Any]) -> bool:
 
 
 def origin_of(url: Any) -> str | None:
-    """``scheme://host[:port]`` of an http(s)/ws(s) URL, lower-cased, default ports dropped."""
+    """C{scheme://host[:port]} of an http(s)/ws(s) URL, lower-cased, default ports dropped."""
     if not isinstance(url, str) or not url:
         return None
     try:
@@ -117,7 +117,7 @@ def host_of(url: Any) -> str | None:
 
 
 def site_of(host: str | None) -> str | None:
-    """A rough registrable domain: the last two labels (three under ``co.uk``-style suffixes)."""
+    """A rough registrable domain: the last two labels (three under C{co.uk}-style suffixes)."""
     if not host:
         return None
     host = host.lower().rstrip(".")

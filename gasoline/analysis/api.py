@@ -1,9 +1,9 @@
 """
 API response validation: infer a response shape per endpoint and report responses that break it.
 
-An endpoint is the method plus the URL path with ids normalised (``/users/42`` and ``/users/43``
-are ``GET /users/{id}``). Every successful (2xx) JSON response of an endpoint is flattened into
-``path → type`` (``$.items[].id → number``); the expected type of a path is the one most responses
+An endpoint is the method plus the URL path with ids normalised (C{/users/42} and C{/users/43}
+are C{GET /users/{id}}). Every successful (2xx) JSON response of an endpoint is flattened into
+C{path → type} (C{$.items[].id → number}); the expected type of a path is the one most responses
 agree on, and a path is required when more than half of the responses that have its parent carry
 it. A response violates the shape when it lacks a required path, has a different type at a
 path, or is not JSON where the others are. With a single response there is nothing to disagree
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from gasoline.analysis._util import dicts, status_of, text
+from gasoline.core.validate import json_type
 
 MAX_DEPTH = 8
 MAX_PATHS = 300
@@ -56,28 +57,14 @@ def endpoint_of(entry: dict[str, Any]) -> str:
     return f"{method} {normalize_path(text(entry.get('url'), 4000))}"
 
 
-def type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def flatten(value: Any, path: str = "$", depth: int = 0,
             out: dict[str, str] | None = None) -> dict[str, str]:
-    """``path → type`` for a JSON value; array items share the path ``parent[]``."""
+    """C{path → type} for a JSON value; array items share the path C{parent[]}."""
     if out is None:
         out = {}
     if len(out) >= MAX_PATHS:
         return out
-    out.setdefault(path, type_name(value))
+    out.setdefault(path, json_type(value))
     if depth >= MAX_DEPTH:
         return out
     if isinstance(value, dict):

@@ -1,7 +1,7 @@
 """
 Error bundles: each error with the network requests, actions and logs around it in time.
 
-Entries are placed in time by their own time field (``ts``, ``timestamp``, ...: see
+Entries are placed in time by their own time field (C{ts}, C{timestamp}, ...: see
 L{gasoline.analysis._util.entry_time}); entries without a time cannot be placed and are left out
 of the windows (the result counts them).
 """

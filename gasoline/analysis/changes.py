@@ -1,5 +1,5 @@
 """
-Checkpoints and the ``changes`` diff (seed 000: what happened since a named point in time).
+Checkpoints and the C{changes} diff (seed 000: what happened since a named point in time).
 
 A checkpoint is a plain JSON object (so it persists as is in client state)::
 
@@ -8,8 +8,8 @@ A checkpoint is a plain JSON object (so it persists as is in client state)::
      "counters": {...},                                          # any numbers worth diffing
      "error_fingerprints": ["3fa2…", ...]}                       # errors already known then
 
-The caller reads each buffer from the checkpoint's head (``store.read(name, cursor=head)``) and
-passes what it read as ``now_snapshot``::
+The caller reads each buffer from the checkpoint's head (C{store.read(name, cursor=head)}) and
+passes what it read as C{now_snapshot}::
 
     {"at": 1700000100.0, "heads": {...}, "counters": {...},
      "entries": {"console": [...], "network_bodies": [...], "websocket_events": [...],

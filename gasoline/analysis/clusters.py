@@ -100,7 +100,7 @@ def _finish(group: dict[str, Any]) -> dict[str, Any]:
 def error_clusters(errors: Any, limit: int = 50) -> dict[str, Any]:
     """
     Group error entries (console errors, exceptions, failed requests) by fingerprint, most frequent
-    first (ties: most recent first). Entries whose level is not ``error`` are ignored.
+    first (ties: most recent first). Entries whose level is not C{error} are ignored.
     """
     entries = [e for e in dicts(errors) if is_error(e)]
     groups = _group(entries)

@@ -2,7 +2,7 @@
 Link validation helpers: an SSRF guard and the pure parts of checking links server-side.
 
 L{is_public_http_url} answers whether the daemon may fetch a URL on an agent's behalf: only
-``http``/``https``, and every address the host resolves to must be public (not loopback, private,
+C{http}/C{https}, and every address the host resolves to must be public (not loopback, private,
 link-local, multicast, reserved, unspecified, shared CGNAT space or an IPv4-mapped form of those),
 unless C{allow_private}. Resolution goes through an injected resolver (host → addresses), so
 tests never touch DNS and the daemon can resolve off the reactor thread. Checking *all* addresses
@@ -142,7 +142,7 @@ def select_links(hrefs: Iterable[Any], base_url: str | None = None,
 
 
 def classify_status(status: Any, error: str | None = None) -> str:
-    """``ok``, ``redirect``, ``broken`` (4xx), ``server_error`` (5xx), ``blocked`` or ``error``."""
+    """C{ok}, C{redirect}, C{broken} (4xx), C{server_error} (5xx), C{blocked} or C{error}."""
     if error:
         return "error"
     if isinstance(status, bool) or not isinstance(status, int):

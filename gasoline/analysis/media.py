@@ -1,11 +1,12 @@
 """
-Files behind the media modes (``interact upload``, ``analyze visual_baseline`` / ``visual_diff``,
-``interact record_start`` / ``record_stop``): which paths an agent may name, bounded reads and
+Files behind the media modes (C{interact upload}, C{analyze visual_baseline} / C{visual_diff},
+C{interact record_start} / C{record_stop}): which paths an agent may name, bounded reads and
 small writes, and data URLs.
 
 Everything here is plain blocking file I/O meant to run in the reactor's thread pool
 (L{gasoline.core.persist.thread_runner}); the path checks (L{resolve_readable}, L{inside}) are a
-few C{stat} calls and run where they are called.
+few C{stat} calls and run where they are called. The sandbox itself is L{gasoline.core.paths}
+(C{real}, C{inside} and C{PathRefused} are re-exported here for the media modes).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.core.persist import make_private_dir, write_atomic
 
-#: Largest total size of the files one ``upload`` sends.
+#: Largest total size of the files one C{upload} sends.
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_UPLOAD_FILES = 20
 #: Largest screenshot a visual comparison reads (each side).
@@ -39,20 +41,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _DATA_URL = re.compile(r"^data:(image/(?:png|jpeg|webp));base64,", re.IGNORECASE)
 
 
-class PathRefused(GasolineError):
-    code = "path_refused"
-    retry = ("Name a regular file inside your working directory (relative paths are taken from "
-             "it) or inside the daemon's state dir.")
-
-
-def real(path: str | os.PathLike[str]) -> Path:
-    return Path(os.path.realpath(path))
-
-
-def inside(path: Path, root: Path) -> bool:
-    return path == root or path.is_relative_to(root)
-
-
 def valid_name(name: str, param: str = "name") -> str:
     """A file-system-safe name chosen by an agent (baseline, recording label)."""
     if not _NAME.match(name):
@@ -62,7 +50,7 @@ def valid_name(name: str, param: str = "name") -> str:
 
 
 def client_dir(state_dir: str | os.PathLike[str], area: str, client_id: str) -> Path:
-    """``<state_dir>/<area>/<hash of the client id>``: a per-client folder whatever the id holds."""
+    """C{<state_dir>/<area>/<hash of the client id>}: a per-client folder whatever the id holds."""
     digest = hashlib.sha256(client_id.encode("utf-8", "surrogatepass")).hexdigest()[:20]
     return Path(state_dir) / area / digest
 
@@ -83,16 +71,7 @@ def resolve_readable(name: str, roots: list[Path], param: str = "file_path") -> 
     """The real path of the regular file C{name} (relative: from the first root), or
     L{PathRefused} when it is missing, not a regular file, or outside every root (symlinks
     resolved)."""
-    if not name.strip() or "\x00" in name:
-        raise PathRefused(f"{param} is empty or not a valid path", param=param)
-    if not roots:
-        raise PathRefused("no working directory or state dir to read files from", param=param)
-    raw = Path(name)
-    candidate = raw if raw.is_absolute() else roots[0] / raw
-    resolved = real(candidate)
-    if not any(inside(resolved, root) for root in roots):
-        raise PathRefused(f"{name!r} resolves outside your working directory and the state dir",
-                          param=param, allowed_roots=[str(r) for r in roots])
+    resolved = resolve_inside(name, roots, param=param)
     try:
         st = os.stat(resolved)
     except OSError as e:
@@ -103,9 +82,9 @@ def resolve_readable(name: str, roots: list[Path], param: str = "file_path") -> 
 
 
 def refuse_private_state(path: Path, state_dir: Any, client_id: str, param: str = "file_path") -> None:
-    """Inside the state dir only files in its sub-folders may be read, never ``clients/`` (every
-    client's state) nor another client's ``visual/`` or ``screen-recordings/`` folder; the
-    daemon's own top-level files (journal, ``daemon.json``) neither."""
+    """Inside the state dir only files in its sub-folders may be read, never C{clients/} (every
+    client's state) nor another client's C{visual/} or C{screen-recordings/} folder; the
+    daemon's own top-level files (journal, C{daemon.json}) neither."""
     if state_dir is None:
         return
     root = real(state_dir)
@@ -158,8 +137,8 @@ def file_payload(path: Path, data: bytes) -> dict[str, Any]:
 
 
 def screenshot_file(state_dir: Any, reported: Any) -> Path:
-    """The screenshot the daemon saved for a ``screenshot`` command: the C{path} its result names,
-    checked to be a file under ``<state_dir>/screenshots/`` (results are not trusted)."""
+    """The screenshot the daemon saved for a C{screenshot} command: the C{path} its result names,
+    checked to be a file under C{<state_dir>/screenshots/} (results are not trusted)."""
     if not isinstance(reported, str) or not reported or "\x00" in reported:
         raise GasolineError("the screenshot command answered without a saved file",
                             code="screenshot_failed")
@@ -177,7 +156,7 @@ def data_url(data: bytes, path: Path) -> str:
 
 
 def decode_image_data_url(value: Any, limit: int = MAX_IMAGE_BYTES) -> tuple[bytes, str] | None:
-    """``(bytes, extension)`` of a base64 ``data:image/png|jpeg|webp`` URL, or None."""
+    """C{(bytes, extension)} of a base64 C{data:image/png|jpeg|webp} URL, or None."""
     if not isinstance(value, str):
         return None
     m = _DATA_URL.match(value)

@@ -50,7 +50,9 @@ def rate(metric: str, value: float) -> str:
     return POOR
 
 
-def _lookup(snapshot: dict[str, Any], path: tuple[str, ...]) -> float | None:
+def vital(snapshot: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    """The number at C{path} in a performance snapshot, or C{None} when it is missing or is not
+    a finite, non-negative number (a page may report anything)."""
     value: Any = snapshot
     for key in path:
         if not isinstance(value, dict):
@@ -67,7 +69,7 @@ def page_performance(snapshot: dict[str, Any]) -> dict[str, Any]:
     metrics = {}
     worst = None
     for name, (path, unit, _good, _poor, label) in METRICS.items():
-        value = _lookup(snapshot, path)
+        value = vital(snapshot, path)
         if value is None:
             continue
         rating = rate(name, value)
@@ -85,8 +87,8 @@ def page_performance(snapshot: dict[str, Any]) -> dict[str, Any]:
         "url": text(snapshot.get("url"), 500),
         "rating": worst or "unknown",
         "metrics": metrics,
-        "load_ms": _lookup(snapshot, ("timing", "load")),
-        "dom_content_loaded_ms": _lookup(snapshot, ("timing", "dom_content_loaded")),
+        "load_ms": vital(snapshot, ("timing", "load")),
+        "dom_content_loaded_ms": vital(snapshot, ("timing", "dom_content_loaded")),
         "requests": network.get("request_count"),
         "transfer_size": network.get("transfer_size"),
         "long_tasks": long_tasks.get("count"),

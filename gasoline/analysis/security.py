@@ -1,7 +1,7 @@
 """
 Security and third-party audits over captured traffic (pure; evidence is always redacted).
 
-Each finding is ``{check, severity, title, detail, url?, where?, evidence?, count}``; identical
+Each finding is C{{check, severity, title, detail, url?, where?, evidence?, count}}; identical
 findings (same check, URL without query, where) are merged with a count. Severities: critical,
 high, medium, low, info.
 """
@@ -63,7 +63,7 @@ class _Findings:
 
 
 def headers_of(entry: dict[str, Any], which: str = "response") -> dict[str, list[str]]:
-    """Captured headers (dict or list of ``{name, value}``) as lower-case name → values."""
+    """Captured headers (dict or list of C{{name, value}}) as lower-case name → values."""
     out: dict[str, list[str]] = {}
     for key in (f"{which}_headers", f"{which}Headers") + (("headers",) if which == "response" else ()):
         raw = entry.get(key)

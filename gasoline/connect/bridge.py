@@ -35,15 +35,13 @@ from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR
 from gasoline.connect.errors import RegistrationRefused
 
 log = Logger()
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
 #: Server-defined error: the request could not be delivered to the daemon in time.
-DAEMON_UNAVAILABLE = -32000
+DAEMON_UNAVAILABLE = SERVER_ERROR
 
 DEFAULT_BOUND = 30.0
 MAX_QUEUE = 10_000
@@ -462,6 +460,13 @@ class Bridge:
         self._backoff = min(self._backoff * 2, self.max_backoff)
         self._retry = self.clock.callLater(delay, self._start_attempt)
 
+    def _attempt_again(self, backoff: float | None = None) -> None:
+        """This attempt is over without a connection: schedule the next (after C{backoff})."""
+        self._attempting = False
+        if backoff is not None:
+            self._backoff = backoff
+        self._schedule_attempt()
+
     @inlineCallbacks
     def _attempt(self):
         self._retry = None
@@ -484,21 +489,17 @@ class Bridge:
                 yield ensure(self.cwd)  # never fails (docs/proxy.md)
             yield self._restore_session()
         except _NotYet:
-            self._attempting = False
-            self._schedule_attempt()
+            self._attempt_again()
             return
         except RegistrationRefused as e:
             self.last_problem = f"the daemon refused registration: {e}"
             log.warn("{problem}", problem=self.last_problem)
-            self._attempting = False
-            self._backoff = self.max_backoff
-            self._schedule_attempt()
+            self._attempt_again(backoff=self.max_backoff)
             return
         except Exception as e:
             self.last_problem = f"{type(e).__name__}: {e}"
             log.info("connecting to the daemon failed: {problem}", problem=self.last_problem)
-            self._attempting = False
-            self._schedule_attempt()
+            self._attempt_again()
             return
         self._attempting = False
         if self._closing:

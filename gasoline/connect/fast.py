@@ -144,16 +144,23 @@ def post_mcp(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, str,
         s.close()
     raw = b"".join(chunks)
     header_block, _, payload = raw.partition(b"\r\n\r\n")
+    status, fields = parse_head(header_block)
+    if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
+        payload = _dechunk(payload)
+    ctype = fields.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1").lower()
+    return status, ctype, payload
+
+
+def parse_head(header_block: bytes) -> tuple[int, dict[bytes, bytes]]:
+    """C{(status, fields)} of an HTTP/1.1 response head (the bytes before the blank line); field
+    names lower-cased, values stripped."""
     lines = header_block.split(b"\r\n")
     status = int(lines[0].split(b" ", 2)[1])
     fields = {}
     for line in lines[1:]:
         name, _, value = line.partition(b":")
         fields[name.strip().lower()] = value.strip()
-    if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
-        payload = _dechunk(payload)
-    ctype = fields.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1").lower()
-    return status, ctype, payload
+    return status, fields
 
 
 def _dechunk(data: bytes) -> bytes:

@@ -1,14 +1,14 @@
 """
-CI test boundaries (``POST /test-boundary``, ``configure test_boundary_start/_end``).
+CI test boundaries (C{POST /test-boundary}, C{configure test_boundary_start/_end}).
 
 While a test is active, console entries ingested are tagged with the set of active test ids, so
-``GET /snapshot?test_id=`` and agents can pick out what one test produced.
+C{GET /snapshot?test_id=} and agents can pick out what one test produced.
 
 Bounded and by reference (issue 11 §3): a test id is at most L{MAX_TEST_ID_LENGTH} characters, at
 most L{MAX_ACTIVE_TESTS} tests are active (starting one more forgets the oldest), and an entry
-carries only ``test_set``, a small integer naming the set of tests active when it arrived; the
+carries only C{test_set}, a small integer naming the set of tests active when it arrived; the
 sets themselves live here, once each (the newest L{MAX_SETS}; an entry whose set was forgotten is
-no longer attributed to a test). ``/snapshot`` expands ``test_set`` back into ``test_ids``.
+no longer attributed to a test). C{/snapshot} expands C{test_set} back into C{test_ids}.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class TestBoundaries:
         return self._current
 
     def ids_of(self, test_set: object) -> tuple[str, ...]:
-        """The test ids of set C{test_set} (an entry's ``test_set``), empty if unknown."""
+        """The test ids of set C{test_set} (an entry's C{test_set}), empty if unknown."""
         if isinstance(test_set, int) and not isinstance(test_set, bool):
             return self.sets.get(test_set, ())
         return ()

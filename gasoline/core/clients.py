@@ -1,7 +1,7 @@
 """
 Client identity and per-client state.
 
-Every agent has a client id: ``--client-id`` if given, else L{client_id_for_cwd} of its working
+Every agent has a client id: C{--client-id} if given, else L{client_id_for_cwd} of its working
 directory, else L{new_client_id}. Everything that belongs to one agent (read cursors per buffer,
 checkpoints, noise rules, key-value store, tab filters, subscriptions, pending command ids) lives in
 its L{ClientState}; no other client ever sees it.
@@ -13,14 +13,14 @@ Lifecycle, all on the injected clock:
    L{TooManyClients}.
  - C{connect(id)} / C{disconnect(id)} count live connections (an MCP session, an SSE stream);
    when the last one ends the client is *gone* and its TTL starts.
- - C{unregister(id)} says the client is leaving (``DELETE /clients/<id>``): gone now and the TTL
+ - C{unregister(id)} says the client is leaving (C{DELETE /clients/<id>}): gone now and the TTL
    starts, unless another connection still uses the id (then its last C{disconnect} starts it).
  - C{expire(now)} drops every client without live connections whose latest activity (last request,
    or going away) is older than the TTL. It is pure (reads only C{now}); the registry's
    C{expiry_service} (a C{TimerService} on the clock) calls it and then flushes to disk.
 
 Persistence: the persistent parts (L{ClientState.to_json}) are written to
-``<state_dir>/clients/<id>.json`` (mode 0600, atomic replace) by the timer, never in a request:
+C{<state_dir>/clients/<id>.json} (mode 0600, atomic replace) by the timer, never in a request:
 C{touch} marks a state dirty (it is called on every request, before the request mutates the state),
 and the next tick writes the dirty states whose serialized form changed. The files are written again
 on service stop, and removed when a client expires.

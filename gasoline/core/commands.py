@@ -1,10 +1,10 @@
 """
-The command queue: what the extension is asked to do, delivered through ``/sync``.
+The command queue: what the extension is asked to do, delivered through C{/sync}.
 
-A command ``q-<n>`` is queued by its owner (a client id), handed out on every sync until the
-extension acknowledges it (``last_command_ack`` acknowledges that command *and every command queued
-before it*) or it expires, and stays *outstanding* until its result arrives (``resolve``), it
-expires, it is cancelled, or the extension disconnects (``fail_all``).
+A command C{q-<n>} is queued by its owner (a client id), handed out on every sync until the
+extension acknowledges it (C{last_command_ack} acknowledges that command *and every command queued
+before it*) or it expires, and stays *outstanding* until its result arrives (C{resolve}), it
+expires, it is cancelled, or the extension disconnects (C{fail_all}).
 
 Results are not routed here: listeners registered with L{CommandQueue.on_result} receive every
 result dict (the query router, when it lands, owns the routing to the owner's Deferred). Expiry is
@@ -25,6 +25,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from gasoline.core.hooks import add_hook
 from gasoline.interfaces import ICommandQueue
 
 log = Logger()
@@ -35,7 +36,7 @@ DEFAULT_COMMAND_TTL = 60.0
 
 
 def command_number(command_id: Any) -> int | None:
-    """``"q-12"`` -> 12; anything else -> C{None}."""
+    """C{"q-12"} -> 12; anything else -> C{None}."""
     if isinstance(command_id, str) and command_id.startswith("q-"):
         digits = command_id[2:]
         if digits.isdecimal() and len(digits) < 19:
@@ -61,7 +62,7 @@ class Command:
         return int(self.id[2:])
 
     def to_json(self) -> dict[str, Any]:
-        """The wire shape of extension-protocol.md §3 (``commands[]`` item)."""
+        """The wire shape of extension-protocol.md §3 (C{commands[]} item)."""
         out: dict[str, Any] = {"id": self.id, "type": self.type, "params": self.params}
         if self.tab_id is not None:
             out["tab_id"] = self.tab_id
@@ -85,7 +86,7 @@ class CommandQueue:
     ttl: float = DEFAULT_COMMAND_TTL
     #: Outstanding (unresolved, unexpired) commands by id, in queue order.
     _outstanding: OrderedDict[str, Command] = attrs.field(factory=OrderedDict, init=False)
-    #: ``(expires_at, number, id)`` of every queued command, soonest first; entries of commands
+    #: C{(expires_at, number, id)} of every queued command, soonest first; entries of commands
     #: that are no longer outstanding are skipped when they surface (and dropped in bulk when they
     #: outnumber the live ones), so expiry costs O(log n) per command instead of a scan per call.
     _deadlines: list[tuple[float, int, str]] = attrs.field(factory=list, init=False)
@@ -161,19 +162,11 @@ class CommandQueue:
     def on_result(self, callback: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
         """Call C{callback(result_dict)} once per resolved, expired or failed command.
 
-        The dict has ``id``, ``status`` (``complete``/``error``/``timeout``/``cancelled``/
-        ``expired``), ``result`` and/or ``error``, ``correlation_id`` when known, and ``owner`` (the
+        The dict has C{id}, C{status} (C{complete}/C{error}/C{timeout}/C{cancelled}/
+        C{expired}), C{result} and/or C{error}, C{correlation_id} when known, and C{owner} (the
         command's owner). @return: a zero-argument callable that unregisters.
         """
-        self._listeners.append(callback)
-
-        def remove() -> None:
-            try:
-                self._listeners.remove(callback)
-            except ValueError:
-                pass
-
-        return remove
+        return add_hook(self._listeners, callback)
 
     def resolve(self, result: dict[str, Any]) -> bool:
         """A result for an outstanding command: notify listeners once. Unknown ids are ignored.
@@ -202,7 +195,7 @@ class CommandQueue:
         return self._outstanding.pop(command_id, None) is not None
 
     def expire(self, now: float | None = None) -> list[Command]:
-        """Drop commands whose deadline has passed; listeners get an ``expired`` result each."""
+        """Drop commands whose deadline has passed; listeners get an C{expired} result each."""
         if now is None:
             now = self.clock.seconds()
         deadlines = self._deadlines

@@ -1,7 +1,7 @@
 """
-Domain errors. Core code raises these; ``http/`` and ``mcp/`` map them at the edge.
+Domain errors. Core code raises these; C{http/} and C{mcp/} map them at the edge.
 
-The error contract (``docs/mcp.md``, "Errors"): every structured error carries C{error} (a stable
+The error contract (C{docs/mcp.md}, "Errors"): every structured error carries C{error} (a stable
 code), C{message}, C{retryable} (a boolean: may the very same call succeed later without the caller
 changing anything?) and, when it has one, the C{retry} hint (what to do, in words). When the error
 knows how long to wait, C{retry_after_ms} says so (an integer number of milliseconds).

@@ -1,23 +1,23 @@
 """
-The daemon's link to the browser extension: liveness, settings and the ``/sync`` command channel.
+The daemon's link to the browser extension: liveness, settings and the C{/sync} command channel.
 
 One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
 
  1. every sync marks the extension alive and (re)arms a C{callLater} of C{disconnect_after}
     seconds (10); when it fires the extension counts as disconnected: every outstanding command
     fails at once with L{ExtensionDisconnected} and the C{on_disconnect} hooks run;
- 2. ``settings`` replaces the tracked tab / pilot / capture state;
- 3. ``command_results`` resolve their commands (idempotent; unknown ids ignored);
- 4. ``last_command_ack`` acknowledges that command and every command queued before it;
+ 2. C{settings} replaces the tracked tab / pilot / capture state;
+ 3. C{command_results} resolve their commands (idempotent; unknown ids ignored);
+ 4. C{last_command_ack} acknowledges that command and every command queued before it;
  5. with nothing to hand out the request is held up to C{long_poll} seconds (5); a newly queued
     command answers it at once; cancelling the returned Deferred (Klein does so when the client
     goes away) removes the waiter and its timer;
  6. commands are re-sent on every sync until acknowledged or expired; one sync hands out at most
-    C{max_commands} (the oldest; ``next_poll_ms`` 0 says more are waiting), so every sync, and
+    C{max_commands} (the oldest; C{next_poll_ms} 0 says more are waiting), so every sync, and
     the batch of results the extension answers it with, stays a short reactor turn: one agent's
     burst of 1,000 calls cannot hold the reactor for tens of milliseconds while every other
     agent's answer and the page's telemetry wait behind it;
- 7. ``extension_logs`` are redacted and kept in the ``extension_logs`` buffer.
+ 7. C{extension_logs} are redacted and kept in the C{extension_logs} buffer.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.common import rfc3339  # noqa: F401  (re-exported)
 from gasoline.core.commands import CommandQueue
 from gasoline.core.errors import ExtensionDisconnected
+from gasoline.core.hooks import add_hook
+from gasoline.core.lifecycle import StopHook
 from gasoline.core.redact import Redactor
 from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
@@ -56,7 +58,7 @@ MAX_EXTENSION_LOGS_PER_SYNC = 500
 @implementer(IExtensionLink)
 @attrs.define(eq=False)
 class ExtensionLink:
-    """See the module docstring. C{store} is the telemetry store (for ``extension_logs``)."""
+    """See the module docstring. C{store} is the telemetry store (for C{extension_logs})."""
 
     clock: IReactorTime
     store: Any
@@ -64,7 +66,7 @@ class ExtensionLink:
     disconnect_after: float = DISCONNECT_AFTER
     long_poll: float = LONG_POLL
     max_commands: int = MAX_COMMANDS_PER_SYNC
-    #: Applied to ``extension_logs`` entries before they are kept (the daemon's redactor).
+    #: Applied to C{extension_logs} entries before they are kept (the daemon's redactor).
     redactor: Callable[[Any], Any] = attrs.field(factory=lambda: Redactor().redact_value)
     connected: bool = attrs.field(default=False, init=False)
     last_sync: float | None = attrs.field(default=None, init=False)
@@ -72,7 +74,7 @@ class ExtensionLink:
     session_id: str | None = attrs.field(default=None, init=False)
     extension_version: str | None = attrs.field(default=None, init=False)
     in_progress: list[Any] = attrs.field(factory=list, init=False)
-    #: The latest ``POST /api/extension-status`` body and when it came.
+    #: The latest C{POST /api/extension-status} body and when it came.
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
@@ -109,15 +111,7 @@ class ExtensionLink:
 
     def on_disconnect(self, hook: Callable[[], None]) -> Callable[[], None]:
         """Call C{hook()} each time the extension goes from connected to disconnected."""
-        self._disconnect_hooks.append(hook)
-
-        def remove() -> None:
-            try:
-                self._disconnect_hooks.remove(hook)
-            except ValueError:
-                pass
-
-        return remove
+        return add_hook(self._disconnect_hooks, hook)
 
     def require_connected(self) -> None:
         """@raise ExtensionDisconnected: when no sync came within the last 10 s."""
@@ -132,10 +126,10 @@ class ExtensionLink:
 
     def service(self) -> Service:
         """A service whose stop cancels this link's timer (add it to the daemon's services)."""
-        return _LinkService(self)
+        return StopHook(self.stop)
 
     def health(self) -> dict[str, Any]:
-        """``{connected, last_poll}`` for ``/health``."""
+        """C{{connected, last_poll}} for C{/health}."""
         return {"connected": self.connected, "last_poll": rfc3339(self.last_sync)}
 
     # -- /sync -----------------------------------------------------------------------------------
@@ -202,15 +196,8 @@ class ExtensionLink:
         return len(kept)
 
     def set_status(self, status: dict[str, Any]) -> None:
-        """Record a ``POST /api/extension-status`` ping."""
+        """Record a C{POST /api/extension-status} ping."""
         self.status = status
         self.status_at = self.clock.seconds()
 
 
-class _LinkService(Service):
-    def __init__(self, link: ExtensionLink) -> None:
-        self.link = link
-
-    def stopService(self):
-        super().stopService()
-        self.link.stop()

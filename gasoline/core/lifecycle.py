@@ -1,5 +1,6 @@
 """
-The daemon's own graceful stop, as C{POST /shutdown} and C{configure {what:"restart"}} ask for it.
+The daemon's own graceful stop, as C{POST /shutdown} and C{configure {what:"restart"}} ask for it,
+and L{StopHook}, the service a collaborator hands the daemon so that its stop runs at shutdown.
 
 L{Shutdown} is built by the composition root with the C{stop} callable that C{tap.makeService}
 provides (one that stops the reactor); a daemon built without one (unit tests, embedding) answers
@@ -12,6 +13,7 @@ from typing import Any, Callable
 
 import attrs
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.application.service import Service
 from twisted.logger import Logger
 
 log = Logger()
@@ -58,3 +60,16 @@ class Shutdown:
             self.stop()
         except Exception:
             log.failure("stopping the daemon failed")
+
+
+class StopHook(Service):
+    """A service whose stop calls C{stop} (a collaborator's own stop: timers cancelled, waiters
+    released); add it to the daemon's services."""
+
+    def __init__(self, stop: Callable[[], Any], name: str | None = None) -> None:
+        self._stop = stop
+        self.name = name
+
+    def stopService(self) -> None:
+        super().stopService()
+        self._stop()

@@ -2,10 +2,10 @@
 Noise rules: patterns that hide uninteresting telemetry (favicon 404s, HMR chatter, extension
 messages, ...) from an agent's reads.
 
-A rule matches one field of an entry (``message``, ``url``, ``source`` or ``any``), optionally only
-at one ``level``, by RE2 regular expression or plain substring (case-insensitive). Rules come in
-two scopes: each client has its own L{NoiseRules} (``scope="client"``) and the daemon has one
-global set (``scope="global"``) that every client's set consults after its own. Built-in rules
+A rule matches one field of an entry (C{message}, C{url}, C{source} or C{any}), optionally only
+at one C{level}, by RE2 regular expression or plain substring (case-insensitive). Rules come in
+two scopes: each client has its own L{NoiseRules} (C{scope="client"}) and the daemon has one
+global set (C{scope="global"}) that every client's set consults after its own. Built-in rules
 apply to every client unless that client removes them (which disables them for that client only).
 
 User patterns are hostile input: they are compiled with RE2 (linear time, bounded memory, no
@@ -291,8 +291,8 @@ def _match_builtins(entry: dict[str, Any], disabled: set[str]) -> NoiseRule | No
 @attrs.define
 class NoiseRules:
     """
-    One rule set: a client's (``scope="client"``, with the built-ins and an optional link to the
-    global set) or the daemon's global one (``scope="global"``, user rules only).
+    One rule set: a client's (C{scope="client"}, with the built-ins and an optional link to the
+    global set) or the daemon's global one (C{scope="global"}, user rules only).
     """
 
     scope: str = "client"
@@ -452,7 +452,7 @@ _PLACEHOLDER = re.compile(r"<(?:url|str|id|num)>")
 
 
 def _template_pattern(template: str) -> str:
-    """An RE2 pattern for messages of this template (placeholders become ``.+?``)."""
+    """An RE2 pattern for messages of this template (placeholders become C{.+?})."""
     template = template[:200]
     parts = _PLACEHOLDER.split(template)
     escaped = [re.escape(p).replace("\\ ", "\\s+") for p in parts]

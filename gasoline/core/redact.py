@@ -4,15 +4,15 @@ Secret redaction for every text an agent receives, and the result-size cap.
 Two layers, both pure:
 
  - L{Redactor.redact_value} walks a JSON-like structure (dicts, lists, strings, numbers) and
-   replaces the value under any sensitive key name (``password``, ``token``, ``authorization``,
-   ``cookie``, ...; case-insensitive, at any depth), including header lists of ``{name, value}``
-   pairs and strings that themselves parse as JSON (a network body ``'{"password":"x"}'``). Every
+   replaces the value under any sensitive key name (C{password}, C{token}, C{authorization},
+   C{cookie}, ...; case-insensitive, at any depth), including header lists of C{{name, value}}
+   pairs and strings that themselves parse as JSON (a network body C{'{"password":"x"}'}). Every
    other string goes through L{Redactor.redact_text}.
  - L{Redactor.redact_text} finds secret-shaped text (cloud keys, bearer and basic credentials,
-   JWTs, GitHub/Slack/``sk-`` tokens, PEM private keys, Luhn-valid card numbers, US SSNs,
-   ``api_key=`` / ``session=`` style assignments, ``"password": "..."`` inside JSON text; also
+   JWTs, GitHub/Slack/C{sk-} tokens, PEM private keys, Luhn-valid card numbers, US SSNs,
+   C{api_key=} / C{session=} style assignments, C{"password": "..."} inside JSON text; also
    GitLab, npm, SendGrid and Google OAuth client-secret tokens) in one
-   combined regular-expression pass and replaces each with ``[REDACTED:<kind>]``.
+   combined regular-expression pass and replaces each with C{[REDACTED:<kind>]}.
 
 Both are idempotent: a redaction marker is never redacted again. L{cap_text} cuts an over-long
 result at a line (or word) boundary and says so; redact first, then cap, so the cut can never leave
@@ -37,7 +37,7 @@ MARKER_PREFIX = "[REDACTED:"
 
 # -- sensitive key names ----------------------------------------------------------------------
 
-#: Key names (normalised: lower case, ``-`` and ``.`` turned into ``_``) whose values are secret.
+#: Key names (normalised: lower case, C{-} and C{.} turned into C{_}) whose values are secret.
 SENSITIVE_KEYS = frozenset(
     {
         "password", "passwd", "pwd", "pass", "passphrase", "secret", "token", "access_token",
@@ -58,7 +58,7 @@ SENSITIVE_KEYS = frozenset(
     }
 )
 #: Query-string and form parameter names whose values are secret in a URL or form body only
-#: (as JSON keys they are too common to redact: an error ``code``, a map ``key``).
+#: (as JSON keys they are too common to redact: an error C{code}, a map C{key}).
 SENSITIVE_PARAMS = frozenset({"code", "key", "auth", "hash", "ticket", "jwt", "sid",
                               "access_key", "password_reset", "reset_token", "magic_link"})
 #: An input's type, name, id, autocomplete, label or selector saying its value is secret.
@@ -72,7 +72,7 @@ _FIELD_DESCRIBERS = ("input_type", "inputType", "type", "name", "id", "autocompl
                      "ariaLabel", "element", "target")
 #: Keys under which a value is the text typed into a field.
 _TYPED_VALUES = ("value", "text", "typed", "input_value", "inputValue", "new_value", "newValue")
-#: Endings that make a key sensitive too (``csrfToken``, ``db_password``, ``stripe_secret``).
+#: Endings that make a key sensitive too (C{csrfToken}, C{db_password}, C{stripe_secret}).
 SENSITIVE_SUFFIXES = (
     "password", "passwd", "secret", "token", "apikey", "api_key", "private_key", "sessionid",
     "session_id", "cookie", "credentials",
@@ -480,14 +480,14 @@ _PREFILTER = _compile_prefilter()
 _EXACT = [(re.compile(p.encode("ascii")), handler) for _, p, handler in _RULES]
 
 
-#: An escape sequence of code or JSON text (``\\n``, ``\\t``, ...): its letter is not a word
+#: An escape sequence of code or JSON text (C{\\n}, C{\\t}, ...): its letter is not a word
 #: character as far as the text it escapes is concerned.
 _ESCAPE = re.compile(rb"\\[nrtfvb0]")
 
 
 def _escapes_as_spaces(data: bytes) -> bytes:
     """C{data} with each escape letter turned into a space (same length, same offsets), so a
-    secret right after an escaped newline in generated code (``"\\nghp_..."``) starts a word."""
+    secret right after an escaped newline in generated code (C{"\\nghp_..."}) starts a word."""
     return _ESCAPE.sub(b"\\ ", data)
 
 
@@ -655,8 +655,8 @@ class Redactor:
         return prefix + "&".join(parts) + fragment
 
 
-#: A URL with a query string (``scheme://...?q#f`` or ``/path?q``) or a bare form body
-#: (``a=1&b=2``, no whitespace).
+#: A URL with a query string (C{scheme://...?q#f} or C{/path?q}) or a bare form body
+#: (C{a=1&b=2}, no whitespace).
 _QUERY_CARRIER = re.compile(
     r"((?:[A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s?#]*|/[^\s?#]*|[^\s?#=&]*)\?)?"
     r"([^\s#?]*=[^\s#]*)(#\S*)?", re.S)

@@ -1,10 +1,10 @@
 """
 The query router: extension-bound requests of many agents, each answered to the agent that asked.
 
-An agent's extension-bound call (``analyze dom``, ``interact click``, a screenshot, ...) becomes a
-command ``q-<n>`` in the L{CommandQueue}, owned by the calling client. The extension picks it up
-through ``/sync`` and answers it in a later sync's ``command_results`` (or through
-``POST /query-result``, ``/dom-result``, or ``POST /screenshots`` with ``query_id``); every one of
+An agent's extension-bound call (C{analyze dom}, C{interact click}, a screenshot, ...) becomes a
+command C{q-<n>} in the L{CommandQueue}, owned by the calling client. The extension picks it up
+through C{/sync} and answers it in a later sync's C{command_results} (or through
+C{POST /query-result}, C{/dom-result}, or C{POST /screenshots} with C{query_id}); every one of
 those paths ends in L{CommandQueue.resolve}, whose listener here routes the result **by command id
 only** to the one L{_Pending} record that created it. A result therefore fires its owner's
 Deferred and nothing else, and another client has no way to read it.
@@ -17,7 +17,7 @@ caller can give up all go through C{Deferred.cancel()}:
 
  - timeout: C{Deferred.addTimeout(t, clock)} cancels it, and the failure becomes
    L{ExtensionTimeout};
- - cancellation (MCP ``notifications/cancelled``): L{QueryRouter.cancel};
+ - cancellation (MCP C{notifications/cancelled}): L{QueryRouter.cancel};
  - the client going away: L{QueryRouter.client_gone}.
 
 When the extension answers, or the link declares it disconnected (every pending command fails with
@@ -26,10 +26,10 @@ timeout's delayed call is cancelled by C{addTimeout} when it fires, so nothing l
 
 Async mode
 ==========
-L{QueryRouter.submit} starts the same command and returns a ``correlation_id`` at once; the outcome
+L{QueryRouter.submit} starts the same command and returns a C{correlation_id} at once; the outcome
 is kept per owner (bounded, and dropped after C{result_ttl}; an outcome past that answers
-``expired`` for another C{result_ttl}) and L{QueryRouter.command_result} returns it only to its
-owner. Any other client, and any unknown id, gets the same ``no_data`` error.
+C{expired} for another C{result_ttl}) and L{QueryRouter.command_result} returns it only to its
+owner. Any other client, and any unknown id, gets the same C{no_data} error.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from gasoline.core.errors import (  # noqa: F401  (CommandCancelled, ExtensionEr
     InvalidParam,
     QueueFull,
 )
+from gasoline.core.lifecycle import StopHook
 from gasoline.interfaces import IQueryRouter
 
 log = Logger()
@@ -68,11 +69,11 @@ DEFAULT_ASYNC_TIMEOUT = 60.0
 PER_CLIENT_LIMIT = 100
 #: Commands all clients together may have waiting at once.
 TOTAL_LIMIT = 1000
-#: Seconds a finished async outcome is kept (then it answers ``expired`` as long again).
+#: Seconds a finished async outcome is kept (then it answers C{expired} as long again).
 RESULT_TTL = 300.0
 #: Async outcomes kept per client (the oldest finished ones go first).
 MAX_OUTCOMES_PER_CLIENT = 200
-#: Recently failed commands remembered per client for ``failed_commands``.
+#: Recently failed commands remembered per client for C{failed_commands}.
 MAX_FAILED_PER_CLIENT = 50
 #: The longest timeout a caller may ask for.
 MAX_TIMEOUT = 600.0
@@ -230,7 +231,7 @@ class QueryRouter:
 
     def service(self) -> Service:
         """A service whose stop runs L{close} (add it to the daemon's services)."""
-        return _RouterService(self)
+        return StopHook(self.close)
 
     # -- starting commands ------------------------------------------------------------------------
 
@@ -357,7 +358,7 @@ class QueryRouter:
     # -- giving up (all through Deferred.cancel -> _Pending.cleanup) ------------------------------
 
     def cancel(self, owner: str, command_id: str) -> bool:
-        """See L{IQueryRouter.cancel}. C{command_id} may be a ``q-<n>`` id or a correlation id."""
+        """See L{IQueryRouter.cancel}. C{command_id} may be a C{q-<n>} id or a correlation id."""
         mine = self._owned.get(owner)
         if not mine or not isinstance(command_id, str):
             return False
@@ -536,13 +537,13 @@ class QueryRouter:
         return len(self._owned.get(owner, ()))
 
     def health(self) -> dict[str, Any]:
-        """Counters for ``/health`` (no client's data)."""
+        """Counters for C{/health} (no client's data)."""
         return {"pending": len(self._by_id), "clients_waiting": len(self._owned), **self.stats}
 
     # -- retention ---------------------------------------------------------------------------------
 
     def _purge(self, owner: str, now: float) -> None:
-        """Age C{owner}'s finished outcomes: results past C{result_ttl} become ``expired``
+        """Age C{owner}'s finished outcomes: results past C{result_ttl} become C{expired}
         tombstones, tombstones past C{result_ttl} go."""
         outcomes = self._outcomes.get(owner)
         if not outcomes:
@@ -585,15 +586,6 @@ class QueryRouter:
         if self.registry is None:
             return None
         return self.registry.get(owner)
-
-
-class _RouterService(Service):
-    def __init__(self, router: QueryRouter) -> None:
-        self.router = router
-
-    def stopService(self):
-        super().stopService()
-        self.router.close()
 
 
 __all__ = [

@@ -3,9 +3,9 @@ Validation of extension ingest payloads (extension-protocol.md §4).
 
 Payloads are free-form JSON objects and unknown fields are kept. The only hard rules:
 
- - a batch is a JSON object whose array field (``entries``, ``bodies``, ``events``, ...) is a list;
+ - a batch is a JSON object whose array field (C{entries}, C{bodies}, C{events}, ...) is a list;
    anything else is a L{PayloadError} (HTTP 400);
- - a console L{LogEntry} must be an object with ``level`` in {error, warn, info, debug, log} and
+ - a console L{LogEntry} must be an object with C{level} in {error, warn, info, debug, log} and
    encode to at most 1 MB; other items must be objects. Invalid items are counted as rejected,
    never a 400.
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-#: A tuple, not a set: ``in`` compares with ``==``, so an unhashable ``level`` (a list, an object)
+#: A tuple, not a set: C{in} compares with C{==}, so an unhashable C{level} (a list, an object)
 #: is simply not found instead of raising TypeError. Most frequent first.
 LOG_LEVELS = ("log", "error", "warn", "info", "debug")
 MAX_ENTRY_BYTES = 1024 * 1024
@@ -28,7 +28,7 @@ MAX_ENTRY_BYTES = 1024 * 1024
 
 #: Items one ingest request may carry in its batch (the extension sends at most 100).
 MAX_BATCH_ITEMS = 1000
-#: JSON containers and separators (``{``, ``[``, ``,``, counted on the raw body, strings
+#: JSON containers and separators (C{E{lb}}, C{[} and C{,}, counted on the raw body, strings
 #: included) one request may carry: refused before parsing, so no request costs the reactor more
 #: than a few tens of milliseconds of decoding (1.6 M tiny items would take seconds).
 MAX_JSON_TOKENS = 100_000
@@ -116,15 +116,25 @@ def _size(value: Any) -> int:
         return 1 << 62
 
 
-def _kind(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type of a decoded value: C{null}, C{boolean}, C{number}, C{string}, C{array} or
+    C{object}."""
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "a boolean"
+        return "boolean"
     if isinstance(value, (int, float)):
-        return "a number"
+        return "number"
     if isinstance(value, str):
-        return "a string"
+        return "string"
     if isinstance(value, list):
-        return "an array"
-    return "an object"
+        return "array"
+    return "object"
+
+
+def _kind(value: Any) -> str:
+    """L{json_type} for a message: C{"an array"}, C{"a string"}, C{"null"}."""
+    name = json_type(value)
+    if name == "null":
+        return name
+    return ("an " if name[0] in "aeiou" else "a ") + name

@@ -1,7 +1,7 @@
 """
 Artifact generators: data in, artifact out (HAR, SARIF, CSP, SRI, scripts, PR summaries).
 
-No I/O: ``generate … save_to`` is the tool layer's job. See docs/analysis-and-generators.md.
+No I/O: C{generate … save_to} is the tool layer's job. See docs/analysis-and-generators.md.
 """
 
 from gasoline.generate.csp import csp, origins_by_type

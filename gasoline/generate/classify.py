@@ -1,36 +1,36 @@
 """
-Classify a test failure (``generate {what:"test_classify"}``): deterministic rules, no model.
+Classify a test failure (C{generate {what:"test_classify"}}): deterministic rules, no model.
 
 Input: the failure text an agent pasted (error message, stack, Playwright output) and what the
 daemon captured around it (console errors, failed requests, page timings). Every rule that fires
 adds points to one category and records one evidence line; the category with the most points
-wins, ties broken by L{CATEGORIES} order (most specific first). Nothing fires: ``unknown``.
+wins, ties broken by L{CATEGORIES} order (most specific first). Nothing fires: C{unknown}.
 
 Rules (points):
 
 ================  ==========================================================================  ===
 category          failure text matches / captured evidence                                    pts
 ================  ==========================================================================  ===
-selector_not_found ``waiting for locator|selector``, ``resolved to 0 elements``, ``no element``  3
-                  ``element not found``, ``unable to find``, ``strict mode violation`` (2)
-auth              HTTP 401/403 in the text (after status/HTTP/code), ``unauthorized``, ``forbidden``, ``login``,        3
-                  ``session expired``; a captured 401/403 request (2 each, max 4)
-server_error      HTTP 5xx in the text (after status/HTTP/code), ``internal server error``, ``bad gateway``;            3
+selector_not_found C{waiting for locator|selector}, C{resolved to 0 elements}, C{no element}  3
+                  C{element not found}, C{unable to find}, C{strict mode violation} (2)
+auth              HTTP 401/403 in the text (after status/HTTP/code), C{unauthorized}, C{forbidden}, C{login},        3
+                  C{session expired}; a captured 401/403 request (2 each, max 4)
+server_error      HTTP 5xx in the text (after status/HTTP/code), C{internal server error}, C{bad gateway};            3
                   a captured 5xx request (2 each, max 4)
-network_error     ``net::ERR_*``, ``ECONNREFUSED``/``ECONNRESET``/``ENOTFOUND``, ``failed to     3
-                  fetch``, ``NetworkError``; a captured request with status 0 or an error (2)
-js_error          ``TypeError``/``ReferenceError``/``SyntaxError``/``RangeError``, ``Uncaught``, 3
-                  ``pageerror``; a captured console error/exception (1 each, max 3)
-assertion         ``expect(``, ``toHave*``/``toBe*``/``toEqual``/``toContain``,                3
-                  ``Expected:``/``Received:``, ``AssertionError``
-flaky_timing      ``not attached to the DOM``/``detached``, ``not stable``, ``intercepts       3
-                  pointer events``, ``Execution context was destroyed``, ``Target closed``,
-                  ``retry #``; a captured slow page load (> 5 s, 1) or long tasks (1)
-timeout           ``Timeout \\d+ms exceeded``, ``TimeoutError``, ``timed out``                  2
+network_error     C{net::ERR_*}, C{ECONNREFUSED}/C{ECONNRESET}/C{ENOTFOUND}, C{failed to     3
+                  fetch}, C{NetworkError}; a captured request with status 0 or an error (2)
+js_error          C{TypeError}/C{ReferenceError}/C{SyntaxError}/C{RangeError}, C{Uncaught}, 3
+                  C{pageerror}; a captured console error/exception (1 each, max 3)
+assertion         C{expect(}, C{toHave*}/C{toBe*}/C{toEqual}/C{toContain},                3
+                  C{Expected:}/C{Received:}, C{AssertionError}
+flaky_timing      C{not attached to the DOM}/C{detached}, C{not stable}, C{intercepts       3
+                  pointer events}, C{Execution context was destroyed}, C{Target closed},
+                  C{retry #}; a captured slow page load (> 5 s, 1) or long tasks (1)
+timeout           C{Timeout \\d+ms exceeded}, C{TimeoutError}, C{timed out}                  2
 unknown           nothing above fired
 ================  ==========================================================================  ===
 
-Confidence = top / (top + runner-up + 1), at most 0.95 (0 for ``unknown``).
+Confidence = top / (top + runner-up + 1), at most 0.95 (0 for C{unknown}).
 
 A timeout is usually a symptom: its 2 points lose to any cause found with it (a missing selector,
 a 5xx, a network failure).

@@ -1,6 +1,6 @@
 """
-Playwright tests built around captured context: ``test_from_context`` (a test that pins one
-captured error) and ``visual_test`` (a screenshot comparison after replaying the recorded steps).
+Playwright tests built around captured context: C{test_from_context} (a test that pins one
+captured error) and C{visual_test} (a screenshot comparison after replaying the recorded steps).
 
 Both use the same helpers and conventions as L{gasoline.generate.scripts.playwright_test}: every
 recorded value reaches the code as a JSON string literal, elements are addressed by their most
@@ -114,7 +114,7 @@ _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def screenshot_name(name: str | None, url: str | None) -> str:
-    """A file name Playwright accepts for a snapshot (``[A-Za-z0-9._-]``, ending in ``.png``)."""
+    """A file name Playwright accepts for a snapshot (C{[A-Za-z0-9._-]}, ending in C{.png})."""
     base = name or ""
     if not base and url:
         try:
@@ -130,7 +130,7 @@ def visual_test(actions: Any, url: str | None, base_url: str | None = None,
                 name: str | None = None, selector: str | None = None, full_page: bool = False,
                 threshold: float | None = None, test_name: str | None = None) -> dict[str, Any]:
     """A Playwright test that opens C{url}, replays C{actions} and compares a screenshot with the
-    stored baseline (``toHaveScreenshot``; the first run writes the baseline)."""
+    stored baseline (C{toHaveScreenshot}; the first run writes the baseline)."""
     items = dicts(actions)
     first = _first_url(items, base_url)
     start = _target(url, base_url) if url else first

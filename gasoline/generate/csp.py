@@ -1,11 +1,11 @@
 """
 A Content-Security-Policy built from the origins the page was seen loading, per resource type.
 
-Input: ``{type: [url or origin, ...]}`` where type is a resource kind (``script``, ``style``,
-``img``, ``font``, ``fetch`` / ``xmlhttprequest`` / ``websocket``, ``iframe``, ``media``,
-``worker``, ``manifest``, ...); L{origins_by_type} derives it from the waterfall and captured
-bodies. The page's own origin becomes ``'self'``. The policy is a starting point: inline scripts,
-``eval`` and anything the page did not load while observed are not covered (the notes say so).
+Input: C{{type: [url or origin, ...]}} where type is a resource kind (C{script}, C{style},
+C{img}, C{font}, C{fetch} / C{xmlhttprequest} / C{websocket}, C{iframe}, C{media},
+C{worker}, C{manifest}, ...); L{origins_by_type} derives it from the waterfall and captured
+bodies. The page's own origin becomes C{'self'}. The policy is a starting point: inline scripts,
+C{eval} and anything the page did not load while observed are not covered (the notes say so).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _source(value: str, page_origin: str | None) -> str | None:
 
 def csp(observed_origins_by_type: Any, page_origin: str | None = None,
         report_uri: str | None = None) -> dict[str, Any]:
-    """``{policy, directives, notes}``: a policy that allows what was observed and little else."""
+    """C{{policy, directives, notes}}: a policy that allows what was observed and little else."""
     page = origin_of(page_origin) if page_origin else None
     directives: dict[str, list[str]] = {"default-src": ["'self'"]}
     unknown_types: list[str] = []
@@ -99,7 +99,7 @@ def csp(observed_origins_by_type: Any, page_origin: str | None = None,
 
 
 def origins_by_type(waterfall: Any = (), network_bodies: Any = ()) -> dict[str, list[str]]:
-    """``{initiator type: [origin, ...]}`` from waterfall entries (and bodies as ``fetch``)."""
+    """C{{initiator type: [origin, ...]}} from waterfall entries (and bodies as C{fetch})."""
     out: dict[str, list[str]] = {}
 
     def add(kind: str, url: Any) -> None:

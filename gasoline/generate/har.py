@@ -2,7 +2,7 @@
 HAR 1.2 export from captured network bodies and the resource-timing waterfall.
 
 Each captured body becomes one entry (request and response bodies, status, content type);
-waterfall resources without a captured body become entries too (status ``0``: unknown, with a
+waterfall resources without a captured body become entries too (status C{0}: unknown, with a
 comment), so the archive shows every resource the page loaded. Timing fields come from the
 waterfall entry of the same URL when there is one. Headers and bodies are redacted.
 """

@@ -1,22 +1,22 @@
 """
-Heal a broken selector (``generate {what:"test_heal"}``): ranked replacements, and the test code
+Heal a broken selector (C{generate {what:"test_heal"}}): ranked replacements, and the test code
 with the selector replaced.
 
 Where candidates come from:
 
 1. **Recorded actions.** The extension records every element a user (or agent) acted on with
-   several selectors at once (``selectors``: ``testId``, ``role: {role, name}``, ``ariaLabel``,
-   ``placeholder``, ``text``, ``id``, ``name``, ``css``). An element *matches* the broken selector
+   several selectors at once (C{selectors}: C{testId}, C{role: {role, name}}, C{ariaLabel},
+   C{placeholder}, C{text}, C{id}, C{name}, C{css}). An element *matches* the broken selector
    when one of its recorded selectors equals the broken selector's value (match 1.0), or, failing
    that, when their words overlap (the best Jaccard similarity between the broken selector's
    lower-cased words and those of one recorded selector, at least L{MIN_SIMILARITY}; the match is
    the similarity times 0.8). Each matched element proposes one
    candidate per strategy it recorded, except the broken selector itself.
-2. **The live page** (when the extension is connected): ``list_interactive`` elements whose
+2. **The live page** (when the extension is connected): C{list_interactive} elements whose
    accessible name / selector words overlap the broken selector's propose their role+name and
    their test-id or CSS selector; recorded candidates seen in that list are marked
-   ``live: "listed"``.
-3. **Live counts**: the best few candidates are checked with the ``dom`` command: one match is
+   C{live: "listed"}.
+3. **Live counts**: the best few candidates are checked with the C{dom} command: one match is
    verified, zero matches demote the candidate, several matches mark it ambiguous.
 
 Confidence = strategy weight (L{WEIGHTS}: test id 0.95 > role+name 0.85 > aria-label 0.8 >
@@ -32,6 +32,7 @@ import re
 from typing import Any
 
 from gasoline.analysis._util import dicts
+from gasoline.common import unquote
 from gasoline.generate.scripts import js
 
 WEIGHTS = {"testId": 0.95, "role": 0.85, "ariaLabel": 0.8, "placeholder": 0.7, "text": 0.65,
@@ -44,13 +45,6 @@ _SIMPLE_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 # -- the broken selector -------------------------------------------------------------------------
-
-
-def _unquote(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'`":
-        return s[1:-1]
-    return s
 
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -73,15 +67,15 @@ _GET_BY_ROLE = re.compile(r"""^(?:page\.)?getByRole\(\s*(['"`])([a-zA-Z-]+)\1\s*
 
 
 def parse_selector(selector: str) -> dict[str, Any]:
-    """What a selector names: ``{kind, value}`` (``role`` adds ``role``; kinds as L{WEIGHTS})."""
+    """What a selector names: C{{kind, value}} (C{role} adds C{role}; kinds as L{WEIGHTS})."""
     s = selector.strip()
     for kind, pattern in _PATTERNS:
         m = pattern.match(s)
         if m:
-            return {"kind": kind, "value": _unquote(m.group(1))}
+            return {"kind": kind, "value": unquote(m.group(1))}
     m = _ROLE.match(s)
     if m:
-        return {"kind": "role", "role": m.group(1), "value": _unquote(m.group(2) or "")}
+        return {"kind": "role", "role": m.group(1), "value": unquote(m.group(2) or "")}
     m = _GET_BY_ROLE.match(s)
     if m:
         return {"kind": "role", "role": m.group(2), "value": m.group(4) or ""}
@@ -110,8 +104,8 @@ def _q(value: str) -> str:
 
 
 def forms(strategy: str, value: str, role: str | None = None) -> dict[str, str]:
-    """One candidate in three notations: the extension's (``selector``, for interact), a
-    Playwright selector string (``playwright``) and a Playwright locator (``locator``)."""
+    """One candidate in three notations: the extension's (C{selector}, for interact), a
+    Playwright selector string (C{playwright}) and a Playwright locator (C{locator})."""
     if strategy == "testId":
         return {"selector": f"[data-testid={_q(value)}]", "playwright": f"[data-testid={_q(value)}]",
                 "locator": f"page.getByTestId({js(value)})"}
@@ -140,7 +134,7 @@ def forms(strategy: str, value: str, role: str | None = None) -> dict[str, str]:
 
 
 def element_selectors(selectors: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    """``(strategy, value, role)`` for every usable selector an element recorded."""
+    """C{(strategy, value, role)} for every usable selector an element recorded."""
     out: list[tuple[str, str, str | None]] = []
     test_id = selectors.get("testId") or selectors.get("test_id")
     if isinstance(test_id, str) and test_id:
@@ -274,7 +268,7 @@ def _live_keys(live: list[dict[str, Any]]) -> set[str]:
 
 
 def apply_count(cand: dict[str, Any], count: Any) -> None:
-    """Adjust a candidate by how many elements it matched on the live page (``dom`` count)."""
+    """Adjust a candidate by how many elements it matched on the live page (C{dom} count)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         cand["live_count"] = None
         return
@@ -307,8 +301,8 @@ def _literal(value: str, quote: str) -> str:
 
 
 def heal_code(code: str, broken: str, cand: dict[str, Any]) -> dict[str, Any]:
-    """C{code} with C{broken} replaced by C{cand}: ``page.locator('<broken>')`` (and
-    ``getByTestId('<id>')`` for a broken test id) become the candidate's locator; any other string
+    """C{code} with C{broken} replaced by C{cand}: C{page.locator('<broken>')} (and
+    C{getByTestId('<id>')} for a broken test id) become the candidate's locator; any other string
     literal exactly equal to the broken selector becomes its Playwright selector string."""
     target = parse_selector(broken)
     replacements: list[dict[str, Any]] = []

@@ -19,7 +19,7 @@ def _md(value: Any, limit: int = 200) -> str:
 def pr_summary(errors: Any = (), network_bodies: Any = (), actions: Any = (),
                snapshots: Any = (), changes: dict[str, Any] | None = None,
                title: str | None = None) -> dict[str, Any]:
-    """``{markdown, stats}``: errors, failed requests, performance and what was exercised."""
+    """C{{markdown, stats}}: errors, failed requests, performance and what was exercised."""
     error_entries = [e for e in dicts(errors) if is_error(e)]
     clusters = error_clusters(error_entries, limit=10)
     failed = [b for b in dicts(network_bodies) if is_failed_request(b)]

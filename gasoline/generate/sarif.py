@@ -1,10 +1,10 @@
 """
 SARIF 2.1.0 from an axe-style accessibility result.
 
-Input: ``{"violations": [{"id", "impact", "description", "help", "helpUrl", "tags",
-"nodes": [{"target": [selector, ...], "html", "failureSummary"?, "impact"?}]}], "url"?}``.
+Input: C{{"violations": [{"id", "impact", "description", "help", "helpUrl", "tags",
+"nodes": [{"target": [selector, ...], "html", "failureSummary"?, "impact"?}]}], "url"?}}.
 One rule per violation id, one result per node. Impact maps to level: critical and serious →
-``error``, moderate → ``warning``, minor (or none) → ``note``. The page URL is the artifact; the
+C{error}, moderate → C{warning}, minor (or none) → C{note}. The page URL is the artifact; the
 node's CSS selector is a logical location and its HTML the snippet.
 """
 

@@ -1,10 +1,10 @@
 """
-Scripts from recorded actions: a replay script (``reproduction``) and a Playwright test.
+Scripts from recorded actions: a replay script (C{reproduction}) and a Playwright test.
 
 Each action's element is addressed by the most robust selector it recorded, in this order:
-``testId`` → role and accessible name → ``aria-label`` → visible text → CSS. Every string that
+C{testId} → role and accessible name → C{aria-label} → visible text → CSS. Every string that
 reaches the generated code is a JSON string literal (valid JavaScript and TypeScript, with
-quotes, backslashes, newlines and ``</script>`` escaped), so recorded values cannot inject code.
+quotes, backslashes, newlines and C{</script>} escaped), so recorded values cannot inject code.
 Password values arrive redacted; the scripts read them from an environment variable instead.
 """
 
@@ -27,7 +27,7 @@ def js(value: Any) -> str:
 
 
 def best_locator(selectors: Any) -> tuple[str, str] | None:
-    """``(kind, Playwright locator expression)`` for the most robust recorded selector."""
+    """C{(kind, Playwright locator expression)} for the most robust recorded selector."""
     if not isinstance(selectors, dict):
         return None
     test_id = selectors.get("testId") or selectors.get("test_id") or selectors.get("data-testid")
@@ -134,7 +134,7 @@ def _first_url(actions: list[dict[str, Any]], base_url: str | None) -> str | Non
 
 
 def reproduction(actions: Any, base_url: str | None = None) -> dict[str, Any]:
-    """A standalone Node script (``node repro.js``) that replays the actions with Playwright."""
+    """A standalone Node script (C{node repro.js}) that replays the actions with Playwright."""
     items = dicts(actions)
     start = _first_url(items, base_url)
     body = [f"  await page.goto({js(start)});"] if start else []

@@ -3,8 +3,8 @@ Subresource Integrity hashes for scripts and stylesheets whose bodies were captu
 
 A hash is only right if it is computed over the exact bytes the server sent. The extension
 captures bodies as text, so a hash is produced only for a complete (not truncated) text body, and
-computed over its UTF-8 encoding; every other resource is listed under ``unhashable`` with the
-reason. Check the hash against the file you deploy (``openssl dgst -sha384 -binary f | base64``).
+computed over its UTF-8 encoding; every other resource is listed under C{unhashable} with the
+reason. Check the hash against the file you deploy (C{openssl dgst -sha384 -binary f | base64}).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _tag(kind: str, url: str, value: str) -> str:
 
 
 def sri(resources: Any, algorithm: str = "sha384") -> dict[str, Any]:
-    """``{resources: [{url, type, integrity, tag}], unhashable: [{url, reason}]}``."""
+    """C{{resources: [{url, type, integrity, tag}], unhashable: [{url, reason}]}}."""
     if algorithm not in ALGORITHMS:
         raise InvalidParam(f"algorithm must be one of {', '.join(ALGORITHMS)}", param="algorithm")
     hashed: list[dict[str, Any]] = []

@@ -1,10 +1,10 @@
 """
-``GET /health``: liveness for the extension, its options page, the connector and supervisors.
+C{GET /health}: liveness for the extension, its options page, the connector and supervisors.
 
-The body has the fields the extension reads (extension-protocol.md §2: ``status``,
-``service-name``, ``name``, ``version``, ``logs{...}``, ``capture{...}``) plus ``uptime_seconds``,
-``buffers`` (C{store.stats()}), ``extension`` (``{connected, last_poll}``) and ``clients``. Other
-admin routes (``/clients``, ``/metrics``) are separate resources mounted beside this one.
+The body has the fields the extension reads (extension-protocol.md §2: C{status},
+C{service-name}, C{name}, C{version}, C{logs{...}}, C{capture{...}}) plus C{uptime_seconds},
+C{buffers} (C{store.stats()}), C{extension} (C{{connected, last_poll}}) and C{clients}. Other
+admin routes (C{/clients}, C{/metrics}) are separate resources mounted beside this one.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """
-``/clients``: register, list and unregister agents (seed 000's admin surface).
+C{/clients}: register, list and unregister agents (seed 000's admin surface).
 
-  POST   /clients          body ``{"client_id"?: str, "cwd"?: str}`` (both optional)
-                           -> 200 ``{"client_id", "connected_at", "inherited"}``
-                           -> 429 ``{"error": "too_many_clients", ...}`` past ``--max-clients``
-                           -> 400 ``{"error": "invalid_param" | "bad_json", ...}``; ``cwd``,
+  POST   /clients          body C{{"client_id"?: str, "cwd"?: str}} (both optional)
+                           -> 200 C{{"client_id", "connected_at", "inherited"}}
+                           -> 429 C{{"error": "too_many_clients", ...}} past C{--max-clients}
+                           -> 400 C{{"error": "invalid_param" | "bad_json", ...}}; C{cwd},
                            when given, must be an existing absolute directory
-  GET    /clients          -> 200 ``registry.summary()``
+  GET    /clients          -> 200 C{registry.summary()}
   GET    /clients/{id}     -> 200 one client's summary, or 404
-  DELETE /clients/{id}     -> 200 ``{"client_id", "gone", "connections", "ttl"}``: the state is kept
+  DELETE /clients/{id}     -> 200 C{{"client_id", "gone", "connections", "ttl"}}: the state is kept
                            for the TTL, which starts now, or when the last live connection
-                           (another terminal with the same id) ends; 404 ``unknown_client``
+                           (another terminal with the same id) ends; 404 C{unknown_client}
 
-The identity rule is the registry's: ``client_id`` if given, else the hash of ``cwd``, else random.
+The identity rule is the registry's: C{client_id} if given, else the hash of C{cwd}, else random.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import orjson
 from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, TooManyClients, UnknownClient
-from gasoline.http.json import json_body
+from gasoline.http.json import json_body, read_json_object
 
 log = Logger()
 
@@ -52,7 +51,7 @@ def _error(request, err: GasolineError) -> bytes:
 
 
 class ClientsAPI:
-    """The ``/clients`` routes over an L{gasoline.interfaces.IClientRegistry}."""
+    """The C{/clients} routes over an L{gasoline.interfaces.IClientRegistry}."""
 
     app = Klein()
 
@@ -62,24 +61,10 @@ class ClientsAPI:
     def resource(self):
         return self.app.resource()
 
-    def _body(self, request) -> dict[str, Any]:
-        raw = request.content.read(MAX_BODY + 1) if request.content is not None else b""
-        if len(raw) > MAX_BODY:
-            raise InvalidParam(f"request body larger than {MAX_BODY} bytes", code="body_too_large")
-        if not raw.strip():
-            return {}
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise InvalidParam(f"request body is not valid JSON: {e}", code="bad_json")
-        if not isinstance(body, dict):
-            raise InvalidParam("request body must be a JSON object", code="bad_json")
-        return body
-
     @app.route("/clients", methods=["POST"])
     def register(self, request):
         try:
-            body = self._body(request)
+            body = read_json_object(request, MAX_BODY)
             client_id = body.get("client_id")
             cwd = body.get("cwd")
             if client_id is not None and not isinstance(client_id, str):

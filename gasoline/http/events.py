@@ -1,14 +1,14 @@
 """
-``GET /events?client=<id>``: one agent's event inbox as server-sent events, for consumers that do
+C{GET /events?client=<id>}: one agent's event inbox as server-sent events, for consumers that do
 not speak MCP (seed 000's full-duplex route; seed 004's inbox).
 
-Each inbox item is one SSE event: ``id: <seq>``, ``event: <event_type>``, ``data: <JSON>``. On
-connect the unread items are replayed (only those after ``Last-Event-ID`` / ``?since=<seq>`` when
-given), then new ones follow as they arrive; reading here never acknowledges (``observe
-{what:"events"}`` does). Errors: 400 without a well-formed ``client``, 404 for a client the daemon
-does not know, 409 when that client has no streaming subscription (``configure
-{what:"streaming"}``), 406 when ``Accept`` excludes ``text/event-stream``. The root's guard (Host,
-Origin, the optional API key: ``events`` is a keyed segment) runs first, as for every route.
+Each inbox item is one SSE event: C{id: <seq>}, C{event: <event_type>}, C{data: <JSON>}. On
+connect the unread items are replayed (only those after C{Last-Event-ID} / C{?since=<seq>} when
+given), then new ones follow as they arrive; reading here never acknowledges (C{observe
+{what:"events"}} does). Errors: 400 without a well-formed C{client}, 404 for a client the daemon
+does not know, 409 when that client has no streaming subscription (C{configure
+{what:"streaming"}}), 406 when C{Accept} excludes C{text/event-stream}. The root's guard (Host,
+Origin, the optional API key: C{events} is a keyed segment) runs first, as for every route.
 """
 
 from __future__ import annotations
@@ -16,18 +16,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.http.json import json_error
+from gasoline.http.keepalive import keepalive_service
 
 log = Logger()
-
-KEEPALIVE_SECONDS = 25.0
-
 
 def sse_item(item: dict[str, Any]) -> bytes:
     kind = str(item.get("event_type", "event")).encode("ascii", "replace")
@@ -36,27 +33,18 @@ def sse_item(item: dict[str, Any]) -> bytes:
 
 
 class EventsResource(Resource):
-    """Renders ``/events``; mounted at ``root.mounts[b"events"]``."""
+    """Renders C{/events}; mounted at C{root.mounts[b"events"]}."""
 
     isLeaf = True
 
     def __init__(self, streaming: Any, clock: Any) -> None:
         super().__init__()
         self.streaming = streaming
-        #: Open responses; each gets an SSE comment every L{KEEPALIVE_SECONDS}.
+        #: Open responses; each gets an SSE comment every
+        #: L{gasoline.http.keepalive.KEEPALIVE_SECONDS}.
         self.open: set[Any] = set()
-        self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
-        self.keepalive_service.clock = clock
-        self.keepalive_service.setName("events-sse-keepalive")
-
-    def keepalive(self) -> None:
-        """Guarded: a LoopingCall must not die."""
-        for request in list(self.open):
-            try:
-                request.write(b": keepalive\n\n")
-            except Exception:
-                log.failure("/events keep-alive write failed")
-                self.open.discard(request)
+        self.keepalive_service = keepalive_service(clock, self.open, "events-sse-keepalive",
+                                                   "/events")
 
     def render(self, request):
         if [p for p in request.postpath[1:] if p]:

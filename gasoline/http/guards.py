@@ -4,31 +4,32 @@ The guards every request passes before any route runs (extension-protocol.md §1
 L{Guard.check} runs first for every request (the root resource calls it) and either returns
 C{None} (go on; CORS headers are already set on the response) or the JSON body of a refusal:
 
- 1. ``Host`` must be ``localhost``, ``127.0.0.1`` or ``[::1]`` (any port) or absent, else 403
+ 1. C{Host} must be C{localhost}, C{127.0.0.1} or C{[::1]} (any port) or absent, else 403
     (DNS-rebinding guard);
- 2. ``Origin``, when present, is a browser page or extension calling us (SDK clients, the
+ 2. C{Origin}, when present, is a browser page or extension calling us (SDK clients, the
     connector and curl send none and are not affected). It is accepted only
-      - from ``chrome-extension://<id>`` / ``moz-extension://<id>`` (``[a-z0-9_-]+``; only the
+      - from C{chrome-extension://<id>} / C{moz-extension://<id>} (C{[a-z0-9_-]+}; only the
         pinned ids when C{extension_ids} is set) and only on the extension routes (the ingest API
-        and ``/health``), or
-      - from an origin opted in with ``--allow-origin`` (C{allowed_origins}), or the daemon's own
-        origin (``http://`` + the loopback ``Host``: only a page the daemon served could send it,
-        and it serves none), on every route but ``/shutdown``.
-    Everything else is 403 ``{"error":"forbidden: invalid origin"}`` (a web page, including one
-    served from ``http://localhost:<port>``, on any route; any browser origin on the MCP,
-    ``/clients``, admin and ``/shutdown`` routes), preflight included, and the refusal carries no
+        and C{/health}), or
+      - from an origin opted in with C{--allow-origin} (C{allowed_origins}), or the daemon's own
+        origin (C{http://} + the loopback C{Host}: only a page the daemon served could send it,
+        and it serves none), on every route but C{/shutdown}.
+    Everything else is 403 C{{"error":"forbidden: invalid origin"}} (a web page, including one
+    served from C{http://localhost:<port>}, on any route; any browser origin on the MCP,
+    C{/clients}, admin and C{/shutdown} routes), preflight included, and the refusal carries no
     CORS header, so the browser does not even let the page read it (docs/security.md);
- 3. CORS: the accepted origin is echoed (never ``*``) with the allowed methods and headers, on
+ 3. CORS: the accepted origin is echoed (never C{*}) with the allowed methods and headers, on
     every response;
- 4. ``OPTIONS`` (preflight) -> 204;
- 5. body over the route's limit (``/logs`` 10 MB, everything else 5 MB) -> 413; a body with more
-    than L{MAX_JSON_TOKENS} JSON separators (``{ [ ,``, counted without parsing) -> 413, so no
-    request can hold the reactor for seconds of decoding;
- 6. with an C{api_key}, MCP (``/mcp...``, ``/session...``) and admin (``/clients``, ``/metrics``) routes need
-    ``X-Gasoline-Key: <key>`` (or ``Authorization: Bearer <key>``), else 401. The key never guards
-    the extension routes, ``/health`` or preflight (the extension never sends it).
+ 4. C{OPTIONS} (preflight) -> 204;
+ 5. body over the route's limit (C{/logs} 10 MB, everything else 5 MB) -> 413; a body with more
+    than L{MAX_JSON_TOKENS} JSON separators (C{E{lb}}, C{[} and C{,}, counted without parsing)
+    -> 413, so no request can hold the reactor for seconds of decoding;
+ 6. with an C{api_key}, MCP (C{/mcp...}, C{/session...}) and admin (C{/clients},
+    C{/metrics}) routes need C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
+    401. The key never guards the extension routes, C{/health} or preflight (the extension never
+    sends it).
 
-The extension header gate (``X-Gasoline-Client: gasoline-extension...``) is per route and lives in
+The extension header gate (C{X-Gasoline-Client: gasoline-extension...}) is per route and lives in
 L{gasoline.http.ingest}.
 """
 
@@ -68,8 +69,8 @@ _WEB_ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5})
 
 
 def normalize_origin(value: str) -> str:
-    """The canonical form of an C{--allow-origin} value (``scheme://host[:port]``, lower case,
-    default port dropped). @raise ValueError: not an ``http(s)://host[:port]`` origin."""
+    """The canonical form of an C{--allow-origin} value (C{scheme://host[:port]}, lower case,
+    default port dropped). @raise ValueError: not an C{http(s)://host[:port]} origin."""
     text = value.strip().rstrip("/")
     m = _WEB_ORIGIN.fullmatch(text)
     if m is None:
@@ -84,7 +85,7 @@ def normalize_origin(value: str) -> str:
 
 
 def host_allowed(host: bytes | None) -> bool:
-    """Is C{host} (a ``Host`` header value) a loopback name with an optional port, or absent?"""
+    """Is C{host} (a C{Host} header value) a loopback name with an optional port, or absent?"""
     if host is None:
         return True
     host = host.strip().lower()

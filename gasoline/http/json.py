@@ -1,10 +1,32 @@
-"""JSON responses for twisted.web / Klein handlers (orjson, compact, UTF-8)."""
+"""JSON request bodies and responses for twisted.web / Klein handlers (orjson, compact, UTF-8)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+
+from gasoline.core.errors import InvalidParam
+
+
+def read_json_object(request, limit: int) -> dict[str, Any]:
+    """The request's body as a JSON object (C{{}} for an empty body), read up to C{limit} bytes.
+
+    @raise InvalidParam: C{body_too_large} past C{limit}; C{bad_json} when the body is not JSON
+        or not an object.
+    """
+    raw = request.content.read(limit + 1) if request.content is not None else b""
+    if len(raw) > limit:
+        raise InvalidParam(f"request body larger than {limit} bytes", code="body_too_large")
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise InvalidParam(f"request body is not valid JSON: {e}", code="bad_json") from None
+    if not isinstance(body, dict):
+        raise InvalidParam("request body must be a JSON object", code="bad_json")
+    return body
 
 
 def json_body(request, value: Any, status: int = 200) -> bytes:
@@ -15,5 +37,5 @@ def json_body(request, value: Any, status: int = 200) -> bytes:
 
 
 def json_error(request, status: int, message: str, **extra: Any) -> bytes:
-    """``{"error": message, ...}`` with C{status}."""
+    """C{{"error": message, ...}} with C{status}."""
     return json_body(request, {"error": message, **extra}, status)

@@ -1,33 +1,33 @@
 """
-MCP over HTTP: streamable HTTP (2025-11-25) at ``/mcp``, the connector's form of it, and the legacy
-HTTP+SSE transport (2024-11-05) at ``/mcp/sse`` + ``/mcp/messages/<session-id>``.
+MCP over HTTP: streamable HTTP (2025-11-25) at C{/mcp}, the connector's form of it, and the legacy
+HTTP+SSE transport (2024-11-05) at C{/mcp/sse} + C{/mcp/messages/<session-id>}.
 
 Streamable HTTP
-  ``POST /mcp`` carries one JSON-RPC message (or a batch where the negotiated revision allows it).
+  C{POST /mcp} carries one JSON-RPC message (or a batch where the negotiated revision allows it).
   Notifications and responses get 202 with no body. Requests are answered with
-  ``application/json``, or with an SSE stream when the client accepts ``text/event-stream`` and the
+  C{application/json}, or with an SSE stream when the client accepts C{text/event-stream} and the
   answer is not ready at once or the handler sends something first (progress, log messages,
   sampling/elicitation requests): the JSON fast path costs nothing for the common case. An SSE
-  answer starts with a priming event (an id, empty data, a ``retry`` hint); every event has an id,
-  and ``GET /mcp`` with ``Last-Event-ID`` resumes that stream. ``initialize`` without a session id
-  creates a session and returns its cryptographically random ``Mcp-Session-Id``; any other request
+  answer starts with a priming event (an id, empty data, a C{retry} hint); every event has an id,
+  and C{GET /mcp} with C{Last-Event-ID} resumes that stream. C{initialize} without a session id
+  creates a session and returns its cryptographically random C{Mcp-Session-Id}; any other request
   without one is stateless (MCP 2026-07-28: answered on its own, as plain JSON, for the client
-  ``stateless``) unless its ``MCP-Protocol-Version`` names a session revision (then 400); an
-  unknown or ended session is a 404. ``GET /mcp`` (``Accept:
-  text/event-stream``) opens the server→client stream; ``DELETE /mcp`` ends the session. An
-  ``MCP-Protocol-Version`` header naming a revision we do not speak is a 400.
+  C{stateless}) unless its C{MCP-Protocol-Version} names a session revision (then 400); an
+  unknown or ended session is a 404. C{GET /mcp} (C{Accept:
+  text/event-stream}) opens the server→client stream; C{DELETE /mcp} ends the session. An
+  C{MCP-Protocol-Version} header naming a revision we do not speak is a 400.
 
-Connector form (the ``gasoline connect`` bridge, contract in docs/mcp.md)
-  ``X-Gasoline-Client: <client id>`` and ``X-Gasoline-Connection: <per-process id>``, no
-  ``Mcp-Session-Id``: the session is keyed by (client id, connection id) and (re)created by
-  ``initialize`` (a request on a connection without one is a 404, or, with
-  ``MCP-Protocol-Version: 2026-07-28``, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); ``GET /mcp`` with the
-  same headers streams that connection's notifications as SSE with ids and ``Last-Event-ID`` replay.
+Connector form (the C{gasoline connect} bridge, contract in docs/mcp.md)
+  C{X-Gasoline-Client: <client id>} and C{X-Gasoline-Connection: <per-process id>}, no
+  C{Mcp-Session-Id}: the session is keyed by (client id, connection id) and (re)created by
+  C{initialize} (a request on a connection without one is a 404, or, with
+  C{MCP-Protocol-Version: 2026-07-28}, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); C{GET /mcp} with the
+  same headers streams that connection's notifications as SSE with ids and C{Last-Event-ID} replay.
 
 Legacy HTTP+SSE
-  ``GET /mcp/sse`` opens a session and sends ``event: endpoint`` whose data is
-  ``/mcp/messages/<session-id>``; POSTs there get 202 and their answers arrive on the stream as
-  ``event: message``. Closing the stream ends the session (``notifyFinish``); a session with no
+  C{GET /mcp/sse} opens a session and sends C{event: endpoint} whose data is
+  C{/mcp/messages/<session-id>}; POSTs there get 202 and their answers arrive on the stream as
+  C{event: message}. Closing the stream ends the session (C{notifyFinish}); a session with no
   request for an hour is dropped (a clock timer, see L{gasoline.mcp.server}).
 
 Host and Origin are checked for every path by the root resource's guard before this code runs.
@@ -37,13 +37,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import GasolineError, TooManyClients
+from gasoline.http.keepalive import keepalive_service
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
@@ -53,11 +53,8 @@ log = Logger()
 
 #: Largest JSON-RPC body accepted (a 413 beyond it).
 MAX_BODY = 4 * 1024 * 1024
-#: Reconnection delay suggested to SSE clients (the ``retry`` field), in milliseconds.
+#: Reconnection delay suggested to SSE clients (the C{retry} field), in milliseconds.
 RETRY_MS = 1000
-#: Every open SSE stream gets a comment line this often, so idle streams are not cut by client
-#: read timeouts (the Python SDK's legacy SSE client gives up after 300 s of silence) or proxies.
-KEEPALIVE_SECONDS = 25.0
 _VERSIONS = frozenset(v.encode() for v in KNOWN_VERSIONS)
 _STATELESS = STATELESS_VERSION.encode()
 _JSON = b"application/json"
@@ -112,7 +109,7 @@ class _Finisher:
 
 
 class _PostExchange:
-    """One ``POST /mcp`` carrying requests: answered as JSON, or upgraded to an SSE stream."""
+    """One C{POST /mcp} carrying requests: answered as JSON, or upgraded to an SSE stream."""
 
     def __init__(
         self, http: "McpHTTP", request, session: McpSession, sse_ok: bool, sse_only: bool
@@ -213,7 +210,7 @@ class _PostExchange:
 
 
 class McpHTTP(Resource):
-    """Renders every path under ``/mcp``; mounted at ``root.mounts[b"mcp"]``."""
+    """Renders every path under C{/mcp}; mounted at C{root.mounts[b"mcp"]}."""
 
     isLeaf = True
 
@@ -225,11 +222,10 @@ class McpHTTP(Resource):
         self.connections: dict[tuple[str, str], McpSession] = {}
         #: Open SSE responses (they get keep-alive comments).
         self.open_streams: set[_Finisher] = set()
-        self.keepalive_service = TimerService(KEEPALIVE_SECONDS, self.keepalive)
-        self.keepalive_service.clock = server.clock
-        self.keepalive_service.setName("mcp-sse-keepalive")
+        self.keepalive_service = keepalive_service(server.clock, self.open_streams,
+                                                   "mcp-sse-keepalive", "SSE")
         #: C{bind(proxy_session_id, mcp_session)}: a connector connection that sends
-        #: ``X-Gasoline-Proxy-Session`` sees that proxy session's tools (set by the app when the
+        #: C{X-Gasoline-Proxy-Session} sees that proxy session's tools (set by the app when the
         #: daemon has proxy servers; raises a GasolineError for an unknown id).
         self.session_binder: Any = None
 
@@ -238,15 +234,6 @@ class McpHTTP(Resource):
         if finisher not in self.open_streams and not finisher.done:
             self.open_streams.add(finisher)
             finisher.request.notifyFinish().addBoth(lambda _: self.open_streams.discard(finisher))
-
-    def keepalive(self) -> None:
-        """Write an SSE comment on every open stream (guarded: a LoopingCall must not die)."""
-        for finisher in list(self.open_streams):
-            try:
-                finisher.write(b": keepalive\n\n")
-            except Exception:
-                log.failure("SSE keep-alive write failed")
-                self.open_streams.discard(finisher)
 
     def resource(self) -> Resource:
         return self
@@ -291,6 +278,11 @@ class McpHTTP(Resource):
         request.content.seek(0)
         body = request.content.read(self.max_body + 1)
         return None if len(body) > self.max_body else body
+
+    def _too_large(self, request) -> bytes:
+        """The 413 answer to a body over L{max_body}."""
+        return _error_body(request, 413, INVALID_REQUEST,
+                           f"Payload Too Large: the limit is {self.max_body} bytes")
 
     def _version_error(self, request) -> bytes | None:
         version = request.getHeader(b"mcp-protocol-version")
@@ -367,7 +359,7 @@ class McpHTTP(Resource):
         return session
 
     def _bind_proxy(self, request, session: McpSession) -> bytes | None:
-        """``X-Gasoline-Proxy-Session: <id>`` on a connector's initialize: bind that session."""
+        """C{X-Gasoline-Proxy-Session: <id>} on a connector's initialize: bind that session."""
         proxy_id = request.getHeader(b"x-gasoline-proxy-session")
         if proxy_id is None:
             return None
@@ -402,8 +394,7 @@ class McpHTTP(Resource):
                                "Unsupported Media Type: send application/json")
         body = self._body(request)
         if body is None:
-            return _error_body(request, 413, INVALID_REQUEST,
-                               f"Payload Too Large: the limit is {self.max_body} bytes")
+            return self._too_large(request)
         refused = self._version_error(request)
         if refused is not None:
             return refused
@@ -630,8 +621,7 @@ class McpHTTP(Resource):
                                "Session not found: unknown or ended session id")
         body = self._body(request)
         if body is None:
-            return _error_body(request, 413, INVALID_REQUEST,
-                               f"Payload Too Large: the limit is {self.max_body} bytes")
+            return self._too_large(request)
         try:
             obj = jsonrpc.decode(body)
         except jsonrpc.JsonRpcError as e:

@@ -1,8 +1,8 @@
 """
-``/pairing``: the daemon proves its identity to the Gasoline extension (gasoline.core.identity).
+C{/pairing}: the daemon proves its identity to the Gasoline extension (gasoline.core.identity).
 
-``GET /pairing`` answers the daemon's public key and fingerprint (what the extension pins once the
-user has compared the fingerprint with ``gasoline identity``); ``POST /pairing/challenge`` answers
+C{GET /pairing} answers the daemon's public key and fingerprint (what the extension pins once the
+user has compared the fingerprint with C{gasoline identity}); C{POST /pairing/challenge} answers
 a new connection's challenge. Both are extension (EXT) routes. Clients that never call them (the
 published 0.7.9 extension) are served by every other route exactly as before.
 """

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from klein import Klein
 from twisted.logger import Logger
 
-from gasoline.core.errors import GasolineError, InvalidParam
-from gasoline.http.json import json_body
+from gasoline.core.errors import GasolineError
+from gasoline.http.json import json_body, read_json_object
 
 log = Logger()
 
@@ -63,23 +62,11 @@ class ProxyAPI:
                 "FILE; see docs/proxy.md)", code="proxy_disabled")
         return self.manager
 
-    def _body(self, request) -> dict[str, Any]:
-        raw = request.content.read(MAX_BODY + 1) if request.content is not None else b""
-        if len(raw) > MAX_BODY:
-            raise InvalidParam(f"request body larger than {MAX_BODY} bytes", code="body_too_large")
-        try:
-            body = orjson.loads(raw or b"{}")
-        except orjson.JSONDecodeError as e:
-            raise InvalidParam(f"request body is not valid JSON: {e}", code="bad_json")
-        if not isinstance(body, dict):
-            raise InvalidParam("request body must be a JSON object", code="bad_json")
-        return body
-
     @app.route("/session/init", methods=["POST"])
     def init(self, request):
         try:
             manager = self._manager(request)
-            body = self._body(request)
+            body = read_json_object(request, MAX_BODY)
             d = manager.create(body)
         except GasolineError as e:
             return _error(request, e)

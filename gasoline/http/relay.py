@@ -1,16 +1,16 @@
 """
 The CDP relay's HTTP surface (docs/relay.md): DevTools discovery routes and two WebSocket endpoints.
 
- - ``GET /json/version`` and ``/json/version/`` (Playwright adds the slash): Chrome's answer, with a
-   ``webSocketDebuggerUrl`` that names a fresh client id (``ws://<host>/cdp/<client-id>``), so two
+ - C{GET /json/version} and C{/json/version/} (Playwright adds the slash): Chrome's answer, with a
+   C{webSocketDebuggerUrl} that names a fresh client id (C{ws://<host>/cdp/<client-id>}), so two
    clients that discover over HTTP never share a connection slot;
- - ``GET /json/list``, ``/json``: the targets a new client would see (the user's exposed tabs);
- - ``GET /status``: ``{running, isHub, port, extension_connected, clients}`` (seed 002's discovery);
- - ``/cdp/<client-id>`` (WebSocket): a CDP client (``/cdp`` alone gets a generated id);
- - ``/extension/cdp`` (WebSocket): the extension's CDP link; only an extension origin may open it.
+ - C{GET /json/list}, C{/json}: the targets a new client would see (the user's exposed tabs);
+ - C{GET /status}: C{{running, isHub, port, extension_connected, clients}} (seed 002's discovery);
+ - C{/cdp/<client-id>} (WebSocket): a CDP client (C{/cdp} alone gets a generated id);
+ - C{/extension/cdp} (WebSocket): the extension's CDP link; only an extension origin may open it.
 
 All of them sit behind the daemon's guards (L{gasoline.http.guards}): CDP clients send no
-``Origin``; a web page's ``Origin`` is refused before the upgrade. The WebSockets are autobahn's,
+C{Origin}; a web page's C{Origin} is refused before the upgrade. The WebSockets are autobahn's,
 mounted in the same twisted.web site (L{WebSocketResource}); the factories take the injected
 clock as their reactor.
 """
@@ -71,7 +71,7 @@ class _Peer:
 
 
 class CDPClientProtocol(WebSocketServerProtocol):
-    """One CDP client connection (``/cdp/<client-id>``)."""
+    """One CDP client connection (C{/cdp/<client-id>})."""
 
     relay: Relay
     client = None
@@ -113,7 +113,7 @@ class CDPClientProtocol(WebSocketServerProtocol):
 
 
 class ExtensionLinkProtocol(WebSocketServerProtocol):
-    """The extension's CDP link (``/extension/cdp``)."""
+    """The extension's CDP link (C{/extension/cdp})."""
 
     peer: _Peer | None = None
 
@@ -180,13 +180,13 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool) -> Web
 
 
 def cdp_client_resource(relay: Relay, clock) -> WebSocketResource:
-    """The resource for ``/cdp/<client-id>`` (mount it on the first segment ``cdp``)."""
+    """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
     return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False))
 
 
 def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None
                             ) -> WebSocketResource:
-    """The resource for ``/extension/cdp`` (mount it on the first segment ``extension``).
+    """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
@@ -197,7 +197,7 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
 
 
 class RelayDiscoveryAPI:
-    """``/json/version``, ``/json/list``, ``/json`` and ``/status`` for one L{Relay}."""
+    """C{/json/version}, C{/json/list}, C{/json} and C{/status} for one L{Relay}."""
 
     app = Klein()
 

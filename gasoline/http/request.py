@@ -3,7 +3,7 @@ A twisted.web C{Request}/C{Site} that never buffers more request body than the l
 
 twisted.web's default request spools any body of 100 kB or more to a temporary file and keeps all
 of it. L{GasolineRequest} keeps at most L{MAX_BODY} bytes in memory (the largest limit of any route,
-``/logs``' 10 MB, plus one byte so "over the limit" stays detectable); the rest of the body is read
+C{/logs}' 10 MB, plus one byte so "over the limit" stays detectable); the rest of the body is read
 off the connection and discarded, and C{body_length} counts every byte received. The guard
 (L{gasoline.http.guards.Guard}) then answers 413 JSON using the limit of the route
 (L{body_limit_for}), so a client always gets a JSON answer, never a dropped connection.
@@ -19,7 +19,7 @@ from twisted.web import server
 _log = Logger()
 
 MiB = 1024 * 1024
-#: ``POST /logs`` (extension-protocol.md §1).
+#: C{POST /logs} (extension-protocol.md §1).
 LOGS_LIMIT = 10 * MiB
 #: Every other route: other ingest routes (§1), MCP and admin routes.
 DEFAULT_LIMIT = 5 * MiB
@@ -50,7 +50,7 @@ def body_length(request) -> int:
 def _no_delay(channel) -> None:
     """Turn off Nagle's algorithm once per connection.
 
-    Twisted leaves it on; a response larger than one TCP segment (an MCP result, ``/snapshot``)
+    Twisted leaves it on; a response larger than one TCP segment (an MCP result, C{/snapshot})
     then stalls about 40 ms at its tail, waiting for the peer's delayed ACK.
     """
     if channel is None or getattr(channel, "_gasoline_no_delay", False):

@@ -1,7 +1,7 @@
 """
 JSON-RPC 2.0 messages as MCP uses them: parsing, validation and the standard error codes.
 
-MCP narrows JSON-RPC: ids are strings or integers (never ``null``), ``params`` is an object.
+MCP narrows JSON-RPC: ids are strings or integers (never C{null}), C{params} is an object.
 L{classify} turns one decoded JSON value into a L{Request}, L{Notification} or L{Response}, or
 raises L{JsonRpcError} with the code a reply must carry. Encoding is orjson (compact UTF-8).
 """
@@ -13,11 +13,14 @@ from typing import Any, Union
 import attrs
 import orjson
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+from gasoline.common import (  # noqa: F401  (the protocol's codes, re-exported)
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+)
+
 #: Implementation-defined server errors (-32000..-32099).
 SESSION_NOT_FOUND = -32001
 RESOURCE_NOT_FOUND = -32002

@@ -11,7 +11,7 @@ import attrs
 
 from gasoline.mcp.jsonrpc import INVALID_PARAMS, RESOURCE_NOT_FOUND, JsonRpcError
 
-#: ``read(ctx, uri, **template_values) -> list of content dicts`` (``{uri, mimeType, text|blob}``).
+#: C{read(ctx, uri, **template_values) -> list of content dicts} (C{{uri, mimeType, text|blob}}).
 Reader = Callable[..., list[dict[str, Any]]]
 
 
@@ -97,10 +97,10 @@ class ResourceRegistry:
 class Prompt:
     name: str
     description: str
-    #: ``[{name, description, required}]``
+    #: C{[{name, description, required}]}
     arguments: tuple[dict[str, Any], ...]
     render: Callable[[dict[str, str]], list[dict[str, Any]]]
-    #: argument name -> candidate values for ``completion/complete``
+    #: argument name -> candidate values for C{completion/complete}
     completions: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
 
     def definition(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """
 The MCP server every transport shares: lifecycle, version negotiation, sessions and dispatch.
 
-Transports (``gasoline.http.mcp_http``) decode bytes and call L{McpServer.handle} (one message) or
+Transports (C{gasoline.http.mcp_http}) decode bytes and call L{McpServer.handle} (one message) or
 L{McpServer.handle_batch} with the session and an C{emit} callable that carries messages tied to
 this request (progress, log messages, server→client requests) to wherever the transport sends them;
 both return a Deferred that fires with the response dict, a list of them, or C{None} when nothing is
@@ -9,7 +9,7 @@ to be answered (notifications, client responses, cancelled requests).
 
 Three error tiers: the transport answers HTTP statuses for transport faults; this module answers
 JSON-RPC errors for protocol faults (malformed messages, unknown methods, bad params, requests before
-``initialize``); tool failures are ``isError: true`` results (see L{gasoline.mcp.tools}).
+C{initialize}); tool failures are C{isError: true} results (see L{gasoline.mcp.tools}).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import secrets
 from typing import Any, Callable
 
 import attrs
-from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, maybeDeferred, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -26,6 +25,7 @@ from twisted.python.failure import Failure
 
 from gasoline import __version__
 from gasoline.core.errors import TooManyClients
+from gasoline.core.lifecycle import StopHook
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -43,7 +43,7 @@ from gasoline.mcp.tools import ToolRegistry
 
 log = Logger()
 
-#: Newest first. The answer to ``initialize`` is the requested version if listed, else the first.
+#: Newest first. The answer to C{initialize} is the requested version if listed, else the first.
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
 #: The revision without a handshake or sessions: a request that arrives with no session is
@@ -110,7 +110,7 @@ class RequestContext:
         return meta.get("progressToken") if isinstance(meta, dict) else None
 
     def progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
-        """Send ``notifications/progress`` if the request asked for it (``_meta.progressToken``);
+        """Send C{notifications/progress} if the request asked for it (C{_meta.progressToken});
         during a tool call, through its L{gasoline.mcp.progress.ProgressReporter} (which also
         sends a heartbeat every second)."""
         if self.progress_token is None:
@@ -136,7 +136,7 @@ class RequestContext:
         self.emit(jsonrpc.notification("notifications/progress", params))
 
     def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
-        """Send ``notifications/message`` if the session's log level lets C{level} through."""
+        """Send C{notifications/message} if the session's log level lets C{level} through."""
         if not self.session.wants_log(level):
             return False
         self.emit(
@@ -149,7 +149,7 @@ class RequestContext:
     def request_client(
         self, method: str, params: dict[str, Any], timeout: float = CLIENT_REQUEST_TIMEOUT
     ) -> Deferred:
-        """Send the client a request (e.g. ``sampling/createMessage``); fire with its result."""
+        """Send the client a request (e.g. C{sampling/createMessage}); fire with its result."""
         return self.server.request_client(self.session, method, params, self.emit, timeout)
 
 
@@ -194,7 +194,8 @@ class McpServer:
             "prompts/get": self._prompts_get,
             "completion/complete": self._complete,
         }
-        self.service = _SessionsService(self)
+        #: Closes every MCP session (and its idle timer) when the daemon stops.
+        self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
         # At the client limit the registry asks us for a quiet session to close (issue 11 §5).
@@ -208,7 +209,7 @@ class McpServer:
                      session_id: str | None = None) -> McpSession:
         """A new session for C{client_id} (a fresh id from the registry when None), with a fresh
         random session id unless C{session_id} names one (a session opened on the client's
-        behalf before it connects, e.g. by ``POST /session/init``).
+        behalf before it connects, e.g. by C{POST /session/init}).
 
         @raise gasoline.core.errors.GasolineError: the registry refused (too many clients, bad id).
         """
@@ -607,14 +608,3 @@ class McpServer:
         return {"completion": self.prompts.complete(ref, argument)}
 
 
-class _SessionsService(Service):
-    """Closes every MCP session (and its idle timer) when the daemon stops."""
-
-    name = "mcp-sessions"
-
-    def __init__(self, server: McpServer) -> None:
-        self._server = server
-
-    def stopService(self):
-        self._server.close_all()
-        return super().stopService()

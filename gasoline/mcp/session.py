@@ -1,16 +1,16 @@
 """
 MCP sessions and their server→client event streams.
 
-One L{McpSession} exists per MCP connection: a streamable-HTTP session (``Mcp-Session-Id``), a
+One L{McpSession} exists per MCP connection: a streamable-HTTP session (C{Mcp-Session-Id}), a
 connector connection (client id + connection id) or a legacy HTTP+SSE stream. It holds what the MCP
 protocol negotiates per connection (protocol version, log level, resource subscriptions, requests in
-flight); everything that belongs to the *agent* lives in its client state (``session.state``), which
+flight); everything that belongs to the *agent* lives in its client state (C{session.state}), which
 several sessions may share.
 
 Server→client messages travel on L{EventStream}s: the session's I{standalone} stream (drained by
-``GET /mcp``, the legacy SSE stream, or the connector's GET) and one stream per ``POST`` answered
-with SSE. Every event gets an id ``<stream>-<n>``; a bounded log of recent events lets a client that
-reconnects with ``Last-Event-ID`` receive what it missed. A stream with no writer attached keeps
+C{GET /mcp}, the legacy SSE stream, or the connector's GET) and one stream per C{POST} answered
+with SSE. Every event gets an id C{<stream>-<n>}; a bounded log of recent events lets a client that
+reconnects with C{Last-Event-ID} receive what it missed. A stream with no writer attached keeps
 its events until one attaches (bounded: the oldest are dropped first).
 """
 
@@ -29,10 +29,10 @@ _LEVEL_RANK = {name: i for i, name in enumerate(LOG_LEVELS)}
 
 #: How many recent events each stream keeps for replay.
 MAX_REPLAY_EVENTS = 256
-#: How many finished POST streams a session keeps for ``Last-Event-ID`` replay.
+#: How many finished POST streams a session keeps for C{Last-Event-ID} replay.
 MAX_FINISHED_STREAMS = 16
 
-#: ``writer(event_id, payload_bytes)`` puts one event on the wire.
+#: C{writer(event_id, payload_bytes)} puts one event on the wire.
 Writer = Callable[[str, bytes], None]
 
 
@@ -96,7 +96,7 @@ class EventStream:
 
 
 def event_number(event_id: str) -> int:
-    """The sequence number in an event id ``<stream>-<n>`` (0 if malformed)."""
+    """The sequence number in an event id C{<stream>-<n>} (0 if malformed)."""
     _, _, n = event_id.rpartition("-")
     try:
         return int(n)
@@ -105,7 +105,7 @@ def event_number(event_id: str) -> int:
 
 
 def stream_of(event_id: str) -> str:
-    """The stream id in an event id ``<stream>-<n>``."""
+    """The stream id in an event id C{<stream>-<n>}."""
     return event_id.rpartition("-")[0]
 
 
@@ -117,21 +117,21 @@ class McpSession:
     client_id: str
     #: The agent's L{gasoline.interfaces.IClientState}.
     state: Any
-    #: ``"streamable"``, ``"connector"`` or ``"sse"``.
+    #: C{"streamable"}, C{"connector"} or C{"sse"}.
     transport: str
     created_at: float
     last_seen: float
     protocol_version: str | None = None
-    #: ``initialize`` was answered.
+    #: C{initialize} was answered.
     initialized: bool = False
-    #: ``notifications/initialized`` arrived.
+    #: C{notifications/initialized} arrived.
     ready: bool = False
     client_info: dict[str, Any] = attrs.field(factory=dict)
     client_capabilities: dict[str, Any] = attrs.field(factory=dict)
-    #: Minimum level of ``notifications/message`` to send; None until ``logging/setLevel``.
+    #: Minimum level of C{notifications/message} to send; None until C{logging/setLevel}.
     log_level: str | None = None
     subscriptions: set[str] = attrs.field(factory=set)
-    #: Requests being handled: request id -> Deferred (cancelled by ``notifications/cancelled``).
+    #: Requests being handled: request id -> Deferred (cancelled by C{notifications/cancelled}).
     in_flight: dict[Any, Any] = attrs.field(factory=dict)
     #: Requests this server sent the client (sampling, elicitation): id -> Deferred.
     outgoing: dict[Any, Any] = attrs.field(factory=dict)
@@ -179,7 +179,7 @@ class McpSession:
         return f"gasoline-{self._next_request}"
 
     def wants_log(self, level: str) -> bool:
-        """Should a ``notifications/message`` at C{level} be sent to this session?"""
+        """Should a C{notifications/message} at C{level} be sent to this session?"""
         if self.log_level is None:
             return False
         return _LEVEL_RANK.get(level, 0) >= _LEVEL_RANK[self.log_level]

@@ -1,11 +1,11 @@
 """
 MCP tools: a generic registry and the result convention (Gasoline's own tools: L{gasoline.tools}).
 
-Result convention (``docs/mcp.md``, tool-surface.md): a success is one text block, a summary line
-then compact JSON with the metadata (``cursor``, ``has_more``, ``total``, ``extension_connected``,
-...); a failure is a *result* with ``isError: true`` whose JSON carries the
+Result convention (C{docs/mcp.md}, tool-surface.md): a success is one text block, a summary line
+then compact JSON with the metadata (C{cursor}, C{has_more}, C{total}, C{extension_connected},
+...); a failure is a *result* with C{isError: true} whose JSON carries the
 L{gasoline.core.errors.GasolineError} code, message and retry hint. Protocol faults (unknown tool,
-``arguments`` not an object) are JSON-RPC errors, raised by the server before a tool runs.
+C{arguments} not an object) are JSON-RPC errors, raised by the server before a tool runs.
 
 Central result processing (L{ToolRegistry.call}), for every tool: the per-client rate limit
 (L{gasoline.core.ratelimit}), secret redaction of every text returned, the 100 kB cap with an
@@ -41,7 +41,7 @@ class Tool:
     name: str
     description: str
     input_schema: dict[str, Any]
-    #: ``handler(ctx, arguments) -> result dict | Deferred``
+    #: C{handler(ctx, arguments) -> result dict | Deferred}
     handler: Callable[[Any, dict[str, Any]], Any]
     title: str | None = None
     annotations: dict[str, Any] | None = None
@@ -60,7 +60,7 @@ class Tool:
 
 
 def error_result(error: GasolineError) -> dict[str, Any]:
-    """Failure as a result: ``isError: true`` with the error's code, message and retry hint."""
+    """Failure as a result: C{isError: true} with the error's code, message and retry hint."""
     body = error.to_json()
     try:
         encoded = orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
@@ -98,7 +98,7 @@ class AuditRecord:
 
 
 class ToolRegistry:
-    """Name -> L{Tool}. C{call} turns tool failures into ``isError`` results and applies the
+    """Name -> L{Tool}. C{call} turns tool failures into C{isError} results and applies the
     central processing (rate limit, redaction, cap, telemetry, audit) to every call."""
 
     def __init__(self, clock: Any = None, rate_limit: int = 0, rate_window: float = 60.0,
@@ -111,7 +111,7 @@ class ToolRegistry:
             else None
         self.result_cap = result_cap
         self.redactor = Redactor()
-        #: Calls per tool and per ``tool.mode``; errors per code.
+        #: Calls per tool and per C{tool.mode}; errors per code.
         self.calls: dict[str, int] = {}
         self.mode_calls: dict[str, int] = {}
         self.errors: dict[str, int] = {}
@@ -196,7 +196,7 @@ class ToolRegistry:
         """Redact a result text on its decoded values (issue 11 §2).
 
         A result is a summary line, then JSON: scanning the JSON text itself would miss a secret
-        right after an escaped newline or tab (``\\nAKIA...``) or inside JSON nested in a
+        right after an escaped newline or tab (C{\\nAKIA...}) or inside JSON nested in a
         string. The JSON is parsed and walked (L{Redactor.redact_value}: every string decoded,
         nested JSON, query strings and form bodies decoded in turn), then encoded again.
         """

@@ -17,6 +17,8 @@ import os
 import re
 from typing import Any, Iterator
 
+from gasoline.core.paths import PathRefused, inside, real
+
 _PATH_KEYS = frozenset({"path", "paths", "source", "destination", "directory", "file", "files",
                         "root", "cwd", "uri", "filename", "dirname", "target"})
 _PATH_SUFFIX = re.compile(r"(path|paths|dir|directory|file|root)$", re.IGNORECASE)
@@ -25,12 +27,11 @@ _DOTDOT = re.compile(r"(^|[/\\])\.\.([/\\]|$)")
 _MAX_LOOKS_LIKE = 4096
 
 
-class PathRefused(ValueError):
-    def __init__(self, path: str, allowed: tuple[str, ...]) -> None:
-        super().__init__(f"path {path!r} is outside this session's allowed directories "
-                         f"({', '.join(allowed)})")
-        self.path = path
-        self.allowed = allowed
+def _refused(path: str, allowed: tuple[str, ...]) -> PathRefused:
+    return PathRefused(f"path {path!r} is outside this session's allowed directories "
+                       f"({', '.join(allowed)})", code="path_not_allowed",
+                       retry="Use a path inside the allowed directories.",
+                       allowedDirectories=list(allowed))
 
 
 def _is_path_key(key: str) -> bool:
@@ -56,22 +57,19 @@ def path_strings(arguments: Any, key: str = "") -> Iterator[str]:
             yield arguments
 
 
-def _inside(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
 def check_arguments(arguments: Any, working_directory: str, allowed: tuple[str, ...]) -> None:
-    """Raise L{PathRefused} for the first path argument outside C{allowed}.
+    """Raise L{PathRefused} (code C{path_not_allowed}, with the C{allowedDirectories} detail) for
+    the first path argument outside C{allowed}; the sandbox is L{gasoline.core.paths}.
 
     Filesystem calls (C{realpath}) are a few C{lstat}s per argument; they run on the reactor
     thread like any other small, bounded piece of work.
     """
-    real_allowed = tuple(os.path.realpath(d) for d in allowed)
+    real_allowed = [real(d) for d in allowed]
     for raw in path_strings(arguments):
         value = raw[len("file://"):] if raw.startswith("file://") else raw
         if "\0" in value:
-            raise PathRefused(raw, allowed)
+            raise _refused(raw, allowed)
         value = os.path.expanduser(value) if value.startswith("~") else value
-        full = os.path.realpath(os.path.join(working_directory, value))
-        if not any(_inside(full, d) for d in real_allowed):
-            raise PathRefused(raw, allowed)
+        full = real(os.path.join(working_directory, value))
+        if not any(inside(full, d) for d in real_allowed):
+            raise _refused(raw, allowed)

@@ -231,11 +231,8 @@ class ProxySession:
             try:
                 check_arguments(arguments, entry.working_directory or self.working_directory,
                                 entry.allowed_directories)
-            except PathRefused as e:
-                return error_result(ProxyError(
-                    str(e), code="path_not_allowed",
-                    retry="Use a path inside the allowed directories.",
-                    allowedDirectories=list(e.allowed)))
+            except PathRefused as e:  # code path_not_allowed, with allowedDirectories
+                return error_result(e)
         child = entry.child
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
         token = None

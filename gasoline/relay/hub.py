@@ -55,14 +55,16 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
+from gasoline.common import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    SERVER_ERROR,
+)
+
 log = Logger()
 
-#: JSON-RPC / CDP error codes (Chrome uses the JSON-RPC ones).
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-SERVER_ERROR = -32000
 #: Chrome's code for a command on an unknown session id.
 SESSION_NOT_FOUND = -32001
 
@@ -132,6 +134,17 @@ def filter_matches(filters: Iterable[dict] | None, target_type: str) -> bool:
         if kind is None or kind == target_type:
             return not entry.get("exclude", False)
     return False
+
+
+def _auto_attach_flag(params: dict) -> bool:
+    """C{autoAttach} of C{Target.setAutoAttach}, checked: a boolean, and only flatten sessions."""
+    auto = params.get("autoAttach")
+    if not isinstance(auto, bool):
+        raise CDPError("Invalid parameters: autoAttach: boolean value expected", INVALID_PARAMS)
+    if auto and params.get("flatten") is not True:
+        raise CDPError("Only flatten sessions are supported by the Gasoline relay "
+                       "(Target.setAutoAttach needs flatten: true)", INVALID_PARAMS)
+    return auto
 
 
 @attrs.define(eq=False)
@@ -699,12 +712,7 @@ class Relay:
         raise CDPError("No target with given id found", INVALID_PARAMS)
 
     def _set_auto_attach(self, client: CDPClient, params, parent: Session | None = None):
-        auto = params.get("autoAttach")
-        if not isinstance(auto, bool):
-            raise CDPError("Invalid parameters: autoAttach: boolean value expected", INVALID_PARAMS)
-        if auto and params.get("flatten") is not True:
-            raise CDPError("Only flatten sessions are supported by the Gasoline relay "
-                           "(Target.setAutoAttach needs flatten: true)", INVALID_PARAMS)
+        auto = _auto_attach_flag(params)
         if parent is None:
             was = client.auto_attach
             client.auto_attach = dict(params) if auto else None
@@ -928,12 +936,7 @@ class Relay:
 
     def _child_auto_attach(self, session: Session, params: dict):
         """C{Target.setAutoAttach} on a page (or child) session: Chrome's child targets."""
-        auto = params.get("autoAttach")
-        if not isinstance(auto, bool):
-            raise CDPError("Invalid parameters: autoAttach: boolean value expected", INVALID_PARAMS)
-        if auto and params.get("flatten") is not True:
-            raise CDPError("Only flatten sessions are supported by the Gasoline relay "
-                           "(Target.setAutoAttach needs flatten: true)", INVALID_PARAMS)
+        auto = _auto_attach_flag(params)
         was = session.auto_attach
         session.auto_attach = dict(params) if auto else None
         others = [s for s in self._sessions_on(session.target, session.chrome_session)

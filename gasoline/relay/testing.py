@@ -54,7 +54,7 @@ class FakeExtensionLink:
     """The extension end of the relay's CDP link, answering at once (C{auto}) or on demand.
 
     C{send_handler(tab_id, session_id, method, params)} returns a command's result (a dict) or
-    raises L{FakeCDPFailure}; the default answers C{Runtime.evaluate} of ``"1+1"``-style input
+    raises L{FakeCDPFailure}; the default answers C{Runtime.evaluate} of C{"1+1"}-style input
     with the expression echoed back and everything else with C{{}}.
     """
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from gasoline.analysis.perf import vital
 from gasoline.common import rfc3339
 
 EVENT_TYPES = (
@@ -205,20 +206,11 @@ def _websocket(entry: dict[str, Any], at: float) -> StreamEvent | None:
                   url, code=code if isinstance(code, int) else None)
 
 
-def _vital(snapshot: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = snapshot
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return _number(value)
-
-
 def _performance(snapshot: dict[str, Any], at: float) -> StreamEvent | None:
     over: dict[str, Any] = {}
     poor = False
     for name, (path, needs, bad, label) in _VITALS.items():
-        value = _vital(snapshot, path)
+        value = vital(snapshot, path)
         if value is None or value <= needs:
             continue
         rating = "poor" if value > bad else "needs-improvement"

@@ -39,11 +39,11 @@ from itertools import chain
 from typing import Any, Callable, Iterable, Mapping
 
 import orjson
-from twisted.application.service import Service
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from gasoline.core.lifecycle import StopHook
 from gasoline.streaming.events import (
     SOURCE_BUFFERS,
     StreamEvent,
@@ -506,7 +506,7 @@ class Streaming:
 
     def service(self) -> Any:
         """A service whose stop cancels the hub's timers and releases long-polls."""
-        return _StreamingService(self)
+        return StopHook(self.stop, name="streaming")
 
     def unread_note(self, state: Any) -> str | None:
         """"3 new browser events: 2 error, 1 network_failure — observe {what:"events"}" (capped),
@@ -564,15 +564,6 @@ class Streaming:
             self._drop(agent)
 
 
-class _StreamingService(Service):
-    name = "streaming"
-
-    def __init__(self, streaming: Streaming) -> None:
-        self._streaming = streaming
-
-    def stopService(self):
-        self._streaming.stop()
-        return super().stopService()
 
 
 def _full_message(n: int, capacity: int) -> str:

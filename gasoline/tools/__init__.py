@@ -2,10 +2,10 @@
 Gasoline's five tools: C{observe}, C{analyze}, C{generate}, C{configure}, C{interact}.
 
 Each tool's modes live in one module here exporting
-``MODES: dict[str, Callable[[ToolContext, dict], dict | Deferred]]`` and, optionally,
-``PROPERTIES`` (JSON Schema properties its modes read beyond the common ones). A mode named in a
-tool's ``what`` enum but missing from its table answers ``not_implemented``. A handler returns a
-result dict (usually ``ctx.ok(summary, data)``) or a Deferred firing with one, or raises a
+C{MODES: dict[str, Callable[[ToolContext, dict], dict | Deferred]]} and, optionally,
+C{PROPERTIES} (JSON Schema properties its modes read beyond the common ones). A mode named in a
+tool's C{what} enum but missing from its table answers C{not_implemented}. A handler returns a
+result dict (usually C{ctx.ok(summary, data)}) or a Deferred firing with one, or raises a
 L{gasoline.core.errors.GasolineError}; redaction and the 100 kB cap are applied centrally by
 L{gasoline.mcp.tools.ToolRegistry.call}. No tool module imports a sibling tool module: what they
 share lives in the underscore modules and L{gasoline.tools.context}.
@@ -47,14 +47,14 @@ def _module(tool: str) -> Any:
 
 
 def load_tables() -> dict[str, dict[str, Handler]]:
-    """``tool -> MODES``. Every tool module must import: a broken one is a bug to see at start-up,
-    not a set of modes that quietly answer ``not_implemented``."""
+    """C{tool -> MODES}. Every tool module must import: a broken one is a bug to see at start-up,
+    not a set of modes that quietly answer C{not_implemented}."""
     return {tool: dict(_module(tool).MODES) for tool in TOOL_MODULES}
 
 
 def extra_properties(tool: str) -> dict[str, Any]:
     """JSON Schema properties a tool's modes read beyond the tool schema's common arguments
-    (the module's ``PROPERTIES``, if any)."""
+    (the module's C{PROPERTIES}, if any)."""
     return dict(getattr(_module(tool), "PROPERTIES", {}))
 
 

@@ -22,7 +22,7 @@ from gasoline.tools._shared import (
 
 
 def a11y_params(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """The ``a11y`` command's params from tool arguments (``selector``, ``tags``, ``rules``)."""
+    """The C{a11y} command's params from tool arguments (C{selector}, C{tags}, C{rules})."""
     params: dict[str, Any] = {}
     selector = ctx.str_arg(args, "selector")
     if selector:
@@ -38,8 +38,8 @@ def a11y_params(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def normalize_a11y(result: Any) -> dict[str, Any]:
-    """The extension's a11y result (snake_case ``help_url``/``failure_summary``) in the axe shape
-    the SARIF generator reads (``helpUrl``/``failureSummary``); axe-shaped input passes as is."""
+    """The extension's a11y result (snake_case C{help_url}/C{failure_summary}) in the axe shape
+    the SARIF generator reads (C{helpUrl}/C{failureSummary}); axe-shaped input passes as is."""
     r = as_dict(result)
     violations = []
     for v in lst(r.get("violations")):

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from gasoline.common import unquote
 from gasoline.core.store import ACTIONS
 from gasoline.tools._shared import (
     as_dict,
@@ -27,14 +28,11 @@ _ROLE = re.compile(r"^\s*([a-zA-Z-]+)\s*(?:\[\s*name\s*=\s*(.+?)\s*\]|\s+name\s*
 
 
 def _unquote(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
-        return s[1:-1]
-    return s
+    return unquote(s, quotes="\"'")
 
 
 def selectors_for(selector: str) -> dict[str, Any]:
-    """The recorded ``selectors`` object for a CSS or semantic selector (best_locator's keys)."""
+    """The recorded C{selectors} object for a CSS or semantic selector (best_locator's keys)."""
     s = selector.strip()
     if s.startswith("text="):
         return {"text": _unquote(s[5:])}
@@ -57,7 +55,7 @@ def selectors_for(selector: str) -> dict[str, Any]:
 
 
 def record(ctx: Any, kind: str, result: Any = None, **fields: Any) -> dict[str, Any]:
-    """Append one AI action (``source: "ai"``) to the shared actions buffer."""
+    """Append one AI action (C{source: "ai"}) to the shared actions buffer."""
     r = as_dict(result) if result is not None else {}
     entry: dict[str, Any] = {
         "type": kind,

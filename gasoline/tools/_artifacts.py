@@ -1,4 +1,8 @@
-"""DOC"""
+"""
+Artifacts the generators write for an agent (C{save_to}): where they may go (the agent's working
+directory or the state dir's C{artifacts/}, checked by L{gasoline.core.paths}), the size cap, and
+the answer that says where the file went.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.core.persist import thread_runner
 
 MAX_ARTIFACT_BYTES = 5 * 1024 * 1024
@@ -19,50 +24,35 @@ ARTIFACTS_DIR = "artifacts"
 INLINE_WHEN_SAVED = 20_000
 
 
-class PathRefused(GasolineError):
-    code = "path_refused"
-    retry = ("save_to must be a path inside your working directory (relative paths are taken "
-             "from it) or inside the daemon's state dir artifacts/ folder.")
+#: What a refused C{save_to} tells the agent to do.
+SAVE_TO_RETRY = ("save_to must be a path inside your working directory (relative paths are taken "
+                 "from it) or inside the daemon's state dir artifacts/ folder.")
 
 
 def artifact_roots(ctx: Any) -> list[Path]:
-    """Where ``save_to`` may write: the agent's working directory and the state dir's artifacts/."""
+    """Where C{save_to} may write: the agent's working directory and the state dir's artifacts/."""
     roots = []
     if ctx.cwd:
-        roots.append(Path(os.path.realpath(ctx.cwd)))
+        roots.append(real(ctx.cwd))
     state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
     if state_dir is not None:
-        roots.append(Path(os.path.realpath(Path(state_dir) / ARTIFACTS_DIR)))
+        roots.append(real(Path(state_dir) / ARTIFACTS_DIR))
     return roots
 
 
 def resolve_save_path(ctx: Any, save_to: str) -> Path:
-    """The real path ``save_to`` names, or L{PathRefused}."""
-    if not save_to.strip() or "\x00" in save_to:
-        raise PathRefused("save_to is empty or not a valid path", param="save_to")
-    raw = Path(save_to)
-    if ".." in raw.parts:
-        raise PathRefused(f"save_to may not contain '..' components: {save_to!r}", param="save_to")
-    roots = artifact_roots(ctx)
-    if not roots:
-        raise PathRefused("no working directory or state dir to save artifacts in",
-                          param="save_to")
-    candidate = raw if raw.is_absolute() else roots[0] / raw
-    resolved = Path(os.path.realpath(candidate))
-    for root in roots:
-        if resolved == root or resolved.is_relative_to(root):
-            if resolved == root or resolved.is_dir():
-                raise PathRefused(f"save_to names a directory, not a file: {save_to!r}",
-                                  param="save_to")
-            return resolved
-    raise PathRefused(
-        f"save_to {save_to!r} resolves outside your working directory and the state dir",
-        param="save_to", allowed_roots=[str(r) for r in roots],
-    )
+    """The real path C{save_to} names (L{gasoline.core.paths.resolve_inside}: no C{..}, inside
+    L{artifact_roots}, not a directory), or L{PathRefused}."""
+    resolved = resolve_inside(save_to, artifact_roots(ctx), param="save_to", parent_refs=False,
+                              retry=SAVE_TO_RETRY)
+    if resolved.is_dir():
+        raise PathRefused(f"save_to names a directory, not a file: {save_to!r}",
+                          param="save_to", retry=SAVE_TO_RETRY)
+    return resolved
 
 
 def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
-    """Write C{content} (UTF-8) to the checked path; return ``{path, bytes}``."""
+    """Write C{content} (UTF-8) to the checked path; return C{{path, bytes}}."""
     data = content.encode("utf-8")
     if len(data) > MAX_ARTIFACT_BYTES:
         raise InvalidParam(f"the artifact is {len(data)} bytes, over the "
@@ -72,10 +62,10 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
     parent = path.parent
     parent.mkdir(parents=True, exist_ok=True)
     # Re-check after creating directories: nothing on the way may have become a symlink out.
-    real_parent = Path(os.path.realpath(parent))
-    if not any(real_parent == r or real_parent.is_relative_to(r) for r in roots):
+    real_parent = real(parent)
+    if not any(inside(real_parent, r) for r in roots):
         raise PathRefused(f"save_to {save_to!r} resolves outside the allowed roots",
-                          param="save_to")
+                          param="save_to", retry=SAVE_TO_RETRY)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(real_parent / path.name, flags, 0o644)
@@ -94,7 +84,7 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
 
 def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: str,
             data: dict[str, Any]) -> Any:
-    """The artifact as a result; with ``save_to``, a Deferred of it once the file is written in
+    """The artifact as a result; with C{save_to}, a Deferred of it once the file is written in
     the reactor's thread pool (directories, symlink checks and the write stay off the reactor)."""
     body = {"format": what, **data, "artifact": artifact}
     save_to = ctx.str_arg(args, "save_to")

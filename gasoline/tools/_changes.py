@@ -26,7 +26,7 @@ CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
 
 
 def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
-    """The caller's checkpoint C{name}; ``client:name`` reaches another client's on purpose
+    """The caller's checkpoint C{name}; C{client:name} reaches another client's on purpose
     (the same resolution as configure's checkpoint modes)."""
     from gasoline.tools._state import resolve_checkpoint  # noqa: PLC0415
 
@@ -34,7 +34,7 @@ def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
 
 
 def compute_changes(ctx: Any, args: dict[str, Any], name: str) -> dict[str, Any]:
-    """The diff since checkpoint C{name} (the caller's, or ``client:name``)."""
+    """The diff since checkpoint C{name} (the caller's, or C{client:name})."""
     checkpoint = _checkpoint(ctx, name)
     cp_heads = checkpoint.get("heads") if isinstance(checkpoint.get("heads"), dict) else {}
     n = entries_limit(ctx, args, "last_n")

@@ -32,7 +32,7 @@ class ExtensionTooOld(GasolineError):
 
 
 def needs_newer_extension(what: str) -> Callable[[Any], Any]:
-    """An errback turning the extension's ``unknown_query_type`` into a clear error."""
+    """An errback turning the extension's C{unknown_query_type} into a clear error."""
 
     def check(failure: Any) -> Any:
         err = failure.value

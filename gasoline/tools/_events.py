@@ -1,11 +1,11 @@
 """
 The tool side of context streaming (seed 004; the machinery is L{gasoline.streaming}):
 
- - ``configure {what:"streaming", enabled, subscribe, filters}`` (also ``streaming_action``
-   enable / disable / status) answers ``{configured, streaming_enabled, subscribe, filters}``;
- - ``observe {what:"events", since?, wait_ms?, limit?}`` returns the caller's pending events,
-   oldest first, and acknowledges them; with ``wait_ms`` (at most 50 000) it long-polls until an
-   event arrives, with ``notifications/progress`` when the request carried a progress token;
+ - C{configure {what:"streaming", enabled, subscribe, filters}} (also C{streaming_action}
+   enable / disable / status) answers C{{configured, streaming_enabled, subscribe, filters}};
+ - C{observe {what:"events", since?, wait_ms?, limit?}} returns the caller's pending events,
+   oldest first, and acknowledges them; with C{wait_ms} (at most 50 000) it long-polls until an
+   event arrives, with C{notifications/progress} when the request carried a progress token;
  - L{append_unread_note}: the short note other tool results carry while events are unread.
 """
 

@@ -1,12 +1,12 @@
 """
-Server-side link validation (``analyze {what:"link_validation"}``) with an SSRF guard.
+Server-side link validation (C{analyze {what:"link_validation"}}) with an SSRF guard.
 
 For each URL: resolve its host (off the reactor thread), refuse it unless every address is public
-(L{gasoline.analysis.is_public_http_url}; ``allow_private`` lifts the loopback/private refusal),
-then send ``HEAD`` (``GET`` when the server answers 405/501) **to one of the checked addresses**:
+(L{gasoline.analysis.is_public_http_url}; C{allow_private} lifts the loopback/private refusal),
+then send C{HEAD} (C{GET} when the server answers 405/501) **to one of the checked addresses**:
 the HTTP client is built per URL with the host pinned to that address, so a DNS answer that
 changes between the check and the fetch cannot redirect the request to a private host. Redirects
-are not followed (a 3xx is reported as ``redirect`` with its ``location``). At most
+are not followed (a 3xx is reported as C{redirect} with its C{location}). At most
 C{concurrency} requests run at once, each bounded by C{timeout} seconds on the injected clock.
 
 The resolver and the HTTP client factory are injected: tests pass a dict-backed resolver and a
@@ -41,7 +41,7 @@ MAX_LINKS = 200
 
 #: host -> Deferred firing with the host's addresses.
 Resolver = Callable[[str], Deferred]
-#: ``{host: pinned address}`` -> a treq-like client (C{.request(method, url, **kw)}).
+#: C{{host: pinned address}} -> a treq-like client (C{.request(method, url, **kw)}).
 ClientFactory = Callable[[dict[str, str]], Any]
 
 

@@ -117,16 +117,9 @@ def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
 
 
 def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recordings_of  # noqa: PLC0415  (cycle)
+    from gasoline.tools._state import recording_named  # noqa: PLC0415  (cycle)
 
-    name = ctx.str_arg(args, "name")
-    if not name:
-        raise MissingParam("playback needs 'name': one of your recordings "
-                           "(observe {what:'recordings'})", param="name")
-    recording = recordings_of(ctx)["saved"].get(name)
-    if recording is None:
-        raise GasolineError(f"no recording {name!r}", code="no_data",
-                            retry="observe {what:'recordings'} lists yours.")
+    name, recording = recording_named(ctx, args, "playback")
     stop_on_error = ctx.bool_arg(args, "stop_on_error", True)
     from_start = ctx.bool_arg(args, "from_start", True)
     actions = [a for a in recording.get("actions", []) if isinstance(a, dict)][:MAX_STEPS]

@@ -15,6 +15,7 @@ from twisted.logger import Logger
 
 from gasoline.analysis import media
 from gasoline.analysis._util import entry_time, iso
+from gasoline.core import paths
 from gasoline.core.errors import GasolineError
 from gasoline.core.persist import thread_runner
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
@@ -242,9 +243,9 @@ def _finish(ctx: Any, rec: ScreenRecording, reason: str) -> Deferred:
 
     async def write() -> dict[str, Any]:
         await run(_write_manifest, rec.directory, manifest)
-        root = media.real(_state_dir(ctx) / media.SCREEN_RECORDINGS_DIR)
+        root = paths.real(_state_dir(ctx) / media.SCREEN_RECORDINGS_DIR)
         for directory in evicted:
-            if media.inside(media.real(directory), root) and media.real(directory) != root:
+            if paths.inside(paths.real(directory), root) and paths.real(directory) != root:
                 await run(_remove_tree, directory)
         return manifest
 
@@ -265,7 +266,7 @@ def _recording_result(ctx: Any, manifest: dict[str, Any], summary: str) -> dict[
 
 
 def record_start(ctx: Any, args: dict[str, Any]) -> Deferred:
-    """Record the tracked tab as JPEG frames (``captureVisibleTab`` through the ``screenshot``
+    """Record the tracked tab as JPEG frames (C{captureVisibleTab} through the C{screenshot}
     command, at most C{fps} a second) plus the actions/console/network timeline of the window."""
     active = _active(ctx)
     running = active.get(ctx.client_id)
@@ -329,8 +330,8 @@ def record_stop(ctx: Any, args: dict[str, Any]) -> Deferred:
         raise GasolineError(f"no screen recording {wanted!r} of yours", code="no_data",
                             param="recording_id", valid=list(index)[-20:])
     path = Path(entry["manifest"])
-    root = media.real(_state_dir(ctx) / media.SCREEN_RECORDINGS_DIR)
-    if not media.inside(media.real(path), root):
+    root = paths.real(_state_dir(ctx) / media.SCREEN_RECORDINGS_DIR)
+    if not paths.inside(paths.real(path), root):
         raise GasolineError(f"screen recording {wanted!r} is not readable", code="no_data")
 
     def read() -> dict[str, Any]:

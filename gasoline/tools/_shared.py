@@ -1,10 +1,10 @@
 """
-Helpers shared by the ``analyze``, ``generate`` and ``interact`` mode tables.
+Helpers shared by the C{analyze}, C{generate} and C{interact} mode tables.
 
  - L{extension_mode}: run one extension-bound command for the caller (through the query router,
-   as C{ctx.router_call}) and turn its result into a tool result, or, with ``background: true``
-   (``sync: false`` / ``wait: false``), start it with C{ctx.router_submit} and answer
-   ``{correlation_id, status: "pending"}`` at once;
+   as C{ctx.router_call}) and turn its result into a tool result, or, with C{background: true}
+   (C{sync: false} / C{wait: false}), start it with C{ctx.router_submit} and answer
+   C{{correlation_id, status: "pending"}} at once;
  - buffer readers that decode only the newest entries of a ring;
  - the caller's noise rules (client scope plus global) for analyses that look at errors.
 """
@@ -24,13 +24,13 @@ from gasoline.tools.context import (
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000
 MAX_ANALYSIS_ENTRIES = 10_000
-#: Largest ``timeout_ms`` an agent may ask for (the schema's maximum).
+#: Largest C{timeout_ms} an agent may ask for (the schema's maximum).
 MAX_TIMEOUT_MS = 120_000
 
 
 def nulls_absent(table: dict[str, Callable[[Any, dict[str, Any]], Any]]
                  ) -> dict[str, Callable[[Any, dict[str, Any]], Any]]:
-    """Wrap every handler of a mode table so that an argument given as JSON ``null`` counts as
+    """Wrap every handler of a mode table so that an argument given as JSON C{null} counts as
     not given (its default applies)."""
 
     def wrap(handler: Callable[[Any, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
@@ -45,13 +45,13 @@ def nulls_absent(table: dict[str, Callable[[Any, dict[str, Any]], Any]]
 
 
 def timeout_of(ctx: Any, args: dict[str, Any]) -> float | None:
-    """``timeout_ms`` as seconds for the router (None: the router's default)."""
+    """C{timeout_ms} as seconds for the router (None: the router's default)."""
     ms = ctx.int_arg(args, "timeout_ms", None, 1, MAX_TIMEOUT_MS)
     return None if ms is None else ms / 1000.0
 
 
 def tab_of(ctx: Any, args: dict[str, Any]) -> int | None:
-    """``tab_id`` (None: the tab the extension tracks)."""
+    """C{tab_id} (None: the tab the extension tracks)."""
     return ctx.int_arg(args, "tab_id", None, 0, 2**53)
 
 
@@ -104,7 +104,7 @@ def lst(value: Any) -> list[Any]:
 
 
 def as_dict(result: Any) -> dict[str, Any]:
-    """The extension's result as a dict (a non-dict result is wrapped as ``{"result": ...}``)."""
+    """The extension's result as a dict (a non-dict result is wrapped as C{{"result": ...}})."""
     return result if isinstance(result, dict) else {"result": result}
 
 
@@ -113,8 +113,8 @@ def as_dict(result: Any) -> dict[str, Any]:
 
 def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any]], bool] | None,
                                                      dict[str, Any]]:
-    """The caller's tab selection (``configure select_tab``), ``scope: "current_page"`` and
-    ``tab_id`` as one predicate, exactly as observe applies them (None: everything)."""
+    """The caller's tab selection (C{configure select_tab}), C{scope: "current_page"} and
+    C{tab_id} as one predicate, exactly as observe applies them (None: everything)."""
     if args is None:
         return None, {}
     from gasoline.tools._views import view_filter  # noqa: PLC0415
@@ -136,7 +136,7 @@ def newest(ctx: Any, buffer: str, limit: int, args: dict[str, Any] | None = None
 def since(ctx: Any, buffer: str, cursor: int, limit: int, args: dict[str, Any] | None = None
           ) -> tuple[list[dict[str, Any]], int, int]:
     """Entries of C{buffer} from sequence C{cursor} on (at most C{limit}, the newest ones kept;
-    with C{args}, those the caller's view keeps): ``(entries, missed, head)``."""
+    with C{args}, those the caller's view keeps): C{(entries, missed, head)}."""
     ring = ctx.app.store.buffers.get(buffer)
     if ring is None:
         return [], 0, 0

@@ -27,14 +27,14 @@ def urls_of(entry: dict[str, Any]) -> list[str]:
 
 
 def pattern_matcher(pattern: str) -> Callable[[str], bool]:
-    """A URL pattern: glob (``*``, ``?``) when it has wildcards, else a substring."""
+    """A URL pattern: glob (C{*}, C{?}) when it has wildcards, else a substring."""
     if any(c in pattern for c in "*?["):
         return lambda url: fnmatch.fnmatchcase(url, pattern)
     return lambda url: pattern in url
 
 
 def known_tab_urls(ctx: ToolContext) -> dict[Any, str]:
-    """Tab id -> URL, from the extension's settings and the last ``tabs`` answer."""
+    """Tab id -> URL, from the extension's settings and the last C{tabs} answer."""
     tabs: dict[Any, str] = dict(ctx.runtime.tab_urls)
     settings = getattr(ctx.app.extension, "settings", None) or {}
     tid, url = settings.get("tracked_tab_id"), settings.get("tracked_tab_url")
@@ -45,7 +45,7 @@ def known_tab_urls(ctx: ToolContext) -> dict[Any, str]:
 
 def view_filter(ctx: ToolContext, args: dict[str, Any]) -> tuple[Callable[[dict[str, Any]], bool]
                                                                | None, dict[str, Any]]:
-    """The caller's tab selection, ``scope`` and ``tab_id`` as one predicate (None: no filter),
+    """The caller's tab selection, C{scope} and C{tab_id} as one predicate (None: no filter),
     and a description of what applies (for the result's metadata)."""
     scope = ctx.str_arg(args, "scope", None, ("current_page", "all"))
     tab_id = ctx.int_arg(args, "tab_id", None)
@@ -87,10 +87,10 @@ def view_filter(ctx: ToolContext, args: dict[str, Any]) -> tuple[Callable[[dict[
     return keep, applied
 
 
-#: The caller's cursor for ``observe errors``: reading errors must not skip logs for
-#: ``observe logs`` (which keeps the console buffer's own cursor), nor the other way round.
+#: The caller's cursor for C{observe errors}: reading errors must not skip logs for
+#: C{observe logs} (which keeps the console buffer's own cursor), nor the other way round.
 ERRORS_CURSOR = f"{CONSOLE}:errors"
 
 
-#: Every view cursor a buffer has beside its own (``configure clear`` moves them all).
+#: Every view cursor a buffer has beside its own (C{configure clear} moves them all).
 VIEW_CURSORS: dict[str, tuple[str, ...]] = {CONSOLE: (ERRORS_CURSOR,)}

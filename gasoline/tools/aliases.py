@@ -5,7 +5,7 @@ Users of the published Gasoline 0.7.x have prompts, skills and scripts that name
 parameters. This project's schemas keep one name per thing (L{gasoline.tools.schemas}); the names
 below are accepted as well, translated to ours before a mode runs, and the answer says which name
 is preferred (an C{aliases} list in the result's JSON and a note in its summary line; on an error,
-the same list in the error's JSON). ``docs/migrating.md`` renders this table for people.
+the same list in the error's JSON). C{docs/migrating.md} renders this table for people.
 
 Each entry is an L{Alias}: the tool whose calls it looks at, how the published call says it, how
 this project says it, and a pure C{rewrite(args)} that returns the translated argument objects
@@ -126,14 +126,14 @@ def _data_to_value(args: Args) -> tuple[str, list[Args]] | None:
     return "configure", [out]
 
 
-#: Published ``match_spec`` keys (and the flattened top-level helpers) -> our ``field``.
+#: Published C{match_spec} keys (and the flattened top-level helpers) -> our C{field}.
 _SPEC_FIELDS = {"message_regex": "message", "url_regex": "url", "source_regex": "source"}
 #: Published match_spec keys this project's noise rules cannot express.
 _SPEC_UNSUPPORTED = ("method", "status_min", "status_max")
 
 
 def _noise_from_spec(spec: Any, where: str) -> Args:
-    """One published rule (``{category, classification, match_spec:{...}}`` or the flattened
+    """One published rule (C{{category, classification, match_spec:{...}}} or the flattened
     helpers) -> our C{noise_rule add} arguments."""
     if not isinstance(spec, dict):
         raise InvalidParam(f"{where} must be an object", param="rules")

@@ -1,11 +1,11 @@
 """
-``analyze`` modes: answers computed from the shared buffers (S) or asked of the extension (X).
+C{analyze} modes: answers computed from the shared buffers (S) or asked of the extension (X).
 
-X modes go through the query router as the caller (C{ctx.router_call}); with ``background: true``
-(or ``sync: false`` / ``wait: false``) they answer a ``correlation_id`` at once. S modes read the
-newest entries of the buffers (``last_n``, default 1000) and call the pure analyses of
-L{gasoline.analysis}. ``visual_baseline`` / ``visual_diff`` keep screenshots per client under the
-state dir and compare them in the extension; ``annotations`` / ``annotation_detail`` read what the
+X modes go through the query router as the caller (C{ctx.router_call}); with C{background: true}
+(or C{sync: false} / C{wait: false}) they answer a C{correlation_id} at once. S modes read the
+newest entries of the buffers (C{last_n}, default 1000) and call the pure analyses of
+L{gasoline.analysis}. C{visual_baseline} / C{visual_diff} keep screenshots per client under the
+state dir and compare them in the extension; C{annotations} / C{annotation_detail} read what the
 user drew in draw mode. See docs/analyze-generate-interact.md.
 """
 
@@ -35,6 +35,7 @@ from gasoline.analysis._util import (
     iso,
     origin_of,
 )
+from gasoline.core import paths
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.persist import thread_runner
 from gasoline.core.store import (
@@ -141,7 +142,7 @@ def forms(ctx: Any, args: dict[str, Any]) -> Any:
 
 
 def form_issues(discovery: dict[str, Any]) -> list[dict[str, Any]]:
-    """Problems visible in a ``form_discovery`` result: unlabeled or unnamed fields, passwords
+    """Problems visible in a C{form_discovery} result: unlabeled or unnamed fields, passwords
     sent with GET or over plain HTTP, forms without a submit control."""
     issues: list[dict[str, Any]] = []
     page = discovery.get("url") if isinstance(discovery.get("url"), str) else ""
@@ -192,7 +193,7 @@ def form_validation(ctx: Any, args: dict[str, Any]) -> Any:
 
 
 def page_summary(ctx: Any, args: dict[str, Any]) -> Any:
-    """The page as the extension sees it (``page_info``) plus what the buffers say about it."""
+    """The page as the extension sees it (C{page_info}) plus what the buffers say about it."""
 
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
@@ -529,8 +530,8 @@ async def visual_diff(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         raise GasolineError(f"you have no baseline named {name!r}", code="no_data", param="name",
                             valid=sorted(_baselines(ctx))[:MAX_BASELINES],
                             retry="Take one first with analyze {what:\"visual_baseline\", name}.")
-    baseline = media.real(entry["path"])
-    if not media.inside(baseline, media.real(_visual_dir(ctx))) or not baseline.is_file():
+    baseline = paths.real(entry["path"])
+    if not paths.inside(baseline, paths.real(_visual_dir(ctx))) or not baseline.is_file():
         raise GasolineError(f"baseline {name!r} is gone from the state dir; take it again",
                             code="no_data", param="name")
     pixel_threshold = ctx.int_arg(args, "pixel_threshold", 24, 0, 255)
@@ -577,7 +578,7 @@ async def visual_diff(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
-#: the tools-infrastructure to merge into ``analyze``'s inputSchema).
+#: the tools-infrastructure to merge into C{analyze}'s inputSchema).
 PROPERTIES: dict[str, Any] = {
     "last_n": {"type": "integer", "minimum": 1, "maximum": 10000,
                "description": "S modes: how many of the newest buffered entries to analyze "

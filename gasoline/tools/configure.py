@@ -1,22 +1,23 @@
 """
-``configure``: the caller's own settings and state, and the daemon's diagnostics.
+C{configure}: the caller's own settings and state, and the daemon's diagnostics.
 
-Per-client (persisted with the client state, ``<state-dir>/clients/<id>.json``): ``store``/``load``
-(key-value, by ``namespace``), ``noise_rule`` (scope ``client``), ``checkpoint`` (names are the
-caller's; ``other-client:name`` reads another client's on purpose), ``select_tab`` (URL patterns),
-read cursors (``clear``). Shared, only on explicit request: ``noise_rule scope:"global"`` and
-``clear scope:"all"`` (empties the shared buffers; other clients' next reads say so).
+Per-client (persisted with the client state, C{<state-dir>/clients/<id>.json}): C{store}/C{load}
+(key-value, by C{namespace}), C{noise_rule} (scope C{client}), C{checkpoint} (names are the
+caller's; C{other-client:name} reads another client's on purpose), C{select_tab} (URL patterns),
+read cursors (C{clear}). Shared, only on explicit request: C{noise_rule scope:"global"} and
+C{clear scope:"all"} (empties the shared buffers; other clients' next reads say so).
+
+The daemon's diagnostics (C{health}, C{describe_capabilities}, C{telemetry}, C{audit_log},
+C{doctor}, C{restart}) are in L{gasoline.tools._diagnostics}; C{diff_sessions} and the snapshot a
+checkpoint records for it in L{gasoline.tools._session_diff}.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
 import orjson
-from twisted.logger import Logger
 
-from gasoline import __version__
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.store import (
     ACTIONS,
@@ -26,18 +27,23 @@ from gasoline.core.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
-from gasoline.tools._state import recordings_of, resolve_checkpoint
+from gasoline.tools._diagnostics import (
+    configure_audit_log,
+    configure_describe_capabilities,
+    configure_doctor,
+    configure_health,
+    configure_restart,
+    configure_telemetry,
+)
+from gasoline.tools._session_diff import configure_diff_sessions, session_snapshot
+from gasoline.tools._state import recordings_of
 from gasoline.tools._views import VIEW_CURSORS
 from gasoline.tools.context import (
     ToolContext,
     client_noise_rules,
-    decode_entries,
     newest_entries,
     save_noise_rules,
 )
-from gasoline.tools.schemas import TOOL_MODES
-
-_log = Logger()
 
 DEFAULT_NAMESPACE = "default"
 #: kv namespaces Gasoline keeps for itself (recordings); agents cannot store or list them.
@@ -50,19 +56,13 @@ MAX_CHECKPOINT_NAME = 100
 MAX_TAB_PATTERNS = 50
 MAX_PATTERN_LENGTH = 500
 
-#: ``buffer`` argument -> store buffers.
+#: C{buffer} argument -> store buffers.
 BUFFER_GROUPS: dict[str, tuple[str, ...]] = {
     "network": (NETWORK_BODIES, WATERFALL),
     "websocket": (WEBSOCKET_EVENTS,),
     "actions": (ACTIONS,),
     "logs": (CONSOLE, EXTENSION_LOGS),
 }
-
-
-def _registry(ctx: ToolContext) -> Any:
-    request = ctx.request
-    server = getattr(request, "server", None) if request is not None else None
-    return getattr(server, "tools", None)
 
 
 # -- store / load -------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 
 
 def _move_cursors(ctx: ToolContext, buffer: str, head: int) -> None:
-    """Move every cursor the caller has on C{buffer} (its own and its views', ``<buffer>:<view>``)
+    """Move every cursor the caller has on C{buffer} (its own and its views', C{<buffer>:<view>})
     to C{head}."""
     cursors = ctx.state.cursors
     keys = {buffer, *VIEW_CURSORS.get(buffer, ()), *(k for k in cursors if k.startswith(buffer + ":"))}
@@ -359,154 +359,11 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
                   {"patterns": new})
 
 
-# -- health, capabilities, telemetry, audit, doctor ---------------------------------------------
-
-
-def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    app = ctx.app
-    now = ctx.now()
-    ext = app.extension
-    registry = app.registry
-    server = getattr(ctx.request, "server", None)
-    session = ctx.session
-    body = {
-        "status": "ok",
-        "version": __version__,
-        "uptime_seconds": round(now - app.started_at, 3),
-        "extension": {
-            "connected": ctx.extension_connected,
-            "last_sync": getattr(ext, "last_sync", None),
-        },
-        "buffers": app.store.stats(),
-        "clients": registry.summary() if registry is not None else None,
-        "mcp_sessions": len(server.sessions) if server is not None else None,
-        "you": {
-            "client_id": ctx.client_id,
-            "session_id": getattr(session, "session_id", None),
-            "transport": getattr(session, "transport", None),
-            "protocol_version": getattr(session, "protocol_version", None),
-            "cursors": dict(ctx.state.cursors),
-        },
-    }
-    ext_word = "connected" if body["extension"]["connected"] else "not connected"
-    return ctx.ok(f"Gasoline {__version__} ok; extension {ext_word}", body)
-
-
-def capabilities(gt: Any) -> dict[str, Any]:
-    """Which tools and modes are built (generated from the tool tables of C{gt}, the
-    L{gasoline.tools.GasolineTools}, or none when C{None})."""
-    tools = {}
-    for name, (modes, alias) in TOOL_MODES.items():
-        built = gt.built(name) if gt is not None else []
-        tools[name] = {"modes": list(modes), "built": built,
-                       "not_built": [m for m in modes if m not in built],
-                       "alias_of_what": alias}
-    return {
-        "version": __version__,
-        "tools": tools,
-        "features": {
-            "per_client_cursors": True, "checkpoints": True, "noise_rule_scopes": ["client",
-                                                                                   "global"],
-            "tab_selection": True, "background_commands": True, "redaction": True,
-            "result_cap_bytes": 100_000,
-            "rate_limit_per_minute": gt.daemon.config.tool_rate_limit if gt is not None else None,
-        },
-    }
-
-
-def configure_describe_capabilities(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    caps = capabilities(ctx.tools)
-    n = sum(len(t["built"]) for t in caps["tools"].values())
-    return ctx.ok(f"{len(caps['tools'])} tools, {n} modes built", caps)
-
-
-def configure_telemetry(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    reg = _registry(ctx)
-    router = ctx.router
-    data: dict[str, Any] = {
-        "calls_per_tool": dict(reg.calls) if reg is not None else {},
-        "calls_per_mode": dict(reg.mode_calls) if reg is not None else {},
-        "errors_per_code": dict(reg.errors) if reg is not None else {},
-        "buffers": ctx.app.store.stats(),
-        "your_rate_limit": reg.limiter.usage(ctx.client_id)
-        if reg is not None and reg.limiter is not None else None,
-        "router": router.health() if router is not None and hasattr(router, "health") else None,
-        "extension_syncs": getattr(ctx.app.extension, "syncs", None),
-    }
-    total = sum(data["calls_per_tool"].values())
-    return ctx.ok(f"{total} tool calls since start", data)
-
-
-def configure_audit_log(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    limit = ctx.int_arg(args, "limit", 100, 1, 1000)
-    reg = _registry(ctx)
-    records = reg.audit_log(ctx.client_id, limit) if reg is not None else []
-    return ctx.ok(f"your last {len(records)} tool calls (parameters redacted)",
-                  {"client_id": ctx.client_id, "count": len(records), "calls": records})
-
-
-def configure_doctor(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    app = ctx.app
-    now = ctx.now()
-    checks = []
-
-    def check(name: str, ok: bool | None, detail: str, fix: str = "") -> None:
-        c = {"check": name, "status": "ok" if ok else ("warn" if ok is None else "fail"),
-             "detail": detail}
-        if fix and not ok:
-            c["fix"] = fix
-        checks.append(c)
-
-    ext = app.extension
-    check("extension_connected", ctx.extension_connected,
-          "the extension is syncing" if ctx.extension_connected else "no sync in the last 10 s",
-          "Open the browser with the Gasoline extension pointed at this daemon.")
-    last = getattr(ext, "last_sync", None)
-    age = None if last is None else round(now - last, 3)
-    check("last_sync_age", None if age is None else age < 10,
-          "never synced" if age is None else f"last sync {age} s ago")
-    stats = app.store.stats()
-    full = [n for n, s in stats.items() if s.get("capacity") and s.get("used", 0) >= s["capacity"]]
-    check("buffers", None if full else True,
-          f"full (oldest entries are being evicted): {', '.join(full)}" if full
-          else "buffers have room", "Read more often, or raise --max-entries.")
-    state_dir = app.config.state_dir
-    writable = os.access(state_dir, os.W_OK) if os.path.isdir(state_dir) else \
-        os.access(os.path.dirname(os.path.abspath(state_dir)) or ".", os.W_OK)
-    check("persistence_writable", writable, f"state dir {state_dir}",
-          "Point --state-dir at a writable directory.")
-    persistence = getattr(app, "persistence", None)
-    health = getattr(persistence, "health", None)
-    if health is not None:
-        problems = health.problems()
-        check("disk_writes", not problems,
-              "; ".join(f"{p['what']}: {p['error']} ({p['failures']} failed writes in "
-                        f"{p['failing_for_seconds']} s, {p['path']})" for p in problems)
-              if problems else "every state write reached the disk",
-              "Free disk space or make the state dir writable; until then telemetry and client "
-              "state are kept in memory only.")
-        for warning in health.warnings:
-            check("state_dir_permissions", None, warning)
-    reg = app.registry
-    summary = reg.summary() if reg is not None else {}
-    live = reg.live_count() if reg is not None else 0
-    maxc = getattr(reg, "max_clients", None)
-    check("clients", None if maxc and live >= maxc else True,
-          f"{live} live clients (max {maxc})", "Disconnect idle clients or raise --max-clients.")
-    check("version", True, f"gasoline {__version__}; extension "
-          f"{getattr(ext, 'extension_version', None) or 'unknown'}")
-    failing = [c["check"] for c in checks if c["status"] == "fail"]
-    warns = [c["check"] for c in checks if c["status"] == "warn"]
-    word = "all checks passed" if not failing and not warns else \
-        f"{len(failing)} failing, {len(warns)} warnings"
-    return ctx.ok(f"doctor: {word}", {"checks": checks, "clients": summary})
-
-
 # -- CI test boundaries -------------------------------------------------------------------------
 
 
 def _boundary(ctx: ToolContext, args: dict[str, Any], action: str) -> dict[str, Any]:
-    """Same as ``POST /test-boundary``: later entries are tagged with the active test ids."""
+    """Same as C{POST /test-boundary}: later entries are tagged with the active test ids."""
     from gasoline.core.extension import rfc3339  # noqa: PLC0415
 
     test_id = ctx.str_arg(args, "test_id") or ctx.str_arg(args, "name")
@@ -617,274 +474,7 @@ from gasoline.tools._playback import (  # noqa: E402
 MODES["save_sequence"] = configure_save_sequence
 MODES["replay_sequence"] = configure_replay_sequence
 
-
-# -- session snapshots and diff_sessions ----------------------------------------------------------
-
-#: What a checkpoint keeps beyond heads/fingerprints, so diff_sessions can name what changed.
-#: (Kept small: checkpoints live in the client state file, up to 100 of them per client.)
-MAX_SNAPSHOT_MESSAGES = 30
-MAX_SNAPSHOT_URLS = 50
-MAX_SNAPSHOT_VITALS = 20
-SNAPSHOT_ENTRIES = 2000
-#: Entries per buffer diff_sessions reads between the two points (the newest kept).
-DIFF_ENTRIES = 10_000
-#: Vitals compared by diff_sessions (``timing`` keys plus CLS and total blocking time).
-VITAL_KEYS = ("time_to_first_byte", "first_contentful_paint", "largest_contentful_paint",
-              "dom_content_loaded", "load", "interaction_to_next_paint")
-#: A vital "changed" when it moved by more than this fraction and this many ms (CLS: 0.05).
-VITAL_CHANGE = 0.10
-VITAL_MIN_MS = 50.0
-
-
-def _url_key(entry: dict[str, Any]) -> str | None:
-    """``METHOD url`` (query dropped) of a request, to compare failing URLs across sessions."""
-    url = entry.get("url")
-    if not isinstance(url, str) or not url:
-        return None
-    method = entry.get("method") if isinstance(entry.get("method"), str) else "GET"
-    return f"{method.upper()[:10]} {url.split('?', 1)[0][:200]}"
-
-
-def _vitals_of(snapshot: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    timing = snapshot.get("timing") if isinstance(snapshot.get("timing"), dict) else {}
-    for key in VITAL_KEYS:
-        value = timing.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-                and abs(value) < 1e12:
-            out[key] = float(value)
-    cls = snapshot.get("cumulative_layout_shift")
-    if isinstance(cls, (int, float)) and not isinstance(cls, bool) and cls == cls and abs(cls) < 1e6:
-        out["cumulative_layout_shift"] = float(cls)
-    tasks = snapshot.get("long_tasks")
-    tbt = tasks.get("total_blocking_time") if isinstance(tasks, dict) else None
-    if isinstance(tbt, (int, float)) and not isinstance(tbt, bool) and tbt == tbt and abs(tbt) < 1e12:
-        out["total_blocking_time"] = float(tbt)
-    return out
-
-
-def session_snapshot(ctx: ToolContext) -> dict[str, Any]:
-    """The parts of "now" a checkpoint keeps for diff_sessions: the messages of recent errors by
-    fingerprint, the request URLs failing recently, and the latest vitals per page URL."""
-    from gasoline.analysis._util import is_failed_request  # noqa: PLC0415
-    from gasoline.analysis.clusters import fingerprint  # noqa: PLC0415
-
-    messages: dict[str, str] = {}
-    failing: dict[str, None] = {}  # ordered set, most recent last
-    for e in newest_entries(ctx, CONSOLE, SNAPSHOT_ENTRIES):
-        if e.get("level") != "error":
-            continue
-        if e.get("type") == "network" and is_failed_request(e):
-            key = _url_key(e)
-            if key:
-                failing.pop(key, None)
-                failing[key] = None
-        fp = fingerprint(e)
-        messages.pop(fp, None)
-        messages[fp] = str(e.get("message", ""))[:160]
-    for b in newest_entries(ctx, NETWORK_BODIES, SNAPSHOT_ENTRIES):
-        if is_failed_request(b):
-            key = _url_key(b)
-            if key:
-                failing.pop(key, None)
-                failing[key] = None
-    vitals = {}
-    for url, snap in list(ctx.app.store.performance.items())[-MAX_SNAPSHOT_VITALS:]:
-        if isinstance(snap, dict):
-            values = _vitals_of(snap)
-            if values:
-                vitals[str(url)[:200]] = values
-    return {"error_messages": dict(list(messages.items())[-MAX_SNAPSHOT_MESSAGES:]),
-            "failing_urls": list(failing)[-MAX_SNAPSHOT_URLS:], "vitals": vitals}
-
-
-def _window(ctx: ToolContext, buffer: str, start: int, stop: int, limit: int
-            ) -> tuple[list[dict[str, Any]], int]:
-    """Entries of C{buffer} with sequence numbers in [start, stop) (the newest C{limit}), and
-    how many of them were evicted before this read."""
-    ring = ctx.app.store.buffers.get(buffer)
-    if ring is None or stop <= start:
-        return [], 0
-    raw = ring.read(start)
-    items = raw.items[:max(0, stop - raw.first_seq)]
-    lost = max(0, min(stop, ring.tail) - start)
-    cut = max(0, len(items) - limit)
-    return decode_entries(items[cut:]), lost + cut
-
-
-def _compare_vitals(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
-    changed = []
-    for url in sorted(set(before) & set(after)):
-        a, b = before[url], after[url]
-        if not isinstance(a, dict) or not isinstance(b, dict):
-            continue
-        for key in sorted(set(a) & set(b)):
-            x, y = a[key], b[key]
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y)):
-                continue
-            delta = y - x
-            floor = 0.05 if key == "cumulative_layout_shift" else VITAL_MIN_MS
-            if abs(delta) > floor and abs(delta) > VITAL_CHANGE * max(abs(x), 1e-9):
-                changed.append({"url": url, "metric": key, "before": x, "after": y,
-                                "delta": round(delta, 3),
-                                "direction": "worse" if delta > 0 else "better"})
-    return changed
-
-
-def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis.changes import changes  # noqa: PLC0415
-    from gasoline.tools._shared import noise_filter, view  # noqa: PLC0415
-
-    ref_a = ctx.str_arg(args, "from_checkpoint") or ctx.str_arg(args, "checkpoint") \
-        or ctx.str_arg(args, "name")
-    if not ref_a:
-        raise MissingParam("diff_sessions needs 'from_checkpoint' (a checkpoint name; "
-                           "to_checkpoint defaults to now)", param="from_checkpoint",
-                           retry="configure {what:'checkpoint', checkpoint_action:'list'} "
-                           "lists yours.")
-    ref_b = ctx.str_arg(args, "to_checkpoint") or "now"
-    limit = ctx.int_arg(args, "limit", 50, 1, 1000)
-    a = resolve_checkpoint(ctx, ref_a)
-    heads_now = {n: ring.head for n, ring in ctx.app.store.buffers.items()}
-    if ref_b == "now":
-        b = {"name": "now", "created_at": ctx.now(), "heads": heads_now,
-             **session_snapshot(ctx)}
-    else:
-        b = resolve_checkpoint(ctx, ref_b)
-    notes = []
-
-    def heads_of(cp: dict[str, Any]) -> dict[str, int]:
-        h = cp.get("heads") if isinstance(cp.get("heads"), dict) else {}
-        return {k: v for k, v in h.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-    ha, hb = heads_of(a), heads_of(b)
-    if sum(hb.values()) < sum(ha.values()):
-        a, b, ha, hb = b, a, hb, ha
-        notes.append("from_checkpoint is newer than to_checkpoint: compared the other way round")
-    keep, _ = view(ctx, args)
-    entries: dict[str, list[dict[str, Any]]] = {}
-    missed: dict[str, int] = {}
-    for buffer in (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS):
-        items, lost = _window(ctx, buffer, ha.get(buffer, 0), hb.get(buffer, heads_now.get(buffer, 0)),
-                              DIFF_ENTRIES)
-        if keep is not None:
-            items = [e for e in items if keep(e)]
-        entries[buffer] = items
-        missed[buffer] = lost
-    entries[CONSOLE], hidden = noise_filter(ctx, entries[CONSOLE])
-    snapshot = {"at": b.get("created_at"), "heads": hb, "entries": entries, "missed": missed,
-                "counters": {}}
-    diff = changes(a, snapshot, limit=limit)
-
-    counts = {name: {"at_from": ha.get(name, 0), "at_to": hb.get(name, 0),
-                     "added": max(0, hb.get(name, 0) - ha.get(name, 0))}
-              for name in sorted(set(ha) | set(hb))}
-    clusters = diff["errors"]["clusters"]
-    new_errors = [{"message": (c.get("sample") or {}).get("message") or c.get("template"),
-                   "count": c.get("count"), "fingerprint": c.get("fingerprint")}
-                  for c in clusters if c.get("new_kind")]
-    seen_between = {c.get("fingerprint") for c in clusters}
-    a_messages = a.get("error_messages") if isinstance(a.get("error_messages"), dict) else {}
-    # Resolved: error kinds known at `from` that did not occur between `from` and `to`.
-    resolved = [{"fingerprint": fp, "message": a_messages.get(fp)}
-                for fp in (a.get("error_fingerprints") or []) if isinstance(fp, str)
-                and fp not in seen_between]
-    if not a_messages and a.get("error_fingerprints"):
-        notes.append("the from checkpoint predates error messages in checkpoints: resolved "
-                     "errors are named by fingerprint only")
-    failing_before = a.get("failing_urls") if isinstance(a.get("failing_urls"), list) else None
-    from gasoline.analysis._util import is_failed_request  # noqa: PLC0415
-
-    between: dict[str, None] = {}
-    for item in entries[NETWORK_BODIES] + [e for e in entries[CONSOLE]
-                                           if e.get("type") == "network"]:
-        key = _url_key(item) if is_failed_request(item) else None
-        if key:
-            between[key] = None
-    failing_between = list(between)
-    if failing_before is None:
-        notes.append("the from checkpoint predates failing-URL tracking: every failing URL "
-                     "between the two counts as new")
-        failing_before = []
-    known_failing = set(failing_before)
-    new_failing = [u for u in failing_between if u not in known_failing]
-    va = a.get("vitals") if isinstance(a.get("vitals"), dict) else None
-    vb = b.get("vitals") if isinstance(b.get("vitals"), dict) else None
-    vitals = {"changed": _compare_vitals(va, vb)} if va is not None and vb is not None else \
-        {"changed": [], "note": "a checkpoint predates vitals tracking"}
-    if any(missed.values()):
-        notes.append("some entries between the two were evicted from the buffers before this "
-                     "read (see missed)")
-    body = {
-        "from": a.get("name"), "to": b.get("name"),
-        "from_created_at": a.get("created_at"), "to_created_at": b.get("created_at"),
-        "buffers": counts, "missed": missed,
-        "new_errors": new_errors, "resolved_errors": resolved[:limit],
-        "new_failing_urls": new_failing[:limit], "failing_urls_between": failing_between[:limit],
-        "vitals": vitals, "errors_between": diff["errors"]["count"],
-        "failed_requests_between": diff["failed_requests"]["count"],
-        "websocket_events_between": diff["websocket_events"]["count"],
-        "actions_between": diff["actions"]["count"], "noise_hidden": hidden, "notes": notes,
-    }
-    summary = (f"{a.get('name')} -> {b.get('name')}: {len(new_errors)} new error kind(s), "
-               f"{len(resolved)} resolved, {len(new_failing)} new failing URL(s), "
-               f"{len(vitals['changed'])} vital change(s)")
-    return ctx.ok(summary, body)
-
-
 MODES["diff_sessions"] = configure_diff_sessions
-
-
-# -- restart ----------------------------------------------------------------------------------------
-
-
-def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Without ``confirm: true``: what a restart would affect (nothing is done). With it: a
-    graceful stop (the one ``POST /shutdown`` schedules), only when no other client is
-    connected; the stdio connector starts a fresh daemon on its next call."""
-    confirm = ctx.bool_arg(args, "confirm", False)
-    registry = ctx.app.registry
-    others = [s for s in (registry.list() if registry is not None else [])
-              if s.live and s.client_id != ctx.client_id]
-    router = ctx.router
-    pending_total = router.pending_count() if router is not None else 0
-    pending_mine = router.pending_count(ctx.client_id) if router is not None else 0
-    shutdown = ctx.app.shutdown
-    impact = {
-        "other_connected_clients": len(others),
-        "your_pending_commands": pending_mine,
-        "other_pending_commands": max(0, pending_total - pending_mine),
-        "extension_connected": ctx.extension_connected,
-        "restart_available": shutdown.available,
-        "what_survives": "client state (cursors, checkpoints, noise rules, key-value, sequences) "
-                         "is persisted in the state dir; buffered telemetry and pending commands "
-                         "are lost",
-        "how_it_comes_back": "the stdio connector (gasoline connect, unless --no-autostart) "
-                             "starts a new daemon on its next call; a daemon started by hand "
-                             "must be started again",
-    }
-    if not confirm:
-        return ctx.ok(f"restart would affect {len(others)} other connected client(s) and "
-                      f"{impact['other_pending_commands']} of their pending command(s); nothing "
-                      "was done (pass confirm:true to restart; refused while other clients are "
-                      "connected)", {"restarted": False, **impact})
-    if others:
-        raise GasolineError(f"{len(others)} other client(s) are connected to this daemon; a "
-                            "restart would cut them off", code="other_clients_connected",
-                            others=len(others),
-                            retry="Retry when you are the only connected client (configure "
-                            "{what:'restart'} shows the count).")
-    if not shutdown.available:
-        raise GasolineError("this daemon cannot restart itself (no stop hook: it is not running "
-                            "under twistd)", code="restart_unavailable",
-                            retry="Restart the process that runs the daemon.")
-    already = shutdown.stopping
-    shutdown.request(f"configure restart (client {ctx.client_id})")
-    return ctx.ok("the daemon is stopping; your stdio connector (unless --no-autostart) starts "
-                  "a new one on its next call (client state is kept in the state dir)",
-                  {"restarted": True, "already_stopping": already, **impact})
-
-
 MODES["restart"] = configure_restart
 
 # Context streaming (seed 004): the caller's subscription (gasoline.tools._events).

@@ -1,7 +1,7 @@
 """
 L{ToolContext}: what every mode handler receives.
 
-A handler is ``handler(ctx, args) -> dict | Deferred[dict]``. C{ctx} gives it the daemon
+A handler is C{handler(ctx, args) -> dict | Deferred[dict]}. C{ctx} gives it the daemon
 (C{ctx.app}: C{.store}, C{.extension}, C{.registry}, C{.config}, C{.clock}, C{.router}), the
 caller's client state (C{ctx.state}: cursors, checkpoints, noise_rules, kv, tab_filters,
 pending_commands), its id and MCP session, and helpers that attach the standard metadata to a
@@ -164,7 +164,7 @@ class ToolContext:
 
     @staticmethod
     def wants_background(args: dict[str, Any]) -> bool:
-        """``background: true`` or ``sync: false`` / ``wait: false``."""
+        """C{background: true} or C{sync: false} / C{wait: false}."""
         return args.get("background") is True or args.get("sync") is False \
             or args.get("wait") is False
 
@@ -266,9 +266,9 @@ def save_noise_rules(ctx: ToolContext, rules: Any) -> None:
 
 
 def state_of_ref(ctx: ToolContext, ref: str, kind: str) -> tuple[Any, str]:
-    """C{(client state, name)} for a reference to something named per client: ``name`` is the
-    caller's own, ``client:name`` another client's (reached on purpose; checkpoints, sequences).
-    @raise GasolineError: ``no_data`` when that client is unknown."""
+    """C{(client state, name)} for a reference to something named per client: C{name} is the
+    caller's own, C{client:name} another client's (reached on purpose; checkpoints, sequences).
+    @raise GasolineError: C{no_data} when that client is unknown."""
     owner, sep, name = ref.rpartition(":")
     if sep and owner and owner != ctx.client_id:
         registry = ctx.app.registry

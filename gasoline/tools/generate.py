@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.paths import PathRefused, resolve_inside
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.generate import (
     csp,
@@ -44,10 +44,7 @@ from gasoline.generate.heal import (
     rerank,
 )
 from gasoline.tools._a11y import sarif_mode
-from gasoline.tools._artifacts import (
-    PathRefused,
-    _finish,
-)
+from gasoline.tools._artifacts import _finish
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -262,17 +259,8 @@ def read_test_file(ctx: Any, path: str) -> str:
     if not ctx.cwd:
         raise PathRefused("test_file needs your working directory (your connector sends it); "
                           "pass the code as test_code instead", param="test_file")
-    if not path.strip() or "\x00" in path:
-        raise PathRefused("test_file is empty or not a valid path", param="test_file")
-    raw = Path(path)
-    if ".." in raw.parts:
-        raise PathRefused(f"test_file may not contain '..' components: {path!r}",
-                          param="test_file")
-    root = Path(os.path.realpath(ctx.cwd))
-    resolved = Path(os.path.realpath(raw if raw.is_absolute() else root / raw))
-    if resolved != root and not resolved.is_relative_to(root):
-        raise PathRefused(f"test_file {path!r} is outside your working directory",
-                          param="test_file")
+    resolved = resolve_inside(path, [ctx.cwd], param="test_file", parent_refs=False,
+                              where="your working directory")
     try:
         fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
                      | getattr(os, "O_NOFOLLOW", 0))

@@ -1,17 +1,17 @@
 """
-``interact`` modes: drive the browser through the extension's commands.
+C{interact} modes: drive the browser through the extension's commands.
 
 Each mode becomes one (or, for the composite modes, a few) extension command(s) sent through the
 query router as the caller; docs/tools.md lists the params each command type receives. Modes that
-act on the page (``browser_action``, ``execute`` and the mutating ``dom_action``s, as the
-extension itself gates them) are refused with ``pilot_disabled`` when the extension reports
-``pilot_enabled: false``. Every AI action that changes the page is recorded into the shared
-``actions`` buffer with ``source: "ai"`` (and the caller's ``client_id``), after the extension
-confirms it (at submission for ``background: true``).
+act on the page (C{browser_action}, C{execute} and the mutating C{dom_action}s, as the
+extension itself gates them) are refused with C{pilot_disabled} when the extension reports
+C{pilot_enabled: false}. Every AI action that changes the page is recorded into the shared
+C{actions} buffer with C{source: "ai"} (and the caller's C{client_id}), after the extension
+confirms it (at submission for C{background: true}).
 
-``upload`` reads files from the caller's working directory or the state dir (L{media}) in the
-reactor's thread pool; ``draw_mode_start`` shows the annotation overlay (read back with analyze
-``annotations``); ``record_start`` / ``record_stop`` record the tab as screenshot frames plus the
+C{upload} reads files from the caller's working directory or the state dir (L{media}) in the
+reactor's thread pool; C{draw_mode_start} shows the annotation overlay (read back with analyze
+C{annotations}); C{record_start} / C{record_stop} record the tab as screenshot frames plus the
 buffers' timeline (docs/analyze-generate-interact.md, docs/extension.md).
 """
 
@@ -66,7 +66,7 @@ from gasoline.tools._shared import (
 
 log = Logger()
 
-#: The longest in-page wait (the extension caps ``wait_for`` at 15 s).
+#: The longest in-page wait (the extension caps C{wait_for} at 15 s).
 MAX_WAIT_MS = 15_000
 MAX_FORM_FIELDS = 100
 #: Element ids remembered per client from its last list_interactive (bounded).
@@ -79,7 +79,7 @@ DOM_ACTIONS = ("click", "type", "select", "check", "focus", "scroll_to", "wait_f
 #: dom_actions the extension runs even with the pilot off (they only read the page).
 READ_ONLY_DOM_ACTIONS = frozenset({"get_text", "get_value", "get_attribute", "list_interactive",
                                    "wait_for"})
-#: Recorded action ``type`` per mode (the shapes the reproduction generators replay).
+#: Recorded action C{type} per mode (the shapes the reproduction generators replay).
 ACTION_TYPES = {"type": "input", "key_press": "keypress", "scroll_to": "scroll"}
 
 
@@ -103,7 +103,7 @@ def _remember_elements(ctx: Any, result: dict[str, Any]) -> None:
 
 
 def target(ctx: Any, args: dict[str, Any], required: bool = True) -> str | None:
-    """``selector``, or the selector behind an ``element_id`` from the caller's last
+    """C{selector}, or the selector behind an C{element_id} from the caller's last
     list_interactive."""
     selector = ctx.str_arg(args, "selector")
     if selector is not None and selector.strip():
@@ -445,7 +445,7 @@ async def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> dict[str, Any
                   {"navigate": as_dict(nav), "wait_for": as_dict(found)})
 
 
-#: Page text extraction (runs in the page through ``execute``): an expression.
+#: Page text extraction (runs in the page through C{execute}): an expression.
 READABLE_SCRIPT = r"""(() => {
   const root = document.querySelector('article, main, [role=main]') || document.body;
   const skip = 'SCRIPT,STYLE,NOSCRIPT,TEMPLATE,SVG,NAV,FOOTER,ASIDE,IFRAME,FORM';
@@ -456,7 +456,7 @@ READABLE_SCRIPT = r"""(() => {
            length: text.length, truncated: text.length > 200000 };
 })()"""
 
-#: Markdown conversion of the main content (runs in the page through ``execute``).
+#: Markdown conversion of the main content (runs in the page through C{execute}).
 MARKDOWN_SCRIPT = r"""(() => {
   const root = document.querySelector('article, main, [role=main]') || document.body;
   const SKIP = new Set(['SCRIPT','STYLE','NOSCRIPT','TEMPLATE','SVG','NAV','FOOTER','ASIDE','IFRAME','BUTTON','INPUT','SELECT','TEXTAREA']);
@@ -562,8 +562,8 @@ def _upload_names(ctx: Any, args: dict[str, Any]) -> list[str]:
 
 async def upload(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Put files from the agent's working directory (or the state dir) into an
-    ``<input type=file>``: the daemon reads them in the reactor's thread pool and sends them
-    base64-encoded in a ``dom_action`` ``upload``."""
+    C{<input type=file>}: the daemon reads them in the reactor's thread pool and sends them
+    base64-encoded in a C{dom_action} C{upload}."""
     require_pilot(ctx)
     selector = target(ctx, args)
     names = _upload_names(ctx, args)
@@ -624,7 +624,7 @@ def draw_mode_start(ctx: Any, args: dict[str, Any]) -> Any:
 
 
 #: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
-#: the tools-infrastructure to merge into ``interact``'s inputSchema).
+#: the tools-infrastructure to merge into C{interact}'s inputSchema).
 PROPERTIES: dict[str, Any] = {
     "checked": {"type": "boolean", "description": "check: false unchecks."},
     "clear": {"type": "boolean", "description": "type: false appends instead of replacing."},

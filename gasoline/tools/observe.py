@@ -1,24 +1,14 @@
 """
-``observe``: read what the browser did, through the caller's own view.
+C{observe}: read what the browser did, through the caller's own view.
 
-Buffer reads (errors, logs, extension_logs, network_bodies, websocket_events, actions) go through
-L{read_buffer}, which applies, in order:
+This module holds the buffer views (console, network, WebSocket, actions, history) and the views
+derived from the buffers (timeline, error bundles, summarized logs), and the mode table. The
+buffer reader they share (cursors, noise rules, tab filters, the read budget) is
+L{gasoline.tools._reader}; the views of the page, the tabs and the extension's state (vitals,
+page, tabs, pilot, screenshot, storage, IndexedDB, commands, recordings) are
+L{gasoline.tools._page_views}.
 
- - the caller's read cursor (``state.cursors[<buffer>]``; ``observe errors`` has its own,
-   ``console:errors``): a new client sees everything buffered;
-   each read returns what is new since its last one and advances its cursor only. Explicit
-   pagination: ``after_cursor``/``since_cursor`` (read forwards from there; the caller's cursor then
-   moves to where the page ends), ``before_cursor`` / ``last_n`` (newest first backwards, the cursor
-   does not move). ``limit`` default 100, max 1000;
- - the caller's noise rules (client scope + built-ins + global; L{client_noise_rules});
- - the caller's tab filters (``configure select_tab``; URL patterns matched against the entry's
-   URLs and its tab's URL) and ``scope: "current_page"`` (the tab the extension tracks) or
-   ``tab_id``;
- - the mode's own filters (level, url, method, status, connection, direction, ...).
-
-Every result carries ``extension_connected`` and ``data_age_seconds``; buffer reads also carry
-``cursor``, ``has_more``, ``total``, ``missed`` (entries evicted before the caller read them),
-``noise_hidden`` and, when another client emptied the buffer since the caller's cursor, ``cleared``.
+Every result carries C{extension_connected} and C{data_age_seconds}.
 """
 
 from __future__ import annotations
@@ -28,7 +18,6 @@ from typing import Any, Callable
 import orjson
 from twisted.internet.defer import Deferred
 
-from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
@@ -43,57 +32,26 @@ from gasoline.tools._views import (
     view_filter,
 )
 from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
+from gasoline.tools._page_views import (
+    observe_command_result,
+    observe_failed_commands,
+    observe_indexeddb,
+    observe_page,
+    observe_pending_commands,
+    observe_pilot,
+    observe_recording_actions,
+    observe_recordings,
+    observe_screenshot,
+    observe_storage,
+    observe_tabs,
+    observe_vitals,
+)
+from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT, buffer_result, read_buffer
 
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 1000
-#: Payload bytes one read returns at most (the rest waits behind ``has_more``).
-READ_BUDGET = 90_000
 #: How far back the derived views (timeline, bundles, summaries, history) look.
 VIEW_ENTRIES = 2000
 CONSOLE_LEVELS = ("debug", "log", "info", "warn", "error")
 _RANK = {name: i for i, name in enumerate(CONSOLE_LEVELS)}
-_BIG = 2**62
-
-
-#: A cut oversized entry's strings keep at most this many characters each (first try).
-_CUT_STEPS = (8192, 2048, 512, 128, 32)
-
-
-def _cut(value: Any, chars: int, depth: int = 0) -> Any:
-    if isinstance(value, str):
-        return value if len(value) <= chars else f"{value[:chars]}… [{len(value) - chars} more chars]"
-    if depth > 16:
-        return "…"
-    if isinstance(value, dict):
-        items = list(value.items())
-        out = {k: _cut(v, chars, depth + 1) for k, v in items[:200]}
-        if len(items) > 200:
-            out["…"] = f"{len(items) - 200} more keys"
-        return out
-    if isinstance(value, list):
-        out_list = [_cut(v, chars, depth + 1) for v in value[:50]]
-        if len(value) > 50:
-            out_list.append(f"… {len(value) - 50} more items")
-        return out_list
-    return value
-
-
-def truncate_entry(entry: Any, size: int, budget: int = READ_BUDGET // 2) -> dict[str, Any]:
-    """C{entry} (C{size} bytes of JSON, more than one read returns) cut to fit C{budget} bytes:
-    long strings are shortened and long lists and objects cut, each cut saying how much went."""
-    cut: Any = entry
-    for chars in _CUT_STEPS:
-        cut = _cut(entry, chars)
-        if len(orjson.dumps(cut, default=str)) <= budget:
-            break
-    else:
-        cut = {k: _cut(v, 32, 16) for k, v in list(entry.items())[:20]} \
-            if isinstance(entry, dict) else {}
-    if not isinstance(cut, dict):
-        cut = {"value": cut}
-    cut["_truncated"] = (f"this entry is {size} bytes, more than one read returns "
-                         f"({READ_BUDGET}); it was cut to fit")
-    return cut
 
 
 # -- filters ------------------------------------------------------------------------------------
@@ -103,178 +61,6 @@ def _levels(ctx: ToolContext, args: dict[str, Any]) -> tuple[str | None, int | N
     level = ctx.str_arg(args, "level", None, CONSOLE_LEVELS)
     min_level = ctx.str_arg(args, "min_level", None, CONSOLE_LEVELS)
     return level, (_RANK[min_level] if min_level is not None else None)
-
-
-# -- the generic buffer reader -------------------------------------------------------------------
-
-
-def read_buffer(
-    ctx: ToolContext,
-    args: dict[str, Any],
-    buffer: str,
-    match: Callable[[dict[str, Any]], bool] | None = None,
-    *,
-    prefilter: Callable[[bytes], bool] | None = None,
-    noise: bool = True,
-    transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
-    cursor_key: str | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Read C{buffer} for the caller (see the module docstring); return (entries, metadata).
-
-    C{cursor_key} names the caller's cursor when one buffer has several views that must not move
-    each other's cursor (``console:errors`` beside ``console`` for the logs); default C{buffer}.
-    """
-    key = cursor_key or buffer
-    limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    last_n = ctx.int_arg(args, "last_n", None, 1, MAX_LIMIT)
-    explicit = None
-    for name in ("after_cursor", "since_cursor"):
-        if args.get(name) is not None:
-            explicit = ctx.int_arg(args, name, None, 0, _BIG)
-            break
-    before = ctx.int_arg(args, "before_cursor", None, 0, _BIG)
-    view, applied = view_filter(ctx, args)
-    rules = client_noise_rules(ctx) if noise else None
-    hidden = 0
-
-    def accept(e: dict[str, Any]) -> bool:
-        nonlocal hidden
-        if match is not None and not match(e):
-            return False
-        if view is not None and not view(e):
-            return False
-        if rules is not None and rules.matches(e) is not None:
-            hidden += 1
-            return False
-        return True
-
-    ring = ctx.app.store.buffers[buffer]
-    ctx.app.store.note_read(buffer)
-    state = ctx.state
-    entries: list[dict[str, Any]] = []
-    size = 0
-    truncated = False
-    backwards = last_n is not None or before is not None
-    meta: dict[str, Any] = {}
-    stored_cursor = state.cursors.get(key, 0)
-    if backwards:
-        want = last_n if last_n is not None else limit
-        raw = ring.read(0)
-        n = len(raw.items)
-        stop = n if before is None else max(0, min(n, before - raw.first_seq))
-        has_more = False
-        oldest_seq = None
-        for i in range(stop - 1, -1, -1):
-            b = raw.items[i]
-            if prefilter is not None and not prefilter(b):
-                continue
-            e = orjson.loads(b)
-            if not accept(e):
-                continue
-            if not entries and len(b) > READ_BUDGET:
-                # One entry larger than the whole budget: return it cut, never block on it.
-                entries.append(truncate_entry(e, len(b)))
-                size = READ_BUDGET
-                oldest_seq = raw.first_seq + i
-                continue
-            if len(entries) == want or size + len(b) > READ_BUDGET:
-                truncated = len(entries) < want
-                has_more = True
-                break
-            entries.append(e)
-            size += len(b)
-            oldest_seq = raw.first_seq + i
-        entries.reverse()
-        cursor = stored_cursor
-        next_cursor, missed = cursor, 0
-        meta["before_cursor"] = oldest_seq
-    else:
-        cursor = explicit if explicit is not None else stored_cursor
-        raw = ring.read(cursor)
-        next_cursor, has_more, missed = raw.next_cursor, False, raw.missed
-        for i, b in enumerate(raw.items):
-            if prefilter is not None and not prefilter(b):
-                continue
-            e = orjson.loads(b)
-            if not accept(e):
-                continue
-            if not entries and len(b) > READ_BUDGET:
-                # One entry larger than the whole budget (issue 11 §3): it is returned cut, with
-                # a note, and the cursor moves past it, so no page can wedge every agent's cursor.
-                entries.append(truncate_entry(e, len(b)))
-                size = READ_BUDGET
-                continue
-            if len(entries) == limit or size + len(b) > READ_BUDGET:
-                truncated = len(entries) < limit
-                next_cursor, has_more = raw.first_seq + i, True
-                break
-            entries.append(e)
-            size += len(b)
-        if state.cursors.get(key) != next_cursor:
-            state.cursors[key] = next_cursor
-    cleared = ctx.runtime.buffer_clears.get(buffer)
-    if cleared is not None and cursor < cleared["seq"] and not backwards:
-        # Entries before the clear were removed by a client, not evicted.
-        missed = max(0, ring.tail - max(cursor, cleared["seq"]))
-        meta["cleared"] = {"at": cleared["at"], "by_you": cleared["by"] == ctx.client_id,
-                           "removed": cleared["removed"]}
-    if transform is not None:
-        entries = [t for t in (transform(e) for e in entries) if t is not None]
-    meta.update({
-        "count": len(entries),
-        "cursor": next_cursor,
-        "has_more": has_more,
-        "total": len(ring),
-        "missed": missed,
-        "oldest_timestamp": _ts(entries[0]) if entries else None,
-        "newest_timestamp": _ts(entries[-1]) if entries else None,
-        "noise_hidden": hidden,
-    })
-    if applied:
-        meta["filters"] = applied
-    if truncated:
-        meta["truncated"] = f"page cut at {READ_BUDGET} bytes; call again for the rest"
-    meta["_backwards"] = backwards
-    meta["_from"] = cursor
-    return entries, meta
-
-
-def _ts(entry: dict[str, Any]) -> Any:
-    for key in ("ts", "timestamp", "time"):
-        if entry.get(key) is not None:
-            return entry[key]
-    return None
-
-
-def buffer_result(ctx: ToolContext, buffer: str, kind: tuple[str, str],
-                  entries: list[dict[str, Any]], meta: dict[str, Any],
-                  key: str = "entries") -> dict[str, Any]:
-    """The standard answer for a buffer read: one summary line and the metadata + entries."""
-    backwards = meta.pop("_backwards")
-    start = meta.pop("_from")
-    n = len(entries)
-    noun = kind[0] if n == 1 else kind[1]
-    has_more = meta["has_more"]
-    if backwards:
-        summary = f"{n} {noun} (the newest"
-        if meta.get("before_cursor") is not None and has_more:
-            summary += "; older ones waiting)"
-        else:
-            summary += ")"
-    else:
-        summary = f"{n} new {noun} (cursor {start} -> {meta['cursor']}"
-        summary += ", more waiting)" if has_more else ")"
-    if meta.get("cleared"):
-        who = "you" if meta["cleared"]["by_you"] else "another client"
-        summary += f"; the buffer was cleared by {who} since your last read"
-    if meta.get("missed"):
-        summary += (f"; {meta['missed']} older entries were evicted before you read them "
-                    "(cursor_expired: the buffer is a ring; read more often or use last_n)")
-    if meta.get("noise_hidden"):
-        summary += f"; {meta['noise_hidden']} hidden by noise rules"
-    meta[key] = entries
-    return ctx.ok(summary, meta, buffer=buffer)
-
 
 # -- console ------------------------------------------------------------------------------------
 
@@ -369,7 +155,7 @@ def _network_match(ctx: ToolContext, args: dict[str, Any]):
 
 
 def parse_path(path: str) -> list[str | int]:
-    """``data.items[0].id`` / ``$.data.items.0.id`` / ``/data/items/0`` -> keys and indexes."""
+    """C{data.items[0].id} / C{$.data.items.0.id} / C{/data/items/0} -> keys and indexes."""
     p = path.strip()
     if p.startswith("$"):
         p = p[1:]
@@ -464,8 +250,8 @@ def observe_network_bodies(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
 
 
 def observe_network_waterfall(ctx: ToolContext, args: dict[str, Any]) -> Any:
-    """Resource timing for the page: asked of the extension (``waterfall``) when it is
-    connected, else what it last posted to ``/network-waterfall``."""
+    """Resource timing for the page: asked of the extension (C{waterfall}) when it is
+    connected, else what it last posted to C{/network-waterfall}."""
     match = _network_match(ctx, args)
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
 
@@ -585,7 +371,7 @@ def _view_entries(ctx: ToolContext, args: dict[str, Any], buffer: str,
 
 
 def observe_history(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Navigations: ``navigate`` actions (and any action with ``to_url``), newest last."""
+    """Navigations: C{navigate} actions (and any action with C{to_url}), newest last."""
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     url = ctx.str_arg(args, "url")
     items, applied, _ = _view_entries(ctx, args, ACTIONS)
@@ -604,102 +390,6 @@ def observe_history(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if applied:
         data["filters"] = applied
     return ctx.ok(f"{len(nav)} navigations", data, buffer=ACTIONS)
-
-
-# -- vitals, page, tabs, pilot ------------------------------------------------------------------
-
-
-def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis.perf import page_performance  # noqa: PLC0415
-
-    url = ctx.str_arg(args, "url")
-    view, applied = view_filter(ctx, args)
-    pages = []
-    for snap in reversed(list(ctx.app.store.performance.values())):
-        if not isinstance(snap, dict):
-            continue
-        if url is not None and url not in str(snap.get("url", "")):
-            continue
-        if view is not None and not view(snap):
-            continue
-        try:
-            pages.append(page_performance(snap))
-        except Exception:  # a malformed snapshot: show it raw rather than fail the read
-            pages.append({"url": snap.get("url"), "raw": snap})
-    limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    pages = pages[:limit]
-    data: dict[str, Any] = {"count": len(pages), "pages": pages}
-    if applied:
-        data["filters"] = applied
-    return ctx.ok(f"web vitals for {len(pages)} pages (newest first)", data,
-                  buffer="performance")
-
-
-def _settings(ctx: ToolContext) -> dict[str, Any]:
-    return dict(getattr(ctx.app.extension, "settings", None) or {})
-
-
-def observe_page(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    s = _settings(ctx)
-    url = s.get("tracked_tab_url") or None
-    page = {
-        "url": url, "title": s.get("tracked_tab_title") or None,
-        "tab_id": s.get("tracked_tab_id") or None,
-        "tracking_enabled": s.get("tracking_enabled"),
-        "csp_restricted": s.get("csp_restricted"), "csp_level": s.get("csp_level"),
-    }
-    perf = ctx.app.store.performance.get(url) if url else None
-    if perf is not None:
-        from gasoline.analysis.perf import page_performance  # noqa: PLC0415
-
-        try:
-            page["vitals"] = page_performance(perf)
-        except Exception:
-            page["vitals"] = None
-    last_sync = getattr(ctx.app.extension, "last_sync", None)
-    page["settings_age_seconds"] = None if last_sync is None else round(ctx.now() - last_sync, 3)
-    summary = f"tracked page: {url}" if url else "no tracked page"
-    return ctx.ok(summary, {"page": page})
-
-
-def observe_tabs(ctx: ToolContext, args: dict[str, Any]) -> Any:
-    def from_settings(note: str) -> dict[str, Any]:
-        s = _settings(ctx)
-        tabs = []
-        if s.get("tracked_tab_id"):
-            tabs.append({"id": s.get("tracked_tab_id"), "url": s.get("tracked_tab_url"),
-                         "title": s.get("tracked_tab_title"), "tracked": True})
-        return ctx.ok(f"{len(tabs)} tabs known ({note})", {"tabs": tabs, "source": "settings"})
-
-    if not ctx.extension_connected:
-        return from_settings("from the extension's last settings")
-    d: Deferred = ctx.router_call("tabs", {})
-
-    def got(result: Any) -> dict[str, Any]:
-        tabs = result.get("tabs") if isinstance(result, dict) else result
-        tabs = [t for t in tabs if isinstance(t, dict)] if isinstance(tabs, list) else []
-        known = {t.get("id"): t.get("url") for t in tabs
-                 if t.get("id") is not None and isinstance(t.get("url"), str)}
-        if known:
-            ctx.runtime.tab_urls = dict(list(known.items())[:500])
-        tracked = _settings(ctx).get("tracked_tab_id")
-        for t in tabs:
-            t.setdefault("tracked", t.get("id") == tracked)
-        return ctx.ok(f"{len(tabs)} tabs open", {"tabs": tabs, "source": "extension"})
-
-    return d.addCallback(got)
-
-
-def observe_pilot(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    s = _settings(ctx)
-    keys = ("pilot_enabled", "tracking_enabled", "capture_logs", "capture_network",
-            "capture_websocket", "capture_actions")
-    data = {k: s.get(k) for k in keys}
-    data["extension_version"] = getattr(ctx.app.extension, "extension_version", None)
-    pilot = s.get("pilot_enabled")
-    word = "enabled" if pilot else ("disabled" if pilot is False else "unknown")
-    return ctx.ok(f"AI pilot {word}", data)
-
 
 # -- timeline, bundles, summaries ---------------------------------------------------------------
 
@@ -797,163 +487,6 @@ def observe_summarized_logs(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
     return ctx.ok(f"{result['total']} log entries in {result['distinct']} groups", result,
                   buffer=CONSOLE)
 
-
-# -- extension-bound views ----------------------------------------------------------------------
-
-
-def observe_screenshot(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
-    """A screenshot of the tab (X ``screenshot``): the extension uploads it to
-    ``POST /screenshots`` (saved under ``<state-dir>/screenshots/``); the answer is its path."""
-    tab_id = ctx.int_arg(args, "tab_id", None)
-    d: Deferred = ctx.router_call("screenshot", {}, tab_id=tab_id)
-
-    def got(result: Any) -> dict[str, Any]:
-        result = result if isinstance(result, dict) else {"result": result}
-        data_url = result.get("data_url") or result.get("dataUrl")
-        if not result.get("path") and isinstance(data_url, str):
-            result = _save_data_url(ctx, data_url, result)
-        result.pop("data_url", None)
-        result.pop("dataUrl", None)
-        path = result.get("path")
-        if not path:
-            raise GasolineError("the extension answered the screenshot without an image",
-                                code="screenshot_failed", retry="Retry; the tab may be hidden.")
-        return ctx.ok(f"screenshot saved to {path}", result)
-
-    return d.addCallback(got)
-
-
-def _save_data_url(ctx: ToolContext, data_url: str, result: dict[str, Any]) -> dict[str, Any]:
-    import base64  # noqa: PLC0415
-    import binascii  # noqa: PLC0415
-    import re  # noqa: PLC0415
-
-    m = re.match(r"^data:image/(jpeg|jpg|png|webp);base64,", data_url)
-    if m is None:
-        raise GasolineError("the extension's screenshot is not a base64 image data URL",
-                            code="screenshot_failed")
-    try:
-        image = base64.b64decode(data_url[m.end():], validate=True)
-    except (binascii.Error, ValueError):
-        raise GasolineError("the extension's screenshot is not valid base64",
-                            code="screenshot_failed") from None
-    ext = m.group(1).replace("jpeg", "jpg")
-    path = ctx.app.screenshots.save(image, ext, result.get("url"), None, ctx.now())
-    return dict(result, path=str(path), filename=path.name)
-
-
-def observe_storage(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
-    """The page's localStorage / sessionStorage / cookies (X ``state_capture``)."""
-    d: Deferred = ctx.router_call("state_capture", {"include": ["localStorage", "sessionStorage",
-                                                                "cookies"]},
-                                  tab_id=ctx.int_arg(args, "tab_id", None))
-
-    def got(result: Any) -> dict[str, Any]:
-        result = result if isinstance(result, dict) else {"result": result}
-        counts = {k: len(v) for k, v in result.items() if isinstance(v, (dict, list))}
-        return ctx.ok(f"page storage ({', '.join(f'{k}: {n}' for k, n in counts.items())})",
-                      {"storage": result})
-
-    return d.addCallback(got)
-
-
-#: Read-only: lists databases and their object stores with record counts and a few records.
-INDEXEDDB_SCRIPT = """
-(async () => {
-  const out = [];
-  const dbs = indexedDB.databases ? await indexedDB.databases() : [];
-  for (const info of dbs.slice(0, 20)) {
-    const db = await new Promise((ok, ko) => {
-      const r = indexedDB.open(info.name); r.onsuccess = () => ok(r.result); r.onerror = ko;
-      r.onupgradeneeded = () => { r.transaction.abort(); ko(new Error('no such database')); };
-    }).catch(() => null);
-    if (!db) continue;
-    const stores = [];
-    for (const name of Array.from(db.objectStoreNames).slice(0, 50)) {
-      const s = db.transaction(name, 'readonly').objectStore(name);
-      const count = await new Promise(ok => { const r = s.count(); r.onsuccess = () => ok(r.result); r.onerror = () => ok(null); });
-      const sample = await new Promise(ok => { const r = s.getAll(null, 5); r.onsuccess = () => ok(r.result); r.onerror = () => ok([]); });
-      stores.push({name, count, sample});
-    }
-    db.close();
-    out.push({name: info.name, version: info.version, stores});
-  }
-  return {databases: out};
-})()
-""".strip()
-
-
-def observe_indexeddb(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
-    d: Deferred = ctx.router_call("execute", {"script": INDEXEDDB_SCRIPT, "world": "main",
-                                              "read_only": True},
-                                  tab_id=ctx.int_arg(args, "tab_id", None))
-
-    def got(result: Any) -> dict[str, Any]:
-        value = result.get("result", result) if isinstance(result, dict) else result
-        dbs = value.get("databases") if isinstance(value, dict) else None
-        n = len(dbs) if isinstance(dbs, list) else 0
-        return ctx.ok(f"{n} IndexedDB databases", {"indexeddb": value})
-
-    return d.addCallback(got)
-
-
-# -- commands -----------------------------------------------------------------------------------
-
-
-def observe_command_result(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    cid = ctx.str_arg(args, "correlation_id")
-    if not cid:
-        raise MissingParam("command_result needs correlation_id", param="correlation_id",
-                           retry="Pass the correlation_id a background call returned.")
-    outcome = ctx.router.command_result(ctx.client_id, cid)
-    status = outcome.get("status") if isinstance(outcome, dict) else None
-    return ctx.ok(f"command {cid}: {status}", outcome)
-
-
-def observe_pending_commands(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    items = ctx.router.pending_commands(ctx.client_id)
-    return ctx.ok(f"{len(items)} of your commands pending", {"count": len(items),
-                                                              "commands": items})
-
-
-def observe_failed_commands(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    items = ctx.router.failed_commands(ctx.client_id)
-    return ctx.ok(f"{len(items)} of your commands failed recently", {"count": len(items),
-                                                                      "commands": items})
-
-
-# -- recordings (made with configure recording_start / recording_stop) -------------------------
-
-
-def observe_recordings(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recordings_of  # noqa: PLC0415
-
-    rec = recordings_of(ctx)
-    items = [{k: v for k, v in r.items() if k != "actions"} for r in rec["saved"].values()
-             if isinstance(r, dict)]
-    active = rec.get("active")
-    summary = f"{len(items)} recordings" + (f"; {active['name']} is running" if active else "")
-    return ctx.ok(summary, {"recordings": items, "active": active})
-
-
-def observe_recording_actions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recordings_of  # noqa: PLC0415
-
-    name = ctx.str_arg(args, "name")
-    if not name:
-        raise MissingParam("recording_actions needs 'name' (observe {what:'recordings'} lists "
-                           "them)", param="name")
-    rec = recordings_of(ctx)["saved"].get(name)
-    if not isinstance(rec, dict):
-        raise GasolineError(f"no recording {name!r}", code="no_data",
-                            retry="observe {what:'recordings'} lists yours.")
-    limit = ctx.int_arg(args, "limit", MAX_LIMIT, 1, MAX_LIMIT)
-    actions = rec.get("actions", [])[:limit]
-    return ctx.ok(f"recording {name}: {len(actions)} actions",
-                  {"name": name, "count": len(actions), "actions": actions,
-                   "start_url": rec.get("start_url")})
-
-
 MODES: dict[str, Callable[[ToolContext, dict[str, Any]], Any]] = {
     "errors": observe_errors,
     "logs": observe_logs,
@@ -992,4 +525,4 @@ from gasoline.tools._events import OBSERVE_PROPERTIES, observe_events  # noqa: E
 MODES["events"] = observe_events
 PROPERTIES: dict[str, Any] = dict(OBSERVE_PROPERTIES)
 
-__all__ = ["MODES", "read_buffer", "view_filter", "InvalidParam"]
+__all__ = ["MODES", "PROPERTIES"]

@@ -1,8 +1,8 @@
 """
 Gasoline's own MCP resources.
 
-``gasoline://guide`` (the usage guide, ``gasoline/resources/guide.md``), ``gasoline://quickstart``
-(``gasoline/resources/quickstart.md``) and ``gasoline://capabilities`` (JSON generated from the tool
+C{gasoline://guide} (the usage guide, C{gasoline/resources/guide.md}), C{gasoline://quickstart}
+(C{gasoline/resources/quickstart.md}) and C{gasoline://capabilities} (JSON generated from the tool
 tables: every mode of every tool and which ones are built).
 """
 

@@ -2,7 +2,7 @@
 The five tools' schemas: every mode each tool accepts and the arguments they share.
 
 The mode modules (L{gasoline.tools.observe} and siblings) may add properties of their own
-(``PROPERTIES``); L{gasoline.tools.GasolineTools} merges them in.
+(C{PROPERTIES}); L{gasoline.tools.GasolineTools} merges them in.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gasoline.core.errors import InvalidParam, MissingParam
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 
-#: Console levels, least severe first (the extension's ``level`` values).
+#: Console levels, least severe first (the extension's C{level} values).
 CONSOLE_LEVELS = ("debug", "log", "info", "warn", "error")
 
 # -- the five tools' schemas ---------------------------------------------------------------------
@@ -205,7 +205,7 @@ INTERACT_SCHEMA = _schema(
 
 
 
-#: tool -> (its modes, the alias accepted for ``what``)
+#: tool -> (its modes, the alias accepted for C{what})
 TOOL_MODES: dict[str, tuple[tuple[str, ...], str | None]] = {
     "observe": (OBSERVE_MODES, None),
     "analyze": (ANALYZE_MODES, None),
@@ -216,7 +216,7 @@ TOOL_MODES: dict[str, tuple[tuple[str, ...], str | None]] = {
 
 
 def mode_of(tool: str, args: dict[str, Any]) -> str:
-    """The mode a call asks for (``what``, else the tool's alias); raise on missing/unknown."""
+    """The mode a call asks for (C{what}, else the tool's alias); raise on missing/unknown."""
     modes, alias = TOOL_MODES[tool]
     what = args.get("what")
     if what is None and alias is not None:

@@ -49,13 +49,19 @@ def logs_with(snap, text):
     return [e for e in snap["logs"] if text in json.dumps(e)]
 
 
-def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(browser, site, ext_daemon):
-    marker = uuid.uuid4().hex[:10]
+def _capture_page_clicked(browser, site, ext_daemon, marker):
+    """A tracked tab on the capture page (its fetch, XHR and WebSocket done), its button clicked."""
     sw, page, tab = track_new_tab(browser, site, ext_daemon.url)
     browser.navigate(page, f"{site.url}/capture.html?m={marker}")
     wait_until(lambda: browser.cdp.evaluate(page, "window.__done.ws && window.__done.fetch && window.__done.xhr"), 10,
                what="the page's fetch, XHR and WebSocket")
     browser.click(page, "#go")
+    return sw, page, tab
+
+
+def test_page_console_errors_network_websocket_and_clicks_reach_the_daemon(browser, site, ext_daemon):
+    marker = uuid.uuid4().hex[:10]
+    sw, page, tab = _capture_page_clicked(browser, site, ext_daemon, marker)
     assert browser.cdp.evaluate(page, "document.getElementById('status').textContent") == "clicked"
     browser.cdp.evaluate(page, "document.getElementById('secret').focus()")
     browser.cdp.call("Input.insertText", {"text": "pa55word-" + marker}, session=page)
@@ -229,11 +235,7 @@ def _observe_all(mcp_url: str, modes: list[str]) -> dict[str, str]:
 
 def test_an_mcp_agent_observes_what_the_page_did(browser, site, ext_daemon):
     marker = uuid.uuid4().hex[:10]
-    sw, page, tab = track_new_tab(browser, site, ext_daemon.url)
-    browser.navigate(page, f"{site.url}/capture.html?m={marker}")
-    wait_until(lambda: browser.cdp.evaluate(page, "window.__done.ws && window.__done.fetch && window.__done.xhr"), 10,
-               what="the page's fetch, XHR and WebSocket")
-    browser.click(page, "#go")
+    sw, page, tab = _capture_page_clicked(browser, site, ext_daemon, marker)
     snapshot_until(
         ext_daemon.url,
         lambda s: any(a["type"] == "click" for a in s["enhanced_actions"]) and logs_with(s, "e2e thrown"),

@@ -31,15 +31,19 @@ def error_of(result):
     return result["status"], result.get("error"), (result.get("result") or {}).get("message", "")
 
 
+def _open_tab(browser, sw, url):
+    """A new tab at C{url}: C{(its CDP page, its Chrome tab id)}."""
+    _, page, _ = browser.new_page(url)
+    return page, browser.tab_id_for(sw, url)
+
+
 # ------------------------------------------------------------------------------------ §1 commands
 
 
 def test_commands_reach_only_tracked_tabs_and_agents_do_not_widen_tracking(browser, site):
     sw = browser.service_worker()
-    _, other_page, _ = browser.new_page(site.url + "/capture.html?m=untracked")
-    other = browser.tab_id_for(sw, site.url + "/capture.html?m=untracked")
-    _, page, _ = browser.new_page(site.url + "/commands.html")
-    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    other_page, other = _open_tab(browser, sw, site.url + "/capture.html?m=untracked")
+    page, tab = _open_tab(browser, sw, site.url + "/commands.html")
     commands = [
         {"id": "q-1", "type": "dom", "params": {"selector": "h1"}},                         # the tracked tab
         {"id": "q-2", "type": "dom", "params": {"selector": "h1"}, "tab_id": other},         # an untracked one
@@ -76,8 +80,7 @@ def test_commands_reach_only_tracked_tabs_and_agents_do_not_widen_tracking(brows
 
 def test_with_the_user_s_consent_new_tab_and_switch_tab_track(browser, site):
     sw = browser.service_worker()
-    _, _, _ = browser.new_page(site.url + "/blank.html?first")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html?first")
+    _, tab = _open_tab(browser, sw, site.url + "/blank.html?first")
     commands = [{"id": "q-1", "type": "browser_action", "params": {"action": "new_tab", "url": site.url + "/blank.html?second", "track": True}}]
     with ScriptedDaemon(commands) as fake:
         browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "aiWebPilotEnabled": True, "gasolineAgentsMayTrack": True})
@@ -89,10 +92,8 @@ def test_with_the_user_s_consent_new_tab_and_switch_tab_track(browser, site):
 
 def test_pilot_off_refuses_storage_tab_listing_and_background_screenshots(browser, site):
     sw = browser.service_worker()
-    _, back_page, _ = browser.new_page(site.url + "/commands.html?back")
-    back = browser.tab_id_for(sw, site.url + "/commands.html?back")
-    _, front_page, _ = browser.new_page(site.url + "/commands.html?front")
-    front = browser.tab_id_for(sw, site.url + "/commands.html?front")
+    back_page, back = _open_tab(browser, sw, site.url + "/commands.html?back")
+    front_page, front = _open_tab(browser, sw, site.url + "/commands.html?front")
     browser.cdp.evaluate(front_page, "localStorage.setItem('secret-ish', 'v'); 1")
     assert browser.cdp.evaluate(sw, f"chrome.tabs.get({back}).then(t => t.active)") is False
     commands = [
@@ -119,13 +120,19 @@ def test_pilot_off_refuses_storage_tab_listing_and_background_screenshots(browse
         assert browser.cdp.evaluate(sw, f"chrome.tabs.get({back}).then(t => t.active)") is False
 
 
-def test_private_network_targets_are_recognised(browser):
-    """link_health's refusal rule (lib/policy.js isPrivateHost), evaluated in an extension page."""
+def _options_page(browser):
+    """The extension's options page, loaded: a page where the extension's own modules run."""
     browser.service_worker()
     eid = browser.extension_id()
     _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
     wait_until(lambda: browser.cdp.evaluate(options, "location.protocol === 'chrome-extension:' && document.readyState === 'complete'"),
                10, what="the options page")
+    return options
+
+
+def test_private_network_targets_are_recognised(browser):
+    """link_health's refusal rule (lib/policy.js isPrivateHost), evaluated in an extension page."""
+    options = _options_page(browser)
     urls = {
         "http://127.0.0.1:8080/": True, "http://localhost/": True, "http://10.1.2.3/": True,
         "http://192.168.0.1/admin": True, "http://172.20.0.1/": True, "http://169.254.169.254/latest": True,
@@ -141,8 +148,7 @@ def test_private_network_targets_are_recognised(browser):
 
 def test_nothing_is_sent_until_the_user_pairs_in_the_popup(browser, site, ext_daemon):
     sw = browser.service_worker()
-    _, page, _ = browser.new_page(site.url + "/blank.html")
-    tab = browser.tab_id_for(sw, site.url + "/blank.html")
+    page, tab = _open_tab(browser, sw, site.url + "/blank.html")
     browser.storage_set(sw, {"serverUrl": ext_daemon.url, "trackedTabId": tab}, pair=False)
     browser.navigate(page, site.url + "/capture.html?m=before-pairing")
     fingerprint = daemon_get(ext_daemon.url, "/pairing")["fingerprint"]
@@ -236,11 +242,7 @@ def test_a_graphql_login_body_and_a_token_in_the_url_fragment_leave_the_browser_
 
 def test_the_redactor_rules(browser):
     """lib/redact.js on inputs the pages above do not produce, evaluated in an extension page."""
-    browser.service_worker()
-    eid = browser.extension_id()
-    _, options, _ = browser.new_page(f"chrome-extension://{eid}/options/options.html")
-    wait_until(lambda: browser.cdp.evaluate(options, "location.protocol === 'chrome-extension:' && document.readyState === 'complete'"),
-               10, what="the options page")
+    options = _options_page(browser)
     got = browser.cdp.evaluate(options, """import('/lib/redact.js').then((r) => ({
       otp: r.redactItem('action', {type: 'input', value: '123456', input_type: 'text', autocomplete: 'one-time-code'}).value,
       card: r.redactItem('action', {type: 'input', value: '4111111111111111', input_type: 'text', autocomplete: 'cc-number'}).value,
@@ -307,8 +309,7 @@ def test_a_page_that_attaches_its_own_capture_module_is_not_believed(browser, si
     url = site.url + "/blank.html?forge"
     with ScriptedDaemon([]) as fake:
         sw = browser.service_worker()
-        _, page, _ = browser.new_page(url)
-        tab = browser.tab_id_for(sw, url)
+        page, tab = _open_tab(browser, sw, url)
         assert browser.cdp.evaluate(page, FORGED_MODULE) is True  # the page got in first
         browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab})
 

@@ -1,0 +1,43 @@
+"""
+Keep-alive comments on open server-sent-event streams (C{/mcp}'s and C{/events}'), so that proxies
+and clients do not take a quiet stream for a dead one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.application.internet import TimerService
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+
+log = Logger()
+
+#: Every open SSE stream gets a comment line this often, so idle streams are not cut by client
+#: read timeouts (the Python SDK's legacy SSE client gives up after 300 s of silence) or proxies.
+KEEPALIVE_SECONDS = 25.0
+#: An SSE comment: clients ignore it.
+COMMENT = b": keepalive\n\n"
+
+
+def keepalive_service(clock: IReactorTime, streams: set[Any], name: str,
+                      what: str) -> TimerService:
+    """A timer service that writes L{COMMENT} on every stream in C{streams} (each has
+    C{write(bytes)}) every L{KEEPALIVE_SECONDS}.
+
+    A stream whose write fails is logged (as C{what}) and dropped from C{streams}; the timer itself
+    never dies of it.
+    """
+
+    def write_all() -> None:
+        for stream in list(streams):
+            try:
+                stream.write(COMMENT)
+            except Exception:
+                log.failure("{what} keep-alive write failed", what=what)
+                streams.discard(stream)
+
+    service = TimerService(KEEPALIVE_SECONDS, write_all)
+    service.clock = clock
+    service.setName(name)
+    return service

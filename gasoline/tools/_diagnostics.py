@@ -1,0 +1,213 @@
+"""
+C{configure}'s diagnostics of the daemon (not of the caller's state): C{health},
+C{describe_capabilities}, C{telemetry}, C{audit_log}, C{doctor} and C{restart}.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gasoline import __version__
+from gasoline.core.errors import GasolineError
+from gasoline.tools.context import ToolContext
+from gasoline.tools.schemas import TOOL_MODES
+
+
+def _registry(ctx: ToolContext) -> Any:
+    request = ctx.request
+    server = getattr(request, "server", None) if request is not None else None
+    return getattr(server, "tools", None)
+
+
+# -- health, capabilities, telemetry, audit, doctor ---------------------------------------------
+
+
+def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    app = ctx.app
+    now = ctx.now()
+    ext = app.extension
+    registry = app.registry
+    server = getattr(ctx.request, "server", None)
+    session = ctx.session
+    body = {
+        "status": "ok",
+        "version": __version__,
+        "uptime_seconds": round(now - app.started_at, 3),
+        "extension": {
+            "connected": ctx.extension_connected,
+            "last_sync": getattr(ext, "last_sync", None),
+        },
+        "buffers": app.store.stats(),
+        "clients": registry.summary() if registry is not None else None,
+        "mcp_sessions": len(server.sessions) if server is not None else None,
+        "you": {
+            "client_id": ctx.client_id,
+            "session_id": getattr(session, "session_id", None),
+            "transport": getattr(session, "transport", None),
+            "protocol_version": getattr(session, "protocol_version", None),
+            "cursors": dict(ctx.state.cursors),
+        },
+    }
+    ext_word = "connected" if body["extension"]["connected"] else "not connected"
+    return ctx.ok(f"Gasoline {__version__} ok; extension {ext_word}", body)
+
+
+def capabilities(gt: Any) -> dict[str, Any]:
+    """Which tools and modes are built (generated from the tool tables of C{gt}, the
+    L{gasoline.tools.GasolineTools}, or none when C{None})."""
+    tools = {}
+    for name, (modes, alias) in TOOL_MODES.items():
+        built = gt.built(name) if gt is not None else []
+        tools[name] = {"modes": list(modes), "built": built,
+                       "not_built": [m for m in modes if m not in built],
+                       "alias_of_what": alias}
+    return {
+        "version": __version__,
+        "tools": tools,
+        "features": {
+            "per_client_cursors": True, "checkpoints": True, "noise_rule_scopes": ["client",
+                                                                                   "global"],
+            "tab_selection": True, "background_commands": True, "redaction": True,
+            "result_cap_bytes": 100_000,
+            "rate_limit_per_minute": gt.daemon.config.tool_rate_limit if gt is not None else None,
+        },
+    }
+
+
+def configure_describe_capabilities(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    caps = capabilities(ctx.tools)
+    n = sum(len(t["built"]) for t in caps["tools"].values())
+    return ctx.ok(f"{len(caps['tools'])} tools, {n} modes built", caps)
+
+
+def configure_telemetry(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    reg = _registry(ctx)
+    router = ctx.router
+    data: dict[str, Any] = {
+        "calls_per_tool": dict(reg.calls) if reg is not None else {},
+        "calls_per_mode": dict(reg.mode_calls) if reg is not None else {},
+        "errors_per_code": dict(reg.errors) if reg is not None else {},
+        "buffers": ctx.app.store.stats(),
+        "your_rate_limit": reg.limiter.usage(ctx.client_id)
+        if reg is not None and reg.limiter is not None else None,
+        "router": router.health() if router is not None and hasattr(router, "health") else None,
+        "extension_syncs": getattr(ctx.app.extension, "syncs", None),
+    }
+    total = sum(data["calls_per_tool"].values())
+    return ctx.ok(f"{total} tool calls since start", data)
+
+
+def configure_audit_log(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    limit = ctx.int_arg(args, "limit", 100, 1, 1000)
+    reg = _registry(ctx)
+    records = reg.audit_log(ctx.client_id, limit) if reg is not None else []
+    return ctx.ok(f"your last {len(records)} tool calls (parameters redacted)",
+                  {"client_id": ctx.client_id, "count": len(records), "calls": records})
+
+
+def configure_doctor(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    app = ctx.app
+    now = ctx.now()
+    checks = []
+
+    def check(name: str, ok: bool | None, detail: str, fix: str = "") -> None:
+        c = {"check": name, "status": "ok" if ok else ("warn" if ok is None else "fail"),
+             "detail": detail}
+        if fix and not ok:
+            c["fix"] = fix
+        checks.append(c)
+
+    ext = app.extension
+    check("extension_connected", ctx.extension_connected,
+          "the extension is syncing" if ctx.extension_connected else "no sync in the last 10 s",
+          "Open the browser with the Gasoline extension pointed at this daemon.")
+    last = getattr(ext, "last_sync", None)
+    age = None if last is None else round(now - last, 3)
+    check("last_sync_age", None if age is None else age < 10,
+          "never synced" if age is None else f"last sync {age} s ago")
+    stats = app.store.stats()
+    full = [n for n, s in stats.items() if s.get("capacity") and s.get("used", 0) >= s["capacity"]]
+    check("buffers", None if full else True,
+          f"full (oldest entries are being evicted): {', '.join(full)}" if full
+          else "buffers have room", "Read more often, or raise --max-entries.")
+    state_dir = app.config.state_dir
+    writable = os.access(state_dir, os.W_OK) if os.path.isdir(state_dir) else \
+        os.access(os.path.dirname(os.path.abspath(state_dir)) or ".", os.W_OK)
+    check("persistence_writable", writable, f"state dir {state_dir}",
+          "Point --state-dir at a writable directory.")
+    persistence = getattr(app, "persistence", None)
+    health = getattr(persistence, "health", None)
+    if health is not None:
+        problems = health.problems()
+        check("disk_writes", not problems,
+              "; ".join(f"{p['what']}: {p['error']} ({p['failures']} failed writes in "
+                        f"{p['failing_for_seconds']} s, {p['path']})" for p in problems)
+              if problems else "every state write reached the disk",
+              "Free disk space or make the state dir writable; until then telemetry and client "
+              "state are kept in memory only.")
+        for warning in health.warnings:
+            check("state_dir_permissions", None, warning)
+    reg = app.registry
+    summary = reg.summary() if reg is not None else {}
+    live = reg.live_count() if reg is not None else 0
+    maxc = getattr(reg, "max_clients", None)
+    check("clients", None if maxc and live >= maxc else True,
+          f"{live} live clients (max {maxc})", "Disconnect idle clients or raise --max-clients.")
+    check("version", True, f"gasoline {__version__}; extension "
+          f"{getattr(ext, 'extension_version', None) or 'unknown'}")
+    failing = [c["check"] for c in checks if c["status"] == "fail"]
+    warns = [c["check"] for c in checks if c["status"] == "warn"]
+    word = "all checks passed" if not failing and not warns else \
+        f"{len(failing)} failing, {len(warns)} warnings"
+    return ctx.ok(f"doctor: {word}", {"checks": checks, "clients": summary})
+
+
+# -- restart ----------------------------------------------------------------------------------------
+
+
+def configure_restart(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Without C{confirm: true}: what a restart would affect (nothing is done). With it: a
+    graceful stop (the one C{POST /shutdown} schedules), only when no other client is
+    connected; the stdio connector starts a fresh daemon on its next call."""
+    confirm = ctx.bool_arg(args, "confirm", False)
+    registry = ctx.app.registry
+    others = [s for s in (registry.list() if registry is not None else [])
+              if s.live and s.client_id != ctx.client_id]
+    router = ctx.router
+    pending_total = router.pending_count() if router is not None else 0
+    pending_mine = router.pending_count(ctx.client_id) if router is not None else 0
+    shutdown = ctx.app.shutdown
+    impact = {
+        "other_connected_clients": len(others),
+        "your_pending_commands": pending_mine,
+        "other_pending_commands": max(0, pending_total - pending_mine),
+        "extension_connected": ctx.extension_connected,
+        "restart_available": shutdown.available,
+        "what_survives": "client state (cursors, checkpoints, noise rules, key-value, sequences) "
+                         "is persisted in the state dir; buffered telemetry and pending commands "
+                         "are lost",
+        "how_it_comes_back": "the stdio connector (gasoline connect, unless --no-autostart) "
+                             "starts a new daemon on its next call; a daemon started by hand "
+                             "must be started again",
+    }
+    if not confirm:
+        return ctx.ok(f"restart would affect {len(others)} other connected client(s) and "
+                      f"{impact['other_pending_commands']} of their pending command(s); nothing "
+                      "was done (pass confirm:true to restart; refused while other clients are "
+                      "connected)", {"restarted": False, **impact})
+    if others:
+        raise GasolineError(f"{len(others)} other client(s) are connected to this daemon; a "
+                            "restart would cut them off", code="other_clients_connected",
+                            others=len(others),
+                            retry="Retry when you are the only connected client (configure "
+                            "{what:'restart'} shows the count).")
+    if not shutdown.available:
+        raise GasolineError("this daemon cannot restart itself (no stop hook: it is not running "
+                            "under twistd)", code="restart_unavailable",
+                            retry="Restart the process that runs the daemon.")
+    already = shutdown.stopping
+    shutdown.request(f"configure restart (client {ctx.client_id})")
+    return ctx.ok("the daemon is stopping; your stdio connector (unless --no-autostart) starts "
+                  "a new one on its next call (client state is kept in the state dir)",
+                  {"restarted": True, "already_stopping": already, **impact})

@@ -1,0 +1,26 @@
+"""gasoline.common: what the daemon and the connector must agree on, in one place."""
+
+from __future__ import annotations
+
+import os
+
+from gasoline.common import client_id_for_cwd, unquote
+from gasoline.connect import fast
+
+
+def test_the_fast_first_exchange_derives_the_same_client_id(tmp_path, monkeypatch):
+    """C{connect/fast.py} keeps its own three-line copy (built-in modules only, for start-up time);
+    it must give the id every other part gives."""
+    odd = tmp_path / "caf\u00e9 project"
+    odd.mkdir()
+    monkeypatch.chdir(odd)
+    assert fast.client_id({}) == client_id_for_cwd(os.getcwd()) == client_id_for_cwd(odd)
+    assert fast.client_id({"--client-id": "mine"}) == "mine"
+
+
+def test_unquote_strips_one_matching_pair_only():
+    assert unquote('  "Sign in" ') == "Sign in"
+    assert unquote("`x`") == "x"
+    assert unquote("`x`", quotes="\"'") == "`x`"
+    assert unquote("'a\"") == "'a\""
+    assert unquote('"') == '"'

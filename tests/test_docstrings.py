@@ -1,0 +1,59 @@
+"""One docstring markup for the package: epytext, as Twisted writes it (C{code}, L{link},
+@param/@return/@raise). No reST/Sphinx leftovers (double-backtick literals, :param:, :class:`x`)
+in docstrings or C{#:} attribute comments."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import gasoline
+
+PACKAGE = Path(gasoline.__file__).resolve().parent
+#: Files other engineers were editing while the markup was converted (issue 12); each is
+#: converted when its work lands, and then leaves this list.
+NOT_YET = {
+    "core/notify.py", "core/persist.py", "core/ring.py", "core/store.py", "http/ingest.py",
+    "http/proxy_api.py", "relay/hub.py", "tools/_playback.py", "tools/generate.py",
+}
+NOT_YET_DIRS = ("connect/", "proxy/", "streaming/")
+_REST = re.compile(r"``[^`]|:(?:param|returns?|raises?|rtype|type)\b[^:]*:|:(?:class|func|meth|mod|obj|attr):`")
+
+
+def _docstrings(tree: ast.AST):
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield body[0].lineno, doc
+        for before, after in zip(body, body[1:]):
+            if (isinstance(before, (ast.Assign, ast.AnnAssign)) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                yield after.lineno, after.value.value
+
+
+def test_docstrings_and_attribute_comments_use_epytext_only():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in NOT_YET or rel.startswith(NOT_YET_DIRS):
+            continue
+        text = path.read_text()
+        for line, doc in _docstrings(ast.parse(text)):
+            if _REST.search(doc):
+                found.append(f"{rel}:{line}: {_REST.search(doc).group(0)!r}")
+        for number, source in enumerate(text.splitlines(), 1):
+            if source.lstrip().startswith("#:") and _REST.search(source):
+                found.append(f"{rel}:{number}: {source.strip()[:80]}")
+    assert found == []
+
+
+def test_the_check_sees_a_rest_literal_and_a_sphinx_field():
+    assert _REST.search("the ``what`` argument")
+    assert _REST.search(":param clock: the clock")
+    assert _REST.search("see :class:`Foo`")
+    assert not _REST.search("the C{what} argument; @param clock: the clock; L{Foo}")

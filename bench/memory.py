@@ -152,6 +152,11 @@ def idle_rss(reference: bool) -> list[dict]:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
+        # The first start creates the identity key (cryptography stays loaded in that process);
+        # every later start reads it without cryptography: both are reported.
+        with DaemonProcess(state_dir=Path(tmp) / "state") as d:
+            time.sleep(3.0)
+            rows.append(_rss_row("gasoline (first start)", d.process.pid))
         with DaemonProcess(state_dir=Path(tmp) / "state") as d:
             time.sleep(3.0)
             rows.append(_rss_row("gasoline", d.process.pid))

@@ -13,7 +13,13 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from twisted.application.internet import StreamServerEndpointService
+from gasoline import _tls
+
+# Before Twisted's reactor and endpoints are imported: pyOpenSSL and cryptography (~13 MiB) load
+# only when TLS is first needed (gasoline._tls). No-op where they are already loaded (tests).
+_tls.defer()
+
+from twisted.application.internet import StreamServerEndpointService  # noqa: E402
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.defer import CancelledError
 from twisted.internet.endpoints import serverFromString
@@ -42,6 +48,15 @@ from gasoline.logs import LogLimits, LogService
 
 log = Logger()
 _LIMITS = LogLimits()
+
+
+#: Endpoint types that need no TLS (anything else loads it before the string is parsed).
+PLAIN_ENDPOINTS = frozenset({"tcp", "tcp6", "unix", "systemd"})
+
+
+def needs_tls(description: str) -> bool:
+    """Whether listening on endpoint C{description} may need TLS (C{ssl:}, C{tls:}, ...)."""
+    return description.split(":", 1)[0].strip().lower() not in PLAIN_ENDPOINTS
 
 
 class Options(usage.Options):
@@ -135,6 +150,8 @@ class Options(usage.Options):
             _parseServer,  # noqa: PLC0415  (validation only)
         )
 
+        if needs_tls(self["listen"]):
+            _tls.require()  # an ssl: (or other non-plain) endpoint: TLS now, before parsing it
         try:
             _parseServer(self["listen"], None)
         except (ValueError, KeyError, TypeError) as e:
@@ -351,6 +368,8 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
         max(16, min(MAX_CONNECTIONS, fds[0] - 128))
     site = GasolineSite(gasoline.resource, max_connections=cap)
     site.displayTracebacks = False
+    if needs_tls(config.listen):
+        _tls.require()  # makeService without postOptions (the tac file, embedding)
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,
                                         config.listen, _probe_gasoline)
     listening.setServiceParent(top)

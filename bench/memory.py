@@ -13,8 +13,10 @@ Target: <= 600 B of RSS per stored entry with a 100 000-entry buffer (the publis
 Then, for every other buffer, at its default capacity with entries of its own kind (network bodies,
 WebSocket events, actions, waterfall, extension logs): memory held per stored entry (tracemalloc) and
 JSON bytes per entry. Last, the idle RSS of a real daemon (``twistd -n gasoline``, default options, nothing
-ingested, after it has settled), split into anonymous and file-backed memory, side by side with the
-published daemon's with ``--compare-reference`` (issue 16's target: under 40 MB).
+ingested, after it has settled), split into anonymous and file-backed memory: at its first start on a
+new state dir (which creates the identity key, and so loads cryptography) and started again on it;
+side by side with the published daemon's with ``--compare-reference`` (issue 16's target: under
+40 MB).
 
     .venv/bin/python bench/memory.py [--entries 100000] [--no-persist] [--compare-reference]
 """

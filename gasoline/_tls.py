@@ -7,7 +7,8 @@ C{posixbase} for C{listenSSL}, C{endpoints} for C{ssl:} strings). The daemon ser
 loopback; TLS is needed only to check C{https://} links (C{analyze link_validation}) and to listen
 on an C{ssl:} endpoint. So:
 
-  - L{defer}, called by C{gasoline.tap} before Twisted's reactor and endpoints are imported, makes
+  - L{defer}, called by C{gasoline.tap} in a twistd process (C{twistd -n gasoline},
+    C{gasoline serve}) before Twisted's reactor and endpoints are imported, makes
     pyOpenSSL look absent to them (C{sys.modules["OpenSSL"] = None}: an C{import} raises
     C{ImportError}, which Twisted treats as "no TLS");
   - L{require}, called before anything uses TLS, lifts that and gives the modules that already

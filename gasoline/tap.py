@@ -13,11 +13,15 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import sys
+
 from gasoline import _tls
 
-# Before Twisted's reactor and endpoints are imported: pyOpenSSL and cryptography (~13 MiB) load
-# only when TLS is first needed (gasoline._tls). No-op where they are already loaded (tests).
-_tls.defer()
+# In a twistd process (twistd -n gasoline, gasoline serve, make run), before Twisted's reactor and
+# endpoints are imported: pyOpenSSL and cryptography (~13 MiB) load only when TLS is first needed
+# (gasoline._tls). Other programs that import this module keep Twisted as it comes.
+if "twisted.scripts.twistd" in sys.modules:
+    _tls.defer()
 
 from twisted.application.internet import StreamServerEndpointService  # noqa: E402
 from twisted.application.service import IService, MultiService, Service

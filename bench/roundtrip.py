@@ -10,9 +10,10 @@ and its ``POST /mcp``.
 Connector start-up is measured on its own too (``--starts`` fresh processes each): process start to
 the answered ``initialize``, and to the answered ``tools/list`` that an agent sends next, for
 ``gasoline connect`` (with its Twisted-free first exchange, and with it switched off through
-``GASOLINE_CONNECT_FAST=0``) and, with ``--compare-reference``, the published connector. Wall
-times on a shared machine move with its load; CPU time (user + system) of the connector is
-reported beside them.
+``GASOLINE_CONNECT_FAST=0``) and, with ``--compare-reference``, the published connector: in rounds,
+each round starting every connector once in turn, so the machine's changing load falls on all of
+them alike. Wall times on a shared machine move with its load; CPU time (user + system) of the
+connector is reported beside them.
 
     .venv/bin/python bench/roundtrip.py [--calls 200] [--starts 20] [--compare-reference]
 """
@@ -176,31 +177,44 @@ def bench_http(port: int, calls: int, headers: dict[str, str], session: bool) ->
     return {"median_ms": median(lat), "p95_ms": percentile(lat, 95), "errors": errors, "calls": calls}
 
 
-def bench_startup(argv: list[str], starts: int, cwd: str | None = None,
-                  env: dict | None = None) -> dict:
-    """C{starts} fresh connector processes: start -> initialize answered -> tools/list answered."""
+def start_once(argv: list[str], cwd: str | None = None,
+               env: dict | None = None) -> tuple[float, float, float]:
+    """One fresh connector process: ms to the answered initialize, to the answered tools/list, and
+    its CPU ms (user + system, whole process)."""
     import resource  # noqa: PLC0415
 
-    to_init, to_list, cpu = [], [], []
     tools_list = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client = StdioClient(argv, cwd=cwd, env=env)
+    answer = client.request(INIT)
+    t_init = time.perf_counter()
+    client.notify(INITIALIZED)
+    listed = client.request(tools_list)
+    t_list = time.perf_counter()
+    client.close()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if "result" not in answer or "result" not in listed:
+        raise RuntimeError(f"connector start failed: {answer!r} {listed!r}")
+    return ((t_init - client.t_start) * 1000, (t_list - client.t_start) * 1000,
+            (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
+
+
+def bench_startups(variants: dict[str, tuple[list[str], str | None, dict | None]],
+                   starts: int) -> dict[str, dict]:
+    """C{starts} rounds; each round starts every variant (C{name: (argv, cwd, env)}) once, in
+    turn, so that the machine's changing load falls on all of them alike."""
+    times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
     for _ in range(starts):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        client = StdioClient(argv, cwd=cwd, env=env)
-        answer = client.request(INIT)
-        t_init = time.perf_counter()
-        client.notify(INITIALIZED)
-        listed = client.request(tools_list)
-        t_list = time.perf_counter()
-        client.close()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if "result" not in answer or "result" not in listed:
-            raise RuntimeError(f"connector start failed: {answer!r} {listed!r}")
-        to_init.append((t_init - client.t_start) * 1000)
-        to_list.append((t_list - client.t_start) * 1000)
-        cpu.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000)
-    return {"starts": starts, "initialize_median_ms": median(to_init),
-            "initialize_p95_ms": percentile(to_init, 95), "tools_list_median_ms": median(to_list),
-            "tools_list_p95_ms": percentile(to_list, 95), "cpu_median_ms": median(cpu)}
+        for name, (argv, cwd, env) in variants.items():
+            times[name].append(start_once(argv, cwd, env))
+    out = {}
+    for name, rows in times.items():
+        to_init, to_list, cpu = ([r[i] for r in rows] for i in range(3))
+        out[name] = {"starts": starts, "initialize_median_ms": median(to_init),
+                     "initialize_p95_ms": percentile(to_init, 95),
+                     "tools_list_median_ms": median(to_list),
+                     "tools_list_p95_ms": percentile(to_list, 95), "cpu_median_ms": median(cpu)}
+    return out
 
 
 def gasoline_bin() -> str:
@@ -228,10 +242,20 @@ def main() -> int:
                        "bench-start", "--no-autostart"]
             import os  # noqa: PLC0415
 
-            start_fast = bench_startup(connect, args.starts)
-            start_slow = bench_startup(connect, args.starts,
-                                       env=dict(os.environ, GASOLINE_CONNECT_FAST="0"))
-    result["startup"] = {"gasoline": start_fast, "gasoline_without_first_exchange": start_slow}
+            variants = {
+                "gasoline": (connect, None, None),
+                "gasoline_without_first_exchange": (
+                    connect, None, dict(os.environ, GASOLINE_CONNECT_FAST="0")),
+            }
+            if args.compare_reference:
+                # Start-ups alternate with the published connector's, in the same rounds.
+                with ReferenceDaemon() as ref:
+                    variants["reference"] = ([str(reference_binary()), "--port", str(ref.port)],
+                                             str(ref.state_dir), None)
+                    result["startup"] = bench_startups(variants, args.starts)
+            else:
+                result["startup"] = bench_startups(variants, args.starts)
+    start_fast = result["startup"]["gasoline"]
     result["gasoline"] = {"stdio": ours_stdio, "http": ours_http}
     rows += [["gasoline", "stdio (gasoline connect)", ours_stdio["median_ms"], ours_stdio["p95_ms"],
               ours_stdio["startup_ms"], ours_stdio["errors"]],
@@ -244,9 +268,7 @@ def main() -> int:
             ref_stdio = bench_stdio([str(reference_binary()), "--port", str(ref.port)], args.calls,
                                     cwd=str(ref.state_dir))
             ref_http = bench_http(ref.port, args.calls, {}, session=False)
-            ref_start = bench_startup([str(reference_binary()), "--port", str(ref.port)],
-                                      args.starts, cwd=str(ref.state_dir))
-        result["startup"]["reference"] = ref_start
+        ref_start = result["startup"]["reference"]
         result["reference"] = {"stdio": ref_stdio, "http": ref_http}
         rows += [["reference-0.7.9", "stdio bridge", ref_stdio["median_ms"], ref_stdio["p95_ms"],
                   ref_stdio["startup_ms"], ref_stdio["errors"]],

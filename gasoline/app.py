@@ -55,6 +55,7 @@ from gasoline.mcp.session import McpSession
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.metrics import DaemonCollector, Metrics
 from gasoline.relay.hub import Relay
+from gasoline.relay.metrics import register as register_relay_metrics
 from gasoline.streaming.hub import Streaming
 from gasoline.proxy.config import load as load_proxy_config
 from gasoline.proxy.session import ProxyManager
@@ -267,6 +268,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
     relay = Relay(clock)
+    register_relay_metrics(metrics, relay)
     proxy = build_proxy(daemon, mcp, services)
     resource = build_http(daemon, mcp, services, metrics, streaming, relay, proxy)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,

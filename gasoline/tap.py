@@ -13,7 +13,17 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from twisted.application.internet import StreamServerEndpointService
+import sys
+
+from gasoline import _tls
+
+# In a twistd process (twistd -n gasoline, gasoline serve, make run), before Twisted's reactor and
+# endpoints are imported: pyOpenSSL and cryptography (~13 MiB) load only when TLS is first needed
+# (gasoline._tls). Other programs that import this module keep Twisted as it comes.
+if "twisted.scripts.twistd" in sys.modules:
+    _tls.defer()
+
+from twisted.application.internet import StreamServerEndpointService  # noqa: E402
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.defer import CancelledError
 from twisted.internet.endpoints import serverFromString
@@ -42,6 +52,15 @@ from gasoline.logs import LogLimits, LogService
 
 log = Logger()
 _LIMITS = LogLimits()
+
+
+#: Endpoint types that need no TLS (anything else loads it before the string is parsed).
+PLAIN_ENDPOINTS = frozenset({"tcp", "tcp6", "unix", "systemd"})
+
+
+def needs_tls(description: str) -> bool:
+    """Whether listening on endpoint C{description} may need TLS (C{ssl:}, C{tls:}, ...)."""
+    return description.split(":", 1)[0].strip().lower() not in PLAIN_ENDPOINTS
 
 
 class Options(usage.Options):
@@ -135,6 +154,8 @@ class Options(usage.Options):
             _parseServer,  # noqa: PLC0415  (validation only)
         )
 
+        if needs_tls(self["listen"]):
+            _tls.require()  # an ssl: (or other non-plain) endpoint: TLS now, before parsing it
         try:
             _parseServer(self["listen"], None)
         except (ValueError, KeyError, TypeError) as e:
@@ -351,6 +372,8 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
         max(16, min(MAX_CONNECTIONS, fds[0] - 128))
     site = GasolineSite(gasoline.resource, max_connections=cap)
     site.displayTracebacks = False
+    if needs_tls(config.listen):
+        _tls.require()  # makeService without postOptions (the tac file, embedding)
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,
                                         config.listen, _probe_gasoline)
     listening.setServiceParent(top)

@@ -95,3 +95,95 @@ def test_only_plain_http_loopback_daemons_are_tried():
     assert daemon_port({"--url": "https://127.0.0.1:8123"}) is None
     assert daemon_port({"--url": "http://10.0.0.2:8123"}) is None
     assert daemon_port({"--port": "99999"}) is None
+
+
+# -- the first exchange's JSON, without the json module -----------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gasoline.connect.fast import loads  # noqa: E402
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values, st.sampled_from(["", " ", "\t", "\r\n", "\n  "]), st.booleans())
+def test_loads_parses_what_json_loads_parses(value, pad, ascii_only):
+    text = pad + json.dumps(value, ensure_ascii=ascii_only, indent=1 if pad else None) + pad
+    assert loads(text.encode()) == json.loads(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40) | st.text(alphabet='{}[]",:0123456789.eE-+ truefalsn\\\t\n',
+                                        max_size=40).map(str.encode))
+def test_loads_rejects_what_json_loads_rejects(data):
+    # The connector's lines are UTF-8 (json.loads would also guess UTF-16/32 from bytes).
+    try:
+        expected = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        with pytest.raises(ValueError):
+            loads(data)
+    else:
+        assert loads(data) == expected
+
+
+def test_loads_turns_hostile_nesting_into_value_error():
+    with pytest.raises(ValueError):
+        loads(b"[" * 200_000)
+    with pytest.raises(ValueError):
+        loads(b'{"a": 1} {"b": 2}')
+
+
+def test_the_first_exchange_imports_neither_json_nor_re_nor_twisted():
+    """What C{gasoline connect} imports before it answers initialize (the cost of start-up)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import gasoline.cli, gasoline.connect.fast; "
+            "print(' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    assert "gasoline.connect.fast" in loaded
+    for heavy in ("json", "re", "enum", "socket", "twisted", "attrs", "orjson", "hashlib"):
+        assert heavy not in loaded, f"{heavy} is imported before initialize is answered"
+
+
+def test_a_multi_line_daemon_answer_is_written_as_one_line():
+    """The daemon's answer is passed on as its own bytes, with JSON's CR/LF whitespace removed."""
+    import socket
+    import threading
+
+    answer = {"jsonrpc": "2.0", "id": 7,
+              "result": {"serverInfo": {"name": "gasoline", "version": "x"},
+                         "instructions": "line one\nline two\r\n"}}
+    body = json.dumps(answer, indent=2, ensure_ascii=False).encode() + b"\r\n"
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        prelude, written = run(["--port", str(port), "--client-id", "fast-ml"],
+                               json.dumps(INIT).encode() + b"\n")
+    finally:
+        thread.join(5)
+        server.close()
+    assert written.endswith(b"\n") and written.count(b"\n") == 1
+    assert json.loads(written) == answer
+    assert prelude.init_message == INIT

@@ -178,3 +178,61 @@ def test_cli_prints_the_fingerprint(tmp_path, capsys):
     assert cli_main(["identity", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert Daemon(tmp_path).fingerprint in out
+
+
+# -- no cryptography at start-up: the public key from the key file, HKDF from the standard library --
+
+def test_the_public_key_is_read_from_the_key_file_as_cryptography_reads_it(tmp_path):
+    from gasoline.core.identity import public_key_from_pem, raw_public_key
+
+    for _ in range(5):
+        key = ec.generate_private_key(ec.SECP256R1())
+        for fmt in (serialization.PrivateFormat.PKCS8, serialization.PrivateFormat.TraditionalOpenSSL):
+            pem = key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption())
+            assert public_key_from_pem(pem) == raw_public_key(key)
+    other_curve = ec.generate_private_key(ec.SECP384R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    assert public_key_from_pem(other_curve) is None
+    for junk in (b"", b"garbage", b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+                 b"-----BEGIN PRIVATE KEY-----\n!!\n-----END PRIVATE KEY-----\n", bytes(range(256))):
+        assert public_key_from_pem(junk) is None
+
+
+def test_session_keys_are_hkdf_sha256_byte_for_byte():
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    for _ in range(20):
+        shared, nonce = os.urandom(32), os.urandom(int.from_bytes(os.urandom(1), "big") % 49 + 16)
+        daemon_key, eph = os.urandom(65), os.urandom(65)
+        info = b"gasoline-pairing-v1" + daemon_key + eph
+        expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=nonce, info=info).derive(shared)
+        assert derive_session_key(shared, nonce, daemon_key, eph) == expected
+
+
+def test_a_started_daemon_imports_cryptography_only_at_the_first_challenge(tmp_path):
+    """Start-up reads the existing key file without cryptography; a challenge then works."""
+    import subprocess
+    import sys
+
+    Daemon(tmp_path)  # creates identity.pem
+    code = f"""
+import sys, json
+from twisted.internet.task import Clock
+from gasoline.core.identity import DaemonIdentity
+identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
+before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+eph = ec.generate_private_key(ec.SECP256R1())
+raw = eph.public_key().public_bytes(serialization.Encoding.X962,
+                                    serialization.PublicFormat.UncompressedPoint)
+from gasoline.core.identity import b64u
+answer = identity.challenge({{"key": b64u(raw), "nonce": b64u(b"n" * 32)}})
+print(json.dumps({{"before": before, "key": b64u(identity.public_key), "answer": answer}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    assert result["before"] == []
+    assert unb64u(result["key"]) == Daemon(tmp_path).public_key
+    assert result["answer"]["session"] and result["answer"]["proof"]

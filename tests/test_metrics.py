@@ -166,3 +166,58 @@ def test_route_label_keeps_the_label_set_bounded():
     assert route_label(b"/") == "root"
     assert route_label(b"/wp-admin/setup.php") == "other"
     assert route_label(b"/\xff") == "other"
+
+
+def test_relay_series_move_with_cdp_traffic(app):
+    """The CDP relay's series (gasoline.relay.metrics): clients, the extension link, commands
+    and their errors, events fanned out, requests to the extension and those pending."""
+    from gasoline.relay.testing import FakeExtensionLink, RecordingPeer
+
+    http = Http(app)
+    before = http.samples()
+    assert before[("gasoline_relay_extension_connected", ())] == 0
+    assert before[("gasoline_relay_clients", ())] == 0
+    relay = app.relay
+    ext = FakeExtensionLink(relay).connect()
+    tab = ext.add_tab()
+    peer_a, peer_b = RecordingPeer(), RecordingPeer()
+    a = relay.client_connected("a", peer_a)
+    b = relay.client_connected("b", peer_b)
+    relay.client_message(a, {"id": 1, "method": "Target.attachToTarget",
+                             "params": {"targetId": tab.target_id, "flatten": True}})
+    relay.client_message(b, {"id": 1, "method": "Target.attachToTarget",
+                             "params": {"targetId": tab.target_id, "flatten": True}})
+    session_a = peer_a.responses()[1]["result"]["sessionId"]
+    relay.client_message(a, {"id": 2, "method": "Runtime.evaluate", "sessionId": session_a,
+                             "params": {"expression": "1+1"}})
+    relay.client_message(a, {"id": 3, "method": "No.suchMethod"})  # error: not found
+    relay.client_text(b, "{not json")  # error: parse
+    ext.event(tab, "Inspector.targetCrashed")  # an ungated event: to both sessions
+    ext.auto = False
+    relay.client_message(a, {"id": 4, "method": "Runtime.evaluate", "sessionId": session_a,
+                             "params": {"expression": "2"}})
+    during = http.samples()
+    assert during[("gasoline_relay_pending_requests", ())] == 1
+    app.clock.advance(relay.request_timeout + 1)  # the extension never answers: an error
+
+    after = http.samples()
+
+    def delta(name):
+        return after[(name, ())] - before.get((name, ()), 0)
+
+    assert after[("gasoline_relay_clients", ())] == 2
+    assert after[("gasoline_relay_extension_connected", ())] == 1
+    assert after[("gasoline_relay_targets", ())] == 1
+    assert after[("gasoline_relay_pending_requests", ())] == 0
+    assert delta("gasoline_relay_extension_links_total") == 1
+    assert delta("gasoline_relay_commands_total") == 6
+    assert delta("gasoline_relay_command_errors_total") == 3
+    assert delta("gasoline_relay_events_total") == 2
+    # attach (once: the tab is shared), two evaluates forwarded with "send".
+    assert delta("gasoline_relay_extension_requests_total") == len(ext.requests) >= 3
+
+    relay.client_lost(b)
+    relay.extension_lost(ext)
+    final = http.samples()
+    assert final[("gasoline_relay_clients", ())] == 1
+    assert final[("gasoline_relay_extension_connected", ())] == 0

@@ -26,6 +26,7 @@ daemon answers them exactly as before: pairing is offered, never imposed.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import os
@@ -34,9 +35,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -85,8 +83,83 @@ def fingerprint_of(public_key: bytes) -> str:
 
 
 def derive_session_key(shared: bytes, nonce: bytes, daemon_key: bytes, ephemeral_key: bytes) -> bytes:
+    """HKDF-SHA256 (RFC 5869) of C{shared}, salt C{nonce}, 32 bytes: one extract and one expand
+    block, with the standard library's HMAC (the same bytes as C{cryptography}'s C{HKDF})."""
     info = PROTOCOL.encode() + daemon_key + ephemeral_key
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=nonce, info=info).derive(shared)
+    prk = hmac.new(nonce, shared, hashlib.sha256).digest()
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+
+
+# -- the key file, read without cryptography -------------------------------------------------------
+#
+# cryptography (with its own OpenSSL: ~10 MiB of RSS) is needed only to create the key and, once per
+# extension session, for the ECDH of a challenge. At start-up the daemon needs only the public key,
+# which the key file carries: C{identity.pem} is PKCS#8 and its ECPrivateKey holds the public point.
+
+_EC_PUBLIC_KEY_OID = bytes.fromhex("06072a8648ce3d0201")  # 1.2.840.10045.2.1
+_P256_OID = bytes.fromhex("06082a8648ce3d030107")  # 1.2.840.10045.3.1.7
+
+
+def _der(data: bytes, at: int) -> tuple[int, bytes, int]:
+    """C{(tag, value, next offset)} of the DER element at C{at}; C{ValueError} when malformed."""
+    if at + 2 > len(data):
+        raise ValueError("truncated DER")
+    tag, length = data[at], data[at + 1]
+    at += 2
+    if length & 0x80:
+        n = length & 0x7F
+        if not 1 <= n <= 3 or at + n > len(data):
+            raise ValueError("bad DER length")
+        length = int.from_bytes(data[at:at + n], "big")
+        at += n
+    if at + length > len(data):
+        raise ValueError("truncated DER")
+    return tag, data[at:at + length], at + length
+
+
+def _children(value: bytes) -> list[tuple[int, bytes]]:
+    out, at = [], 0
+    while at < len(value):
+        tag, inner, at = _der(value, at)
+        out.append((tag, inner))
+    return out
+
+
+def public_key_from_pem(data: bytes) -> bytes | None:
+    """The raw P-256 public point (65 bytes, C{04 || X || Y}) stored in a PKCS#8 or SEC1 PEM
+    private key, or None when it is not there or not P-256 (then cryptography reads the file)."""
+    try:
+        text = data.decode("ascii")
+        for label in ("PRIVATE KEY", "EC PRIVATE KEY"):
+            begin, end = f"-----BEGIN {label}-----", f"-----END {label}-----"
+            if begin in text and end in text:
+                body = text.split(begin, 1)[1].split(end, 1)[0]
+                der = base64.b64decode("".join(body.split()), validate=True)
+                break
+        else:
+            return None
+        tag, value, _ = _der(der, 0)
+        if tag != 0x30:
+            return None
+        if label == "PRIVATE KEY":  # PKCS#8: version, algorithm, OCTET STRING(ECPrivateKey)
+            parts = _children(value)
+            if len(parts) < 3 or parts[1][0] != 0x30 or parts[2][0] != 0x04:
+                return None
+            if _EC_PUBLIC_KEY_OID + _P256_OID not in parts[1][1]:
+                return None
+            tag, value, _ = _der(parts[2][1], 0)
+            if tag != 0x30:
+                return None
+        for tag, inner in _children(value)[2:]:  # after version and the private key
+            if tag == 0xA0 and inner != _P256_OID:
+                return None
+            if tag == 0xA1:
+                bit_tag, bits, _ = _der(inner, 0)
+                if bit_tag == 0x03 and len(bits) == 66 and bits[0] == 0 and bits[1] == 4:
+                    return bits[1:]
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        return None
+    return None
 
 
 def challenge_proof(key: bytes, nonce: bytes) -> bytes:
@@ -97,18 +170,33 @@ def response_proof(key: bytes, nonce: bytes, body: bytes) -> bytes:
     return hmac.new(key, _RESPONSE_LABEL + nonce + b"\n" + body, hashlib.sha256).digest()
 
 
-def load_or_create_key(state_dir: Path) -> ec.EllipticCurvePrivateKey:
-    """Read C{<state_dir>/identity.pem}, or create it (0600) at first start. Start-up only (blocking)."""
+def _load_key(data: bytes, path: Path) -> Any:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415  (lazy: see above)
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    key = serialization.load_pem_private_key(data, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
+        raise ValueError(f"{path} is not a P-256 private key")
+    return key
+
+
+def load_or_create_key(state_dir: Path) -> Any:
+    """Read C{<state_dir>/identity.pem} (a C{cryptography} P-256 private key), or create it (0600)
+    at first start. Start-up only (blocking)."""
     path = Path(state_dir) / IDENTITY_FILE
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         data = None
     if data is not None:
-        key = serialization.load_pem_private_key(data, password=None)
-        if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
-            raise ValueError(f"{path} is not a P-256 private key")
-        return key
+        return _load_key(data, path)
+    return _create_key(path, state_dir)
+
+
+def _create_key(path: Path, state_dir: Path) -> Any:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
@@ -128,19 +216,26 @@ def load_or_create_key(state_dir: Path) -> ec.EllipticCurvePrivateKey:
     return key
 
 
-def raw_public_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+def raw_public_key(key: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
     return key.public_key().public_bytes(serialization.Encoding.X962,
                                          serialization.PublicFormat.UncompressedPoint)
 
 
 class DaemonIdentity:
-    """The daemon's key pair and the sessions of extensions that paired with it."""
+    """The daemon's key pair and the sessions of extensions that paired with it.
 
-    def __init__(self, private_key: ec.EllipticCurvePrivateKey, clock: IReactorTime,
-                 max_sessions: int = MAX_SESSIONS, session_idle: float = SESSION_IDLE) -> None:
+    @param private_key: the private key, or a callable returning it: then it is loaded (and
+        C{cryptography} imported) at the first challenge only, and C{public_key} must be given.
+    """
+
+    def __init__(self, private_key: Any, clock: IReactorTime,
+                 max_sessions: int = MAX_SESSIONS, session_idle: float = SESSION_IDLE,
+                 public_key: bytes | None = None) -> None:
         self._key = private_key
         self.clock = clock
-        self.public_key = raw_public_key(private_key)
+        self.public_key = public_key if public_key is not None else raw_public_key(private_key)
         self.fingerprint = fingerprint_of(self.public_key)
         self.max_sessions = max_sessions
         self.session_idle = session_idle
@@ -149,10 +244,29 @@ class DaemonIdentity:
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
-        identity = cls(load_or_create_key(state_dir), clock)
+        """The identity in C{state_dir}: an existing key file is read for its public key only
+        (no C{cryptography} at start-up); a new one is created."""
+        path = Path(state_dir) / IDENTITY_FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = None
+        public = public_key_from_pem(data) if data is not None else None
+        if data is not None and public is not None:
+            identity = cls(lambda: _load_key(data, path), clock, public_key=public)
+        else:
+            identity = cls(load_or_create_key(state_dir), clock)
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing)",
                  fp=identity.fingerprint)
         return identity
+
+    def _private_key(self) -> Any:
+        if callable(self._key):
+            key = self._key()
+            if raw_public_key(key) != self.public_key:
+                raise ValueError("the identity file changed since the daemon started")
+            self._key = key
+        return self._key
 
     def describe(self) -> dict[str, Any]:
         """C{GET /pairing}: what the extension pins (after the user compared the fingerprint)."""
@@ -171,11 +285,13 @@ class DaemonIdentity:
         nonce = unb64u(payload.get("nonce"), "nonce")
         if not 16 <= len(nonce) <= 64:
             raise PairingError("field 'nonce' must be 16 to 64 bytes")
+        from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415  (lazy)
+
         try:
             peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)
         except ValueError as e:
             raise PairingError("field 'key' is not a P-256 public key (uncompressed point)") from e
-        shared = self._key.exchange(ec.ECDH(), peer)
+        shared = self._private_key().exchange(ec.ECDH(), peer)
         key = derive_session_key(shared, nonce, self.public_key, ephemeral)
         session = secrets.token_urlsafe(18)
         self._expire()

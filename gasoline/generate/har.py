@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import json
+from collections.abc import Generator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -154,11 +155,14 @@ def _entry(body: dict[str, Any] | None, wf: dict[str, Any] | None, started_at: f
     return entry
 
 
-def har(network_bodies: Any, waterfall: Any = (), page_url: str | None = None,
-        started_at: float = 0.0, page_title: str | None = None) -> dict[str, Any]:
+def har_steps(network_bodies: Any, waterfall: Any = (), page_url: str | None = None,
+              started_at: float = 0.0, page_title: str | None = None
+              ) -> Generator[tuple[int, int], None, dict[str, Any]]:
     """
-    A HAR 1.2 log. C{started_at} (epoch seconds) places entries that carry no time of their own
-    (waterfall offsets are relative to the page's navigation start).
+    L{har} one entry at a time: a generator that yields C{(entries done, entries in all)} after
+    each entry and returns the HAR log (C{StopIteration.value}). Redacting and encoding a full
+    buffer of large bodies takes seconds, so the C{generate har} tool runs it in slices between
+    which the reactor runs and progress is reported (L{gasoline.tools.generate}).
     """
     bodies = dicts(network_bodies)[:MAX_ENTRIES]
     waterfall_by_url: dict[str, dict[str, Any]] = {}
@@ -166,17 +170,21 @@ def har(network_bodies: Any, waterfall: Any = (), page_url: str | None = None,
         url = wf.get("url") or wf.get("name")
         if isinstance(url, str):
             waterfall_by_url.setdefault(url, wf)
-    entries = []
+    plan: list[tuple[dict[str, Any] | None, dict[str, Any] | None]] = []
     used = set()
     for body in bodies:
         url = body.get("url")
         wf = waterfall_by_url.get(url) if isinstance(url, str) else None
         if wf is not None:
             used.add(url)
-        entries.append(_entry(body, wf, started_at))
+        plan.append((body, wf))
     for url, wf in waterfall_by_url.items():
-        if url not in used and len(entries) < MAX_ENTRIES:
-            entries.append(_entry(None, wf, started_at))
+        if url not in used and len(plan) < MAX_ENTRIES:
+            plan.append((None, wf))
+    entries = []
+    for body, wf in plan:
+        entries.append(_entry(body, wf, started_at))
+        yield len(entries), len(plan)
     entries.sort(key=lambda e: e["startedDateTime"])
     page_start = entries[0]["startedDateTime"] if entries else (iso(started_at) or
                                                                "1970-01-01T00:00:00.000Z")
@@ -193,3 +201,21 @@ def har(network_bodies: Any, waterfall: Any = (), page_url: str | None = None,
             "entries": entries,
         }
     }
+
+
+def har(network_bodies: Any, waterfall: Any = (), page_url: str | None = None,
+        started_at: float = 0.0, page_title: str | None = None) -> dict[str, Any]:
+    """
+    A HAR 1.2 log. C{started_at} (epoch seconds) places entries that carry no time of their own
+    (waterfall offsets are relative to the page's navigation start).
+    """
+    return drain(har_steps(network_bodies, waterfall, page_url, started_at, page_title))
+
+
+def drain(steps: Generator[Any, None, Any]) -> Any:
+    """Run a step generator (such as L{har_steps}) to its end; its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

@@ -10,28 +10,23 @@ The CDP relay's HTTP surface (docs/relay.md): DevTools discovery routes and two 
  - C{/extension/cdp} (WebSocket): the extension's CDP link; only an extension origin may open it.
 
 All of them sit behind the daemon's guards (L{gasoline.http.guards}): CDP clients send no
-C{Origin}; a web page's C{Origin} is refused before the upgrade. The WebSockets are autobahn's,
-mounted in the same twisted.web site (L{WebSocketResource}); the factories take the injected
-clock as their reactor.
+C{Origin}; a web page's C{Origin} is refused before the upgrade. The WebSockets are autobahn's
+(L{gasoline.http.relay_ws}, imported at the first WebSocket request), mounted in the same
+twisted.web site; the factories take the injected clock as their reactor.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from collections.abc import Callable
 
-import orjson
-from autobahn.twisted.resource import WebSocketResource
-from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
-from autobahn.websocket.types import ConnectionDeny
 from klein import Klein
 from twisted.logger import Logger
+from twisted.web.resource import Resource
 from werkzeug.exceptions import MethodNotAllowed, NotFound
-from zope.interface import implementer
 
-from gasoline.core.identity import DaemonIdentity, b64u
+from gasoline.core.identity import DaemonIdentity
 from gasoline.http.json import json_body, json_error
-from gasoline.relay.hub import CLIENT_ID, IRelayPeer, Relay, RelayRefused
+from gasoline.relay.hub import Relay
 
 log = Logger()
 
@@ -48,152 +43,47 @@ CDP_PREFIX = "/cdp"
 EXTENSION_PATH = "/extension/cdp"
 
 
-def _dumps(message: dict) -> bytes:
-    try:
-        return orjson.dumps(message)
-    except TypeError:  # an integer beyond 64 bits, ... : the stdlib encoder takes anything JSON
-        return json.dumps(message).encode()
+class _OnFirstUse(Resource):
+    """A WebSocket resource built at its first request: autobahn (and the cryptography its WAMP
+    modules import, ~10 MiB with it) loads when a CDP client or the extension first connects, not
+    at daemon start (docs/operations.md, "Idle memory")."""
+
+    isLeaf = True
+
+    def __init__(self, build: Callable[[], Resource]) -> None:
+        super().__init__()
+        self._build = build
+        self._real: Resource | None = None
+
+    def render(self, request):
+        if self._real is None:
+            self._real = self._build()
+        return self._real.render(request)
 
 
-@implementer(IRelayPeer)
-class _Peer:
-    """The relay's view of one autobahn connection."""
-
-    def __init__(self, protocol: WebSocketServerProtocol) -> None:
-        self.protocol = protocol
-
-    def send(self, message: dict) -> None:
-        if self.protocol.state == WebSocketServerProtocol.STATE_OPEN:
-            self.protocol.sendMessage(_dumps(message), isBinary=False)
-
-    def close(self, code: int, reason: str) -> None:
-        self.protocol.sendClose(code, reason[:120])
-
-
-class CDPClientProtocol(WebSocketServerProtocol):
-    """One CDP client connection (C{/cdp/<client-id>})."""
-
-    relay: Relay
-    client = None
-    client_id: str | None = None
-
-    def onConnect(self, request):
-        path = request.path.rstrip("/")
-        if path == CDP_PREFIX:
-            self.client_id = None
-        elif path.startswith(CDP_PREFIX + "/"):
-            # The browser-level path of a real Chrome is /devtools/browser/<id>; we accept
-            # /cdp/<id> and /cdp/<id>/devtools/browser/... alike (only the id matters).
-            self.client_id = path[len(CDP_PREFIX) + 1:].split("/", 1)[0]
-            if not CLIENT_ID.fullmatch(self.client_id):
-                raise ConnectionDeny(400, "invalid client id")
-        else:
-            raise ConnectionDeny(404, "not found")
-        return None
-
-    def onOpen(self):
-        try:
-            self.client = self.factory.relay.client_connected(self.client_id, _Peer(self))
-        except RelayRefused as e:
-            self.sendClose(e.close_code, e.reason)
-
-    def onMessage(self, payload, isBinary):
-        if self.client is None:
-            return
-        if isBinary:
-            self.client.send({"id": None, "error": {"code": -32600,
-                                                    "message": "Binary messages are not supported"}})
-            return
-        self.factory.relay.client_text(self.client, payload)
-
-    def onClose(self, wasClean, code, reason):
-        if self.client is not None:
-            self.factory.relay.client_lost(self.client)
-            self.client = None
-
-
-class ExtensionLinkProtocol(WebSocketServerProtocol):
-    """The extension's CDP link (C{/extension/cdp})."""
-
-    peer: _Peer | None = None
-
-    #: The daemon's proof of identity, sent as the link's first message (see L{onConnect}).
-    proof: str | None = None
-
-    def onConnect(self, request):
-        if request.path.rstrip("/") != EXTENSION_PATH:
-            raise ConnectionDeny(404, "not found")
-        origin = request.headers.get("origin", "")
-        if not (origin.startswith("chrome-extension://") or origin.startswith("moz-extension://")):
-            raise ConnectionDeny(403, "forbidden: the CDP link is for the Gasoline extension")
-        identity = self.factory.identity
-        if identity is not None:
-            # The extension opens the link with its pairing session and a fresh nonce; the
-            # daemon's first message proves it holds that session's key (docs/extension.md,
-            # "Pairing"), so an impostor on the port never receives CDP traffic or drives a tab.
-            session = (request.params.get("session") or [""])[0]
-            nonce = (request.params.get("nonce") or [""])[0].encode("ascii", "replace")
-            proof = identity.link_proof(session, nonce)
-            if proof is None:
-                raise ConnectionDeny(403, "unknown pairing session: pair again")
-            self.proof = b64u(proof)
-        return None
-
-    def onOpen(self):
-        if self.proof is not None:
-            self.sendMessage(orjson.dumps({"method": "Gasoline.proof",
-                                           "params": {"proof": self.proof}}))
-        self.peer = _Peer(self)
-        self.factory.relay.extension_attached(self.peer)
-
-    def onMessage(self, payload, isBinary):
-        if self.peer is None or isBinary:
-            return
-        try:
-            message = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            log.warn("relay: the extension sent a message that is not JSON")
-            return
-        self.factory.relay.extension_message(self.peer, message)
-
-    def onClose(self, wasClean, code, reason):
-        if self.peer is not None:
-            self.factory.relay.extension_lost(self.peer)
-            self.peer = None
-
-
-def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool) -> WebSocketServerFactory:
-    factory = WebSocketServerFactory(reactor=clock)
-    factory.protocol = protocol
-    factory.relay = relay
-    factory.identity = None
-    options: dict[str, Any] = dict(
-        maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
-        perMessageCompressionAccept=lambda offers: None,  # loopback: compression only costs
-    )
-    if ping:
-        options.update(autoPingInterval=EXTENSION_PING_INTERVAL,
-                       autoPingTimeout=EXTENSION_PING_TIMEOUT)
-    factory.setProtocolOptions(**options)
-    factory.server = "Gasoline"
-    return factory
-
-
-def cdp_client_resource(relay: Relay, clock) -> WebSocketResource:
+def cdp_client_resource(relay: Relay, clock) -> Resource:
     """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
-    return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False))
+    def build() -> Resource:
+        from gasoline.http import relay_ws  # noqa: PLC0415  (autobahn: on first use)
+
+        return relay_ws.cdp_client_resource(relay, clock)
+
+    return _OnFirstUse(build)
 
 
 def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None
-                            ) -> WebSocketResource:
+                            ) -> Resource:
     """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
     """
-    factory = _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True)
-    factory.identity = identity
-    return WebSocketResource(factory)
+    def build() -> Resource:
+        from gasoline.http import relay_ws  # noqa: PLC0415  (autobahn: on first use)
+
+        return relay_ws.extension_link_resource(relay, clock, identity)
+
+    return _OnFirstUse(build)
 
 
 class RelayDiscoveryAPI:

@@ -90,6 +90,10 @@ GATED_DOMAINS = frozenset({
 DEFAULT_FILTER = ({"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {})
 
 
+#: The keys of L{Relay.counts}.
+COUNTS = ("commands", "command_errors", "events", "extension_requests", "extension_links")
+
+
 class IRelayPeer(Interface):
     """One WebSocket peer of the relay (a CDP client or the extension), as the relay sees it."""
 
@@ -248,6 +252,10 @@ class Relay:
     browser: dict[str, str] = attrs.Factory(dict)
     _ids: Any = attrs.Factory(lambda: itertools.count(1))
     _pending: dict[int, Deferred] = attrs.Factory(dict)
+    #: Running totals read by C{/metrics} (L{gasoline.relay.metrics}): C{commands} from CDP
+    #: clients, C{command_errors} answered with an error, C{events} fanned out to client
+    #: sessions, C{extension_requests} sent to the extension, C{extension_links} it opened.
+    counts: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(COUNTS, 0))
 
     # ------------------------------------------------------------------------- status
 
@@ -294,6 +302,7 @@ class Relay:
             self._link_lost("Gasoline extension connection replaced")
             old.close(1000, "Replaced by a new extension connection")
         self.extension = peer
+        self.counts["extension_links"] += 1
         self._notify_extension_clients()
 
     def extension_lost(self, peer) -> None:
@@ -352,6 +361,7 @@ class Relay:
             return fail(CDPError("Gasoline extension is not connected (open the browser with the "
                                  "Gasoline extension and point it at this daemon)"))
         request_id = next(self._ids)
+        self.counts["extension_requests"] += 1
 
         def cancel(_d):
             self._pending.pop(request_id, None)
@@ -507,6 +517,7 @@ class Relay:
         for session in self._sessions_on(target, chrome_session):
             if domain in GATED_DOMAINS and domain not in session.enabled:
                 continue
+            self.counts["events"] += 1
             session.client.send({"method": method, "params": event_params,
                                  "sessionId": session.session_id})
 
@@ -583,6 +594,8 @@ class Relay:
         try:
             message = orjson.loads(text)
         except (orjson.JSONDecodeError, TypeError):
+            self.counts["commands"] += 1
+            self.counts["command_errors"] += 1
             client.send({"id": None, "error": {"code": PARSE_ERROR,
                                                "message": "Message must be a valid JSON"}})
             return
@@ -592,12 +605,15 @@ class Relay:
         """One parsed command from C{client}; the answer is sent to it when ready."""
         if client.closed:
             return
+        self.counts["commands"] += 1
         if not isinstance(message, dict):
+            self.counts["command_errors"] += 1
             client.send({"id": None, "error": {"code": INVALID_REQUEST,
                                                "message": "Message must be an object"}})
             return
         msg_id = message.get("id")
         if not _is_int(msg_id):
+            self.counts["command_errors"] += 1
             client.send({"id": None, "error": {"code": INVALID_REQUEST,
                                                "message": "Message must have integer 'id' property"}})
             return
@@ -606,12 +622,14 @@ class Relay:
         params = message.get("params", {})
         reply_session = {"sessionId": session_id} if isinstance(session_id, str) else {}
         if not isinstance(method, str) or not method:
+            self.counts["command_errors"] += 1
             client.send({"id": msg_id, **reply_session, "error": {
                 "code": INVALID_REQUEST, "message": "Message must have string 'method' property"}})
             return
         if params is None:
             params = {}
         if not isinstance(params, dict):
+            self.counts["command_errors"] += 1
             client.send({"id": msg_id, **reply_session, "error": {
                 "code": INVALID_PARAMS, "message": "Invalid parameters: params must be an object"}})
             return
@@ -622,6 +640,7 @@ class Relay:
                          "result": result if isinstance(result, dict) else {}})
 
         def failed(failure: Failure):
+            self.counts["command_errors"] += 1
             if failure.check(CDPError):
                 error = failure.value.to_json()
             else:
@@ -637,6 +656,7 @@ class Relay:
             else:
                 d = self._session_command(client, client.sessions[session_id], method, params)
         except CDPError as e:
+            self.counts["command_errors"] += 1
             client.send({"id": msg_id, **reply_session, "error": e.to_json()})
             return
         if not isinstance(d, Deferred):

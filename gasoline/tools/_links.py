@@ -193,6 +193,9 @@ def thread_resolver(reactor: Any) -> Resolver:
 def pinned_client_factory(reactor: Any) -> ClientFactory:
     """Clients whose connections go to the pinned address of each host (TLS still verifies and
     sends SNI for the host name)."""
+    from gasoline import _tls  # noqa: PLC0415
+
+    _tls.require()  # https:// links: TLS loads now, not at daemon start (gasoline._tls)
     from treq.client import HTTPClient  # noqa: PLC0415
     from twisted.internet.endpoints import (  # noqa: PLC0415
         TCP4ClientEndpoint,

@@ -6,7 +6,9 @@ Playback of a saved recording, and its results.
 the same ``interact`` handlers an agent would call: the same pilot check, the same selectors, and each
 step recorded into the actions buffer with ``source: "ai"``. It returns a ``playback_id`` at once; the
 steps run in the background. ``observe {what:"playback_results", playback_id?}`` shows the outcome of
-every step, to the client that started the playback and to no one else.
+every step, to the client that started the playback and to no one else. With ``wait: true`` the
+call answers that outcome itself when the last step is done, and a caller that gave a progress token
+hears ``step n of m: <mode>`` as each step starts (cancelling the call stops the playback).
 
 How recorded actions map to steps:
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -149,9 +152,18 @@ def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
     while len(mine) > MAX_PLAYBACKS_PER_CLIENT:
         mine.popitem(last=False)
 
+    runnable = sum(1 for s in steps if s["status"] == "pending")
+    if ctx.bool_arg(args, "wait", False):
+        # Answer when the last step is done, saying "step n of m" as each starts (and, through
+        # the progress heartbeats, what the step waits for); cancelling the call stops the playback.
+        def step_started(done: int, mode: str) -> None:
+            ctx.progress(done, runnable, f"step {done + 1} of {runnable}: {mode}")
+
+        waited = Deferred.fromCoroutine(_run(ctx, record, ctx.mode_table("interact"),
+                                             stop_on_error, step_started))
+        return waited.addCallback(lambda _: _outcome(ctx, record))
     d = Deferred.fromCoroutine(_run(ctx, record, ctx.mode_table("interact"), stop_on_error))
     d.addErrback(lambda f: log.failure("playback {id} failed", f, id=playback_id))
-    runnable = sum(1 for s in steps if s["status"] == "pending")
     return ctx.ok(f"playback {playback_id} of {name} started: {runnable} steps "
                   f"({len(steps) - runnable} skipped); observe {{what:'playback_results', "
                   f"playback_id:'{playback_id}'}} for the outcome",
@@ -160,8 +172,12 @@ def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]
 
 
 async def _run(ctx: ToolContext, record: dict[str, Any], interact: dict[str, Any],
-               stop_on_error: bool) -> None:
+               stop_on_error: bool,
+               step_started: Callable[[int, str], None] | None = None) -> None:
+    """Run the playback's steps one at a time; C{step_started(steps started before, mode)} as
+    each starts. A cancelled call (C{wait:true}) ends it C{cancelled}, later steps C{not_run}."""
     failed = False
+    started = 0
     for step in record["steps"]:
         if step["status"] != "pending":
             continue
@@ -169,10 +185,21 @@ async def _run(ctx: ToolContext, record: dict[str, Any], interact: dict[str, Any
             step["status"] = "not_run"
             continue
         step["status"] = "running"
+        if step_started is not None:
+            step_started(started, step["mode"])
+        started += 1
         try:
             step_ctx = attrs.evolve(ctx, tool="interact", mode=step["mode"])
             result = await maybeDeferred(interact[step["mode"]], step_ctx,
                                          {"what": step["mode"], **step["args"]})
+        except CancelledError:
+            step.update(status="not_run", reason="the playback call was cancelled")
+            for later in record["steps"]:
+                if later["status"] == "pending":
+                    later.update(status="not_run", reason="the playback call was cancelled")
+            record["status"] = "cancelled"
+            record["finished_at"] = ctx.now()
+            raise
         except GasolineError as e:
             step.update(status="error", error=e.code, message=e.message)
             failed = True
@@ -195,6 +222,14 @@ async def _run(ctx: ToolContext, record: dict[str, Any], interact: dict[str, Any
     record["finished_at"] = ctx.now()
 
 
+def _outcome(ctx: ToolContext, record: dict[str, Any]) -> dict[str, Any]:
+    """One playback's outcome, step by step (C{observe playback_results}, C{playback wait})."""
+    counts = _counts(record)
+    return ctx.ok(f"playback {record['playback_id']} ({record['recording']}): {record['status']}, "
+                  + ", ".join(f"{n} {k}" for k, n in counts.items() if n), {**record,
+                                                                            "counts": counts})
+
+
 def observe_playback_results(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     mine = _playbacks(ctx)
     playback_id = ctx.str_arg(args, "playback_id") or ctx.str_arg(args, "correlation_id")
@@ -203,10 +238,7 @@ def observe_playback_results(ctx: ToolContext, args: dict[str, Any]) -> dict[str
         if record is None:  # another client's id gets the same answer as an unknown one
             raise GasolineError(f"no playback {playback_id!r} of yours", code="no_data",
                                 retry="observe {what:'playback_results'} lists yours.")
-        counts = _counts(record)
-        return ctx.ok(f"playback {playback_id} ({record['recording']}): {record['status']}, "
-                      + ", ".join(f"{n} {k}" for k, n in counts.items() if n), {**record,
-                                                                                "counts": counts})
+        return _outcome(ctx, record)
     if args.get("playback_id") is not None and not isinstance(args.get("playback_id"), str):
         raise InvalidParam("playback_id must be a string", param="playback_id")
     items = [{k: v for k, v in r.items() if k != "steps"} | {"counts": _counts(r)}

@@ -19,6 +19,7 @@ import stat
 from typing import Any
 
 import orjson
+from twisted.internet.defer import Deferred
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
@@ -26,7 +27,6 @@ from gasoline.core.paths import PathRefused, resolve_inside
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.generate import (
     csp,
-    har,
     origins_by_type,
     playwright_test,
     pr_summary,
@@ -34,6 +34,7 @@ from gasoline.generate import (
     sri,
 )
 from gasoline.generate.classify import classify
+from gasoline.generate.har import har_steps
 from gasoline.generate.context import context_test, visual_test
 from gasoline.generate.heal import (
     apply_count,
@@ -45,6 +46,7 @@ from gasoline.generate.heal import (
 )
 from gasoline.tools._a11y import sarif_mode
 from gasoline.tools._artifacts import _finish
+from gasoline.tools._slices import run_in_slices
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -113,12 +115,19 @@ def har_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     started_at = min(times) if times else ctx.now()
     page = page_url(ctx)
     title = getattr(ctx.app.extension, "settings", {}).get("tracked_tab_title")
-    doc = har(bodies, waterfall, page_url=page, started_at=started_at,
-              page_title=title if isinstance(title, str) else None)
-    n_entries = len(doc["log"]["entries"])
-    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
-    return _finish(ctx, args, "har", f"HAR 1.2 with {n_entries} entr{'y' if n_entries == 1 else 'ies'}",
-                   text, {"entries": n_entries})
+
+    def finish(doc: dict[str, Any]) -> Any:
+        n_entries = len(doc["log"]["entries"])
+        text = orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+        return _finish(ctx, args, "har",
+                       f"HAR 1.2 with {n_entries} entr{'y' if n_entries == 1 else 'ies'}",
+                       text, {"entries": n_entries})
+
+    # Seconds of redaction over a full buffer: in slices, with progress (gasoline.tools._slices).
+    doc = run_in_slices(ctx, har_steps(bodies, waterfall, page_url=page, started_at=started_at,
+                                       page_title=title if isinstance(title, str) else None),
+                        "HAR")
+    return doc.addCallback(finish) if isinstance(doc, Deferred) else finish(doc)
 
 
 def csp_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:

@@ -176,6 +176,8 @@ CONFIGURE_SCHEMA = _schema(
                           "step (default true)."},
         "from_start": {"type": "boolean", "description": "playback: first navigate to the URL the "
                        "recording started on (default true)."},
+        "wait": {"type": "boolean", "description": "playback: answer when the last step is done, "
+                 "with every step's outcome (progress: step n of m), instead of at once."},
         "test_id": {"type": "string", "description": "test_boundary_start / _end."},
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
                   "description": "audit_log: how many records."},

@@ -5,21 +5,21 @@ L{Bridge} is clock-injected and talks to the daemon only through a L{DaemonHTTP}
 L{Discovery}, so every behaviour below is unit-tested with C{task.Clock} and a fake daemon.
 
  - Each stdin line is parsed (bad JSON is answered locally with a JSON-RPC parse error) and queued.
-   Notifications and ``initialize`` are *barriers*: nothing queued after them is sent until the daemon
-   has taken them, so ``initialize`` -> ``notifications/initialized`` -> ``tools/list`` keep their
+   Notifications and C{initialize} are *barriers*: nothing queued after them is sent until the daemon
+   has taken them, so C{initialize} -> C{notifications/initialized} -> C{tools/list} keep their
    order; requests between barriers are sent concurrently (a slow tool call never blocks a
-   ``notifications/cancelled``).
- - Every JSON-RPC message in a reply, and every message on the ``GET /mcp`` stream, is written to
+   C{notifications/cancelled}).
+ - Every JSON-RPC message in a reply, and every message on the C{GET /mcp} stream, is written to
    stdout as one line. Responses are written only for requests still pending (so a request already
    answered with an error never gets a second answer).
  - Connection failure (POST or stream) puts the bridge in *reconnecting*: the failed messages go back
-   to the queue in their original order; the bridge probes ``/health`` with exponential backoff
-   (starting the daemon if allowed), re-registers (``POST /clients``), replays the session it had
-   (``initialize`` with an internal id, ``notifications/initialized``, the latest
-   ``logging/setLevel``, resource subscriptions; their answers are swallowed), and resends the queue.
+   to the queue in their original order; the bridge probes C{/health} with exponential backoff
+   (starting the daemon if allowed), re-registers (C{POST /clients}), replays the session it had
+   (C{initialize} with an internal id, C{notifications/initialized}, the latest
+   C{logging/setLevel}, resource subscriptions; their answers are swallowed), and resends the queue.
  - A request that is not delivered within C{bound} seconds of arriving is answered with a JSON-RPC
-   error (code -32000, ``data.error = "daemon_unavailable"``): never silence.
- - Stdin EOF: wait (at most C{bound}) for pending requests, then ``DELETE /clients/<id>``, then
+   error (code -32000, C{data.error = "daemon_unavailable"}): never silence.
+ - Stdin EOF: wait (at most C{bound}) for pending requests, then C{DELETE /clients/<id>}, then
    L{closed} fires.
 """
 
@@ -61,7 +61,7 @@ def error_message(request_id: Any, code: int, message: str, **data: Any) -> dict
 
 
 def sniff_id(head: bytes) -> Any:
-    """Best effort: the top-level ``"id"`` of a (truncated) JSON-RPC message, else C{None}."""
+    """Best effort: the top-level C{"id"} of a (truncated) JSON-RPC message, else C{None}."""
     params = head.find(b'"params"')
     scope = head if params < 0 else head[:params]
     m = _ID_RE.search(scope)
@@ -270,7 +270,7 @@ class Bridge:
     def _from_daemon(self, message: Any, item: "Outgoing | None" = None) -> None:
         """A JSON-RPC message (or batch) from the daemon: write what the client should see.
 
-        C{item} is the message this is an answer to (C{None} on the ``GET /mcp`` stream).
+        C{item} is the message this is an answer to (C{None} on the C{GET /mcp} stream).
         """
         if isinstance(message, list):
             kept = [m for m in message if self._accept(m, item)]

@@ -1,18 +1,18 @@
 """
 Finding the daemon, and starting one when none runs.
 
-L{Discovery.check} asks ``GET /health`` whether a Gasoline daemon answers (``service-name:
-gasoline``). When nothing answers and auto-start is on, it starts one in the background with the
+L{Discovery.check} asks C{GET /health} whether a Gasoline daemon answers (C{service-name:
+gasoline}). When nothing answers and auto-start is on, it starts one in the background with the
 reactor's C{spawnProcess} (never a blocking call on a running reactor)::
 
     twistd --pidfile <state>/gasoline.pid --logfile <state>/daemon.log \\
         gasoline --listen tcp:<port>:interface=127.0.0.1 --state-dir <state>
 
-``twistd`` without ``-n`` daemonizes (double fork, ``setsid``, stdio on ``/dev/null``), so the daemon
+C{twistd} without C{-n} daemonizes (double fork, C{setsid}, stdio on C{/dev/null}), so the daemon
 outlives the connector and never touches the connector's stdout. The launcher's own stdout/stderr
 are pipes whose text is logged to the connector's stderr if it fails. Two connectors starting at
 once is harmless: the loser fails to listen (or finds the pid file taken) and both then find the
-winner through ``/health``.
+winner through C{/health}.
 """
 
 from __future__ import annotations

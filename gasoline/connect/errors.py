@@ -6,7 +6,7 @@ from typing import Any
 
 
 class RegistrationRefused(Exception):
-    """``POST /clients`` answered with an error (e.g. ``too_many_clients``, 401 without the key)."""
+    """C{POST /clients} answered with an error (e.g. C{too_many_clients}, 401 without the key)."""
 
     def __init__(self, status: int, body: Any) -> None:
         self.status = status

@@ -1,13 +1,13 @@
 """
-``gasoline connect``: the stdio MCP connector an agent's MCP configuration spawns.
+C{gasoline connect}: the stdio MCP connector an agent's MCP configuration spawns.
 
     gasoline connect [--client-id ID] [--port 7890 | --url http://127.0.0.1:7890]
                      [--state-dir DIR] [--no-autostart] [--bound 30] [--max-line BYTES]
                      [--api-key KEY]
 
-Identity: ``--client-id``, else the first 12 hex chars of SHA-256 of the working directory, else a
+Identity: C{--client-id}, else the first 12 hex chars of SHA-256 of the working directory, else a
 random id. Nothing but JSON-RPC lines is ever written to stdout: Twisted's log goes to stderr, and
-``sys.stdout`` itself points at stderr so a stray ``print`` cannot corrupt the protocol.
+C{sys.stdout} itself points at stderr so a stray C{print} cannot corrupt the protocol.
 
 This is a separate program, so (unlike library code) it resolves the global reactor itself.
 """
@@ -129,7 +129,7 @@ def _skip_tls(base_url: str) -> None:
     """Plain HTTP to the daemon needs no TLS: keep twisted.web.client from loading pyOpenSSL.
 
     That import is about a third of the connector's start-up time (an agent waits for it before
-    its first ``initialize`` is answered). Twisted treats a missing pyOpenSSL as "no TLS".
+    its first C{initialize} is answered). Twisted treats a missing pyOpenSSL as "no TLS".
     """
     if base_url.startswith("http://") and "OpenSSL" not in sys.modules:
         sys.modules["OpenSSL"] = None  # type: ignore[assignment]

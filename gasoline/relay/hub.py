@@ -189,10 +189,10 @@ class Session:
 
     session_id: str
     client: "CDPClient"
-    #: ``"page"``, ``"tab"`` (puppeteer's tab target), ``"child"`` or ``"browser"``.
+    #: C{"page"}, C{"tab"} (puppeteer's tab target), C{"child"} or C{"browser"}.
     kind: str
     target: Target | None = None
-    #: The Chrome session on the tab (``None`` for the page itself, a child session id otherwise).
+    #: The Chrome session on the tab (C{None} for the page itself, a child session id otherwise).
     chrome_session: str | None = None
     #: The session this one was announced on (C{None}: the client's root).
     parent: "Session | None" = None

@@ -1,26 +1,26 @@
 """
 Playback of a saved recording, and its results.
 
-``configure {what:"playback", name}`` replays one of the caller's recordings (made with
-``configure recording_start`` / ``recording_stop``) through the extension, one step at a time, with
-the same ``interact`` handlers an agent would call: the same pilot check, the same selectors, and each
-step recorded into the actions buffer with ``source: "ai"``. It returns a ``playback_id`` at once; the
-steps run in the background. ``observe {what:"playback_results", playback_id?}`` shows the outcome of
-every step, to the client that started the playback and to no one else. With ``wait: true`` the
+C{configure {what:"playback", name}} replays one of the caller's recordings (made with
+C{configure recording_start} / C{recording_stop}) through the extension, one step at a time, with
+the same C{interact} handlers an agent would call: the same pilot check, the same selectors, and each
+step recorded into the actions buffer with C{source: "ai"}. It returns a C{playback_id} at once; the
+steps run in the background. C{observe {what:"playback_results", playback_id?}} shows the outcome of
+every step, to the client that started the playback and to no one else. With C{wait: true} the
 call answers that outcome itself when the last step is done, and a caller that gave a progress token
-hears ``step n of m: <mode>`` as each step starts (cancelling the call stops the playback).
+hears C{step n of m: <mode>} as each step starts (cancelling the call stops the playback).
 
 How recorded actions map to steps:
 
 ============  ======================================================================
 recorded      replayed as
 ============  ======================================================================
-click         ``interact click`` on the recorded element
-input         ``interact type`` with the recorded value (password fields, recorded as
-              ``[redacted]``, are skipped: their values were never captured)
-select        ``interact select`` with the recorded value
-keypress      ``interact key_press``
-navigate      ``interact navigate`` to the recorded destination
+click         C{interact click} on the recorded element
+input         C{interact type} with the recorded value (password fields, recorded as
+              C{[redacted]}, are skipped: their values were never captured)
+select        C{interact select} with the recorded value
+keypress      C{interact key_press}
+navigate      C{interact navigate} to the recorded destination
 other         skipped (scrolls, for instance, carry no element to act on)
 ============  ======================================================================
 
@@ -50,7 +50,7 @@ from gasoline.tools.context import ToolContext, state_of_ref
 
 log = Logger()
 
-#: Playbacks kept per client for ``observe playback_results`` (oldest leave first).
+#: Playbacks kept per client for C{observe playback_results} (oldest leave first).
 MAX_PLAYBACKS_PER_CLIENT = 10
 MAX_STEPS = 500
 REDACTED = "[redacted]"
@@ -282,7 +282,7 @@ def sequences_of(state: Any) -> dict[str, Any]:
 
 
 def validate_steps(steps: Any) -> list[dict[str, Any]]:
-    """The steps as ``{what, ...}`` objects, each naming an interact mode; L{InvalidParam} names
+    """The steps as C{{what, ...}} objects, each naming an interact mode; L{InvalidParam} names
     the first bad one."""
     from gasoline.tools.schemas import INTERACT_MODES  # noqa: PLC0415
 
@@ -406,7 +406,7 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
 
 
 def resolve_sequence(ctx: ToolContext, ref: str) -> dict[str, Any]:
-    """The caller's sequence C{ref}, or ``client:name`` for another client's (on purpose)."""
+    """The caller's sequence C{ref}, or C{client:name} for another client's (on purpose)."""
     state, name = state_of_ref(ctx, ref, "sequence")
     seq = sequences_of(state).get(name)
     if not isinstance(seq, dict) or not isinstance(seq.get("steps"), list):

@@ -1,14 +1,14 @@
 """
-``generate`` modes: artifacts built from what was captured (L{gasoline.generate}).
+C{generate} modes: artifacts built from what was captured (L{gasoline.generate}).
 
-Every mode answers the artifact in its result (``artifact``: the text; plus the generator's
-structured output), except ``test_classify`` (a classification, no artifact); ``test_heal``'s
-artifact is the healed code when code was given. ``test_from_context``, ``visual_test``,
-``test_heal`` and ``test_classify`` are described in docs/generate-configure-more.md. ``save_to`` also writes the artifact to a file: a relative path is taken from
+Every mode answers the artifact in its result (C{artifact}: the text; plus the generator's
+structured output), except C{test_classify} (a classification, no artifact); C{test_heal}'s
+artifact is the healed code when code was given. C{test_from_context}, C{visual_test},
+C{test_heal} and C{test_classify} are described in docs/generate-configure-more.md. C{save_to} also writes the artifact to a file: a relative path is taken from
 the agent's working directory (C{ctx.cwd}, sent by its connector) or, when the agent sent none,
-from ``<state-dir>/artifacts/``; the resolved path (symlinks followed) must stay inside one of
-those two roots, ``..`` components are refused, and the final component is opened with
-``O_NOFOLLOW``. Artifacts are capped at L{MAX_ARTIFACT_BYTES} (5 MB), so the write is one small
+from C{<state-dir>/artifacts/}; the resolved path (symlinks followed) must stay inside one of
+those two roots, C{..} components are refused, and the final component is opened with
+C{O_NOFOLLOW}. Artifacts are capped at L{MAX_ARTIFACT_BYTES} (5 MB), so the write is one small
 bounded write on the reactor thread (a few milliseconds at most) rather than a thread hop.
 """
 
@@ -193,7 +193,7 @@ def _error_ids(entry: dict[str, Any]) -> list[str]:
 
 
 def find_error(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """The error ``error_id`` / ``message`` names, else the newest one, in the caller's view
+    """The error C{error_id} / C{message} names, else the newest one, in the caller's view
     (tab selection, scope) after its noise rules; read without moving any cursor."""
     error_id = ctx.str_arg(args, "error_id")
     message = ctx.str_arg(args, "message")
@@ -409,7 +409,7 @@ def test_classify_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 #: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
-#: the tools-infrastructure to merge into ``generate``'s inputSchema).
+#: the tools-infrastructure to merge into C{generate}'s inputSchema).
 PROPERTIES: dict[str, Any] = {
     "base_url": {"type": "string", "description": "reproduction/test: make recorded URLs "
                  "relative to this origin."},

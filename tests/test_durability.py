@@ -441,6 +441,33 @@ def test_configure_store_does_not_answer_stored_when_the_state_cannot_be_written
     assert _doctor(rig.app, session)["disk_writes"]["status"] == "ok"
 
 
+def test_checkpoints_and_noise_rules_do_not_answer_done_when_they_cannot_be_written(tmp_path):
+    """Every write an agent asks for says so when the disk refused it: checkpoints and client
+    noise rules (the client's state file), global noise rules (noise-global.json)."""
+    rig = Rig(tmp_path)
+    (tmp_path / "clients").rmdir() if (tmp_path / "clients").exists() else None
+    (tmp_path / "clients").write_text("a file where the clients dir should be")
+    (tmp_path / "noise-global.json").mkdir()  # the rename over it fails
+    session = rig.app.mcp.open_session("me", "streamable")
+    rig.app.mcp.handle(session, jsonrpc.request(0, "initialize", {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}))
+    calls = [
+        dict(what="checkpoint", name="before"),
+        dict(what="noise_rule", noise_action="add", pattern="chatty", scope="client"),
+        dict(what="noise_rule", noise_action="add", pattern="chatty", scope="global"),
+    ]
+    for args in calls:
+        is_error, text = _configure(rig.app, session, **args)
+        assert is_error and "NOT persisted" in text, (args, text)
+    (tmp_path / "clients").unlink()
+    (tmp_path / "noise-global.json").rmdir()
+    for args, answer in zip(calls, ("checkpoint before replaced", "noise rule", "noise rule")):
+        is_error, text = _configure(rig.app, session, **{**args, "pattern": "other"}
+                                    if "pattern" in args else args)
+        assert not is_error and text.startswith(answer), (args, text)
+    assert (tmp_path / "noise-global.json").is_file()
+
+
 def test_doctor_reports_a_failing_journal(tmp_path, monkeypatch):
     rig = Rig(tmp_path)
     session = rig.app.mcp.open_session("me", "streamable")

@@ -47,6 +47,7 @@ class JsonDocument:
     health: DiskHealth | None = None
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)
+    _error: str | None = attrs.field(default=None, init=False)
 
     def load(self) -> Any:
         """The stored value, or C{None} when there is none (or it cannot be read)."""
@@ -84,16 +85,25 @@ class JsonDocument:
             make_private_dir(self.path.parent)
             write_atomic(self.path, body)
         except OSError as e:
+            self._error = describe(e)
             if self.health is not None:
                 self.health.failed(self.path.name, self.path, e)
             else:
-                log.warn("could not write {path}: {why}", path=str(self.path), why=describe(e))
+                log.warn("could not write {path}: {why}", path=str(self.path), why=self._error)
             self._dirty = True  # try again on the next tick
             return False
+        self._error = None
         if self.health is not None:
             self.health.succeeded(self.path.name)
         self._written = body
         return True
+
+    def save_now(self) -> str | None:
+        """Write the document now if it changed (one small atomic write, as the timer does);
+        return why it could not be written, else C{None}. For answers that promise persistence."""
+        self._dirty = True
+        self.flush()
+        return self._error if self._dirty else None
 
     def service(self, clock: IReactorTime, interval: float = FLUSH_INTERVAL) -> Service:
         """A timer service flushing this document (and once more when it stops)."""

@@ -126,12 +126,16 @@ def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
                                                          "bytes": size})
 
 
-def _persist_now(ctx: ToolContext, what: str, name: str) -> None:
-    """Write the caller's state file now; raise if the disk refused it (never answer "stored"
-    for a value that would not survive a restart). The value stays in memory either way."""
-    registry = getattr(ctx.app, "registry", None)
-    save = getattr(registry, "save_now", None)
-    error = save(ctx.client_id) if save is not None else None
+def _persist_now(ctx: ToolContext, what: str, name: str, *, daemon_wide: bool = False) -> None:
+    """Write the caller's state file (C{daemon_wide}: the global noise rules' file) now; raise if
+    the disk refused it (never answer "stored" for a value that would not survive a restart).
+    The value stays in memory either way."""
+    if daemon_wide:
+        error = ctx.app.noise_file.save_now()
+    else:
+        registry = getattr(ctx.app, "registry", None)
+        save = getattr(registry, "save_now", None)
+        error = save(ctx.client_id) if save is not None else None
     if error is not None:
         raise GasolineError(
             f"{what} {name}: NOT persisted ({error}); the value is kept in memory for this "
@@ -173,6 +177,7 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
             save_noise_rules(ctx, mine)
         else:
             ctx.app.noise_file.mark_dirty()
+        _persist_now(ctx, "noise rules", f"({scope} scope)", daemon_wide=scope == "global")
 
     if action == "list":
         rules = {"client": mine.list(), "global": glob.list()}
@@ -296,6 +301,7 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
         if cps.pop(name, None) is None:
             raise GasolineError(f"no checkpoint {name!r}", code="no_data")
         ctx.state.mark_dirty()
+        _persist_now(ctx, "checkpoint delete", name)
         return ctx.ok(f"checkpoint {name} deleted", {"name": name, "deleted": True})
     if ":" in name or len(name) > MAX_CHECKPOINT_NAME:
         raise InvalidParam(f"checkpoint names are 1..{MAX_CHECKPOINT_NAME} characters without "
@@ -313,6 +319,7 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     replaced = name in cps
     cps[name] = cp
     ctx.state.mark_dirty()
+    _persist_now(ctx, "checkpoint", name)
     return ctx.ok(f"checkpoint {name} {'replaced' if replaced else 'created'} "
                   f"(analyze {{what:'changes', checkpoint:'{name}'}} diffs against it)",
                   {"name": name, "client_id": ctx.client_id, "created_at": cp["created_at"],

@@ -43,11 +43,6 @@ const PULL_ITEMS_LIMIT = 1000;   // items taken per pull (capture.js TAKE_LIMIT)
 const PULL_BYTES_LIMIT = 4 * 1024 * 1024; // and at most this much JSON per pull (the rest is counted as dropped)
 const BOUND_KEY = 'gasolineBoundDocuments'; // documents our capture module attached to (session storage)
 const ATTACHED = 'gasoline-capture: attached';
-// A verdict whose scripting call failed while the document may still be there (a busy browser,
-// a frame between two states) is tried again after these pauses; a document that is gone fails
-// each time and is then left alone.
-const RETRY_MS = [250, 1000, 3000];
-const RETRY = 'retry';
 
 // Run in the page's world by executeScript: self-contained, no closures.
 function pageTrack(on, flags) {
@@ -90,12 +85,8 @@ const captureFlags = (s) => ({ logs: s.captureLogs, network: s.captureNetwork, w
  */
 export function installPageCapture({ loadSettings, onItems, onWarning = () => {} }) {
   const capturing = new Map(); // tabId -> {documentId, timer, wait}
-  // Top-frame navigations begun per tab: a capture start that began before the tab's latest
-  // navigation is about a page the tab has left, and must not displace the capture of the page
-  // that followed (on a busy browser its scripting calls can finish after that page's own start).
-  const navigations = new Map(); // tabId -> count
   // How capture starts ended, by outcome (the status snapshot's diagnostics).
-  const starts = { started: 0, switches: 0, not_captured: 0, retry: 0, superseded: 0, injected: 0, refused: 0 };
+  const starts = { started: 0, switches: 0, not_captured: 0, injected: 0, refused: 0 };
 
   // The capture module is bound to its page: the hooks accept the first module that attaches, and
   // the worker learns from the injection's own result (which the page cannot touch) whether that
@@ -108,6 +99,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     }
     return bound;
   };
+  const docKey = (tabId, documentId) => documentId || `tab:${tabId}`;
   const injections = new Map(); // document key -> the injection of the capture module under way
   const bind = async (key) => {
     const set = await boundDocs();
@@ -158,23 +150,14 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     schedule(tabId, page, page.wait);
   };
 
-  // true: pulled from now; false: not captured (a page's own module, untracked); RETRY: a scripting
-  // call failed, which may pass.
   const startCapture = async (tabId, documentId, settings) => {
-    const generation = navigations.get(tabId) || 0;
-    const outcome = (name, value) => { starts[name] += 1; return value; };
     documentId = documentId || await topDocument(tabId);
-    // A tab between two documents has no top document to name: without a name, this start and
-    // the new page's own verdict would bind the capture module under two keys, and the second
-    // would take the module the first injected for the page's own (its load's items lost).
-    if (!documentId) return outcome('retry', RETRY);
     const flags = captureFlags(settings);
     let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
-    if (out === undefined) return outcome('retry', RETRY);
     // No hooks in this page (it loaded before the extension did): put them in now, capture starts
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);
-    const key = documentId;
+    const key = docKey(tabId, documentId);
     await boundDocs();
     if (missing) {
       // Two verdicts for one document can overlap (its load and a tracking change): one injects,
@@ -191,10 +174,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       if (result === ATTACHED) {
         starts.injected += 1;
         out = await inPage(tabId, documentId, pageTrack, [true, flags]);
-        if (out === undefined) return outcome('retry', RETRY);
-      } else if (!result) {
-        return outcome('retry', RETRY);
-      } else {
+      } else if (result) {
         starts.refused += 1;
         onWarning(tabId, `the page replaced Gasoline's capture module (${result}); nothing is captured from this page until it reloads`);
         out = null;
@@ -206,34 +186,23 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       onWarning(tabId, 'a capture module the extension did not inject is attached to this page; nothing is captured from it until it reloads');
       out = null;
     }
-    if (!out || out.attach) return outcome('not_captured', false);
-    if ((navigations.get(tabId) || 0) !== generation) {
-      deliver(tabId, out); // what that page held until it was left
-      return outcome('superseded', false);
+    if (!out || out.attach) {
+      starts.not_captured += 1;
+      return false;
     }
     const previous = capturing.get(tabId);
     if (previous && previous.documentId === documentId) {
+      starts.switches += 1;
       deliver(tabId, out); // already pulled from: the call only passed new capture switches
-      return outcome('switches', true);
+      return true;
     }
     forget(tabId);
     const page = { documentId, timer: null, wait: PULL_BUSY_MS };
     capturing.set(tabId, page);
     deliver(tabId, out);
     schedule(tabId, page, PULL_BUSY_MS);
-    return outcome('started', true);
-  };
-
-  // startCapture, tried again while it failed for a reason that may pass and the tab is still
-  // tracked and not captured from another document meanwhile.
-  const capture = async (tabId, documentId, settings, attempt = 0) => {
-    const started = await startCapture(tabId, documentId, settings);
-    if (started !== RETRY || attempt >= RETRY_MS.length) return;
-    setTimeout(() => loadSettings().then((s) => {
-      const page = capturing.get(tabId);
-      if (!isTrackedTab(s, tabId) || (page && (!documentId || page.documentId === documentId))) return;
-      capture(tabId, documentId, s, attempt + 1);
-    }), RETRY_MS[attempt]);
+    starts.started += 1;
+    return true;
   };
 
   const stopCapture = (tabId, documentId) => {
@@ -249,7 +218,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     answered.add(key);
     if (answered.size > 500) answered.delete(answered.values().next().value);
     const { tabId, documentId } = details;
-    loadSettings().then((s) => (isTrackedTab(s, tabId) ? capture(tabId, documentId, s) : stopCapture(tabId, documentId)));
+    loadSettings().then((s) => (isTrackedTab(s, tabId) ? startCapture(tabId, documentId, s) : stopCapture(tabId, documentId)));
   };
   const topPage = (details) => details.frameId === 0 && PAGE_URL.test(details.url || '');
   chrome.webNavigation.onCompleted.addListener((details) => {
@@ -261,15 +230,14 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   // The tab is leaving the page: take the rest while the document still exists.
   chrome.webNavigation.onBeforeNavigate.addListener((details) => {
     if (details.frameId !== 0) return;
-    navigations.set(details.tabId, (navigations.get(details.tabId) || 0) + 1);
     const page = forget(details.tabId);
     if (page) inPage(details.tabId, page.documentId, pageTake, [true]).then((out) => deliver(details.tabId, out));
   });
-  chrome.tabs.onRemoved.addListener((tabId) => { forget(tabId); navigations.delete(tabId); });
+  chrome.tabs.onRemoved.addListener((tabId) => { forget(tabId); });
 
   const reconcile = (s) => pageTabs().then((tabs) => {
     for (const tab of tabs) {
-      if (isTrackedTab(s, tab.id)) capture(tab.id, undefined, s);
+      if (isTrackedTab(s, tab.id)) startCapture(tab.id, undefined, s);
       else if (capturing.has(tab.id)) stopCapture(tab.id, capturing.get(tab.id).documentId);
     }
   });
@@ -283,6 +251,6 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   // A worker (re)start: tabs that are tracked now and loaded before this worker ran.
   loadSettings().then(reconcile);
 
-  // For the status snapshot (popup, diagnostics): the tabs pulled from now.
+  // For the status snapshot (popup, diagnostics): the tabs pulled from now, how starts ended.
   return { capturingTabs: () => Array.from(capturing.keys()), starts: () => Object.assign({}, starts) };
 }

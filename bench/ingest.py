@@ -9,12 +9,21 @@ buffer — RSS bytes per stored entry. ``--compare-reference`` runs the same pha
 0.7.9 daemon and prints the ratios.
 
     .venv/bin/python bench/ingest.py [--seconds 10] [--compare-reference]
+
+``--baseline DIR`` measures another checkout of Gasoline (e.g. ``git worktree add /tmp/base 530dacc``)
+side by side with this one: its daemon runs with ``PYTHONPATH=DIR``, and ``--rounds N`` alternates
+the two throughput phases N times (this tree first in odd rounds, the baseline first in even ones),
+then prints the medians of entries/s and CPU us/entry and their ratios (this tree / baseline). On a
+machine other processes load too, only such side-by-side medians can be compared.
+
+    .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -123,9 +132,9 @@ def stored_entries(port: int) -> int:
     return int(json.loads(body)["logs"]["entries"])
 
 
-def run_target(name: str, start, seconds: float, memory_entries: int) -> dict:
-    """Throughput phase at default sizes, then a memory phase with a large console buffer."""
-    out: dict = {"target": name}
+def throughput(start, seconds: float) -> dict:
+    """The throughput phase alone: default options, warm-up, then C{seconds} of load."""
+    out: dict = {}
     bodies = batches(64)
     with start(None) as d:
         time.sleep(0.5)
@@ -138,6 +147,13 @@ def run_target(name: str, start, seconds: float, memory_entries: int) -> dict:
         out["cpu_us_per_entry"] = ((cpu_seconds(d.pid) - cpu) * 1e6
                                    / max(out["requests_ok"] * BATCH, 1))
         out["rss_after_bytes"] = rss(d.pid)
+    return out
+
+
+def run_target(name: str, start, seconds: float, memory_entries: int) -> dict:
+    """Throughput phase at default sizes, then a memory phase with a large console buffer."""
+    out: dict = {"target": name}
+    out.update(throughput(start, seconds))
     with start(memory_entries) as d:
         time.sleep(0.5)
         before = rss(d.pid)
@@ -158,10 +174,11 @@ def run_target(name: str, start, seconds: float, memory_entries: int) -> dict:
 class _Ours:
     """Context manager around DaemonProcess exposing pid/port like ReferenceDaemon."""
 
-    def __init__(self, max_entries: int | None) -> None:
+    def __init__(self, max_entries: int | None, source: str | None = None) -> None:
         args = ["--max-entries", str(max_entries)] if max_entries else []
         self._tmp = tempfile.TemporaryDirectory(prefix="gasoline-bench-")
-        self.d = DaemonProcess(state_dir=Path(self._tmp.name) / "state", args=args)
+        env = {"PYTHONPATH": source} if source else None
+        self.d = DaemonProcess(state_dir=Path(self._tmp.name) / "state", args=args, env=env)
 
     def __enter__(self):
         self.d.start()
@@ -180,7 +197,13 @@ def main() -> int:
     parser.add_argument("--memory-entries", type=int, default=100_000)
     parser.add_argument("--compare-reference", action="store_true",
                         help="also run the published Gasoline 0.7.9 daemon in the same run")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="another Gasoline checkout to measure side by side (PYTHONPATH=DIR)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="alternating throughput rounds with --baseline")
     args = parser.parse_args()
+    if args.baseline:
+        return side_by_side(args.baseline, args.rounds, args.seconds)
 
     runs = [run_target("gasoline", _Ours, args.seconds, args.memory_entries)]
     if args.compare_reference:
@@ -214,6 +237,42 @@ def main() -> int:
                     [[k, v] for k, v in ratios.items()])
         print("targets: entries/s ratio >= 8, p99 ratio < 1, RSS per entry <= 600 B")
     path = write_json("ingest", result)
+    print(f"\nwrote {path}")
+    return 0
+
+
+def side_by_side(baseline: str, rounds: int, seconds: float) -> int:
+    """Alternate this tree's and C{baseline}'s throughput phases; medians and ratios."""
+    source = str(Path(baseline).resolve())
+    if not (Path(source) / "gasoline" / "tap.py").is_file():
+        raise SystemExit(f"--baseline {baseline}: no gasoline/tap.py there")
+    variants = {"this tree": lambda n: _Ours(n), "baseline": lambda n: _Ours(n, source)}
+    samples: dict[str, list[dict]] = {name: [] for name in variants}
+    for r in range(rounds):
+        order = list(variants) if r % 2 == 0 else list(reversed(variants))
+        for name in order:
+            result = throughput(variants[name], seconds)
+            samples[name].append(result)
+            print(f"round {r + 1} {name:9s}: {result['entries_per_second']:>9,.0f} entries/s, "
+                  f"{result['cpu_us_per_entry']:.2f} CPU us/entry, p99 {result['post_ms_p99']:.2f} ms",
+                  flush=True)
+    keys = ["entries_per_second", "cpu_us_per_entry", "post_ms_p50", "post_ms_p99"]
+    medians = {name: {k: median([s[k] for s in runs]) for k in keys}
+               for name, runs in samples.items()}
+    ours, base = medians["this tree"], medians["baseline"]
+    print_table(
+        f"POST /logs side by side, {rounds} alternating rounds of {seconds:.0f} s, medians "
+        f"(baseline: {source})",
+        ["metric", "this tree", "baseline", "ratio"],
+        [[k, ours[k], base[k], ours[k] / base[k]] for k in keys],
+    )
+    load_avg = os.getloadavg()
+    print(f"load average at the end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
+    path = write_json("ingest-side-by-side", {
+        "baseline": source, "rounds": rounds, "seconds": seconds, "samples": samples,
+        "medians": medians, "ratios": {k: ours[k] / base[k] for k in keys},
+        "loadavg": load_avg,
+    })
     print(f"\nwrote {path}")
     return 0
 

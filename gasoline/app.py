@@ -57,6 +57,7 @@ from gasoline.metrics import DaemonCollector, Metrics
 from gasoline.relay.hub import Relay
 from gasoline.relay.metrics import register as register_relay_metrics
 from gasoline.streaming.hub import Streaming
+from gasoline.streaming.metrics import register as register_streaming_metrics
 from gasoline.proxy.config import load as load_proxy_config
 from gasoline.proxy.session import ProxyManager
 from gasoline.tools import GasolineTools
@@ -267,6 +268,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
+    register_streaming_metrics(metrics, streaming)
     relay = Relay(clock)
     register_relay_metrics(metrics, relay)
     proxy = build_proxy(daemon, mcp, services)

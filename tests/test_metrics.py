@@ -221,3 +221,63 @@ def test_relay_series_move_with_cdp_traffic(app):
     final = http.samples()
     assert final[("gasoline_relay_clients", ())] == 1
     assert final[("gasoline_relay_extension_connected", ())] == 0
+
+
+def test_streaming_series_move_with_subscribed_agents(tmp_path):
+    clock = Clock()
+    clock.advance(1_700_000_000)
+    app = build(Config(state_dir=tmp_path, persist=False), clock)
+    http = Http(app)
+    before = http.samples()
+    assert before[("gasoline_streaming_agents", ())] == 0
+    assert before[("gasoline_streaming_inbox_items", ())] == 0
+    # One agent with an open stream, subscribed to errors at one event per second.
+    server = app.mcp
+    session = server.open_session("streamer", "connector")
+    server.handle(session, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "m", "version": "1"}}})
+    server.handle(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    written: list = []
+    session.standalone.attach(lambda event_id, payload: written.append(payload))
+    d = server.handle(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "configure", "arguments": {"what": "streaming", "subscribe": ["error"],
+                                           "filters": {"rate_limit": 1}}}})
+    assert d.result["result"]["isError"] is False, d.result
+
+    def errors(n: int, tag: str):
+        code, body, _ = http.request("POST", "/logs", {"entries": [
+            {"level": "error", "message": f"{tag} {i}", "url": "http://localhost:3000/",
+             "ts": "2026-01-01T00:00:00Z"} for i in range(n)]}, EXTENSION_HEADERS)
+        assert code == 200, body
+        clock.advance(0)
+
+    errors(3, "first")  # one matched and pushed, two over the rate limit
+    after = http.samples()
+
+    def delta(name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert after[("gasoline_streaming_agents", ())] == 1
+    assert delta("gasoline_streaming_events_classified_total") == 3
+    assert delta("gasoline_streaming_events_matched_total") == 1
+    assert delta("gasoline_streaming_notifications_total") == 1 == len(written)
+    assert delta("gasoline_streaming_events_dropped_total", reason="rate_limit") == 2
+    assert delta("gasoline_streaming_events_dropped_total", reason="inbox_full") == 0
+    assert after[("gasoline_streaming_inbox_items", ())] == 1
+    assert after[("gasoline_streaming_inbox_max_items", ())] == 1
+    assert delta("gasoline_streaming_notification_latency_seconds_count") == 1
+    assert delta("gasoline_streaming_notification_latency_seconds_bucket", le="0.0005") == 1
+
+    # Past the window the rate_limit_exceeded notice enters the inbox; then fill the inbox
+    # (100 items) one event per second until the oldest are pushed out.
+    clock.advance(1.0)
+    for second in range(105):
+        errors(1, f"s{second}")
+        clock.advance(1.0)
+    full = http.samples()
+    assert full[("gasoline_streaming_inbox_max_items", ())] == 100
+    assert full[("gasoline_streaming_events_dropped_total", (("reason", "inbox_full"),))] > 0
+    assert full[("gasoline_streaming_events_matched_total", ())] \
+        - before[("gasoline_streaming_events_matched_total", ())] == 106

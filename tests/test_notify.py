@@ -211,3 +211,62 @@ def test_stop_cancels_a_scheduled_flush():
     assert clock.getDelayedCalls() == []
     clock.advance(0)
     assert got == []
+
+
+def test_an_event_no_subscriber_wants_is_neither_queued_nor_scheduled():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    n.subscribe(got.append, wants=lambda e: e % 2 == 0)
+    n.publish(1)
+    assert n.pending == 0 and clock.getDelayedCalls() == [] and n.unwanted == 1
+    n.publish(2)
+    assert n.pending == 1 and len(clock.getDelayedCalls()) == 1
+    clock.advance(0)
+    assert got == [2]
+
+
+def test_a_subscriber_without_a_predicate_wants_everything_and_gets_every_event():
+    clock = task.Clock()
+    n = Notifier(clock)
+    picky: list = []
+    everything: list = []
+    n.subscribe(picky.append, wants=lambda e: False)
+    unsubscribe = n.subscribe(everything.append)
+    n.publish(1)
+    clock.advance(0)
+    # One subscriber wanted it: every subscriber receives it (the picky one ignores what it must).
+    assert everything == [1] and picky == [1]
+    unsubscribe()
+    n.publish(2)
+    clock.advance(0)
+    assert everything == [1] and picky == [1] and n.unwanted == 1
+
+
+def test_a_raising_predicate_never_breaks_the_publisher_and_counts_as_wanted():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+
+    def broken(event):
+        raise RuntimeError("boom")
+
+    n.subscribe(got.append, wants=broken)
+    with capturedLogs() as events:
+        n.publish(1)
+    clock.advance(0)
+    assert got == [1]
+    assert any("predicate" in str(e.get("log_format", "")) for e in events)
+
+
+def test_unsubscribing_one_of_two_identical_callbacks_keeps_the_others_predicate():
+    clock = task.Clock()
+    n = Notifier(clock)
+    got: list = []
+    first = n.subscribe(got.append, wants=lambda e: e == "a")
+    n.subscribe(got.append, wants=lambda e: e == "b")
+    first()
+    n.publish("a")
+    n.publish("b")
+    clock.advance(0)
+    assert got == ["b"]

@@ -9,6 +9,12 @@ yields the reactor (another ``callLater(0, ...)``) so that slow subscribers shar
 ingest instead of starving it. The pending list is bounded: if subscribers are so slow that
 ``max_pending`` events pile up, the oldest are dropped and counted in ``dropped`` rather than
 letting memory grow. Unsubscribing takes effect from the next event, even in the middle of a flush.
+
+A subscriber may say which events it wants (C{subscribe(callback, wants=predicate)}): when no
+subscriber wants an event, C{publish} drops it at once, with nothing queued or scheduled. The
+predicate runs on the publisher's path, so it must be a few attribute reads (the streaming hub's
+says "is any agent subscribed to what this buffer can carry"). A subscriber without one wants
+everything.
 """
 
 from __future__ import annotations
@@ -34,15 +40,31 @@ class Notifier:
         # Copy-on-write: (un)subscribing replaces the tuple, so a flush in progress always sees
         # the current subscribers without copying the list for every event.
         self._subscribers: tuple[Callable[[Any], None], ...] = ()
+        #: (callback, wants) per subscription, in subscription order.
+        self._entries: tuple[tuple[Callable[[Any], None], Callable[[Any], bool] | None], ...] = ()
+        #: One entry per subscriber: its C{wants} predicate, or None (wants everything).
+        self._wants: tuple[Callable[[Any], bool] | None, ...] = ()
+        #: True when every subscriber has a predicate (else C{publish} skips asking).
+        self._selective = False
         self._pending: deque[Any] = deque(maxlen=max_pending)
         self._max_pending = max_pending
         self._batch = batch
         self._call: IDelayedCall | None = None
         self.published = 0
         self.dropped = 0
+        #: Events no subscriber wanted (dropped at publish time, never queued).
+        self.unwanted = 0
 
-    def subscribe(self, callback: Callable[[Any], None]) -> Callable[[], None]:
-        self._subscribers = self._subscribers + (callback,)
+    def subscribe(self, callback: Callable[[Any], None],
+                  wants: Callable[[Any], bool] | None = None) -> Callable[[], None]:
+        """Call C{callback(event)} for every event published from now on.
+
+        @param wants: C{wants(event) -> bool}, asked at publish time: an event no subscriber
+            wants is dropped at once (a subscriber still receives events others wanted).
+        @return: a zero-argument callable that unsubscribes.
+        """
+        entry = (callback, wants)
+        self._set_entries(self._entries + (entry,))
         done = False
 
         def unsubscribe() -> None:
@@ -50,14 +72,15 @@ class Notifier:
             if done:
                 return
             done = True
-            subs = list(self._subscribers)
-            try:
-                subs.remove(callback)
-            except ValueError:
-                return
-            self._subscribers = tuple(subs)
+            self._set_entries(tuple(e for e in self._entries if e is not entry))
 
         return unsubscribe
+
+    def _set_entries(self, entries: tuple) -> None:
+        self._entries = entries
+        self._subscribers = tuple(callback for callback, _ in entries)
+        self._wants = tuple(wants for _, wants in entries)
+        self._selective = bool(entries) and None not in self._wants
 
     @property
     def subscriber_count(self) -> int:
@@ -67,12 +90,26 @@ class Notifier:
         if not self._subscribers:
             # Nobody listens: nothing to queue, nothing to schedule on the hot path.
             return
+        if self._selective and not self._wanted(event):
+            self.unwanted += 1
+            return
         self.published += 1
         if len(self._pending) == self._max_pending:
             self.dropped += 1
         self._pending.append(event)
         if self._call is None:
             self._call = self._clock.callLater(0, self._flush)
+
+    def _wanted(self, event: Any) -> bool:
+        for wants in self._wants:
+            try:
+                if wants(event):
+                    return True
+            except Exception:
+                # Never into the publisher: a broken predicate counts as "wanted".
+                log.failure("notifier predicate {wants!r} failed", wants=wants)
+                return True
+        return False
 
     @property
     def pending(self) -> int:

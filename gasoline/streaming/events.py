@@ -77,14 +77,16 @@ class StreamEvent:
     per agent). C{data} is built on first use: most events of a busy page are refused by every
     filter or throttled, and never need it."""
 
-    __slots__ = ("event_type", "severity", "url", "message", "duration_ms", "_entry", "_at",
-                 "_stack", "_extra", "_data")
+    __slots__ = ("event_type", "severity", "rank", "url", "message", "duration_ms", "_entry",
+                 "_at", "_stack", "_extra", "_data")
 
     def __init__(self, event_type: str, severity: str, url: str, message: str,
                  duration_ms: float | None, entry: dict[str, Any], at: float, stack: Any = None,
                  extra: dict[str, Any] | None = None) -> None:
         self.event_type = event_type
         self.severity = severity
+        #: C{SEVERITY_RANK[severity]}, once (every agent's severity filter compares it).
+        self.rank = SEVERITY_RANK[severity]
         #: The URL the patterns are matched against ("" when the entry has none).
         self.url = url
         #: The message exclude patterns are matched against (capped).
@@ -233,13 +235,42 @@ _BY_BUFFER = {
 
 #: The buffers whose writes can carry events (others are skipped without looking at entries).
 SOURCE_BUFFERS = frozenset(_BY_BUFFER)
+#: The buffer whose writes can carry each event type (``accessibility_violation`` comes from
+#: audits, not from a buffer).
+TYPE_BUFFER = {
+    "error": _CONSOLE,
+    "network_failure": _CONSOLE,
+    "security_violation": _CONSOLE,
+    "network_slow": _WATERFALL,
+    "websocket_close": _WEBSOCKET,
+    "performance_degradation": _PERFORMANCE,
+}
 
 
-def classify(buffer: str, entries: Iterable[Any], at: float) -> list[StreamEvent]:
-    """The events in one write of C{entries} to C{buffer} at clock time C{at}."""
+def buffers_for(types: Iterable[str] | None) -> frozenset[str]:
+    """The buffers whose writes can carry events of C{types} (None: every type)."""
+    if types is None:
+        return SOURCE_BUFFERS
+    return frozenset(TYPE_BUFFER[t] for t in types if t in TYPE_BUFFER)
+
+
+def classify(buffer: str, entries: Iterable[Any], at: float,
+             types: Iterable[str] | None = None) -> list[StreamEvent]:
+    """The events in one write of C{entries} to C{buffer} at clock time C{at}.
+
+    @param types: the event types anyone wants (None: all). Console entries that cannot be one
+        of them are skipped before any per-entry call: without ``security_violation`` only
+        ``error`` entries are looked at (most console lines are neither errors nor warnings).
+    """
     fn = _BY_BUFFER.get(buffer)
     if fn is None:
         return []
+    if fn is _console:
+        # A comprehension, not a call per entry: the cheap pre-filter by level (a tuple, so an
+        # unhashable level cannot raise).
+        levels = ("error", "warn") if types is None or "security_violation" in types \
+            else ("error",)
+        entries = [e for e in entries if isinstance(e, dict) and e.get("level") in levels]
     out = []
     for entry in entries:
         if isinstance(entry, dict):

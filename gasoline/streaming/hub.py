@@ -48,6 +48,7 @@ from gasoline.streaming.events import (
     SOURCE_BUFFERS,
     StreamEvent,
     audit_events,
+    buffers_for,
     classify,
     iso_time,
 )
@@ -173,6 +174,10 @@ class Streaming:
         self.inbox_size = inbox_size
         self.agents: dict[str, AgentStream] = {}
         self._active: tuple[AgentStream, ...] = ()
+        #: The buffers whose writes can carry a type some active agent subscribed to, and those
+        #: types (None: someone subscribed to ``all``); recomputed with L{_active}.
+        self._wanted_buffers: frozenset[str] = frozenset()
+        self._wanted_types: frozenset[str] | None = frozenset()
         self._refreshed = float("-inf")
         self._stale = True
         #: Counters (configure streaming status, /metrics).
@@ -180,7 +185,14 @@ class Streaming:
         self.events_classified = 0
         self.matched = 0
         self.notifications = 0
-        self._unsubscribe = notifier.subscribe(self.on_write)
+        #: Matched events that did not stay in an inbox, by reason (C{/metrics}): over an
+        #: agent's rate limit (never entered), pushed out of a full inbox (drop-oldest).
+        self.throttled = 0
+        self.overflowed = 0
+        #: Called with the seconds from a write (C{BufferWrite.at}) to its first notification
+        #: being written, once per write that produced any (C{/metrics}'s histogram).
+        self.on_latency: Callable[[float], None] | None = None
+        self._unsubscribe = notifier.subscribe(self.on_write, wants=self.wants)
 
     # -- subscriptions -------------------------------------------------------------------------
 
@@ -267,22 +279,42 @@ class Streaming:
             for cid in [c for c in self.agents if c not in seen]:  # expired clients
                 self._drop(self.agents.pop(cid))
             self._active = tuple(self.agents.values())
+            types: set[str] | None = set()
+            for agent in self._active:
+                if agent.matcher.types is None:
+                    types = None
+                    break
+                types.update(agent.matcher.types)
+            self._wanted_types = None if types is None else frozenset(types)
+            self._wanted_buffers = buffers_for(self._wanted_types)
         return self._active
 
     # -- the notifier's subscriber (off the ingest path) ---------------------------------------
+
+    def wants(self, write: Any) -> bool:
+        """The notifier's predicate, asked on the ingest path for every write: could this write
+        concern an agent? No (nothing queued, nothing scheduled) when no active agent subscribed
+        to a type the buffer carries, unless the agent table is due for a re-read (a client
+        back within its TTL brings its saved subscription), which L{on_write} then does."""
+        buffer = write.buffer
+        if buffer in self._wanted_buffers:
+            return True
+        if buffer not in SOURCE_BUFFERS:
+            return False
+        return self._stale or self.clock.seconds() - self._refreshed >= REFRESH_SECONDS
 
     def on_write(self, write: Any) -> None:
         """One buffer write (called by the notifier on a later reactor turn)."""
         if write.buffer not in SOURCE_BUFFERS:
             return
         agents = self.active()
-        if not agents:
+        if not agents or write.buffer not in self._wanted_buffers:
             return
         self.writes_seen += 1
-        events = classify(write.buffer, write.entries, write.at)
+        events = classify(write.buffer, write.entries, write.at, self._wanted_types)
         if events:
             self.events_classified += len(events)
-            self.dispatch(events, agents)
+            self.dispatch(events, agents, write.at)
 
     def publish_audit(self, violations: Iterable[Any], url: str, tab_id: Any) -> int:
         """An accessibility audit ran: its violations become ``accessibility_violation`` events.
@@ -294,12 +326,18 @@ class Streaming:
         self.dispatch(events, agents)
         return len(events)
 
-    def dispatch(self, events: list[StreamEvent], agents: Iterable[AgentStream]) -> None:
-        """Match C{events} (one write's, in order) for every agent and fill the inboxes."""
+    def dispatch(self, events: list[StreamEvent], agents: Iterable[AgentStream],
+                 at: float | None = None) -> None:
+        """Match C{events} (one write's, in order) for every agent and fill the inboxes.
+
+        @param at: clock time of the write (for the notification latency series)."""
         if not events:
             return
+        # Shared by every agent: each event's redacted data, and its JSON (encoded once).
         redacted: dict[int, dict[str, Any]] = {}
+        encoded: dict[int, bytes] = {}
         now = self.clock.seconds()
+        pushed = self.notifications
         # 1. type, once per write: each agent then visits only the events of its types.
         by_type: dict[str, list[int]] = {}
         for i, event in enumerate(events):
@@ -309,45 +347,55 @@ class Streaming:
             else:
                 bucket.append(i)
         everything = range(len(events))
+        # network_slow events also compare their duration with each agent's budget.
+        budgets = "network_slow" in by_type
         for agent in agents:
             matcher = agent.matcher
             types = matcher.types
             if types is None:
-                indexes: Iterable[int] = everything
+                indexes: Any = everything
             else:
                 lists = [by_type[t] for t in types if t in by_type]
                 if not lists:
                     continue
                 indexes = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
-            matches = matcher.matches
+            # 2.-4.: the matcher's own checks, past the type (see Matcher.after_type)
+            matches = matcher.after_type(budgets)
             # 5. rate: a one-second window per agent (the clock does not move within a write)
             if now - agent.window_start >= 1.0:
                 agent.window_start = now
                 agent.window_count = 0
             limit = agent.subscription.rate_limit
             throttled = 0
-            pending = iter(indexes)
             if agent.window_count >= limit:
                 # The window is full: only count what would have matched (for the notice).
-                throttled = sum(map(matches, map(events.__getitem__, pending)))
-            for i in pending:
-                event = events[i]
-                # 2. severity, 3. url_pattern, 4. exclude_pattern
-                if not matches(event):
-                    continue
-                agent.window_count += 1
-                data = redacted.get(i)
-                if data is None:
-                    data = redacted[i] = self._redacted(event)
-                self.matched += 1
-                self._add(agent, data, event.level)
-                if agent.window_count >= limit:
-                    throttled = sum(map(matches, map(events.__getitem__, pending)))
-                    break
+                throttled = _count(matcher, matches, events, indexes, budgets)
+            else:
+                targets = None
+                for pos, i in enumerate(indexes):
+                    event = events[i]
+                    # 2. severity, 3. url_pattern, 4. exclude_pattern
+                    if not matches(event):
+                        continue
+                    agent.window_count += 1
+                    data = redacted.get(i)
+                    if data is None:
+                        data = redacted[i] = self._redacted(event)
+                    if targets is None:
+                        targets = self._targets(agent.client_id)
+                    self.matched += 1
+                    self._add(agent, data, event.level, targets, encoded, i)
+                    if agent.window_count >= limit:
+                        throttled = _count(matcher, matches, events, indexes[pos + 1:],
+                                           budgets)
+                        break
             if throttled:
                 agent.throttled += throttled
                 agent.throttled_total += throttled
+                self.throttled += throttled
                 self._schedule_notice(agent, now)
+        if self.notifications != pushed and self.on_latency is not None and at is not None:
+            self.on_latency(max(0.0, self.clock.seconds() - at))
 
     def _redacted(self, event: StreamEvent) -> dict[str, Any]:
         """The event's data with its page-supplied text redacted, marked untrusted."""
@@ -360,15 +408,20 @@ class Streaming:
         data["untrusted"] = True
         return data
 
-    def _add(self, agent: AgentStream, data: dict[str, Any], level: str) -> None:
+    def _add(self, agent: AgentStream, data: dict[str, Any], level: str,
+             targets: tuple[Any, Any] | None = None, encoded: dict[int, bytes] | None = None,
+             key: int = -1) -> None:
+        """Append C{data} to the inbox and deliver it. C{targets}: the agent's L{_targets}, if
+        known; C{encoded}/C{key}: where C{data}'s shared JSON is (or goes) for the push."""
         item, dropped = agent.inbox.append(data)
         if dropped:
             agent.overflowed += dropped
+            self.overflowed += dropped
             notice = agent.full_notice
             if notice is not None and notice["seq"] < agent.inbox.items[0][0]:
                 agent.full_notice = None  # it was itself pushed out
             self._schedule_notice(agent, self.clock.seconds())
-        self._deliver(agent, item, level)
+        self._deliver(agent, item, level, targets, encoded, key, data)
 
     def _schedule_notice(self, agent: AgentStream, now: float) -> None:
         if agent.notice_call is None:
@@ -427,11 +480,22 @@ class Streaming:
         recently active initialized session with a writer attached (None: no live stream)."""
         return self._targets(client_id)[0]
 
-    def _deliver(self, agent: AgentStream, item: dict[str, Any], level: str) -> None:
-        session, subscriber = self._targets(agent.client_id)
+    def _deliver(self, agent: AgentStream, item: dict[str, Any], level: str,
+                 targets: tuple[Any, Any] | None = None, encoded: dict[int, bytes] | None = None,
+                 key: int = -1, data: dict[str, Any] | None = None) -> None:
+        session, subscriber = targets if targets is not None else self._targets(agent.client_id)
         if session is not None and (session.log_level is None or session.wants_log(level)):
-            session.send(_encode({"jsonrpc": "2.0", "method": "notifications/message", "params": {
-                "level": level, "logger": "gasoline", "data": item}}))
+            if encoded is not None and data is not None:
+                # The event's JSON is encoded once and shared: only ``seq`` is the agent's own.
+                body = encoded.get(key)
+                if body is None:
+                    body = encoded[key] = _encode(data)
+                message = _message(level, body, item["seq"])
+            else:
+                message = _encode({"jsonrpc": "2.0", "method": "notifications/message",
+                                   "params": {"level": level, "logger": "gasoline",
+                                              "data": item}})
+            session.send(message)
             agent.pushed += 1
             self.notifications += 1
         if subscriber is not None and not agent.resource_told:
@@ -580,6 +644,30 @@ def _discard(items: list[Any], value: Any) -> None:
 
 def _encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message, option=orjson.OPT_NON_STR_KEYS, default=str)
+
+
+#: The bytes of a ``notifications/message`` before its ``data``, per MCP log level.
+_MESSAGE_HEAD: dict[str, bytes] = {}
+
+
+def _message(level: str, data: bytes, seq: int) -> bytes:
+    """C{_encode} of the ``notifications/message`` whose data is C{data} (the JSON object of an
+    event, from L{_encode}) with ``"seq": seq`` added last, as C{Inbox.append} adds it, built
+    from the shared bytes instead of encoding the whole message again for every agent."""
+    head = _MESSAGE_HEAD.get(level)
+    if head is None:
+        head = _encode({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": level, "logger": "gasoline", "data": None}})
+        head = _MESSAGE_HEAD[level] = head[: -len(b"null}}")]
+    return b"".join((head, data[:-1], b',"seq":', str(seq).encode(), b"}}}"))
+
+
+def _count(matcher: Matcher, matches: Callable[[StreamEvent], bool], events: list[StreamEvent],
+           indexes: Any, budgets: bool) -> int:
+    """How many of C{events[i] for i in indexes} (already of the matcher's types) match."""
+    if matcher.simple and not budgets:
+        return len(indexes)
+    return sum(map(matches, map(events.__getitem__, indexes)))
 
 
 _RESOURCE_UPDATED = _encode({"jsonrpc": "2.0", "method": "notifications/resources/updated",

@@ -13,7 +13,7 @@ exclude_pattern; the rate limit is the inbox's last step.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import re2
@@ -230,7 +230,8 @@ class _Search:
 class Matcher:
     """A subscription with its patterns compiled once: L{matches} runs the seed's order."""
 
-    __slots__ = ("subscription", "types", "min_rank", "include", "exclude", "slow_ms")
+    __slots__ = ("subscription", "types", "min_rank", "include", "exclude", "slow_ms", "simple",
+                 "_after_type")
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
@@ -242,6 +243,39 @@ class Matcher:
         self.exclude = (_Search("exclude_pattern", subscription.exclude_pattern)
                         if subscription.exclude_pattern else None)
         self.slow_ms = subscription.slow_ms
+        #: No severity floor and no pattern: past the type (and a C{network_slow} event's
+        #: budget) every event matches, so throttled events can be counted without matching.
+        self.simple = self.min_rank == 0 and self.include is None and self.exclude is None
+        self._after_type = (self._predicate(True), self._predicate(False))
+
+    def after_type(self, budgets: bool) -> Callable[[StreamEvent], bool]:
+        """L{matches} for events already known to be of this subscription's types: only the
+        checks this subscription has, in the seed's order. With C{budgets} false the events are
+        known to carry no duration (no ``network_slow`` among them)."""
+        return self._after_type[0 if budgets else 1]
+
+    def _predicate(self, budgets: bool) -> Callable[[StreamEvent], bool]:
+        min_rank, slow_ms = self.min_rank, self.slow_ms
+        include = self.include.url if self.include is not None else None
+        exclude = self.exclude
+        if include is None and exclude is None:
+            if not budgets:
+                return (lambda e: True) if min_rank == 0 else (lambda e: e.rank >= min_rank)
+            return lambda e: (e.duration_ms is None or e.duration_ms > slow_ms) \
+                and e.rank >= min_rank
+        exclude_url = exclude.url if exclude is not None else None
+        exclude_text = exclude.text if exclude is not None else None
+
+        def predicate(e: StreamEvent) -> bool:
+            if budgets and e.duration_ms is not None and e.duration_ms <= slow_ms:
+                return False
+            if e.rank < min_rank:
+                return False
+            if include is not None and not include(e.url):
+                return False
+            return exclude_url is None or not (exclude_url(e.url) or exclude_text(e.message))
+
+        return predicate
 
     def matches(self, event: StreamEvent) -> bool:
         # 1. type
@@ -251,7 +285,7 @@ class Matcher:
         if event.duration_ms is not None and event.duration_ms <= self.slow_ms:
             return False  # network_slow: not over this subscriber's budget
         # 2. severity
-        if SEVERITY_RANK[event.severity] < self.min_rank:
+        if event.rank < self.min_rank:
             return False
         # 3. url_pattern (the event's URL), 4. exclude_pattern (its URL or its message: noise)
         if self.include is not None and not self.include.url(event.url):

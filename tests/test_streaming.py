@@ -548,3 +548,76 @@ def test_the_unread_note_also_follows_async_mode_results(app, clock):
     result = a.tool("observe", {"what": "logs"})["result"]
     assert result["content"][0]["text"].startswith("async answer")
     assert result["content"][1]["text"].startswith("1 new browser event: 1 error")
+
+
+# -- the ingest path pays nothing for types nobody subscribed to ---------------------------------
+
+
+def test_writes_no_agent_subscribed_to_queue_and_schedule_nothing(app, clock):
+    notifier = app.store.notifier
+    ingest(app, clock, CONSOLE, [err("first")])  # the hub's first look at the (empty) agent table
+    before = notifier.unwanted
+    for i in range(5):
+        app.store.add(CONSOLE, [err(f"nobody listens {i}")])
+        assert notifier.pending == 0 and timers(clock) == []
+    assert notifier.unwanted == before + 5
+    # An agent subscribed to network_slow only: console writes still cost nothing...
+    a = Agent(app, "slow-only")
+    a.subscribe(["network_slow"], slow_ms=100)
+    ingest(app, clock, WATERFALL, [{"url": "https://x/a", "duration": 50}])  # refresh after configure
+    unwanted = notifier.unwanted
+    app.store.add(CONSOLE, [err("not for slow-only")])
+    assert notifier.pending == 0 and notifier.unwanted == unwanted + 1
+    # ...and the waterfall writes reach it.
+    ingest(app, clock, WATERFALL, [{"url": "https://x/b", "duration": 250, "method": "GET"}])
+    assert [e["event_type"] for e in a.events()] == ["network_slow"]
+
+
+def test_a_subscription_restored_with_client_state_is_found_within_a_second(app, clock):
+    ingest(app, clock, CONSOLE, [err("before anyone")])
+    # A client whose saved state carries a subscription comes back (as after a restart) without
+    # calling configure: the hub re-reads the registry at most once per second of writes.
+    a = Agent(app, "restored")
+    state = app.registry.get("restored")
+    state.subscriptions["streaming"] = parse({"subscribe": ["error"]}).to_json()
+    clock.advance(1.0)
+    ingest(app, clock, CONSOLE, [err("after the refresh")])
+    assert [e["message"] for e in a.events()] == ["after the refresh"]
+
+
+def test_throttled_events_are_counted_exactly_with_and_without_patterns(app, clock):
+    plain = Agent(app, "plain")
+    plain.subscribe(["error"], rate_limit=1)
+    picky = Agent(app, "picky")
+    picky.subscribe(["error"], rate_limit=1, severity="high", exclude_pattern="skip")
+    entries = [err("a1"), err("a2", type="exception"), err("a3"),
+               err("a4 skip", type="exception"), err("a5", type="exception")]
+    ingest(app, clock, CONSOLE, entries)
+    # plain: 1 pushed, 4 throttled; picky: a2 pushed, a5 throttled (a1/a3 medium, a4 excluded).
+    assert app.streaming.agents["plain"].throttled_total == 4
+    assert app.streaming.agents["picky"].throttled_total == 1
+    assert [e["message"] for e in plain.events()] == ["a1"]
+    assert [e["message"] for e in picky.events()] == ["a2"]
+    # The window stays full: a second write is only counted.
+    ingest(app, clock, CONSOLE, entries)
+    assert app.streaming.agents["plain"].throttled_total == 9
+    assert app.streaming.agents["picky"].throttled_total == 3
+    assert app.streaming.throttled == 12
+    clock.advance(1.0)
+    notices = [e for e in plain.events() if e["event_type"] == "rate_limit_exceeded"]
+    assert [n["throttled"] for n in notices] == [9]
+
+
+def test_shared_notification_bytes_equal_a_full_encoding(app, clock):
+    a = Agent(app, "A")
+    b = Agent(app, "B")
+    a.subscribe(["error"], rate_limit=100)
+    b.subscribe(["error"], rate_limit=100)
+    ingest(app, clock, CONSOLE, [err("one \"quoted\" \u2603"), err("two")])
+    for agent in (a, b):
+        for m in agent.messages():
+            data = m["params"]["data"]
+            assert list(data)[-1] == "seq" and data["untrusted"] is True
+            assert m["params"]["level"] == "warning" and m["params"]["logger"] == "gasoline"
+    assert [e["seq"] for e in a.events()] == [1, 2] == [e["seq"] for e in b.events()]
+    assert a.events()[0]["message"] == "one \"quoted\" \u2603"

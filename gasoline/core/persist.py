@@ -602,7 +602,8 @@ class BufferJournal(MultiService):
         """
         if not encoded:
             return None
-        data = b"".join((_marker(first_seq, len(encoded)), b"\n".join(encoded), b"\n"))
+        # One join, one copy: b"#seq <first> <n>\n" + the entries, one per line.
+        data = b"\n".join((b"#seq %d %d" % (first_seq, len(encoded)), *encoded, b""))
         if self._during is not None:
             self._during.append(data)
         fd = self._fd

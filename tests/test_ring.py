@@ -213,3 +213,24 @@ def test_start_at_numbers_the_next_write_and_needs_an_empty_buffer():
     assert ring.read(999).items == ["a"] and ring.get(1000) == "a"
     with pytest.raises(ValueError):
         ring.start_at(5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    capacity=st.integers(1, 12),
+    max_bytes=st.sampled_from([0, 1, 5, 9, 30, 100]),
+    batches=st.lists(st.lists(st.binary(max_size=10), max_size=30), max_size=8),
+)
+def test_extend_leaves_the_ring_exactly_as_appending_one_by_one(capacity, max_bytes, batches):
+    """The batched L{RingBuffer.extend} (the ingest path) against L{RingBuffer.append} in turn:
+    same head, tail, bytes, contents, and no reference kept to an evicted item."""
+    fast: RingBuffer[bytes] = RingBuffer(capacity, max_bytes)
+    slow: RingBuffer[bytes] = RingBuffer(capacity, max_bytes)
+    for batch in batches:
+        first = slow.head
+        for item in batch:
+            slow.append(item)
+        assert fast.extend(batch) == (first, slow.head)
+        assert (fast.head, fast.tail, fast.bytes_used) == (slow.head, slow.tail, slow.bytes_used)
+        assert list(fast) == list(slow)
+        assert fast._slots == slow._slots and list(fast._sizes) == list(slow._sizes)

@@ -97,10 +97,51 @@ class RingBuffer(Generic[T]):
         return seq
 
     def extend(self, items: list[T]) -> tuple[int, int]:
-        """Append each item; return C{(first_seq, head)} (C{first_seq == head} for no items)."""
+        """Append each item; return C{(first_seq, head)} (C{first_seq == head} for no items).
+
+        The same result as L{append} for each item in turn (the longest suffix of everything
+        written that fits both budgets stays), in a few slice operations instead of a Python
+        call per item: this is the ingest path, one call per request.
+        """
         first = self.head
-        for item in items:
-            self.append(item)
+        n = len(items)
+        if n == 0:
+            return first, first
+        cap = self.capacity
+        sizes = list(map(self._sizeof, items))
+        keep = n if n <= cap else cap  # only the newest C{cap} items can stay
+        skip = n - keep
+        new_bytes = sum(sizes[skip:]) if skip else sum(sizes)
+        if self.max_bytes and new_bytes > self.max_bytes:
+            # The batch alone is over the byte budget (rare): the item-by-item rules decide.
+            for item in items:
+                self.append(item)
+            return first, self.head
+        if skip:
+            items, sizes = items[skip:], sizes[skip:]
+        # Evict the oldest entries that cannot stay: by count, then by bytes.
+        excess = (self.head - self.tail) - (cap - keep)
+        if excess > 0:
+            self._evict(excess)
+        if self.max_bytes:
+            while self.bytes_used + new_bytes > self.max_bytes and self.tail < self.head:
+                self._evict_one()
+        if skip:
+            # Every older entry is gone (C{keep == cap}); the first C{skip} items never stay.
+            self.head = self.tail = first + skip
+        start = self.head % cap
+        end = start + keep
+        if end <= cap:
+            self._slots[start:end] = items
+            self._sizes[start:end] = array("q", sizes)
+        else:
+            split = cap - start
+            self._slots[start:] = items[:split]
+            self._slots[: end - cap] = items[split:]
+            self._sizes[start:] = array("q", sizes[:split])
+            self._sizes[: end - cap] = array("q", sizes[split:])
+        self.bytes_used += new_bytes
+        self.head += keep
         return first, self.head
 
     def _evict_one(self) -> None:
@@ -109,6 +150,18 @@ class RingBuffer(Generic[T]):
         self._slots[i] = None
         self._sizes[i] = 0
         self.tail += 1
+
+    def _evict(self, k: int) -> None:
+        """Evict the C{k} oldest entries (C{k <= len(self)}) in slice operations."""
+        cap = self.capacity
+        a = self.tail % cap
+        b = a + k
+        parts = [(a, b)] if b <= cap else [(a, cap), (0, b - cap)]
+        for lo, hi in parts:
+            self.bytes_used -= sum(self._sizes[lo:hi])
+            self._slots[lo:hi] = [None] * (hi - lo)
+            self._sizes[lo:hi] = array("q", bytes(8 * (hi - lo)))
+        self.tail += k
 
     def read(self, cursor: int = 0, limit: int | None = None) -> ReadResult[T]:
         """Read entries with sequence numbers in ``[max(cursor, tail), head)``, oldest first.

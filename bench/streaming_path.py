@@ -65,4 +65,7 @@ def main(n_batches, profile=False, subscribed=True):
     print(f"subscribed={subscribed} us/entry {cpu*1e6/(n_batches*sb.BATCH):.2f}  notifications {written[0]}")
 
 if __name__ == "__main__":
+    # RATE_LIMIT=5: every agent at the default rate limit instead of bench/streaming.py's 100/s.
+    if os.environ.get("RATE_LIMIT"):
+        sb.set_rate_limit(int(os.environ["RATE_LIMIT"]))
     main(int(sys.argv[1]), profile=bool(os.environ.get("PROFILE")), subscribed=not os.environ.get("NOSUB"))

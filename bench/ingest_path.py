@@ -36,7 +36,7 @@ def init(self, *a, **k):
 rq.GasolineSite.__init__ = init
 import gasoline.tap as tap
 tap.GasolineSite = rq.GasolineSite
-from ingest import batches
+from _workload import batches
 from gasoline.testing import EXTENSION_HEADERS
 
 def main(n, extra):

@@ -66,12 +66,23 @@ def test_a_server_naming_an_unset_variable_is_listed_disabled_with_the_reason():
     assert server.reason == "Missing OTHER_MISSING, MISSING_TOKEN"
 
 
-def test_enabled_false_and_url_servers_are_disabled_with_a_reason():
+def test_enabled_false_is_disabled_with_a_reason():
     assert _one({"command": "x", "enabled": False}).servers[0].reason == \
         "Disabled in the configuration"
-    remote = _one({"url": "https://mcp.example.com/mcp", "headers": {"A": "b"}}).servers[0]
-    assert remote.execution_context == REMOTE and not remote.enabled
-    assert "not supported" in remote.reason
+
+
+def test_url_servers_are_remote_with_their_transport_and_substituted_headers():
+    remote = _one({"url": "https://mcp.example.com/mcp?k=${BRAVE_API_KEY}",
+                   "headers": {"Authorization": "Bearer ${BRAVE_API_KEY}"}}).servers[0]
+    assert remote.execution_context == REMOTE and remote.enabled and remote.reason is None
+    assert remote.transport == "streamable-http" and remote.url.endswith("?k=k-123")
+    assert remote.headers == (("Authorization", "Bearer k-123"),)
+    for kind in ("http", "streamable-http"):
+        assert _one({"type": kind, "url": "http://a/mcp"}).servers[0].transport == \
+            "streamable-http"
+    assert _one({"type": "sse", "url": "http://a/sse"}).servers[0].transport == "sse"
+    missing = _one({"url": "http://a/mcp", "headers": {"X-Key": "${NOPE_KEY}"}}).servers[0]
+    assert not missing.enabled and missing.reason == "Missing NOPE_KEY"
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -88,6 +99,15 @@ def test_enabled_false_and_url_servers_are_disabled_with_a_reason():
     ({"mcpServers": {"s": {"command": "x", "executionContext": "cloud"}}}, '"local" or "remote"'),
     ({"mcpServers": {"s": {"url": "http://a", "executionContext": "local"}}}, "always"),
     ({"mcpServers": {"s": {"command": "x", "enabled": "yes"}}}, "true or false"),
+    ({"mcpServers": {"s": {"command": "x", "type": "sse"}}}, 'type "sse" needs "url"'),
+    ({"mcpServers": {"s": {"url": "http://a", "type": "stdio"}}}, 'type "stdio" needs'),
+    ({"mcpServers": {"s": {"url": "http://a", "args": []}}}, 's.args: only for a server run'),
+    ({"mcpServers": {"s": {"url": "http://a", "cwd": "/"}}}, 's.cwd: only for a server run'),
+    ({"mcpServers": {"s": {"command": "x", "headers": {}}}}, "s.headers: only for a server"),
+    ({"mcpServers": {"s": {"url": "ftp://a"}}}, "http(s) URL"),
+    ({"mcpServers": {"s": {"url": "http://a", "headers": {"A": 1}}}}, "string values"),
+    ({"mcpServers": {"s": {"url": "http://a", "headers": {"A B": "1"}}}}, "valid header name"),
+    ({"mcpServers": {"s": {"url": "http://a", "headers": {"A": "1\r\nX: y"}}}}, "one line"),
     ({"mcpServers": {"a__b": {"command": "x"}}}, "without '__'"),
     ({"mcpServers": {"has space": {"command": "x"}}}, "server name"),
     ({"mcpServers": {"s" * 33: {"command": "x"}}}, "server name"),

@@ -23,6 +23,7 @@ from twisted.logger import Logger
 from twisted.web.client import ResponseDone
 
 from gasoline.connect.errors import RegistrationRefused
+from gasoline.sse import SSEEvent, SSEParser
 
 __all__ = ["DaemonHTTP", "RegistrationRefused", "Reply", "SSEEvent", "SSEParser", "Stream"]
 
@@ -47,53 +48,6 @@ class Reply:
     content_type: str
     #: The raw body when it was not JSON-RPC (for error messages); empty otherwise.
     text: bytes = b""
-
-
-@attrs.frozen
-class SSEEvent:
-    data: bytes
-    event: str = "message"
-    id: str | None = None
-
-
-class SSEParser:
-    """Incremental ``text/event-stream`` parser (the WHATWG rules that matter here)."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._data: list[bytes] = []
-        self._event = ""
-        self._id: str | None = None
-        self.last_id: str | None = None
-
-    def feed(self, chunk: bytes) -> list[SSEEvent]:
-        self._buf += chunk
-        out: list[SSEEvent] = []
-        while True:
-            idx = self._buf.find(b"\n")
-            if idx < 0:
-                break
-            line, self._buf = self._buf[:idx], self._buf[idx + 1:]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                if self._data:
-                    out.append(SSEEvent(b"\n".join(self._data), self._event or "message", self._id))
-                self._data, self._event = [], ""
-                continue
-            if line.startswith(b":"):
-                continue
-            name, _, value = line.partition(b":")
-            if value.startswith(b" "):
-                value = value[1:]
-            if name == b"data":
-                self._data.append(value)
-            elif name == b"event":
-                self._event = value.decode("utf-8", "replace")
-            elif name == b"id":
-                self._id = value.decode("utf-8", "replace")
-                self.last_id = self._id
-        return out
 
 
 def _content_type(response) -> str:

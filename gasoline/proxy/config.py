@@ -25,6 +25,7 @@ import attrs
 
 #: A server name: it becomes the prefix of every aggregated tool name.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 WORKING_DIRECTORY = "{workingDirectory}"
 
@@ -96,6 +97,8 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT
     #: A session's ``preferences.executionContext`` may change this server's context.
     allow_override: bool = False
+    #: How a C{url} server is reached: ``streamable-http`` or ``sse`` (the legacy transport).
+    transport: str | None = None
 
     def resolve(self, working_directory: str) -> Resolved:
         """Launch parameters with C{{workingDirectory}} replaced by C{working_directory}."""
@@ -210,6 +213,15 @@ def parse_server(name: str, raw: Any, source: str,
         raise _fail(source, f"{where}.type", "must be stdio, http, streamable-http or sse")
     if raw.get("type") == "stdio" and command is None:
         raise _fail(source, f"{where}.type", 'type "stdio" needs "command"')
+    if raw.get("type") in ("http", "streamable-http", "sse") and url is None:
+        raise _fail(source, f"{where}.type", f'type "{raw["type"]}" needs "url"')
+    for field in ("args", "env", "cwd"):
+        if field in raw and url is not None:
+            raise _fail(source, f"{where}.{field}", 'only for a server run by "command"')
+    if "headers" in raw and url is None:
+        raise _fail(source, f"{where}.headers", 'only for a server reached by "url"')
+    if url is not None:
+        kw["transport"] = "sse" if raw.get("type") == "sse" else "streamable-http"
     if "args" in raw:
         kw["args"] = tuple(_substitute_env(a, environ, missing)
                            for a in _str_list(source, f"{where}.args", raw["args"]))
@@ -219,6 +231,12 @@ def parse_server(name: str, raw: Any, source: str,
     if "headers" in raw:
         kw["headers"] = tuple((k, _substitute_env(v, environ, missing))
                               for k, v in _str_map(source, f"{where}.headers", raw["headers"]))
+        for k, v in kw["headers"]:
+            if not _TOKEN_RE.match(k):
+                raise _fail(source, f"{where}.headers", f"{k!r} is not a valid header name")
+            if "\r" in v or "\n" in v or not v.isascii():
+                raise _fail(source, f"{where}.headers.{k}", "must be printable ASCII on one line "
+                            "(after ${VAR} substitution)")
     if "cwd" in raw:
         if not isinstance(raw["cwd"], str) or not raw["cwd"]:
             raise _fail(source, f"{where}.cwd", "must be a non-empty string")
@@ -251,9 +269,6 @@ def parse_server(name: str, raw: Any, source: str,
     server = ServerConfig(**kw)
     if missing and server.enabled:
         server = attrs.evolve(server, enabled=False, reason="Missing " + ", ".join(missing))
-    if url is not None and server.enabled:
-        server = attrs.evolve(server, enabled=False, reason=(
-            "remote servers by url are not supported by this daemon yet; run it by command"))
     return server
 
 

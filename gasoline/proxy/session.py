@@ -35,6 +35,7 @@ from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from gasoline.mcp.tools import Tool, error_result
 from gasoline.proxy.child import ChildServer, child_env
+from gasoline.proxy.remote import RemoteServer
 from gasoline.proxy.config import (
     LOCAL,
     REMOTE,
@@ -44,6 +45,7 @@ from gasoline.proxy.config import (
     project_servers,
 )
 from gasoline.proxy.naming import build_table
+from gasoline.proxy.peer import ServerPeer
 from gasoline.proxy.paths import PathRefused, check_arguments
 
 log = Logger()
@@ -85,7 +87,7 @@ class SessionServer:
     reason: str | None = None
     working_directory: str | None = None
     allowed_directories: tuple[str, ...] = ()
-    child: ChildServer | None = None
+    child: ServerPeer | None = None
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"executionContext": self.context, "enabled": self.enabled}
@@ -93,7 +95,10 @@ class SessionServer:
             d["workingDirectory"] = self.working_directory
             d["allowedDirectories"] = list(self.allowed_directories)
         elif self.context == REMOTE:
-            d["endpoint"] = "internal"
+            child = self.child
+            d["endpoint"] = child.endpoint if isinstance(child, RemoteServer) else "internal"
+            if self.config.url is not None:
+                d["transport"] = self.config.transport
         child = self.child
         if child is not None:
             d["status"] = child.state
@@ -268,7 +273,7 @@ class ProxySession:
 
     # -- from the children ---------------------------------------------------------------------
 
-    def child_request(self, child: ChildServer, server: str, method: str,
+    def child_request(self, child: ServerPeer, server: str, method: str,
                       params: dict[str, Any]) -> Any:
         entry = self.servers.get(server)
         if method == "ping":
@@ -313,7 +318,7 @@ class ProxySession:
         emit(jsonrpc.request(rid, method, params))
         return d.addTimeout(self.manager.config_client_timeout, self.manager.clock)
 
-    def child_notification(self, child: ChildServer, server: str, method: str,
+    def child_notification(self, child: ServerPeer, server: str, method: str,
                            params: dict[str, Any]) -> None:
         if method == "notifications/progress":
             ctx = self._progress.get(params.get("progressToken"))  # type: ignore[arg-type]
@@ -332,7 +337,7 @@ class ProxySession:
                         params.get("logger"), str) else "")
                     s.send(jsonrpc.notification("notifications/message", forwarded))
 
-    def list_changed(self, child: ChildServer) -> None:
+    def list_changed(self, child: ServerPeer) -> None:
         """A child's tool list changed: refresh it, then tell the agent once (debounced)."""
         if self._list_changed_call is not None and self._list_changed_call.active():
             self._list_changed_call.reset(LIST_CHANGED_DELAY)
@@ -356,7 +361,7 @@ class ProxySession:
 
         DeferredList(ds, consumeErrors=True).addCallback(announce)
 
-    def child_state(self, child: ChildServer) -> None:
+    def child_state(self, child: ServerPeer) -> None:
         if not self.closed:
             self.rebuild_tools()
 
@@ -399,7 +404,7 @@ class ProxySession:
         }
 
 
-def _set_tools(tools: list[dict[str, Any]], child: ChildServer) -> None:
+def _set_tools(tools: list[dict[str, Any]], child: ServerPeer) -> None:
     child.tools = tools
 
 
@@ -407,7 +412,7 @@ def _set_tools(tools: list[dict[str, Any]], child: ChildServer) -> None:
 class _Shared:
     """One shared (``remote``) child and the sessions using it."""
 
-    child: ChildServer
+    child: ServerPeer
     users: set[str] = attrs.field(factory=set)
 
 
@@ -422,8 +427,10 @@ class ProxyManager:
 
     def __init__(self, reactor: Any, config: ProxyConfig, mcp: Any,
                  state_dir: Path | None = None, environ: dict[str, str] | None = None,
-                 client_timeout: float = 60.0) -> None:
+                 client_timeout: float = 60.0, http: Any = None) -> None:
         self.reactor = reactor
+        #: The HTTP client of remote servers by C{url} (None: each has its own treq client).
+        self.http = http
         self.clock = reactor
         self.config = config
         self.mcp = mcp
@@ -560,7 +567,7 @@ class ProxyManager:
 
         return DeferredList(starts, consumeErrors=True).addCallback(started)
 
-    def _child_for(self, session: ProxySession, name: str, entry: SessionServer) -> ChildServer:
+    def _child_for(self, session: ProxySession, name: str, entry: SessionServer) -> ServerPeer:
         server = entry.config
         if entry.context == REMOTE:
             shared = self.shared.get(name)
@@ -577,7 +584,7 @@ class ProxyManager:
                                 resolved.cwd, session)
 
     def _make_child(self, name: str, server: ServerConfig, command: str, args: tuple[str, ...],
-                    env: dict[str, str], cwd: str, session: ProxySession | None) -> ChildServer:
+                    env: dict[str, str], cwd: str, session: ProxySession | None) -> ServerPeer:
         caps: dict[str, Any] = {"roots": {"listChanged": False}}
         declared = session.capabilities if session is not None else {}
         for capability in ("sampling", "elicitation"):
@@ -592,7 +599,7 @@ class ProxyManager:
                 return self.progress_routes.get(token)
             return None
 
-        def on_request(child: ChildServer, method: str, params: dict[str, Any]) -> Any:
+        def on_request(child: ServerPeer, method: str, params: dict[str, Any]) -> Any:
             if session is not None:
                 return session.child_request(child, name, method, params)
             users = [s for s in self.sessions.values() if s._active.get(name)]
@@ -606,7 +613,7 @@ class ProxyManager:
             raise JsonRpcError(INVALID_REQUEST, f"{method} from a shared server cannot be "
                                "attributed to one session")
 
-        def on_notification(child: ChildServer, method: str, params: dict[str, Any]) -> None:
+        def on_notification(child: ServerPeer, method: str, params: dict[str, Any]) -> None:
             if method == "notifications/tools/list_changed" and session is None:
                 for s in self.sessions.values():
                     if name in s.servers:
@@ -616,7 +623,7 @@ class ProxyManager:
             if owner is not None:
                 owner.child_notification(child, name, method, params)
 
-        def on_state(child: ChildServer) -> None:
+        def on_state(child: ServerPeer) -> None:
             if session is not None:
                 session.child_state(child)
             else:
@@ -624,6 +631,13 @@ class ProxyManager:
                     if name in s.servers:
                         s.child_state(child)
 
+        if server.url is not None:
+            return RemoteServer(
+                self.reactor, name, server.url, dict(server.headers),
+                transport=server.transport or "streamable-http", timeout=server.timeout,
+                start_timeout=self.config.start_timeout, capabilities=caps,
+                on_request=on_request, on_notification=on_notification, on_state=on_state,
+                http=self.http)
         return ChildServer(
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,

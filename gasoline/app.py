@@ -59,6 +59,7 @@ from gasoline.relay.metrics import register as register_relay_metrics
 from gasoline.streaming.hub import Streaming
 from gasoline.streaming.metrics import register as register_streaming_metrics
 from gasoline.proxy.config import load as load_proxy_config
+from gasoline.proxy.metrics import register as register_proxy_metrics
 from gasoline.proxy.session import ProxyManager
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
@@ -208,6 +209,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"session"] = ProxyAPI(proxy).resource()
     if proxy is not None:
         mcp_http.session_binder = proxy.bind
+        if metrics is not None:
+            register_proxy_metrics(metrics, proxy)
     if metrics is not None:
         _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
     if streaming is not None:

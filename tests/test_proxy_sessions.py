@@ -502,3 +502,54 @@ async def test_a_remote_server_is_one_shared_instance_and_overrides_need_the_con
     finally:
         await d.stop()
     assert not alive(wb["pid"])
+
+
+def _scrape(families, name, **labels):
+    for family in families:
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                yield sample.value
+
+
+async def _metrics(d):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    code, text = await d.request("GET", "/metrics", headers={"Accept": "text/plain"})
+    assert code == 200
+    return list(text_string_to_metric_families(text))
+
+
+@pytest_twisted.ensureDeferred
+async def test_metrics_show_sessions_children_restarts_calls_and_latency(tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        before = await _metrics(d)
+        assert list(_scrape(before, "gasoline_proxy_sessions")) == [0.0]
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        assert text_of(await _call(d, sid, "fake__echo", {"text": "x"}))
+        r = await _call(d, sid, "fake__echo", {"path": "/etc/passwd"}, rid=8)  # refused path
+        assert r["result"]["isError"] is True
+        child = d.children(sid)[0]
+        os.killpg(child.pid, signal.SIGKILL)
+        assert await wait_for(lambda: child.state == "down")
+        assert await wait_for(lambda: child.state == "ready", timeout=15)
+        m = await _metrics(d)
+        assert list(_scrape(m, "gasoline_proxy_sessions")) == [1.0]
+        assert list(_scrape(m, "gasoline_proxy_children", server="fake", context="local",
+                            state="ready")) == [1.0]
+        assert list(_scrape(m, "gasoline_proxy_restarts_total", server="fake")) == [1.0]
+        assert list(_scrape(m, "gasoline_proxy_calls_total", server="fake", outcome="ok")) == [1.0]
+        assert list(_scrape(m, "gasoline_proxy_calls_total", server="fake",
+                            outcome="error")) == [1.0]
+        assert list(_scrape(m, "gasoline_proxy_call_seconds_count", server="fake")) == [2.0]
+        assert list(_scrape(m, "gasoline_proxy_call_seconds_bucket", server="fake",
+                            le="+Inf")) == [2.0]
+        await d.request("DELETE", f"/session/{sid}")
+        m = await _metrics(d)
+        assert list(_scrape(m, "gasoline_proxy_sessions")) == [0.0]
+        assert list(_scrape(m, "gasoline_proxy_children", server="fake")) == []
+        assert list(_scrape(m, "gasoline_proxy_restarts_total", server="fake")) == [1.0]
+    finally:
+        await d.stop()

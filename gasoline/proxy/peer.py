@@ -69,6 +69,8 @@ class ServerPeer:
         self.on_notification = on_notification
         self.on_state = on_state
         self.restart_enabled = restart
+        #: C{(peer) -> None} each time a new run starts after the first (for C{/metrics}).
+        self.on_restart: Callable[[Any], None] | None = None
         #: ``stopped`` (never started), ``starting``, ``ready``, ``down`` (crashed, restart
         #: pending), ``closed`` (stopped for good).
         self.state = "stopped"
@@ -138,7 +140,7 @@ class ServerPeer:
             if self._restart_call is not None:
                 return fail(self._down_error())  # a restart is pending: fail fast
             # Restarts gave up (too many failed starts in a row): this call tries again.
-            self.restarts += 1
+            self._count_restart()
             self._spawn()
         elif self.state == "stopped":
             self._spawn()
@@ -338,8 +340,13 @@ class ServerPeer:
         self._restart_call = None
         if self.state != "down":
             return
-        self.restarts += 1
+        self._count_restart()
         self._spawn()
+
+    def _count_restart(self) -> None:
+        self.restarts += 1
+        if self.on_restart is not None:
+            self.on_restart(self)
 
     def _cancel_restart(self) -> None:
         call, self._restart_call = self._restart_call, None

@@ -25,6 +25,7 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd
@@ -227,9 +228,12 @@ class ProxySession:
 
     def call(self, ctx: Any, server: str, tool: str, arguments: dict[str, Any]) -> Any:
         self.touch()
+        manager = self.manager
+        started = self.last_used
         entry = self.servers.get(server)
         if entry is None or not entry.enabled or entry.child is None:
             reason = entry.reason if entry is not None else "unknown server"
+            manager.call_done(server, started, False)
             return error_result(ProxyError(f"server {server} is disabled: {reason}",
                                            code="server_disabled"))
         if entry.context == LOCAL and entry.allowed_directories:
@@ -237,6 +241,7 @@ class ProxySession:
                 check_arguments(arguments, entry.working_directory or self.working_directory,
                                 entry.allowed_directories)
             except PathRefused as e:  # code path_not_allowed, with allowedDirectories
+                manager.call_done(server, started, False)
                 return error_result(e)
         child = entry.child
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
@@ -260,6 +265,8 @@ class ProxySession:
             if ctx in active:
                 active.remove(ctx)
             self.touch()
+            manager.call_done(server, started, not isinstance(result, Failure) and not (
+                isinstance(result, dict) and result.get("isError") is True))
             return result
 
         # A ready child gets the request at once: the Deferred returned is then the request's
@@ -440,6 +447,12 @@ class ProxyManager:
         self.shared: dict[str, _Shared] = {}
         #: Child progress token -> session (tokens are unique across sessions).
         self.progress_routes: dict[str, ProxySession] = {}
+        #: Proxied calls by (server, ``ok`` | ``error``), and restarts by server (for
+        #: C{/metrics}: gasoline.proxy.metrics).
+        self.call_counts: dict[tuple[str, str], int] = {}
+        self.restart_counts: dict[str, int] = {}
+        #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if set.
+        self.on_call: Any = None
         #: False on a C{task.Clock}: every child then fails to start, with that reason.
         self.can_spawn = IReactorProcess.providedBy(reactor)
         self.document: JsonDocument | None = None
@@ -458,6 +471,20 @@ class ProxyManager:
                    for name, e in s.servers.items()
                    if name == server and e.child is not None and e.context == LOCAL
                    and e.child.state != "closed")
+
+    def instances(self) -> list[tuple[str, str, ServerPeer]]:
+        """Every server instance: C{(server, context, peer)}, shared ones once."""
+        out: list[tuple[str, str, ServerPeer]] = [
+            (name, LOCAL, e.child) for s in self.sessions.values()
+            for name, e in s.servers.items() if e.child is not None and e.context == LOCAL]
+        out.extend((name, REMOTE, shared.child) for name, shared in self.shared.items())
+        return out
+
+    def call_done(self, server: str, started: float, ok: bool) -> None:
+        key = (server, "ok" if ok else "error")
+        self.call_counts[key] = self.call_counts.get(key, 0) + 1
+        if self.on_call is not None:
+            self.on_call(server, self.clock.seconds() - started, ok)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -631,6 +658,18 @@ class ProxyManager:
                     if name in s.servers:
                         s.child_state(child)
 
+        peer = self._new_peer(name, server, command, args, env, cwd, caps, on_request,
+                              on_notification, on_state)
+
+        def restarted(_: ServerPeer) -> None:
+            self.restart_counts[name] = self.restart_counts.get(name, 0) + 1
+
+        peer.on_restart = restarted
+        return peer
+
+    def _new_peer(self, name: str, server: ServerConfig, command: str, args: tuple[str, ...],
+                  env: dict[str, str], cwd: str, caps: dict[str, Any], on_request: Any,
+                  on_notification: Any, on_state: Any) -> ServerPeer:
         if server.url is not None:
             return RemoteServer(
                 self.reactor, name, server.url, dict(server.headers),

@@ -1,11 +1,14 @@
 """
 Session proxy benchmark (issue 14).
 
-1. Overhead: the same ``tools/call`` made directly to a child server over stdio and through the
-   daemon (``POST /mcp`` with ``Mcp-Session-Id``, keep-alive), in alternating blocks of 100 so both
+1. Overhead: the same ``tools/call`` (and, as the floor, an MCP ``ping``: answered by the child
+   directly, by the daemon itself when proxied) made directly to a child server over stdio and
+   through the daemon (``POST /mcp`` with ``Mcp-Session-Id``, keep-alive), in alternating blocks of 100 so both
    see the same machine load; p50/p99 over ``--calls`` calls each. Two calls: server-everything's
    ``echo`` (pure relaying) and server-filesystem's ``read_text_file`` on a small file (includes
-   the daemon's allowedDirectories path check).
+   the daemon's allowedDirectories path check). The daemon's CPU time per proxied call
+   (user + system, psutil) is reported too: unlike wall time it barely depends on the machine's
+   load.
 2. Session start: ``POST /session/init`` to its answer with two local children (server-filesystem
    and server-everything, started in the session's directory), median over ``--sessions`` runs.
 3. Memory per idle session: daemon RSS growth and the children's RSS (watchdog + server) per
@@ -107,12 +110,20 @@ def _post(port: int, path: str, body: dict | None, method: str = "POST") -> tupl
 
 def _timed(fn, name: str, arguments: dict) -> float:
     t0 = time.perf_counter()
-    answer = fn("tools/call", {"name": name, "arguments": arguments})
+    if name == "ping":
+        answer = fn("ping", {})
+    else:
+        answer = fn("tools/call", {"name": name, "arguments": arguments})
     ms = (time.perf_counter() - t0) * 1000
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("isError"):
         raise RuntimeError(f"{name} failed: {answer}")
     return ms
+
+
+def _cpu(proc) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
 
 
 def _group_rss(pgid: int) -> int:
@@ -161,7 +172,12 @@ def main() -> int:
             proxied = Proxied(daemon.port, info["sessionId"])
             direct_ev = StdioChild([NODE, EVERYTHING, "stdio"], str(project))
             direct_fs = StdioChild([NODE, FILESYSTEM, str(project)], str(project))
+            import psutil
+
+            daemon_proc = psutil.Process(daemon.process.pid)
             cases = [
+                # The floor: an MCP ping answered by the child directly vs by the daemon itself.
+                ("ping (no tool)", direct_ev, "ping", "ping", {}),
                 ("everything echo", direct_ev, "echo", "everything__echo", {"message": "hi"}),
                 ("filesystem read_text_file", direct_fs, "read_text_file",
                  "filesystem__read_text_file", {"path": str(project / "small.txt")}),
@@ -171,23 +187,31 @@ def main() -> int:
                     _timed(direct.call, tool, arguments)
                     _timed(proxied.call, agg, arguments)
                 d_ms, p_ms = [], []
+                cpu = 0.0
                 while len(d_ms) < args.calls:
                     n = min(BLOCK, args.calls - len(d_ms))
                     d_ms += [_timed(direct.call, tool, arguments) for _ in range(n)]
+                    c0 = _cpu(daemon_proc)
                     p_ms += [_timed(proxied.call, agg, arguments) for _ in range(n)]
+                    cpu += _cpu(daemon_proc) - c0
                 r = {"direct_p50": median(d_ms), "direct_p99": percentile(d_ms, 99),
-                     "proxied_p50": median(p_ms), "proxied_p99": percentile(p_ms, 99)}
+                     "proxied_p50": median(p_ms), "proxied_p99": percentile(p_ms, 99),
+                     "daemon_cpu_ms_per_call": cpu / len(p_ms) * 1000}
                 r["added_p50"] = r["proxied_p50"] - r["direct_p50"]
                 r["added_p99"] = r["proxied_p99"] - r["direct_p99"]
+                r["ratio_p50"] = r["proxied_p50"] / r["direct_p50"]
                 results[label] = r
                 rows.append([label, r["direct_p50"], r["proxied_p50"], r["added_p50"],
-                             r["direct_p99"], r["proxied_p99"], r["added_p99"]])
+                             r["ratio_p50"], r["direct_p99"], r["proxied_p99"], r["added_p99"],
+                             r["daemon_cpu_ms_per_call"]])
             direct_ev.close()
             direct_fs.close()
             _post(daemon.port, f"/session/{info['sessionId']}", None, "DELETE")
             print_table(f"tools/call, {args.calls} calls each, ms (alternating blocks of {BLOCK})",
-                        ["call", "direct p50", "proxied p50", "added p50", "direct p99",
-                         "proxied p99", "added p99"], rows)
+                        ["call", "direct p50", "proxied p50", "added p50", "ratio p50",
+                         "direct p99", "proxied p99", "added p99", "daemon CPU/call"], rows)
+            print(f"load average during the run: {os.getloadavg()}")
+            results["loadavg"] = os.getloadavg()
 
             # -- 2. session start with two local children -----------------------------------------
             starts, sids = [], []

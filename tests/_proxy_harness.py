@@ -13,9 +13,9 @@ import psutil
 import treq
 from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
-from twisted.web.server import Site
 
 from gasoline.app import Config, build
+from gasoline.http.request import GasolineSite
 from support import IN_CI, require_tool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,8 @@ def node_server(script: str, why: str) -> str:
 
 
 class Daemon:
-    """build() on the real reactor, its root resource on 127.0.0.1:0."""
+    """build() on the real reactor, its root resource on 127.0.0.1:0 (the daemon's own
+    C{GasolineSite}, as tap.py serves it)."""
 
     def __init__(self, tmp_path: Path, servers: dict[str, Any], proxy: dict[str, Any] | None = None,
                  persist: bool = False, state_dir: Path | None = None) -> None:
@@ -61,7 +62,8 @@ class Daemon:
     def start(self) -> "Daemon":
         self.app.services.startService()
         self.started = True
-        self.port = reactor.listenTCP(0, Site(self.app.resource), interface="127.0.0.1")
+        self.port = reactor.listenTCP(0, GasolineSite(self.app.resource, reactor=reactor),
+                                      interface="127.0.0.1")
         return self
 
     async def stop(self) -> None:

@@ -553,3 +553,23 @@ async def test_metrics_show_sessions_children_restarts_calls_and_latency(tmp_pat
         assert list(_scrape(m, "gasoline_proxy_restarts_total", server="fake")) == [1.0]
     finally:
         await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_messages_larger_than_the_pipe_buffer_arrive_whole_and_in_order(tmp_path):
+    # Calls larger than a pipe holds (64 KiB), in flight together, with a small one behind them.
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        big = "x" * 80_000  # more than the pipe holds, less than the 100 kB result cap
+        calls = [_call(d, sid, "fake__echo", {"text": big + str(i)}, rid=10 + i) for i in range(3)]
+        calls.append(_call(d, sid, "fake__echo", {"text": "small"}, rid=20))
+        from twisted.internet.defer import ensureDeferred, gatherResults
+
+        results = await gatherResults([ensureDeferred(c) for c in calls])
+        texts = [json.loads(text_of(r))["text"] for r in results]
+        assert texts == [big + "0", big + "1", big + "2", "small"]
+    finally:
+        await d.stop()

@@ -29,8 +29,13 @@ def register(metrics: Any, manager: Any) -> None:
         "proxy_call_seconds", "Proxied tools/call round trips (daemon to server and back), by "
         "server.", ["server"], buckets=CALL_BUCKETS)
 
+    children: dict[str, Any] = {}
+
     def on_call(server: str, seconds: float, ok: bool) -> None:
-        latency.labels(server).observe(seconds)
+        child = children.get(server)
+        if child is None:
+            child = children[server] = latency.labels(server)
+        child.observe(seconds)
 
     manager.on_call = on_call
     metrics.add_collector(lambda: collect(manager))

@@ -203,3 +203,7 @@ class ISessionTools(Interface):
 
     def get(name):
         """The L{gasoline.mcp.tools.Tool} called C{name}, or None."""
+
+    def progress(params):
+        """The agent sent ``notifications/progress`` with C{params} (for a request the session's
+        tools made of it, such as a relayed ``sampling/createMessage``); pass it on or drop it."""

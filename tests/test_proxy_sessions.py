@@ -573,3 +573,96 @@ async def test_messages_larger_than_the_pipe_buffer_arrive_whole_and_in_order(tm
         assert texts == [big + "0", big + "1", big + "2", "small"]
     finally:
         await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_agent_progress_on_a_relayed_request_reaches_the_child_and_elicitation_relays(
+        tmp_path):
+    wd = _project(tmp_path)
+    d = Daemon(tmp_path, {"fake": fake_server()}).start()
+    try:
+        caps = {"sampling": {}, "elicitation": {}}
+        sid = (await d.init(wd, capabilities=caps))["sessionId"]
+        await d.mcp_initialize(sid, caps)
+        session = _mcp_session(d, sid)
+        emitted = []
+        pending = d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 60, "method": "tools/call",
+            "params": {"name": "fake__sample_progress", "arguments": {}}}, emitted.append)
+        assert await wait_for(lambda: any(m.get("method") == "sampling/createMessage"
+                                          for m in emitted))
+        request = next(m for m in emitted if m.get("method") == "sampling/createMessage")
+        given = request["params"]["_meta"]["progressToken"]
+        assert given != "child-tok"  # the agent never sees a child's own token
+        # Progress for an unknown token is dropped; the agent's progress for the relayed
+        # request goes to the child, with the child's token.
+        for token, n in (("nobody-s-token", 9), (given, 1), (given, 2)):
+            await d.app.mcp.handle(session, {"jsonrpc": "2.0", "method": "notifications/progress",
+                                             "params": {"progressToken": token, "progress": n}})
+        await deferLater(reactor, 0.2, lambda: None)
+        await d.app.mcp.handle(session, {"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}})
+        seen = json.loads(text_of(await pending))
+        assert seen["progress"] == [{"for": "child-tok", "progress": 1},
+                                    {"for": "child-tok", "progress": 2}]
+        assert d.app.proxy.sessions[sid]._relay_progress == {}
+
+        emitted.clear()
+        pending = d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 61, "method": "tools/call",
+            "params": {"name": "fake__elicit", "arguments": {}}}, emitted.append)
+        assert await wait_for(lambda: any(m.get("method") == "elicitation/create"
+                                          for m in emitted))
+        request = next(m for m in emitted if m.get("method") == "elicitation/create")
+        assert request["params"]["message"] == "Which branch?"
+        await d.app.mcp.handle(session, {"jsonrpc": "2.0", "id": request["id"], "result": {
+            "action": "accept", "content": {"branch": "main"}}})
+        answer = json.loads(text_of(await pending))
+        assert answer["result"] == {"action": "accept", "content": {"branch": "main"}}
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_servers_timeout_and_cwd_fields_are_honoured(tmp_path):
+    wd = _project(tmp_path)
+    (wd / "sub").mkdir()
+    d = Daemon(tmp_path, {"fake": fake_server(timeout=0.3, cwd="sub")}).start()
+    try:
+        sid = (await d.init(wd))["sessionId"]
+        await d.mcp_initialize(sid)
+        seen = json.loads(text_of(await _call(d, sid, "fake__whereami")))
+        assert seen["cwd"] == str(wd / "sub")
+        started = reactor.seconds()
+        r = await _call(d, sid, "fake__slow", {"steps": 40}, rid=8)  # 2 s of work
+        assert reactor.seconds() - started < 1.5
+        assert r["result"]["isError"] is True and "server_timeout" in text_of(r)
+        assert "within 0.3 s" in text_of(r)
+        # The child was told to stop (notifications/cancelled) and still answers.
+        assert text_of(await _call(d, sid, "fake__echo", {"x": 1}, rid=9))
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_project_servers_are_added_only_for_allowed_projects(tmp_path):
+    allowed, other = _project(tmp_path, "allowed"), _project(tmp_path, "other")
+    for wd in (allowed, other):
+        (wd / ".gasoline").mkdir()
+        (wd / ".gasoline" / "servers.json").write_text(json.dumps(
+            {"mcpServers": {"mine": fake_server()}}))
+    d = Daemon(tmp_path, {"fake": fake_server()},
+               proxy={"allowProjectServers": [str(allowed)]}).start()
+    try:
+        a = await d.init(allowed)
+        assert set(a["servers"]) == {"fake", "mine"} and a["servers"]["mine"]["status"] == "ready"
+        assert "mine__echo" in {t["name"] for t in a["tools"]}
+        b = await d.init(other)
+        assert set(b["servers"]) == {"fake"}  # not allowed: its file is ignored
+        # A project may not redefine the daemon's own servers.
+        (allowed / ".gasoline" / "servers.json").write_text(json.dumps(
+            {"mcpServers": {"fake": fake_server()}}))
+        code, body = await d.request("POST", "/session/init", {"workingDirectory": str(allowed)})
+        assert code == 400 and "already defines" in json.dumps(body)
+    finally:
+        await d.stop()

@@ -460,7 +460,13 @@ class McpServer:
                 d = None
             if d is not None:
                 d.cancel()
-        # Anything else (progress, roots/list_changed, unknown) needs no action and no answer.
+        elif method == "notifications/progress" and session.extra_tools is not None:
+            # Progress on a request the session's extra tools sent the agent (a proxied server's
+            # sampling request, say): theirs to route.
+            hook = getattr(session.extra_tools, "progress", None)
+            if hook is not None:
+                hook(note.params)
+        # Anything else (roots/list_changed, unknown) needs no action and no answer.
 
     def _response(self, session: McpSession, response: Response) -> None:
         d = session.outgoing.pop(response.id, None)

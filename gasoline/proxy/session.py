@@ -125,6 +125,9 @@ class SessionTools:
     def get(self, name: str) -> Tool | None:
         return self._session.tools.get(name)
 
+    def progress(self, params: dict[str, Any]) -> None:
+        self._session.agent_progress(params)
+
 
 @attrs.define(eq=False)
 class ProxySession:
@@ -151,6 +154,8 @@ class ProxySession:
     _active: dict[str, list[Any]] = attrs.field(factory=dict)
     _list_changed_call: Any = None
     _next_token: int = 0
+    #: Progress token given to the agent on a relayed request -> (the child, its own token).
+    _relay_progress: dict[str, tuple[Any, Any]] = attrs.field(factory=dict)
 
     # -- tools ---------------------------------------------------------------------------------
 
@@ -291,11 +296,48 @@ class ProxySession:
                               for d in dirs]}
         if method in ("sampling/createMessage", "elicitation/create"):
             capability = method.split("/")[0]
-            return self.relay(server, capability, method, params)
+            return self.relay(server, capability, method, params, child)
         raise JsonRpcError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
-    def relay(self, server: str, capability: str, method: str, params: dict[str, Any]) -> Any:
-        """Send a child's sampling/elicitation request to the agent, if it declared it."""
+    def relay(self, server: str, capability: str, method: str, params: dict[str, Any],
+              child: Any = None) -> Any:
+        """Send a child's sampling/elicitation request to the agent, if it declared it.
+
+        A progress token in the request is replaced by one of the proxy's (unique across the
+        daemon's sessions and children); the agent's progress for it goes back to C{child} with
+        the child's own token (L{agent_progress})."""
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        mine = None
+        if child is not None and isinstance(token, (str, int)) and not isinstance(token, bool):
+            self._next_token += 1
+            mine = f"{self.session_id[:8]}-r{self._next_token}"
+            self._relay_progress[mine] = (child, token)
+            params = {**params, "_meta": {**meta, "progressToken": mine}}
+        try:
+            d = self._relay(server, capability, method, params)
+        except Exception:
+            self._relay_progress.pop(mine, None)  # type: ignore[arg-type]
+            raise
+        if mine is not None:
+            def forget(value: Any) -> Any:
+                self._relay_progress.pop(mine, None)
+                return value
+
+            d.addBoth(forget)
+        return d
+
+    def agent_progress(self, params: dict[str, Any]) -> None:
+        """The agent's ``notifications/progress``: to the child whose relayed request it is
+        about, with the child's own token; anything else is dropped."""
+        token = params.get("progressToken")
+        route = self._relay_progress.get(token) if isinstance(token, str) else None
+        if route is None:
+            return
+        child, original = route
+        child.notify("notifications/progress", {**params, "progressToken": original})
+
+    def _relay(self, server: str, capability: str, method: str, params: dict[str, Any]) -> Any:
         active = self._active.get(server) or []
         ctx = next((c for c in reversed(active)
                     if capability in (c.session.client_capabilities or {})), None)

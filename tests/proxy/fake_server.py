@@ -1,7 +1,8 @@
 """A small stdio MCP server for the proxy's tests (standard library only; blocking is fine here).
 
 Tools: ``echo``, ``whereami`` (cwd + env), ``slow`` (progress every 50 ms; honours cancellation),
-``sample`` (asks the client for sampling), ``roots`` (asks for roots/list), ``change`` (announces
+``sample`` (asks the client for sampling), ``sample_progress`` (the same with a progress token;
+returns the progress the client sent for it), ``elicit`` (asks for elicitation), ``roots`` (asks for roots/list), ``change`` (announces
 tools/list_changed and adds a tool), ``crash`` (exits), ``sleep_forever`` with a child process.
 """
 
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 
-tools = ["echo", "whereami", "slow", "sample", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
+tools = ["echo", "whereami", "slow", "sample", "sample_progress", "elicit", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
          "a" * 70]
 cancelled = set()
 next_id = [1000]
@@ -24,8 +25,8 @@ def send(msg):
     sys.stdout.flush()
 
 
-def read(timeout=None):
-    if buffered:
+def read(timeout=None, fresh=False):
+    if buffered and not fresh:
         return buffered.pop(0)
     if timeout is not None:
         r, _, _ = select.select([sys.stdin], [], [], timeout)
@@ -42,7 +43,7 @@ def ask(method, params):
     rid = next_id[0]
     send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
     while True:
-        msg = read()
+        msg = read(fresh=True)  # what arrives meanwhile waits in ``buffered``
         if msg.get("id") == rid and "method" not in msg:
             return msg
         buffered.append(msg)
@@ -81,6 +82,19 @@ def call(rid, params):
         answer = ask("sampling/createMessage", {"messages": [
             {"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5})
         return text(json.dumps(answer))
+    if name == "sample_progress":
+        # A request with a progress token: the client's progress for it must reach us, with our
+        # own token.
+        answer = ask("sampling/createMessage", {"messages": [], "maxTokens": 1,
+                                                "_meta": {"progressToken": "child-tok"}})
+        progress = [{"for": m["params"]["progressToken"], "progress": m["params"]["progress"]}
+                    for m in buffered if m.get("method") == "notifications/progress"]
+        buffered[:] = [m for m in buffered if m.get("method") != "notifications/progress"]
+        return text(json.dumps({"answer": answer, "progress": progress}))
+    if name == "elicit":
+        return text(json.dumps(ask("elicitation/create", {
+            "message": "Which branch?", "requestedSchema": {"type": "object", "properties": {
+                "branch": {"type": "string"}}}})))
     if name == "sample_cancel":
         next_id[0] += 1
         send({"jsonrpc": "2.0", "id": next_id[0], "method": "sampling/createMessage",

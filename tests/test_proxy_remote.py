@@ -137,8 +137,9 @@ async def test_streamable_http_server_is_listed_called_and_shared(tmp_path, sdk_
 
 
 @pytest_twisted.ensureDeferred
-async def test_progress_and_list_changed_from_a_remote_server(tmp_path, sdk_http):
-    d = Daemon(tmp_path, {"remote": {"url": f"http://127.0.0.1:{sdk_http.port}/mcp"}}).start()
+async def test_progress_list_changed_and_roots_with_a_remote_server(tmp_path, sdk_http):
+    d = Daemon(tmp_path, {"remote": {"url": f"http://127.0.0.1:{sdk_http.port}/mcp",
+                                     "allowedDirectories": [str(tmp_path)]}}).start()
     try:
         sid = (await d.init(_project(tmp_path)))["sessionId"]
         await d.mcp_initialize(sid)
@@ -159,6 +160,9 @@ async def test_progress_and_list_changed_from_a_remote_server(tmp_path, sdk_http
         notes = [json.loads(p) for _, _, p in list(session.standalone._log)[before:]]
         assert [n["method"] for n in notes] == ["notifications/tools/list_changed"]
         assert text_of(await _call(d, sid, "remote__grown", rid=8)) == "grown"
+        # A request from the server (roots/list) is answered by the daemon, from the server's
+        # absolute allowedDirectories, never with the agent's roots.
+        assert text_of(await _call(d, sid, "remote__roots", rid=9)) == tmp_path.as_uri()
     finally:
         await d.stop()
 
@@ -330,3 +334,24 @@ async def test_server_everything_over_http(tmp_path, mode, path):
     finally:
         await d.stop()
         server.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_session_with_a_remote_server_survives_a_daemon_restart(tmp_path, sdk_http):
+    servers = {"remote": {"url": f"http://127.0.0.1:{sdk_http.port}/mcp"}}
+    state = tmp_path / "state"
+    d = Daemon(tmp_path, servers, persist=True).start()
+    try:
+        sid = (await d.init(_project(tmp_path)))["sessionId"]
+        await d.mcp_initialize(sid)
+        first = d.children(sid)[0].session_id
+    finally:
+        await d.stop()
+    d2 = Daemon(tmp_path, servers, persist=True, state_dir=state).start()
+    try:
+        child = d2.children(sid)[0]
+        assert child.state == "stopped" and "remote__echo" in d2.app.proxy.sessions[sid].tools
+        assert text_of(await _call(d2, sid, "remote__echo", {"message": "back"})) == "echo: back"
+        assert child.state == "ready" and child.session_id not in (None, first)
+    finally:
+        await d2.stop()

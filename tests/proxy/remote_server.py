@@ -2,7 +2,7 @@
 independent implementation of both HTTP transports).
 
 Usage: ``remote_server.py streamable-http|sse PORT``. Tools: ``echo``, ``whoami`` (the request's
-``Authorization`` header), ``slow`` (progress steps, a short sleep each), ``grow`` (adds a tool and
+``Authorization`` header), ``slow`` (progress steps, a short sleep each), ``roots`` (asks the client for its roots), ``grow`` (adds a tool and
 announces ``tools/list_changed``).
 """
 
@@ -35,6 +35,13 @@ async def slow(steps: int, ctx: Context) -> str:
         await ctx.report_progress(i, steps)
         await anyio.sleep(0.1)
     return f"done after {steps} steps"
+
+
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """The client's roots (a request from the server to the client, on the response stream)."""
+    result = await ctx.session.list_roots()
+    return " ".join(str(r.uri) for r in result.roots) or "<none>"
 
 
 @server.tool()

@@ -3,12 +3,12 @@ Session proxy benchmark (issue 14).
 
 1. Overhead: the same ``tools/call`` (and, as the floor, an MCP ``ping``: answered by the child
    directly, by the daemon itself when proxied) made directly to a child server over stdio and
-   through the daemon (``POST /mcp`` with ``Mcp-Session-Id``, keep-alive), in alternating blocks of 100 so both
-   see the same machine load; p50/p99 over ``--calls`` calls each. Two calls: server-everything's
-   ``echo`` (pure relaying) and server-filesystem's ``read_text_file`` on a small file (includes
-   the daemon's allowedDirectories path check). The daemon's CPU time per proxied call
-   (user + system, psutil) is reported too: unlike wall time it barely depends on the machine's
-   load.
+   through the daemon (``POST /mcp`` with ``Mcp-Session-Id``, keep-alive), in alternating blocks
+   of 100 so both see the same machine load; p50/p99 over ``--calls`` calls each. Two calls:
+   server-everything's ``echo`` (pure relaying) and server-filesystem's ``read_text_file`` on a
+   small file (includes the daemon's allowedDirectories path check). The daemon's CPU time per
+   proxied call (user + system, psutil) is reported too: unlike wall time it barely depends on
+   the machine's load.
 2. Session start: ``POST /session/init`` to its answer with two local children (server-filesystem
    and server-everything, started in the session's directory), median over ``--sessions`` runs.
 3. Memory per idle session: daemon RSS growth and the children's RSS (watchdog + server) per

@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from twisted.internet.defer import CancelledError, Deferred, TimeoutError, fail, maybeDeferred, succeed
+from twisted.internet.defer import (
+    CancelledError,
+    Deferred,
+    TimeoutError,
+    fail,
+    maybeDeferred,
+    succeed,
+)
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 

@@ -59,6 +59,8 @@ def display_url(url: str) -> str:
     """C{url} without credentials, query or fragment (those may hold secrets), for humans."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
@@ -298,7 +300,8 @@ class RemoteServer(ServerPeer):
         if stream.too_large:
             self._end_run(f"sent an SSE event larger than {MAX_MESSAGE} bytes")
         elif self.transport == LEGACY_SSE:
-            why = result.getErrorMessage() if isinstance(result, Failure) else "closed by the server"
+            why = result.getErrorMessage() if isinstance(result, Failure) else \
+                "closed by the server"
             self._end_run(f"the SSE stream ended ({why})")
         elif self.state == "ready":
             # The optional stream of a streamable-HTTP server: open it again shortly.
@@ -369,10 +372,14 @@ class RemoteServer(ServerPeer):
                     self._fail_request(ChildDown(
                         f"server {self.name}: the answer to {what} broke off "
                         f"({result.getErrorMessage()})", server=self.name), rid)
-                elif rid in self._pending:
-                    # The stream ended without the response (the server may answer on the GET
-                    # stream, or never): the request's timeout decides.
-                    pass
+                elif rid in self._pending and not stream.sse:
+                    # A JSON answer that is not the response (a JSON-RPC error without an id,
+                    # say): nothing else will come for this request.
+                    self._fail_request(ChildDown(
+                        f"server {self.name} answered {what} without a response to it",
+                        code="server_http_error", retry="", server=self.name), rid)
+                # An SSE answer that ended without the response: the server may still send it
+                # on the GET stream; the request's timeout decides.
 
             stream.done.addBoth(ended)
             return None

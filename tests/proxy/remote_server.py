@@ -2,8 +2,8 @@
 independent implementation of both HTTP transports).
 
 Usage: ``remote_server.py streamable-http|sse PORT``. Tools: ``echo``, ``whoami`` (the request's
-``Authorization`` header), ``slow`` (progress steps, a short sleep each), ``roots`` (asks the client for its roots), ``grow`` (adds a tool and
-announces ``tools/list_changed``).
+``Authorization`` header), ``slow`` (progress steps, a short sleep each), ``roots`` (asks the
+client for its roots), ``grow`` (adds a tool and announces ``tools/list_changed``).
 """
 
 import sys

@@ -75,7 +75,7 @@ def test_url_servers_are_remote_with_their_transport_and_substituted_headers():
     remote = _one({"url": "https://mcp.example.com/mcp?k=${BRAVE_API_KEY}",
                    "headers": {"Authorization": "Bearer ${BRAVE_API_KEY}"}}).servers[0]
     assert remote.execution_context == REMOTE and remote.enabled and remote.reason is None
-    assert remote.transport == "streamable-http" and remote.url.endswith("?k=k-123")
+    assert remote.transport == "auto" and remote.url.endswith("?k=k-123")
     assert remote.headers == (("Authorization", "Bearer k-123"),)
     for kind in ("http", "streamable-http"):
         assert _one({"type": kind, "url": "http://a/mcp"}).servers[0].transport == \

@@ -197,10 +197,12 @@ async def test_cancellation_reaches_a_remote_server(tmp_path, sdk_http):
         await d.stop()
 
 
+@pytest.mark.parametrize("spec", [{"type": "sse"}, {}], ids=["type-sse", "detected"])
 @pytest_twisted.ensureDeferred
-async def test_legacy_sse_transport_with_the_sdk(tmp_path):
+async def test_legacy_sse_transport_with_the_sdk(tmp_path, spec):
+    # With "type": "sse", or detected: a POST of initialize to the SSE URL is refused (4xx).
     server = sdk_server("sse").start()
-    d = Daemon(tmp_path, {"old": {"type": "sse", "url": f"http://127.0.0.1:{server.port}/sse"}}
+    d = Daemon(tmp_path, {"old": {**spec, "url": f"http://127.0.0.1:{server.port}/sse"}}
                ).start()
     try:
         init = await d.init(_project(tmp_path))

@@ -97,7 +97,8 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT
     #: A session's ``preferences.executionContext`` may change this server's context.
     allow_override: bool = False
-    #: How a C{url} server is reached: ``streamable-http`` or ``sse`` (the legacy transport).
+    #: How a C{url} server is reached: ``streamable-http``, ``sse`` (the legacy transport) or
+    #: ``auto`` (no C{type}: streamable HTTP, else the legacy transport).
     transport: str | None = None
 
     def resolve(self, working_directory: str) -> Resolved:
@@ -221,7 +222,9 @@ def parse_server(name: str, raw: Any, source: str,
     if "headers" in raw and url is None:
         raise _fail(source, f"{where}.headers", 'only for a server reached by "url"')
     if url is not None:
-        kw["transport"] = "sse" if raw.get("type") == "sse" else "streamable-http"
+        # No type: streamable HTTP, falling back to the legacy SSE transport (auto).
+        kw["transport"] = {"sse": "sse", "http": "streamable-http",
+                           "streamable-http": "streamable-http"}.get(raw.get("type"), "auto")
     if "args" in raw:
         kw["args"] = tuple(_substitute_env(a, environ, missing)
                            for a in _str_list(source, f"{where}.args", raw["args"]))

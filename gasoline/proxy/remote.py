@@ -43,6 +43,9 @@ log = Logger()
 
 STREAMABLE = "streamable-http"
 LEGACY_SSE = "sse"
+#: Streamable HTTP, falling back to the legacy transport when ``initialize`` gets a 400, 404 or
+#: 405 (what the MCP specification asks of clients that support older servers).
+AUTO = "auto"
 #: Largest body (JSON) or single SSE event accepted from a remote server.
 MAX_MESSAGE = 16 * 1024 * 1024
 #: Bytes of an HTTP error body quoted in errors.
@@ -155,7 +158,7 @@ class RemoteServer(ServerPeer):
     """A remote MCP server by C{url}, shared by the sessions that use it.
 
     @param reactor: C{IReactorTime} and C{IReactorTCP} (for the default HTTP client).
-    @param transport: L{STREAMABLE} or L{LEGACY_SSE}.
+    @param transport: L{STREAMABLE}, L{LEGACY_SSE} or L{AUTO} (detected at each start).
     @param headers: sent on every request (authorization, API keys, ...).
     @param http: a treq C{HTTPClient}-like object (C{request(method, url, ...)}); by default one
         of its own, with a persistent connection pool that L{stop} closes.
@@ -172,10 +175,12 @@ class RemoteServer(ServerPeer):
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
                          on_notification=on_notification, on_state=on_state, restart=restart)
-        if transport not in (STREAMABLE, LEGACY_SSE):
+        if transport not in (STREAMABLE, LEGACY_SSE, AUTO):
             raise ValueError(f"unknown transport {transport!r}")
         self.url = url
-        self.transport = transport
+        self._auto = transport == AUTO
+        #: The transport in use (L{AUTO} starts as L{STREAMABLE}).
+        self.transport = STREAMABLE if self._auto else transport
         self.headers = dict(headers)
         self._pool: HTTPConnectionPool | None = None
         if http is None:
@@ -242,6 +247,8 @@ class RemoteServer(ServerPeer):
         self.protocol_version = None
         self._gate = None
         self._live = True
+        if self._auto:
+            self.transport = STREAMABLE
         if self.transport == STREAMABLE:
             self._post_url = self.url
             return None
@@ -346,6 +353,19 @@ class RemoteServer(ServerPeer):
         def answered(response: Any) -> Any:
             if run is not self._run:
                 return self._discard(response)
+            if (self._auto and self.transport == STREAMABLE and response.code in (400, 404, 405)
+                    and message.get("method") == "initialize"):
+                # An older server: its URL is the SSE stream. The initialize request stays
+                # pending and goes to the endpoint the stream names.
+                self._discard(response)
+                log.info("proxy server {name}: HTTP {code} to initialize; trying the legacy SSE "
+                         "transport", name=self.name, code=response.code)
+                self.transport = LEGACY_SSE
+                self._post_url = None
+                endpoint = self._endpoint_d = Deferred()
+                endpoint.addCallback(lambda _: self._post(message))
+                self._open_get()
+                return None
             if response.code == 404 and self.session_id is not None:
                 self._discard(response)
                 self._end_run(f"the server no longer knows its MCP session (HTTP 404 to {what}); "

@@ -98,8 +98,8 @@ class SessionServer:
         elif self.context == REMOTE:
             child = self.child
             d["endpoint"] = child.endpoint if isinstance(child, RemoteServer) else "internal"
-            if self.config.url is not None:
-                d["transport"] = self.config.transport
+            if isinstance(child, RemoteServer):
+                d["transport"] = child.transport
         child = self.child
         if child is not None:
             d["status"] = child.state
@@ -715,7 +715,7 @@ class ProxyManager:
         if server.url is not None:
             return RemoteServer(
                 self.reactor, name, server.url, dict(server.headers),
-                transport=server.transport or "streamable-http", timeout=server.timeout,
+                transport=server.transport or "auto", timeout=server.timeout,
                 start_timeout=self.config.start_timeout, capabilities=caps,
                 on_request=on_request, on_notification=on_notification, on_state=on_state,
                 http=self.http)

@@ -205,5 +205,5 @@ class ISessionTools(Interface):
         """The L{gasoline.mcp.tools.Tool} called C{name}, or None."""
 
     def progress(params):
-        """The agent sent ``notifications/progress`` with C{params} (for a request the session's
-        tools made of it, such as a relayed ``sampling/createMessage``); pass it on or drop it."""
+        """The agent sent C{notifications/progress} with C{params} (for a request the session's
+        tools made of it, such as a relayed C{sampling/createMessage}); pass it on or drop it."""

@@ -1,5 +1,5 @@
 """
-An incremental ``text/event-stream`` parser, shared by the connector (the daemon's ``GET /mcp``
+An incremental C{text/event-stream} parser, shared by the connector (the daemon's C{GET /mcp}
 stream) and the session proxy (remote MCP servers over streamable HTTP and legacy SSE).
 
 Standard library and attrs only: the connector imports nothing of the daemon.
@@ -18,9 +18,9 @@ class SSEEvent:
 
 
 class SSEParser:
-    """Incremental ``text/event-stream`` parser (the WHATWG rules that matter here).
+    """Incremental C{text/event-stream} parser (the WHATWG rules that matter here).
 
-    @ivar last_id: the last ``id`` field seen (for ``Last-Event-ID`` on reconnect).
+    @ivar last_id: the last C{id} field seen (for C{Last-Event-ID} on reconnect).
     """
 
     def __init__(self) -> None:

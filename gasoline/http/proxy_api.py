@@ -1,20 +1,20 @@
 """
-``/session``: the session-based MCP proxy's routes (seed 003, ``docs/proxy.md``).
+C{/session}: the session-based MCP proxy's routes (seed 003, C{docs/proxy.md}).
 
-  POST   /session/init          body ``{workingDirectory, clientInfo?, capabilities?, preferences?}``
-                                -> 200 ``{sessionId, protocolVersion, capabilities, servers, tools}``
+  POST   /session/init          body C{{workingDirectory, clientInfo?, capabilities?, preferences?}}
+                                -> 200 C{{sessionId, protocolVersion, capabilities, servers, tools}}
                                    once every enabled server started (or failed, with its reason)
-                                -> 400 ``invalid_param`` / ``bad_json`` / ``invalid_project_config``
-                                -> 429 ``too_many_sessions`` / ``too_many_children``
-                                -> 404 ``proxy_disabled`` when the daemon has no servers file
+                                -> 400 C{invalid_param} / C{bad_json} / C{invalid_project_config}
+                                -> 429 C{too_many_sessions} / C{too_many_children}
+                                -> 404 C{proxy_disabled} when the daemon has no servers file
   GET    /session/{id}          -> 200 the same description (servers' live status), 404
-  DELETE /session/{id}          -> 200 ``{sessionId, ended: true}`` once its children are reaped;
-  POST   /session/{id}/destroy     404 ``unknown_session``
+  DELETE /session/{id}          -> 200 C{{sessionId, ended: true}} once its children are reaped;
+  POST   /session/{id}/destroy     404 C{unknown_session}
 
-The session id is also the MCP session: ``POST /mcp`` with ``Mcp-Session-Id: <sessionId>``.
+The session id is also the MCP session: C{POST /mcp} with C{Mcp-Session-Id: <sessionId>}.
 Host, Origin and the optional API key are checked by the root's guard before this code runs; on top
-of that, these routes start processes, so a request carrying any ``Origin`` (a browser: a page, or
-an extension the guard lets through for the ingest routes) gets 403 ``forbidden_origin``.
+of that, these routes start processes, so a request carrying any C{Origin} (a browser: a page, or
+an extension the guard lets through for the ingest routes) gets 403 C{forbidden_origin}.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _error(request, err: GasolineError) -> bytes:
 
 
 class ProxyAPI:
-    """The ``/session`` routes over a L{gasoline.proxy.session.ProxyManager} (or None: the
+    """The C{/session} routes over a L{gasoline.proxy.session.ProxyManager} (or None: the
     daemon runs without a servers file, and every route says so)."""
 
     app = Klein()

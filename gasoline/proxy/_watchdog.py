@@ -1,5 +1,5 @@
 """
-The watchdog every child MCP server runs under (``python -I -S _watchdog.py PPID GRACE -- CMD...``).
+The watchdog every child MCP server runs under (C{python -I -S _watchdog.py PPID GRACE -- CMD...}).
 
 It makes the child's process group and keeps it from outliving the daemon:
 
@@ -13,7 +13,7 @@ It makes the child's process group and keeps it from outliving the daemon:
      server exits it ends too, with the server's status (the daemon then SIGKILLs the group,
      for anything the server left behind).
 
-Standard library only and no site-packages (``-I -S``): it starts in a few milliseconds.
+Standard library only and no site-packages (C{-I -S}): it starts in a few milliseconds.
 """
 
 import os

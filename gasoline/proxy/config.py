@@ -1,15 +1,15 @@
 """
 The proxy's servers file: loading, validation and placeholder substitution.
 
-The format is the one users already keep for Claude (``{"mcpServers": {name: {...}}}``) plus a few
-per-server fields (``executionContext``, ``allowedDirectories``, ``timeout``, ``allowOverride``) and
-an optional top-level ``"proxy"`` object with the daemon-wide limits. Every field is documented in
-``docs/proxy.md``; an unknown field, a wrong type or a bad value is a L{ProxyConfigError} at start
+The format is the one users already keep for Claude (C{{"mcpServers": {name: {...}}}}) plus a few
+per-server fields (C{executionContext}, C{allowedDirectories}, C{timeout}, C{allowOverride}) and
+an optional top-level C{"proxy"} object with the daemon-wide limits. Every field is documented in
+C{docs/proxy.md}; an unknown field, a wrong type or a bad value is a L{ProxyConfigError} at start
 (the daemon refuses to start rather than silently ignore what the user wrote).
 
 Two kinds of placeholders:
   - C{${VAR}} is replaced from the daemon's environment when the file is loaded; a server that
-    names an unset variable is kept, but disabled with the reason ``Missing VAR``.
+    names an unset variable is kept, but disabled with the reason C{Missing VAR}.
   - C{{workingDirectory}} is replaced per session (L{ServerConfig.resolve}).
 """
 
@@ -79,7 +79,7 @@ class Resolved:
 
 @attrs.frozen
 class ServerConfig:
-    """One entry of ``mcpServers``."""
+    """One entry of C{mcpServers}."""
 
     name: str
     command: str | None = None
@@ -95,10 +95,10 @@ class ServerConfig:
     allowed_directories: tuple[str, ...] = (WORKING_DIRECTORY,)
     #: Seconds one request to this server may take.
     timeout: float = DEFAULT_TIMEOUT
-    #: A session's ``preferences.executionContext`` may change this server's context.
+    #: A session's C{preferences.executionContext} may change this server's context.
     allow_override: bool = False
-    #: How a C{url} server is reached: ``streamable-http``, ``sse`` (the legacy transport) or
-    #: ``auto`` (no C{type}: streamable HTTP, else the legacy transport).
+    #: How a C{url} server is reached: C{streamable-http}, C{sse} (the legacy transport) or
+    #: C{auto} (no C{type}: streamable HTTP, else the legacy transport).
     transport: str | None = None
 
     def resolve(self, working_directory: str) -> Resolved:
@@ -134,9 +134,9 @@ class ProxyConfig:
     session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_children_per_server: int = DEFAULT_MAX_CHILDREN
-    #: Seconds a child may take to start and answer ``initialize`` + ``tools/list``.
+    #: Seconds a child may take to start and answer C{initialize} + C{tools/list}.
     start_timeout: float = DEFAULT_START_TIMEOUT
-    #: Project directories allowed to add servers in ``<dir>/.gasoline/servers.json``.
+    #: Project directories allowed to add servers in C{<dir>/.gasoline/servers.json}.
     allow_project_servers: tuple[str, ...] = ()
 
     def server(self, name: str) -> ServerConfig | None:
@@ -183,7 +183,7 @@ def _positive(source: str, where: str, value: Any, integer: bool = False) -> Any
 
 def parse_server(name: str, raw: Any, source: str,
                  environ: Mapping[str, str] | None = None) -> ServerConfig:
-    """Validate one ``mcpServers`` entry; substitute C{${VAR}} from C{environ}."""
+    """Validate one C{mcpServers} entry; substitute C{${VAR}} from C{environ}."""
     environ = os.environ if environ is None else environ
     where = f"mcpServers.{name}"
     if not isinstance(name, str) or not NAME_RE.match(name) or "__" in name:

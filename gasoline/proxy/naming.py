@@ -1,9 +1,9 @@
 """
-Aggregated tool names: ``<server>__<tool>``, at most 64 characters of ``[A-Za-z0-9_-]``.
+Aggregated tool names: C{<server>__<tool>}, at most 64 characters of C{[A-Za-z0-9_-]}.
 
-Claude Desktop enforces ``^[a-zA-Z0-9_-]{1,64}$`` and the Anthropic API refuses longer names, so
+Claude Desktop enforces C{^[a-zA-Z0-9_-]{1,64}$} and the Anthropic API refuses longer names, so
 a name that is too long or has other characters becomes its first characters (others replaced by
-``_``) plus ``_`` and 8 hex digits of the SHA-256 of the full, unchanged name, 64 at most:
+C{_}) plus C{_} and 8 hex digits of the SHA-256 of the full, unchanged name, 64 at most:
 deterministic (the same child tool gets the same name in every session and after restarts) and
 mapped back through a table, never by splitting the string.
 """

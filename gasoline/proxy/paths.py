@@ -1,13 +1,13 @@
 """
-``allowedDirectories``: path arguments of a local server's tools are checked before the call goes
+C{allowedDirectories}: path arguments of a local server's tools are checked before the call goes
 out, so a session can never reach outside its own directories (another session's included), even
 through a child that would not check (or that trusts roots it was told by someone else).
 
-Which arguments are paths: every string under a key that names one (``path``, ``paths``,
-``source``, ``destination``, ``directory``, ``file``, ``root``, ``cwd``, ``uri`` or any key ending
-in ``path``, ``dir``, ``directory``, ``file`` or ``root``), at any depth, and every string anywhere
-that looks like one (starts with ``/``, ``~`` or ``file://``, or has a ``..`` segment). Relative
-paths are taken from the session's working directory; symlinks are resolved (``realpath``) before
+Which arguments are paths: every string under a key that names one (C{path}, C{paths},
+C{source}, C{destination}, C{directory}, C{file}, C{root}, C{cwd}, C{uri} or any key ending
+in C{path}, C{dir}, C{directory}, C{file} or C{root}), at any depth, and every string anywhere
+that looks like one (starts with C{/}, C{~} or C{file://}, or has a C{..} segment). Relative
+paths are taken from the session's working directory; symlinks are resolved (C{realpath}) before
 the comparison, so a link inside the project that points elsewhere is refused too.
 """
 

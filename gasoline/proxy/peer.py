@@ -78,13 +78,13 @@ class ServerPeer:
         self.restart_enabled = restart
         #: C{(peer) -> None} each time a new run starts after the first (for C{/metrics}).
         self.on_restart: Callable[[Any], None] | None = None
-        #: ``stopped`` (never started), ``starting``, ``ready``, ``down`` (crashed, restart
-        #: pending), ``closed`` (stopped for good).
+        #: C{stopped} (never started), C{starting}, C{ready}, C{down} (crashed, restart
+        #: pending), C{closed} (stopped for good).
         self.state = "stopped"
         self.tools: list[dict[str, Any]] = []
         self.server_info: dict[str, Any] = {}
         self.server_capabilities: dict[str, Any] = {}
-        #: The protocol version the server answered ``initialize`` with.
+        #: The protocol version the server answered C{initialize} with.
         self.protocol_version: str | None = None
         self.pid: int | None = None
         self.restarts = 0
@@ -114,7 +114,7 @@ class ServerPeer:
         raise NotImplementedError
 
     def _open(self) -> None:
-        """Open the connection; L{_spawn} then sends ``initialize``. May return a Deferred
+        """Open the connection; L{_spawn} then sends C{initialize}. May return a Deferred
         (the handshake waits for it); raising or failing marks the start failed."""
         raise NotImplementedError
 
@@ -162,7 +162,7 @@ class ServerPeer:
                 on_cancel: Callable[[], None] | None = None) -> Deferred:
         """Send C{method}; fire with its result, fail with L{JsonRpcError} or L{ChildDown}.
 
-        Cancelling the Deferred sends the server ``notifications/cancelled``.
+        Cancelling the Deferred sends the server C{notifications/cancelled}.
         """
         if not self.connected or self.state not in ("ready", "starting"):
             return fail(self._down_error())
@@ -201,7 +201,7 @@ class ServerPeer:
             self._send(message)
 
     def list_tools(self, timeout: float | None = None) -> Deferred:
-        """Every tool of the server (following ``nextCursor``)."""
+        """Every tool of the server (following C{nextCursor})."""
         tools: list[dict[str, Any]] = []
 
         def page(cursor: Any) -> Deferred:
@@ -292,7 +292,7 @@ class ServerPeer:
         d.addCallback(initialized).addCallbacks(listed, failed)
 
     def _initialized(self) -> None:
-        """``initialize`` was answered (before ``notifications/initialized`` goes out)."""
+        """C{initialize} was answered (before C{notifications/initialized} goes out)."""
 
     def _ready(self) -> None:
         """The handshake is done and the tools are listed."""

@@ -2,20 +2,20 @@
 A remote MCP server reached by URL: streamable HTTP (MCP 2025-03-26 and later) or the legacy
 HTTP+SSE transport (2024-11-05), over treq.
 
-One L{RemoteServer} is shared by every session that uses the server (``executionContext``
-``remote``); the protocol side (the daemon's own request ids, cancellation, requests from the
+One L{RemoteServer} is shared by every session that uses the server (C{executionContext}
+C{remote}); the protocol side (the daemon's own request ids, cancellation, requests from the
 server, restarts with back-off) is L{gasoline.proxy.peer.ServerPeer}'s. This module adds:
 
-  - B{streamable HTTP}: every message is a ``POST`` to the URL (C{Accept: application/json,
+  - B{streamable HTTP}: every message is a C{POST} to the URL (C{Accept: application/json,
     text/event-stream}); a request's answer is a JSON body or an SSE stream carrying the server's
     notifications and requests for it, then the response. The C{Mcp-Session-Id} the server gives
-    in its ``initialize`` answer and the negotiated C{MCP-Protocol-Version} go on every later
+    in its C{initialize} answer and the negotiated C{MCP-Protocol-Version} go on every later
     request; a C{GET} stream (if the server offers one: 405 means it does not) carries messages
-    not tied to a request (``tools/list_changed``). A 404 on a request that named the session
-    means the server forgot it: the run ends and a new ``initialize`` follows (a restart).
+    not tied to a request (C{tools/list_changed}). A 404 on a request that named the session
+    means the server forgot it: the run ends and a new C{initialize} follows (a restart).
     Stopping sends C{DELETE} with the session id.
-  - B{legacy SSE} (C{"type": "sse"}): a C{GET} stream whose first event (``endpoint``) names the
-    URL to ``POST`` messages to; every answer comes back on that stream.
+  - B{legacy SSE} (C{"type": "sse"}): a C{GET} stream whose first event (C{endpoint}) names the
+    URL to C{POST} messages to; every answer comes back on that stream.
   - the server's C{headers} (C{${VAR}} already substituted) on every request; HTTP errors map to
     L{ChildDown} with the status and the start of the body (C{server_http_error}); a connection
     that cannot be made or breaks ends the run (restart with back-off, the tools fail fast
@@ -43,7 +43,7 @@ log = Logger()
 
 STREAMABLE = "streamable-http"
 LEGACY_SSE = "sse"
-#: Streamable HTTP, falling back to the legacy transport when ``initialize`` gets a 400, 404 or
+#: Streamable HTTP, falling back to the legacy transport when C{initialize} gets a 400, 404 or
 #: 405 (what the MCP specification asks of clients that support older servers).
 AUTO = "auto"
 #: Largest body (JSON) or single SSE event accepted from a remote server.
@@ -190,7 +190,7 @@ class RemoteServer(ServerPeer):
         self.http = http
         #: The server's C{Mcp-Session-Id} (streamable HTTP), once given.
         self.session_id: str | None = None
-        #: Where messages are POSTed: the URL, or the legacy transport's ``endpoint``.
+        #: Where messages are POSTed: the URL, or the legacy transport's C{endpoint}.
         self._post_url: str | None = None
         self._live = False
         #: The long-lived GET stream (legacy: the only way back; streamable: optional).
@@ -199,7 +199,7 @@ class RemoteServer(ServerPeer):
         self._get_retry: Any = None
         #: Response streams of requests in flight: our request id -> stream.
         self._streams: dict[int, _Stream] = {}
-        #: Sends wait for this (``notifications/initialized`` must arrive before the next
+        #: Sends wait for this (C{notifications/initialized} must arrive before the next
         #: request, as the official clients ensure).
         self._gate: Deferred | None = None
         self._endpoint_d: Deferred | None = None
@@ -252,7 +252,7 @@ class RemoteServer(ServerPeer):
         if self.transport == STREAMABLE:
             self._post_url = self.url
             return None
-        # Legacy SSE: the GET stream first; its ``endpoint`` event says where to POST.
+        # Legacy SSE: the GET stream first; its C{endpoint} event says where to POST.
         self._post_url = None
         d = self._endpoint_d = Deferred()
         self._open_get()

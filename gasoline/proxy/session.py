@@ -1,13 +1,13 @@
 """
 Proxy sessions: one agent's working directory, allowed directories and child MCP servers.
 
-L{ProxyManager} owns every session, the shared (``remote``) children and the limits. A session is
-created by ``POST /session/init`` (L{ProxyManager.create}); its id is also an MCP session id
-(``Mcp-Session-Id``), and every MCP session bound to it (that one, or a ``gasoline connect``
+L{ProxyManager} owns every session, the shared (C{remote}) children and the limits. A session is
+created by C{POST /session/init} (L{ProxyManager.create}); its id is also an MCP session id
+(C{Mcp-Session-Id}), and every MCP session bound to it (that one, or a C{gasoline connect}
 connection naming it) lists Gasoline's own tools plus the session's aggregated tools
-(L{SessionTools}, the generic ``extra_tools`` hook of L{gasoline.mcp.session.McpSession}).
+(L{SessionTools}, the generic C{extra_tools} hook of L{gasoline.mcp.session.McpSession}).
 
-A session ends on ``DELETE /session/{id}``, when its MCP session ends (``DELETE /mcp`` or the MCP
+A session ends on C{DELETE /session/{id}}, when its MCP session ends (C{DELETE /mcp} or the MCP
 idle timeout), after C{sessionIdleTimeout} seconds without a request on any bound MCP session (the
 main cleanup path: agents rarely send DELETE), or when the daemon stops. Ending it stops its local
 children (stdin closed, SIGTERM, SIGKILL, reaped).
@@ -51,9 +51,9 @@ from gasoline.proxy.paths import PathRefused, check_arguments
 
 log = Logger()
 
-#: ``protocolVersion`` in the ``/session/init`` answer (the newest the daemon speaks).
+#: C{protocolVersion} in the C{/session/init} answer (the newest the daemon speaks).
 PROTOCOL_VERSION = "2025-11-25"
-#: Debounce for a child's ``notifications/tools/list_changed``.
+#: Debounce for a child's C{notifications/tools/list_changed}.
 LIST_CHANGED_DELAY = 0.5
 #: Largest number of bound MCP sessions (connector connections) per proxy session.
 MAX_BINDINGS = 8
@@ -114,7 +114,7 @@ class SessionServer:
 
 @implementer(ISessionTools)
 class SessionTools:
-    """The session's aggregated tools, as the MCP server asks for them (``extra_tools``)."""
+    """The session's aggregated tools, as the MCP server asks for them (C{extra_tools})."""
 
     def __init__(self, session: "ProxySession") -> None:
         self._session = session
@@ -328,7 +328,7 @@ class ProxySession:
         return d
 
     def agent_progress(self, params: dict[str, Any]) -> None:
-        """The agent's ``notifications/progress``: to the child whose relayed request it is
+        """The agent's C{notifications/progress}: to the child whose relayed request it is
         about, with the child's own token; anything else is dropped."""
         token = params.get("progressToken")
         route = self._relay_progress.get(token) if isinstance(token, str) else None
@@ -354,7 +354,7 @@ class ProxySession:
                    params: dict[str, Any]) -> Deferred:
         """Send the agent a request with its own id (the MCP server routes the answer through
         C{mcp_session.outgoing}); cancelling it (the child cancelled, or the timeout) tells the
-        agent with ``notifications/cancelled``."""
+        agent with C{notifications/cancelled}."""
         rid = mcp_session.next_request_id()
 
         def cancel(_: Deferred) -> None:
@@ -459,7 +459,7 @@ def _set_tools(tools: list[dict[str, Any]], child: ServerPeer) -> None:
 
 @attrs.define(eq=False)
 class _Shared:
-    """One shared (``remote``) child and the sessions using it."""
+    """One shared (C{remote}) child and the sessions using it."""
 
     child: ServerPeer
     users: set[str] = attrs.field(factory=set)
@@ -489,7 +489,7 @@ class ProxyManager:
         self.shared: dict[str, _Shared] = {}
         #: Child progress token -> session (tokens are unique across sessions).
         self.progress_routes: dict[str, ProxySession] = {}
-        #: Proxied calls by (server, ``ok`` | ``error``), and restarts by server (for
+        #: Proxied calls by (server, C{ok} | C{error}), and restarts by server (for
         #: C{/metrics}: gasoline.proxy.metrics).
         self.call_counts: dict[tuple[str, str], int] = {}
         self.restart_counts: dict[str, int] = {}
@@ -541,8 +541,8 @@ class ProxyManager:
 
     def create(self, body: dict[str, Any], *, session_id: str | None = None,
                restored: dict[str, Any] | None = None) -> Deferred:
-        """Validate a ``/session/init`` body, open the session, start its children; fire with
-        the session once every enabled child answered ``initialize`` and ``tools/list`` (or
+        """Validate a C{/session/init} body, open the session, start its children; fire with
+        the session once every enabled child answered C{initialize} and C{tools/list} (or
         failed: a failed server is listed with its error). Raise L{ProxyError} on bad input."""
         wd = body.get("workingDirectory")
         if not isinstance(wd, str) or not wd or not os.path.isabs(wd) or "\0" in wd:

@@ -46,6 +46,10 @@ ENV_ALLOWLIST = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 MAX_LINE = 16 * 1024 * 1024
 #: Seconds between closing stdin and SIGTERM, and between SIGTERM and SIGKILL.
 GRACE = 2.0
+#: After the final SIGKILL to a stopped child's group, how often and how many times to check that
+#: the group is gone before L{ChildServer.stop} fires (at most 1 s).
+GROUP_WAIT_STEP = 0.01
+GROUP_WAIT_TRIES = 100
 
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
 
@@ -206,11 +210,28 @@ class ChildServer(ServerPeer):
                          err=error)
         self._ended(error)
         if self.state == "closed":
-            waiters, self._ended_waiters = self._ended_waiters, []
-            if self.on_state is not None:
-                self.on_state(self)
-            for d in waiters:
-                d.callback(None)
+            # Stopped for good: answer once nothing of the group is left (the SIGKILL above
+            # takes a moment to reach what the server left behind).
+            self._after_group_gone(pid, self._stopped, GROUP_WAIT_TRIES)
+
+    def _stopped(self) -> None:
+        waiters, self._ended_waiters = self._ended_waiters, []
+        if self.on_state is not None:
+            self.on_state(self)
+        for d in waiters:
+            d.callback(None)
+
+    def _after_group_gone(self, pgid: int | None, then: Callable[[], None], tries: int) -> None:
+        alive = pgid is not None
+        if alive:
+            try:
+                os.killpg(pgid, 0)
+            except OSError:  # ProcessLookupError: gone; PermissionError: not ours any more
+                alive = False
+        if not alive or tries <= 0:
+            then()
+            return
+        self.reactor.callLater(GROUP_WAIT_STEP, self._after_group_gone, pgid, then, tries - 1)
 
     # -- messages from the child ---------------------------------------------------------------
 

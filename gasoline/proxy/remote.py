@@ -28,14 +28,13 @@ from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
-from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone
 from twisted.web.http_headers import Headers
 
+from gasoline import _tls
 from gasoline.proxy.peer import ChildDown, ServerPeer
 from gasoline.sse import SSEParser
 
@@ -91,6 +90,8 @@ class _Body(Protocol):
             self._on_data(data)
 
     def connectionLost(self, reason: Failure) -> None:
+        from twisted.web.client import ResponseDone  # noqa: PLC0415  (loaded by now: a response)
+
         if self.done.called:
             return
         if reason.check(ResponseDone) or self.aborted:
@@ -182,8 +183,14 @@ class RemoteServer(ServerPeer):
         #: The transport in use (L{AUTO} starts as L{STREAMABLE}).
         self.transport = STREAMABLE if self._auto else transport
         self.headers = dict(headers)
-        self._pool: HTTPConnectionPool | None = None
+        self._pool: Any = None
         if http is None:
+            # Only now: twisted.web.client must not load before TLS does (gasoline._tls; the
+            # daemon defers TLS at start-up and a remote server may be https).
+            _tls.require()
+            from treq.client import HTTPClient  # noqa: PLC0415
+            from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
+
             self._pool = HTTPConnectionPool(reactor, persistent=True)
             self._pool.maxPersistentPerHost = 8
             http = HTTPClient(Agent(reactor, pool=self._pool))

@@ -11,13 +11,9 @@ from pathlib import Path
 import gasoline
 
 PACKAGE = Path(gasoline.__file__).resolve().parent
-#: Files other engineers were editing while the markup was converted (issue 12); each is
-#: converted when its work lands, and then leaves this list.
-NOT_YET = {
-    "core/notify.py", "core/persist.py", "core/ring.py", "core/store.py", "http/ingest.py",
-    "connect/client.py",
-}
-NOT_YET_DIRS = ("streaming/",)
+#: Files still to convert (none: every module of the package uses epytext).
+NOT_YET: set[str] = set()
+NOT_YET_DIRS: tuple[str, ...] = ()
 _REST = re.compile(r"``[^`]|:(?:param|returns?|raises?|rtype|type)\b[^:]*:|:(?:class|func|meth|mod|obj|attr):`")
 
 

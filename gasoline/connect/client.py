@@ -2,9 +2,9 @@
 The connector's HTTP side: talking to one daemon with treq.
 
 L{DaemonHTTP} wraps a treq C{HTTPClient} (C{treq.testing.StubTreq} in tests) and knows the daemon's
-routes: ``GET /health``, ``POST /clients``, ``DELETE /clients/<id>``, the MCP connector form
-``POST /mcp`` and the ``GET /mcp`` server->client SSE stream (both with ``X-Gasoline-Client`` and
-``X-Gasoline-Connection``). Connection-level failures (refused, reset, timed out) fail the returned
+routes: C{GET /health}, C{POST /clients}, C{DELETE /clients/<id>}, the MCP connector form
+C{POST /mcp} and the C{GET /mcp} server->client SSE stream (both with C{X-Gasoline-Client} and
+C{X-Gasoline-Connection}). Connection-level failures (refused, reset, timed out) fail the returned
 Deferreds; HTTP-level answers, whatever their status, succeed with a L{Reply}.
 """
 
@@ -31,7 +31,7 @@ log = Logger()
 
 HEALTH_TIMEOUT = 2.0
 ADMIN_TIMEOUT = 5.0
-#: ``POST /session/init`` answers once the session's servers started.
+#: C{POST /session/init} answers once the session's servers started.
 PROXY_INIT_TIMEOUT = 60.0
 
 
@@ -74,7 +74,7 @@ class DaemonHTTP:
         self.client_id = client_id
         self.connection_id = connection_id
         #: The daemon's proxy session for this connector's directory (docs/proxy.md), if any;
-        #: sent as ``X-Gasoline-Proxy-Session`` so the agent also sees that session's tools.
+        #: sent as C{X-Gasoline-Proxy-Session} so the agent also sees that session's tools.
         self.proxy_session: str | None = None
 
     def _url(self, path: str) -> str:
@@ -100,7 +100,7 @@ class DaemonHTTP:
     def ensure_proxy_session(self, cwd: str | None):
         """Open (or keep) a proxy session for C{cwd} when the daemon has proxy servers.
 
-        Never fails: a daemon without servers (404 ``proxy_disabled``) or a refusal leaves the
+        Never fails: a daemon without servers (404 C{proxy_disabled}) or a refusal leaves the
         connector with Gasoline's own tools only. Return the session id or None.
         """
         if not cwd:
@@ -155,7 +155,7 @@ class DaemonHTTP:
 
     @inlineCallbacks
     def health(self):
-        """The ``/health`` body if a Gasoline daemon answers; C{None} if nothing listens there;
+        """The C{/health} body if a Gasoline daemon answers; C{None} if nothing listens there;
         C{{"_not_gasoline": True, "status": ...}} if something else holds the port (it refused
         nothing but did not answer as Gasoline: another HTTP server, a non-HTTP service, one that
         never answers). Never fails."""
@@ -198,8 +198,8 @@ class DaemonHTTP:
 
     @inlineCallbacks
     def unregister(self):
-        """End this connection's MCP session (``DELETE /mcp``), its proxy session if any, then
-        ``DELETE /clients/<id>``."""
+        """End this connection's MCP session (C{DELETE /mcp}), its proxy session if any, then
+        C{DELETE /clients/<id>}."""
         d = self.http.request("DELETE", self._url("/mcp"), headers=self._mcp_headers("*/*"))
         d.addTimeout(ADMIN_TIMEOUT, self.clock)
         try:
@@ -259,7 +259,7 @@ class DaemonHTTP:
     def open_stream(
         self, on_message: Callable[[Any], None], last_event_id: str | None = None
     ) -> "Stream":
-        """Open the ``GET /mcp`` server->client stream; see L{Stream}."""
+        """Open the C{GET /mcp} server->client stream; see L{Stream}."""
         headers = self._mcp_headers("text/event-stream")
         if last_event_id:
             headers["Last-Event-ID"] = [last_event_id]
@@ -267,11 +267,11 @@ class DaemonHTTP:
 
 
 class Stream:
-    """A running ``GET /mcp`` SSE stream.
+    """A running C{GET /mcp} SSE stream.
 
     @ivar opened: fires with the HTTP status once headers arrive (200 means streaming).
     @ivar done: fires when the stream ends (with the status), fails on connection loss.
-    @ivar last_event_id: the id of the last event seen (for ``Last-Event-ID`` on reopen).
+    @ivar last_event_id: the id of the last event seen (for C{Last-Event-ID} on reopen).
     """
 
     def __init__(self, request_d: Deferred, on_message: Callable[[Any], None]) -> None:
@@ -284,7 +284,7 @@ class Stream:
         self._response = None
         self._body_transport = None
         self._closed = False
-        #: True once a 200 ``text/event-stream`` answer arrived.
+        #: True once a 200 C{text/event-stream} answer arrived.
         self.streaming = False
         request_d.addCallbacks(self._got_response, self._failed)
 

@@ -1,13 +1,13 @@
 """
 In-process fan-out of telemetry events.
 
-``publish`` only appends to a list and, if none is pending, schedules one flush on the injected
-clock (``callLater(0, ...)``): ingest never waits for subscribers, whatever they do. Each flush
+C{publish} only appends to a list and, if none is pending, schedules one flush on the injected
+clock (C{callLater(0, ...)}): ingest never waits for subscribers, whatever they do. Each flush
 delivers queued events, in order, to every subscriber; a subscriber that raises is logged and
-skipped for that event (it stays subscribed). One flush delivers at most ``batch`` events and then
-yields the reactor (another ``callLater(0, ...)``) so that slow subscribers share the reactor with
+skipped for that event (it stays subscribed). One flush delivers at most C{batch} events and then
+yields the reactor (another C{callLater(0, ...)}) so that slow subscribers share the reactor with
 ingest instead of starving it. The pending list is bounded: if subscribers are so slow that
-``max_pending`` events pile up, the oldest are dropped and counted in ``dropped`` rather than
+C{max_pending} events pile up, the oldest are dropped and counted in C{dropped} rather than
 letting memory grow. Unsubscribing takes effect from the next event, even in the middle of a flush.
 
 A subscriber may say which events it wants (C{subscribe(callback, wants=predicate)}): when no

@@ -17,12 +17,12 @@ Everything the daemon writes to its state dir goes through this module:
    actions, extension logs); L{wire_journals} builds one per buffer, reloads them at start-up and
    attaches them to the store.
 
-A journal file (``<state_dir>/<buffer>.jsonl``, ``console.jsonl`` for the console) holds one
+A journal file (C{<state_dir>/<buffer>.jsonl}, C{console.jsonl} for the console) holds one
 compact JSON object per line, oldest first: the bytes the ring buffer stores. Before each batch
-comes a marker line ``#seq <first> <count>``: the batch's first sequence number and its number of
+comes a marker line C{#seq <first> <count>}: the batch's first sequence number and its number of
 entries, so that a restart gives every reloaded entry the number it had (the newest marker gives the
 buffer's head) and clients' saved cursors keep their meaning. A file written before markers existed
-(today's ``console.jsonl``) still loads: its entries are numbered from ``sequence.json``.
+(today's C{console.jsonl}) still loads: its entries are numbered from C{sequence.json}.
 
 Durability (see docs/persistence.md, "Durability"):
 
@@ -163,7 +163,7 @@ def _unlink_quietly(path: Path | str) -> None:
 def write_atomic(path: Path | str, data: bytes, *, fsync: bool = False) -> None:
     """Replace C{path} with C{data} atomically: a private temporary file, then a rename.
 
-    The temporary file is ``.<name>.tmp`` beside C{path} (a leftover is removed first; it is
+    The temporary file is C{.<name>.tmp} beside C{path} (a leftover is removed first; it is
     created C{O_EXCL}, so a link planted there is not followed either). A symbolic link at C{path}
     is refused. With C{fsync} the data is synced before the rename. Raises C{OSError} (the old
     file is then untouched and the temporary file removed).
@@ -820,7 +820,7 @@ class BufferJournal(MultiService):
         return self.health.failed(self.what, self.path, error)
 
     def stats(self) -> dict[str, Any]:
-        """For ``/health``: the file, its size and entry count, and what went wrong."""
+        """For C{/health}: the file, its size and entry count, and what went wrong."""
         return {
             "path": str(self.path),
             "size": self.size,
@@ -836,7 +836,7 @@ class BufferJournal(MultiService):
 
 
 class ConsoleJournal(BufferJournal):
-    """The console buffer's journal (``console.jsonl``): a L{BufferJournal} for C{console}."""
+    """The console buffer's journal (C{console.jsonl}): a L{BufferJournal} for C{console}."""
 
     def __init__(self, state_dir: Path | str, clock: IReactorTime,
                  snapshot: Callable[[], list[bytes]], **kwargs: Any) -> None:
@@ -848,7 +848,7 @@ class ConsoleJournal(BufferJournal):
 
 
 class _SequenceService(TimerService):
-    """Writes ``sequence.json`` (every journaled buffer's head) when it changed, and at stop.
+    """Writes C{sequence.json} (every journaled buffer's head) when it changed, and at stop.
 
     It only matters for a journal written before markers existed; the markers are exact.
     """

@@ -1,15 +1,15 @@
 """
 A fixed-capacity ring buffer with sequence numbers and reader cursors.
 
-Every write gets the next sequence number (``head`` is the sequence number the *next* write will
-get, so ``head`` also counts every write ever made). A reader holds a cursor, the first sequence
-number it has not seen, and reads ``[cursor, head)``. Entries leave from the oldest end when either
+Every write gets the next sequence number (C{head} is the sequence number the *next* write will
+get, so C{head} also counts every write ever made). A reader holds a cursor, the first sequence
+number it has not seen, and reads C{[cursor, head)}. Entries leave from the oldest end when either
 the entry capacity or the byte capacity is exceeded; a cursor that points before the oldest retained
 entry is answered with what is left plus the count of entries it missed, never with an error.
 
-Memory is fixed: slots are a preallocated list indexed by ``seq % capacity``. Items are opaque to
-the buffer; their size is ``len(item)`` unless a ``sizeof`` is given (the telemetry store keeps
-compact JSON ``bytes``, so ``len`` is the honest size).
+Memory is fixed: slots are a preallocated list indexed by C{seq % capacity}. Items are opaque to
+the buffer; their size is C{len(item)} unless a C{sizeof} is given (the telemetry store keeps
+compact JSON C{bytes}, so C{len} is the honest size).
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ class ReadResult(Generic[T]):
     """What a read returns: the items, the cursor to read from next time, and what was missed."""
 
     items: list[T]
-    #: Sequence number of ``items[0]`` (meaningful when ``items`` is not empty).
+    #: Sequence number of C{items[0]} (meaningful when C{items} is not empty).
     first_seq: int
     #: The cursor a reader should keep to continue after this read.
     next_cursor: int
     #: Entries between the reader's cursor and the oldest retained entry that were evicted.
     missed: int
-    #: True when ``limit`` cut the read short and more entries are already waiting.
+    #: True when C{limit} cut the read short and more entries are already waiting.
     has_more: bool
 
 
@@ -42,7 +42,7 @@ class RingBuffer(Generic[T]):
     Fixed capacity in entries and bytes; monotonically increasing sequence numbers.
 
     @ivar head: the sequence number the next write gets (= number of writes ever made).
-    @ivar tail: the sequence number of the oldest retained entry (``== head`` when empty).
+    @ivar tail: the sequence number of the oldest retained entry (C{== head} when empty).
     @ivar bytes_used: sum of the sizes of the retained entries.
     """
 
@@ -164,7 +164,7 @@ class RingBuffer(Generic[T]):
         self.tail += k
 
     def read(self, cursor: int = 0, limit: int | None = None) -> ReadResult[T]:
-        """Read entries with sequence numbers in ``[max(cursor, tail), head)``, oldest first.
+        """Read entries with sequence numbers in C{[max(cursor, tail), head)}, oldest first.
 
         A cursor beyond C{head} (say, from before a restart or a clear) is treated as C{head}.
         """
@@ -218,7 +218,7 @@ class RingBuffer(Generic[T]):
         return dropped
 
     def stats(self) -> dict[str, int]:
-        """``{capacity, used, head}`` as ``/health`` reports it, plus bytes."""
+        """C{{capacity, used, head}} as C{/health} reports it, plus bytes."""
         return {
             "capacity": self.capacity,
             "used": self.head - self.tail,

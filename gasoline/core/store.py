@@ -2,13 +2,13 @@
 The shared telemetry store: one ring buffer per kind of telemetry, plus two derived views.
 
 Entries arrive as validated dicts (validation is the ingest layer's job), are stored as compact JSON
-``bytes`` (about a third of the memory of the dicts), and are decoded again when read. Every write
+C{bytes} (about a third of the memory of the dicts), and are decoded again when read. Every write
 publishes one L{BufferWrite} per batch to the notifier; an optional journal (see
 L{gasoline.core.persist}) receives the same bytes for the console buffer.
 
 Derived views, updated on write:
- - ``performance``: the latest snapshot per URL (bounded, least recently updated URL leaves first);
- - ``websocket_connections``: open connections and recently closed ones, with message counts and
+ - C{performance}: the latest snapshot per URL (bounded, least recently updated URL leaves first);
+ - C{websocket_connections}: open connections and recently closed ones, with message counts and
    rates, built from the WebSocket lifecycle events.
 """
 
@@ -27,7 +27,7 @@ from gasoline.core.notify import Notifier
 from gasoline.core.ring import ReadResult, RingBuffer
 from gasoline.interfaces import ITelemetryStore
 
-#: Buffer names, as used in cursors, ``/health`` and tool arguments.
+#: Buffer names, as used in cursors, C{/health} and tool arguments.
 CONSOLE = "console"
 NETWORK_BODIES = "network_bodies"
 WEBSOCKET_EVENTS = "websocket_events"
@@ -44,7 +44,7 @@ class BufferSpec:
     max_bytes: int
 
 
-#: Documented defaults (docs/operations.md). ``--max-entries`` overrides the console entry count.
+#: Documented defaults (docs/operations.md). C{--max-entries} overrides the console entry count.
 DEFAULT_BUFFERS: dict[str, BufferSpec] = {
     CONSOLE: BufferSpec(10_000, 64 * MiB),
     NETWORK_BODIES: BufferSpec(1_000, 32 * MiB),
@@ -191,7 +191,7 @@ class TelemetryStore:
         return len(items)
 
     def add_performance(self, snapshots: list[dict[str, Any]]) -> int:
-        """Keep the latest snapshot per URL; publish a ``performance`` write."""
+        """Keep the latest snapshot per URL; publish a C{performance} write."""
         now = self._clock.seconds()
         for snap in snapshots:
             url = str(snap.get("url", ""))

@@ -1,15 +1,15 @@
 """
-The extension ingest API: every route of extension-protocol.md §2 except ``/health``.
+The extension ingest API: every route of extension-protocol.md §2 except C{/health}.
 
 One Klein app on one object (L{IngestAPI}); the root resource runs the guards first (Host, Origin,
 CORS, size, key) and falls back to this API for every path it has no mount for. Every route here is
-an extension (EXT) route: it needs ``X-Gasoline-Client: gasoline-extension[/...]`` (or
-``gasoline-extension-offscreen``), else 403. Every answer is JSON, errors included
-(``{"error": ...}``; unknown path 404, wrong method 405, bad JSON / wrong types 400, over a rate
-limit 429 with ``Retry-After``).
+an extension (EXT) route: it needs C{X-Gasoline-Client: gasoline-extension[/...]} (or
+C{gasoline-extension-offscreen}), else 403. Every answer is JSON, errors included
+(C{{"error": ...}}; unknown path 404, wrong method 405, bad JSON / wrong types 400, over a rate
+limit 429 with C{Retry-After}).
 
-``POST /logs`` is the hot path (the extension streams every console line through it): one
-``orjson.loads``, one list comprehension of checks, one ``store.add``.
+C{POST /logs} is the hot path (the extension streams every console line through it): one
+C{orjson.loads}, one list comprehension of checks, one C{store.add}.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ log = Logger()
 
 EXTENSION_CLIENT = b"gasoline-extension"
 EXTENSION_OFFSCREEN = b"gasoline-extension-offscreen"
-#: ``/websocket-events``: events accepted per one-second window.
+#: C{/websocket-events}: events accepted per one-second window.
 WS_EVENTS_PER_SECOND = 1000
-#: ``/screenshots``: minimum seconds between two uploads of one client.
+#: C{/screenshots}: minimum seconds between two uploads of one client.
 SCREENSHOT_INTERVAL = 1.0
 
 _DATA_URL = re.compile(r"data:image/(jpeg|jpg|png|webp);base64,", re.I)
@@ -71,7 +71,7 @@ def is_extension_client(value: bytes | None) -> bool:
 
 
 def extension_only(route: Callable) -> Callable:
-    """Refuse (403) a request that does not carry the extension's ``X-Gasoline-Client``."""
+    """Refuse (403) a request that does not carry the extension's C{X-Gasoline-Client}."""
 
     @functools.wraps(route)
     def gated(self, request, *args, **kwargs):
@@ -92,7 +92,7 @@ def _ok(request, **extra: Any) -> bytes:
 
 
 def _entry_time_ms(entry: dict[str, Any]) -> float | None:
-    """An entry's time in epoch milliseconds (``ts`` RFC 3339 or ``timestamp``), if it has one."""
+    """An entry's time in epoch milliseconds (C{ts} RFC 3339 or C{timestamp}), if it has one."""
     value = entry.get("ts", entry.get("timestamp"))
     return _time_ms(value)
 
@@ -124,7 +124,7 @@ class IngestAPI:
     store: Any
     extension: ExtensionLink
     screenshots: ScreenshotStore
-    #: The daemon's graceful stop (``POST /shutdown``).
+    #: The daemon's graceful stop (C{POST /shutdown}).
     shutdown: Shutdown
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL

@@ -5,23 +5,23 @@ L{classify} turns one L{gasoline.core.store.BufferWrite} into the L{StreamEvent}
 write whatever the number of subscribers. It only reads the entry dicts the store already holds
 (no decoding, no I/O). Event types and how each is recognised:
 
- - ``error``: console entries of level ``error`` (``type: "exception"`` for uncaught exceptions and
+ - C{error}: console entries of level C{error} (C{type: "exception"} for uncaught exceptions and
    unhandled rejections, which are C{high}; other console errors are C{medium});
- - ``network_failure``: the console's ``type: "network"`` entries (the extension logs every request
+ - C{network_failure}: the console's C{type: "network"} entries (the extension logs every request
    that failed or answered 4xx/5xx there): 5xx and failed requests C{high}, 4xx C{medium};
- - ``network_slow``: waterfall entries whose ``duration`` is over the subscriber's budget
+ - C{network_slow}: waterfall entries whose C{duration} is over the subscriber's budget
    (C{low}; the budget is a per-subscription filter, so this type is produced with its duration and
    each subscription compares it with its own budget);
- - ``websocket_close``: WebSocket ``close`` events (C{medium} for an abnormal code, else C{low});
- - ``performance_degradation``: a performance snapshot with a Web Vital over its "needs improvement"
+ - C{websocket_close}: WebSocket C{close} events (C{medium} for an abnormal code, else C{low});
+ - C{performance_degradation}: a performance snapshot with a Web Vital over its "needs improvement"
    threshold (C{high} when one is "poor", else C{medium});
- - ``security_violation``: console entries that report a Content-Security-Policy violation or mixed
-   content (``type: "csp_violation"`` / ``"security"``, or the browser's own wording), C{high};
- - ``accessibility_violation``: published by an accessibility audit (L{audit_events}), severity
+ - C{security_violation}: console entries that report a Content-Security-Policy violation or mixed
+   content (C{type: "csp_violation"} / C{"security"}, or the browser's own wording), C{high};
+ - C{accessibility_violation}: published by an accessibility audit (L{audit_events}), severity
    from axe's impact.
 
-Every event also names the MCP log level its severity maps to (``critical`` -> ``critical``,
-``high`` -> ``error``, ``medium`` -> ``warning``, ``low`` -> ``notice``).
+Every event also names the MCP log level its severity maps to (C{critical} -> C{critical},
+C{high} -> C{error}, C{medium} -> C{warning}, C{low} -> C{notice}).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ _IMPACT = {"critical": "critical", "serious": "high", "moderate": "medium", "min
 
 class StreamEvent:
     """One event a subscriber may receive: what matching reads (type, severity, URL, message,
-    duration), and C{data}, what the notification's ``data`` carries (without ``seq``, which is
+    duration), and C{data}, what the notification's C{data} carries (without C{seq}, which is
     per agent). C{data} is built on first use: most events of a busy page are refused by every
     filter or throttled, and never need it."""
 
@@ -91,7 +91,7 @@ class StreamEvent:
         self.url = url
         #: The message exclude patterns are matched against (capped).
         self.message = message
-        #: Request duration in ms for ``network_slow`` candidates (None otherwise).
+        #: Request duration in ms for C{network_slow} candidates (None otherwise).
         self.duration_ms = duration_ms
         self._entry = entry
         self._at = at
@@ -235,7 +235,7 @@ _BY_BUFFER = {
 
 #: The buffers whose writes can carry events (others are skipped without looking at entries).
 SOURCE_BUFFERS = frozenset(_BY_BUFFER)
-#: The buffer whose writes can carry each event type (``accessibility_violation`` comes from
+#: The buffer whose writes can carry each event type (C{accessibility_violation} comes from
 #: audits, not from a buffer).
 TYPE_BUFFER = {
     "error": _CONSOLE,
@@ -259,8 +259,8 @@ def classify(buffer: str, entries: Iterable[Any], at: float,
     """The events in one write of C{entries} to C{buffer} at clock time C{at}.
 
     @param types: the event types anyone wants (None: all). Console entries that cannot be one
-        of them are skipped before any per-entry call: without ``security_violation`` only
-        ``error`` entries are looked at (most console lines are neither errors nor warnings).
+        of them are skipped before any per-entry call: without C{security_violation} only
+        C{error} entries are looked at (most console lines are neither errors nor warnings).
     """
     fn = _BY_BUFFER.get(buffer)
     if fn is None:
@@ -284,7 +284,7 @@ def classify(buffer: str, entries: Iterable[Any], at: float,
 
 
 def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) -> list[StreamEvent]:
-    """``accessibility_violation`` events from an axe result's ``violations`` list."""
+    """C{accessibility_violation} events from an axe result's C{violations} list."""
     out = []
     for v in violations:
         if not isinstance(v, dict):

@@ -3,7 +3,7 @@ The streaming hub: per-agent inboxes fed from the store's notifier, drained to t
 
 Flow, for every buffer write (a L{gasoline.core.store.BufferWrite} the store publishes to the
 L{gasoline.core.notify.Notifier}): the notifier calls L{Streaming.on_write} on a later reactor turn
-(``callLater(0)``, batched), never inside the ingest request, so ingest never waits for matching.
+(C{callLater(0)}, batched), never inside the ingest request, so ingest never waits for matching.
 The write's entries are classified once (L{gasoline.streaming.events.classify}); each subscribed
 agent's L{Matcher} (patterns compiled once per subscription) filters them in the seed's order
 (type -> severity -> url_pattern -> exclude_pattern), its rate limit comes last, and what passes is
@@ -11,20 +11,20 @@ redacted (once per event, shared by every agent) and appended to the agent's L{I
 
 The inbox is the source of truth (bounded, drop-oldest, monotonic sequence numbers). Ways out:
 
- - ``notifications/message`` on the agent's own MCP stream: the standalone stream (connector GET,
+ - C{notifications/message} on the agent's own MCP stream: the standalone stream (connector GET,
    streamable-HTTP GET, legacy SSE) of the agent's most recently active session that has a writer
    attached: one stream per agent, never two; nothing for a session whose stream is gone, and the
-   session's ``logging/setLevel`` (if it set one) still filters by level. Pushing does not
+   session's C{logging/setLevel} (if it set one) still filters by level. Pushing does not
    acknowledge: the event stays in the inbox;
- - L{Streaming.read} (``observe {what:"events"}``): returns and acknowledges; L{Streaming.wait}
+ - L{Streaming.read} (C{observe {what:"events"}}): returns and acknowledges; L{Streaming.wait}
    long-polls;
  - L{Streaming.unread_note}: the short note other tool results carry;
- - ``GET /events?client=<id>`` listeners (L{Streaming.listen}), and
-   ``notifications/resources/updated`` for sessions subscribed to ``gasoline://events``.
+ - C{GET /events?client=<id>} listeners (L{Streaming.listen}), and
+   C{notifications/resources/updated} for sessions subscribed to C{gasoline://events}.
 
 Rate limiting and overflow are summarised, not reported per event: at the end of the one-second
-window in which events were throttled, one ``rate_limit_exceeded`` notice ``{throttled: n}`` enters
-the inbox; inbox overflow produces one ``buffer_full`` notice, whose count grows (instead of a new
+window in which events were throttled, one C{rate_limit_exceeded} notice C{{throttled: n}} enters
+the inbox; inbox overflow produces one C{buffer_full} notice, whose count grows (instead of a new
 notice) while it is still unread.
 
 Each agent's subscription is part of its client state (C{state.subscriptions["streaming"]}), so
@@ -59,7 +59,7 @@ log = Logger()
 #: The key of the streaming subscription in C{ClientState.subscriptions}.
 STATE_KEY = "streaming"
 DEFAULT_INBOX = 100
-#: Longest ``observe events`` long-poll (the client's request timeout is usually 60 s).
+#: Longest C{observe events} long-poll (the client's request timeout is usually 60 s).
 MAX_WAIT_MS = 50_000
 #: Progress notifications during a long-poll come this often (seconds).
 PROGRESS_EVERY = 5.0
@@ -81,7 +81,7 @@ class Inbox:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        #: (seq, data) oldest first; C{data} already carries ``seq``.
+        #: (seq, data) oldest first; C{data} already carries C{seq}.
         self.items: deque[tuple[int, dict[str, Any]]] = deque()
         self.last_seq = 0
         #: Newest acknowledged sequence number.
@@ -90,7 +90,7 @@ class Inbox:
         self.dropped = 0
 
     def append(self, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """Add C{data} (a copy with ``seq``); return it and how many old items left to make room."""
+        """Add C{data} (a copy with C{seq}); return it and how many old items left to make room."""
         self.last_seq += 1
         item = dict(data)
         item["seq"] = self.last_seq
@@ -141,14 +141,14 @@ class AgentStream:
         self.overflowed = 0
         self.throttled_total = 0
         self.notice_call: IDelayedCall | None = None
-        #: The unread ``buffer_full`` notice (its count grows while it is unread).
+        #: The unread C{buffer_full} notice (its count grows while it is unread).
         self.full_notice: dict[str, Any] | None = None
         self.waiters: list[Deferred] = []
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         #: listener -> what ends its stream when the subscription ends (GET /events).
         self.enders: dict[Any, Callable[[], None]] = {}
         self.pushed = 0
-        #: ``notifications/resources/updated`` sent and not yet followed by a read.
+        #: C{notifications/resources/updated} sent and not yet followed by a read.
         self.resource_told = False
 
     def reconfigure(self, subscription: Subscription, raw: Any) -> None:
@@ -175,7 +175,7 @@ class Streaming:
         self.agents: dict[str, AgentStream] = {}
         self._active: tuple[AgentStream, ...] = ()
         #: The buffers whose writes can carry a type some active agent subscribed to, and those
-        #: types (None: someone subscribed to ``all``); recomputed with L{_active}.
+        #: types (None: someone subscribed to C{all}); recomputed with L{_active}.
         self._wanted_buffers: frozenset[str] = frozenset()
         self._wanted_types: frozenset[str] | None = frozenset()
         self._refreshed = float("-inf")
@@ -317,7 +317,7 @@ class Streaming:
             self.dispatch(events, agents, write.at)
 
     def publish_audit(self, violations: Iterable[Any], url: str, tab_id: Any) -> int:
-        """An accessibility audit ran: its violations become ``accessibility_violation`` events.
+        """An accessibility audit ran: its violations become C{accessibility_violation} events.
         Return how many events were made."""
         agents = self.active()
         if not agents:
@@ -462,7 +462,7 @@ class Streaming:
 
     def _targets(self, client_id: str) -> tuple[Any, Any]:
         """One pass over the sessions: (the session whose standalone stream carries
-        C{client_id}'s notifications, the session to tell about ``gasoline://events``). Each is
+        C{client_id}'s notifications, the session to tell about C{gasoline://events}). Each is
         the most recently active live one (initialized, a writer attached), or None."""
         stream = resource = None
         for s in self.sessions.values():
@@ -558,8 +558,8 @@ class Streaming:
         return d.addBoth(done)
 
     def resource(self, state: Any) -> dict[str, Any]:
-        """What ``gasoline://events`` shows: the unread items (reading does not acknowledge;
-        the next new item sends ``notifications/resources/updated`` again)."""
+        """What C{gasoline://events} shows: the unread items (reading does not acknowledge;
+        the next new item sends C{notifications/resources/updated} again)."""
         agent = self.agent(state)
         if agent is None:
             return {"streaming_enabled": False, "events": []}
@@ -646,13 +646,13 @@ def _encode(message: dict[str, Any]) -> bytes:
     return orjson.dumps(message, option=orjson.OPT_NON_STR_KEYS, default=str)
 
 
-#: The bytes of a ``notifications/message`` before its ``data``, per MCP log level.
+#: The bytes of a C{notifications/message} before its C{data}, per MCP log level.
 _MESSAGE_HEAD: dict[str, bytes] = {}
 
 
 def _message(level: str, data: bytes, seq: int) -> bytes:
-    """C{_encode} of the ``notifications/message`` whose data is C{data} (the JSON object of an
-    event, from L{_encode}) with ``"seq": seq`` added last, as C{Inbox.append} adds it, built
+    """C{_encode} of the C{notifications/message} whose data is C{data} (the JSON object of an
+    event, from L{_encode}) with C{"seq": seq} added last, as C{Inbox.append} adds it, built
     from the shared bytes instead of encoding the whole message again for every agent."""
     head = _MESSAGE_HEAD.get(level)
     if head is None:

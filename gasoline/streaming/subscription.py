@@ -1,10 +1,10 @@
 """
 One agent's streaming subscription: validation, persistence form, and the compiled matcher.
 
-L{parse} validates ``configure {what:"streaming"}`` arguments (clear L{InvalidParam} errors for
+L{parse} validates C{configure {what:"streaming"}} arguments (clear L{InvalidParam} errors for
 unknown event types, more than 10 types, patterns over 100 characters or not RE2-compatible,
-``rate_limit`` outside 1-100, ...) into a L{Subscription}. L{Subscription.to_json} is what the agent's
-client state keeps (``state.subscriptions["streaming"]``), so the subscription is persisted with the
+C{rate_limit} outside 1-100, ...) into a L{Subscription}. L{Subscription.to_json} is what the agent's
+client state keeps (C{state.subscriptions["streaming"]}), so the subscription is persisted with the
 state and restored when the client comes back within the TTL; L{Subscription.from_json} reads it
 back (anything malformed is ignored, never raised). L{Matcher} holds the compiled patterns (compiled
 once per subscription) and applies the seed's order: type -> severity -> url_pattern ->
@@ -25,11 +25,11 @@ ALL = "all"
 MAX_TYPES = 10
 MAX_PATTERN = 100
 MIN_RATE, MAX_RATE = 1, 100
-#: Seed 004: 5 events per second by default, 10 for an ``all`` subscription.
+#: Seed 004: 5 events per second by default, 10 for an C{all} subscription.
 DEFAULT_RATE = 5
 DEFAULT_RATE_ALL = 10
 DEFAULT_SEVERITY = "low"
-#: ``network_slow``: a request slower than this (ms) is an event, unless the filter says otherwise.
+#: C{network_slow}: a request slower than this (ms) is an event, unless the filter says otherwise.
 DEFAULT_SLOW_MS = 1000
 MAX_SLOW_MS = 600_000
 #: Longest URL a pattern is matched against.
@@ -135,7 +135,7 @@ def _int(filters: dict[str, Any], name: str, default: int, lo: int, hi: int) -> 
 
 
 def parse(args: dict[str, Any]) -> Subscription | None:
-    """Validate ``enabled``, ``subscribe`` and ``filters``; None when ``enabled`` is false.
+    """Validate C{enabled}, C{subscribe} and C{filters}; None when C{enabled} is false.
 
     @raise InvalidParam: with a message that names the offending argument.
     """
@@ -192,7 +192,7 @@ def parse(args: dict[str, Any]) -> Subscription | None:
 
 
 def search_set(pattern: str) -> Any:
-    """C{pattern} as a one-pattern RE2 search set: one native call per search (``Set.Match``),
+    """C{pattern} as a one-pattern RE2 search set: one native call per search (C{Set.Match}),
     about 3.5 times cheaper than C{re2.compile(p).search}, whose offset bookkeeping runs in
     Python. Raises C{re2.error} when RE2 refuses it."""
     patterns = re2.Set.SearchSet(_OPTIONS)
@@ -235,7 +235,7 @@ class Matcher:
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
-        #: None: every type (``all``).
+        #: None: every type (C{all}).
         self.types = None if subscription.all else frozenset(subscription.types)
         self.min_rank = SEVERITY_RANK[subscription.severity]
         self.include = (_Search("url_pattern", subscription.url_pattern)
@@ -251,7 +251,7 @@ class Matcher:
     def after_type(self, budgets: bool) -> Callable[[StreamEvent], bool]:
         """L{matches} for events already known to be of this subscription's types: only the
         checks this subscription has, in the seed's order. With C{budgets} false the events are
-        known to carry no duration (no ``network_slow`` among them)."""
+        known to carry no duration (no C{network_slow} among them)."""
         return self._after_type[0 if budgets else 1]
 
     def _predicate(self, budgets: bool) -> Callable[[StreamEvent], bool]:

@@ -60,8 +60,16 @@ const targetOf = (tabId, documentId) => (documentId ? { tabId, documentIds: [doc
 
 /** `func(...args)` in the page's world; its result, or undefined when the page cannot be scripted. */
 function inPage(tabId, documentId, func, args) {
+  return inPageOf(tabId, documentId, func, args).then((r) => r.result);
+}
+
+/** Like L{inPage}, with the document it ran in: {result, documentId}. */
+function inPageOf(tabId, documentId, func, args) {
   return chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, func, args })
-    .then((r) => (r && r[0] && r[0].result !== undefined ? r[0].result : null), () => undefined);
+    .then((r) => ({
+      result: r && r[0] && r[0].result !== undefined ? r[0].result : null,
+      documentId: (r && r[0] && r[0].documentId) || documentId,
+    }), () => ({ result: undefined, documentId }));
 }
 
 async function pageTabs() {
@@ -153,7 +161,13 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   const startCapture = async (tabId, documentId, settings) => {
     documentId = documentId || await topDocument(tabId);
     const flags = captureFlags(settings);
-    let out = await inPage(tabId, documentId, pageTrack, [true, flags]);
+    // The module is bound to the document it runs in, by that document's id: a start that could
+    // not name the tab's document (between two documents) takes the id of the one its call
+    // reached, so it and that page's own verdict agree on the key (otherwise the second takes the
+    // module the first injected for the page's own, and the load's items are lost).
+    const first = await inPageOf(tabId, documentId, pageTrack, [true, flags]);
+    documentId = first.documentId;
+    let out = first.result;
     // No hooks in this page (it loaded before the extension did): put them in now, capture starts
     // from here. Hooks without the capture module (the page's first verdict): add it.
     const missing = out === null ? HOOK_FILES.concat(CAPTURE_FILES) : (out && out.attach ? CAPTURE_FILES : null);

@@ -459,8 +459,8 @@ function statusSnapshot() {
     ext_session_id,
     version: VERSION,
     queues: Object.fromEntries(Object.entries(queues).map(([k, q]) => [k, { buffered: q.items.length, sent: q.sent, dropped: q.dropped, rejected: q.rejected, backoff_ms: q.backoffMs }])),
-    capturing_tabs: pageCapture ? pageCapture.capturingTabs() : [],
-    capture_starts: pageCapture ? pageCapture.starts() : {},
+    capturing_tabs: pageCapture.capturingTabs(),
+    capture_starts: pageCapture.starts(),
     pulled: Object.assign({ untracked: pulledUntracked }, pulled),
     dropped: totalDropped(),
   };

@@ -142,14 +142,19 @@ class DaemonHTTP:
         sid, self.proxy_session = self.proxy_session, None
         if sid is None:
             return None
-        d = self.http.request("DELETE", self._url(f"/session/{sid}"), headers=self._headers())
+        yield self._delete_quietly(f"/session/{sid}", self._headers(), "the proxy session")
+        return None
+
+    @inlineCallbacks
+    def _delete_quietly(self, path: str, headers, what: str):
+        """C{DELETE path}; a failure is logged, not raised (the connector is going away)."""
+        d = self.http.request("DELETE", self._url(path), headers=headers)
         d.addTimeout(ADMIN_TIMEOUT, self.clock)
         try:
             response = yield d
             yield treq.content(response)
         except Exception as e:
-            log.info("ending the proxy session failed: {e}", e=e)
-        return None
+            log.info("ending {what} failed: {e}", what=what, e=e)
 
     # -- discovery and registration ------------------------------------------------------------
 
@@ -200,13 +205,7 @@ class DaemonHTTP:
     def unregister(self):
         """End this connection's MCP session (C{DELETE /mcp}), its proxy session if any, then
         C{DELETE /clients/<id>}."""
-        d = self.http.request("DELETE", self._url("/mcp"), headers=self._mcp_headers("*/*"))
-        d.addTimeout(ADMIN_TIMEOUT, self.clock)
-        try:
-            response = yield d
-            yield treq.content(response)
-        except Exception as e:
-            log.info("ending the MCP session failed: {e}", e=e)
+        yield self._delete_quietly("/mcp", self._mcp_headers("*/*"), "the MCP session")
         yield self.close_proxy_session()
         d = self.http.request("DELETE", self._url(f"/clients/{self.client_id}"),
                               headers=self._headers())

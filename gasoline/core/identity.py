@@ -31,6 +31,8 @@ import hashlib
 import hmac
 import os
 import secrets
+import subprocess
+import sys
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -92,9 +94,10 @@ def derive_session_key(shared: bytes, nonce: bytes, daemon_key: bytes, ephemeral
 
 # -- the key file, read without cryptography -------------------------------------------------------
 #
-# cryptography (with its own OpenSSL: ~10 MiB of RSS) is needed only to create the key and, once per
-# extension session, for the ECDH of a challenge. At start-up the daemon needs only the public key,
-# which the key file carries: C{identity.pem} is PKCS#8 and its ECPrivateKey holds the public point.
+# cryptography (with its own OpenSSL: ~10 MiB of RSS, ~20 MiB once it has generated a key) is needed
+# only to create the key (in a child process: L{create_key_file}) and, from the first pairing
+# challenge on, for the ECDH of challenges. At start-up the daemon needs only the public key, which
+# the key file carries: C{identity.pem} is PKCS#8 and its ECPrivateKey holds the public point.
 
 _EC_PUBLIC_KEY_OID = bytes.fromhex("06072a8648ce3d0201")  # 1.2.840.10045.2.1
 _P256_OID = bytes.fromhex("06082a8648ce3d030107")  # 1.2.840.10045.3.1.7
@@ -182,24 +185,82 @@ def _load_key(data: bytes, path: Path) -> Any:
 
 def load_or_create_key(state_dir: Path) -> Any:
     """Read C{<state_dir>/identity.pem} (a C{cryptography} P-256 private key), or create it (0600)
-    at first start. Start-up only (blocking)."""
+    in this process. Blocking: start-up and the C{gasoline identity} command only."""
     path = Path(state_dir) / IDENTITY_FILE
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        data = None
-    if data is not None:
-        return _load_key(data, path)
-    return _create_key(path, state_dir)
+        data = _store_key(path, _new_key_pem())
+    return _load_key(data, path)
 
 
-def _create_key(path: Path, state_dir: Path) -> Any:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+#: What the short-lived child runs to create a key (L{create_key_file}): cryptography only, the
+#: PKCS#8 PEM on stdout.
+_CHILD = """\
+import sys
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+key = ec.generate_private_key(ec.SECP256R1())
+sys.stdout.buffer.write(key.private_bytes(serialization.Encoding.PEM,
+    serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+"""
+_PEM_BEGIN = b"-----BEGIN PRIVATE KEY-----"
+_PEM_END = b"-----END PRIVATE KEY-----"
+
+
+def create_key_file(state_dir: Path) -> bytes:
+    """Create C{<state_dir>/identity.pem} (0600) and return its bytes; the bytes of the file
+    another process created meanwhile, if one did.
+
+    cryptography, once imported, stays in the process for its life (~20 MiB of RSS with key
+    generation). A daemon needs it only at the first pairing challenge, so when this process has
+    not imported it yet the key is generated in a short-lived child interpreter (~0.15 s, first
+    start only) that writes the PEM to a pipe; this process only stores it. Without a usable
+    child (no C{sys.executable}, the child failed) the key is generated here. Blocking: start-up
+    only.
+    """
+    path = Path(state_dir) / IDENTITY_FILE
+    pem = None if "cryptography" in sys.modules else _new_key_pem_in_child()
+    if pem is None:
+        pem = _new_key_pem()
+    return _store_key(path, pem)
+
+
+def _new_key_pem() -> bytes:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415  (lazy: see above)
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 
     key = ec.generate_private_key(ec.SECP256R1())
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _new_key_pem_in_child(timeout: float = 30.0) -> bytes | None:
+    """A new P-256 key's PKCS#8 PEM from a child interpreter, or None (then the caller makes it)."""
+    if not sys.executable:
+        return None
+    # -P: the child's import path does not start with the working directory.
+    try:
+        done = subprocess.run([sys.executable, "-P", "-c", _CHILD], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as e:
+        log.warn("could not create the identity key in a child process ({error}); creating it "
+                 "in the daemon", error=str(e))
+        return None
+    out = done.stdout
+    start, end = out.find(_PEM_BEGIN), out.find(_PEM_END)
+    pem = out[start:end + len(_PEM_END)] + b"\n" if 0 <= start < end else b""
+    if done.returncode != 0 or public_key_from_pem(pem) is None:
+        log.warn("could not create the identity key in a child process (exit {code}: {err}); "
+                 "creating it in the daemon", code=done.returncode,
+                 err=done.stderr.decode("utf-8", "replace").strip()[-300:])
+        return None
+    return pem
+
+
+def _store_key(path: Path, pem: bytes) -> bytes:
+    """Write C{pem} to C{path} (0600, atomically, never over a key another process created
+    meanwhile: that one is returned instead)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -208,12 +269,13 @@ def _create_key(path: Path, state_dir: Path) -> Any:
     try:
         os.link(tmp, path)  # never replace a key another process created meanwhile
     except FileExistsError:
+        return path.read_bytes()
+    finally:
         os.unlink(tmp)
-        return load_or_create_key(state_dir)
-    os.unlink(tmp)
+    public = public_key_from_pem(pem)
     log.info("created the daemon identity {path} (fingerprint {fp})", path=str(path),
-             fp=fingerprint_of(raw_public_key(key)))
-    return key
+             fp=fingerprint_of(public) if public is not None else "?")
+    return pem
 
 
 def raw_public_key(key: Any) -> bytes:
@@ -244,18 +306,20 @@ class DaemonIdentity:
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
-        """The identity in C{state_dir}: an existing key file is read for its public key only
-        (no C{cryptography} at start-up); a new one is created."""
+        """The identity in C{state_dir}: the key file is read for its public key only (no
+        C{cryptography} at start-up); a missing one is created (L{create_key_file})."""
         path = Path(state_dir) / IDENTITY_FILE
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             data = None
-        public = public_key_from_pem(data) if data is not None else None
-        if data is not None and public is not None:
+        if data is None:
+            data = create_key_file(state_dir)
+        public = public_key_from_pem(data)
+        if public is not None:
             identity = cls(lambda: _load_key(data, path), clock, public_key=public)
-        else:
-            identity = cls(load_or_create_key(state_dir), clock)
+        else:  # a key file in a form the reader above does not know: cryptography reads it
+            identity = cls(_load_key(data, path), clock)
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing)",
                  fp=identity.fingerprint)
         return identity

@@ -12,7 +12,7 @@ global reactor.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.application.service import MultiService
@@ -58,11 +58,11 @@ from gasoline.relay.hub import Relay
 from gasoline.relay.metrics import register as register_relay_metrics
 from gasoline.streaming.hub import Streaming
 from gasoline.streaming.metrics import register as register_streaming_metrics
-from gasoline.proxy.config import load as load_proxy_config
-from gasoline.proxy.metrics import register as register_proxy_metrics
-from gasoline.proxy.session import ProxyManager
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
+
+if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)
+    from gasoline.proxy.session import ProxyManager
 
 
 @attrs.frozen(eq=False)
@@ -208,6 +208,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"pairing"] = PairingAPI(identity).resource()
     root.mounts[b"session"] = ProxyAPI(proxy).resource()
     if proxy is not None:
+        from gasoline.proxy.metrics import register as register_proxy_metrics  # noqa: PLC0415
+
         mcp_http.session_binder = proxy.bind
         if metrics is not None:
             register_proxy_metrics(metrics, proxy)
@@ -247,6 +249,9 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     config = daemon.config
     if config.proxy_config is None:
         return None
+    from gasoline.proxy.config import load as load_proxy_config  # noqa: PLC0415  (only when used)
+    from gasoline.proxy.session import ProxyManager  # noqa: PLC0415
+
     proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
                          state_dir=config.state_dir if config.persist else None)
     proxy.service.setServiceParent(services)

@@ -2,9 +2,14 @@
 Gasoline's five tools: C{observe}, C{analyze}, C{generate}, C{configure}, C{interact}.
 
 Each tool's modes live in one module here exporting
-C{MODES: dict[str, Callable[[ToolContext, dict], dict | Deferred]]} and, optionally,
-C{PROPERTIES} (JSON Schema properties its modes read beyond the common ones). A mode named in a
-tool's C{what} enum but missing from its table answers C{not_implemented}. A handler returns a
+C{MODES: dict[str, Callable[[ToolContext, dict], dict | Deferred]]} and C{PROPERTIES} (JSON
+Schema properties its modes read beyond the common ones: its entry of
+L{gasoline.tools.schemas.MODE_PROPERTIES}). A mode named in a tool's C{what} enum but missing from
+its table answers C{not_implemented}.
+
+The daemon registers the five tools, and answers tools/list, from L{gasoline.tools.schemas}
+alone: a tool's module (and what it imports: the analyses, the generators, playback, ...) is
+imported at the tool's first call (L{ModeTables}), so an idle daemon never holds them. A handler returns a
 result dict (usually C{ctx.ok(summary, data)}) or a Deferred firing with one, or raises a
 L{gasoline.core.errors.GasolineError}; redaction and the 100 kB cap are applied centrally by
 L{gasoline.mcp.tools.ToolRegistry.call}. No tool module imports a sibling tool module: what they
@@ -14,6 +19,7 @@ share lives in the underscore modules and L{gasoline.tools.context}.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator, Mapping
 from inspect import iscoroutine
 from typing import Any, Callable
 
@@ -32,6 +38,7 @@ from gasoline.tools.schemas import (
     CONFIGURE_SCHEMA,
     GENERATE_SCHEMA,
     INTERACT_SCHEMA,
+    MODE_PROPERTIES,
     OBSERVE_SCHEMA,
     TOOL_MODES,
     mode_of,
@@ -47,28 +54,63 @@ def _module(tool: str) -> Any:
 
 
 def load_tables() -> dict[str, dict[str, Handler]]:
-    """C{tool -> MODES}. Every tool module must import: a broken one is a bug to see at start-up,
-    not a set of modes that quietly answer C{not_implemented}."""
+    """C{tool -> MODES}, every tool module imported now (a broken one raises here)."""
     return {tool: dict(_module(tool).MODES) for tool in TOOL_MODULES}
+
+
+class ModeTables(Mapping[str, dict[str, Handler]]):
+    """C{tool -> MODES}, each tool's module imported the first time its table is looked up (its
+    first call, or C{describe_capabilities}), then kept. Membership and iteration need no import.
+
+    A module that fails to import fails that tool's calls, each with the import's error, and
+    every other tool still works; C{tests/test_tools_infra.py} imports every module, so a broken
+    one fails the suite, not a user's first call.
+    """
+
+    def __init__(self, tools: tuple[str, ...] = TOOL_MODULES) -> None:
+        self._tools = tools
+        self._tables: dict[str, dict[str, Handler]] = {}
+
+    def __getitem__(self, tool: str) -> dict[str, Handler]:
+        table = self._tables.get(tool)
+        if table is None:
+            if tool not in self._tools:
+                raise KeyError(tool)
+            table = self._tables[tool] = dict(_module(tool).MODES)
+        return table
+
+    def __contains__(self, tool: object) -> bool:
+        return tool in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def loaded(self) -> list[str]:
+        """The tools whose module is imported so far."""
+        return [t for t in self._tools if t in self._tables]
 
 
 def extra_properties(tool: str) -> dict[str, Any]:
     """JSON Schema properties a tool's modes read beyond the tool schema's common arguments
-    (the module's C{PROPERTIES}, if any)."""
-    return dict(getattr(_module(tool), "PROPERTIES", {}))
+    (L{gasoline.tools.schemas.MODE_PROPERTIES}; no tool module is imported)."""
+    return dict(MODE_PROPERTIES.get(tool, {}))
 
 
 class GasolineTools:
     """The five tools. Each dispatches C{what} to its mode table (the tool modules' C{MODES})."""
 
-    def __init__(self, daemon: Daemon, tables: dict[str, dict[str, Handler]] | None = None,
+    def __init__(self, daemon: Daemon, tables: Mapping[str, dict[str, Handler]] | None = None,
                  streaming: Streaming | None = None) -> None:
         #: The domain collaborators every mode reads (C{ctx.app}).
         self.daemon = daemon
         #: Context streaming (C{configure streaming}, C{observe events}, the unread note); None
         #: when the daemon was built without it.
         self.streaming = streaming
-        self.tables = tables if tables is not None else load_tables()
+        #: C{tool -> MODES}: L{ModeTables} (imported at each tool's first call) unless given.
+        self.tables = tables if tables is not None else ModeTables()
         #: What the tools keep in memory between calls.
         self.runtime = ToolRuntime()
 
@@ -97,7 +139,7 @@ class GasolineTools:
              "Interact with the browser", None),
         )
         for name, description, schema, title, hints in specs:
-            # The mode modules' own argument definitions are the authoritative ones.
+            # The modes' own arguments (schemas.MODE_PROPERTIES) win over the common ones.
             properties = {**schema["properties"], **extra_properties(name)}
             registry.add(Tool(name, description, {**schema, "properties": properties},
                               self._dispatcher(name), title=title, annotations=hints))

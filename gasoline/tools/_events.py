@@ -22,29 +22,6 @@ from gasoline.streaming.subscription import ALL, ALL_WARNING, parse
 DEFAULT_EVENTS = 100
 MAX_EVENTS = 1000
 
-PROPERTIES: dict[str, Any] = {
-    "enabled": {"type": "boolean", "description": "streaming: subscribe (true, the default) or "
-                "unsubscribe (false)."},
-    "subscribe": {"type": "array", "items": {"type": "string", "enum": [
-        "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
-        "security_violation", "accessibility_violation", "all"]}, "maxItems": 10,
-        "description": "streaming: the event types to receive."},
-    "filters": {"type": "object", "description": "streaming: severity (low|medium|high|critical, "
-                "the minimum), url_pattern / exclude_pattern (RE2, at most 100 characters), "
-                "rate_limit (1-100 events per second), slow_ms (network_slow budget).",
-                "properties": {
-                    "severity": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
-                    "url_pattern": {"type": "string", "maxLength": 100},
-                    "exclude_pattern": {"type": "string", "maxLength": 100},
-                    "rate_limit": {"type": "integer", "minimum": 1, "maximum": 100},
-                    "slow_ms": {"type": "integer", "minimum": 1}}},
-}
-OBSERVE_PROPERTIES: dict[str, Any] = {
-    "since": {"type": "integer", "minimum": 0, "description": "events: the last seq you have "
-              "seen (default: the last one you acknowledged)."},
-    "wait_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS,
-                "description": "events: wait up to this long for an event when none is pending."},
-}
 
 
 def _streaming(ctx: Any) -> Any:

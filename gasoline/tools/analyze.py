@@ -64,6 +64,7 @@ from gasoline.tools._shared import (
     tab_of,
 )
 from gasoline.tools.context import reserved_dict, store_reserved_dict
+from gasoline.tools.schemas import MODE_PROPERTIES
 
 # -- X: the extension answers -----------------------------------------------------------------------
 
@@ -577,32 +578,9 @@ async def visual_diff(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
                   f"({ratio:.4%}) in {data['region_count']} region(s)", data)
 
 
-#: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
-#: the tools-infrastructure to merge into C{analyze}'s inputSchema).
-PROPERTIES: dict[str, Any] = {
-    "last_n": {"type": "integer", "minimum": 1, "maximum": 10000,
-               "description": "S modes: how many of the newest buffered entries to analyze "
-               "(default 1000)."},
-    "include_html": {"type": "boolean", "description": "dom: include each match's outerHTML."},
-    "rules": {"type": "array", "items": {"type": "string"},
-              "description": "accessibility: run only these axe rule ids."},
-    "node_limit": {"type": "integer", "minimum": 1, "maximum": 200,
-                   "description": "accessibility: nodes reported per violation."},
-    "urls": {"type": "array", "items": {"type": "string"}, "maxItems": 200,
-             "description": "link_validation: the URLs to check (default: the page's links)."},
-    "allow_private": {"type": "boolean", "description": "link_validation: also fetch "
-                      "loopback/private addresses (refused by default: SSRF guard)."},
-    "name": {"type": "string", "description": "visual_baseline/visual_diff: the baseline name "
-             "(letters, digits, . _ -; default 'default')."},
-    "pixel_threshold": {"type": "integer", "minimum": 0, "maximum": 255,
-                        "description": "visual_diff: a pixel counts as changed when a colour "
-                        "channel moved by more than this (default 24)."},
-    "max_diff_ratio": {"type": "number", "minimum": 0, "maximum": 1,
-                       "description": "visual_diff: passed when at most this share of pixels "
-                       "changed (default 0.001)."},
-    "annotation_id": {"type": "string", "description": "annotation_detail: an id from "
-                      "analyze annotations."},
-}
+#: Arguments these modes read beyond the tool schema's common ones (they live in
+#: L{gasoline.tools.schemas}: tools/list is answered without importing this module).
+PROPERTIES: dict[str, Any] = MODE_PROPERTIES["analyze"]
 
 MODES = nulls_absent({
     "dom": dom,

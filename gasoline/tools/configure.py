@@ -44,6 +44,7 @@ from gasoline.tools.context import (
     newest_entries,
     save_noise_rules,
 )
+from gasoline.tools.schemas import MODE_PROPERTIES
 
 DEFAULT_NAMESPACE = "default"
 #: kv namespaces Gasoline keeps for itself (recordings); agents cannot store or list them.
@@ -485,35 +486,11 @@ MODES["diff_sessions"] = configure_diff_sessions
 MODES["restart"] = configure_restart
 
 # Context streaming (seed 004): the caller's subscription (gasoline.tools._events).
-from gasoline.tools._events import PROPERTIES as _STREAMING_PROPERTIES  # noqa: E402
 from gasoline.tools._events import configure_streaming  # noqa: E402
 
 MODES["streaming"] = configure_streaming
 
 
-# -- arguments the modes above read beyond CONFIGURE_SCHEMA ----------------------------------------
-
-PROPERTIES: dict[str, Any] = {
-    "steps": {"type": "array", "items": {"type": "object"},
-              "description": "save_sequence: interact argument objects, e.g. [{what:'click', "
-              "selector:'#go'}] (at most 100)."},
-    "from_actions": {"type": "boolean", "description": "save_sequence: build the steps from "
-                     "your recorded actions (last_n, or a recording)."},
-    "recording": {"type": "string", "description": "save_sequence from_actions: take the "
-                  "actions of this recording."},
-    "last_n": {"type": "integer", "minimum": 1, "maximum": 500,
-               "description": "save_sequence from_actions: how many recent actions (50)."},
-    "description": {"type": "string", "description": "save_sequence: what the sequence does."},
-    "sequence_action": {"type": "string", "enum": ["save", "list", "delete", "get"],
-                        "description": "save_sequence (default save)."},
-    "continue_on_error": {"type": "boolean", "description": "replay_sequence: run the "
-                          "remaining steps after a failed one (default false)."},
-    "from_checkpoint": {"type": "string", "description": "diff_sessions: the earlier checkpoint "
-                        "(yours, or 'client:name')."},
-    "to_checkpoint": {"type": "string", "description": "diff_sessions: the later checkpoint "
-                      "(default 'now')."},
-    "checkpoint": {"type": "string", "description": "diff_sessions: alias of from_checkpoint."},
-    "confirm": {"type": "boolean", "description": "restart: really restart (only when you are "
-                "the only connected client); without it restart only reports."},
-    **_STREAMING_PROPERTIES,
-}
+#: Arguments the modes above read beyond CONFIGURE_SCHEMA (they live in L{gasoline.tools.schemas}:
+#: tools/list is answered without importing this module).
+PROPERTIES: dict[str, Any] = MODE_PROPERTIES["configure"]

@@ -58,6 +58,7 @@ from gasoline.tools._shared import (
     tab_of,
     timeout_of,
 )
+from gasoline.tools.schemas import MAX_CONTEXT_WINDOW, MODE_PROPERTIES
 
 DEFAULT_ACTIONS = 200
 DEFAULT_ENTRIES = 1000
@@ -167,9 +168,9 @@ def pr_summary_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 # -- test_from_context, visual_test, test_heal, test_classify ----------------------------------------
 
-#: Seconds of actions before the error that test_from_context replays (default), and its maximum.
+#: Seconds of actions before the error that test_from_context replays (default; the maximum,
+#: C{MAX_CONTEXT_WINDOW}, is in its schema).
 CONTEXT_WINDOW = 30.0
-MAX_CONTEXT_WINDOW = 3600.0
 #: Seconds after the error in which failed requests still count as "around" it.
 AFTER_ERROR = 5.0
 #: Failed requests without any time field count when they are among this many newest requests.
@@ -408,48 +409,9 @@ def test_classify_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
                   f"(confidence {result['confidence']:.2f})", result)
 
 
-#: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
-#: the tools-infrastructure to merge into C{generate}'s inputSchema).
-PROPERTIES: dict[str, Any] = {
-    "base_url": {"type": "string", "description": "reproduction/test: make recorded URLs "
-                 "relative to this origin."},
-    "a11y_result": {"type": "object", "description": "sarif: an accessibility result "
-                    "({violations: [...]}); without it the extension's audit runs."},
-    "selector": {"type": "string", "description": "sarif: audit only this part of the page; "
-                 "test_heal: the broken selector; visual_test: screenshot only this element."},
-    "tags": {"type": "array", "items": {"type": "string"}, "description": "sarif: axe rule tags."},
-    "checkpoint": {"type": "string", "description": "pr_summary: include the changes since "
-                   "this checkpoint."},
-    "title": {"type": "string", "description": "pr_summary: the heading."},
-    "algorithm": {"type": "string", "enum": ["sha256", "sha384", "sha512"],
-                  "description": "sri: hash algorithm (default sha384)."},
-    "report_uri": {"type": "string", "description": "csp: add a report-uri directive."},
-    "error_id": {"type": "string", "description": "test_from_context: the error (its _errorId, "
-                 "id or error_clusters fingerprint); default the newest error you see."},
-    "message": {"type": "string", "description": "test_from_context: substring of the error "
-                "message to pick."},
-    "window_seconds": {"type": "number", "minimum": 0, "maximum": MAX_CONTEXT_WINDOW,
-                       "description": "test_from_context: seconds of actions before the error "
-                       "to replay (default 30)."},
-    "test_code": {"type": "string", "description": "test_heal: the test's code; answered with "
-                  "the broken selector replaced."},
-    "test_file": {"type": "string", "description": "test_heal: a test file inside your working "
-                  "directory (instead of test_code; at most 512 KiB)."},
-    "live": {"type": "boolean", "description": "test_heal: check candidates on the live page "
-             "through the extension (default true when it is connected)."},
-    "failure": {"type": "string", "description": "test_classify: the failure text (error "
-                "message, stack, Playwright output)."},
-    "use_captured": {"type": "boolean", "description": "test_classify: weigh the captured errors, "
-                     "failed requests and timings too (default true)."},
-    "name": {"type": "string", "description": "visual_test: the screenshot name (.png added)."},
-    "full_page": {"type": "boolean", "description": "visual_test: screenshot the full page."},
-    "threshold": {"type": "number", "minimum": 0, "maximum": 1,
-                  "description": "visual_test: per-pixel colour threshold (Playwright's, 0..1)."},
-    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 120000,
-                   "description": "test_heal/sarif: how long to wait for each extension command."},
-    "tab_id": {"type": "integer", "description": "test_heal/sarif: the browser tab (default: "
-               "the tracked one)."},
-}
+#: Arguments these modes read beyond the tool schema's common ones (they live in
+#: L{gasoline.tools.schemas}: tools/list is answered without importing this module).
+PROPERTIES: dict[str, Any] = MODE_PROPERTIES["generate"]
 
 MODES = nulls_absent({
     "reproduction": reproduction_mode,

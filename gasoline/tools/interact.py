@@ -63,6 +63,7 @@ from gasoline.tools._shared import (
     require_str,
     timeout_of,
 )
+from gasoline.tools.schemas import MODE_PROPERTIES
 
 log = Logger()
 
@@ -623,44 +624,9 @@ def draw_mode_start(ctx: Any, args: dict[str, Any]) -> Any:
 # -- screen recording (frames + timeline) -------------------------------------------------------------
 
 
-#: Arguments these modes read beyond the tool schema's common ones (JSON Schema fragments for
-#: the tools-infrastructure to merge into C{interact}'s inputSchema).
-PROPERTIES: dict[str, Any] = {
-    "checked": {"type": "boolean", "description": "check: false unchecks."},
-    "clear": {"type": "boolean", "description": "type: false appends instead of replacing."},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 500,
-              "description": "list_interactive: elements returned."},
-    "duration_ms": {"type": "integer", "minimum": 100, "maximum": 600000,
-                    "description": "highlight/subtitle: how long it stays."},
-    "format": {"type": "string", "enum": ["png", "jpeg"], "description": "screenshot format."},
-    "quality": {"type": "integer", "minimum": 10, "maximum": 100,
-                "description": "screenshot: JPEG quality."},
-    "submit_selector": {"type": "string", "description": "fill_form_and_submit: the control to "
-                        "click (default: the form's submit button)."},
-    "storage_type": {"type": "string", "enum": ["local", "session", "both"],
-                     "description": "storage modes: which Web Storage (default local; "
-                     "clear_storage: both)."},
-    "path": {"type": "string", "description": "set_cookie/delete_cookie: cookie path (/)."},
-    "domain": {"type": "string", "description": "set_cookie/delete_cookie: cookie domain."},
-    "max_age": {"type": "integer", "minimum": 0, "description": "set_cookie: seconds."},
-    "same_site": {"type": "string", "enum": ["Strict", "Lax", "None"]},
-    "secure": {"type": "boolean", "description": "set_cookie: the Secure attribute."},
-    "navigate": {"type": "boolean", "description": "load_state: go to the saved URL first "
-                 "(default true)."},
-    "bypass_cache": {"type": "boolean", "description": "refresh: reload without the cache."},
-    "active": {"type": "boolean", "description": "new_tab: focus it (default true)."},
-    "track": {"type": "boolean", "description": "new_tab/switch_tab: track the tab."},
-    "file_path": {"type": "string", "description": "upload: a file inside your working "
-                  "directory or the daemon's state dir (relative: from your working directory)."},
-    "files": {"type": "array", "items": {"type": "string"}, "maxItems": 20,
-              "description": "upload: several files (10 MB in all)."},
-    "fps": {"type": "number", "minimum": 0.1, "maximum": 2,
-            "description": "record_start: frames per second at most (default 1)."},
-    "max_seconds": {"type": "integer", "minimum": 1, "maximum": 600,
-                    "description": "record_start: stop by itself after this long (default 120)."},
-    "recording_id": {"type": "string", "description": "record_stop: read back a finished "
-                     "recording (default: stop the running one, else your latest)."},
-}
+#: Arguments these modes read beyond the tool schema's common ones (they live in
+#: L{gasoline.tools.schemas}: tools/list is answered without importing this module).
+PROPERTIES: dict[str, Any] = MODE_PROPERTIES["interact"]
 
 MODES: dict[str, Any] = nulls_absent({
     **{name: browser_action for name in BROWSER_ACTIONS},

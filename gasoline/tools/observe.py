@@ -47,6 +47,7 @@ from gasoline.tools._page_views import (
     observe_vitals,
 )
 from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT, buffer_result, read_buffer
+from gasoline.tools.schemas import MODE_PROPERTIES
 
 #: How far back the derived views (timeline, bundles, summaries, history) look.
 VIEW_ENTRIES = 2000
@@ -520,9 +521,11 @@ from gasoline.tools._playback import observe_playback_results  # noqa: E402
 MODES["playback_results"] = observe_playback_results
 
 # Context streaming (seed 004): the caller's event inbox (gasoline.tools._events).
-from gasoline.tools._events import OBSERVE_PROPERTIES, observe_events  # noqa: E402
+from gasoline.tools._events import observe_events  # noqa: E402
 
 MODES["events"] = observe_events
-PROPERTIES: dict[str, Any] = dict(OBSERVE_PROPERTIES)
+#: Arguments these modes read beyond OBSERVE_SCHEMA (they live in L{gasoline.tools.schemas}:
+#: tools/list is answered without importing this module).
+PROPERTIES: dict[str, Any] = MODE_PROPERTIES["observe"]
 
 __all__ = ["MODES", "PROPERTIES"]

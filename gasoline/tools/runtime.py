@@ -11,11 +11,12 @@ L{gasoline.tools.GasolineTools}.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from gasoline.tools._links import LinkValidator
+if TYPE_CHECKING:  # built at the first link check (gasoline.tools._links), not at start-up
+    from gasoline.tools._links import LinkValidator
 
 
 @attrs.define(eq=False)

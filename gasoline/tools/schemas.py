@@ -1,8 +1,9 @@
 """
 The five tools' schemas: every mode each tool accepts and the arguments they share.
 
-The mode modules (L{gasoline.tools.observe} and siblings) may add properties of their own
-(C{PROPERTIES}); L{gasoline.tools.GasolineTools} merges them in.
+The arguments only some modes read are here too (L{MODE_PROPERTIES}; each mode module's
+C{PROPERTIES} is its entry): tools/list is answered from this module alone, and the modes'
+implementations (L{gasoline.tools.observe} and siblings) load at their tool's first call.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gasoline.core.errors import InvalidParam, MissingParam
+from gasoline.streaming.hub import MAX_WAIT_MS
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -204,7 +206,173 @@ INTERACT_SCHEMA = _schema(
     }
 )
 
+# -- arguments only some modes read ----------------------------------------------------------------
+#
+# JSON Schema properties the modes read beyond their tool's schema above, merged into it for
+# tools/list (each tool module's C{PROPERTIES} is its entry of L{MODE_PROPERTIES}). They live here,
+# apart from the modes' implementations, so that tools/list needs none of them: a tool's module is
+# imported at its first call (L{gasoline.tools.ModeTables}).
 
+#: test_from_context: the most seconds of actions before the error it replays.
+MAX_CONTEXT_WINDOW = 3600.0
+
+#: C{configure {what:"streaming"}} (gasoline.tools._events).
+STREAMING_PROPERTIES: dict[str, Any] = {
+    "enabled": {"type": "boolean", "description": "streaming: subscribe (true, the default) or "
+                "unsubscribe (false)."},
+    "subscribe": {"type": "array", "items": {"type": "string", "enum": [
+        "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
+        "security_violation", "accessibility_violation", "all"]}, "maxItems": 10,
+        "description": "streaming: the event types to receive."},
+    "filters": {"type": "object", "description": "streaming: severity (low|medium|high|critical, "
+                "the minimum), url_pattern / exclude_pattern (RE2, at most 100 characters), "
+                "rate_limit (1-100 events per second), slow_ms (network_slow budget).",
+                "properties": {
+                    "severity": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
+                    "url_pattern": {"type": "string", "maxLength": 100},
+                    "exclude_pattern": {"type": "string", "maxLength": 100},
+                    "rate_limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "slow_ms": {"type": "integer", "minimum": 1}}},
+}
+#: C{observe {what:"events"}} (gasoline.tools._events).
+EVENTS_PROPERTIES: dict[str, Any] = {
+    "since": {"type": "integer", "minimum": 0, "description": "events: the last seq you have "
+              "seen (default: the last one you acknowledged)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS,
+                "description": "events: wait up to this long for an event when none is pending."},
+}
+ANALYZE_PROPERTIES: dict[str, Any] = {
+    "last_n": {"type": "integer", "minimum": 1, "maximum": 10000,
+               "description": "S modes: how many of the newest buffered entries to analyze "
+               "(default 1000)."},
+    "include_html": {"type": "boolean", "description": "dom: include each match's outerHTML."},
+    "rules": {"type": "array", "items": {"type": "string"},
+              "description": "accessibility: run only these axe rule ids."},
+    "node_limit": {"type": "integer", "minimum": 1, "maximum": 200,
+                   "description": "accessibility: nodes reported per violation."},
+    "urls": {"type": "array", "items": {"type": "string"}, "maxItems": 200,
+             "description": "link_validation: the URLs to check (default: the page's links)."},
+    "allow_private": {"type": "boolean", "description": "link_validation: also fetch "
+                      "loopback/private addresses (refused by default: SSRF guard)."},
+    "name": {"type": "string", "description": "visual_baseline/visual_diff: the baseline name "
+             "(letters, digits, . _ -; default 'default')."},
+    "pixel_threshold": {"type": "integer", "minimum": 0, "maximum": 255,
+                        "description": "visual_diff: a pixel counts as changed when a colour "
+                        "channel moved by more than this (default 24)."},
+    "max_diff_ratio": {"type": "number", "minimum": 0, "maximum": 1,
+                       "description": "visual_diff: passed when at most this share of pixels "
+                       "changed (default 0.001)."},
+    "annotation_id": {"type": "string", "description": "annotation_detail: an id from "
+                      "analyze annotations."},
+}
+GENERATE_PROPERTIES: dict[str, Any] = {
+    "base_url": {"type": "string", "description": "reproduction/test: make recorded URLs "
+                 "relative to this origin."},
+    "a11y_result": {"type": "object", "description": "sarif: an accessibility result "
+                    "({violations: [...]}); without it the extension's audit runs."},
+    "selector": {"type": "string", "description": "sarif: audit only this part of the page; "
+                 "test_heal: the broken selector; visual_test: screenshot only this element."},
+    "tags": {"type": "array", "items": {"type": "string"}, "description": "sarif: axe rule tags."},
+    "checkpoint": {"type": "string", "description": "pr_summary: include the changes since "
+                   "this checkpoint."},
+    "title": {"type": "string", "description": "pr_summary: the heading."},
+    "algorithm": {"type": "string", "enum": ["sha256", "sha384", "sha512"],
+                  "description": "sri: hash algorithm (default sha384)."},
+    "report_uri": {"type": "string", "description": "csp: add a report-uri directive."},
+    "error_id": {"type": "string", "description": "test_from_context: the error (its _errorId, "
+                 "id or error_clusters fingerprint); default the newest error you see."},
+    "message": {"type": "string", "description": "test_from_context: substring of the error "
+                "message to pick."},
+    "window_seconds": {"type": "number", "minimum": 0, "maximum": MAX_CONTEXT_WINDOW,
+                       "description": "test_from_context: seconds of actions before the error "
+                       "to replay (default 30)."},
+    "test_code": {"type": "string", "description": "test_heal: the test's code; answered with "
+                  "the broken selector replaced."},
+    "test_file": {"type": "string", "description": "test_heal: a test file inside your working "
+                  "directory (instead of test_code; at most 512 KiB)."},
+    "live": {"type": "boolean", "description": "test_heal: check candidates on the live page "
+             "through the extension (default true when it is connected)."},
+    "failure": {"type": "string", "description": "test_classify: the failure text (error "
+                "message, stack, Playwright output)."},
+    "use_captured": {"type": "boolean", "description": "test_classify: weigh the captured errors, "
+                     "failed requests and timings too (default true)."},
+    "name": {"type": "string", "description": "visual_test: the screenshot name (.png added)."},
+    "full_page": {"type": "boolean", "description": "visual_test: screenshot the full page."},
+    "threshold": {"type": "number", "minimum": 0, "maximum": 1,
+                  "description": "visual_test: per-pixel colour threshold (Playwright's, 0..1)."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": 120000,
+                   "description": "test_heal/sarif: how long to wait for each extension command."},
+    "tab_id": {"type": "integer", "description": "test_heal/sarif: the browser tab (default: "
+               "the tracked one)."},
+}
+CONFIGURE_PROPERTIES: dict[str, Any] = {
+    "steps": {"type": "array", "items": {"type": "object"},
+              "description": "save_sequence: interact argument objects, e.g. [{what:'click', "
+              "selector:'#go'}] (at most 100)."},
+    "from_actions": {"type": "boolean", "description": "save_sequence: build the steps from "
+                     "your recorded actions (last_n, or a recording)."},
+    "recording": {"type": "string", "description": "save_sequence from_actions: take the "
+                  "actions of this recording."},
+    "last_n": {"type": "integer", "minimum": 1, "maximum": 500,
+               "description": "save_sequence from_actions: how many recent actions (50)."},
+    "description": {"type": "string", "description": "save_sequence: what the sequence does."},
+    "sequence_action": {"type": "string", "enum": ["save", "list", "delete", "get"],
+                        "description": "save_sequence (default save)."},
+    "continue_on_error": {"type": "boolean", "description": "replay_sequence: run the "
+                          "remaining steps after a failed one (default false)."},
+    "from_checkpoint": {"type": "string", "description": "diff_sessions: the earlier checkpoint "
+                        "(yours, or 'client:name')."},
+    "to_checkpoint": {"type": "string", "description": "diff_sessions: the later checkpoint "
+                      "(default 'now')."},
+    "checkpoint": {"type": "string", "description": "diff_sessions: alias of from_checkpoint."},
+    "confirm": {"type": "boolean", "description": "restart: really restart (only when you are "
+                "the only connected client); without it restart only reports."},
+    **STREAMING_PROPERTIES,
+}
+INTERACT_PROPERTIES: dict[str, Any] = {
+    "checked": {"type": "boolean", "description": "check: false unchecks."},
+    "clear": {"type": "boolean", "description": "type: false appends instead of replacing."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 500,
+              "description": "list_interactive: elements returned."},
+    "duration_ms": {"type": "integer", "minimum": 100, "maximum": 600000,
+                    "description": "highlight/subtitle: how long it stays."},
+    "format": {"type": "string", "enum": ["png", "jpeg"], "description": "screenshot format."},
+    "quality": {"type": "integer", "minimum": 10, "maximum": 100,
+                "description": "screenshot: JPEG quality."},
+    "submit_selector": {"type": "string", "description": "fill_form_and_submit: the control to "
+                        "click (default: the form's submit button)."},
+    "storage_type": {"type": "string", "enum": ["local", "session", "both"],
+                     "description": "storage modes: which Web Storage (default local; "
+                     "clear_storage: both)."},
+    "path": {"type": "string", "description": "set_cookie/delete_cookie: cookie path (/)."},
+    "domain": {"type": "string", "description": "set_cookie/delete_cookie: cookie domain."},
+    "max_age": {"type": "integer", "minimum": 0, "description": "set_cookie: seconds."},
+    "same_site": {"type": "string", "enum": ["Strict", "Lax", "None"]},
+    "secure": {"type": "boolean", "description": "set_cookie: the Secure attribute."},
+    "navigate": {"type": "boolean", "description": "load_state: go to the saved URL first "
+                 "(default true)."},
+    "bypass_cache": {"type": "boolean", "description": "refresh: reload without the cache."},
+    "active": {"type": "boolean", "description": "new_tab: focus it (default true)."},
+    "track": {"type": "boolean", "description": "new_tab/switch_tab: track the tab."},
+    "file_path": {"type": "string", "description": "upload: a file inside your working "
+                  "directory or the daemon's state dir (relative: from your working directory)."},
+    "files": {"type": "array", "items": {"type": "string"}, "maxItems": 20,
+              "description": "upload: several files (10 MB in all)."},
+    "fps": {"type": "number", "minimum": 0.1, "maximum": 2,
+            "description": "record_start: frames per second at most (default 1)."},
+    "max_seconds": {"type": "integer", "minimum": 1, "maximum": 600,
+                    "description": "record_start: stop by itself after this long (default 120)."},
+    "recording_id": {"type": "string", "description": "record_stop: read back a finished "
+                     "recording (default: stop the running one, else your latest)."},
+}
+#: tool -> the arguments its modes read beyond its schema.
+MODE_PROPERTIES: dict[str, dict[str, Any]] = {
+    "observe": EVENTS_PROPERTIES,
+    "analyze": ANALYZE_PROPERTIES,
+    "generate": GENERATE_PROPERTIES,
+    "configure": CONFIGURE_PROPERTIES,
+    "interact": INTERACT_PROPERTIES,
+}
 
 
 #: tool -> (its modes, the alias accepted for C{what})

@@ -14,11 +14,14 @@ Then, for every other buffer, at its default capacity with entries of its own ki
 WebSocket events, actions, waterfall, extension logs): memory held per stored entry (tracemalloc) and
 JSON bytes per entry. Last, the idle RSS of a real daemon (``twistd -n gasoline``, default options, nothing
 ingested, after it has settled), split into anonymous and file-backed memory: at its first start on a
-new state dir (which creates the identity key, and so loads cryptography) and started again on it;
-side by side with the published daemon's with ``--compare-reference`` (issue 16's target: under
-40 MB).
+new state dir (which creates the identity key, in a child process) and started again on it; the same
+daemon after use (the extension paired and posted a batch, every tool called once: not idle, for
+scale); the stack's own
+floor (twistd alone, and a hello-world Klein app under twistd); side by side with the published
+daemon's with ``--compare-reference`` (issue 16's target: under 40 MB).
 
     .venv/bin/python bench/memory.py [--entries 100000] [--no-persist] [--compare-reference]
+                                     [--idle-only]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -146,27 +150,120 @@ def per_buffer() -> list[dict]:
     return out
 
 
+#: The stack's own idle RSS, for scale: twistd with no application, and a hello-world Klein app
+#: behind twisted.web, both with pyOpenSSL held back as the daemon holds it (gasoline._tls).
+FLOORS = {
+    "floor: twistd, no application": (
+        "from twisted.application import service\n"
+        "application = service.Application('floor')\n"),
+    "floor: twistd + twisted.web + Klein hello world": (
+        "from twisted.application import service, strports\n"
+        "from twisted.web.server import Site\n"
+        "from klein import Klein\n"
+        "app = Klein()\n"
+        "@app.route('/')\n"
+        "def home(request):\n"
+        "    return 'hello'\n"
+        "application = service.Application('floor')\n"
+        "strports.service('tcp:0:interface=127.0.0.1', Site(app.resource()))"
+        ".setServiceParent(application)\n"),
+}
+_HELD_BACK_TWISTD = ("import sys; sys.modules['OpenSSL'] = None; "
+                     "from twisted.scripts.twistd import run; run()")
+
+
 def idle_rss(reference: bool) -> list[dict]:
-    """Idle RSS of a real daemon (and of the published one): started, settled, nothing ingested."""
+    """Idle RSS of a real daemon (and of the published one): started, settled, nothing ingested;
+    then the same daemon after use, and the stack's floors."""
     from _common import ReferenceDaemon  # noqa: PLC0415
 
     from support import DaemonProcess  # noqa: PLC0415
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
-        # The first start creates the identity key (cryptography stays loaded in that process);
-        # every later start reads it without cryptography: both are reported.
+        # The first start creates the identity key (in a child process: the daemon does not
+        # import cryptography); every later start reads it. Both are reported.
         with DaemonProcess(state_dir=Path(tmp) / "state") as d:
             time.sleep(3.0)
             rows.append(_rss_row("gasoline (first start)", d.process.pid))
         with DaemonProcess(state_dir=Path(tmp) / "state") as d:
             time.sleep(3.0)
             rows.append(_rss_row("gasoline", d.process.pid))
+            use(d.port)
+            time.sleep(3.0)
+            rows.append(_rss_row("gasoline after use (pairing, ingest, 1 call per tool)",
+                                 d.process.pid))
+        for name, tac in FLOORS.items():
+            path = Path(tmp) / "floor.tac"
+            path.write_text(tac)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _HELD_BACK_TWISTD, "-n", "--pidfile=", "--logfile",
+                 str(Path(tmp) / "floor.log"), "-y", str(path)],
+                cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+            try:
+                time.sleep(3.0)
+                if proc.poll() is None:
+                    rows.append(_rss_row(name, proc.pid))
+            finally:
+                proc.terminate()
+                proc.wait(10)
     if reference:
         with ReferenceDaemon() as ref:
             time.sleep(3.0)
             rows.append(_rss_row("reference-0.7.9", ref.pid))
     return rows
+
+
+#: One call of each tool that needs no browser (each loads its tool's module).
+TOOL_CALLS = (
+    ("observe", {"what": "errors"}),
+    ("analyze", {"what": "error_clusters"}),
+    ("generate", {"what": "har"}),
+    ("configure", {"what": "health"}),
+    ("interact", {"what": "list_states"}),
+)
+
+
+def use(port: int) -> None:
+    """What a daemon in use has done: the extension paired (a challenge: ECDH with the daemon's
+    key) and posted a batch, an agent initialized, listed the tools and called each once."""
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+    from gasoline.core.identity import b64u  # noqa: PLC0415
+    from _common import HTTPConnection  # noqa: PLC0415
+
+    from gasoline.testing import EXTENSION_HEADERS  # noqa: PLC0415
+
+    conn = HTTPConnection("127.0.0.1", port)
+    try:
+        ephemeral = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+        challenge = {"key": b64u(ephemeral), "nonce": b64u(os.urandom(32))}
+        status, reply = conn.request("POST", "/pairing/challenge", orjson.dumps(challenge),
+                                     EXTENSION_HEADERS)
+        assert status == 200 and b"proof" in reply, (status, reply[:200])
+        status, _ = conn.request("POST", "/logs", body(0), EXTENSION_HEADERS)
+        assert status == 200, status
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "X-Gasoline-Client": "memory-bench", "X-Gasoline-Connection": "conn-memory"}
+        messages = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "memory-bench", "version": "1"}}},
+                    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                    {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]
+        messages += [{"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call",
+                      "params": {"name": name, "arguments": args}}
+                     for i, (name, args) in enumerate(TOOL_CALLS)]
+        for message in messages:
+            status, reply = conn.request("POST", "/mcp", orjson.dumps(message), headers)
+            assert status in (200, 202), (status, reply[:200])
+            if "id" in message and message["method"] == "tools/call":
+                result = orjson.loads(reply)["result"]
+                assert not result.get("isError"), (message, reply[:300])
+    finally:
+        conn.close()
 
 
 def _rss_row(target: str, pid: int) -> dict:
@@ -196,13 +293,28 @@ def fill(store: TelemetryStore, start: int, count: int) -> None:
         store.add(CONSOLE, entries)
 
 
+def print_idle(reference: bool) -> list[dict]:
+    idle = idle_rss(reference)
+    print_table("idle daemon RSS (default options, nothing ingested; target < 40 MiB)",
+                ["target", "RSS MiB", "anonymous MiB", "file-backed MiB"],
+                [[r["target"], r["rss_bytes"] / 2**20, r["anon_bytes"] / 2**20,
+                  r["file_bytes"] / 2**20] for r in idle])
+    return idle
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=100_000, help="console buffer capacity")
     parser.add_argument("--no-persist", action="store_true", help="no console journal")
     parser.add_argument("--compare-reference", action="store_true",
                         help="also the published daemon's idle RSS")
+    parser.add_argument("--idle-only", action="store_true",
+                        help="only the idle daemon's RSS (writes bench/results/memory_idle.json)")
     args = parser.parse_args()
+    if args.idle_only:
+        path = write_json("memory_idle", {"idle": print_idle(args.compare_reference)})
+        print(f"wrote {path}")
+        return 0
     n = args.entries - args.entries % BATCH
 
     clock = task.Clock()
@@ -280,11 +392,7 @@ def main() -> int:
                 ["buffer", "entries held", "held B/entry (tracemalloc)", "JSON B/entry"],
                 [[b["buffer"], b["entries"], b["held_bytes_per_entry"], b["json_bytes_per_entry"]]
                  for b in buffers])
-    idle = idle_rss(args.compare_reference)
-    print_table("idle daemon RSS (default options, nothing ingested; target < 40 MiB)",
-                ["target", "RSS MiB", "anonymous MiB", "file-backed MiB"],
-                [[r["target"], r["rss_bytes"] / 2**20, r["anon_bytes"] / 2**20,
-                  r["file_bytes"] / 2**20] for r in idle])
+    idle = print_idle(args.compare_reference)
     result["buffers"] = buffers
     result["idle"] = idle
     path = write_json("memory", result)

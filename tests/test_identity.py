@@ -318,3 +318,159 @@ def test_a_key_another_process_created_meanwhile_is_kept(tmp_path):
     assert _store_key(path, _new_key_pem()) == first == path.read_bytes()
     assert [p.name for p in tmp_path.iterdir()] == ["identity.pem"]
     assert public_key_from_pem(first) is not None
+
+
+# -- a challenge's ECDH in a child process: the daemon keeps cryptography out --------------------
+
+_CHILD_CHALLENGES = """
+import json, sys
+from gasoline import _tls
+_tls.defer()  # as in a twistd process: Twisted's reactor without pyOpenSSL (and cryptography)
+from twisted.internet import reactor
+from twisted.internet.defer import gatherResults
+from gasoline.core.identity import DaemonIdentity, PairingBusy, PairingError, b64u
+state, good, bad = sys.argv[1], sys.argv[2], sys.argv[3]
+identity = DaemonIdentity.from_state_dir(state, reactor, processes=reactor)
+out = {"busy": 0}
+
+def outcome(d, name):
+    def ok(answer):
+        out.setdefault(name, []).append(answer)
+    def failed(f):
+        f.trap(PairingError)
+        out.setdefault(name + "_error", []).append(str(f.value))
+    return d.addCallbacks(ok, failed)
+
+def run():
+    ds = []
+    for i, point in enumerate([good, bad, good, good, good, good]):
+        try:
+            d = identity.challenge({"key": point, "nonce": b64u(bytes([i]) * 32)})
+        except PairingBusy:
+            out["busy"] += 1
+            continue
+        ds.append(outcome(d, "good" if point == good else "bad"))
+    out["children_at_once"] = identity.children
+    def report(_):
+        out["crypto"] = sorted(m for m in sys.modules if m.split(".")[0] == "cryptography")
+        out["children_after"] = identity.children
+        print(json.dumps(out))
+        reactor.stop()
+    gatherResults(ds).addBoth(report)
+
+def guarded():
+    try:
+        run()
+    except BaseException:
+        reactor.stop()
+        raise
+
+reactor.callWhenRunning(guarded)
+reactor.run()
+"""
+
+
+def test_challenges_are_answered_by_children_without_cryptography_in_the_daemon(tmp_path):
+    import subprocess
+    import sys
+
+    Daemon(tmp_path)  # creates identity.pem
+    key = serialization.load_pem_private_key((tmp_path / "identity.pem").read_bytes(), None)
+    daemon_raw = key.public_key().public_bytes(serialization.Encoding.X962,
+                                               serialization.PublicFormat.UncompressedPoint)
+    eph = ec.generate_private_key(ec.SECP256R1())
+    eph_raw = eph.public_key().public_bytes(serialization.Encoding.X962,
+                                            serialization.PublicFormat.UncompressedPoint)
+    off_curve = b"\x04" + b"\x01" * 64
+    done = subprocess.run([sys.executable, "-c", _CHILD_CHALLENGES, str(tmp_path), b64u(eph_raw),
+                           b64u(off_curve)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["crypto"] == []  # every ECDH ran in a child
+    # Four children at once; the two challenges beyond were refused (503 over HTTP), not queued.
+    assert out["children_at_once"] == 4 and out["busy"] == 2 and out["children_after"] == 0
+    assert out["bad_error"] == ["field 'key' is not a P-256 public key (uncompressed point)"]
+    shared = eph.exchange(ec.ECDH(), key.public_key())
+    # The children finish in any order: each answer is the proof for one of the three nonces.
+    proofs = {}
+    for i in (0, 2, 3):
+        nonce = bytes([i]) * 32
+        proofs[b64u(challenge_proof(derive_session_key(shared, nonce, daemon_raw, eph_raw),
+                                    nonce))] = i
+    assert sorted(proofs[a["proof"]] for a in out["good"]) == [0, 2, 3]
+    assert {a["fingerprint"] for a in out["good"]} == {fingerprint_of(daemon_raw)}
+    assert len({a["session"] for a in out["good"]}) == 3
+
+
+class _Processes:
+    """An IReactorProcess whose children cannot start."""
+
+    def spawnProcess(self, *args, **kwargs):
+        raise OSError("no processes here")
+
+
+def test_a_challenge_whose_child_cannot_start_is_answered_in_the_daemon(tmp_path, monkeypatch):
+    import sys
+
+    from gasoline.core.identity import DaemonIdentity
+
+    Daemon(tmp_path)
+    clock = Clock()
+    identity = DaemonIdentity.from_state_dir(tmp_path, clock, processes=_Processes())
+    monkeypatch.delitem(sys.modules, "cryptography")  # as in a daemon (put back by monkeypatch)
+    eph = ec.generate_private_key(ec.SECP256R1())
+    eph_raw = eph.public_key().public_bytes(serialization.Encoding.X962,
+                                            serialization.PublicFormat.UncompressedPoint)
+    answers = []
+    identity.challenge({"key": b64u(eph_raw), "nonce": b64u(b"n" * 32)}).addCallback(answers.append)
+    assert identity.children == 0 and len(answers) == 1
+    shared = eph.exchange(ec.ECDH(), ec.EllipticCurvePublicKey.from_encoded_point(
+        ec.SECP256R1(), identity.public_key))
+    session_key = derive_session_key(shared, b"n" * 32, identity.public_key, eph_raw)
+    assert unb64u(answers[0]["proof"]) == challenge_proof(session_key, b"n" * 32)
+
+
+def test_the_challenge_route_answers_a_deferred_and_says_busy(tmp_path):
+    from treq.testing import StubTreq
+    from twisted.internet.defer import Deferred, fail
+
+    from gasoline.core.identity import PairingBusy, PairingError
+    from gasoline.http.pairing import PairingAPI
+    from gasoline.testing import stub_request
+
+    class Identity:
+        outcome = None
+
+        def challenge(self, payload):
+            if isinstance(self.outcome, Exception):
+                raise self.outcome
+            return self.outcome
+
+    identity = Identity()
+    treq = StubTreq(PairingAPI(identity).resource())
+
+    def post():
+        return stub_request(treq, "POST", URL + "/pairing/challenge", data=b'{"key":"a","nonce":"b"}',
+                            headers=EXTENSION_HEADERS)
+
+    pending = Deferred()
+    identity.outcome = pending
+    request = treq.request("POST", URL + "/pairing/challenge", data=b'{"key":"a","nonce":"b"}',
+                           headers=EXTENSION_HEADERS)
+    answered = []
+    request.addCallback(answered.append)
+    treq.flush()
+    assert answered == []  # waiting for the child
+    pending.callback({"session": "s", "proof": "p", "fingerprint": "f"})
+    treq.flush()
+    assert answered[0].code == 200
+    identity.outcome = PairingBusy("too many pairing challenges at once; retry in a second")
+    r, body = post()
+    assert r.code == 503 and r.headers.getRawHeaders("retry-after") == ["1"]
+    assert json.loads(body)["error"].startswith("too many")
+    identity.outcome = fail(PairingError("field 'key' is not a P-256 public key"))
+    r, body = post()
+    assert r.code == 400 and "P-256" in json.loads(body)["error"]
+    identity.outcome = fail(ValueError("the identity file changed since the daemon started"))
+    r, body = post()
+    assert r.code == 500 and json.loads(body)["error"] == "the challenge could not be answered"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.application.service import MultiService
-from twisted.internet.interfaces import IReactorProcess, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 
 from gasoline.config import (  # noqa: F401  (re-exported: the tac file and tests import them here)
     DEFAULT_CLIENT_TTL,
@@ -195,11 +195,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too; with
     C{relay}, the CDP hub relay's routes."""
     config = daemon.config
-    # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing"); on
-    # a reactor that runs processes, challenges' ECDH runs in short-lived children.
-    identity = DaemonIdentity.from_state_dir(
-        config.state_dir, daemon.clock,
-        processes=daemon.clock if IReactorProcess.providedBy(daemon.clock) else None)
+    # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing").
+    identity = DaemonIdentity.from_state_dir(config.state_dir, daemon.clock)
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown, identity=identity)
     mcp_http = McpHTTP(mcp)

@@ -132,15 +132,15 @@ def test_only_plain_endpoints_keep_tls_deferred(description, tls):
 
 
 def test_the_real_daemon_idles_without_tls_and_still_pairs(tmp_path):
-    """twistd -n gasoline, at its first start (which creates the identity key, in a child) and
-    started again on its state dir: no pyOpenSSL/cryptography shared objects mapped at idle, nor
-    autobahn's; pairing challenges are answered with a valid proof by short-lived children, so
-    cryptography stays out of the daemon then too."""
-    for _ in range(2):
-        with DaemonProcess(state_dir=tmp_path / "state") as d:
-            maps = open(f"/proc/{d.process.pid}/maps").read()
-            assert "cryptography" not in maps and "_cffi_backend" not in maps
-            assert "_nvx_" not in maps  # autobahn's NVX helpers: autobahn is not loaded either
-            session, key = pair(d.port)
-            assert session and len(key) == 32
-            assert "cryptography" not in open(f"/proc/{d.process.pid}/maps").read()
+    """twistd -n gasoline, started again on its state dir (the first start creates the identity
+    key with cryptography): no pyOpenSSL/cryptography shared objects mapped at idle, nor autobahn's;
+    the first pairing challenge loads cryptography and answers a valid proof."""
+    with DaemonProcess(state_dir=tmp_path / "state"):
+        pass  # creates identity.pem
+    with DaemonProcess(state_dir=tmp_path / "state") as d:
+        maps = open(f"/proc/{d.process.pid}/maps").read()
+        assert "cryptography" not in maps and "_cffi_backend" not in maps
+        assert "_nvx_" not in maps  # autobahn's NVX helpers: autobahn is not loaded either
+        session, key = pair(d.port)
+        assert session and len(key) == 32
+        assert "cryptography" in open(f"/proc/{d.process.pid}/maps").read()

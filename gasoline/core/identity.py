@@ -37,10 +37,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred
-from twisted.internet.error import ProcessDone
-from twisted.internet.interfaces import IReactorProcess, IReactorTime
-from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 log = Logger()
@@ -65,16 +62,6 @@ SESSION_STATUS_HEADER = b"x-gasoline-session-status"
 
 class PairingError(ValueError):
     """A malformed challenge (bad key, bad nonce)."""
-
-
-_NOT_A_POINT = "field 'key' is not a P-256 public key (uncompressed point)"
-
-
-def _kill(transport) -> None:
-    try:
-        transport.signalProcess("KILL")
-    except Exception:  # noqa: BLE001  (it ended meanwhile)
-        pass
 
 
 def b64u(data: bytes) -> str:
@@ -107,11 +94,10 @@ def derive_session_key(shared: bytes, nonce: bytes, daemon_key: bytes, ephemeral
 
 # -- the key file, read without cryptography -------------------------------------------------------
 #
-# cryptography (with its own OpenSSL: ~10 MiB of RSS, more once it has generated a key) is needed
-# only to create the key and for the ECDH of pairing challenges; a daemon does both in short-lived
-# child interpreters (L{create_key_file}, L{DaemonIdentity.challenge}), so it never imports it. At
-# start-up the daemon needs only the public key, which the key file carries: C{identity.pem} is
-# PKCS#8 and its ECPrivateKey holds the public point.
+# cryptography (with its own OpenSSL: ~10 MiB of RSS, ~20 MiB once it has generated a key) is needed
+# only to create the key (in a child process: L{create_key_file}) and, from the first pairing
+# challenge on, for the ECDH of challenges. At start-up the daemon needs only the public key, which
+# the key file carries: C{identity.pem} is PKCS#8 and its ECPrivateKey holds the public point.
 
 _EC_PUBLIC_KEY_OID = bytes.fromhex("06072a8648ce3d0201")  # 1.2.840.10045.2.1
 _P256_OID = bytes.fromhex("06082a8648ce3d030107")  # 1.2.840.10045.3.1.7
@@ -226,8 +212,8 @@ def create_key_file(state_dir: Path) -> bytes:
     """Create C{<state_dir>/identity.pem} (0600) and return its bytes; the bytes of the file
     another process created meanwhile, if one did.
 
-    cryptography, once imported, stays in the process for its life (~10 MiB of RSS, more with
-    key generation). A daemon needs it only at the first pairing challenge, so when this process has
+    cryptography, once imported, stays in the process for its life (~20 MiB of RSS with key
+    generation). A daemon needs it only at the first pairing challenge, so when this process has
     not imported it yet the key is generated in a short-lived child interpreter (~0.15 s, first
     start only) that writes the PEM to a pipe; this process only stores it. Without a usable
     child (no C{sys.executable}, the child failed) the key is generated here. Blocking: start-up
@@ -299,83 +285,18 @@ def raw_public_key(key: Any) -> bytes:
                                          serialization.PublicFormat.UncompressedPoint)
 
 
-#: Challenges whose ECDH runs in a child at once; more are answered 503 (L{PairingBusy}).
-MAX_CHALLENGE_CHILDREN = 4
-#: Seconds a challenge's child may take before it is killed (the challenge then fails).
-CHALLENGE_CHILD_TIMEOUT = 30.0
-
-#: The ECDH of one challenge in a child interpreter (L{DaemonIdentity.challenge}): argv holds the
-#: key file's path and the extension's ephemeral point (base64url, public); stdout gets the shared
-#: secret and the key's public point, in hex; exit status 2 means the point is not on P-256.
-_ECDH_CHILD = """\
-import base64, sys
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-path, point = sys.argv[1], sys.argv[2]
-raw = base64.urlsafe_b64decode(point + "=" * (-len(point) % 4))
-try:
-    peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), raw)
-except ValueError:
-    sys.exit(2)
-with open(path, "rb") as f:
-    key = serialization.load_pem_private_key(f.read(), password=None)
-public = key.public_key().public_bytes(serialization.Encoding.X962,
-                                       serialization.PublicFormat.UncompressedPoint)
-sys.stdout.write(key.exchange(ec.ECDH(), peer).hex() + " " + public.hex() + "\\n")
-"""
-
-
-class PairingBusy(PairingError):
-    """Too many challenges are being answered at once; the extension retries later."""
-
-
-class _ChildFailed(Exception):
-    """A challenge's child could not answer (it is then answered in the daemon)."""
-
-
-class _EcdhChild(ProcessProtocol):
-    """Collects a challenge child's output; fires C{done} with C{(exit code, stdout, stderr)}."""
-
-    MAX_OUTPUT = 4096
-
-    def __init__(self) -> None:
-        self.done: Deferred = Deferred()
-        self._out: list[bytes] = []
-        self._err: list[bytes] = []
-
-    def outReceived(self, data: bytes) -> None:
-        if sum(map(len, self._out)) < self.MAX_OUTPUT:
-            self._out.append(data)
-
-    def errReceived(self, data: bytes) -> None:
-        if sum(map(len, self._err)) < self.MAX_OUTPUT:
-            self._err.append(data)
-
-    def processEnded(self, reason) -> None:
-        code = 0 if reason.check(ProcessDone) else getattr(reason.value, "exitCode", None)
-        self.done.callback((code, b"".join(self._out), b"".join(self._err)))
-
-
 class DaemonIdentity:
     """The daemon's key pair and the sessions of extensions that paired with it.
 
     @param private_key: the private key, or a callable returning it: then it is loaded (and
         C{cryptography} imported) at the first challenge only, and C{public_key} must be given.
-    @param processes: with C{key_path}, where the ECDH of challenges runs in a short-lived child
-        interpreter while this process has not imported cryptography (L{challenge}).
-    @param key_path: the key file the children read.
     """
 
     def __init__(self, private_key: Any, clock: IReactorTime,
                  max_sessions: int = MAX_SESSIONS, session_idle: float = SESSION_IDLE,
-                 public_key: bytes | None = None, processes: IReactorProcess | None = None,
-                 key_path: Path | None = None) -> None:
+                 public_key: bytes | None = None) -> None:
         self._key = private_key
         self.clock = clock
-        self._processes = processes
-        self._key_path = key_path
-        #: Challenges being answered by a child now.
-        self.children = 0
         self.public_key = public_key if public_key is not None else raw_public_key(private_key)
         self.fingerprint = fingerprint_of(self.public_key)
         self.max_sessions = max_sessions
@@ -384,14 +305,9 @@ class DaemonIdentity:
         self._sessions: OrderedDict[str, list] = OrderedDict()
 
     @classmethod
-    def from_state_dir(cls, state_dir: Path, clock: IReactorTime,
-                       processes: IReactorProcess | None = None) -> DaemonIdentity:
+    def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
         """The identity in C{state_dir}: the key file is read for its public key only (no
-        C{cryptography} at start-up); a missing one is created (L{create_key_file}).
-
-        @param processes: where challenges' children run (see L{challenge}); None: every
-            challenge is answered in this process.
-        """
+        C{cryptography} at start-up); a missing one is created (L{create_key_file})."""
         path = Path(state_dir) / IDENTITY_FILE
         try:
             data = path.read_bytes()
@@ -401,8 +317,7 @@ class DaemonIdentity:
             data = create_key_file(state_dir)
         public = public_key_from_pem(data)
         if public is not None:
-            identity = cls(lambda: _load_key(data, path), clock, public_key=public,
-                           processes=processes, key_path=path)
+            identity = cls(lambda: _load_key(data, path), clock, public_key=public)
         else:  # a key file in a form the reader above does not know: cryptography reads it
             identity = cls(_load_key(data, path), clock)
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing)",
@@ -426,89 +341,21 @@ class DaemonIdentity:
             "fingerprint": self.fingerprint,
         }
 
-    def challenge(self, payload: Any) -> dict[str, str] | Deferred:
-        """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>}}:
-        C{{session, proof, fingerprint}}, or a Deferred of it.
-
-        The ECDH needs cryptography, which stays in a process for its life once imported (~10 MiB).
-        While this process has not imported it and was given C{processes}, each challenge's ECDH
-        runs in a short-lived child interpreter that reads the key file (~0.15 s; at most
-        L{MAX_CHALLENGE_CHILDREN} at once, more raise L{PairingBusy}) and the answer is a
-        Deferred; a child that cannot answer (it failed to start, crashed, timed out) leaves the
-        challenge to this process. A malformed body raises (or fails with) L{PairingError}.
-        """
+    def challenge(self, payload: Any) -> dict[str, str]:
+        """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>}}."""
         if not isinstance(payload, dict):
             raise PairingError("the body must be a JSON object {key, nonce}")
         ephemeral = unb64u(payload.get("key"), "key")
         nonce = unb64u(payload.get("nonce"), "nonce")
         if not 16 <= len(nonce) <= 64:
             raise PairingError("field 'nonce' must be 16 to 64 bytes")
-        if not self._in_child():
-            return self._answer(self._exchange(ephemeral), nonce, ephemeral)
-        if self.children >= MAX_CHALLENGE_CHILDREN:
-            raise PairingBusy("too many pairing challenges at once; retry in a second")
-        d = self._exchange_in_child(ephemeral)
-
-        def in_daemon(failure):
-            failure.trap(_ChildFailed)
-            log.warn("a pairing challenge's child could not answer ({why}); answering it in the "
-                     "daemon", why=str(failure.value))
-            return self._exchange(ephemeral)
-
-        return d.addErrback(in_daemon).addCallback(self._answer, nonce, ephemeral)
-
-    def _in_child(self) -> bool:
-        return (self._processes is not None and self._key_path is not None
-                and callable(self._key) and "cryptography" not in sys.modules)
-
-    def _exchange(self, ephemeral: bytes) -> bytes:
         from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415  (lazy)
 
         try:
             peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)
         except ValueError as e:
-            raise PairingError(_NOT_A_POINT) from e
-        return self._private_key().exchange(ec.ECDH(), peer)
-
-    def _exchange_in_child(self, ephemeral: bytes) -> Deferred:
-        """The shared secret, computed by a child; fails with L{PairingError} (not a point),
-        C{ValueError} (the key file changed) or L{_ChildFailed}."""
-        child = _EcdhChild()
-        try:
-            # -P: the child's import path does not start with the working directory.
-            transport = self._processes.spawnProcess(
-                child, sys.executable, [sys.executable, "-P", "-c", _ECDH_CHILD,
-                                        str(self._key_path), b64u(ephemeral)],
-                env=dict(os.environ))
-        except Exception as e:  # noqa: BLE001  (OSError, no executable: answered in the daemon)
-            from twisted.internet.defer import fail  # noqa: PLC0415
-
-            return fail(_ChildFailed(f"cannot start it: {e}"))
-        self.children += 1
-        timer = self.clock.callLater(CHALLENGE_CHILD_TIMEOUT, _kill, transport)
-
-        def ended(result):
-            self.children -= 1
-            if timer.active():
-                timer.cancel()
-            code, out, err = result
-            if code == 2:
-                raise PairingError(_NOT_A_POINT)
-            fields = out.split()
-            if code != 0 or len(fields) != 2:
-                raise _ChildFailed(f"exit {code}: "
-                                   f"{err.decode('utf-8', 'replace').strip()[-300:]}")
-            try:
-                shared, public = bytes.fromhex(fields[0].decode()), bytes.fromhex(fields[1].decode())
-            except ValueError as e:
-                raise _ChildFailed("unreadable output") from e
-            if public != self.public_key:
-                raise ValueError("the identity file changed since the daemon started")
-            return shared
-
-        return child.done.addCallback(ended)
-
-    def _answer(self, shared: bytes, nonce: bytes, ephemeral: bytes) -> dict[str, str]:
+            raise PairingError("field 'key' is not a P-256 public key (uncompressed point)") from e
+        shared = self._private_key().exchange(ec.ECDH(), peer)
         key = derive_session_key(shared, nonce, self.public_key, ephemeral)
         session = secrets.token_urlsafe(18)
         self._expire()

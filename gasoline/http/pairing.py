@@ -10,20 +10,16 @@ published 0.7.9 extension) are served by every other route exactly as before.
 from __future__ import annotations
 
 from klein import Klein
-from twisted.internet.defer import Deferred
-from twisted.logger import Logger
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core import validate
-from gasoline.core.identity import DaemonIdentity, PairingBusy, PairingError
+from gasoline.core.identity import DaemonIdentity, PairingError
 from gasoline.core.validate import PayloadError
 from gasoline.http.ingest import extension_only
 from gasoline.http.json import json_body, json_error
 
 #: A challenge body is two short base64url strings; anything larger is refused unread.
 MAX_CHALLENGE_BYTES = 4096
-
-log = Logger()
 
 
 class PairingAPI:
@@ -52,27 +48,9 @@ class PairingAPI:
         try:
             answer = self.identity.challenge(validate.parse_object(body))
         except PairingError as e:
-            return self._refused(request, e)
-        if isinstance(answer, Deferred):  # answered by a child process (DaemonIdentity.challenge)
-            return answer.addCallbacks(lambda a: self._answered(request, a),
-                                       lambda f: self._failed(request, f))
-        return self._answered(request, answer)
-
-    def _answered(self, request, answer):
+            return json_error(request, 400, str(e))
         request.setHeader(b"cache-control", b"no-store")
         return json_body(request, answer)
-
-    def _refused(self, request, error: PairingError):
-        if isinstance(error, PairingBusy):
-            request.setHeader(b"retry-after", b"1")
-            return json_error(request, 503, str(error))
-        return json_error(request, 400, str(error))
-
-    def _failed(self, request, failure):
-        if failure.check(PairingError):
-            return self._refused(request, failure.value)
-        log.failure("pairing challenge", failure)
-        return json_error(request, 500, "the challenge could not be answered")
 
     @app.handle_errors(PayloadError)
     def bad_payload(self, request, failure):

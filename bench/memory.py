@@ -15,8 +15,8 @@ WebSocket events, actions, waterfall, extension logs): memory held per stored en
 JSON bytes per entry. Last, the idle RSS of a real daemon (``twistd -n gasoline``, default options, nothing
 ingested, after it has settled), split into anonymous and file-backed memory: at its first start on a
 new state dir (which creates the identity key, in a child process) and started again on it; the same
-daemon after use (the extension paired and posted a batch, every tool called once: not idle, for
-scale); the stack's own
+daemon after use (the extension paired, opened its CDP link and posted a batch, every tool called
+once: not idle, for scale); the stack's own
 floor (twistd alone, and a hello-world Klein app under twistd); side by side with the published
 daemon's with ``--compare-reference`` (issue 16's target: under 40 MB).
 
@@ -191,7 +191,7 @@ def idle_rss(reference: bool) -> list[dict]:
             rows.append(_rss_row("gasoline", d.process.pid))
             use(d.port)
             time.sleep(3.0)
-            rows.append(_rss_row("gasoline after use (pairing, ingest, 1 call per tool)",
+            rows.append(_rss_row("gasoline after use (pairing, CDP link, ingest, 1 call per tool)",
                                  d.process.pid))
         for name, tac in FLOORS.items():
             path = Path(tmp) / "floor.tac"
@@ -225,9 +225,32 @@ TOOL_CALLS = (
 )
 
 
+def open_cdp_link(port: int, session: str) -> None:
+    """The extension's CDP link (lib/cdp.js): a WebSocket to /extension/cdp with its pairing
+    session; the daemon's first message is its proof. Closed once that message arrived."""
+    import base64  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    key = base64.b64encode(os.urandom(16)).decode()
+    nonce = base64.urlsafe_b64encode(os.urandom(24)).rstrip(b"=").decode()
+    request = (f"GET /extension/cdp?session={session}&nonce={nonce} HTTP/1.1\r\n"
+               f"Host: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+               "Origin: chrome-extension://abcdefghijklmnop\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        data = b""
+        while b"Gasoline.proof" not in data:
+            chunk = sock.recv(65536)
+            assert chunk, data[:300]
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 101"), data[:300]
+
+
 def use(port: int) -> None:
     """What a daemon in use has done: the extension paired (a challenge: ECDH with the daemon's
-    key) and posted a batch, an agent initialized, listed the tools and called each once."""
+    key), opened its CDP relay link (it does at every start) and posted a batch; an agent
+    initialized, listed the tools and called each once."""
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
 
@@ -244,6 +267,7 @@ def use(port: int) -> None:
         status, reply = conn.request("POST", "/pairing/challenge", orjson.dumps(challenge),
                                      EXTENSION_HEADERS)
         assert status == 200 and b"proof" in reply, (status, reply[:200])
+        open_cdp_link(port, orjson.loads(reply)["session"])
         status, _ = conn.request("POST", "/logs", body(0), EXTENSION_HEADERS)
         assert status == 200, status
         headers = {"Content-Type": "application/json", "Accept": "application/json",

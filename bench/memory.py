@@ -22,6 +22,7 @@ daemon's with ``--compare-reference`` (issue 16's target: under 40 MB).
 
     .venv/bin/python bench/memory.py [--entries 100000] [--no-persist] [--compare-reference]
                                      [--idle-only]
+    .venv/bin/python bench/memory.py --baseline /tmp/base [--rounds 3]   # idle RSS, before/after
 """
 
 from __future__ import annotations
@@ -317,6 +318,44 @@ def fill(store: TelemetryStore, start: int, count: int) -> None:
         store.add(CONSOLE, entries)
 
 
+def idle_side_by_side(baseline: str, rounds: int) -> dict:
+    """This tree's and C{baseline}'s idle RSS (first start, started again), alternating which goes
+    first round by round; medians and ratios (this tree / baseline)."""
+    from statistics import median  # noqa: PLC0415
+
+    from support import DaemonProcess  # noqa: PLC0415
+
+    source = str(Path(baseline).resolve())
+    if not (Path(source) / "gasoline" / "tap.py").exists():
+        raise SystemExit(f"--baseline {baseline}: no gasoline/tap.py there")
+    kinds = ("first start", "started again")
+    samples: dict[str, dict[str, list[dict]]] = {v: {k: [] for k in kinds}
+                                                 for v in ("this tree", "baseline")}
+    for r in range(rounds):
+        order = [("this tree", None), ("baseline", source)]
+        for name, src in (order if r % 2 == 0 else order[::-1]):
+            with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
+                for kind in kinds:
+                    env = {"PYTHONPATH": src} if src else None
+                    with DaemonProcess(state_dir=Path(tmp) / "state", env=env) as d:
+                        time.sleep(3.0)
+                        samples[name][kind].append(_rss_row(f"{name} ({kind})", d.process.pid))
+    rows, medians = [], {}
+    for kind in kinds:
+        m = {name: {f: median(s[f] for s in samples[name][kind])
+                    for f in ("rss_bytes", "anon_bytes", "file_bytes")} for name in samples}
+        medians[kind] = m
+        ours, base = m["this tree"], m["baseline"]
+        rows.append([kind, ours["rss_bytes"] / 2**20, base["rss_bytes"] / 2**20,
+                     ours["rss_bytes"] / base["rss_bytes"], ours["anon_bytes"] / 2**20,
+                     base["anon_bytes"] / 2**20])
+    print_table(f"idle daemon RSS side by side, {rounds} alternating rounds, medians "
+                f"(baseline: {source})",
+                ["start", "this tree MiB", "baseline MiB", "ratio", "this tree anon MiB",
+                 "baseline anon MiB"], rows)
+    return {"baseline": source, "rounds": rounds, "medians": medians, "samples": samples}
+
+
 def print_idle(reference: bool) -> list[dict]:
     idle = idle_rss(reference)
     print_table("idle daemon RSS (default options, nothing ingested; target < 40 MiB)",
@@ -334,7 +373,17 @@ def main() -> int:
                         help="also the published daemon's idle RSS")
     parser.add_argument("--idle-only", action="store_true",
                         help="only the idle daemon's RSS (writes bench/results/memory_idle.json)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="only the idle RSS, side by side with another Gasoline checkout "
+                        "(PYTHONPATH=DIR)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds with --baseline")
     args = parser.parse_args()
+    if args.baseline:
+        path = write_json("memory_idle_side_by_side", idle_side_by_side(args.baseline,
+                                                                        args.rounds))
+        print(f"wrote {path}")
+        return 0
     if args.idle_only:
         path = write_json("memory_idle", {"idle": print_idle(args.compare_reference)})
         print(f"wrote {path}")

@@ -467,16 +467,20 @@ def _superset(pattern: str) -> str:
     return _lazy(pattern)
 
 
-def _compile_prefilter() -> Any:
+def _compile_prefilter(groups: bool = True) -> Any:
     options = re2.Options()
     options.log_errors = False
     options.max_mem = 64 << 20
     # One capturing group per rule (and none inside: see _superset) tells which rule's superset
     # matched first at the candidate's start; rules before it cannot match there.
-    return re2.compile("|".join(f"({_superset(p)})" for _, p, _ in _RULES), options)
+    group = "({})" if groups else "(?:{})"
+    return re2.compile("|".join(group.format(_superset(p)) for _, p, _ in _RULES), options)
 
 
 _PREFILTER = _compile_prefilter()
+#: The same candidates without the groups, for a yes/no answer (L{Redactor.unchanged}): RE2 then
+#: reports one span instead of one per rule, about half the cost of a search on a short text.
+_PREFILTER_ANY = _compile_prefilter(groups=False)
 _EXACT = [(re.compile(p.encode("ascii")), handler) for _, p, handler in _RULES]
 
 
@@ -545,6 +549,63 @@ class Redactor:
     def redact_value(self, value: Any) -> Any:
         """A new structure with sensitive values replaced; the input is not modified."""
         return self._walk(value, 0)
+
+    # -- the fast path: proving there is nothing to redact --------------------------------------
+
+    def unchanged(self, value: Any, texts: tuple[str, ...] = ()) -> bool:
+        """Whether L{redact_value} would give C{value} back unchanged (an equal structure), and
+        L{redact_text} every one of C{texts}: C{True} is a proof, C{False} only "maybe not" (the
+        caller then takes the full path).
+
+        Cheaper than redacting: one walk that builds nothing, and one scan for the prefilter's
+        candidates (where L{redact_text} starts) over every string at once. The walk gives up
+        (C{False}) wherever the full path would look closer: a sensitive key, a name/value pair
+        or a typed field that may hold a secret, a C{cookies} list, a string that may be JSON
+        (it starts with a brace or a bracket), a query string or a form body (it holds C{=}),
+        a tuple, nesting deeper than L{max_depth}. Every other string is only scanned by the
+        full path, and left as it is when no rule can even start in it. The strings are
+        scanned joined by newlines: no rule uses C{^} or C{$}, and a newline is a non-word
+        character like the ends of a text, so a candidate in any one string is a candidate in
+        the joined text (the converse need not hold: a false alarm only costs the full path).
+        """
+        strings = list(texts)
+        if not self._plain(value, 0, strings):
+            return False
+        if not strings:
+            return True
+        data = "\n".join(strings).encode("utf-8", errors="surrogatepass")
+        if b"\\" in data:
+            data = _escapes_as_spaces(data)
+        return _PREFILTER_ANY.search(data) is None
+
+    def _plain(self, value: Any, depth: int, strings: list[str]) -> bool:
+        """Collect C{value}'s strings into C{strings}; C{False} where L{_walk} would do more
+        than scan them (see L{unchanged})."""
+        if isinstance(value, str):
+            if "=" in value or value.lstrip()[:1] in ("{", "["):
+                return False
+            strings.append(value)
+            return True
+        if depth > self.max_depth:
+            return False
+        if isinstance(value, dict):
+            if "value" in value and is_sensitive_param(value.get("name")):
+                return False
+            if any(k in value for k in _TYPED_VALUES) and any(
+                    describes_secret_field(value.get(k)) for k in _FIELD_DESCRIBERS):
+                return False
+            for key, item in value.items():
+                if isinstance(key, str) and (is_sensitive_key(key) or key == "cookies"):
+                    return False
+                if not self._plain(item, depth + 1, strings):
+                    return False
+            return True
+        if isinstance(value, list):
+            for item in value:
+                if not self._plain(item, depth + 1, strings):
+                    return False
+            return True
+        return not isinstance(value, tuple)
 
     def _walk(self, value: Any, depth: int) -> Any:
         if isinstance(value, str):

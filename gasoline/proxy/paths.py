@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Iterator
 
-from gasoline.core.paths import PathRefused, inside, real
+from gasoline.core.paths import PathRefused
 
 _PATH_KEYS = frozenset({"path", "paths", "source", "destination", "directory", "file", "files",
                         "root", "cwd", "uri", "filename", "dirname", "target"})
@@ -59,17 +59,31 @@ def path_strings(arguments: Any, key: str = "") -> Iterator[str]:
 
 def check_arguments(arguments: Any, working_directory: str, allowed: tuple[str, ...]) -> None:
     """Raise L{PathRefused} (code C{path_not_allowed}, with the C{allowedDirectories} detail) for
-    the first path argument outside C{allowed}; the sandbox is L{gasoline.core.paths}.
+    the first path argument outside C{allowed}; the rules are L{gasoline.core.paths}'s
+    (C{realpath}, then component-wise containment), applied here on strings: this check runs on
+    every proxied call, and L{gasoline.core.paths.real} / L{gasoline.core.paths.inside} build
+    C{Path} objects that cost more than the C{lstat}s themselves (L{within} is C{inside} for
+    C{realpath} results).
 
     Filesystem calls (C{realpath}) are a few C{lstat}s per argument; they run on the reactor
-    thread like any other small, bounded piece of work.
+    thread like any other small, bounded piece of work. The allowed directories are resolved
+    on each call, and only when the call names a path.
     """
-    real_allowed = [real(d) for d in allowed]
+    real_allowed: list[str] | None = None
     for raw in path_strings(arguments):
         value = raw[len("file://"):] if raw.startswith("file://") else raw
         if "\0" in value:
             raise _refused(raw, allowed)
         value = os.path.expanduser(value) if value.startswith("~") else value
-        full = real(os.path.join(working_directory, value))
-        if not any(inside(full, d) for d in real_allowed):
+        full = os.path.realpath(os.path.join(working_directory, value))
+        if real_allowed is None:
+            real_allowed = [os.path.realpath(d) for d in allowed]
+        if not any(within(full, d) for d in real_allowed):
             raise _refused(raw, allowed)
+
+
+def within(path: str, root: str) -> bool:
+    """L{gasoline.core.paths.inside} for two C{os.path.realpath} results (absolute, normalised),
+    compared as strings: C{path} is C{root} or lies below it, component by component
+    (C{/a/bc} is not inside C{/a/b})."""
+    return path == root or path.startswith(root if root.endswith("/") else root + "/")

@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections import deque
 from typing import Any, Callable
 
 import orjson
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.error import ProcessDone
-from twisted.internet.interfaces import IReactorProcess
+from twisted.internet.interfaces import IReactorFDSet, IReactorProcess, IWriteDescriptor
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from gasoline.proxy.peer import (  # noqa: F401  (re-exported: the names tests and docs use)
     BACKOFF_FIRST,
@@ -60,6 +62,107 @@ def child_env(extra: dict[str, str], environ: dict[str, str] | None = None) -> d
     env = {k: environ[k] for k in ENV_ALLOWLIST if k in environ}
     env.update(extra)
     return env
+
+
+@implementer(IWriteDescriptor)
+class _Stdin:
+    """The daemon's end of a child's stdin: a pipe it owns (non-blocking), not a process
+    transport's writer.
+
+    A message goes out in one C{write} the moment it is sent when nothing is queued before it:
+    no reactor turn and no poll registration in between (a transport's writer always waits for
+    the reactor's next turn, and registers and unregisters the descriptor each time). What the
+    pipe cannot take at once (it holds 64 KiB) is queued, in order, and written as the pipe
+    drains (the reactor's C{addWriter}, public L{IReactorFDSet} API). A child that closed its
+    stdin (C{EPIPE}) drops what is queued: its exit is reported by the process, as before.
+    """
+
+    def __init__(self, reactor: IReactorFDSet, fd: int) -> None:
+        self._reactor = reactor
+        self._fd = fd
+        self._queue: deque[bytes] = deque()
+        #: Bytes of C{_queue[0]} already written.
+        self._offset = 0
+        self._writing = False
+        self._closing = False
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    @property
+    def queued(self) -> int:
+        """Bytes waiting for the pipe to drain."""
+        return sum(len(chunk) for chunk in self._queue) - self._offset
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def logPrefix(self) -> str:
+        return "gasoline-proxy-stdin"
+
+    def write(self, data: bytes) -> None:
+        if self._fd < 0 or self._closing or not data:
+            return
+        if not self._queue:
+            n = self._write(data)
+            if n is None or n == len(data):
+                return
+            self._offset = n
+        self._queue.append(data)
+        if not self._writing:
+            self._writing = True
+            self._reactor.addWriter(self)
+
+    def doWrite(self) -> None:
+        queue = self._queue
+        while queue:
+            chunk = queue[0]
+            n = self._write(memoryview(chunk)[self._offset:])
+            if n is None:  # the pipe is gone (dropped)
+                return None
+            self._offset += n
+            if self._offset < len(chunk):  # full: the rest on a later turn
+                return None
+            queue.popleft()
+            self._offset = 0
+        self._stop_writing()
+        if self._closing:
+            self.abort()
+        return None
+
+    def connectionLost(self, reason: Failure) -> None:
+        self.abort()
+
+    def close(self) -> None:
+        """Close once what is queued is written (the child then reads end-of-file)."""
+        if self._queue:
+            self._closing = True
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        """Close now, dropping what is queued."""
+        self._queue.clear()
+        self._offset = 0
+        self._stop_writing()
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def _write(self, data: Any) -> int | None:
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError:  # EPIPE: the child closed its stdin or is gone
+            self.abort()
+            return None
+
+    def _stop_writing(self) -> None:
+        if self._writing:
+            self._writing = False
+            self._reactor.removeWriter(self)
 
 
 class _ChildProtocol(ProcessProtocol):
@@ -116,6 +219,7 @@ class ChildServer(ServerPeer):
         self.cwd = cwd
         self.grace = grace
         self._proto: _ChildProtocol | None = None
+        self._stdin: _Stdin | None = None
         self._ended_waiters: list[Deferred] = []
         self._kill_calls: list[Any] = []
 
@@ -137,11 +241,8 @@ class ChildServer(ServerPeer):
         self._ended_waiters.append(d)
         if was == "closed":  # already stopping: wait with the others
             return d
-        transport = self._proto.transport
-        try:
-            transport.closeStdin()
-        except Exception:
-            pass
+        if self._stdin is not None:
+            self._stdin.close()
         pid = self.pid
         self._kill_calls = [
             self.reactor.callLater(self.grace, self._killpg, pid, signal.SIGTERM),
@@ -159,10 +260,23 @@ class ChildServer(ServerPeer):
         argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}", "--",
                 self.command, *self.args]
         proto = _ChildProtocol(self)
-        if not IReactorProcess.providedBy(self.reactor):
+        if not (IReactorProcess.providedBy(self.reactor)
+                and IReactorFDSet.providedBy(self.reactor)):
             raise RuntimeError("this reactor cannot start processes")
-        transport = self.reactor.spawnProcess(
-            proto, sys.executable, argv, env=self.env, path=self.cwd)
+        # stdin is a pipe of our own (see _Stdin); both ends are close-on-exec, the child gets
+        # the read end as its fd 0.
+        read_end, write_end = os.pipe()
+        try:
+            transport = self.reactor.spawnProcess(
+                proto, sys.executable, argv, env=self.env, path=self.cwd,
+                childFDs={0: read_end, 1: "r", 2: "r"})
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        os.set_blocking(write_end, False)
+        self._stdin = _Stdin(self.reactor, write_end)
         self._proto = proto
         self.pid = transport.pid
 
@@ -183,16 +297,19 @@ class ChildServer(ServerPeer):
         self._killpg(self.pid, signal.SIGKILL)
 
     def _send(self, message: dict[str, Any]) -> None:
-        proto = self._proto
-        if proto is None or proto.transport is None:
+        stdin = self._stdin
+        if stdin is None or self._proto is None:
             return
-        proto.transport.write(orjson.dumps(message) + b"\n")
+        stdin.write(orjson.dumps(message) + b"\n")  # one message, one write (see _Stdin)
 
     def _process_ended(self, proto: _ChildProtocol, reason: Failure) -> None:
         if proto is not self._proto:
             return
         pid = self.pid
         self._proto = None
+        stdin, self._stdin = self._stdin, None
+        if stdin is not None:
+            stdin.abort()
         for call in self._kill_calls:
             if call.active():
                 call.cancel()

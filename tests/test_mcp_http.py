@@ -344,6 +344,27 @@ def test_json_only_client_gets_progress_on_the_get_stream(client, app, clock):
     assert body[0]["result"]["content"][0]["text"] == "slow done"
 
 
+def test_a_json_answer_given_later_has_a_content_length_not_chunks(client, app, clock):
+    # A tool that answers after the request was rendered (a proxied call, say): one JSON body
+    # of known length, not Twisted's chunked fallback for responses finished later.
+    _slow(app, clock)
+    sid = client.initialize()
+    out: list = []
+    client.stub.request("POST", URL, data=json.dumps(jsonrpc.request(9, "tools/call", {
+        "name": "slow"})).encode(),
+        headers={**BASE, "accept": "application/json", "mcp-session-id": sid}).addCallback(out.append)
+    client.stub.flush()
+    assert out == []
+    clock.advance(5)
+    client.stub.flush()
+    body: list = []
+    out[0].content().addCallback(body.append)
+    client.stub.flush()
+    assert json.loads(body[0])["result"]["content"][0]["text"] == "slow done"
+    # The client saw a Content-Length (a chunked body has UNKNOWN_LENGTH here).
+    assert out[0].length == len(body[0])
+
+
 def test_get_needs_accept_event_stream(client):
     sid = client.initialize()
     response, _ = client.request("GET", headers={"mcp-session-id": sid, "accept": "application/json"})

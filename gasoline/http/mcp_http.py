@@ -195,6 +195,9 @@ class _PostExchange:
         if self.in_render:
             self.sync_body = body
         elif self.finisher is not None and not self.finisher.done:
+            # One body of known length: say so, rather than the chunked encoding Twisted
+            # falls back to for a response finished later.
+            request.setHeader(b"content-length", b"%d" % len(body))
             self.finisher.write(body)
             self.finisher.finish()
 

@@ -357,3 +357,40 @@ async def test_a_session_with_a_remote_server_survives_a_daemon_restart(tmp_path
         assert child.state == "ready" and child.session_id not in (None, first)
     finally:
         await d2.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_sampling_from_a_shared_remote_server_reaches_the_session_whose_call_asked(
+        tmp_path, sdk_http):
+    # Two sessions call the same shared server at once; each call makes the server ask for a
+    # sampling (on that call's answer stream). Each agent gets the request for its own call
+    # only, and each call gets its own agent's answer.
+    d = Daemon(tmp_path, {"remote": {"url": f"http://127.0.0.1:{sdk_http.port}/mcp",
+                                     "allowedDirectories": []}}).start()
+    try:
+        sessions = {}
+        for name in ("a", "b"):
+            wd = tmp_path / name
+            wd.mkdir()
+            sid = (await d.init(wd, capabilities={"sampling": {}}))["sessionId"]
+            await d.mcp_initialize(sid, {"sampling": {}})
+            sessions[name] = (sid, d.app.mcp.sessions[sid], [])
+        calls = {name: d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "remote__sample", "arguments": {"prompt": f"for {name}"}}},
+            emitted.append) for name, (_, session, emitted) in sessions.items()}
+
+        def asked(name):
+            return [m for m in sessions[name][2] if m.get("method") == "sampling/createMessage"]
+
+        assert await wait_for(lambda: asked("a") and asked("b"))
+        for name, (_, session, _) in sessions.items():
+            (request,) = asked(name)
+            assert request["params"]["messages"][0]["content"]["text"] == f"for {name}"
+            await d.app.mcp.handle(session, {"jsonrpc": "2.0", "id": request["id"], "result": {
+                "role": "assistant", "content": {"type": "text", "text": f"agent {name}"},
+                "model": "m"}})
+        for name, call in calls.items():
+            assert text_of(await call) == f"agent {name}"
+    finally:
+        await d.stop()

@@ -504,6 +504,55 @@ async def test_a_remote_server_is_one_shared_instance_and_overrides_need_the_con
     assert not alive(wb["pid"])
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_shared_stdio_servers_sampling_goes_to_its_only_user_and_is_refused_with_two(
+        tmp_path):
+    # A shared stdio child cannot say which session its request serves. With one session
+    # using it, that session is the only possible one; with two, a guess (say, the one with a
+    # call in flight) could hand one agent the other's data: refused, with the reason.
+    a, b = _project(tmp_path, "a"), _project(tmp_path, "b")
+    d = Daemon(tmp_path, {"shared": fake_server(executionContext="remote",
+                                                allowedDirectories=[])}).start()
+    try:
+        sa = (await d.init(a, capabilities={"sampling": {}}))["sessionId"]
+        await d.mcp_initialize(sa, {"sampling": {}})
+        session = _mcp_session(d, sa)
+        emitted: list = []
+        pending = d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 50, "method": "tools/call",
+            "params": {"name": "shared__sample", "arguments": {}}}, emitted.append)
+        assert await wait_for(lambda: any(m.get("method") == "sampling/createMessage"
+                                          for m in emitted))
+        request = next(m for m in emitted if m.get("method") == "sampling/createMessage")
+        await d.app.mcp.handle(session, {"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "content": {"type": "text", "text": "from a"}, "model": "m"}})
+        assert json.loads(text_of(await pending))["result"]["content"]["text"] == "from a"
+
+        sb = (await d.init(b, capabilities={"sampling": {}}))["sessionId"]  # idle, no calls
+        await d.mcp_initialize(sb, {"sampling": {}})
+        emitted.clear()
+        answer = json.loads(text_of(await d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 51, "method": "tools/call",
+            "params": {"name": "shared__sample", "arguments": {}}}, emitted.append)))
+        assert "cannot be attributed to one session (2 sessions use it" in \
+            answer["error"]["message"]
+        assert not any(m.get("method") == "sampling/createMessage" for m in emitted)
+        assert not _mcp_session(d, sb).outgoing  # nothing reached the other agent either
+        # The other session gone, the server has one user again.
+        await d.request("DELETE", f"/session/{sb}")
+        pending = d.app.mcp.handle(session, {
+            "jsonrpc": "2.0", "id": 52, "method": "tools/call",
+            "params": {"name": "shared__sample", "arguments": {}}}, emitted.append)
+        assert await wait_for(lambda: any(m.get("method") == "sampling/createMessage"
+                                          for m in emitted))
+        request = next(m for m in emitted if m.get("method") == "sampling/createMessage")
+        await d.app.mcp.handle(session, {"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "content": {"type": "text", "text": "again"}, "model": "m"}})
+        assert json.loads(text_of(await pending))["result"]["content"]["text"] == "again"
+    finally:
+        await d.stop()
+
+
 def _scrape(families, name, **labels):
     for family in families:
         for sample in family.samples:

@@ -98,6 +98,8 @@ class ServerPeer:
         self._pending: dict[int, Deferred] = {}
         #: Requests the server sent us, still being answered: their id -> Deferred.
         self._incoming: dict[Any, Deferred] = {}
+        #: Our requests in flight that said whom they serve (L{request}'s C{origin}).
+        self._origins: dict[int, Any] = {}
         #: Callers waiting for the start in progress.
         self._waiters: list[Deferred] = []
         self._restart_call: Any = None
@@ -159,10 +161,14 @@ class ServerPeer:
 
     def request(self, method: str, params: dict[str, Any] | None = None,
                 timeout: float | None = None,
-                on_cancel: Callable[[], None] | None = None) -> Deferred:
+                on_cancel: Callable[[], None] | None = None, origin: Any = None) -> Deferred:
         """Send C{method}; fire with its result, fail with L{JsonRpcError} or L{ChildDown}.
 
         Cancelling the Deferred sends the server C{notifications/cancelled}.
+
+        @param origin: whom the request serves, for a transport that ties the server's own
+            requests to one of ours (L{_message}'s C{related}): C{on_request} is then given
+            C{origin=} for them. Kept while the request is in flight.
         """
         if not self.connected or self.state not in ("ready", "starting"):
             return fail(self._down_error())
@@ -179,6 +185,9 @@ class ServerPeer:
 
         d: Deferred = Deferred(cancel)
         self._pending[rid] = d
+        if origin is not None:
+            self._origins[rid] = origin
+            d.addBoth(self._forget_origin, rid)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
@@ -192,6 +201,10 @@ class ServerPeer:
             return f
 
         return d.addTimeout(t, self.reactor).addErrback(timed_out)
+
+    def _forget_origin(self, result: Any, rid: int) -> Any:
+        self._origins.pop(rid, None)
+        return result
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         if self.connected:
@@ -374,8 +387,13 @@ class ServerPeer:
 
     # -- messages from the server ----------------------------------------------------------------
 
-    def _message(self, msg: Any) -> None:
-        """Dispatch one decoded JSON-RPC message from the server."""
+    def _message(self, msg: Any, related: int | None = None) -> None:
+        """Dispatch one decoded JSON-RPC message from the server.
+
+        @param related: the id of our request this message came with, when the transport says
+            (a streamable HTTP server sends its requests about a call on that call's answer
+            stream); C{None} when it cannot (stdio, a stream not tied to a request).
+        """
         if not isinstance(msg, dict):
             return
         if "method" in msg:
@@ -384,7 +402,8 @@ class ServerPeer:
             if not isinstance(method, str):
                 return
             if "id" in msg:
-                self._server_request(msg["id"], method, params)
+                origin = self._origins.get(related) if related is not None else None
+                self._server_request(msg["id"], method, params, origin)
             elif method == "notifications/cancelled":
                 rid = params.get("requestId")
                 d = self._incoming.pop(rid, None) if isinstance(rid, (int, str)) else None
@@ -407,8 +426,12 @@ class ServerPeer:
         else:
             d.callback(msg.get("result"))
 
-    def _server_request(self, rid: Any, method: str, params: dict[str, Any]) -> None:
-        d = maybeDeferred(self.on_request, self, method, params)
+    def _server_request(self, rid: Any, method: str, params: dict[str, Any],
+                        origin: Any = None) -> None:
+        if origin is None:
+            d = maybeDeferred(self.on_request, self, method, params)
+        else:
+            d = maybeDeferred(self.on_request, self, method, params, origin=origin)
         if not d.called and isinstance(rid, (int, str)):
             self._incoming[rid] = d
 

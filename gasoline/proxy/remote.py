@@ -386,7 +386,8 @@ class RemoteServer(ServerPeer):
                     self.session_id = sid[0].decode("latin-1")
             if not is_request or self.transport == LEGACY_SSE or response.code == 202:
                 return self._discard(response)
-            stream = _Stream(response, self._message)
+            # The server's requests on this answer stream are about this request.
+            stream = _Stream(response, lambda msg: self._message(msg, related=rid))
             self._streams[rid] = stream  # type: ignore[index]
 
             def ended(result: Any) -> None:

@@ -259,9 +259,12 @@ class ProxySession:
             params["_meta"] = {"progressToken": token}
         active = self._active.setdefault(server, [])
         active.append(ctx)
+        # A shared server's requests about this call (sampling, elicitation) can then be told
+        # apart from another session's, where its transport says which call they are about.
+        origin = (self, ctx) if entry.context == REMOTE else None
 
         def send(_: Any) -> Deferred:
-            return child.request("tools/call", params)
+            return child.request("tools/call", params, origin=origin)
 
         def done(result: Any) -> Any:
             if token is not None:
@@ -277,7 +280,7 @@ class ProxySession:
         # A ready child gets the request at once: the Deferred returned is then the request's
         # own, still waiting, so the MCP server tracks it as in flight and can cancel it.
         if child.state == "ready":
-            d = child.request("tools/call", params)
+            d = child.request("tools/call", params, origin=origin)
         else:
             d = child.ensure_started().addCallback(send)
         d.addBoth(done)
@@ -286,7 +289,9 @@ class ProxySession:
     # -- from the children ---------------------------------------------------------------------
 
     def child_request(self, child: ServerPeer, server: str, method: str,
-                      params: dict[str, Any]) -> Any:
+                      params: dict[str, Any], ctx: Any = None) -> Any:
+        """Answer a request from one of the session's servers (C{ctx}: the call it is about,
+        when known)."""
         entry = self.servers.get(server)
         if method == "ping":
             return {}
@@ -296,11 +301,11 @@ class ProxySession:
                               for d in dirs]}
         if method in ("sampling/createMessage", "elicitation/create"):
             capability = method.split("/")[0]
-            return self.relay(server, capability, method, params, child)
+            return self.relay(server, capability, method, params, child, ctx)
         raise JsonRpcError(jsonrpc.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def relay(self, server: str, capability: str, method: str, params: dict[str, Any],
-              child: Any = None) -> Any:
+              child: Any = None, ctx: Any = None) -> Any:
         """Send a child's sampling/elicitation request to the agent, if it declared it.
 
         A progress token in the request is replaced by one of the proxy's (unique across the
@@ -315,7 +320,7 @@ class ProxySession:
             self._relay_progress[mine] = (child, token)
             params = {**params, "_meta": {**meta, "progressToken": mine}}
         try:
-            d = self._relay(server, capability, method, params)
+            d = self._relay(server, capability, method, params, ctx)
         except Exception:
             self._relay_progress.pop(mine, None)  # type: ignore[arg-type]
             raise
@@ -337,10 +342,15 @@ class ProxySession:
         child, original = route
         child.notify("notifications/progress", {**params, "progressToken": original})
 
-    def _relay(self, server: str, capability: str, method: str, params: dict[str, Any]) -> Any:
+    def _relay(self, server: str, capability: str, method: str, params: dict[str, Any],
+               about: Any = None) -> Any:
         active = self._active.get(server) or []
-        ctx = next((c for c in reversed(active)
-                    if capability in (c.session.client_capabilities or {})), None)
+        if about is not None and about in active and \
+                capability in (about.session.client_capabilities or {}):
+            ctx = about  # the call the request is about: on that call's stream
+        else:
+            ctx = next((c for c in reversed(active)
+                        if capability in (c.session.client_capabilities or {})), None)
         if ctx is not None:
             return self._ask_agent(ctx.session, ctx.emit, method, params)
         session = next((s for s in self.bound
@@ -668,19 +678,16 @@ class ProxyManager:
                 return self.progress_routes.get(token)
             return None
 
-        def on_request(child: ServerPeer, method: str, params: dict[str, Any]) -> Any:
+        def on_request(child: ServerPeer, method: str, params: dict[str, Any],
+                       origin: Any = None) -> Any:
             if session is not None:
                 return session.child_request(child, name, method, params)
-            users = [s for s in self.sessions.values() if s._active.get(name)]
             if method == "roots/list":
                 return {"roots": [{"uri": Path(d).as_uri(), "name": os.path.basename(d)}
                                   for d in server.allowed_directories if os.path.isabs(d)]}
             if method == "ping":
                 return {}
-            if len(users) == 1:
-                return users[0].child_request(child, name, method, params)
-            raise JsonRpcError(INVALID_REQUEST, f"{method} from a shared server cannot be "
-                               "attributed to one session")
+            return self._shared_request(name, child, method, params, origin)
 
         def on_notification(child: ServerPeer, method: str, params: dict[str, Any]) -> None:
             if method == "notifications/tools/list_changed" and session is None:
@@ -708,6 +715,33 @@ class ProxyManager:
 
         peer.on_restart = restarted
         return peer
+
+    def _shared_request(self, name: str, child: ServerPeer, method: str, params: dict[str, Any],
+                        origin: Any) -> Any:
+        """A request (sampling, elicitation) from a shared server: to the session it is about.
+
+        A streamable HTTP server sends its requests about a call on that call's answer stream,
+        so they come with the call (C{origin}: its session and request). Anything else (a
+        shared stdio child, a legacy SSE server, a server's GET stream) says nothing of whom it
+        serves: it goes to the session only when exactly one session uses the server, and is
+        refused otherwise, rather than guessed (the session with a call in flight is not
+        necessarily the one whose work asks: a guess could hand one agent another's data).
+        """
+        if origin is not None:
+            owner, ctx = origin
+            if not owner.closed and self.sessions.get(owner.session_id) is owner:
+                return owner.child_request(child, name, method, params, ctx)
+        shared = self.shared.get(name)
+        users = [self.sessions[sid] for sid in (shared.users if shared is not None else ())
+                 if sid in self.sessions]
+        if len(users) == 1:
+            return users[0].child_request(child, name, method, params)
+        raise JsonRpcError(
+            INVALID_REQUEST,
+            f"{method} from the shared server {name} cannot be attributed to one session "
+            f"({len(users)} sessions use it, and the request did not come with one of their "
+            "calls: only a streamable HTTP server says which call its requests are about). "
+            "Make the server executionContext local to give each session its own instance.")
 
     def _new_peer(self, name: str, server: ServerConfig, command: str, args: tuple[str, ...],
                   env: dict[str, str], cwd: str, caps: dict[str, Any], on_request: Any,

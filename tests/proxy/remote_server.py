@@ -3,7 +3,8 @@ independent implementation of both HTTP transports).
 
 Usage: ``remote_server.py streamable-http|sse PORT``. Tools: ``echo``, ``whoami`` (the request's
 ``Authorization`` header), ``slow`` (progress steps, a short sleep each), ``roots`` (asks the
-client for its roots), ``grow`` (adds a tool and announces ``tools/list_changed``).
+client for its roots), ``grow`` (adds a tool and announces ``tools/list_changed``), ``sample``
+(asks the client to sample, on the call's own answer stream, and returns the text it got).
 """
 
 import sys
@@ -42,6 +43,17 @@ async def roots(ctx: Context) -> str:
     """The client's roots (a request from the server to the client, on the response stream)."""
     result = await ctx.session.list_roots()
     return " ".join(str(r.uri) for r in result.roots) or "<none>"
+
+
+@server.tool()
+async def sample(prompt: str, ctx: Context) -> str:
+    """Ask the client for a sampling, tied to this call (its answer stream); return the text."""
+    from mcp.types import SamplingMessage, TextContent
+
+    result = await ctx.session.create_message(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+        max_tokens=5, related_request_id=ctx.request_id)
+    return result.content.text
 
 
 @server.tool()

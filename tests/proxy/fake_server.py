@@ -114,8 +114,17 @@ def call(rid, params):
         sys.stderr.flush()
         os._exit(3)
     if name == "spawn_grandchild":
-        p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        if args.get("ignore_term"):
+            # A grandchild that ignores SIGTERM; answered once it does.
+            p = subprocess.Popen([sys.executable, "-c", (
+                "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('ready', flush=True); time.sleep(600)")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            p.stdout.readline()
+            p.stdout.close()
+        else:
+            p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         return text(json.dumps({"grandchild": p.pid}))
     return text(name)
 

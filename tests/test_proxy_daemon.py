@@ -149,3 +149,54 @@ def test_connector_with_the_official_sdk_sees_the_aggregated_tools(tmp_path):
         assert _gone([pid]) == []
     finally:
         daemon.stop()
+
+
+def test_connector_passes_the_agents_sampling_and_elicitation_to_its_children(tmp_path):
+    # The official SDK declares sampling and elicitation (it has callbacks for them); the
+    # connector's proxy session offers them to its children, and their requests reach the
+    # SDK's callbacks through the connector, their answers the child.
+    from mcp import types
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    wd = tmp_path / "proj"
+    wd.mkdir()
+    daemon = _start(tmp_path, {"fake": fake_server()})
+    asked: list = []
+
+    async def sampling(context, params):
+        asked.append(("sampling", params.max_tokens))
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="from the agent"),
+            model="sdk-test")
+
+    async def elicitation(context, params):
+        asked.append(("elicitation", params.message))
+        return types.ElicitResult(action="accept", content={"branch": "main"})
+
+    try:
+        async def run():
+            params = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "gasoline", "connect", "--port", str(daemon.port)],
+                cwd=str(wd), env={**os.environ, "GASOLINE_STATE_DIR": str(tmp_path / "state")})
+            async with stdio_client(params) as (read, write):
+                async with ClientSession(read, write, sampling_callback=sampling,
+                                         elicitation_callback=elicitation) as session:
+                    await session.initialize()
+                    where = await session.call_tool("fake__whereami", {})
+                    sampled = await session.call_tool("fake__sample", {})
+                    elicited = await session.call_tool("fake__elicit", {})
+                    return where, sampled, elicited
+
+        where, sampled, elicited = asyncio.run(run())
+        offered = json.loads(where.content[0].text)["capabilities"]
+        assert "sampling" in offered and "elicitation" in offered
+        assert not sampled.is_error, sampled
+        assert json.loads(sampled.content[0].text)["result"]["content"]["text"] == \
+            "from the agent"
+        assert json.loads(elicited.content[0].text)["result"] == {
+            "action": "accept", "content": {"branch": "main"}}
+        assert asked == [("sampling", 5), ("elicitation", "Which branch?")]
+    finally:
+        daemon.stop()

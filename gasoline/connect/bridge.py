@@ -249,6 +249,16 @@ class Bridge:
             f"Invalid Request: message larger than the connector's limit of {limit} bytes",
             error="message_too_large", limit=limit))
 
+    def _agent_capabilities(self) -> dict[str, Any] | None:
+        """What the agent's C{initialize} declared that a proxied server may use (sampling,
+        elicitation), for its proxy session; None before the connector has seen it."""
+        params = self._init_msg.get("params") if self._init_msg is not None else None
+        declared = params.get("capabilities") if isinstance(params, dict) else None
+        if not isinstance(declared, dict):
+            return None
+        return {k: declared[k] for k in ("sampling", "elicitation")
+                if isinstance(declared.get(k), dict)} or None
+
     def _note_request(self, m: dict[str, Any], method: str) -> None:
         params = m.get("params")
         if method == "initialize":
@@ -486,7 +496,7 @@ class Bridge:
                 raise _NotYet("closing")
             ensure = getattr(self.daemon, "ensure_proxy_session", None)
             if ensure is not None:
-                yield ensure(self.cwd)  # never fails (docs/proxy.md)
+                yield ensure(self.cwd, self._agent_capabilities())  # never fails (docs/proxy.md)
             yield self._restore_session()
         except _NotYet:
             self._attempt_again()

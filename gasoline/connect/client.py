@@ -97,11 +97,15 @@ class DaemonHTTP:
     # -- the session proxy ----------------------------------------------------------------------
 
     @inlineCallbacks
-    def ensure_proxy_session(self, cwd: str | None):
+    def ensure_proxy_session(self, cwd: str | None, capabilities: dict[str, Any] | None = None):
         """Open (or keep) a proxy session for C{cwd} when the daemon has proxy servers.
 
         Never fails: a daemon without servers (404 C{proxy_disabled}) or a refusal leaves the
         connector with Gasoline's own tools only. Return the session id or None.
+
+        @param capabilities: what the agent declared in its C{initialize}, when the connector
+            has seen it: its children are then offered C{sampling} / C{elicitation} as for a
+            session opened over HTTP (docs/proxy.md).
         """
         if not cwd:
             return None
@@ -115,8 +119,10 @@ class DaemonHTTP:
                 if response.code == 200:
                     return self.proxy_session
                 self.proxy_session = None
-            body = {"workingDirectory": cwd,
-                    "clientInfo": {"name": "gasoline-connect", "version": "1"}}
+            body: dict[str, Any] = {"workingDirectory": cwd,
+                                    "clientInfo": {"name": "gasoline-connect", "version": "1"}}
+            if capabilities:
+                body["capabilities"] = capabilities
             d = self.http.request("POST", self._url("/session/init"), data=orjson.dumps(body),
                                   headers=self._headers(Content_Type="application/json"))
             # Children start before the answer: allow for slow servers.

@@ -667,7 +667,8 @@ class ProxyManager:
         caps: dict[str, Any] = {"roots": {"listChanged": False}}
         declared = session.capabilities if session is not None else {}
         for capability in ("sampling", "elicitation"):
-            if session is not None and declared.get(capability):
+            # Declared is declared, {} included (the usual form of "sampling": {}).
+            if session is not None and isinstance(declared.get(capability), dict):
                 caps[capability] = {}
 
         def owner_for(params: dict[str, Any]) -> ProxySession | None:

@@ -16,6 +16,8 @@ import time
 tools = ["echo", "whereami", "slow", "sample", "sample_progress", "elicit", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
          "a" * 70]
 cancelled = set()
+#: The capabilities the client declared in its initialize (whereami reports them).
+client_capabilities = {}
 next_id = [1000]
 buffered = []
 
@@ -61,7 +63,7 @@ def call(rid, params):
         return text(json.dumps(args))
     if name == "whereami":
         return text(json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "pid": os.getpid(),
-                                "pgid": os.getpgid(0)}))
+                                "pgid": os.getpgid(0), "capabilities": client_capabilities}))
     if name == "slow":
         steps = int(args.get("steps", 10))
         for i in range(steps):
@@ -136,6 +138,7 @@ def main():
         method = msg.get("method")
         rid = msg.get("id")
         if method == "initialize":
+            client_capabilities.update(msg["params"]["capabilities"])
             send({"jsonrpc": "2.0", "id": rid, "result": {
                 "protocolVersion": msg["params"]["protocolVersion"],
                 "capabilities": {"tools": {"listChanged": True}},

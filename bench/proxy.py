@@ -14,7 +14,12 @@ Session proxy benchmark (issue 14).
 3. Memory per idle session: daemon RSS growth and the children's RSS (watchdog + server) per
    session, with ``--sessions`` idle sessions open at once.
 
-    .venv/bin/python bench/proxy.py [--calls 1000] [--sessions 5]
+With ``--baseline CHECKOUT`` (another checkout of Gasoline, e.g. a worktree of ``main``), the
+overhead part also runs a second daemon from that checkout's code (``PYTHONPATH``) and calls it
+in the same alternating blocks: a side-by-side comparison of two versions on the same machine
+load, proxied p50 and daemon CPU per call for each.
+
+    .venv/bin/python bench/proxy.py [--calls 1000] [--sessions 5] [--baseline ../main]
 
 Needs Node 22 and the two npm servers from .ci/node (``npm ci --prefix .ci/node``).
 """
@@ -143,7 +148,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also run a daemon from this checkout's code, side by side")
     args = parser.parse_args()
+    if args.baseline and not (Path(args.baseline) / "gasoline" / "__init__.py").exists():
+        sys.exit(f"--baseline: no gasoline package in {args.baseline}")
     for path in (NODE, FILESYSTEM, EVERYTHING):
         if not os.path.exists(path):
             sys.exit(f"missing {path}: run npm ci --prefix .ci/node")
@@ -163,6 +172,13 @@ def main() -> int:
                                args=["--proxy-config", str(config), "--no-persist",
                                      "--tool-rate-limit", "0"])
         daemon.start()
+        baseline = None
+        if args.baseline:
+            baseline = DaemonProcess(
+                state_dir=tmp_path / "state-baseline",
+                env={"PYTHONPATH": str(Path(args.baseline).resolve())},
+                args=["--proxy-config", str(config), "--no-persist", "--tool-rate-limit", "0"])
+            baseline.start()
         try:
             rows, results = [], {}
 
@@ -170,11 +186,20 @@ def main() -> int:
             status, info = _post(daemon.port, "/session/init", {"workingDirectory": str(project)})
             assert status == 200, info
             proxied = Proxied(daemon.port, info["sessionId"])
+            base_proxied = base_proc = None
+            if baseline is not None:
+                status, base_info = _post(baseline.port, "/session/init",
+                                          {"workingDirectory": str(project)})
+                assert status == 200, base_info
+                base_proxied = Proxied(baseline.port, base_info["sessionId"])
             direct_ev = StdioChild([NODE, EVERYTHING, "stdio"], str(project))
             direct_fs = StdioChild([NODE, FILESYSTEM, str(project)], str(project))
             import psutil
 
             daemon_proc = psutil.Process(daemon.process.pid)
+            if baseline is not None:
+                base_proc = psutil.Process(baseline.process.pid)
+            base_rows = []
             cases = [
                 # The floor: an MCP ping answered by the child directly vs by the daemon itself.
                 ("ping (no tool)", direct_ev, "ping", "ping", {}),
@@ -186,20 +211,45 @@ def main() -> int:
                 for _ in range(20):  # warm-up
                     _timed(direct.call, tool, arguments)
                     _timed(proxied.call, agg, arguments)
-                d_ms, p_ms = [], []
-                cpu = 0.0
+                    if base_proxied is not None:
+                        _timed(base_proxied.call, agg, arguments)
+                d_ms, p_ms, b_ms = [], [], []
+                cpu = b_cpu = 0.0
+                block = 0
                 while len(d_ms) < args.calls:
                     n = min(BLOCK, args.calls - len(d_ms))
                     d_ms += [_timed(direct.call, tool, arguments) for _ in range(n)]
-                    c0 = _cpu(daemon_proc)
-                    p_ms += [_timed(proxied.call, agg, arguments) for _ in range(n)]
-                    cpu += _cpu(daemon_proc) - c0
+                    # With a baseline: this daemon and the baseline's, in turns (first one,
+                    # then the other), so neither always follows the direct block.
+                    turns = [(proxied, daemon_proc, p_ms, "this")]
+                    if base_proxied is not None:
+                        turns.append((base_proxied, base_proc, b_ms, "baseline"))
+                        if block % 2:
+                            turns.reverse()
+                    for client, proc, out, which in turns:
+                        c0 = _cpu(proc)
+                        out += [_timed(client.call, agg, arguments) for _ in range(n)]
+                        if which == "this":
+                            cpu += _cpu(proc) - c0
+                        else:
+                            b_cpu += _cpu(proc) - c0
+                    block += 1
                 r = {"direct_p50": median(d_ms), "direct_p99": percentile(d_ms, 99),
                      "proxied_p50": median(p_ms), "proxied_p99": percentile(p_ms, 99),
                      "daemon_cpu_ms_per_call": cpu / len(p_ms) * 1000}
                 r["added_p50"] = r["proxied_p50"] - r["direct_p50"]
                 r["added_p99"] = r["proxied_p99"] - r["direct_p99"]
                 r["ratio_p50"] = r["proxied_p50"] / r["direct_p50"]
+                if b_ms:
+                    r["baseline"] = {
+                        "proxied_p50": median(b_ms), "proxied_p99": percentile(b_ms, 99),
+                        "added_p50": median(b_ms) - r["direct_p50"],
+                        "daemon_cpu_ms_per_call": b_cpu / len(b_ms) * 1000}
+                    b = r["baseline"]
+                    base_rows.append([label, b["added_p50"], r["added_p50"],
+                                      b["proxied_p99"], r["proxied_p99"],
+                                      b["daemon_cpu_ms_per_call"], r["daemon_cpu_ms_per_call"],
+                                      r["daemon_cpu_ms_per_call"] / b["daemon_cpu_ms_per_call"]])
                 results[label] = r
                 rows.append([label, r["direct_p50"], r["proxied_p50"], r["added_p50"],
                              r["ratio_p50"], r["direct_p99"], r["proxied_p99"], r["added_p99"],
@@ -210,6 +260,13 @@ def main() -> int:
             print_table(f"tools/call, {args.calls} calls each, ms (alternating blocks of {BLOCK})",
                         ["call", "direct p50", "proxied p50", "added p50", "ratio p50",
                          "direct p99", "proxied p99", "added p99", "daemon CPU/call"], rows)
+            if base_rows:
+                print_table(f"the same calls through a daemon from {args.baseline} (baseline), "
+                            "in the same alternating blocks, ms",
+                            ["call", "added p50 baseline", "added p50 this",
+                             "proxied p99 baseline", "proxied p99 this",
+                             "CPU/call baseline", "CPU/call this", "CPU ratio"], base_rows)
+                results["baseline"] = str(args.baseline)
             print(f"load average during the run: {os.getloadavg()}")
             results["loadavg"] = os.getloadavg()
 
@@ -252,6 +309,8 @@ def main() -> int:
             print(f"\nwrote {path}")
         finally:
             daemon.stop()
+            if baseline is not None:
+                baseline.stop()
     return 0
 
 

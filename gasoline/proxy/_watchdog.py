@@ -9,12 +9,14 @@ It makes the child's process group and keeps it from outliving the daemon:
      by SIGKILL (checked against the daemon's pid afterwards, for a daemon that died first);
   3. forks the server with stdin/stdout/stderr inherited, then drops its own copies, so the
      server alone holds the pipes (closing stdin still means "exit" to it);
-  4. on SIGTERM/SIGHUP: SIGTERM to the group, SIGKILL to the group after GRACE seconds. When
-     the server exits it ends too, with the server's status; the daemon then SIGKILLs the group,
-     for anything the server left behind. If it was told to stop (the daemon died, or asked),
-     there may be no daemon left to do that: it first waits until nothing else is left in the
-     group, or until the grace period is over and the SIGKILL takes the group (itself included),
-     so not even a process that ignores SIGTERM outlives the daemon.
+  4. on SIGTERM/SIGHUP: SIGTERM to the group, SIGKILL to the group after GRACE seconds;
+  5. when the server exits, whatever ended it, it ends what the server left in the group
+     (SIGTERM to each, SIGKILL to those left after GRACE seconds; Linux C{/proc}), then ends
+     too, with the server's status. After a daemon crash the server often ends first (its stdin
+     reads end of file) and this process may be gone before its SIGTERM handler runs, with no
+     daemon left to SIGKILL the group: so nothing the server started outlives the daemon, not
+     even a process that ignores SIGTERM. (The daemon still SIGKILLs the group once the process
+     has ended, for systems without C{/proc}.)
 
 Standard library only and no site-packages (C{-I -S}): it starts in a few milliseconds.
 """
@@ -25,14 +27,16 @@ import sys
 import time
 
 
-def _others_in_group(group: int) -> bool:
-    """Whether a live process other than this one is in process group C{group} (Linux C{/proc};
-    elsewhere C{True}: the grace period's SIGKILL decides)."""
+def _group_members(group: int) -> list[int] | None:
+    """The live processes other than this one in process group C{group} (Linux C{/proc}); None
+    where that cannot be read."""
     me = os.getpid()
     try:
         names = os.listdir("/proc")
     except OSError:
-        return True
+        return None
+    wanted = str(group).encode()
+    found = []
     for name in names:
         if not name.isdigit() or int(name) == me:
             continue
@@ -43,9 +47,32 @@ def _others_in_group(group: int) -> bool:
             continue
         # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and fields[2] == str(group).encode() and fields[0] != b"Z":
-            return True
-    return False
+        if len(fields) > 2 and fields[2] == wanted and fields[0] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _clear_group(group: int, grace: float, stopping: list[int]) -> None:
+    """SIGTERM every other process of the group, SIGKILL those left after C{grace} seconds;
+    return once none is left."""
+    others = _group_members(group)
+    if others is None:  # no /proc: when stopping, the grace period's SIGKILL takes the group
+        while stopping:
+            time.sleep(0.05)
+        return
+    deadline = time.monotonic() + grace
+    termed: set[int] = set()
+    while others:
+        late = time.monotonic() >= deadline
+        for member in others:
+            if late or member not in termed:
+                try:
+                    os.kill(member, signal.SIGKILL if late else signal.SIGTERM)
+                except OSError:
+                    pass
+                termed.add(member)
+        time.sleep(0.02)
+        others = _group_members(group)
 
 
 def main() -> None:
@@ -94,10 +121,8 @@ def main() -> None:
             continue
         except ChildProcessError:
             os._exit(0)
-    # The server is gone; the daemon signals whatever it left in the group (processEnded), if
-    # there is still a daemon: when told to stop, wait for the group (SIGKILL at the deadline).
-    while stopping and _others_in_group(group):
-        time.sleep(0.02)
+    # The server is gone: what it left in the group goes now (5. above).
+    _clear_group(group, grace, stopping)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF if hasattr(os, "waitstatus_to_exitcode") else 1)
 
 

@@ -91,6 +91,8 @@ def test_unchanged_falls_back_where_the_full_path_looks_closer():
         '{"a": 1}',  # JSON in a string
         '  [1]',
         ("a", "b"),  # a tuple becomes a list
+        float("nan"),  # not JSON
+        {"when": object()},
         _deep(70),  # deeper than max_depth
         "token ghp_" + "a1" * 18,  # a secret's shape
         ["ok", {"k": "AKIAABCDEFGHIJKLMNOP"}],

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 from typing import Any, Callable
 from urllib.parse import quote_plus, unquote_plus
@@ -562,8 +563,9 @@ class Redactor:
         (C{False}) wherever the full path would look closer: a sensitive key, a name/value pair
         or a typed field that may hold a secret, a C{cookies} list, a string that may be JSON
         (it starts with a brace or a bracket), a query string or a form body (it holds C{=}),
-        a tuple, nesting deeper than L{max_depth}. Every other string is only scanned by the
-        full path, and left as it is when no rule can even start in it. The strings are
+        a tuple or anything else not JSON (NaN included), nesting deeper than L{max_depth}.
+        Every other string is only scanned by the full path, and left as it is when no rule
+        can even start in it. The strings are
         scanned joined by newlines: no rule uses C{^} or C{$}, and a newline is a non-word
         character like the ends of a text, so a candidate in any one string is a candidate in
         the joined text (the converse need not hold: a false alarm only costs the full path).
@@ -605,7 +607,11 @@ class Redactor:
                 if not self._plain(item, depth + 1, strings):
                     return False
             return True
-        return not isinstance(value, tuple)
+        if value is None or isinstance(value, (bool, int)):
+            return True
+        if isinstance(value, float):
+            return math.isfinite(value)  # JSON has no NaN: leave such values to the full path
+        return False  # a tuple (the full path makes it a list), or not JSON at all
 
     def _walk(self, value: Any, depth: int) -> Any:
         if isinstance(value, str):

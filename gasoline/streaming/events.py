@@ -26,7 +26,7 @@ C{high} -> C{error}, C{medium} -> C{warning}, C{low} -> C{notice}).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from gasoline.analysis.perf import vital
 from gasoline.common import rfc3339
@@ -46,7 +46,7 @@ MAX_STACK = 4000
 
 # Buffer names (gasoline.core.store), repeated here as plain strings to keep this module free of
 # anything but the entries it reads.
-_CONSOLE = "console"
+_CONSOLE = CONSOLE = "console"
 _WATERFALL = "network_waterfall"
 _WEBSOCKET = "websocket_events"
 _PERFORMANCE = "performance"
@@ -281,6 +281,204 @@ def classify(buffer: str, entries: Iterable[Any], at: float,
             if event is not None:
                 out.append(event)
     return out
+
+
+def entry_event(buffer: str, entry: Any, at: float) -> StreamEvent | None:
+    """The event one entry of C{buffer} is (what L{classify} makes of it alone), or None."""
+    fn = _BY_BUFFER.get(buffer)
+    if fn is None or not isinstance(entry, dict):
+        return None
+    try:
+        return fn(entry, at)
+    except Exception:  # a hostile entry  # noqa: BLE001
+        return None
+
+
+#: Exclude pattern tests per event type: C{(bit, words, search)} (see L{console_keys}).
+Exclusions = dict[str, tuple[tuple[int, "tuple[str, ...] | None", Callable[[str], bool]], ...]]
+#: Severity ranks the console classifier assigns (SEVERITY_RANK, as constants for its loop).
+_MEDIUM, _HIGH = SEVERITY_RANK["medium"], SEVERITY_RANK["high"]
+_SECURITY_KINDS = ("csp_violation", "security")
+
+
+def console_keys(entries: Iterable[Any], types: frozenset[str] | None, excl: Exclusions
+                 ) -> tuple[list[tuple], list[int]]:
+    """The bucket keys of the events in one console write, and each one's index in C{entries}:
+    what L{classify} would make of them (same type, severity, URL and message, see
+    L{_console}), reduced to what matching reads, without building any L{StreamEvent}.
+
+    A key is C{(event_type, rank, url, xmask, None)}: C{xmask} has the bit of every exclude
+    pattern in C{excl[event_type]} that the event's message matches, each given as
+    C{(bit, words, search)}: C{words}, when not None, are literals of which the message must
+    contain one (the pattern's whole meaning, see
+    L{gasoline.streaming.subscription.literal_alternatives}), else C{search(message)} decides.
+    The last field is the budget index, None for events without a duration (see
+    L{gasoline.streaming.tally}). Events of types not in C{types} (None: every type) are left
+    out; a C{warn} entry is only looked at if C{security_violation} is wanted.
+
+    What depends on the message text (the browser's wording of a security violation, an
+    exclude pattern's literals) is looked for once in the write's messages joined by newlines
+    (no phrase or literal contains one, so what is found is inside one message), not once per
+    entry: only when something is found, or anything is unusual (a message that is not a
+    string, a security C{type}, an entry that is not a dict), does L{_console_keys_loop} look
+    at each entry. The tests check that both give the same keys for arbitrary entries."""
+    if not isinstance(entries, (list, tuple)):
+        entries = list(entries)
+    security = types is None or "security_violation" in types
+    keys: list[tuple] = []
+    where: list[int] = []
+    messages: list[Any] = []
+    add_key, add_index, add_message = keys.append, where.append, messages.append
+    unusual = False
+    for i, entry in enumerate(entries):
+        try:
+            level = entry.get("level")
+            if level == "error":
+                kind = entry.get("type")
+                add_message(entry.get("message"))
+                if kind == "network":
+                    status = _number(entry.get("status"))
+                    event = "network_failure"
+                    rank = _HIGH if (bool(entry.get("error")) or status is None or status == 0
+                                     or status >= 500) else _MEDIUM
+                elif kind in _SECURITY_KINDS:
+                    unusual = True
+                    break
+                else:
+                    event, rank = "error", _HIGH if kind == "exception" else _MEDIUM
+                if types is not None and event not in types:
+                    continue
+                url = entry.get("url")
+                if not isinstance(url, str) or not url:
+                    url = _url(entry)
+                add_key((event, rank, url, 0, None))
+                add_index(i)
+            elif level == "warn" and security:
+                if entry.get("type") in _SECURITY_KINDS:
+                    unusual = True
+                    break
+                add_message(entry.get("message"))
+        except Exception:  # noqa: BLE001 - a hostile entry: the loop skips just that one
+            unusual = True
+            break
+    if unusual:
+        return _console_keys_loop(entries, types, excl)
+    if not messages:
+        return keys, where
+    try:
+        text = "\n".join(messages)
+    except TypeError:  # a message that is not a string
+        return _console_keys_loop(entries, types, excl)
+    # ASCII-only lowering of the UTF-8 bytes: every phrase L{_security_words} finds in a lowered
+    # message is found here too (no other character lowers to ASCII letters of the phrases), and
+    # it stays fast when a message has a non-ASCII character (str.lower would not).
+    lowered = text.encode("utf-8", "surrogatepass").lower()
+    if b"content security policy" in lowered or b"content-security-policy" in lowered \
+            or b"mixed content" in lowered:
+        return _console_keys_loop(entries, types, excl)
+    if excl and keys:
+        _exclusions(entries, keys, where, text, messages, excl)
+    return keys, where
+
+
+def _exclusions(entries: list[Any] | tuple[Any, ...], keys: list[tuple], where: list[int],
+                text: str, messages: list[str], excl: Exclusions) -> None:
+    """Set the exclusion bits of C{keys} (made with none) from their entries' messages."""
+    capped = max(map(len, messages)) > MAX_MESSAGE  # "…" appended: the text is not the same
+    # Per event type, the tests that may match some message: a literal test only if one of
+    # its words is in the write's text.
+    live: dict[str, tuple[tuple[int, tuple[str, ...] | None, Callable[[str], bool]], ...]] = {}
+    found: dict[int, bool] = {}
+    for kind, tests in excl.items():
+        keep = []
+        for test in tests:
+            bit, words = test[0], test[1]
+            if words is not None and not capped:
+                hit = found.get(bit)
+                if hit is None:
+                    hit = found[bit] = any(word in text for word in words)
+                if not hit:
+                    continue
+            keep.append(test)
+        if keep:
+            live[kind] = tuple(keep)
+    if not live:
+        return
+    for j, key in enumerate(keys):
+        tests = live.get(key[0])
+        if not tests:
+            continue
+        message = entries[where[j]].get("message")
+        if len(message) > MAX_MESSAGE:
+            message = _text(message, MAX_MESSAGE)
+        xmask = 0
+        for bit, words, search in tests:
+            if any(word in message for word in words) if words is not None else search(message):
+                xmask |= bit
+        if xmask:
+            keys[j] = (key[0], key[1], key[2], xmask, None)
+
+
+def _console_keys_loop(entries: Iterable[Any], types: frozenset[str] | None, excl: Exclusions
+                       ) -> tuple[list[tuple], list[int]]:
+    """L{console_keys}, one entry at a time: the reference, and the path for writes with
+    anything unusual.
+
+    The loop repeats L{_console}'s decisions inline (one function call per entry would double
+    its cost); the tests check that both agree on every entry. L{console_keys} calls it when
+    its faster path does not apply."""
+    security = types is None or "security_violation" in types
+    keys: list[tuple] = []
+    where: list[int] = []
+    add_key, add_index = keys.append, where.append
+    for i, entry in enumerate(entries):
+        try:
+            level = entry.get("level")
+            if level != "error" and (level != "warn" or not security):
+                continue
+            kind = entry.get("type")
+            message = entry.get("message")
+            if kind in _SECURITY_KINDS:
+                event, rank = "security_violation", _HIGH
+            elif isinstance(message, str) and "content" in (low := message[:500].lower()) \
+                    and ("content security policy" in low or "content-security-policy" in low
+                         or "mixed content" in low):
+                event, rank = "security_violation", _HIGH
+            elif level != "error":
+                continue
+            elif kind == "network":
+                status = _number(entry.get("status"))
+                event = "network_failure"
+                rank = _HIGH if (bool(entry.get("error")) or status is None or status == 0
+                                 or status >= 500) else _MEDIUM
+            else:
+                event, rank = "error", _HIGH if kind == "exception" else _MEDIUM
+            if types is not None and event not in types:
+                continue
+            url = entry.get("url")
+            if not isinstance(url, str) or not url:
+                url = _url(entry)
+            xmask = 0
+            tests = excl.get(event)
+            if tests:
+                if not isinstance(message, str) or len(message) > MAX_MESSAGE:
+                    message = _text(message, MAX_MESSAGE)
+                for bit, words, search in tests:
+                    if words is None:
+                        if search(message):
+                            xmask |= bit
+                    else:
+                        # The capped message is shorter than the searched prefix
+                        # (MAX_MATCH_URL): containment in it is the pattern's verdict.
+                        for word in words:
+                            if word in message:
+                                xmask |= bit
+                                break
+            add_key((event, rank, url, xmask, None))
+            add_index(i)
+        except Exception:  # a hostile entry must not stop the others  # noqa: BLE001
+            continue
+    return keys, where
 
 
 def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) -> list[StreamEvent]:

@@ -45,14 +45,17 @@ from twisted.logger import Logger
 
 from gasoline.core.lifecycle import StopHook
 from gasoline.streaming.events import (
+    CONSOLE,
     SOURCE_BUFFERS,
     StreamEvent,
     audit_events,
     buffers_for,
     classify,
+    console_keys,
     iso_time,
 )
 from gasoline.streaming.subscription import Matcher, Subscription
+from gasoline.streaming.tally import Batch, Key, KeySpec, Tally
 
 log = Logger()
 
@@ -127,10 +130,15 @@ class AgentStream:
     """One subscribed agent: its matcher, inbox, rate window, waiters and listeners."""
 
     def __init__(self, client_id: str, subscription: Subscription, raw: Any,
-                 inbox_size: int) -> None:
+                 inbox_size: int, settle: Callable[[], None] = lambda: None) -> None:
         self.client_id = client_id
         self.subscription = subscription
         self.matcher = Matcher(subscription)
+        #: The matcher's verdict on bucket keys (L{gasoline.streaming.tally}), made by the hub's
+        #: current L{KeySpec} (None until the hub next reads its agent table).
+        self.test: Callable[[Key], bool] | None = None
+        #: Brings the throttled counts up to date (the hub's tally fold).
+        self._settle = settle
         #: The saved form the matcher was built from (a change rebuilds it).
         self.raw = raw
         self.inbox = Inbox(inbox_size)
@@ -139,8 +147,11 @@ class AgentStream:
         #: Throttled / overflowed since the last notice.
         self.throttled = 0
         self.overflowed = 0
-        self.throttled_total = 0
+        self._throttled_total = 0
+        #: The C{rate_limit_exceeded} notice, due at the end of the window; the C{buffer_full}
+        #: notice, due on the next reactor turn.
         self.notice_call: IDelayedCall | None = None
+        self.full_call: IDelayedCall | None = None
         #: The unread C{buffer_full} notice (its count grows while it is unread).
         self.full_notice: dict[str, Any] | None = None
         self.waiters: list[Deferred] = []
@@ -151,9 +162,17 @@ class AgentStream:
         #: C{notifications/resources/updated} sent and not yet followed by a read.
         self.resource_told = False
 
+    @property
+    def throttled_total(self) -> int:
+        """Events throttled by the rate limit, in all (exact: tallied events are counted
+        first)."""
+        self._settle()
+        return self._throttled_total
+
     def reconfigure(self, subscription: Subscription, raw: Any) -> None:
         self.subscription = subscription
         self.matcher = Matcher(subscription)
+        self.test = None
         self.raw = raw
 
 
@@ -180,6 +199,17 @@ class Streaming:
         self._wanted_types: frozenset[str] | None = frozenset()
         self._refreshed = float("-inf")
         self._stale = True
+        #: How events become bucket keys for the active agents' matchers (rebuilt with them).
+        self._spec = KeySpec(())
+        #: Set when an agent was added, removed or reconfigured: L{active} rebuilds the spec.
+        self._spec_stale = True
+        #: The agents whose window is full: their events are only counted, per bucket.
+        self._tally = Tally(self._counted, self._deferred_keys)
+        #: The active agents that are not members of the tally (their events are matched one by
+        #: one); recomputed when an agent joins or leaves it, or the agent table changes.
+        self._open: tuple[AgentStream, ...] = ()
+        #: The earliest window start among the tally's members (when to look for one to release).
+        self._counting_start = float("inf")
         #: Counters (configure streaming status, /metrics).
         self.writes_seen = 0
         self.events_classified = 0
@@ -187,12 +217,19 @@ class Streaming:
         self.notifications = 0
         #: Matched events that did not stay in an inbox, by reason (C{/metrics}): over an
         #: agent's rate limit (never entered), pushed out of a full inbox (drop-oldest).
-        self.throttled = 0
+        self._throttled = 0
         self.overflowed = 0
         #: Called with the seconds from a write (C{BufferWrite.at}) to its first notification
         #: being written, once per write that produced any (C{/metrics}'s histogram).
         self.on_latency: Callable[[float], None] | None = None
         self._unsubscribe = notifier.subscribe(self.on_write, wants=self.wants)
+
+    @property
+    def throttled(self) -> int:
+        """Matched events over an agent's rate limit, all agents together (exact: tallied
+        events are counted first)."""
+        self._tally.fold()
+        return self._throttled
 
     # -- subscriptions -------------------------------------------------------------------------
 
@@ -204,19 +241,23 @@ class Streaming:
             agent = self.agents.pop(state.client_id, None)
             if agent is not None:
                 self._drop(agent)
-            self._stale = True
+            self._stale = self._spec_stale = True
             return None
         raw = subscription.to_json()
         state.subscriptions[STATE_KEY] = raw
         state.mark_dirty()
         agent = self.agents.get(state.client_id)
         if agent is None:
-            agent = self.agents[state.client_id] = AgentStream(
-                state.client_id, subscription, raw, self.inbox_size)
+            agent = self.agents[state.client_id] = self._new_agent(state.client_id, subscription,
+                                                                   raw)
         else:
+            self._tally.leave(agent)  # counted with the old filters up to here
             agent.reconfigure(subscription, raw)
-        self._stale = True
+        self._stale = self._spec_stale = True
         return agent
+
+    def _new_agent(self, client_id: str, subscription: Subscription, raw: Any) -> AgentStream:
+        return AgentStream(client_id, subscription, raw, self.inbox_size, self._tally.fold)
 
     def agent(self, state: Any) -> AgentStream | None:
         """C{state}'s agent stream if it is subscribed (restoring it from the state if needed)."""
@@ -232,20 +273,23 @@ class Streaming:
             if agent is not None:
                 del self.agents[client_id]
                 self._drop(agent)
-                self._stale = True
+                self._stale = self._spec_stale = True
             return None
         if agent is None:
-            agent = self.agents[client_id] = AgentStream(client_id, subscription, raw,
-                                                         self.inbox_size)
+            agent = self.agents[client_id] = self._new_agent(client_id, subscription, raw)
         else:
+            self._tally.leave(agent)
             agent.reconfigure(subscription, raw)
-        self._stale = True
+        self._stale = self._spec_stale = True
         return agent
 
     def _drop(self, agent: AgentStream) -> None:
-        call, agent.notice_call = agent.notice_call, None
-        if call is not None and call.active():
-            call.cancel()
+        self._tally.leave(agent)
+        self._spec_stale = True
+        for call in (agent.notice_call, agent.full_call):
+            if call is not None and call.active():
+                call.cancel()
+        agent.notice_call = agent.full_call = None
         waiters, agent.waiters = agent.waiters, []
         for d in waiters:
             if not d.called:
@@ -287,7 +331,22 @@ class Streaming:
                 types.update(agent.matcher.types)
             self._wanted_types = None if types is None else frozenset(types)
             self._wanted_buffers = buffers_for(self._wanted_types)
+            if self._spec_stale:
+                self._respec()
         return self._active
+
+    def _respec(self) -> None:
+        """A new L{KeySpec} for the active agents' matchers, and their key predicates. The tally
+        is folded first: its keys were made under the old spec."""
+        self._spec_stale = False
+        self._tally.fold()
+        self._spec = spec = KeySpec(agent.matcher for agent in self._active)
+        for agent in self._active:
+            agent.test = spec.predicate(agent.matcher)
+        members = self._tally.members
+        for agent in members:  # every member is active (a dropped agent leaves the tally)
+            members[agent] = agent.test
+        self._reopen()
 
     # -- the notifier's subscriber (off the ingest path) ---------------------------------------
 
@@ -311,10 +370,24 @@ class Streaming:
         if not agents or write.buffer not in self._wanted_buffers:
             return
         self.writes_seen += 1
-        events = classify(write.buffer, write.entries, write.at, self._wanted_types)
-        if events:
-            self.events_classified += len(events)
-            self.dispatch(events, agents, write.at)
+        now = self.clock.seconds()
+        if self._tally.members and now - self._counting_start >= 1.0:
+            self._release(now)
+        if not self._open and write.buffer == CONSOLE:
+            # Every agent's window is full: the write is only counted (at the next fold).
+            self._tally.defer(write.entries)
+            return
+        batch = self._spec.batch(write.buffer, write.entries, write.at, classify)
+        if batch.keys:
+            self.events_classified += len(batch.keys)
+            self._dispatch(batch, agents, write.at)
+
+    def _deferred_keys(self, entries: list[Any]) -> list[Key]:
+        """The keys of deferred console entries (the tally's fold), under the current spec."""
+        spec = self._spec
+        keys = console_keys(entries, spec.types, spec.excl)[0]
+        self.events_classified += len(keys)
+        return keys
 
     def publish_audit(self, violations: Iterable[Any], url: str, tab_id: Any) -> int:
         """An accessibility audit ran: its violations become C{accessibility_violation} events.
@@ -331,36 +404,59 @@ class Streaming:
         """Match C{events} (one write's, in order) for every agent and fill the inboxes.
 
         @param at: clock time of the write (for the notification latency series)."""
-        if not events:
-            return
+        batch = self._spec.events(events)
+        if batch.keys:
+            self._dispatch(batch, tuple(agents), at)
+
+    def _dispatch(self, batch: Batch, agents: tuple[AgentStream, ...],
+                  at: float | None) -> None:
+        """One write's events, as keys (the seed's order per agent, the rate limit last).
+
+        An agent whose one-second window is full is a member of the tally: the write's keys
+        are added to the tally once for all such agents, and nothing else is done for them.
+        Every other agent visits the events of its types in order through its key predicate;
+        what matches enters its inbox until its window is full, then the rest of the write is
+        counted and the agent joins the tally. A member leaves the tally at the first write
+        after its window ended."""
+        now = self.clock.seconds()
+        tally = self._tally
+        if tally.members:
+            if now - self._counting_start >= 1.0:
+                self._release(now)
+            tally.add(batch.keys)
+            agents = self._open
+            if not agents:
+                return
+        keys = batch.keys
         # Shared by every agent: each event's redacted data, and its JSON (encoded once).
         redacted: dict[int, dict[str, Any]] = {}
         encoded: dict[int, bytes] = {}
-        now = self.clock.seconds()
         pushed = self.notifications
         # 1. type, once per write: each agent then visits only the events of its types.
         by_type: dict[str, list[int]] = {}
-        for i, event in enumerate(events):
-            bucket = by_type.get(event.event_type)
+        for pos, key in enumerate(keys):
+            bucket = by_type.get(key[0])
             if bucket is None:
-                by_type[event.event_type] = [i]
+                by_type[key[0]] = [pos]
             else:
-                bucket.append(i)
-        everything = range(len(events))
+                bucket.append(pos)
+        everything = range(len(keys))
         # network_slow events also compare their duration with each agent's budget.
         budgets = "network_slow" in by_type
+        full: list[AgentStream] = []
         for agent in agents:
+            test = agent.test
+            if test is None:  # added since the agent table was read: from the next write
+                continue
             matcher = agent.matcher
             types = matcher.types
             if types is None:
-                indexes: Any = everything
+                positions: Any = everything
             else:
                 lists = [by_type[t] for t in types if t in by_type]
                 if not lists:
                     continue
-                indexes = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
-            # 2.-4.: the matcher's own checks, past the type (see Matcher.after_type)
-            matches = matcher.after_type(budgets)
+                positions = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
             # 5. rate: a one-second window per agent (the clock does not move within a write)
             if now - agent.window_start >= 1.0:
                 agent.window_start = now
@@ -369,33 +465,70 @@ class Streaming:
             throttled = 0
             if agent.window_count >= limit:
                 # The window is full: only count what would have matched (for the notice).
-                throttled = _count(matcher, matches, events, indexes, budgets)
+                throttled = _count(matcher, test, keys, positions, budgets)
             else:
                 targets = None
-                for pos, i in enumerate(indexes):
-                    event = events[i]
-                    # 2. severity, 3. url_pattern, 4. exclude_pattern
-                    if not matches(event):
+                for n, pos in enumerate(positions):
+                    # 2. severity, 3. url_pattern, 4. exclude_pattern (see Matcher.key_test)
+                    if not test(keys[pos]):
+                        continue
+                    event = batch.event(pos)
+                    if event is None:  # not an event after all (cannot happen: same classifier)
                         continue
                     agent.window_count += 1
-                    data = redacted.get(i)
+                    data = redacted.get(pos)
                     if data is None:
-                        data = redacted[i] = self._redacted(event)
+                        data = redacted[pos] = self._redacted(event)
                     if targets is None:
                         targets = self._targets(agent.client_id)
                     self.matched += 1
-                    self._add(agent, data, event.level, targets, encoded, i)
+                    self._add(agent, data, event.level, targets, encoded, pos)
                     if agent.window_count >= limit:
-                        throttled = _count(matcher, matches, events, indexes[pos + 1:],
-                                           budgets)
+                        throttled = _count(matcher, test, keys, positions[n + 1:], budgets)
                         break
             if throttled:
-                agent.throttled += throttled
-                agent.throttled_total += throttled
-                self.throttled += throttled
+                self._counted(agent, throttled)
                 self._schedule_notice(agent, now)
+            if agent.window_count >= limit:
+                full.append(agent)
+        for agent in full:
+            self._count_from(agent, now)
         if self.notifications != pushed and self.on_latency is not None and at is not None:
             self.on_latency(max(0.0, self.clock.seconds() - at))
+
+    # -- the tally of agents whose window is full ------------------------------------------------
+
+    def _counted(self, agent: AgentStream, n: int) -> None:
+        """C{n} more of C{agent}'s matched events were over its rate limit."""
+        agent.throttled += n
+        agent._throttled_total += n
+        self._throttled += n
+
+    def _count_from(self, agent: AgentStream, now: float) -> None:
+        """C{agent}'s window is full: from the next write its events are only tallied, and its
+        C{rate_limit_exceeded} notice comes at the end of the window."""
+        self._tally.join(agent, agent.test)
+        self._counting_start = min(self._counting_start, agent.window_start)
+        self._reopen()
+        self._schedule_notice(agent, now)
+
+    def _reopen(self) -> None:
+        members = self._tally.members
+        self._open = tuple(agent for agent in self._active if agent not in members)
+
+    def _release(self, now: float) -> None:
+        """The tally's members whose window ended leave it (after a fold: what they counted is
+        theirs); the next write with their types starts a new window."""
+        members = self._tally.members
+        ended = [agent for agent in members if now - agent.window_start >= 1.0]
+        self._tally.fold()
+        for agent in ended:
+            self._tally.leave(agent)
+            if agent.throttled:
+                self._schedule_notice(agent, now)
+        self._counting_start = min((agent.window_start for agent in members),
+                                   default=float("inf"))
+        self._reopen()
 
     def _redacted(self, event: StreamEvent) -> dict[str, Any]:
         """The event's data with its page-supplied text redacted, marked untrusted."""
@@ -420,39 +553,51 @@ class Streaming:
             notice = agent.full_notice
             if notice is not None and notice["seq"] < agent.inbox.items[0][0]:
                 agent.full_notice = None  # it was itself pushed out
-            self._schedule_notice(agent, self.clock.seconds())
+            if agent.full_call is None:
+                agent.full_call = self.clock.callLater(0, self._full_notice, agent)
         self._deliver(agent, item, level, targets, encoded, key, data)
 
     def _schedule_notice(self, agent: AgentStream, now: float) -> None:
+        """The C{rate_limit_exceeded} notice, at the end of C{agent}'s window (at once if it
+        already ended)."""
         if agent.notice_call is None:
-            delay = max(0.0, agent.window_start + 1.0 - now) if agent.throttled else 0.0
-            agent.notice_call = self.clock.callLater(delay, self._notice, agent)
+            agent.notice_call = self.clock.callLater(
+                max(0.0, agent.window_start + 1.0 - now), self._notice, agent)
 
     def _notice(self, agent: AgentStream) -> None:
+        """One C{rate_limit_exceeded} notice for what the window throttled. (A member of the
+        tally still counting is released by the next write, which schedules another notice if
+        anything was counted after this one.)"""
         agent.notice_call = None
-        now = self.clock.seconds()
+        if agent in self._tally:
+            self._tally.fold()
         if agent.throttled:
             n, agent.throttled = agent.throttled, 0
             self._add(agent, {
-                "event_type": "rate_limit_exceeded", "timestamp": iso_time(now),
+                "event_type": "rate_limit_exceeded", "timestamp": iso_time(self.clock.seconds()),
                 "message": f"{n} event{'s' if n != 1 else ''} over the rate limit of "
                            f"{agent.subscription.rate_limit}/s were not streamed",
                 "severity": "medium", "throttled": n,
             }, "warning")
-        if agent.overflowed:
-            n, agent.overflowed = agent.overflowed, 0
-            notice = agent.full_notice
-            if notice is not None:
-                notice["throttled"] += n
-                notice["message"] = _full_message(notice["throttled"], agent.inbox.capacity)
-                return
-            item, _ = agent.inbox.append({
-                "event_type": "buffer_full", "timestamp": iso_time(now),
-                "message": _full_message(n, agent.inbox.capacity),
-                "severity": "medium", "throttled": n,
-            })
-            agent.full_notice = item
-            self._deliver(agent, item, "warning")
+
+    def _full_notice(self, agent: AgentStream) -> None:
+        """The C{buffer_full} notice: a new one, or the unread one's count grows."""
+        agent.full_call = None
+        if not agent.overflowed:
+            return
+        n, agent.overflowed = agent.overflowed, 0
+        notice = agent.full_notice
+        if notice is not None:
+            notice["throttled"] += n
+            notice["message"] = _full_message(notice["throttled"], agent.inbox.capacity)
+            return
+        item, _ = agent.inbox.append({
+            "event_type": "buffer_full", "timestamp": iso_time(self.clock.seconds()),
+            "message": _full_message(n, agent.inbox.capacity),
+            "severity": "medium", "throttled": n,
+        })
+        agent.full_notice = item
+        self._deliver(agent, item, "warning")
 
     # -- delivery --------------------------------------------------------------------------------
 
@@ -662,12 +807,12 @@ def _message(level: str, data: bytes, seq: int) -> bytes:
     return b"".join((head, data[:-1], b',"seq":', str(seq).encode(), b"}}}"))
 
 
-def _count(matcher: Matcher, matches: Callable[[StreamEvent], bool], events: list[StreamEvent],
-           indexes: Any, budgets: bool) -> int:
-    """How many of C{events[i] for i in indexes} (already of the matcher's types) match."""
+def _count(matcher: Matcher, test: Callable[[Key], bool], keys: list[Key], positions: Any,
+           budgets: bool) -> int:
+    """How many of C{keys[p] for p in positions} (already of the matcher's types) match."""
     if matcher.simple and not budgets:
-        return len(indexes)
-    return sum(map(matches, map(events.__getitem__, indexes)))
+        return len(positions)
+    return sum(map(test, map(keys.__getitem__, positions)))
 
 
 _RESOURCE_UPDATED = _encode({"jsonrpc": "2.0", "method": "notifications/resources/updated",

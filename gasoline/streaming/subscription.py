@@ -13,6 +13,7 @@ exclude_pattern; the rate limit is the inbox's last step.
 
 from __future__ import annotations
 
+import string
 from typing import Any, Callable
 
 import attrs
@@ -201,11 +202,88 @@ def search_set(pattern: str) -> Any:
     return patterns
 
 
-class _Search:
-    """One compiled pattern, with the verdicts for recent URLs remembered (pages repeat their
-    URLs; messages are not remembered, they rarely repeat)."""
+#: Characters with a meaning in RE2's syntax outside a character class.
+_META = frozenset("\\.+*?()|[]{}^$")
+#: An escaped ASCII punctuation character is that character (RE2: C{\\*} is a literal C{*}).
+_PUNCTUATION = frozenset(string.punctuation)
 
-    __slots__ = ("_set", "_urls")
+
+def literal_alternatives(pattern: str) -> tuple[tuple[bool, str, bool], ...] | None:
+    """C{pattern} as literal alternatives C{(anchored at the start, text, anchored at the end)}
+    when it is nothing else (C{ResizeObserver|favicon}, C{^https://api\\.}, C{/healthz$}), or
+    None when it uses any other syntax (classes, repetition, groups, flags, escapes other than
+    punctuation, non-printable characters)."""
+    out = []
+    i, n = 0, len(pattern)
+    while True:
+        start = end = False
+        chars: list[str] = []
+        if i < n and pattern[i] == "^":
+            start = True
+            i += 1
+        while i < n and pattern[i] != "|":
+            c = pattern[i]
+            if c == "\\":
+                if i + 1 < n and pattern[i + 1] in _PUNCTUATION:
+                    chars.append(pattern[i + 1])
+                    i += 2
+                    continue
+                return None
+            if c == "$" and (i + 1 == n or pattern[i + 1] == "|"):
+                end = True
+                i += 1
+                break
+            if c in _META or not c.isprintable():
+                return None
+            chars.append(c)
+            i += 1
+        out.append((start, "".join(chars), end))
+        if i >= n:
+            return tuple(out)
+        i += 1  # the "|"
+
+
+def literal_search(pattern: str) -> Callable[[str], bool] | None:
+    """RE2's verdict (a search in at most L{MAX_MATCH_URL} characters) for a pattern made of
+    literal alternatives (L{literal_alternatives}), as plain string operations: RE2's C{$} is
+    the end of the text (not before a final newline), so C{^a} is C{startswith}, C{a$}
+    C{endswith}, C{^a$} equality and C{a} containment. None for any other pattern."""
+    alternatives = literal_alternatives(pattern)
+    if alternatives is None:
+        return None
+    contains = tuple(text for start, text, end in alternatives if not start and not end)
+    prefixes = tuple(text for start, text, end in alternatives if start and not end)
+    suffixes = tuple(text for start, text, end in alternatives if end and not start)
+    exact = frozenset(text for start, text, end in alternatives if start and end)
+    if len(contains) == 1 and not (prefixes or suffixes or exact):
+        word = contains[0]
+        return lambda text: word in text[:MAX_MATCH_URL]
+    if len(prefixes) == 1 and not (contains or suffixes or exact):
+        return lambda text: text[:MAX_MATCH_URL].startswith(prefixes)
+
+    def search(text: str) -> bool:
+        text = text[:MAX_MATCH_URL]
+        if prefixes and text.startswith(prefixes):
+            return True
+        if suffixes and text.endswith(suffixes):
+            return True
+        if exact and text in exact:
+            return True
+        for word in contains:
+            if word in text:
+                return True
+        return False
+
+    return search
+
+
+class _Search:
+    """One compiled pattern: C{url(text)} and C{text(text)} give RE2's search verdict. A pattern
+    made only of literal alternatives is searched with string operations (L{literal_search}: no
+    native call); any other goes to RE2, with the verdicts for recent URLs remembered (pages
+    repeat their URLs; messages are not remembered, they rarely repeat)."""
+
+    __slots__ = ("_set", "_urls", "url", "text", "words")
 
     #: URLs remembered per pattern (the memory is dropped whole when full).
     MAX_URLS = 4096
@@ -213,8 +291,17 @@ class _Search:
     def __init__(self, name: str, pattern: str) -> None:
         self._set = compile_pattern(name, pattern)
         self._urls: dict[str, bool] = {}
+        literal = literal_search(pattern)
+        self.url: Callable[[str], bool] = literal if literal is not None else self._url
+        self.text: Callable[[str], bool] = literal if literal is not None else self._text
+        alternatives = literal_alternatives(pattern) if literal is not None else None
+        #: For a pattern of unanchored literal alternatives, those literals: the pattern
+        #: matches a text (of at most MAX_MATCH_URL characters) that contains one of them.
+        self.words: tuple[str, ...] | None = None
+        if alternatives is not None and not any(start or end for start, _, end in alternatives):
+            self.words = tuple(text for _, text, _ in alternatives)
 
-    def url(self, url: str) -> bool:
+    def _url(self, url: str) -> bool:
         hit = self._urls.get(url)
         if hit is None:
             hit = bool(self._set.Match(url[:MAX_MATCH_URL]))
@@ -223,7 +310,11 @@ class _Search:
             self._urls[url] = hit
         return hit
 
-    def text(self, text: str) -> bool:
+    def _text(self, text: str) -> bool:
+        return bool(self._set.Match(text[:MAX_MATCH_URL]))
+
+    def re2(self, text: str) -> bool:
+        """RE2's own verdict (what the literal path must agree with; tests)."""
         return bool(self._set.Match(text[:MAX_MATCH_URL]))
 
 
@@ -276,6 +367,36 @@ class Matcher:
             return exclude_url is None or not (exclude_url(e.url) or exclude_text(e.message))
 
         return predicate
+
+    def key_test(self, xbit: int, bpos: int) -> Callable[[tuple], bool]:
+        """L{matches} for an event's bucket key instead of the event (see
+        L{gasoline.streaming.tally}): C{(event_type, rank, url, xmask, didx)}, where C{xmask & xbit}
+        says whether the event's message matched this subscription's exclude pattern and C{didx}
+        (None for events without a duration) how many of the distinct budgets in play the
+        duration exceeds, this subscription's being the C{bpos}-th smallest. Same order: type,
+        budget, severity, url_pattern, exclude_pattern."""
+        types, min_rank = self.types, self.min_rank
+        include = self.include.url if self.include is not None else None
+        exclude = self.exclude.url if self.exclude is not None else None
+        if include is None and exclude is None:
+            if types is None:
+                return lambda key: (key[4] is None or key[4] > bpos) and key[1] >= min_rank
+            return lambda key: key[0] in types and (key[4] is None or key[4] > bpos) \
+                and key[1] >= min_rank
+
+        def test(key: tuple) -> bool:
+            kind, rank, url, xmask, didx = key
+            if types is not None and kind not in types:
+                return False
+            if didx is not None and didx <= bpos:
+                return False
+            if rank < min_rank:
+                return False
+            if include is not None and not include(url):
+                return False
+            return exclude is None or not (xmask & xbit or exclude(url))
+
+        return test
 
     def matches(self, event: StreamEvent) -> bool:
         # 1. type

@@ -44,7 +44,8 @@ def families(streaming: Any) -> Iterable[Metric]:
         value=max((len(agent.inbox) for agent in agents), default=0))
     yield CounterMetricFamily(
         "gasoline_streaming_events_classified",
-        "Stream events found in telemetry writes (once per event, whatever the agents).",
+        "Stream events of a subscribed type found in telemetry writes (once per event, whatever "
+        "the agents; writes only agents with a full rate window see: when their tally is folded).",
         value=streaming.events_classified)
     yield CounterMetricFamily(
         "gasoline_streaming_events_matched",

@@ -377,7 +377,10 @@ def console_keys(entries: Iterable[Any], types: frozenset[str] | None, excl: Exc
             or b"mixed content" in lowered:
         return _console_keys_loop(entries, types, excl)
     if excl and keys:
-        _exclusions(entries, keys, where, text, messages, excl)
+        try:
+            _exclusions(entries, keys, where, text, messages, excl)
+        except Exception:  # noqa: BLE001 - a pattern failed on a message: entry by entry
+            return _console_keys_loop(entries, types, excl)
     return keys, where
 
 

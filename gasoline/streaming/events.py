@@ -299,6 +299,8 @@ Exclusions = dict[str, tuple[tuple[int, "tuple[str, ...] | None", Callable[[str]
 #: Severity ranks the console classifier assigns (SEVERITY_RANK, as constants for its loop).
 _MEDIUM, _HIGH = SEVERITY_RANK["medium"], SEVERITY_RANK["high"]
 _SECURITY_KINDS = ("csp_violation", "security")
+#: The rank of an C{error} event for the usual entry types (others are looked at one by one).
+_PLAIN_ERROR_RANK = {"console": _MEDIUM, "exception": _HIGH, None: _MEDIUM}
 
 
 def console_keys(entries: Iterable[Any], types: frozenset[str] | None, excl: Exclusions
@@ -336,7 +338,10 @@ def console_keys(entries: Iterable[Any], types: frozenset[str] | None, excl: Exc
             if level == "error":
                 kind = entry.get("type")
                 add_message(entry.get("message"))
-                if kind == "network":
+                rank = _PLAIN_ERROR_RANK.get(kind)  # the usual types, in one lookup
+                if rank is not None:
+                    event = "error"
+                elif kind == "network":
                     status = _number(entry.get("status"))
                     event = "network_failure"
                     rank = _HIGH if (bool(entry.get("error")) or status is None or status == 0

@@ -205,7 +205,7 @@ _SUBS = [
 ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(writes=st.lists(st.tuples(st.lists(entries, max_size=12),
                                  st.sampled_from([0.0, 0.0, 0.1, 0.4, 1.0])), max_size=12))
 def test_throttled_counts_are_exact(writes):
@@ -281,3 +281,22 @@ def test_writes_only_counted_are_classified_at_the_fold(app, clock):
     assert app.streaming.agents["A"].throttled_total == 16  # reading folds: exact
     assert app.streaming._tally.deferred_entries == 0
     clock.advance(1.0)
+
+
+def test_a_notice_timer_of_an_earlier_window_leaves_the_new_window_its_notice(app, clock):
+    """The agent's window fills, the next write comes exactly at the window's end (its notice
+    timer still pending): it starts and fills a new window and rejoins the tally; the old timer
+    then fires with nothing to say, and the new window's count still gets its notice."""
+    pushed = _agent(app, "A", {"subscribe": ["error"], "filters": {"rate_limit": 2}})
+    _agent(app, "B", {"subscribe": ["error"], "filters": {"url_pattern": "never"}})  # stays open
+    err = {"level": "error", "message": "m"}
+    app.store.add(CONSOLE, [dict(err)] * 2)
+    clock.advance(0)
+    app.store.add(CONSOLE, [dict(err)] * 2)
+    clock.advance(1.0)  # the write is handled at the window's end, before the old timer
+    app.store.add(CONSOLE, [dict(err)])
+    clock.advance(0)
+    clock.advance(1.0)
+    data = [m["params"]["data"] for m in pushed if m.get("method") == "notifications/message"]
+    assert [d["event_type"] for d in data] == ["error"] * 4 + ["rate_limit_exceeded"]
+    assert data[-1]["throttled"] == 1 == app.streaming.agents["A"].throttled_total

@@ -579,19 +579,26 @@ class Streaming:
 
     def _notice(self, agent: AgentStream) -> None:
         """One C{rate_limit_exceeded} notice for what the window throttled. (A member of the
-        tally still counting is released by the next write, which schedules another notice if
-        anything was counted after this one.)"""
+        tally whose window ended is released by the next write, which schedules another notice
+        if anything was counted after this one.)"""
         agent.notice_call = None
-        if agent in self._tally:
+        counting = agent in self._tally
+        if counting:
             self._tally.fold()
+        now = self.clock.seconds()
         if agent.throttled:
             n, agent.throttled = agent.throttled, 0
             self._add(agent, {
-                "event_type": "rate_limit_exceeded", "timestamp": iso_time(self.clock.seconds()),
+                "event_type": "rate_limit_exceeded", "timestamp": iso_time(now),
                 "message": f"{n} event{'s' if n != 1 else ''} over the rate limit of "
                            f"{agent.subscription.rate_limit}/s were not streamed",
                 "severity": "medium", "throttled": n,
             }, "warning")
+        # A notice of an earlier window can fire after the agent rejoined the tally in a new one
+        # (its timer was still pending then): the member's own window end gets its notice.
+        due = agent.window_start + 1.0
+        if counting and agent.notice_call is None and due > now:
+            agent.notice_call = self.clock.callLater(due - now, self._notice, agent)
 
     def _full_notice(self, agent: AgentStream) -> None:
         """The C{buffer_full} notice: a new one, or the unread one's count grows."""

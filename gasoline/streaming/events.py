@@ -178,12 +178,19 @@ def _console(entry: dict[str, Any], at: float) -> StreamEvent | None:
         return None
     if kind == "network":
         status = _number(entry.get("status"))
-        failed = bool(entry.get("error")) or status is None or status == 0 or status >= 500
-        return _event("network_failure", "high" if failed else "medium", entry, at, message,
+        severity = "high" if _failed(entry) else "medium"
+        return _event("network_failure", severity, entry, at, message,
                       _url(entry), status=int(status) if status is not None else None,
                       method=_text(entry.get("method"), 16))
     severity = "high" if kind == "exception" else "medium"
     return _event("error", severity, entry, at, message, _url(entry), entry.get("stack"))
+
+
+def _failed(entry: dict[str, Any]) -> bool:
+    """Whether a failed request's console entry means no answer or a server error (C{high}), as
+    opposed to a 4xx (C{medium})."""
+    status = _number(entry.get("status"))
+    return bool(entry.get("error")) or status is None or status == 0 or status >= 500
 
 
 def _waterfall(entry: dict[str, Any], at: float) -> StreamEvent | None:
@@ -342,10 +349,7 @@ def console_keys(entries: Iterable[Any], types: frozenset[str] | None, excl: Exc
                 if rank is not None:
                     event = "error"
                 elif kind == "network":
-                    status = _number(entry.get("status"))
-                    event = "network_failure"
-                    rank = _HIGH if (bool(entry.get("error")) or status is None or status == 0
-                                     or status >= 500) else _MEDIUM
+                    event, rank = "network_failure", _HIGH if _failed(entry) else _MEDIUM
                 elif kind in _SECURITY_KINDS:
                     unusual = True
                     break
@@ -455,10 +459,7 @@ def _console_keys_loop(entries: Iterable[Any], types: frozenset[str] | None, exc
             elif level != "error":
                 continue
             elif kind == "network":
-                status = _number(entry.get("status"))
-                event = "network_failure"
-                rank = _HIGH if (bool(entry.get("error")) or status is None or status == 0
-                                 or status >= 500) else _MEDIUM
+                event, rank = "network_failure", _HIGH if _failed(entry) else _MEDIUM
             else:
                 event, rank = "error", _HIGH if kind == "exception" else _MEDIUM
             if types is not None and event not in types:

@@ -80,6 +80,27 @@ def test_a_web_pages_origin_is_refused_on_every_relay_route(app):
         assert code == 403 and body == {"error": "forbidden: invalid origin"}, path
 
 
+def test_a_plain_http_request_to_a_websocket_route_is_told_to_upgrade(app):
+    treq = StubTreq(app.resource)
+    for path in ("/cdp/abc", "/extension/cdp"):
+        response, body = stub_request(treq, "GET", URL + path)
+        assert response.code == 426, path
+        assert "WebSocket endpoint" in json.loads(body)["error"], path
+
+
+def test_a_plain_http_request_does_not_build_the_websocket_resource():
+    from twisted.web.test.requesthelper import DummyRequest  # noqa: PLC0415
+
+    from gasoline.http.relay import _OnFirstUse  # noqa: PLC0415
+
+    built = []
+    resource = _OnFirstUse(lambda: built.append(1))
+    request = DummyRequest([b""])
+    body = resource.render(request)
+    assert request.responseCode == 426 and b"WebSocket endpoint" in body
+    assert built == []  # autobahn would have been imported here
+
+
 # ------------------------------------------------------------------ real sockets, real daemon
 
 
@@ -194,6 +215,22 @@ def test_cdp_clients_and_the_extension_over_real_websockets(daemon):
         ws_b.close()
     finally:
         ext.close()
+
+
+def test_a_plain_http_request_is_told_which_upgrade_it_needs(daemon):
+    import http.client  # noqa: PLC0415
+
+    for path in ("/cdp/abc", "/extension/cdp"):
+        conn = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=10)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = json.loads(response.read())
+        finally:
+            conn.close()
+        assert response.status == 426, path
+        assert response.getheader("Upgrade") == "websocket", path
+        assert "WebSocket endpoint" in body["error"], path
 
 
 def test_the_extension_link_needs_a_known_pairing_session(daemon):

@@ -56,6 +56,13 @@ class _OnFirstUse(Resource):
         self._real: Resource | None = None
 
     def render(self, request):
+        upgrade = request.getHeader(b"upgrade") or b""
+        if upgrade.strip().lower() != b"websocket":
+            # A plain HTTP request (a browser tab, curl) gets a clear answer, and does not load
+            # autobahn for nothing (its own answer would be an HTML page with a 200).
+            request.setHeader(b"upgrade", b"websocket")
+            return json_error(request, 426, "upgrade required: this is a WebSocket endpoint "
+                              "(connect with a WebSocket client)")
         if self._real is None:
             self._real = self._build()
         return self._real.render(request)

@@ -12,12 +12,12 @@ LEVELS = ["log", "info", "warn", "error", "debug"]
 BATCH = 50
 
 
-def console_entry(i: int) -> dict:
-    """One console entry as the extension sends it (~270 bytes of JSON)."""
+def console_entry(i: int, page: str = "dashboard") -> dict:
+    """One console entry as the extension sends it (~270 bytes of JSON), from C{page} of the app."""
     return {
         "ts": f"2026-11-26T01:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z",
-        "url": "http://localhost:3000/app/dashboard",
-        "message": f"[dashboard] widget {i} refreshed in {i % 97} ms (cache miss)",
+        "url": f"http://localhost:3000/app/{page}",
+        "message": f"[{page}] widget {i} refreshed in {i % 97} ms (cache miss)",
         "source": "http://localhost:3000/static/js/main.chunk.js:1234:17",
         "level": LEVELS[i % len(LEVELS)],
         "type": "console",

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import print_table, write_json  # noqa: E402
+import _workload  # noqa: E402
 from twisted.internet import task  # noqa: E402
 
 from gasoline.core.persist import ConsoleJournal  # noqa: E402
@@ -59,23 +60,13 @@ from gasoline.core.store import (  # noqa: E402
 )
 
 BATCH = 50
-LEVELS = ["log", "info", "warn", "error", "debug"]
 PAGES = ["dashboard", "settings", "checkout", "profile", "search"]
 
 
 def console_entry(i: int) -> dict:
-    """One console entry in the extension's format, ~270 bytes of compact JSON."""
-    page = PAGES[i % len(PAGES)]
-    return {
-        "ts": f"2026-11-26T01:{(i // 60) % 60:02d}:{i % 60:02d}.{i % 1000:03d}Z",
-        "url": f"http://localhost:3000/app/{page}",
-        "message": f"[{page}] widget {i} refreshed in {i % 97} ms (cache miss)",
-        "source": "http://localhost:3000/static/js/main.chunk.js:1234:17",
-        "level": LEVELS[i % len(LEVELS)],
-        "type": "console",
-        "args": [f"widget {i}", {"ms": i % 97}],
-        "tabId": 1234567,
-    }
+    """One console entry in the extension's format, ~270 bytes of compact JSON, from one of five
+    pages (the reference workload's entry, L{_workload.console_entry})."""
+    return _workload.console_entry(i, PAGES[i % len(PAGES)])
 
 
 def network_body(i: int) -> dict:

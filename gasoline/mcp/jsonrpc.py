@@ -151,3 +151,17 @@ def request(id: Any, method: str, params: dict[str, Any] | None = None) -> dict[
 def is_request_obj(obj: Any) -> bool:
     """Cheap check on a decoded value: does it look like a request (has a method and an id)?"""
     return isinstance(obj, dict) and "method" in obj and "id" in obj
+
+
+def track_pending(pending: dict[Any, Any], rid: Any, d: Any) -> None:
+    """Keep the unfired Deferred C{d} as C{pending[rid]} (where a C{notifications/cancelled} for
+    C{rid} finds it) until it fires; a later request that reused C{rid} keeps its own entry."""
+    pending[rid] = d
+
+    def forget(value: Any) -> Any:
+        if pending.get(rid) is d:
+            del pending[rid]
+        return value
+
+    d.addBoth(forget)
+

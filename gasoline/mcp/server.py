@@ -428,14 +428,7 @@ class McpServer:
         ctx = RequestContext(self, session, rid, method, req.params, emit, close_stream)
         d = maybeDeferred(handler, ctx, req.params)
         if not d.called:
-            session.in_flight[rid] = d
-
-            def done(value: Any) -> Any:
-                if session.in_flight.get(rid) is d:
-                    del session.in_flight[rid]
-                return value
-
-            d.addBoth(done)
+            jsonrpc.track_pending(session.in_flight, rid, d)
         d.addCallbacks(lambda value: jsonrpc.result(rid, value), self._failed, errbackArgs=(rid,))
         return d
 

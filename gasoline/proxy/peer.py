@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gasoline.core.errors import GasolineError
-from gasoline.mcp.jsonrpc import JsonRpcError
+from gasoline.mcp.jsonrpc import JsonRpcError, track_pending
 
 log = Logger()
 
@@ -433,14 +433,7 @@ class ServerPeer:
         else:
             d = maybeDeferred(self.on_request, self, method, params, origin=origin)
         if not d.called and isinstance(rid, (int, str)):
-            self._incoming[rid] = d
-
-            def forget(value: Any) -> Any:
-                if self._incoming.get(rid) is d:
-                    del self._incoming[rid]
-                return value
-
-            d.addBoth(forget)
+            track_pending(self._incoming, rid, d)
 
         def answer(result: Any) -> None:
             self._send({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -61,6 +61,10 @@ from gasoline.streaming.metrics import register as register_streaming_metrics
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
+#: Minimum spacing of the store notifier's flushes under a burst (seconds; see
+#: L{gasoline.core.notify}).
+NOTIFY_INTERVAL = 0.002
+
 if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)
     from gasoline.proxy.session import ProxyManager
 
@@ -125,7 +129,9 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     @param stop: stops the whole daemon (C{POST /shutdown}, C{configure restart}); C{None}
         when the daemon cannot stop itself (unit tests, embedding).
     """
-    notifier = Notifier(clock)
+    # Flushes at least 2 ms apart under a burst: a busy page's writes reach the subscribers
+    # (streaming hub, shared logs) a few at a time, not one reactor turn each (docs/streaming.md).
+    notifier = Notifier(clock, interval=NOTIFY_INTERVAL)
     store = TelemetryStore(clock, config.buffer_specs(), notifier)
 
     # Durability (gasoline.core.persist): the state dir (0700, warned about when loose), disk

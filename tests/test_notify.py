@@ -270,3 +270,39 @@ def test_unsubscribing_one_of_two_identical_callbacks_keeps_the_others_predicate
     n.publish("b")
     clock.advance(0)
     assert got == ["b"]
+
+
+def test_flushes_are_spaced_by_the_interval_under_a_burst():
+    clock, n, got = subscribed(interval=0.002)
+    n.publish("a")
+    clock.advance(0)
+    assert got == ["a"]  # the first flush is not delayed
+    clock.advance(0.0005)
+    n.publish("b")
+    clock.advance(0)
+    assert got == ["a"]  # 0.5 ms after the last flush: waits for the interval's end
+    clock.advance(0.001)
+    n.publish("c")  # joins the pending flush
+    assert [c.getTime() for c in clock.getDelayedCalls()] == [0.002]
+    clock.advance(0.0005)
+    assert got == ["a", "b", "c"]
+    clock.advance(0.01)
+    n.publish("d")  # the last flush is older than the interval: the next turn
+    clock.advance(0)
+    assert got == ["a", "b", "c", "d"]
+    assert clock.getDelayedCalls() == []
+
+
+def test_a_clock_that_did_not_move_is_not_a_burst():
+    clock, n, got = subscribed(interval=0.002)
+    for event in "abc":
+        n.publish(event)
+        clock.advance(0)  # a test clock stands still: every flush on the next turn
+        assert got[-1] == event
+
+
+def test_interval_must_not_be_negative():
+    import pytest
+
+    with pytest.raises(ValueError):
+        Notifier(task.Clock(), interval=-1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,80 @@ def test_console_keys_are_the_keys_of_the_classified_events(batch, subs):
             [e.message for e in expected_events]
 
 
+#: Entries as the extension sends them (every field there, URLs not empty), whose writes
+#: ConsoleCounts counts without console_keys unless a message holds a word that matters.
+usual_entries = st.fixed_dictionaries({
+    "level": st.sampled_from(["error", "error", "warn", "log", "info", "debug"]),
+    "type": st.sampled_from(["console", "console", "exception", "network"]),
+    "message": st.one_of(st.lists(st.sampled_from(_WORDS), max_size=3).map(" ".join),
+                         st.text(alphabet="abcé→ ", max_size=20)),
+    "url": st.sampled_from([u for u in _URLS if u]),
+    "status": st.sampled_from([0, 404, 500, 503, None]),
+}, optional={"error": st.sampled_from([None, "", "net::ERR_FAILED"])})
+usual_batches = st.lists(usual_entries, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(writes=st.lists(st.one_of(usual_batches, usual_batches, batches), max_size=6),
+       subs=st.lists(subscriptions, min_size=1, max_size=4))
+def test_deferred_console_counts_are_the_counted_keys(writes, subs):
+    """ConsoleCounts (the tally's deferred writes) counts what console_keys makes of every
+    entry added, whichever path each write takes."""
+    spec, _ = _spec(subs)
+    counts = spec.counts()
+    for write in writes:
+        counts.add(write)
+    assert len(counts) == sum(map(len, writes))
+    expected = Counter(console_keys([e for w in writes for e in w], spec.types, spec.excl)[0])
+    assert counts.take() == expected
+    assert len(counts) == 0 and counts.take() == Counter()
+
+
+def test_usual_console_writes_are_counted_without_console_keys(monkeypatch):
+    import gasoline.streaming.events as events
+
+    def refused(*args: Any) -> Any:
+        raise AssertionError("console_keys called")
+
+    spec, _ = _spec([parse({"subscribe": ["all"], "filters": {"url_pattern": "api",
+                                                              "exclude_pattern": "favicon$"}})])
+    counts = spec.counts()
+    write = [
+        {"level": "error", "type": "console", "message": "boom", "url": "https://a/"},
+        {"level": "error", "type": "exception", "message": "TypeError: x", "url": "https://a/"},
+        {"level": "error", "type": "network", "message": "GET → 503", "url": "https://a/i",
+         "status": 503},
+        {"level": "error", "type": "network", "message": "GET → 404", "url": "https://a/i",
+         "status": 404},
+        {"level": "warn", "type": "console", "message": "careful", "url": "https://a/"},
+        {"level": "log", "type": "console", "message": "hello", "url": "https://a/"},
+    ]
+    monkeypatch.setattr(events, "console_keys", refused)
+    counts.add(write)
+    counts.add(write)
+    assert counts.take() == {("error", 1, "https://a/", 0, None): 2,
+                             ("error", 2, "https://a/", 0, None): 2,
+                             ("network_failure", 2, "https://a/i", 0, None): 2,
+                             ("network_failure", 1, "https://a/i", 0, None): 2}
+    # A message with the exclude pattern's text, or a security wording: entry by entry.
+    for message in ("no favicon", "Refused by Content Security Policy"):
+        counts.add([dict(write[0], message=message)])
+        with pytest.raises(AssertionError, match="console_keys called"):
+            counts.take()
+
+
+def test_a_status_of_true_is_not_counted_as_1():
+    """True == 1 in Python, but a status of True is no status (high) and 1 a status (medium)."""
+    spec, _ = _spec([parse({"subscribe": ["network_failure"]})])
+    counts = spec.counts()
+    write = [{"level": "error", "type": "network", "message": "m", "url": "https://a/",
+              "status": status} for status in (1, True, 1.0, 0, False, 500)]
+    counts.add(write)
+    assert counts.take() == Counter(console_keys(write, spec.types, spec.excl)[0]) == {
+        ("network_failure", 1, "https://a/", 0, None): 2,
+        ("network_failure", 2, "https://a/", 0, None): 4}
+
+
 @settings(max_examples=300, deadline=None)
 @given(batch=batches, subs=st.lists(subscriptions, min_size=1, max_size=4))
 def test_a_key_predicate_decides_what_matching_the_event_decides(batch, subs):
@@ -145,10 +220,29 @@ def test_literal_patterns_recognised_and_refused():
 # -- the tally -------------------------------------------------------------------------------------
 
 
+class _Deferred:
+    """The tally's deferred writes, for tests: each entry is the URL of one error key."""
+
+    def __init__(self) -> None:
+        self.held: list[str] = []
+
+    def add(self, entries: list[str]) -> None:
+        self.held += entries
+
+    def take(self) -> Counter:
+        taken = Counter(("error", 1, e, 0, None) for e in self.held)
+        self.held = []
+        return taken
+
+    @property
+    def entries(self) -> int:
+        return len(self.held)
+
+
 def test_tally_counts_per_bucket_for_the_members_present():
     counted: dict[str, int] = {}
     tally = Tally(lambda member, n: counted.__setitem__(member, counted.get(member, 0) + n),
-                  classify=lambda entries: [("error", 1, e, 0, None) for e in entries])
+                  _Deferred())
     tally.add([("error", 1, "u", 0, None)])  # no member: nothing kept
     assert not tally.pending
     tally.join("all", lambda key: True)
@@ -165,8 +259,7 @@ def test_tally_counts_per_bucket_for_the_members_present():
 
 def test_tally_memory_is_bounded():
     counted: list[int] = []
-    tally = Tally(lambda member, n: counted.append(n),
-                  classify=lambda entries: [("error", 1, e, 0, None) for e in entries])
+    tally = Tally(lambda member, n: counted.append(n), _Deferred())
     tally.join("m", lambda key: True)
     for i in range(Tally.MAX_BUCKETS + 10):
         tally.add([("error", 1, f"https://x/{i}", 0, None)])  # ever-new URLs

@@ -26,6 +26,8 @@ C{high} -> C{error}, C{medium} -> C{warning}, C{low} -> C{notice}).
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import chain, repeat
 from typing import Any, Callable, Iterable
 
 from gasoline.analysis.perf import vital
@@ -488,6 +490,160 @@ def _console_keys_loop(entries: Iterable[Any], types: frozenset[str] | None, exc
         except Exception:  # a hostile entry must not stop the others  # noqa: BLE001
             continue
     return keys, where
+
+
+#: The browser's wordings of a security violation (L{_security_words}), as lowered bytes.
+_SECURITY_PHRASES = (b"content security policy", b"content-security-policy", b"mixed content")
+
+
+_get = dict.get
+
+
+class _Odd(Exception):
+    """A write L{ConsoleCounts.add} leaves to L{console_keys}."""
+
+
+class ConsoleCounts:
+    """Console writes whose events are only counted (the streaming tally's deferred writes):
+    C{take()} gives the number of events per bucket key, what C{Counter(console_keys(...)[0])}
+    over every added entry gives, for the key spec it was made with (C{types}, C{excl} and
+    C{needs}, see L{gasoline.streaming.tally.KeySpec}).
+
+    L{add} makes one pass over a write while its entries are still fresh in memory (the write
+    comes from the request the reactor handled just before), and keeps only what the keys of a
+    usual write are made of: the type and URL of each C{error} entry of type C{console} or
+    C{exception}, each C{network} entry, and the messages the keys depend on (the browser's
+    wording of a security violation, exclude patterns). L{take} then makes the keys of all of
+    them at once: one search of the joined messages, one count of (type, URL) pairs. A write
+    with anything unusual in it (a missing field, a security C{type}, another type, an entry that
+    is not a dict), and everything added when the joined messages hold anything that could
+    matter (a security wording, an exclude pattern's text, a message that is not a string or is
+    longer than the cap), go to L{console_keys}, entry by entry: the same keys, more slowly.
+    The tests check that L{take} and L{console_keys} agree on arbitrary entries."""
+
+    __slots__ = ("types", "excl", "needs", "security", "kinds", "urls", "messages", "networks",
+                 "writes", "odd", "entries")
+
+    def __init__(self, types: frozenset[str] | None, excl: Exclusions,
+                 needs: dict[str, tuple[str, ...] | None]) -> None:
+        self.types = types
+        self.excl = excl
+        self.needs = needs
+        #: Whether C{warn} entries can be events (a security violation is wanted).
+        self.security = types is None or "security_violation" in types
+        self.kinds: list[Any] = []
+        self.urls: list[Any] = []
+        self.messages: list[Any] = []
+        self.networks: list[dict[str, Any]] = []
+        #: The usual writes (kept for L{console_keys} should their messages need it) and the
+        #: unusual ones.
+        self.writes: list[Any] = []
+        self.odd: list[Any] = []
+        #: Entries held.
+        self.entries = 0
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def add(self, entries: Any) -> None:
+        """One console write's entries (a list or tuple)."""
+        kinds, urls, messages, networks = self.kinds, self.urls, self.messages, self.networks
+        marks = len(kinds), len(messages), len(networks)
+        add_kind, add_url, add_message = kinds.append, urls.append, messages.append
+        security = self.security
+        self.entries += len(entries)
+        try:
+            for entry in entries:
+                level = entry["level"]
+                if level == "error":
+                    kind = entry["type"]
+                    add_message(entry["message"])
+                    if kind == "console" or kind == "exception":
+                        add_kind(kind)
+                        add_url(entry["url"])
+                    elif kind == "network":
+                        networks.append(entry)
+                    else:
+                        raise _Odd
+                elif level == "warn" and security:
+                    if entry["type"] in _SECURITY_KINDS:
+                        raise _Odd
+                    add_message(entry["message"])
+        except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
+            del kinds[marks[0]:], urls[marks[0]:], messages[marks[1]:], networks[marks[2]:]
+            self.odd.append(entries)
+            return
+        self.writes.append(entries)
+
+    def take(self) -> Counter:
+        """The keys of every event added (counted), and empty."""
+        types, excl = self.types, self.excl
+        counts: Counter = Counter()
+        if self.writes:
+            fast = self._keys()
+            if fast is None:
+                counts.update(console_keys(list(chain.from_iterable(self.writes)), types,
+                                           excl)[0])
+            else:
+                counts.update(fast)
+        if self.odd:
+            counts.update(console_keys(list(chain.from_iterable(self.odd)), types, excl)[0])
+        for held in (self.kinds, self.urls, self.messages, self.networks, self.writes, self.odd):
+            held.clear()
+        self.entries = 0
+        return counts
+
+    def _keys(self) -> dict[tuple, int] | None:
+        """The keys of the usual writes, or None when L{console_keys} must make them."""
+        types = self.types
+        wanted = [kind for kind in ("error", "network_failure") if types is None or kind in types]
+        messages = self.messages
+        if messages:
+            try:
+                text = "\n".join(messages)
+            except TypeError:  # a message that is not a string
+                return None
+            # As in console_keys: ASCII-only lowering of the UTF-8 bytes finds every phrase
+            # _security_words finds (and perhaps more, which only sends the writes there).
+            lowered = text.encode("utf-8", "surrogatepass").lower()
+            phrases = _SECURITY_PHRASES
+            if phrases[0] in lowered or phrases[1] in lowered or phrases[2] in lowered:
+                return None
+            tested = [kind for kind in wanted if kind in self.excl]
+            if tested:
+                if max(map(len, messages)) > MAX_MESSAGE:  # capped: "…" appended
+                    return None
+                for kind in tested:
+                    words = self.needs.get(kind)
+                    if words is None:  # a pattern that is not literal: message by message
+                        return None
+                    for word in words:
+                        if word in text:
+                            return None
+        keys: dict[tuple, int] = {}
+        try:
+            if "error" in wanted and self.kinds:
+                for (kind, url), n in Counter(zip(self.kinds, self.urls)).items():
+                    if not isinstance(url, str) or not url:
+                        return None
+                    keys["error", _HIGH if kind == "exception" else _MEDIUM, url, 0, None] = n
+            networks = self.networks
+            if "network_failure" in wanted and networks:
+                # What a failed request's key reads of it, counted: its URL, status and error.
+                statuses = list(map(_get, networks, repeat("status")))
+                if bool in set(map(type, statuses)):
+                    return None  # True would count with 1 (equal keys), but ranks otherwise
+                seen = Counter(zip(map(_get, networks, repeat("url")), statuses,
+                                   map(_get, networks, repeat("error"))))
+                for (url, status, error), n in seen.items():
+                    if not isinstance(url, str) or not url:
+                        return None
+                    failed = _failed({"status": status, "error": error})
+                    key = ("network_failure", _HIGH if failed else _MEDIUM, url, 0, None)
+                    keys[key] = keys.get(key, 0) + n
+        except Exception:  # noqa: BLE001 - an unhashable URL, an odd status: entry by entry
+            return None
+        return keys
 
 
 def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) -> list[StreamEvent]:

@@ -51,7 +51,6 @@ from gasoline.streaming.events import (
     audit_events,
     buffers_for,
     classify,
-    console_keys,
     iso_time,
 )
 from gasoline.streaming.subscription import Matcher, Subscription
@@ -210,7 +209,7 @@ class Streaming:
         #: Set when an agent was added, removed or reconfigured: L{active} rebuilds the spec.
         self._spec_stale = True
         #: The agents whose window is full: their events are only counted, per bucket.
-        self._tally = Tally(self._counted, self._deferred_keys)
+        self._tally = Tally(self._counted, self._spec.counts())
         #: The active agents that are not members of the tally (their events are matched one by
         #: one); recomputed when an agent joins or leaves it, or the agent table changes.
         self._open: tuple[AgentStream, ...] = ()
@@ -218,7 +217,7 @@ class Streaming:
         self._counting_start = float("inf")
         #: Counters (configure streaming status, /metrics).
         self.writes_seen = 0
-        self.events_classified = 0
+        self._classified = 0
         self.matched = 0
         self.notifications = 0
         #: Matched events that did not stay in an inbox, by reason (C{/metrics}): over an
@@ -229,6 +228,11 @@ class Streaming:
         #: being written, once per write that produced any (C{/metrics}'s histogram).
         self.on_latency: Callable[[float], None] | None = None
         self._unsubscribe = notifier.subscribe(self.on_write, wants=self.wants)
+
+    @property
+    def events_classified(self) -> int:
+        """Events made from writes, in all (C{/metrics})."""
+        return self._classified + self._tally.classified
 
     @property
     def throttled(self) -> int:
@@ -347,6 +351,7 @@ class Streaming:
         self._spec_stale = False
         self._tally.fold()
         self._spec = spec = KeySpec(agent.matcher for agent in self._active)
+        self._tally.deferred = spec.counts()
         for agent in self._active:
             agent.test = spec.predicate(agent.matcher)
         members = self._tally.members
@@ -385,15 +390,8 @@ class Streaming:
             return
         batch = self._spec.batch(write.buffer, write.entries, write.at, classify)
         if batch.keys:
-            self.events_classified += len(batch.keys)
+            self._classified += len(batch.keys)
             self._dispatch(batch, agents, write.at)
-
-    def _deferred_keys(self, entries: list[Any]) -> list[Key]:
-        """The keys of deferred console entries (the tally's fold), under the current spec."""
-        spec = self._spec
-        keys = console_keys(entries, spec.types, spec.excl)[0]
-        self.events_classified += len(keys)
-        return keys
 
     def publish_audit(self, violations: Iterable[Any], url: str, tab_id: Any) -> int:
         """An accessibility audit ran: its violations become C{accessibility_violation} events.

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from itertools import chain
 from typing import Any, Callable, Iterable
 
 from gasoline.streaming.events import (
     EVENT_TYPES,
     MAX_MESSAGE,
+    ConsoleCounts,
     StreamEvent,
     console_keys,
     entry_event,
@@ -49,7 +49,7 @@ class KeySpec:
     sorted distinct C{network_slow} budgets, and the types anyone wants. Keys made under one
     spec are only read with predicates made by the same spec (L{predicate})."""
 
-    __slots__ = ("types", "excl", "bits", "budgets")
+    __slots__ = ("types", "excl", "bits", "budgets", "needs")
 
     def __init__(self, matchers: Iterable[Matcher]) -> None:
         matchers = list(matchers)
@@ -75,8 +75,23 @@ class KeySpec:
                 if all(b != bit for b, _, _ in tests):
                     tests.append((bit, m.exclude.words, m.exclude.text))
         self.excl: Exclusions = {kind: tuple(tests) for kind, tests in excl.items()}
+        #: Per event type with exclude tests: the texts one of which a message must contain for
+        #: any of them to match (None: some pattern is not literal, anything may match).
+        self.needs: dict[str, tuple[str, ...] | None] = {}
+        for m in matchers:
+            if m.exclude is None:
+                continue
+            for kind in EVENT_TYPES if m.types is None else m.types:
+                had = self.needs.get(kind, ())
+                more = m.exclude.needs
+                self.needs[kind] = None if had is None or more is None else had + more
         self.budgets: tuple[int, ...] = tuple(sorted({
             m.slow_ms for m in matchers if m.types is None or "network_slow" in m.types}))
+
+    def counts(self) -> ConsoleCounts:
+        """An empty L{ConsoleCounts} making keys under this spec (the tally's deferred
+        writes)."""
+        return ConsoleCounts(self.types, self.excl, self.needs)
 
     def predicate(self, matcher: Matcher) -> Callable[[Key], bool]:
         """C{matcher}'s verdict on keys made under this spec."""
@@ -142,22 +157,24 @@ class Tally:
 
     #: Buckets kept before a fold (a page with ever-new URLs cannot grow the tally).
     MAX_BUCKETS = 4096
-    #: Console entries kept unclassified before a fold (they hold their writes' memory).
+    #: Console entries held uncounted before a fold (they hold their writes' memory).
     MAX_DEFERRED = 5000
 
-    __slots__ = ("pending", "members", "on_count", "classify", "deferred", "deferred_entries")
+    __slots__ = ("pending", "members", "on_count", "deferred", "classified")
 
-    def __init__(self, on_count: Callable[[Any, int], None],
-                 classify: Callable[[list[Any]], list[Key]] | None = None) -> None:
+    def __init__(self, on_count: Callable[[Any, int], None], deferred: Any = None) -> None:
         self.pending: Counter[Key] = Counter()
         #: member -> its key predicate (insertion-ordered).
         self.members: dict[Any, Callable[[Key], bool]] = {}
         #: Called with (member, n) for every member whose fold counted n > 0 events.
         self.on_count = on_count
-        #: The keys of console entries (L{defer}red writes are classified at the fold).
-        self.classify = classify
-        self.deferred: list[Any] = []
-        self.deferred_entries = 0
+        #: Where L{defer}red console writes go until the fold: C{add(entries)}, C{take()} (their
+        #: keys, counted) and C{entries} (how many are held); a
+        #: L{gasoline.streaming.events.ConsoleCounts} for the current key spec (replaced,
+        #: after a fold, when the spec changes).
+        self.deferred = deferred
+        #: Events the deferred writes held, in all (counted at the folds).
+        self.classified = 0
 
     def add(self, keys: list[Key]) -> None:
         """One write's keys, seen by every member (none: nothing is kept)."""
@@ -169,24 +186,28 @@ class Tally:
 
     def defer(self, entries: Any) -> None:
         """One console write seen by every member and by no other agent: nobody needs its
-        events one by one, so they are classified at the fold, with the other deferred writes,
-        in one pass (none: nothing is kept)."""
+        events one by one, so only their keys are counted, at the fold, with the other deferred
+        writes (none: nothing is kept)."""
         if self.members:
-            self.deferred.append(entries)
-            self.deferred_entries += len(entries)
-            if self.deferred_entries >= self.MAX_DEFERRED:
+            deferred = self.deferred
+            deferred.add(entries)
+            if deferred.entries >= self.MAX_DEFERRED:
                 self.fold()
+
+    @property
+    def deferred_entries(self) -> int:
+        """Console entries deferred and not yet counted."""
+        return self.deferred.entries if self.deferred is not None else 0
 
     def fold(self) -> None:
         """Give every member the number of tallied events its predicate matches; empty the
         tally."""
         pending = self.pending
-        if self.deferred:
-            entries = list(chain.from_iterable(self.deferred))
-            self.deferred.clear()
-            self.deferred_entries = 0
-            assert self.classify is not None
-            pending.update(self.classify(entries))
+        deferred = self.deferred
+        if deferred is not None and deferred.entries:
+            taken = deferred.take()
+            self.classified += sum(taken.values())
+            pending.update(taken)
         if not pending:
             return
         buckets = list(pending.items())

@@ -521,7 +521,7 @@ class ConsoleCounts:
     longer than the cap), go to L{console_keys}, entry by entry: the same keys, more slowly.
     The tests check that L{take} and L{console_keys} agree on arbitrary entries."""
 
-    __slots__ = ("types", "excl", "needs", "security", "kinds", "urls", "messages", "networks",
+    __slots__ = ("types", "excl", "needs", "security", "pairs", "messages", "networks",
                  "writes", "odd", "entries")
 
     def __init__(self, types: frozenset[str] | None, excl: Exclusions,
@@ -531,8 +531,8 @@ class ConsoleCounts:
         self.needs = needs
         #: Whether C{warn} entries can be events (a security violation is wanted).
         self.security = types is None or "security_violation" in types
-        self.kinds: list[Any] = []
-        self.urls: list[Any] = []
+        #: (type, URL) of each error entry of type C{console} or C{exception}.
+        self.pairs: list[tuple[Any, Any]] = []
         self.messages: list[Any] = []
         self.networks: list[dict[str, Any]] = []
         #: The usual writes (kept for L{console_keys} should their messages need it) and the
@@ -547,9 +547,9 @@ class ConsoleCounts:
 
     def add(self, entries: Any) -> None:
         """One console write's entries (a list or tuple)."""
-        kinds, urls, messages, networks = self.kinds, self.urls, self.messages, self.networks
-        marks = len(kinds), len(messages), len(networks)
-        add_kind, add_url, add_message = kinds.append, urls.append, messages.append
+        pairs, messages, networks = self.pairs, self.messages, self.networks
+        marks = len(pairs), len(messages), len(networks)
+        add_pair, add_message = pairs.append, messages.append
         security = self.security
         self.entries += len(entries)
         try:
@@ -559,8 +559,7 @@ class ConsoleCounts:
                     kind = entry["type"]
                     add_message(entry["message"])
                     if kind == "console" or kind == "exception":
-                        add_kind(kind)
-                        add_url(entry["url"])
+                        add_pair((kind, entry["url"]))
                     elif kind == "network":
                         networks.append(entry)
                     else:
@@ -570,7 +569,7 @@ class ConsoleCounts:
                         raise _Odd
                     add_message(entry["message"])
         except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
-            del kinds[marks[0]:], urls[marks[0]:], messages[marks[1]:], networks[marks[2]:]
+            del pairs[marks[0]:], messages[marks[1]:], networks[marks[2]:]
             self.odd.append(entries)
             return
         self.writes.append(entries)
@@ -588,7 +587,7 @@ class ConsoleCounts:
                 counts.update(fast)
         if self.odd:
             counts.update(console_keys(list(chain.from_iterable(self.odd)), types, excl)[0])
-        for held in (self.kinds, self.urls, self.messages, self.networks, self.writes, self.odd):
+        for held in (self.pairs, self.messages, self.networks, self.writes, self.odd):
             held.clear()
         self.entries = 0
         return counts
@@ -622,8 +621,8 @@ class ConsoleCounts:
                             return None
         keys: dict[tuple, int] = {}
         try:
-            if "error" in wanted and self.kinds:
-                for (kind, url), n in Counter(zip(self.kinds, self.urls)).items():
+            if "error" in wanted and self.pairs:
+                for (kind, url), n in Counter(self.pairs).items():
                     if not isinstance(url, str) or not url:
                         return None
                     keys["error", _HIGH if kind == "exception" else _MEDIUM, url, 0, None] = n

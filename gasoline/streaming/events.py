@@ -69,6 +69,19 @@ def _security_words(message: str) -> bool:
     return "content security policy" in low or "content-security-policy" in low \
         or "mixed content" in low
 
+
+def _may_hold_security_words(text: str) -> bool:
+    """Whether some message in C{text} (messages joined) could be one L{_security_words}
+    recognises: True for every such message, and perhaps for others (then look at each).
+
+    ASCII-only lowering of the UTF-8 bytes: every phrase L{_security_words} finds in a lowered
+    message is found here too (no other character lowers to ASCII letters of the phrases), and
+    it stays fast when a message has a non-ASCII character (str.lower would not)."""
+    lowered = text.encode("utf-8", "surrogatepass").lower()
+    return b"content security policy" in lowered or b"content-security-policy" in lowered \
+        or b"mixed content" in lowered
+
+
 _NORMAL_WS_CLOSE = (1000, 1001)
 _IMPACT = {"critical": "critical", "serious": "high", "moderate": "medium", "minor": "low"}
 
@@ -380,12 +393,7 @@ def console_keys(entries: Iterable[Any], types: frozenset[str] | None, excl: Exc
         text = "\n".join(messages)
     except TypeError:  # a message that is not a string
         return _console_keys_loop(entries, types, excl)
-    # ASCII-only lowering of the UTF-8 bytes: every phrase L{_security_words} finds in a lowered
-    # message is found here too (no other character lowers to ASCII letters of the phrases), and
-    # it stays fast when a message has a non-ASCII character (str.lower would not).
-    lowered = text.encode("utf-8", "surrogatepass").lower()
-    if b"content security policy" in lowered or b"content-security-policy" in lowered \
-            or b"mixed content" in lowered:
+    if _may_hold_security_words(text):
         return _console_keys_loop(entries, types, excl)
     if excl and keys:
         try:
@@ -490,10 +498,6 @@ def _console_keys_loop(entries: Iterable[Any], types: frozenset[str] | None, exc
         except Exception:  # a hostile entry must not stop the others  # noqa: BLE001
             continue
     return keys, where
-
-
-#: The browser's wordings of a security violation (L{_security_words}), as lowered bytes.
-_SECURITY_PHRASES = (b"content security policy", b"content-security-policy", b"mixed content")
 
 
 _get = dict.get
@@ -602,11 +606,7 @@ class ConsoleCounts:
                 text = "\n".join(messages)
             except TypeError:  # a message that is not a string
                 return None
-            # As in console_keys: ASCII-only lowering of the UTF-8 bytes finds every phrase
-            # _security_words finds (and perhaps more, which only sends the writes there).
-            lowered = text.encode("utf-8", "surrogatepass").lower()
-            phrases = _SECURITY_PHRASES
-            if phrases[0] in lowered or phrases[1] in lowered or phrases[2] in lowered:
+            if _may_hold_security_words(text):
                 return None
             tested = [kind for kind in wanted if kind in self.excl]
             if tested:

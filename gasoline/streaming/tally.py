@@ -63,6 +63,9 @@ class KeySpec:
         self.types: frozenset[str] | None = None if types is None else frozenset(types)
         self.bits: dict[str, int] = {}
         excl: dict[str, list[tuple[int, tuple[str, ...] | None, Callable[[str], bool]]]] = {}
+        #: Per event type with exclude tests: the texts one of which a message must contain for
+        #: any of them to match (None: some pattern is not literal, anything may match).
+        self.needs: dict[str, tuple[str, ...] | None] = {}
         for m in matchers:
             if m.exclude is None:
                 continue
@@ -74,17 +77,9 @@ class KeySpec:
                 tests = excl.setdefault(kind, [])
                 if all(b != bit for b, _, _ in tests):
                     tests.append((bit, m.exclude.words, m.exclude.text))
+                    had, more = self.needs.get(kind, ()), m.exclude.needs
+                    self.needs[kind] = None if had is None or more is None else had + more
         self.excl: Exclusions = {kind: tuple(tests) for kind, tests in excl.items()}
-        #: Per event type with exclude tests: the texts one of which a message must contain for
-        #: any of them to match (None: some pattern is not literal, anything may match).
-        self.needs: dict[str, tuple[str, ...] | None] = {}
-        for m in matchers:
-            if m.exclude is None:
-                continue
-            for kind in EVENT_TYPES if m.types is None else m.types:
-                had = self.needs.get(kind, ())
-                more = m.exclude.needs
-                self.needs[kind] = None if had is None or more is None else had + more
         self.budgets: tuple[int, ...] = tuple(sorted({
             m.slow_ms for m in matchers if m.types is None or "network_slow" in m.types}))
 
@@ -162,7 +157,7 @@ class Tally:
 
     __slots__ = ("pending", "members", "on_count", "deferred", "classified")
 
-    def __init__(self, on_count: Callable[[Any, int], None], deferred: Any = None) -> None:
+    def __init__(self, on_count: Callable[[Any, int], None], deferred: Any) -> None:
         self.pending: Counter[Key] = Counter()
         #: member -> its key predicate (insertion-ordered).
         self.members: dict[Any, Callable[[Key], bool]] = {}
@@ -197,14 +192,14 @@ class Tally:
     @property
     def deferred_entries(self) -> int:
         """Console entries deferred and not yet counted."""
-        return self.deferred.entries if self.deferred is not None else 0
+        return self.deferred.entries
 
     def fold(self) -> None:
         """Give every member the number of tallied events its predicate matches; empty the
         tally."""
         pending = self.pending
         deferred = self.deferred
-        if deferred is not None and deferred.entries:
+        if deferred.entries:
             taken = deferred.take()
             self.classified += sum(taken.values())
             pending.update(taken)

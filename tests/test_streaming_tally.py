@@ -128,6 +128,30 @@ def test_deferred_console_counts_are_the_counted_keys(writes, subs):
     assert len(counts) == 0 and counts.take() == Counter()
 
 
+_PHRASE_PARTS = ["content", "Content", "CONTENT", "security", "Security", "policy", "POLICY",
+                 "mixed", "MİXED", "mİxed", "-", " ", "\u212a", "İ", "→", "\U0001f600", "\ud800",
+                 "\n", "x"]
+phrase_texts = st.one_of(
+    st.lists(st.sampled_from(_PHRASE_PARTS), max_size=8).map("".join),
+    st.sampled_from(["Content Security Policy", "content-security-policy", "Mixed Content",
+                     "→Content Security Policy→", "İmixed contentİ"]),
+    st.text(max_size=40),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(phrase_texts, min_size=1, max_size=6))
+def test_the_joined_messages_check_never_misses_a_security_wording(texts):
+    """The check of joined messages says yes whenever some message has the browser's wording of
+    a security violation (whatever other characters the messages hold)."""
+    from gasoline.streaming.events import _may_hold_security_words, _security_words
+
+    if any(_security_words(t) for t in texts):
+        assert _may_hold_security_words("\n".join(texts))
+    plain = [t for t in texts if t.isascii() and "content" not in t.lower()]
+    assert not _may_hold_security_words("\n".join(plain))
+
+
 def test_usual_console_writes_are_counted_without_console_keys(monkeypatch):
     import gasoline.streaming.events as events
 

@@ -74,12 +74,18 @@ def _may_hold_security_words(text: str) -> bool:
     """Whether some message in C{text} (messages joined) could be one L{_security_words}
     recognises: True for every such message, and perhaps for others (then look at each).
 
-    ASCII-only lowering of the UTF-8 bytes: every phrase L{_security_words} finds in a lowered
-    message is found here too (no other character lowers to ASCII letters of the phrases), and
-    it stays fast when a message has a non-ASCII character (str.lower would not)."""
-    lowered = text.encode("utf-8", "surrogatepass").lower()
-    return b"content security policy" in lowered or b"content-security-policy" in lowered \
-        or b"mixed content" in lowered
+    The text's ASCII characters, lowered (ASCII-only), are searched: every phrase
+    L{_security_words} finds in a lowered message is found here too. The phrases are ASCII, no
+    other character lowers to their letters next to each other (U+0130 lowers to "i" and a
+    combining dot, and every "i" of the phrases is followed by a letter), and leaving the other
+    characters out can join what they separated (a phrase found that is not there: the messages
+    are then looked at one by one) but never separate a phrase. It stays fast when a message has
+    a non-ASCII character (str.lower would not), and every phrase holds "content", searched
+    first."""
+    lowered = text.encode("ascii", "ignore").lower()
+    return b"content" in lowered and (
+        b"content security policy" in lowered or b"content-security-policy" in lowered
+        or b"mixed content" in lowered)
 
 
 _NORMAL_WS_CLOSE = (1000, 1001)
@@ -515,18 +521,19 @@ class ConsoleCounts:
 
     L{add} makes one pass over a write while its entries are still fresh in memory (the write
     comes from the request the reactor handled just before), and keeps only what the keys of a
-    usual write are made of: the type and URL of each C{error} entry of type C{console} or
-    C{exception}, each C{network} entry, and the messages the keys depend on (the browser's
-    wording of a security violation, exclude patterns). L{take} then makes the keys of all of
-    them at once: one search of the joined messages, one count of (type, URL) pairs. A write
+    usual write are made of: the URL of each C{error} entry of type C{console} and of each of
+    type C{exception} (two lists of strings: no tuple to build, hash and compare per entry), each
+    C{network} entry, and the messages the keys depend on (the browser's wording of a security
+    violation, exclude patterns). L{take} then makes the keys of all of them at once: one search
+    of the joined messages, one count of the URLs of each type. A write
     with anything unusual in it (a missing field, a security C{type}, another type, an entry that
     is not a dict), and everything added when the joined messages hold anything that could
     matter (a security wording, an exclude pattern's text, a message that is not a string or is
     longer than the cap), go to L{console_keys}, entry by entry: the same keys, more slowly.
     The tests check that L{take} and L{console_keys} agree on arbitrary entries."""
 
-    __slots__ = ("types", "excl", "needs", "security", "pairs", "messages", "networks",
-                 "writes", "odd", "entries")
+    __slots__ = ("types", "excl", "needs", "security", "consoles", "exceptions", "messages",
+                 "networks", "writes", "odd", "entries")
 
     def __init__(self, types: frozenset[str] | None, excl: Exclusions,
                  needs: dict[str, tuple[str, ...] | None]) -> None:
@@ -535,8 +542,9 @@ class ConsoleCounts:
         self.needs = needs
         #: Whether C{warn} entries can be events (a security violation is wanted).
         self.security = types is None or "security_violation" in types
-        #: (type, URL) of each error entry of type C{console} or C{exception}.
-        self.pairs: list[tuple[Any, Any]] = []
+        #: The URL of each error entry of type C{console}, and of each of type C{exception}.
+        self.consoles: list[Any] = []
+        self.exceptions: list[Any] = []
         self.messages: list[Any] = []
         self.networks: list[dict[str, Any]] = []
         #: The usual writes (kept for L{console_keys} should their messages need it) and the
@@ -551,9 +559,11 @@ class ConsoleCounts:
 
     def add(self, entries: Any) -> None:
         """One console write's entries (a list or tuple)."""
-        pairs, messages, networks = self.pairs, self.messages, self.networks
-        marks = len(pairs), len(messages), len(networks)
-        add_pair, add_message = pairs.append, messages.append
+        consoles, exceptions = self.consoles, self.exceptions
+        messages, networks = self.messages, self.networks
+        marks = len(consoles), len(exceptions), len(messages), len(networks)
+        add_console, add_exception = consoles.append, exceptions.append
+        add_message = messages.append
         security = self.security
         self.entries += len(entries)
         try:
@@ -562,8 +572,10 @@ class ConsoleCounts:
                 if level == "error":
                     kind = entry["type"]
                     add_message(entry["message"])
-                    if kind == "console" or kind == "exception":
-                        add_pair((kind, entry["url"]))
+                    if kind == "console":
+                        add_console(entry["url"])
+                    elif kind == "exception":
+                        add_exception(entry["url"])
                     elif kind == "network":
                         networks.append(entry)
                     else:
@@ -573,7 +585,8 @@ class ConsoleCounts:
                         raise _Odd
                     add_message(entry["message"])
         except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
-            del pairs[marks[0]:], messages[marks[1]:], networks[marks[2]:]
+            del consoles[marks[0]:], exceptions[marks[1]:], messages[marks[2]:], \
+                networks[marks[3]:]
             self.odd.append(entries)
             return
         self.writes.append(entries)
@@ -591,7 +604,8 @@ class ConsoleCounts:
                 counts.update(fast)
         if self.odd:
             counts.update(console_keys(list(chain.from_iterable(self.odd)), types, excl)[0])
-        for held in (self.pairs, self.messages, self.networks, self.writes, self.odd):
+        for held in (self.consoles, self.exceptions, self.messages, self.networks, self.writes,
+                     self.odd):
             held.clear()
         self.entries = 0
         return counts
@@ -621,11 +635,13 @@ class ConsoleCounts:
                             return None
         keys: dict[tuple, int] = {}
         try:
-            if "error" in wanted and self.pairs:
-                for (kind, url), n in Counter(self.pairs).items():
-                    if not isinstance(url, str) or not url:
-                        return None
-                    keys["error", _HIGH if kind == "exception" else _MEDIUM, url, 0, None] = n
+            if "error" in wanted:
+                for rank, urls in ((_MEDIUM, self.consoles), (_HIGH, self.exceptions)):
+                    if urls:
+                        for url, n in Counter(urls).items():
+                            if not isinstance(url, str) or not url:
+                                return None
+                            keys["error", rank, url, 0, None] = n
             networks = self.networks
             if "network_failure" in wanted and networks:
                 # What a failed request's key reads of it, counted: its URL, status and error.

@@ -14,8 +14,9 @@ Phases, in one run:
     Latency = writer call - arrival of the ingest request that carried the entry (the moment
     twisted.web hands the complete request to the resource), p50/p99 per agent and over all;
  2. throughput: the generator posts as fast as it can, in alternating blocks without any
-    subscription and with the 10 subscriptions (``--blocks`` of each, ``--block-seconds`` each);
-    medians of entries/s, side by side, and their ratio;
+    subscription, with the 10 subscriptions at ``--rate-limit``, and with them at the daemon's
+    default rate limits (no ``rate_limit`` given: what users get) (``--blocks`` of each,
+    ``--block-seconds`` each); medians of entries/s, side by side, and their ratios;
  3. matching cost, in CPU time (so that a busy machine inflates it less): every agent's compiled
     matcher over the same classified events (ns per event per agent), and the whole subscriber
     path (classification + matching + inbox + push) per entry per agent, measured on the reactor
@@ -73,13 +74,30 @@ FILTERS: list[dict[str, Any]] = [
                                                             "url_pattern": "cdn"}},
 ]
 #: Every agent's rate limit (``--rate-limit``): 100/s, the maximum, by default, so that the
-#: subscribers do the most work and many notifications are measured; 5 is what users get.
+#: subscribers do the most work and many notifications are measured. Users get 5/s (10/s for
+#: ``all``) unless they ask for more: the throughput phase also runs with the filters as given
+#: above, no rate limit, that is the daemon's defaults.
 DEFAULT_BENCH_RATE_LIMIT = 100
 
 
-def set_rate_limit(limit: int) -> None:
+def set_rate_limit(limit: int | None) -> None:
+    """Every agent's rate limit: C{limit}, or (None) none given (the daemon's defaults)."""
     for f in FILTERS:
-        f.setdefault("filters", {})["rate_limit"] = limit
+        if limit is None:
+            f.get("filters", {}).pop("rate_limit", None)
+        else:
+            f.setdefault("filters", {})["rate_limit"] = limit
+
+
+def with_rate_limit(limit: int | None) -> list[dict[str, Any]]:
+    """L{FILTERS} with every agent's rate limit set to C{limit} (None: the daemon's default)."""
+    out = []
+    for f in FILTERS:
+        filters = {k: v for k, v in f.get("filters", {}).items() if k != "rate_limit"}
+        if limit is not None:
+            filters["rate_limit"] = limit
+        out.append({**f, "filters": filters})
+    return out
 
 
 set_rate_limit(DEFAULT_BENCH_RATE_LIMIT)
@@ -247,10 +265,13 @@ class Bench:
             session.standalone.attach(writer)
             self.sessions.append(session)
 
-    def subscribe(self, on: bool) -> None:
+    def subscribe(self, on: bool, filters: list[dict[str, Any]] | None = None) -> None:
+        """Subscribe the ten agents (C{filters}, default L{FILTERS}), or unsubscribe them."""
+        filters = FILTERS if filters is None else filters
+
         def do() -> None:
             for i, session in enumerate(self.sessions):
-                args = {"what": "streaming", **FILTERS[i]} if on else {
+                args = {"what": "streaming", **filters[i]} if on else {
                     "what": "streaming", "enabled": False}
                 d = self.app.mcp.handle(session, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                                                   "params": {"name": "configure",
@@ -347,14 +368,16 @@ def main() -> int:
             writes = list(bench.writes)
             arrivals = dict(bench.arrivals)
             in_daemon = {"seconds": bench.on_write_seconds, "entries": bench.on_write_entries}
-            # 2. throughput, alternating blocks without and with subscriptions; with each
+            # 2. throughput, alternating blocks without subscriptions, with them at --rate-limit
+            # and with them at the daemon's default rate limits (what users get); with each
             # block's CPU time of the reactor thread per entry (robust to the machine's load).
-            blocks: dict[str, list[float]] = {"without": [], "with": []}
-            cpu_us: dict[str, list[float]] = {"without": [], "with": []}
+            kinds = {"without": FILTERS, "with": FILTERS, "with_default": with_rate_limit(None)}
+            blocks: dict[str, list[float]] = {kind: [] for kind in kinds}
+            cpu_us: dict[str, list[float]] = {kind: [] for kind in kinds}
             batch0 = 20_000_000
             for i in range(args.blocks):
-                for kind in ("without", "with"):
-                    bench.subscribe(kind == "with")
+                for kind, filters in kinds.items():
+                    bench.subscribe(kind != "without", filters)
                     bench.drain_inboxes()
                     cpu0 = bench.call(time.thread_time)
                     out = run_generator(port, args.block_seconds, None, batch0)
@@ -396,14 +419,17 @@ def main() -> int:
                 f"entries/s for {paced['seconds']:.1f} s; target p99 < 10 ms)",
                 ["agent", "subscribe", "notifications", "p50 ms", "p99 ms"], rows)
     without, with_ = median(blocks["without"]), median(blocks["with"])
+    with_default = median(blocks["with_default"])
     cpu_without, cpu_with = median(cpu_us["without"]), median(cpu_us["with"])
+    cpu_default = median(cpu_us["with_default"])
+    labels = {"without": "none", "with": f"10 agents, rate limit {args.rate_limit}/s",
+              "with_default": "10 agents, default rate limits (5/s; 10/s for all)"}
     print_table("Ingest throughput, as fast as possible, alternating blocks (target: within 10 %)",
                 ["subscriptions", "blocks (entries/s)", "median entries/s", "ratio",
                  "daemon CPU µs/entry (median)", "CPU ratio"],
-                [["none", ", ".join(f"{x:,.0f}" for x in blocks["without"]), without, 1.0,
-                  cpu_without, 1.0],
-                 ["10 agents", ", ".join(f"{x:,.0f}" for x in blocks["with"]), with_,
-                  with_ / without, cpu_with, cpu_without / cpu_with]])
+                [[labels[kind], ", ".join(f"{x:,.0f}" for x in blocks[kind]),
+                  median(blocks[kind]), median(blocks[kind]) / without, median(cpu_us[kind]),
+                  cpu_without / median(cpu_us[kind])] for kind in kinds])
     print_table("Matching cost, CPU time (target < 50 µs per event per agent)",
                 ["measure", "value"],
                 [["classification, ns per console entry", cost["classify_ns_per_entry"]],
@@ -428,8 +454,12 @@ def main() -> int:
                                            "p99": percentile(v, 99)}
                                      for cid, v in sorted(per_agent.items())}},
         "throughput": {"without": blocks["without"], "with": blocks["with"],
+                       "with_default": blocks["with_default"],
                        "median_without": without, "median_with": with_, "ratio": with_ / without,
-                       "cpu_us_per_entry": cpu_us, "cpu_ratio": cpu_without / cpu_with},
+                       "median_with_default": with_default,
+                       "ratio_default": with_default / without,
+                       "cpu_us_per_entry": cpu_us, "cpu_ratio": cpu_without / cpu_with,
+                       "cpu_ratio_default": cpu_without / cpu_default},
         "matching": {**cost, "subscriber_path_us_per_entry_per_agent": subscribers_path_us,
                      "subscriber_share_of_daemon_cpu": streaming_share,
                      "reactor_cpu_seconds_paced": reactor_cpu},

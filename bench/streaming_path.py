@@ -123,8 +123,10 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=2000, help="requests per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", choices=("with", "without"), help="one variant, one round")
-    ap.add_argument("--rate-limit", type=int, default=sb.DEFAULT_BENCH_RATE_LIMIT,
-                    help="every agent's rate limit, events/s (users get 5 by default)")
+    ap.add_argument("--rate-limit", type=lambda v: None if v == "default" else int(v),
+                    default=sb.DEFAULT_BENCH_RATE_LIMIT,
+                    help="every agent's rate limit, events/s, or 'default' (none given: the "
+                         "daemon's defaults, 5/s and 10/s for all)")
     args = ap.parse_args()
     sb.set_rate_limit(args.rate_limit)
     app, clock, proto, transport, now = build(args.rate)

@@ -178,11 +178,12 @@ def test_usual_console_writes_are_counted_without_console_keys(monkeypatch):
                              ("error", 2, "https://a/", 0, None): 2,
                              ("network_failure", 2, "https://a/i", 0, None): 2,
                              ("network_failure", 1, "https://a/i", 0, None): 2}
-    # A message with the exclude pattern's text, or a security wording: entry by entry.
-    for message in ("no favicon", "Refused by Content Security Policy"):
-        counts.add([dict(write[0], message=message)])
+    # A message with the exclude pattern's text, or a security wording, an empty URL: entry by
+    # entry, as the write is added.
+    for odd in ({"message": "no favicon"}, {"message": "Refused by Content Security Policy"},
+                {"url": ""}):
         with pytest.raises(AssertionError, match="console_keys called"):
-            counts.take()
+            counts.add([dict(write[0], **odd)])
 
 
 def test_a_status_of_true_is_not_counted_as_1():
@@ -385,7 +386,7 @@ def test_one_rate_limit_notice_per_window_even_with_a_full_inbox(app, clock):
     assert app.streaming.throttled == 600
 
 
-def test_writes_only_counted_are_classified_at_the_fold(app, clock):
+def test_writes_only_counted_are_counted_at_the_fold(app, clock):
     _agent(app, "A", {"subscribe": ["error"], "filters": {"rate_limit": 1}})
     err = {"level": "error", "type": "console", "url": "https://x/", "message": "m"}
     app.store.add(CONSOLE, [dict(err)] * 2)
@@ -394,7 +395,8 @@ def test_writes_only_counted_are_classified_at_the_fold(app, clock):
     for _ in range(5):
         app.store.add(CONSOLE, [dict(err)] * 3)
         clock.advance(0)
-    assert app.streaming._tally.deferred_entries == 15  # kept raw, not classified yet
+    assert app.streaming._tally.deferred_entries == 15  # their URLs kept, not counted yet
+    assert app.streaming.events_classified == 2
     assert app.streaming.agents["A"].throttled_total == 16  # reading folds: exact
     assert app.streaming._tally.deferred_entries == 0
     clock.advance(1.0)

@@ -519,39 +519,53 @@ class ConsoleCounts:
     over every added entry gives, for the key spec it was made with (C{types}, C{excl} and
     C{needs}, see L{gasoline.streaming.tally.KeySpec}).
 
-    L{add} makes one pass over a write while its entries are still fresh in memory (the write
-    comes from the request the reactor handled just before), and keeps only what the keys of a
-    usual write are made of: the URL of each C{error} entry of type C{console} and of each of
-    type C{exception} (two lists of strings: no tuple to build, hash and compare per entry), each
-    C{network} entry, and the messages the keys depend on (the browser's wording of a security
-    violation, exclude patterns). L{take} then makes the keys of all of them at once: one search
-    of the joined messages, one count of the URLs of each type. A write
-    with anything unusual in it (a missing field, a security C{type}, another type, an entry that
-    is not a dict), and everything added when the joined messages hold anything that could
-    matter (a security wording, an exclude pattern's text, a message that is not a string or is
-    longer than the cap), go to L{console_keys}, entry by entry: the same keys, more slowly.
-    The tests check that L{take} and L{console_keys} agree on arbitrary entries."""
+    L{add} looks at a write once, on the reactor turn right after the request that brought it,
+    while its entries are still in the processor's caches, and keeps nothing of it but strings
+    and numbers: the URL of each C{error} entry of type C{console}, of each of type
+    C{exception}, and the URL, status and error of each C{network} entry. L{take} counts them:
+    one count per list, a few keys per URL. Whether a write is usual is decided in L{add} from
+    its messages joined (one search for the browser's wording of a security violation, one per
+    text an exclude pattern needs): a write with anything unusual in it (a missing field, a
+    security C{type}, another type, an entry that is not a dict, a URL that is not a non-empty
+    string, a message that is not a string or is longer than the cap, a message that could hold
+    a security wording or an exclude pattern's text) has its keys made by L{console_keys},
+    entry by entry, at once. Holding the writes until the fold instead (megabytes of entries
+    that have left the caches) made the subscriber path twice as slow on real processors for
+    the same instruction count. The tests check that L{take} and L{console_keys} agree on
+    arbitrary entries."""
 
-    __slots__ = ("types", "excl", "needs", "security", "consoles", "exceptions", "messages",
-                 "networks", "writes", "odd", "entries")
+    __slots__ = ("types", "excl", "security", "errors", "failures", "capped", "words",
+                 "consoles", "exceptions", "requests", "counted", "entries")
 
     def __init__(self, types: frozenset[str] | None, excl: Exclusions,
                  needs: dict[str, tuple[str, ...] | None]) -> None:
         self.types = types
         self.excl = excl
-        self.needs = needs
-        #: Whether C{warn} entries can be events (a security violation is wanted).
+        #: Whether C{warn} entries can be events (a security violation is wanted), and whether
+        #: C{error} and C{network_failure} events are.
         self.security = types is None or "security_violation" in types
-        #: The URL of each error entry of type C{console}, and of each of type C{exception}.
-        self.consoles: list[Any] = []
-        self.exceptions: list[Any] = []
-        self.messages: list[Any] = []
-        self.networks: list[dict[str, Any]] = []
-        #: The usual writes (kept for L{console_keys} should their messages need it) and the
-        #: unusual ones.
-        self.writes: list[Any] = []
-        self.odd: list[Any] = []
-        #: Entries held.
+        self.errors = types is None or "error" in types
+        self.failures = types is None or "network_failure" in types
+        tested = [kind for kind, wanted in (("error", self.errors),
+                                            ("network_failure", self.failures))
+                  if wanted and kind in excl]
+        #: Whether exclude patterns read the messages of usual writes (a message over the cap
+        #: is then unusual: the searched text gets "…"), and the texts one of which a message
+        #: must hold for any of them to match (None: some pattern is not literal).
+        self.capped = bool(tested)
+        words: tuple[str, ...] | None = ()
+        for kind in tested:
+            more = needs.get(kind)
+            words = None if words is None or more is None else words + more
+        self.words = words
+        #: The URL of each usual error entry of type C{console}, and of each of type
+        #: C{exception}; (URL, status, error) of each usual C{network} error entry.
+        self.consoles: list[str] = []
+        self.exceptions: list[str] = []
+        self.requests: list[tuple[Any, Any, Any]] = []
+        #: The keys of the unusual writes (made at once by L{console_keys}).
+        self.counted: Counter = Counter()
+        #: Entries added since the last L{take}.
         self.entries = 0
 
     def __len__(self) -> int:
@@ -559,13 +573,14 @@ class ConsoleCounts:
 
     def add(self, entries: Any) -> None:
         """One console write's entries (a list or tuple)."""
-        consoles, exceptions = self.consoles, self.exceptions
-        messages, networks = self.messages, self.networks
-        marks = len(consoles), len(exceptions), len(messages), len(networks)
-        add_console, add_exception = consoles.append, exceptions.append
-        add_message = messages.append
-        security = self.security
         self.entries += len(entries)
+        consoles: list[Any] = []
+        exceptions: list[Any] = []
+        messages: list[Any] = []
+        networks: list[Any] = []
+        add_console, add_exception, add_message = consoles.append, exceptions.append, \
+            messages.append
+        security = self.security
         try:
             for entry in entries:
                 level = entry["level"]
@@ -584,81 +599,64 @@ class ConsoleCounts:
                     if entry["type"] in _SECURITY_KINDS:
                         raise _Odd
                     add_message(entry["message"])
+            if messages and self._may_matter(messages):
+                raise _Odd
+            requests = None
+            if networks:
+                urls = list(map(_get, networks, repeat("url")))
+                statuses = list(map(_get, networks, repeat("status")))
+                # True would count with 1 (equal keys) but ranks otherwise
+                if bool in set(map(type, statuses)) or not _urls(urls):
+                    raise _Odd
+                requests = list(zip(urls, statuses, map(_get, networks, repeat("error"))))
+                hash(tuple(requests))  # an unhashable status or error: TypeError, unusual
+            if not _urls(consoles) or not _urls(exceptions):
+                raise _Odd
         except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
-            del consoles[marks[0]:], exceptions[marks[1]:], messages[marks[2]:], \
-                networks[marks[3]:]
-            self.odd.append(entries)
+            self.counted.update(console_keys(entries, self.types, self.excl)[0])
             return
-        self.writes.append(entries)
+        self.consoles += consoles
+        self.exceptions += exceptions
+        if requests:
+            self.requests += requests
+
+    def _may_matter(self, messages: list[Any]) -> bool:
+        """Whether a usual write's C{messages} could change its keys: a security wording, a
+        message an exclude pattern could match, a message that is not a string."""
+        try:
+            text = "\n".join(messages)
+        except TypeError:  # a message that is not a string
+            return True
+        if _may_hold_security_words(text):
+            return True
+        if self.capped:
+            words = self.words
+            if words is None or max(map(len, messages)) > MAX_MESSAGE:  # capped: "…" appended
+                return True
+            for word in words:
+                if word in text:
+                    return True
+        return False
 
     def take(self) -> Counter:
         """The keys of every event added (counted), and empty."""
-        types, excl = self.types, self.excl
-        counts: Counter = Counter()
-        if self.writes:
-            fast = self._keys()
-            if fast is None:
-                counts.update(console_keys(list(chain.from_iterable(self.writes)), types,
-                                           excl)[0])
-            else:
-                counts.update(fast)
-        if self.odd:
-            counts.update(console_keys(list(chain.from_iterable(self.odd)), types, excl)[0])
-        for held in (self.consoles, self.exceptions, self.messages, self.networks, self.writes,
-                     self.odd):
-            held.clear()
+        counts, self.counted = self.counted, Counter()
+        if self.errors:
+            for rank, urls in ((_MEDIUM, self.consoles), (_HIGH, self.exceptions)):
+                for url, n in Counter(urls).items():
+                    counts["error", rank, url, 0, None] += n
+        if self.failures and self.requests:
+            for (url, status, error), n in Counter(self.requests).items():
+                failed = _failed({"status": status, "error": error})
+                counts["network_failure", _HIGH if failed else _MEDIUM, url, 0, None] += n
+        self.consoles, self.exceptions, self.requests = [], [], []
         self.entries = 0
         return counts
 
-    def _keys(self) -> dict[tuple, int] | None:
-        """The keys of the usual writes, or None when L{console_keys} must make them."""
-        types = self.types
-        wanted = [kind for kind in ("error", "network_failure") if types is None or kind in types]
-        messages = self.messages
-        if messages:
-            try:
-                text = "\n".join(messages)
-            except TypeError:  # a message that is not a string
-                return None
-            if _may_hold_security_words(text):
-                return None
-            tested = [kind for kind in wanted if kind in self.excl]
-            if tested:
-                if max(map(len, messages)) > MAX_MESSAGE:  # capped: "…" appended
-                    return None
-                for kind in tested:
-                    words = self.needs.get(kind)
-                    if words is None:  # a pattern that is not literal: message by message
-                        return None
-                    for word in words:
-                        if word in text:
-                            return None
-        keys: dict[tuple, int] = {}
-        try:
-            if "error" in wanted:
-                for rank, urls in ((_MEDIUM, self.consoles), (_HIGH, self.exceptions)):
-                    if urls:
-                        for url, n in Counter(urls).items():
-                            if not isinstance(url, str) or not url:
-                                return None
-                            keys["error", rank, url, 0, None] = n
-            networks = self.networks
-            if "network_failure" in wanted and networks:
-                # What a failed request's key reads of it, counted: its URL, status and error.
-                statuses = list(map(_get, networks, repeat("status")))
-                if bool in set(map(type, statuses)):
-                    return None  # True would count with 1 (equal keys), but ranks otherwise
-                seen = Counter(zip(map(_get, networks, repeat("url")), statuses,
-                                   map(_get, networks, repeat("error"))))
-                for (url, status, error), n in seen.items():
-                    if not isinstance(url, str) or not url:
-                        return None
-                    failed = _failed({"status": status, "error": error})
-                    key = ("network_failure", _HIGH if failed else _MEDIUM, url, 0, None)
-                    keys[key] = keys.get(key, 0) + n
-        except Exception:  # noqa: BLE001 - an unhashable URL, an odd status: entry by entry
-            return None
-        return keys
+
+def _urls(urls: list[Any]) -> bool:
+    """Whether every one of C{urls} is a non-empty string (what a usual entry's key reads)."""
+    return "" not in urls and all(map(isinstance, urls, repeat(str)))
 
 
 def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) -> list[StreamEvent]:

@@ -152,7 +152,7 @@ class Tally:
 
     #: Buckets kept before a fold (a page with ever-new URLs cannot grow the tally).
     MAX_BUCKETS = 4096
-    #: Console entries held uncounted before a fold (they hold their writes' memory).
+    #: Console entries deferred before a fold (their URLs are kept until it).
     MAX_DEFERRED = 5000
 
     __slots__ = ("pending", "members", "on_count", "deferred", "classified")
@@ -164,7 +164,7 @@ class Tally:
         #: Called with (member, n) for every member whose fold counted n > 0 events.
         self.on_count = on_count
         #: Where L{defer}red console writes go until the fold: C{add(entries)}, C{take()} (their
-        #: keys, counted) and C{entries} (how many are held); a
+        #: keys, counted) and C{entries} (how many were added since the last C{take}); a
         #: L{gasoline.streaming.events.ConsoleCounts} for the current key spec (replaced,
         #: after a fold, when the spec changes).
         self.deferred = deferred
@@ -181,8 +181,8 @@ class Tally:
 
     def defer(self, entries: Any) -> None:
         """One console write seen by every member and by no other agent: nobody needs its
-        events one by one, so only their keys are counted, at the fold, with the other deferred
-        writes (none: nothing is kept)."""
+        events one by one, so only what their keys are made of is kept (not the write), and
+        counted at the fold with the other deferred writes (none: nothing is kept)."""
         if self.members:
             deferred = self.deferred
             deferred.add(entries)
@@ -191,7 +191,7 @@ class Tally:
 
     @property
     def deferred_entries(self) -> int:
-        """Console entries deferred and not yet counted."""
+        """Console entries deferred since the last fold."""
         return self.deferred.entries
 
     def fold(self) -> None:

@@ -74,15 +74,11 @@ def _may_hold_security_words(text: str) -> bool:
     """Whether some message in C{text} (messages joined) could be one L{_security_words}
     recognises: True for every such message, and perhaps for others (then look at each).
 
-    The text's ASCII characters, lowered (ASCII-only), are searched: every phrase
-    L{_security_words} finds in a lowered message is found here too. The phrases are ASCII, no
-    other character lowers to their letters next to each other (U+0130 lowers to "i" and a
-    combining dot, and every "i" of the phrases is followed by a letter), and leaving the other
-    characters out can join what they separated (a phrase found that is not there: the messages
-    are then looked at one by one) but never separate a phrase. It stays fast when a message has
-    a non-ASCII character (str.lower would not), and every phrase holds "content", searched
-    first."""
-    lowered = text.encode("ascii", "ignore").lower()
+    ASCII-only lowering of the UTF-8 bytes: every phrase L{_security_words} finds in a lowered
+    message is found here too (no other character lowers to ASCII letters of the phrases), and
+    it stays fast when a message has a non-ASCII character (str.lower would not). Every phrase
+    holds "content", searched first."""
+    lowered = text.encode("utf-8", "surrogatepass").lower()
     return b"content" in lowered and (
         b"content security policy" in lowered or b"content-security-policy" in lowered
         or b"mixed content" in lowered)
@@ -631,7 +627,10 @@ class ConsoleCounts:
             return True
         if self.capped:
             words = self.words
-            if words is None or max(map(len, messages)) > MAX_MESSAGE:  # capped: "…" appended
+            if words is None:
+                return True
+            # A message over the cap is searched with "…" appended (not a text of this write).
+            if len(text) > MAX_MESSAGE and max(map(len, messages)) > MAX_MESSAGE:
                 return True
             for word in words:
                 if word in text:

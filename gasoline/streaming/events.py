@@ -27,7 +27,7 @@ C{high} -> C{error}, C{medium} -> C{warning}, C{low} -> C{notice}).
 from __future__ import annotations
 
 from collections import Counter
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any, Callable, Iterable
 
 from gasoline.analysis.perf import vital

@@ -424,12 +424,19 @@ def main() -> int:
     cpu_default = median(cpu_us["with_default"])
     labels = {"without": "none", "with": f"10 agents, rate limit {args.rate_limit}/s",
               "with_default": "10 agents, default rate limits (5/s; 10/s for all)"}
+    # Each block's CPU per entry against that of the block without subscriptions of the same
+    # round (moments before): the machine's load moves slowly, so these paired ratios spread
+    # less than the blocks do.
+    paired = {kind: [base / cpu for cpu, base in zip(cpu_us[kind], cpu_us["without"])]
+              for kind in kinds}
     print_table("Ingest throughput, as fast as possible, alternating blocks (target: within 10 %)",
                 ["subscriptions", "blocks (entries/s)", "median entries/s", "ratio",
-                 "daemon CPU µs/entry (median)", "CPU ratio"],
+                 "daemon CPU µs/entry (median)", "CPU ratio", "paired CPU ratios p25/p50/p75"],
                 [[labels[kind], ", ".join(f"{x:,.0f}" for x in blocks[kind]),
                   median(blocks[kind]), median(blocks[kind]) / without, median(cpu_us[kind]),
-                  cpu_without / median(cpu_us[kind])] for kind in kinds])
+                  cpu_without / median(cpu_us[kind]),
+                  "/".join(f"{percentile(paired[kind], q):.2f}" for q in (25, 50, 75))]
+                 for kind in kinds])
     print_table("Matching cost, CPU time (target < 50 µs per event per agent)",
                 ["measure", "value"],
                 [["classification, ns per console entry", cost["classify_ns_per_entry"]],
@@ -459,7 +466,8 @@ def main() -> int:
                        "median_with_default": with_default,
                        "ratio_default": with_default / without,
                        "cpu_us_per_entry": cpu_us, "cpu_ratio": cpu_without / cpu_with,
-                       "cpu_ratio_default": cpu_without / cpu_default},
+                       "cpu_ratio_default": cpu_without / cpu_default,
+                       "paired_cpu_ratios": paired},
         "matching": {**cost, "subscriber_path_us_per_entry_per_agent": subscribers_path_us,
                      "subscriber_share_of_daemon_cpu": streaming_share,
                      "reactor_cpu_seconds_paced": reactor_cpu},

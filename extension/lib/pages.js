@@ -109,6 +109,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
   };
   const docKey = (tabId, documentId) => documentId || `tab:${tabId}`;
   const injections = new Map(); // document key -> the injection of the capture module under way
+  const injecting = new Map(); // tabId -> the injections under way in that tab (any document)
   const bind = async (key) => {
     const set = await boundDocs();
     set.add(key);
@@ -158,6 +159,14 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
     schedule(tabId, page, page.wait);
   };
 
+  // Whether an injection under way in the tab, aimed at whichever document, turns out to have
+  // attached our module to the document of `key` (the worker learns where it ran only when it
+  // returns, and the page's verdict can come in between).
+  const injectedHere = async (tabId, key) => {
+    await Promise.all(Array.from(injecting.get(tabId) || []));
+    return bound.has(key);
+  };
+
   const startCapture = async (tabId, documentId, settings) => {
     documentId = documentId || await topDocument(tabId);
     const flags = captureFlags(settings);
@@ -178,13 +187,26 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       // the other waits for that injection's result instead of seeing an unknown module.
       let injection = injections.get(key);
       if (!injection) {
+        // The module is bound to the document the injection ran in, as its result names it: when
+        // the tab is crossing to its next document, a script aimed at the one that is leaving can
+        // run in the one that arrives (seen in Chromium, not rare in the tests), and binding the
+        // aimed-at key would leave our own module in the new page looking like the page's.
         injection = chrome.scripting.executeScript({ target: targetOf(tabId, documentId), world: 'MAIN', injectImmediately: true, files: missing })
-          .then((r) => (r && r[0] ? r[0].result : null), () => null)
-          .then(async (result) => { if (result === ATTACHED) await bind(key); return result; });
+          .then((r) => (r && r[0] ? { result: r[0].result, documentId: r[0].documentId || documentId } : null), () => null)
+          .then(async (ran) => { if (ran && ran.result === ATTACHED) await bind(docKey(tabId, ran.documentId)); return ran; });
         injections.set(key, injection);
-        injection.finally(() => { if (injections.get(key) === injection) injections.delete(key); });
+        const underway = injecting.get(tabId) || new Set();
+        injecting.set(tabId, underway.add(injection));
+        injection.finally(() => {
+          if (injections.get(key) === injection) injections.delete(key);
+          underway.delete(injection);
+          if (!underway.size && injecting.get(tabId) === underway) injecting.delete(tabId);
+        });
       }
-      const result = await injection;
+      const ran = await injection;
+      const result = ran && ran.result;
+      // It ran in the tab's next document: capture that one (its own verdict will find it bound).
+      if (ran && ran.documentId) documentId = ran.documentId;
       if (result === ATTACHED) {
         starts.injected += 1;
         out = await inPage(tabId, documentId, pageTrack, [true, flags]);
@@ -195,7 +217,7 @@ export function installPageCapture({ loadSettings, onItems, onWarning = () => {}
       }
     } else if (out && injections.has(key) && !(await injections.get(key).then(() => bound.has(key)))) {
       out = null;
-    } else if (out && !bound.has(key)) {
+    } else if (out && !bound.has(key) && !(await injectedHere(tabId, key))) {
       // A module is attached that the worker never saw attach: the page's own.
       onWarning(tabId, 'a capture module the extension did not inject is attached to this page; nothing is captured from it until it reloads');
       out = null;

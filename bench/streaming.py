@@ -104,23 +104,34 @@ set_rate_limit(DEFAULT_BENCH_RATE_LIMIT)
 
 
 def entry(batch: int, k: int) -> dict[str, Any]:
+    """Entry C{k} of batch C{batch}, with the fields the extension sends for each type
+    (extension/content/capture.js; extension-protocol.md §4): about 270 bytes of JSON on
+    average, like the ingest benchmark's workload (bench/_workload.py)."""
     host = HOSTS[(batch + k) % len(HOSTS)]
     r = (batch * 7 + k) % 20
     tag = f"b{batch}-{k}"
+    ts = f"2026-11-26T10:{(batch // 60) % 60:02d}:{batch % 60:02d}.{k * 7 % 1000:03d}Z"
+    script = f"{host}/static/js/main.chunk.js"
     if r < 3:
-        return {"level": "error", "type": "console", "message": f"{tag} failed to render widget",
-                "url": f"{host}/app", "tabId": 11, "ts": "2026-11-26T10:00:00.000Z"}
+        return {"ts": ts, "url": f"{host}/app", "type": "console", "level": "error",
+                "message": f"{tag} failed to render widget", "source": f"{script}:812:9",
+                "args": [f"{tag} failed to render widget", {"widget": k, "retry": r}],
+                "tabId": 11}
     if r < 5:
-        return {"level": "error", "type": "exception", "message": f"{tag} TypeError: x is null",
-                "url": f"{host}/app", "tabId": 11, "stack": "at f (main.js:1:2)",
-                "ts": "2026-11-26T10:00:00.000Z"}
+        return {"ts": ts, "url": f"{host}/app", "level": "error", "type": "exception",
+                "message": f"{tag} TypeError: x is null", "source": f"{script}:1:2",
+                "filename": script, "lineno": 1, "colno": 2,
+                "stack": f"TypeError: x is null\n    at f ({script}:1:2)", "tabId": 11}
     if r == 5:
-        return {"level": "error", "type": "network", "status": 500 if k % 2 else 404,
-                "method": "GET", "url": f"{host}/api/items", "message": f"{tag} GET → 500",
-                "tabId": 11, "ts": "2026-11-26T10:00:00.000Z"}
-    return {"level": ("log", "info", "warn", "debug")[r % 4], "type": "console",
-            "message": f"{tag} widget refreshed in {r} ms", "url": f"{host}/app",
-            "source": "main.js:10:3", "tabId": 11, "ts": "2026-11-26T10:00:00.000Z"}
+        status, text = (500, "Internal Server Error") if k % 2 else (404, "Not Found")
+        return {"ts": ts, "url": f"{host}/api/items", "level": "error", "type": "network",
+                "method": "GET", "status": status, "statusText": text, "duration": 40 + k,
+                "response": '{"error":"unavailable"}', "page_url": f"{host}/app",
+                "message": f"{tag} GET {host}/api/items → {status} {text}", "tabId": 11}
+    return {"ts": ts, "url": f"{host}/app", "type": "console",
+            "level": ("log", "info", "warn", "debug")[r % 4],
+            "message": f"{tag} widget refreshed in {r} ms", "source": f"{script}:10:3",
+            "args": [f"{tag} widget refreshed in", r, "ms"], "tabId": 11}
 
 
 # -- the extension side (a separate process) ----------------------------------------------------

@@ -502,9 +502,6 @@ def _console_keys_loop(entries: Iterable[Any], types: frozenset[str] | None, exc
     return keys, where
 
 
-_get = dict.get
-
-
 class _Odd(Exception):
     """A write L{ConsoleCounts.add} leaves to L{console_keys}."""
 
@@ -573,7 +570,7 @@ class ConsoleCounts:
         consoles: list[Any] = []
         exceptions: list[Any] = []
         messages: list[Any] = []
-        networks: list[Any] = []
+        networks: list[Any] | None = None
         add_console, add_exception, add_message = consoles.append, exceptions.append, \
             messages.append
         security = self.security
@@ -588,7 +585,10 @@ class ConsoleCounts:
                     elif kind == "exception":
                         add_exception(entry["url"])
                     elif kind == "network":
-                        networks.append(entry)
+                        if networks is None:
+                            networks = [entry]
+                        else:
+                            networks.append(entry)
                     else:
                         raise _Odd
                 elif level == "warn" and security:
@@ -599,14 +599,18 @@ class ConsoleCounts:
                 raise _Odd
             requests = None
             if networks:
-                urls = list(map(_get, networks, repeat("url")))
-                statuses = list(map(_get, networks, repeat("status")))
-                # True would count with 1 (equal keys) but ranks otherwise
-                if bool in set(map(type, statuses)) or not _urls(urls):
-                    raise _Odd
-                requests = list(zip(urls, statuses, map(_get, networks, repeat("error"))))
+                # A few per write: a plain loop costs less than C-level passes set up for them.
+                requests = []
+                for entry in networks:
+                    url = entry["url"]
+                    status = entry.get("status")
+                    # True would count with 1 (equal keys) but ranks otherwise
+                    if status.__class__ is bool or not isinstance(url, str) or not url:
+                        raise _Odd
+                    requests.append((url, status, entry.get("error")))
                 hash(tuple(requests))  # an unhashable status or error: TypeError, unusual
-            if not _urls(consoles) or not _urls(exceptions):
+            urls = consoles + exceptions
+            if "" in urls or not all(map(isinstance, urls, repeat(str))):
                 raise _Odd
         except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
             self.counted.update(console_keys(entries, self.types, self.excl)[0])
@@ -651,11 +655,6 @@ class ConsoleCounts:
         self.consoles, self.exceptions, self.requests = [], [], []
         self.entries = 0
         return counts
-
-
-def _urls(urls: list[Any]) -> bool:
-    """Whether every one of C{urls} is a non-empty string (what a usual entry's key reads)."""
-    return "" not in urls and all(map(isinstance, urls, repeat(str)))
 
 
 def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) -> list[StreamEvent]:

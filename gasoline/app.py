@@ -62,8 +62,11 @@ from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
 #: Minimum spacing of the store notifier's flushes under a burst (seconds; see
-#: L{gasoline.core.notify}).
-NOTIFY_INTERVAL = 0.002
+#: L{gasoline.core.notify}). 0: each write goes to the subscribers on the next reactor turn,
+#: while its entries are still in the processor's caches. Spacing flushes 2 ms apart handed the
+#: streaming hub a few writes per turn and saved instructions, but cost more CPU time than it
+#: saved (bench/streaming.py, docs/streaming.md): the held entries left the caches.
+NOTIFY_INTERVAL = 0.0
 
 if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)
     from gasoline.proxy.session import ProxyManager
@@ -129,8 +132,8 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     @param stop: stops the whole daemon (C{POST /shutdown}, C{configure restart}); C{None}
         when the daemon cannot stop itself (unit tests, embedding).
     """
-    # Flushes at least 2 ms apart under a burst: a busy page's writes reach the subscribers
-    # (streaming hub, shared logs) a few at a time, not one reactor turn each (docs/streaming.md).
+    # Each write reaches the subscribers (streaming hub, shared logs) on the next reactor turn
+    # (NOTIFY_INTERVAL, above).
     notifier = Notifier(clock, interval=NOTIFY_INTERVAL)
     store = TelemetryStore(clock, config.buffer_specs(), notifier)
 

@@ -7,8 +7,9 @@ where the store's notifier delivers to the streaming hub) after each request. Th
 sessions with an attached stream writer and bench/streaming.py's ten filters (rate limit 100/s).
 
 The reactor's clock is virtual and moves C{50 / --rate} seconds per request, so the rate windows
-see the ingest rate of the throughput blocks of bench/streaming.py (75,000 entries/s by default:
-after its first hundred events each agent's window is full and its events are only counted).
+see an ingest rate like that of the throughput blocks of bench/streaming.py (75,000 entries/s by
+default, 45,000-60,000 there: after its first hundred events each agent's window is full and its
+events are only counted).
 
 Default: C{--rounds} short rounds of C{--requests} requests, alternately without and with the
 subscriptions, in one process; prints the reactor thread's CPU microseconds per entry (10th

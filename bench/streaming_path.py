@@ -47,6 +47,7 @@ from twisted.internet.address import IPv4Address  # noqa: E402
 from twisted.internet.testing import StringTransport  # noqa: E402
 
 import streaming as sb  # noqa: E402
+from _common import write_json  # noqa: E402
 
 from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
 
@@ -176,17 +177,23 @@ def main() -> int:
             run(50)
             cpu[variant].append(measure(args.requests))
     paired = sorted(w / x for w, x in zip(cpu["without"], cpu["with"]))
+    p10 = {v: sorted(cpu[v])[len(cpu[v]) // 10] for v in cpu}
+    quartiles = [paired[len(paired) // 4], statistics.median(paired),
+                 paired[3 * len(paired) // 4]]
     print(f"CPU µs per entry, {args.rounds} alternating rounds of {args.requests} requests "
           f"(virtual {args.rate:,.0f} entries/s):")
     for variant in ("without", "with"):
-        values = sorted(cpu[variant])
-        print(f"  {variant:8s} p10 {values[len(values) // 10]:.2f}  "
-              f"median {statistics.median(values):.2f}")
-    p10 = {v: sorted(cpu[v])[len(cpu[v]) // 10] for v in cpu}
+        print(f"  {variant:8s} p10 {p10[variant]:.2f}  median {statistics.median(cpu[variant]):.2f}")
     print(f"  ratio (without / with): p10s {p10['without'] / p10['with']:.3f}; paired rounds "
-          f"p25/p50/p75 {paired[len(paired) // 4]:.3f}/{statistics.median(paired):.3f}/"
-          f"{paired[3 * len(paired) // 4]:.3f}; notifications {app.streaming.notifications}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"p25/p50/p75 {'/'.join(f'{q:.3f}' for q in quartiles)}; notifications "
+          f"{app.streaming.notifications}; load average {os.getloadavg()[0]:.2f}")
+    path = write_json("streaming-path", {
+        "config": {"rate": args.rate, "requests": args.requests, "rounds": args.rounds,
+                   "rate_limit": args.rate_limit if args.rate_limit is not None else "default"},
+        "cpu_us_per_entry": cpu, "p10": p10, "ratio_p10": p10["without"] / p10["with"],
+        "paired_ratio_quartiles": quartiles, "notifications": app.streaming.notifications,
+        "load_average": os.getloadavg()})
+    print(f"wrote {path}")
     return 0
 
 

@@ -62,10 +62,9 @@ from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
 #: Minimum spacing of the store notifier's flushes under a burst (seconds; see
-#: L{gasoline.core.notify}). 0: each write goes to the subscribers on the next reactor turn,
-#: while its entries are still in the processor's caches. Spacing flushes 2 ms apart handed the
-#: streaming hub a few writes per turn and saved instructions, but cost more CPU time than it
-#: saved (bench/streaming.py, docs/streaming.md): the held entries left the caches.
+#: L{gasoline.core.notify}). 0: each write goes to the subscribers on the next reactor turn.
+#: Spacing flushes 2 ms apart handed the streaming hub a few writes per turn and saved
+#: instructions, but cost more CPU time than it saved (bench/streaming.py, docs/streaming.md).
 NOTIFY_INTERVAL = 0.0
 
 if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)

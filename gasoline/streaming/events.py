@@ -513,8 +513,7 @@ class ConsoleCounts:
     C{needs}, see L{gasoline.streaming.tally.KeySpec}).
 
     L{add} looks at a write once, on the reactor turn right after the request that brought it,
-    while its entries are still in the processor's caches, and keeps nothing of it but strings
-    and numbers: the URL of each C{error} entry of type C{console}, of each of type
+    and keeps nothing of it but strings and numbers: the URL of each C{error} entry of type C{console}, of each of type
     C{exception}, and the URL, status and error of each C{network} entry. L{take} counts them:
     one count per list, a few keys per URL. Whether a write is usual is decided in L{add} from
     its messages joined (one search for the browser's wording of a security violation, one per

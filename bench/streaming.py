@@ -109,7 +109,7 @@ set_rate_limit(DEFAULT_BENCH_RATE_LIMIT)
 
 def entry(batch: int, k: int) -> dict[str, Any]:
     """Entry C{k} of batch C{batch}, with the fields the extension sends for each type
-    (extension/content/capture.js; extension-protocol.md §4): about 270 bytes of JSON on
+    (extension/content/capture.js; extension-protocol.md §4): about 285 bytes of JSON on
     average, like the ingest benchmark's workload (bench/_workload.py)."""
     host = HOSTS[(batch + k) % len(HOSTS)]
     r = (batch * 7 + k) % 20

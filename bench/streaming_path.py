@@ -183,7 +183,8 @@ def main() -> int:
     print(f"CPU µs per entry, {args.rounds} alternating rounds of {args.requests} requests "
           f"(virtual {args.rate:,.0f} entries/s):")
     for variant in ("without", "with"):
-        print(f"  {variant:8s} p10 {p10[variant]:.2f}  median {statistics.median(cpu[variant]):.2f}")
+        print(f"  {variant:8s} p10 {p10[variant]:.2f}  "
+              f"median {statistics.median(cpu[variant]):.2f}")
     print(f"  ratio (without / with): p10s {p10['without'] / p10['with']:.3f}; paired rounds "
           f"p25/p50/p75 {'/'.join(f'{q:.3f}' for q in quartiles)}; notifications "
           f"{app.streaming.notifications}; load average {os.getloadavg()[0]:.2f}")

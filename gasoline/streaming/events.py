@@ -513,18 +513,18 @@ class ConsoleCounts:
     C{needs}, see L{gasoline.streaming.tally.KeySpec}).
 
     L{add} looks at a write once, on the reactor turn right after the request that brought it,
-    and keeps nothing of it but strings and numbers: the URL of each C{error} entry of type C{console}, of each of type
-    C{exception}, and the URL, status and error of each C{network} entry. L{take} counts them:
-    one count per list, a few keys per URL. Whether a write is usual is decided in L{add} from
-    its messages joined (one search for the browser's wording of a security violation, one per
-    text an exclude pattern needs): a write with anything unusual in it (a missing field, a
-    security C{type}, another type, an entry that is not a dict, a URL that is not a non-empty
-    string, a message that is not a string or is longer than the cap, a message that could hold
-    a security wording or an exclude pattern's text) has its keys made by L{console_keys},
-    entry by entry, at once. Holding the writes until the fold instead (megabytes of entries
-    that have left the caches) made the subscriber path twice as slow on real processors for
-    the same instruction count. The tests check that L{take} and L{console_keys} agree on
-    arbitrary entries."""
+    and keeps nothing of it but strings and numbers: the URL of each C{error} entry of type
+    C{console}, of each of type C{exception}, and the URL, status and error of each C{network}
+    entry. L{take} counts them: one count per list, a few keys per URL. Whether a write is usual
+    is decided in L{add} from its messages joined (one search for the browser's wording of a
+    security violation, one per text an exclude pattern needs): a write with anything unusual in
+    it (a missing field, a security C{type}, another type, an entry that is not a dict, a URL
+    that is not a non-empty string, a message that is not a string or is longer than the cap, a
+    message that could hold a security wording or an exclude pattern's text) has its keys made
+    by L{console_keys}, entry by entry, at once. Holding the writes until the fold instead
+    (megabytes of entries that have left the caches) made the subscriber path twice as slow on
+    real processors for the same instruction count. The tests check that L{take} and
+    L{console_keys} agree on arbitrary entries."""
 
     __slots__ = ("types", "excl", "security", "errors", "failures", "capped", "words",
                  "consoles", "exceptions", "requests", "counted", "entries")

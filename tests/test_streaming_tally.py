@@ -3,6 +3,7 @@ patterns, the shared tally and exact throttled counts (the reference is per-even
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import Counter
@@ -17,10 +18,14 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE, WATERFALL
+from gasoline.streaming import events
 from gasoline.streaming.events import (
+    MAX_MESSAGE,
+    ConsoleCounts,
     _console_keys_loop,
     classify,
     console_keys,
+    count_usual_py,
 )
 from gasoline.streaming.subscription import (
     MAX_MATCH_URL,
@@ -81,6 +86,37 @@ def _spec(subs: list[Any]) -> tuple[KeySpec, list[Matcher]]:
     return KeySpec(matchers), matchers
 
 
+try:
+    from gasoline.streaming._counting import count_usual as count_usual_c
+except ImportError:
+    count_usual_c = None
+
+#: Both implementations of the usual-write count: the C extension and its Python reference.
+COUNTERS = [pytest.param(count_usual_py, id="python"),
+            pytest.param(count_usual_c, id="c", marks=pytest.mark.skipif(
+                count_usual_c is None, reason="gasoline.streaming._counting is not built"))]
+
+
+#: The implementations built here (the test below fails in CI when the C one is not).
+BUILT_COUNTERS = [c for c in (count_usual_py, count_usual_c) if c is not None]
+
+
+def _counts(spec: KeySpec, count: Any) -> ConsoleCounts:
+    return ConsoleCounts(spec.types, spec.excl, spec.needs, count=count)
+
+
+def test_the_c_counter_is_built_in_ci_and_used():
+    """The C count is optional for an install (no compiler: the Python reference), but CI must
+    test it, and a daemon where it is built must use it."""
+    if count_usual_c is None:
+        if os.environ.get("CI"):
+            pytest.fail("gasoline.streaming._counting was not built (setup.py): CI must test it")
+        pytest.skip("gasoline.streaming._counting is not built: ONLY the Python reference is "
+                    "tested (install a C compiler and the Python headers, then reinstall)")
+    assert events.count_usual is count_usual_c and events.COUNTING == "c"
+    assert KeySpec([]).counts().count is count_usual_c
+
+
 # -- classification to keys --------------------------------------------------------------------------
 
 
@@ -117,15 +153,16 @@ usual_batches = st.lists(usual_entries, max_size=30)
        subs=st.lists(subscriptions, min_size=1, max_size=4))
 def test_deferred_console_counts_are_the_counted_keys(writes, subs):
     """ConsoleCounts (the tally's deferred writes) counts what console_keys makes of every
-    entry added, whichever path each write takes."""
+    entry added, whichever path each write takes, with either implementation of the count."""
     spec, _ = _spec(subs)
-    counts = spec.counts()
-    for write in writes:
-        counts.add(write)
-    assert len(counts) == sum(map(len, writes))
     expected = Counter(console_keys([e for w in writes for e in w], spec.types, spec.excl)[0])
-    assert counts.take() == expected
-    assert len(counts) == 0 and counts.take() == Counter()
+    for count in BUILT_COUNTERS:
+        counts = _counts(spec, count)
+        for write in writes:
+            counts.add(write)
+        assert len(counts) == sum(map(len, writes))
+        assert counts.take() == expected
+        assert len(counts) == 0 and counts.take() == Counter()
 
 
 _PHRASE_PARTS = ["content", "Content", "CONTENT", "security", "Security", "policy", "POLICY",
@@ -152,15 +189,14 @@ def test_the_joined_messages_check_never_misses_a_security_wording(texts):
     assert not _may_hold_security_words("\n".join(plain))
 
 
-def test_usual_console_writes_are_counted_without_console_keys(monkeypatch):
-    import gasoline.streaming.events as events
-
+@pytest.mark.parametrize("count", COUNTERS)
+def test_usual_console_writes_are_counted_without_console_keys(monkeypatch, count):
     def refused(*args: Any) -> Any:
         raise AssertionError("console_keys called")
 
     spec, _ = _spec([parse({"subscribe": ["all"], "filters": {"url_pattern": "api",
                                                               "exclude_pattern": "favicon$"}})])
-    counts = spec.counts()
+    counts = _counts(spec, count)
     write = [
         {"level": "error", "type": "console", "message": "boom", "url": "https://a/"},
         {"level": "error", "type": "exception", "message": "TypeError: x", "url": "https://a/"},
@@ -186,10 +222,11 @@ def test_usual_console_writes_are_counted_without_console_keys(monkeypatch):
             counts.add([dict(write[0], **odd)])
 
 
-def test_a_status_of_true_is_not_counted_as_1():
+@pytest.mark.parametrize("count", COUNTERS)
+def test_a_status_of_true_is_not_counted_as_1(count):
     """True == 1 in Python, but a status of True is no status (high) and 1 a status (medium)."""
     spec, _ = _spec([parse({"subscribe": ["network_failure"]})])
-    counts = spec.counts()
+    counts = _counts(spec, count)
     write = [{"level": "error", "type": "network", "message": "m", "url": "https://a/",
               "status": status} for status in (1, True, 1.0, 0, False, 500)]
     counts.add(write)
@@ -419,3 +456,118 @@ def test_a_notice_timer_of_an_earlier_window_leaves_the_new_window_its_notice(ap
     data = [m["params"]["data"] for m in pushed if m.get("method") == "notifications/message"]
     assert [d["event_type"] for d in data] == ["error"] * 4 + ["rate_limit_exceeded"]
     assert data[-1]["throttled"] == 1 == app.streaming.agents["A"].throttled_total
+
+
+# -- the C count against its Python reference ----------------------------------------------------
+
+needs_c = pytest.mark.skipif(count_usual_c is None,
+                             reason="gasoline.streaming._counting is not built")
+word_tuples = st.one_of(st.none(), st.lists(st.sampled_from(_WORDS + ["", "a", "é", "\U0001f600",
+                                                                     "widget refreshed"]),
+                                            max_size=3).map(tuple))
+
+
+@needs_c
+@settings(max_examples=1000, deadline=None)
+@given(write=st.one_of(usual_batches, batches), security=st.booleans(), words=word_tuples,
+       capped=st.booleans(), max_message=st.sampled_from([0, 5, 30, MAX_MESSAGE]))
+def test_the_c_count_answers_as_its_reference(write, security, words, capped, max_message):
+    """Same verdict and same counts for every write and every spec the tally can pass."""
+    got: list[Counter] = [Counter(), Counter(), Counter()]
+    want: list[Counter] = [Counter(), Counter(), Counter()]
+    for counts in (got, want):  # counts already there are added to
+        counts[0]["https://api.example.com/items"] = 2
+    verdict = count_usual_c(write, security, words, capped, max_message, *got)
+    assert verdict is count_usual_py(write, security, words, capped, max_message, *want)
+    assert got == want
+
+
+@needs_c
+def test_the_c_count_refuses_bad_arguments_and_leaves_odd_values_to_the_reference():
+    c = count_usual_c
+    counts = (Counter(), Counter(), Counter())
+    with pytest.raises(TypeError, match="8 arguments"):
+        c([], True)
+    with pytest.raises(TypeError, match="list or a tuple"):
+        c(5, True, (), False, 10, *counts)
+    with pytest.raises(TypeError, match="tuple or None"):
+        c([], True, ["x"], False, 10, *counts)
+    with pytest.raises(TypeError, match="str"):
+        c([], True, (b"x",), False, 10, *counts)
+    with pytest.raises(TypeError, match="dicts"):
+        c([], True, (), False, 10, [], {}, {})
+
+    class Text(str):
+        pass
+
+    class Entry(dict):
+        pass
+
+    plain = {"level": "error", "type": "console", "message": "m", "url": "https://a/"}
+    assert c([plain], True, (), False, 10, *counts) is True
+    assert counts[0] == {"https://a/": 1}
+    # A str subclass or a dict subclass anywhere the count reads: not usual for C (the entry by
+    # entry path is exact for them), whatever the reference says.
+    for odd in (Entry(plain), dict(plain, level=Text("error")), dict(plain, type=Text("console")),
+                dict(plain, url=Text("https://a/")), dict(plain, message=Text("m")),
+                dict(plain, level="warn", type=Text("security"))):
+        assert c([plain, odd], True, (), False, 10, *counts) is False
+    assert counts[0] == {"https://a/": 1}
+    # ConsoleCounts then classifies the write entry by entry, with the same keys.
+    spec, _ = _spec([parse({"subscribe": ["all"]})])
+    write = [plain, dict(plain, url=Text("https://a/")), Entry(plain)]
+    counts_c = _counts(spec, count_usual_c)
+    counts_c.add(write)
+    assert counts_c.take() == Counter(console_keys(write, spec.types, spec.excl)[0]) == {
+        ("error", 1, "https://a/", 0, None): 3}
+
+
+@needs_c
+def test_the_c_count_keeps_no_reference_it_does_not_count():
+    """What the C count holds while it reads an entry it lets go; a usual write's URLs are held
+    by the counts, once each, and only until they are emptied."""
+    import sys
+
+    url, other = "https://" + "a" * 20 + "/", "https://" + "b" * 20 + "/"
+    write = [{"level": "error", "type": "console", "message": "m", "url": url},
+             {"level": "error", "type": "network", "message": "m", "url": other, "status": 500},
+             {"level": "warn", "type": "console", "message": "w", "url": other},
+             {"level": "error", "type": "exception", "message": "m", "url": url}]
+    odd = write + [{"level": "error", "type": "other", "message": "m", "url": url}]
+    base = sys.getrefcount(url), sys.getrefcount(other)
+    counts = (Counter(), Counter(), Counter())
+    for _ in range(1000):
+        assert count_usual_c(odd, True, ("zzz",), True, 100, *counts) is False
+        assert count_usual_c(write, True, ("zzz",), True, 100, *counts) is True
+    assert counts[0] == {url: 1000} and counts[1] == {url: 1000}
+    assert counts[2] == {(other, 500, None): 1000}
+    assert (sys.getrefcount(url), sys.getrefcount(other)) == (base[0] + 2, base[1] + 1)
+    for c in counts:
+        c.clear()
+    assert (sys.getrefcount(url), sys.getrefcount(other)) == base
+
+
+@pytest.mark.parametrize("counting", ["c", "python"])
+def test_a_daemon_without_the_c_count_says_so_when_an_agent_subscribes(tmp_path, monkeypatch,
+                                                                       counting):
+    from twisted.logger import globalLogPublisher
+
+    import gasoline.streaming.hub as hub
+
+    monkeypatch.setattr(hub, "COUNTING", counting)
+    seen: list[dict[str, Any]] = []
+    globalLogPublisher.addObserver(seen.append)
+    clock = Clock()
+    app = build(Config(state_dir=tmp_path, persist=False), clock)
+    try:
+        _agent(app, "one", {"subscribe": ["error"]})
+        _agent(app, "two", {"subscribe": ["error"]})
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+        app.mcp.close_all()
+        app.streaming.stop()
+        app.store.notifier.stop()
+        app.extension.stop()
+        app.router.close()
+    told = [e for e in seen if "gasoline.streaming._counting" in e.get("log_format", "")]
+    assert len(told) == (1 if counting == "python" else 0)

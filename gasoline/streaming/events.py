@@ -503,7 +503,116 @@ def _console_keys_loop(entries: Iterable[Any], types: frozenset[str] | None, exc
 
 
 class _Odd(Exception):
-    """A write L{ConsoleCounts.add} leaves to L{console_keys}."""
+    """A write L{count_usual_py} leaves to L{console_keys}."""
+
+
+def count_usual_py(entries: Any, security: bool, words: tuple[str, ...] | None, capped: bool,
+                   max_message: int, consoles: Counter, exceptions: Counter,
+                   requests: Counter) -> bool:
+    """Count a usual console write's error entries for the streaming tally, or say that it is
+    not usual (and count nothing): the reference for C{gasoline/streaming/_counting.c}, which
+    does the same in C and is used instead when it is built (L{count_usual}).
+
+    Usual: every entry a dict with a C{level}; every C{error} entry has a C{type} of
+    C{console}, C{exception} or C{network}, a message and a non-empty string URL (and, for a
+    failed request, a status that is not a bool and a hashable status and error); every C{warn}
+    entry, when C{security} (someone wants C{security_violation} events), has a C{type} that is
+    not a security one and a message; and no message could change the write's keys: none is
+    anything but a string or could hold the browser's wording of a security violation, and,
+    when C{capped} (exclude patterns read messages), none is over C{max_message} characters or
+    holds one of the C{words} one of which a message must hold for a pattern to match (None:
+    some pattern is not literal, any message may match). The error entries are then counted by
+    URL into C{consoles} (type C{console}) and C{exceptions}, and by (URL, status, error) into
+    C{requests}. An unusual write is classified entry by entry instead (L{console_keys}): saying
+    False is always safe, the answer only picks which exact path counts the write.
+
+    One Python loop reading the fields by subscript; what depends on the messages is decided on
+    them joined (one search for the security wording, one per word)."""
+    found_consoles: list[Any] = []
+    found_exceptions: list[Any] = []
+    messages: list[Any] = []
+    networks: list[Any] | None = None
+    add_console, add_exception, add_message = found_consoles.append, found_exceptions.append, \
+        messages.append
+    try:
+        for entry in entries:
+            level = entry["level"]
+            if level == "error":
+                kind = entry["type"]
+                add_message(entry["message"])
+                if kind == "console":
+                    add_console(entry["url"])
+                elif kind == "exception":
+                    add_exception(entry["url"])
+                elif kind == "network":
+                    if networks is None:
+                        networks = [entry]
+                    else:
+                        networks.append(entry)
+                else:
+                    raise _Odd
+            elif level == "warn" and security:
+                if entry["type"] in _SECURITY_KINDS:
+                    raise _Odd
+                add_message(entry["message"])
+        if messages and _messages_matter(messages, words, capped, max_message):
+            return False
+        found_requests = None
+        if networks:
+            # A few per write: a plain loop costs less than C-level passes set up for them.
+            found_requests = []
+            for entry in networks:
+                url = entry["url"]
+                status = entry.get("status")
+                # True would count with 1 (equal keys) but ranks otherwise
+                if status.__class__ is bool or not isinstance(url, str) or not url:
+                    return False
+                found_requests.append((url, status, entry.get("error")))
+            hash(tuple(found_requests))  # an unhashable status or error: TypeError, unusual
+        urls = found_consoles + found_exceptions
+        if "" in urls or not all(map(isinstance, urls, repeat(str))):
+            return False
+    except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
+        return False
+    consoles.update(found_consoles)
+    exceptions.update(found_exceptions)
+    if found_requests:
+        requests.update(found_requests)
+    return True
+
+
+def _messages_matter(messages: list[Any], words: tuple[str, ...] | None, capped: bool,
+                     max_message: int) -> bool:
+    """Whether a usual write's C{messages} could change its keys: a security wording, a
+    message an exclude pattern could match, a message that is not a string."""
+    try:
+        text = "\n".join(messages)
+    except TypeError:  # a message that is not a string
+        return True
+    if _may_hold_security_words(text):
+        return True
+    if capped:
+        if words is None:
+            return True
+        # A message over the cap is searched with "…" appended (not a text of this write).
+        if len(text) > max_message and max(map(len, messages)) > max_message:
+            return True
+        for word in words:
+            if word in text:
+                return True
+    return False
+
+
+try:
+    from gasoline.streaming._counting import count_usual as _count_usual_c
+except ImportError:  # not built (no C compiler where it was installed): the reference
+    _count_usual_c = None
+
+#: How L{ConsoleCounts} counts usual writes: the C extension when it is built, else
+#: L{count_usual_py}; both give the same answers (tests/test_streaming_tally.py).
+count_usual: Callable[..., bool] = _count_usual_c or count_usual_py
+#: C{"c"} or C{"python"}: which L{count_usual} this process uses (logged at start-up).
+COUNTING = "c" if _count_usual_c is not None else "python"
 
 
 class ConsoleCounts:
@@ -512,25 +621,21 @@ class ConsoleCounts:
     over every added entry gives, for the key spec it was made with (C{types}, C{excl} and
     C{needs}, see L{gasoline.streaming.tally.KeySpec}).
 
-    L{add} looks at a write once, on the reactor turn right after the request that brought it,
-    and keeps nothing of it but strings and numbers: the URL of each C{error} entry of type
-    C{console}, of each of type C{exception}, and the URL, status and error of each C{network}
-    entry. L{take} counts them: one count per list, a few keys per URL. Whether a write is usual
-    is decided in L{add} from its messages joined (one search for the browser's wording of a
-    security violation, one per text an exclude pattern needs): a write with anything unusual in
-    it (a missing field, a security C{type}, another type, an entry that is not a dict, a URL
-    that is not a non-empty string, a message that is not a string or is longer than the cap, a
-    message that could hold a security wording or an exclude pattern's text) has its keys made
-    by L{console_keys}, entry by entry, at once. Holding the writes until the fold instead
-    (megabytes of entries that have left the caches) made the subscriber path twice as slow on
-    real processors for the same instruction count. The tests check that L{take} and
-    L{console_keys} agree on arbitrary entries."""
+    L{add} looks at a write once, on the reactor turn right after the request that brought it.
+    A usual write (L{count_usual}) is counted there and then, by URL (and, for failed requests,
+    status and error), and nothing of it is kept; L{take} turns those counts into keys, a few
+    per URL. An unusual one has its keys made by L{console_keys}, entry by entry, at once.
+    Holding the writes until the fold instead (megabytes of entries that have left the caches)
+    made the subscriber path twice as slow on real processors for the same instruction count.
+    The tests check that L{take} and L{console_keys} agree on arbitrary entries, with either
+    implementation of L{count_usual}."""
 
     __slots__ = ("types", "excl", "security", "errors", "failures", "capped", "words",
-                 "consoles", "exceptions", "requests", "counted", "entries")
+                 "consoles", "exceptions", "requests", "counted", "entries", "count")
 
     def __init__(self, types: frozenset[str] | None, excl: Exclusions,
-                 needs: dict[str, tuple[str, ...] | None]) -> None:
+                 needs: dict[str, tuple[str, ...] | None],
+                 count: Callable[..., bool] | None = None) -> None:
         self.types = types
         self.excl = excl
         #: Whether C{warn} entries can be events (a security violation is wanted), and whether
@@ -550,11 +655,13 @@ class ConsoleCounts:
             more = needs.get(kind)
             words = None if words is None or more is None else words + more
         self.words = words
-        #: The URL of each usual error entry of type C{console}, and of each of type
-        #: C{exception}; (URL, status, error) of each usual C{network} error entry.
-        self.consoles: list[str] = []
-        self.exceptions: list[str] = []
-        self.requests: list[tuple[Any, Any, Any]] = []
+        #: L{count_usual}, or another implementation of it (the tests pass each).
+        self.count = count or count_usual
+        #: Error entries of usual writes: of type C{console} and of type C{exception} by URL,
+        #: of type C{network} by (URL, status, error).
+        self.consoles: Counter = Counter()
+        self.exceptions: Counter = Counter()
+        self.requests: Counter = Counter()
         #: The keys of the unusual writes (made at once by L{console_keys}).
         self.counted: Counter = Counter()
         #: Entries added since the last L{take}.
@@ -566,92 +673,26 @@ class ConsoleCounts:
     def add(self, entries: Any) -> None:
         """One console write's entries (a list or tuple)."""
         self.entries += len(entries)
-        consoles: list[Any] = []
-        exceptions: list[Any] = []
-        messages: list[Any] = []
-        networks: list[Any] | None = None
-        add_console, add_exception, add_message = consoles.append, exceptions.append, \
-            messages.append
-        security = self.security
         try:
-            for entry in entries:
-                level = entry["level"]
-                if level == "error":
-                    kind = entry["type"]
-                    add_message(entry["message"])
-                    if kind == "console":
-                        add_console(entry["url"])
-                    elif kind == "exception":
-                        add_exception(entry["url"])
-                    elif kind == "network":
-                        if networks is None:
-                            networks = [entry]
-                        else:
-                            networks.append(entry)
-                    else:
-                        raise _Odd
-                elif level == "warn" and security:
-                    if entry["type"] in _SECURITY_KINDS:
-                        raise _Odd
-                    add_message(entry["message"])
-            if messages and self._may_matter(messages):
-                raise _Odd
-            requests = None
-            if networks:
-                # A few per write: a plain loop costs less than C-level passes set up for them.
-                requests = []
-                for entry in networks:
-                    url = entry["url"]
-                    status = entry.get("status")
-                    # True would count with 1 (equal keys) but ranks otherwise
-                    if status.__class__ is bool or not isinstance(url, str) or not url:
-                        raise _Odd
-                    requests.append((url, status, entry.get("error")))
-                hash(tuple(requests))  # an unhashable status or error: TypeError, unusual
-            urls = consoles + exceptions
-            if "" in urls or not all(map(isinstance, urls, repeat(str))):
-                raise _Odd
-        except Exception:  # noqa: BLE001 - anything unusual: this write goes entry by entry
-            self.counted.update(console_keys(entries, self.types, self.excl)[0])
-            return
-        self.consoles += consoles
-        self.exceptions += exceptions
-        if requests:
-            self.requests += requests
-
-    def _may_matter(self, messages: list[Any]) -> bool:
-        """Whether a usual write's C{messages} could change its keys: a security wording, a
-        message an exclude pattern could match, a message that is not a string."""
-        try:
-            text = "\n".join(messages)
-        except TypeError:  # a message that is not a string
-            return True
-        if _may_hold_security_words(text):
-            return True
-        if self.capped:
-            words = self.words
-            if words is None:
-                return True
-            # A message over the cap is searched with "…" appended (not a text of this write).
-            if len(text) > MAX_MESSAGE and max(map(len, messages)) > MAX_MESSAGE:
-                return True
-            for word in words:
-                if word in text:
-                    return True
-        return False
+            if self.count(entries, self.security, self.words, self.capped, MAX_MESSAGE,
+                          self.consoles, self.exceptions, self.requests):
+                return
+        except Exception:  # noqa: BLE001 - not a list or tuple of entries: entry by entry
+            pass
+        self.counted.update(console_keys(entries, self.types, self.excl)[0])
 
     def take(self) -> Counter:
         """The keys of every event added (counted), and empty."""
         counts, self.counted = self.counted, Counter()
         if self.errors:
             for rank, urls in ((_MEDIUM, self.consoles), (_HIGH, self.exceptions)):
-                for url, n in Counter(urls).items():
+                for url, n in urls.items():
                     counts["error", rank, url, 0, None] += n
-        if self.failures and self.requests:
-            for (url, status, error), n in Counter(self.requests).items():
+        if self.failures:
+            for (url, status, error), n in self.requests.items():
                 failed = _failed({"status": status, "error": error})
                 counts["network_failure", _HIGH if failed else _MEDIUM, url, 0, None] += n
-        self.consoles, self.exceptions, self.requests = [], [], []
+        self.consoles, self.exceptions, self.requests = Counter(), Counter(), Counter()
         self.entries = 0
         return counts
 

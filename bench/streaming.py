@@ -15,8 +15,10 @@ Phases, in one run:
     twisted.web hands the complete request to the resource), p50/p99 per agent and over all;
  2. throughput: the generator posts as fast as it can, in alternating blocks without any
     subscription, with the 10 subscriptions at ``--rate-limit``, and with them at the daemon's
-    default rate limits (no ``rate_limit`` given: what users get) (``--blocks`` of each,
-    ``--block-seconds`` each); medians of entries/s, side by side, and their ratios;
+    default rate limits (no ``rate_limit`` given: what users get), and, when the C count of
+    throttled events (gasoline.streaming._counting) is built, with them at the default rate
+    limits counted by its pure-Python reference (``--blocks`` of each, ``--block-seconds``
+    each); medians of entries/s, side by side, and their ratios;
  3. matching cost, in CPU time (so that a busy machine inflates it less): every agent's compiled
     matcher over the same classified events (ns per event per agent), and the whole subscriber
     path (classification + matching + inbox + push) per entry per agent, measured on the reactor
@@ -365,6 +367,11 @@ def main() -> int:
         return 0
     rate = args.rate
     set_rate_limit(args.rate_limit)
+    from gasoline.streaming import events
+
+    # "c" (gasoline.streaming._counting was built) or "python" (its reference, in every block).
+    counting, built_count = events.COUNTING, events.count_usual
+    print(f"throttled console events counted by: {counting}")
 
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp))
@@ -387,11 +394,18 @@ def main() -> int:
             # and with them at the daemon's default rate limits (what users get); with each
             # block's CPU time of the reactor thread per entry (robust to the machine's load).
             kinds = {"without": FILTERS, "with": FILTERS, "with_default": with_rate_limit(None)}
+            if counting == "c":
+                # The same at the default rate limits with the count's pure-Python reference,
+                # what an install without a C compiler gets (gasoline.streaming._counting).
+                kinds["with_default_python"] = with_rate_limit(None)
             blocks: dict[str, list[float]] = {kind: [] for kind in kinds}
             cpu_us: dict[str, list[float]] = {kind: [] for kind in kinds}
             batch0 = 20_000_000
             for i in range(args.blocks):
                 for kind, filters in kinds.items():
+                    # Read when the hub rebuilds its key spec, after the subscriptions change.
+                    events.count_usual = (events.count_usual_py if kind == "with_default_python"
+                                          else built_count)
                     bench.subscribe(kind != "without", filters)
                     bench.drain_inboxes()
                     cpu0 = bench.call(time.thread_time)
@@ -438,7 +452,8 @@ def main() -> int:
     cpu_without, cpu_with = median(cpu_us["without"]), median(cpu_us["with"])
     cpu_default = median(cpu_us["with_default"])
     labels = {"without": "none", "with": f"10 agents, rate limit {args.rate_limit}/s",
-              "with_default": "10 agents, default rate limits (5/s; 10/s for all)"}
+              "with_default": "10 agents, default rate limits (5/s; 10/s for all)",
+              "with_default_python": "the same, counted by the pure-Python reference"}
     # Each block's CPU per entry against that of the block without subscriptions of the same
     # round (moments before): the machine's load moves slowly, so these paired ratios spread
     # less than the blocks do.
@@ -468,6 +483,7 @@ def main() -> int:
         "load_average": load,
         "config": {"seconds": args.seconds, "rate": rate, "blocks": args.blocks,
                    "block_seconds": args.block_seconds, "agents": len(FILTERS),
+                   "counting": counting,
                    "batch": BATCH, "connections": CONNECTIONS, "filters": FILTERS},
         "paced": paced,
         "latency_ms": {"p50": percentile(every, 50), "p99": percentile(every, 99),
@@ -475,13 +491,14 @@ def main() -> int:
                        "per_agent": {cid: {"n": len(v), "p50": percentile(v, 50),
                                            "p99": percentile(v, 99)}
                                      for cid, v in sorted(per_agent.items())}},
-        "throughput": {"without": blocks["without"], "with": blocks["with"],
-                       "with_default": blocks["with_default"],
+        "throughput": {**{kind: blocks[kind] for kind in kinds},
                        "median_without": without, "median_with": with_, "ratio": with_ / without,
                        "median_with_default": with_default,
                        "ratio_default": with_default / without,
                        "cpu_us_per_entry": cpu_us, "cpu_ratio": cpu_without / cpu_with,
                        "cpu_ratio_default": cpu_without / cpu_default,
+                       "ratios": {kind: median(blocks[kind]) / without for kind in kinds},
+                       "cpu_ratios": {kind: cpu_without / median(cpu_us[kind]) for kind in kinds},
                        "paired_cpu_ratios": paired},
         "matching": {**cost, "subscriber_path_us_per_entry_per_agent": subscribers_path_us,
                      "subscriber_share_of_daemon_cpu": streaming_share,

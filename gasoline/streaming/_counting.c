@@ -90,6 +90,8 @@ has_bytes(const Py_UCS1 *text, Py_ssize_t len, const Py_UCS1 *word, Py_ssize_t n
 {
     if (n == 0)
         return 1;
+    if (len < n)
+        return 0;
     const Py_UCS1 *p = text, *end = text + len - n + 1;
     while (p < end && (p = memchr(p, word[0], end - p)) != NULL) {
         if (memcmp(p + 1, word + 1, n - 1) == 0)
@@ -301,11 +303,17 @@ count_usual(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t max_message = PyLong_AsSsize_t(args[4]);
     if (security < 0 || capped < 0 || (max_message == -1 && PyErr_Occurred()))
         return NULL;
-    PyObject *seq = PySequence_Fast(args[0], "entries must be a list or a tuple");
+    /* A tuple (the store publishes one; a list is copied): nothing the loop calls can resize
+     * it under it. */
+    if (!PyList_Check(args[0]) && !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "entries must be a list or a tuple");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Tuple(args[0]);
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
     /* What to count once the whole write is known to be usual: (dict, key) per error entry. */
     PyObject **targets = PyMem_New(PyObject *, n ? n : 1);
     PyObject **keys = PyMem_New(PyObject *, n ? n : 1);

@@ -16,6 +16,7 @@
  *                match it, or None (some exclude pattern is not literal)
  *   capped       whether exclude patterns read messages (then a message over max_message
  *                characters, or with one of the words, matters)
+ *   max_message  events.MAX_MESSAGE (a longer message is searched cut, with "…" appended)
  *   consoles, exceptions, requests
  *                dicts (Counters) of counts, by URL for the error entries of type console and of
  *                type exception, by (url, status, error) for those of type network
@@ -28,9 +29,12 @@
  * safe: the check only decides which exact path counts the write, so it says False for
  * anything it is not sure about (a str subclass, say) where the reference may say True.
  *
+ * Messages are searched one by one where the reference joins them with newlines: a word is in
+ * the joined text whenever it is in one message, so the two differ only for a word with a newline
+ * that spans two messages, a write the reference leaves to the exact path and this counts.
+ *
  * Every value read from an entry is held (a new reference) for as long as it is used.
  */
-#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>

@@ -611,7 +611,8 @@ except ImportError:  # not built (no C compiler where it was installed): the ref
 #: How L{ConsoleCounts} counts usual writes: the C extension when it is built, else
 #: L{count_usual_py}; both give the same answers (tests/test_streaming_tally.py).
 count_usual: Callable[..., bool] = _count_usual_c or count_usual_py
-#: C{"c"} or C{"python"}: which L{count_usual} this process uses (logged at start-up).
+#: C{"c"} or C{"python"}: which L{count_usual} this process uses (on C{/metrics}; the hub logs a
+#: warning when the first agent subscribes if it is the reference).
 COUNTING = "c" if _count_usual_c is not None else "python"
 
 

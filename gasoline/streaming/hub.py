@@ -271,7 +271,7 @@ class Streaming:
         if not self.agents and COUNTING != "c":
             log.warn("context streaming counts throttled events with the pure-Python reference: "
                      "gasoline.streaming._counting (C) was not built when Gasoline was installed, "
-                     "so subscribed agents cost a busy daemon about twice the CPU time. Install "
+                     "so counting costs a busy daemon about twice the CPU time it would. Install "
                      "a C compiler and the Python headers, then reinstall Gasoline.")
         return AgentStream(client_id, subscription, raw, self.inbox_size, self._tally.fold)
 

@@ -91,14 +91,10 @@ try:
 except ImportError:
     count_usual_c = None
 
-#: Both implementations of the usual-write count: the C extension and its Python reference.
-COUNTERS = [pytest.param(count_usual_py, id="python"),
-            pytest.param(count_usual_c, id="c", marks=pytest.mark.skipif(
-                count_usual_c is None, reason="gasoline.streaming._counting is not built"))]
-
-
-#: The implementations built here (the test below fails in CI when the C one is not).
+#: The implementations of the usual-write count built here: the Python reference, and the C
+#: extension when it is built (test_the_c_counter_is_built_in_ci_and_used fails in CI when not).
 BUILT_COUNTERS = [c for c in (count_usual_py, count_usual_c) if c is not None]
+COUNTERS = [pytest.param(c, id="python" if c is count_usual_py else "c") for c in BUILT_COUNTERS]
 
 
 def _counts(spec: KeySpec, count: Any) -> ConsoleCounts:

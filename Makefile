@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Reinstall when the packaging changes.
-$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml setup.py gasoline/streaming/_counting.c
+$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e .
 	touch $@
 

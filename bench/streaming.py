@@ -15,10 +15,9 @@ Phases, in one run:
     twisted.web hands the complete request to the resource), p50/p99 per agent and over all;
  2. throughput: the generator posts as fast as it can, in alternating blocks without any
     subscription, with the 10 subscriptions at ``--rate-limit``, and with them at the daemon's
-    default rate limits (no ``rate_limit`` given: what users get), and, when the C count of
-    throttled events (gasoline.streaming._counting) is built, with them at the default rate
-    limits counted by its pure-Python reference (``--blocks`` of each, ``--block-seconds``
-    each); medians of entries/s, side by side, and their ratios;
+    default rate limits (no ``rate_limit`` given: what users get) (``--blocks`` of each,
+    ``--block-seconds`` each); medians of entries/s and of the daemon's CPU time per entry, side
+    by side, and their ratios;
  3. matching cost, in CPU time (so that a busy machine inflates it less): every agent's compiled
     matcher over the same classified events (ns per event per agent), and the whole subscriber
     path (classification + matching + inbox + push) per entry per agent, measured on the reactor
@@ -367,11 +366,6 @@ def main() -> int:
         return 0
     rate = args.rate
     set_rate_limit(args.rate_limit)
-    from gasoline.streaming import events
-
-    # "c" (gasoline.streaming._counting was built) or "python" (its reference, in every block).
-    counting, built_count = events.COUNTING, events.count_usual
-    print(f"throttled console events counted by: {counting}")
 
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp))
@@ -394,18 +388,11 @@ def main() -> int:
             # and with them at the daemon's default rate limits (what users get); with each
             # block's CPU time of the reactor thread per entry (robust to the machine's load).
             kinds = {"without": FILTERS, "with": FILTERS, "with_default": with_rate_limit(None)}
-            if counting == "c":
-                # The same at the default rate limits with the count's pure-Python reference,
-                # what an install without a C compiler gets (gasoline.streaming._counting).
-                kinds["with_default_python"] = with_rate_limit(None)
             blocks: dict[str, list[float]] = {kind: [] for kind in kinds}
             cpu_us: dict[str, list[float]] = {kind: [] for kind in kinds}
             batch0 = 20_000_000
             for i in range(args.blocks):
                 for kind, filters in kinds.items():
-                    # Read when the hub rebuilds its key spec, after the subscriptions change.
-                    events.count_usual = (events.count_usual_py if kind == "with_default_python"
-                                          else built_count)
                     bench.subscribe(kind != "without", filters)
                     bench.drain_inboxes()
                     cpu0 = bench.call(time.thread_time)
@@ -452,8 +439,7 @@ def main() -> int:
     cpu_without, cpu_with = median(cpu_us["without"]), median(cpu_us["with"])
     cpu_default = median(cpu_us["with_default"])
     labels = {"without": "none", "with": f"10 agents, rate limit {args.rate_limit}/s",
-              "with_default": "10 agents, default rate limits (5/s; 10/s for all)",
-              "with_default_python": "the same, counted by the pure-Python reference"}
+              "with_default": "10 agents, default rate limits (5/s; 10/s for all)"}
     # Each block's CPU per entry against that of the block without subscriptions of the same
     # round (moments before): the machine's load moves slowly, so these paired ratios spread
     # less than the blocks do.
@@ -483,7 +469,6 @@ def main() -> int:
         "load_average": load,
         "config": {"seconds": args.seconds, "rate": rate, "blocks": args.blocks,
                    "block_seconds": args.block_seconds, "agents": len(FILTERS),
-                   "counting": counting,
                    "batch": BATCH, "connections": CONNECTIONS, "filters": FILTERS},
         "paced": paced,
         "latency_ms": {"p50": percentile(every, 50), "p99": percentile(every, 99),

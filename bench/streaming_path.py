@@ -49,7 +49,6 @@ from twisted.internet.testing import StringTransport  # noqa: E402
 import streaming as sb  # noqa: E402
 from _common import write_json  # noqa: E402
 
-from gasoline.streaming import events  # noqa: E402
 from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
 
 
@@ -188,12 +187,10 @@ def main() -> int:
               f"median {statistics.median(cpu[variant]):.2f}")
     print(f"  ratio (without / with): p10s {p10['without'] / p10['with']:.3f}; paired rounds "
           f"p25/p50/p75 {'/'.join(f'{q:.3f}' for q in quartiles)}; notifications "
-          f"{app.streaming.notifications}; load average {os.getloadavg()[0]:.2f}; counting: "
-          f"{events.COUNTING}")
+          f"{app.streaming.notifications}; load average {os.getloadavg()[0]:.2f}")
     path = write_json("streaming-path", {
         "config": {"rate": args.rate, "requests": args.requests, "rounds": args.rounds,
-                   "rate_limit": args.rate_limit if args.rate_limit is not None else "default",
-                   "counting": events.COUNTING},
+                   "rate_limit": args.rate_limit if args.rate_limit is not None else "default"},
         "cpu_us_per_entry": cpu, "p10": p10, "ratio_p10": p10["without"] / p10["with"],
         "paired_ratio_quartiles": quartiles, "notifications": app.streaming.notifications,
         "load_average": os.getloadavg()})

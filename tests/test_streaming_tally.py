@@ -3,7 +3,6 @@ patterns, the shared tally and exact throttled counts (the reference is per-even
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections import Counter
@@ -22,10 +21,8 @@ from gasoline.streaming import events
 from gasoline.streaming.events import (
     MAX_MESSAGE,
     ConsoleCounts,
-    _console_keys_loop,
     classify,
     console_keys,
-    count_usual_py,
 )
 from gasoline.streaming.subscription import (
     MAX_MATCH_URL,
@@ -86,31 +83,8 @@ def _spec(subs: list[Any]) -> tuple[KeySpec, list[Matcher]]:
     return KeySpec(matchers), matchers
 
 
-try:
-    from gasoline.streaming._counting import count_usual as count_usual_c
-except ImportError:
-    count_usual_c = None
-
-#: The implementations of the usual-write count built here: the Python reference, and the C
-#: extension when it is built (test_the_c_counter_is_built_in_ci_and_used fails in CI when not).
-BUILT_COUNTERS = [c for c in (count_usual_py, count_usual_c) if c is not None]
-COUNTERS = [pytest.param(c, id="python" if c is count_usual_py else "c") for c in BUILT_COUNTERS]
-
-
-def _counts(spec: KeySpec, count: Any) -> ConsoleCounts:
-    return ConsoleCounts(spec.types, spec.excl, spec.needs, count=count)
-
-
-def test_the_c_counter_is_built_in_ci_and_used():
-    """The C count is optional for an install (no compiler: the Python reference), but CI must
-    test it, and a daemon where it is built must use it."""
-    if count_usual_c is None:
-        if os.environ.get("CI"):
-            pytest.fail("gasoline.streaming._counting was not built (setup.py): CI must test it")
-        pytest.skip("gasoline.streaming._counting is not built: ONLY the Python reference is "
-                    "tested (install a C compiler and the Python headers, then reinstall)")
-    assert events.count_usual is count_usual_c and events.COUNTING == "c"
-    assert KeySpec([]).counts().count is count_usual_c
+def _counts(spec: KeySpec) -> ConsoleCounts:
+    return ConsoleCounts(spec.types, spec.excl)
 
 
 # -- classification to keys --------------------------------------------------------------------------
@@ -123,16 +97,14 @@ def test_console_keys_are_the_keys_of_the_classified_events(batch, subs):
     expected_events = [e for e in classify(CONSOLE, batch, 0.0, spec.types)
                        if spec.types is None or e.event_type in spec.types]
     expected = [spec.key(e) for e in expected_events]
-    for keys_of in (console_keys, _console_keys_loop):
-        keys, where = keys_of(batch, spec.types, spec.excl)
-        assert keys == expected
-        # Each key's index names the entry its event comes from.
-        assert [classify(CONSOLE, [batch[i]], 0.0)[0].message for i in where] == \
-            [e.message for e in expected_events]
+    keys, where = console_keys(batch, spec.types, spec.excl)
+    assert keys == expected
+    # Each key's index names the entry its event comes from.
+    assert [classify(CONSOLE, [batch[i]], 0.0)[0].message for i in where] == \
+        [e.message for e in expected_events]
 
 
-#: Entries as the extension sends them (every field there, URLs not empty), whose writes
-#: ConsoleCounts counts without console_keys unless a message holds a word that matters.
+#: Entries as the extension sends them (every field there, URLs not empty).
 usual_entries = st.fixed_dictionaries({
     "level": st.sampled_from(["error", "error", "warn", "log", "info", "debug"]),
     "type": st.sampled_from(["console", "console", "exception", "network"]),
@@ -148,81 +120,34 @@ usual_batches = st.lists(usual_entries, max_size=30)
 @given(writes=st.lists(st.one_of(usual_batches, usual_batches, batches), max_size=6),
        subs=st.lists(subscriptions, min_size=1, max_size=4))
 def test_deferred_console_counts_are_the_counted_keys(writes, subs):
-    """ConsoleCounts (the tally's deferred writes) counts what console_keys makes of every
-    entry added, whichever path each write takes, with either implementation of the count."""
+    """ConsoleCounts (the tally's deferred writes) counts the keys of the events the console
+    rule finds in every entry added, write after write."""
     spec, _ = _spec(subs)
-    expected = Counter(console_keys([e for w in writes for e in w], spec.types, spec.excl)[0])
-    for count in BUILT_COUNTERS:
-        counts = _counts(spec, count)
-        for write in writes:
-            counts.add(write)
-        assert len(counts) == sum(map(len, writes))
-        assert counts.take() == expected
-        assert len(counts) == 0 and counts.take() == Counter()
+    expected = Counter(spec.key(e) for w in writes for e in classify(CONSOLE, w, 0.0, spec.types))
+    counts = _counts(spec)
+    for write in writes:
+        counts.add(write)
+    assert len(counts) == sum(map(len, writes))
+    assert counts.take() == expected
+    assert len(counts) == 0 and counts.take() == Counter()
 
 
-_PHRASE_PARTS = ["content", "Content", "CONTENT", "security", "Security", "policy", "POLICY",
-                 "mixed", "MİXED", "mİxed", "-", " ", "\u212a", "İ", "→", "\U0001f600", "\ud800",
-                 "\n", "x"]
-phrase_texts = st.one_of(
-    st.lists(st.sampled_from(_PHRASE_PARTS), max_size=8).map("".join),
-    st.sampled_from(["Content Security Policy", "content-security-policy", "Mixed Content",
-                     "→Content Security Policy→", "İmixed contentİ"]),
-    st.text(max_size=40),
-)
+def test_the_security_wording_is_found_in_any_case_within_500_characters():
+    from gasoline.streaming.events import SECURITY_PHRASES, console_kind
+
+    for phrase in SECURITY_PHRASES:
+        for text in (phrase, phrase.upper(), "Refused: " + phrase.title() + " directive"):
+            entry = {"level": "warn", "type": "console", "message": text}
+            assert console_kind(entry) == ("security_violation", 2)
+            assert console_kind(entry, security=False) is None  # nobody wants them: not read
+        assert console_kind({"level": "warn", "message": "x" * 500 + phrase}) is None
+    assert console_kind({"level": "error", "message": "mixed  content"}) == ("error", 1)
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.lists(phrase_texts, min_size=1, max_size=6))
-def test_the_joined_messages_check_never_misses_a_security_wording(texts):
-    """The check of joined messages says yes whenever some message has the browser's wording of
-    a security violation (whatever other characters the messages hold)."""
-    from gasoline.streaming.events import _may_hold_security_words, _security_words
-
-    if any(_security_words(t) for t in texts):
-        assert _may_hold_security_words("\n".join(texts))
-    plain = [t for t in texts if t.isascii() and "content" not in t.lower()]
-    assert not _may_hold_security_words("\n".join(plain))
-
-
-@pytest.mark.parametrize("count", COUNTERS)
-def test_usual_console_writes_are_counted_without_console_keys(monkeypatch, count):
-    def refused(*args: Any) -> Any:
-        raise AssertionError("console_keys called")
-
-    spec, _ = _spec([parse({"subscribe": ["all"], "filters": {"url_pattern": "api",
-                                                              "exclude_pattern": "favicon$"}})])
-    counts = _counts(spec, count)
-    write = [
-        {"level": "error", "type": "console", "message": "boom", "url": "https://a/"},
-        {"level": "error", "type": "exception", "message": "TypeError: x", "url": "https://a/"},
-        {"level": "error", "type": "network", "message": "GET → 503", "url": "https://a/i",
-         "status": 503},
-        {"level": "error", "type": "network", "message": "GET → 404", "url": "https://a/i",
-         "status": 404},
-        {"level": "warn", "type": "console", "message": "careful", "url": "https://a/"},
-        {"level": "log", "type": "console", "message": "hello", "url": "https://a/"},
-    ]
-    monkeypatch.setattr(events, "console_keys", refused)
-    counts.add(write)
-    counts.add(write)
-    assert counts.take() == {("error", 1, "https://a/", 0, None): 2,
-                             ("error", 2, "https://a/", 0, None): 2,
-                             ("network_failure", 2, "https://a/i", 0, None): 2,
-                             ("network_failure", 1, "https://a/i", 0, None): 2}
-    # A message with the exclude pattern's text, or a security wording, an empty URL: entry by
-    # entry, as the write is added.
-    for odd in ({"message": "no favicon"}, {"message": "Refused by Content Security Policy"},
-                {"url": ""}):
-        with pytest.raises(AssertionError, match="console_keys called"):
-            counts.add([dict(write[0], **odd)])
-
-
-@pytest.mark.parametrize("count", COUNTERS)
-def test_a_status_of_true_is_not_counted_as_1(count):
+def test_a_status_of_true_is_not_counted_as_1():
     """True == 1 in Python, but a status of True is no status (high) and 1 a status (medium)."""
     spec, _ = _spec([parse({"subscribe": ["network_failure"]})])
-    counts = _counts(spec, count)
+    counts = _counts(spec)
     write = [{"level": "error", "type": "network", "message": "m", "url": "https://a/",
               "status": status} for status in (1, True, 1.0, 0, False, 500)]
     counts.add(write)
@@ -362,15 +287,8 @@ _SUBS = [
                                  st.sampled_from([0.0, 0.0, 0.1, 0.4, 1.0])), max_size=12))
 def test_throttled_counts_are_exact(writes):
     """Per agent: every event its filters match is either delivered (pushed, in order) or
-    counted as throttled, and the rate_limit_exceeded notices add up to the count: with the C
-    count when it is built, and with its Python reference."""
-    built = events.count_usual
-    try:
-        for count in BUILT_COUNTERS:
-            events.count_usual = count  # read when the hub builds its key spec
-            _throttled_counts_are_exact(writes)
-    finally:
-        events.count_usual = built
+    counted as throttled, and the rate_limit_exceeded notices add up to the count."""
+    _throttled_counts_are_exact(writes)
 
 
 def _throttled_counts_are_exact(writes: list[Any]) -> None:
@@ -464,118 +382,3 @@ def test_a_notice_timer_of_an_earlier_window_leaves_the_new_window_its_notice(ap
     data = [m["params"]["data"] for m in pushed if m.get("method") == "notifications/message"]
     assert [d["event_type"] for d in data] == ["error"] * 4 + ["rate_limit_exceeded"]
     assert data[-1]["throttled"] == 1 == app.streaming.agents["A"].throttled_total
-
-
-# -- the C count against its Python reference ----------------------------------------------------
-
-needs_c = pytest.mark.skipif(count_usual_c is None,
-                             reason="gasoline.streaming._counting is not built")
-word_tuples = st.one_of(st.none(), st.lists(st.sampled_from(_WORDS + ["", "a", "é", "\U0001f600",
-                                                                     "widget refreshed"]),
-                                            max_size=3).map(tuple))
-
-
-@needs_c
-@settings(max_examples=1000, deadline=None)
-@given(write=st.one_of(usual_batches, batches), security=st.booleans(), words=word_tuples,
-       capped=st.booleans(), max_message=st.sampled_from([0, 5, 30, MAX_MESSAGE]))
-def test_the_c_count_answers_as_its_reference(write, security, words, capped, max_message):
-    """Same verdict and same counts for every write and every spec the tally can pass."""
-    got: list[Counter] = [Counter(), Counter(), Counter()]
-    want: list[Counter] = [Counter(), Counter(), Counter()]
-    for counts in (got, want):  # counts already there are added to
-        counts[0]["https://api.example.com/items"] = 2
-    verdict = count_usual_c(write, security, words, capped, max_message, *got)
-    assert verdict is count_usual_py(write, security, words, capped, max_message, *want)
-    assert got == want
-
-
-@needs_c
-def test_the_c_count_refuses_bad_arguments_and_leaves_odd_values_to_the_reference():
-    c = count_usual_c
-    counts = (Counter(), Counter(), Counter())
-    with pytest.raises(TypeError, match="8 arguments"):
-        c([], True)
-    with pytest.raises(TypeError, match="list or a tuple"):
-        c(5, True, (), False, 10, *counts)
-    with pytest.raises(TypeError, match="tuple or None"):
-        c([], True, ["x"], False, 10, *counts)
-    with pytest.raises(TypeError, match="str"):
-        c([], True, (b"x",), False, 10, *counts)
-    with pytest.raises(TypeError, match="dicts"):
-        c([], True, (), False, 10, [], {}, {})
-
-    class Text(str):
-        pass
-
-    class Entry(dict):
-        pass
-
-    plain = {"level": "error", "type": "console", "message": "m", "url": "https://a/"}
-    assert c([plain], True, (), False, 10, *counts) is True
-    assert counts[0] == {"https://a/": 1}
-    # A str subclass or a dict subclass anywhere the count reads: not usual for C (the entry by
-    # entry path is exact for them), whatever the reference says.
-    for odd in (Entry(plain), dict(plain, level=Text("error")), dict(plain, type=Text("console")),
-                dict(plain, url=Text("https://a/")), dict(plain, message=Text("m")),
-                dict(plain, level="warn", type=Text("security"))):
-        assert c([plain, odd], True, (), False, 10, *counts) is False
-    assert counts[0] == {"https://a/": 1}
-    # ConsoleCounts then classifies the write entry by entry, with the same keys.
-    spec, _ = _spec([parse({"subscribe": ["all"]})])
-    write = [plain, dict(plain, url=Text("https://a/")), Entry(plain)]
-    counts_c = _counts(spec, count_usual_c)
-    counts_c.add(write)
-    assert counts_c.take() == Counter(console_keys(write, spec.types, spec.excl)[0]) == {
-        ("error", 1, "https://a/", 0, None): 3}
-
-
-@needs_c
-def test_the_c_count_keeps_no_reference_it_does_not_count():
-    """What the C count holds while it reads an entry it lets go; a usual write's URLs are held
-    by the counts, once each, and only until they are emptied."""
-    import sys
-
-    url, other = "https://" + "a" * 20 + "/", "https://" + "b" * 20 + "/"
-    write = [{"level": "error", "type": "console", "message": "m", "url": url},
-             {"level": "error", "type": "network", "message": "m", "url": other, "status": 500},
-             {"level": "warn", "type": "console", "message": "w", "url": other},
-             {"level": "error", "type": "exception", "message": "m", "url": url}]
-    odd = write + [{"level": "error", "type": "other", "message": "m", "url": url}]
-    base = sys.getrefcount(url), sys.getrefcount(other)
-    counts = (Counter(), Counter(), Counter())
-    for _ in range(1000):
-        assert count_usual_c(odd, True, ("zzz",), True, 100, *counts) is False
-        assert count_usual_c(write, True, ("zzz",), True, 100, *counts) is True
-    assert counts[0] == {url: 1000} and counts[1] == {url: 1000}
-    assert counts[2] == {(other, 500, None): 1000}
-    assert (sys.getrefcount(url), sys.getrefcount(other)) == (base[0] + 2, base[1] + 1)
-    for c in counts:
-        c.clear()
-    assert (sys.getrefcount(url), sys.getrefcount(other)) == base
-
-
-@pytest.mark.parametrize("counting", ["c", "python"])
-def test_a_daemon_without_the_c_count_says_so_when_an_agent_subscribes(tmp_path, monkeypatch,
-                                                                       counting):
-    from twisted.logger import globalLogPublisher
-
-    import gasoline.streaming.hub as hub
-
-    monkeypatch.setattr(hub, "COUNTING", counting)
-    seen: list[dict[str, Any]] = []
-    globalLogPublisher.addObserver(seen.append)
-    clock = Clock()
-    app = build(Config(state_dir=tmp_path, persist=False), clock)
-    try:
-        _agent(app, "one", {"subscribe": ["error"]})
-        _agent(app, "two", {"subscribe": ["error"]})
-    finally:
-        globalLogPublisher.removeObserver(seen.append)
-        app.mcp.close_all()
-        app.streaming.stop()
-        app.store.notifier.stop()
-        app.extension.stop()
-        app.router.close()
-    told = [e for e in seen if "gasoline.streaming._counting" in e.get("log_format", "")]
-    assert len(told) == (1 if counting == "python" else 0)

@@ -46,7 +46,6 @@ from twisted.logger import Logger
 from gasoline.core.lifecycle import StopHook
 from gasoline.streaming.events import (
     CONSOLE,
-    COUNTING,
     SOURCE_BUFFERS,
     StreamEvent,
     audit_events,
@@ -268,11 +267,6 @@ class Streaming:
         return agent
 
     def _new_agent(self, client_id: str, subscription: Subscription, raw: Any) -> AgentStream:
-        if not self.agents and COUNTING != "c":
-            log.warn("context streaming counts throttled events with the pure-Python reference: "
-                     "gasoline.streaming._counting (C) was not built when Gasoline was installed, "
-                     "so counting costs a busy daemon about twice the CPU time it would. Install "
-                     "a C compiler and the Python headers, then reinstall Gasoline.")
         return AgentStream(client_id, subscription, raw, self.inbox_size, self._tally.fold)
 
     def agent(self, state: Any) -> AgentStream | None:

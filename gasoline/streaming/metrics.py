@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
-
-from gasoline.streaming.events import COUNTING
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 #: Seconds from a buffer write to its first notification written to a stream: the hub runs on the
 #: reactor turn after the write (target p99 < 10 ms, docs/streaming.md).
@@ -33,11 +31,6 @@ def register(metrics: Any, streaming: Any) -> None:
 def families(streaming: Any) -> Iterable[Metric]:
     """The scrape-time series of C{streaming} (a L{gasoline.streaming.hub.Streaming})."""
     agents = list(streaming.agents.values())
-    yield InfoMetricFamily(
-        "gasoline_streaming_counting",
-        "How throttled console events are counted: c (gasoline.streaming._counting) or python "
-        "(the reference, when the C extension was not built at install).",
-        value={"implementation": COUNTING})
     yield GaugeMetricFamily(
         "gasoline_streaming_agents", "Agents subscribed to context streaming.",
         value=len(agents))

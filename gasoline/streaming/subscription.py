@@ -283,7 +283,7 @@ class _Search:
     native call); any other goes to RE2, with the verdicts for recent URLs remembered (pages
     repeat their URLs; messages are not remembered, they rarely repeat)."""
 
-    __slots__ = ("_set", "_urls", "url", "text", "words", "needs")
+    __slots__ = ("_set", "_urls", "url", "text", "words")
 
     #: URLs remembered per pattern (the memory is dropped whole when full).
     MAX_URLS = 4096
@@ -300,12 +300,6 @@ class _Search:
         self.words: tuple[str, ...] | None = None
         if alternatives is not None and not any(start or end for start, _, end in alternatives):
             self.words = tuple(text for _, text, _ in alternatives)
-        #: For any pattern of literal alternatives (anchored or not), their texts: a text the
-        #: pattern matches contains one of them (not the converse: C{^a} needs more than an
-        #: C{a} somewhere). None for other patterns (anything may match).
-        self.needs: tuple[str, ...] | None = None
-        if alternatives is not None:
-            self.needs = tuple(text for _, text, _ in alternatives)
 
     def _url(self, url: str) -> bool:
         hit = self._urls.get(url)

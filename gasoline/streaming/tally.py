@@ -49,7 +49,7 @@ class KeySpec:
     sorted distinct C{network_slow} budgets, and the types anyone wants. Keys made under one
     spec are only read with predicates made by the same spec (L{predicate})."""
 
-    __slots__ = ("types", "excl", "bits", "budgets", "needs")
+    __slots__ = ("types", "excl", "bits", "budgets")
 
     def __init__(self, matchers: Iterable[Matcher]) -> None:
         matchers = list(matchers)
@@ -63,9 +63,6 @@ class KeySpec:
         self.types: frozenset[str] | None = None if types is None else frozenset(types)
         self.bits: dict[str, int] = {}
         excl: dict[str, list[tuple[int, tuple[str, ...] | None, Callable[[str], bool]]]] = {}
-        #: Per event type with exclude tests: the texts one of which a message must contain for
-        #: any of them to match (None: some pattern is not literal, anything may match).
-        self.needs: dict[str, tuple[str, ...] | None] = {}
         for m in matchers:
             if m.exclude is None:
                 continue
@@ -77,8 +74,6 @@ class KeySpec:
                 tests = excl.setdefault(kind, [])
                 if all(b != bit for b, _, _ in tests):
                     tests.append((bit, m.exclude.words, m.exclude.text))
-                    had, more = self.needs.get(kind, ()), m.exclude.needs
-                    self.needs[kind] = None if had is None or more is None else had + more
         self.excl: Exclusions = {kind: tuple(tests) for kind, tests in excl.items()}
         self.budgets: tuple[int, ...] = tuple(sorted({
             m.slow_ms for m in matchers if m.types is None or "network_slow" in m.types}))
@@ -86,7 +81,7 @@ class KeySpec:
     def counts(self) -> ConsoleCounts:
         """An empty L{ConsoleCounts} making keys under this spec (the tally's deferred
         writes)."""
-        return ConsoleCounts(self.types, self.excl, self.needs)
+        return ConsoleCounts(self.types, self.excl)
 
     def predicate(self, matcher: Matcher) -> Callable[[Key], bool]:
         """C{matcher}'s verdict on keys made under this spec."""

@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Reinstall when the packaging changes.
-$(VENV)/.installed: $(BIN)/python setup.cfg pyproject.toml
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.cfg
 	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e .
 	touch $@
 

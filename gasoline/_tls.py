@@ -20,7 +20,7 @@ C{twisted.internet.tcp} are built at import; nothing in the daemon upgrades a co
 module that decided at import and is not patched here: C{twisted.web.client} must therefore be
 imported only after L{require} (L{require} refuses to go on if it was imported while deferred).
 A process where pyOpenSSL is already loaded (the test suite, an embedding program) is left alone.
-Twisted is pinned (setup.cfg); C{tests/test_tls_deferred.py} runs a TLS handshake through every
+Twisted is pinned (pyproject.toml); C{tests/test_tls_deferred.py} runs a TLS handshake through every
 patched path in a deferred process, so an upgrade that moves these names fails there.
 """
 

@@ -1,4 +1,4 @@
-"""The official ``mcp`` Python SDK (pinned in setup.cfg) as an independent client of a real daemon.
+"""The official ``mcp`` Python SDK (pinned in pyproject.toml) as an independent client of a real daemon.
 
 Over streamable HTTP (``/mcp``) and legacy HTTP+SSE (``/mcp/sse``): initialize, list the tools,
 call ``observe``, read ``gasoline://guide`` and receive a ``notifications/message`` (Gasoline sends

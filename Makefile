@@ -24,6 +24,7 @@ run: $(VENV)/.installed
 	$(BIN)/twistd -n --pidfile= gasoline $(ARGS)
 
 test: $(VENV)/.installed-test
+	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from twisted.internet import reactor, stdio  # noqa: E402
-from twisted.internet.protocol import Protocol  # noqa: E402
-from twisted.internet.task import deferLater  # noqa: E402
+from twisted.internet import reactor, stdio
+from twisted.internet.protocol import Protocol
+from twisted.internet.task import deferLater
 
-from gasoline.testing import FakeExtension  # noqa: E402
+from gasoline.testing import FakeExtension
 
 
 def dom_answer(params: dict) -> dict:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     HTTPConnection,
     ReferenceDaemon,
     cpu_seconds,
@@ -44,10 +44,10 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
-from support import DaemonProcess  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS
+from support import DaemonProcess
 
-from _workload import BATCH, batches, console_entry  # noqa: E402,F401
+from _workload import BATCH, batches, console_entry  # noqa: F401
 
 CONNECTIONS = 4
 

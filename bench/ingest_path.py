@@ -16,7 +16,6 @@ docs/persistence.md and docs/streaming.md were taken):
     WARM=200 valgrind --tool=callgrind --callgrind-out-file=b.out .venv/bin/python bench/ingest_path.py 550
     # (Ir of b.out - Ir of a.out) / 500 = instructions per request
 """
-import gc
 import json
 import atexit
 import os
@@ -25,24 +24,25 @@ import sys
 import tempfile
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from twisted.internet.task import Clock
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 import gasoline.http.request as rq
 captured = []
 orig = rq.GasolineSite.__init__
 def init(self, *a, **k):
-    orig(self, *a, **k); captured.append(self)
+    orig(self, *a, **k)
+    captured.append(self)
 rq.GasolineSite.__init__ = init
-import gasoline.tap as tap
+import gasoline.tap as tap  # noqa: E402 (after the patch above)
 tap.GasolineSite = rq.GasolineSite
-from _workload import batches
-from gasoline.testing import EXTENSION_HEADERS
+from _workload import batches  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
 
 def main(n, extra):
     tmp = tempfile.mkdtemp(prefix="gasoline-ingest-path-")
     atexit.register(shutil.rmtree, tmp, True)
-    opts = tap.Options(); opts.parseOptions(["--state-dir", tmp, "--listen", "tcp:0:interface=127.0.0.1", *extra])
+    opts = tap.Options()
+    opts.parseOptions(["--state-dir", tmp, "--listen", "tcp:0:interface=127.0.0.1", *extra])
     from twisted.internet import reactor as clock
     now = [time.time()]
     clock.seconds = lambda: now[0]  # virtual time: see the module docstring
@@ -51,7 +51,8 @@ def main(n, extra):
         from twisted.application.service import IServiceCollection
         if IServiceCollection.providedBy(s):
             s.running = 1
-            for c in s: start(c)
+            for c in s:
+                start(c)
         elif "Endpoint" in type(s).__name__ or "Listener" in type(s).__name__ or "DaemonInfo" in type(s).__name__:
             pass
         else:
@@ -65,7 +66,8 @@ def main(n, extra):
         head = f"POST /logs HTTP/1.1\r\nHost: 127.0.0.1:7890\r\nContent-Length: {len(b)}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
         raws.append(head.encode() + b)
     proto = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
-    tr = StringTransport(); proto.makeConnection(tr)
+    tr = StringTransport()
+    proto.makeConnection(tr)
     def run(k):
         for i in range(k):
             proto.dataReceived(raws[i % len(raws)])
@@ -82,7 +84,8 @@ def main(n, extra):
 
 if __name__ == "__main__":
     if os.environ.get("PROFILE"):
-        import cProfile, pstats
+        import cProfile
+        import pstats
         cProfile.run("main(int(sys.argv[1]), sys.argv[2:])", "ingest_path.prof")
         pstats.Stats("ingest_path.prof").sort_stats("tottime").print_stats(45)
     else:

@@ -42,12 +42,12 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import print_table, write_json  # noqa: E402
-import _workload  # noqa: E402
-from twisted.internet import task  # noqa: E402
+from _common import print_table, write_json
+import _workload
+from twisted.internet import task
 
-from gasoline.core.persist import ConsoleJournal  # noqa: E402
-from gasoline.core.store import (  # noqa: E402
+from gasoline.core.persist import ConsoleJournal
+from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
     DEFAULT_BUFFERS,
@@ -119,7 +119,7 @@ def per_buffer() -> list[dict]:
     Measured with tracemalloc (Python allocations still alive after the fill), not RSS: these
     buffers are small enough that the allocator reuses memory freed by the previous one, which
     would hide them from an RSS delta."""
-    import tracemalloc  # noqa: PLC0415
+    import tracemalloc
 
     out = []
     for name, make in MAKERS.items():
@@ -167,9 +167,9 @@ _HELD_BACK_TWISTD = ("import sys; sys.modules['OpenSSL'] = None; "
 def idle_rss(reference: bool) -> list[dict]:
     """Idle RSS of a real daemon (and of the published one): started, settled, nothing ingested;
     then the same daemon after use, and the stack's floors."""
-    from _common import ReferenceDaemon  # noqa: PLC0415
+    from _common import ReferenceDaemon
 
-    from support import DaemonProcess  # noqa: PLC0415
+    from support import DaemonProcess
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
@@ -220,8 +220,8 @@ TOOL_CALLS = (
 def open_cdp_link(port: int, session: str) -> None:
     """The extension's CDP link (lib/cdp.js): a WebSocket to /extension/cdp with its pairing
     session; the daemon's first message is its proof. Closed once that message arrived."""
-    import base64  # noqa: PLC0415
-    import socket  # noqa: PLC0415
+    import base64
+    import socket
 
     key = base64.b64encode(os.urandom(16)).decode()
     nonce = base64.urlsafe_b64encode(os.urandom(24)).rstrip(b"=").decode()
@@ -243,13 +243,13 @@ def use(port: int) -> None:
     """What a daemon in use has done: the extension paired (a challenge: ECDH with the daemon's
     key), opened its CDP relay link (it does at every start) and posted a batch; an agent
     initialized, listed the tools and called each once."""
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
 
-    from gasoline.core.identity import b64u  # noqa: PLC0415
-    from _common import HTTPConnection  # noqa: PLC0415
+    from gasoline.core.identity import b64u
+    from _common import HTTPConnection
 
-    from gasoline.testing import EXTENSION_HEADERS  # noqa: PLC0415
+    from gasoline.testing import EXTENSION_HEADERS
 
     conn = HTTPConnection("127.0.0.1", port)
     try:
@@ -312,9 +312,9 @@ def fill(store: TelemetryStore, start: int, count: int) -> None:
 def idle_side_by_side(baseline: str, rounds: int) -> dict:
     """This tree's and C{baseline}'s idle RSS (first start, started again), alternating which goes
     first round by round; medians and ratios (this tree / baseline)."""
-    from statistics import median  # noqa: PLC0415
+    from statistics import median
 
-    from support import DaemonProcess  # noqa: PLC0415
+    from support import DaemonProcess
 
     source = str(Path(baseline).resolve())
     if not (Path(source) / "gasoline" / "tap.py").exists():

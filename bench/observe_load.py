@@ -25,7 +25,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     HTTPConnection,
     median,
     percentile,
@@ -34,10 +34,10 @@ from _common import (  # noqa: E402
     run_threads,
     write_json,
 )
-from ingest import BATCH, batches  # noqa: E402
+from ingest import BATCH, batches
 
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
-from support import DaemonProcess  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS
+from support import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 

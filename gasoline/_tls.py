@@ -59,10 +59,10 @@ def require() -> None:
         raise RuntimeError(f"{', '.join(stale)} was imported while TLS was deferred; import it "
                            "after gasoline._tls.require()")
     del sys.modules["OpenSSL"]
-    from OpenSSL.SSL import Error as SSLError  # noqa: PLC0415
+    from OpenSSL.SSL import Error as SSLError
 
-    from twisted.internet import ssl  # noqa: PLC0415
-    from twisted.protocols import _sni, tls  # noqa: PLC0415
+    from twisted.internet import ssl
+    from twisted.protocols import _sni, tls
 
     posixbase = sys.modules.get("twisted.internet.posixbase")
     if posixbase is not None and getattr(posixbase, "tls", None) is None:

@@ -63,7 +63,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
 def _state_dir(arg: Path | None) -> Path:
     if arg is not None:
         return arg
-    from gasoline.common import default_state_dir  # noqa: PLC0415  (imports platformdirs)
+    from gasoline.common import default_state_dir  # imports platformdirs
 
     return default_state_dir()
 
@@ -105,7 +105,7 @@ def _request(url: str, opts: argparse.Namespace, body: Any = None,
     req = urllib.request.Request(url, data=data, headers=h, method="GET" if data is None
                                  else "POST")
     try:
-        with urllib.request.urlopen(req, timeout=opts.timeout) as resp:  # noqa: S310 (loopback)
+        with urllib.request.urlopen(req, timeout=opts.timeout) as resp:  # loopback
             raw = resp.read(8 << 20)
             status = resp.status
     except urllib.error.HTTPError as e:

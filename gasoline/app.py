@@ -216,7 +216,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"pairing"] = PairingAPI(identity).resource()
     root.mounts[b"session"] = ProxyAPI(proxy).resource()
     if proxy is not None:
-        from gasoline.proxy.metrics import register as register_proxy_metrics  # noqa: PLC0415
+        from gasoline.proxy.metrics import register as register_proxy_metrics
 
         mcp_http.session_binder = proxy.bind
         if metrics is not None:
@@ -257,8 +257,8 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     config = daemon.config
     if config.proxy_config is None:
         return None
-    from gasoline.proxy.config import load as load_proxy_config  # noqa: PLC0415  (only when used)
-    from gasoline.proxy.session import ProxyManager  # noqa: PLC0415
+    from gasoline.proxy.config import load as load_proxy_config  # only when used
+    from gasoline.proxy.session import ProxyManager
 
     proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
                          state_dir=config.state_dir if config.persist else None)

@@ -42,26 +42,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "serve":
-        from twisted.scripts.twistd import run  # noqa: PLC0415
+        from twisted.scripts.twistd import run
 
         sys.argv = ["twistd", "-n", "gasoline", *rest]
         run()
         return 0
     if command == "connect":
         # Answer the agent's initialize before importing Twisted (gasoline.connect.fast).
-        from gasoline.connect.fast import first_exchange  # noqa: PLC0415
+        from gasoline.connect.fast import first_exchange
 
-        import os  # noqa: PLC0415  (already loaded by the interpreter)
+        import os  # already loaded by the interpreter
 
         fast = argv is None and os.environ.get("GASOLINE_CONNECT_FAST", "1") != "0"
         prelude = first_exchange(rest) if fast else None
-        from gasoline.connect.main import main as connect_main  # noqa: PLC0415
+        from gasoline.connect.main import main as connect_main
 
         return connect_main(rest, prelude=prelude)
     if command == "identity":
         return _identity(rest)
     if command in ("doctor", "status", "stop"):
-        from gasoline.admin_cli import COMMANDS  # noqa: PLC0415  (standard library only)
+        from gasoline.admin_cli import COMMANDS  # standard library only
 
         return COMMANDS[command](rest)
     sys.stderr.write(f"gasoline: unknown command {command!r}\n\n{USAGE}")
@@ -69,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _identity(rest: list[str]) -> int:
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from gasoline.config import default_state_dir  # noqa: PLC0415
-    from gasoline.core.identity import fingerprint_of, load_or_create_key  # noqa: PLC0415
-    from gasoline.core.identity import raw_public_key  # noqa: PLC0415
+    from gasoline.config import default_state_dir
+    from gasoline.core.identity import fingerprint_of, load_or_create_key
+    from gasoline.core.identity import raw_public_key
 
     state_dir = default_state_dir()
     if rest[:1] == ["--state-dir"] and len(rest) == 2:

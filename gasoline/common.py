@@ -23,7 +23,7 @@ def default_state_dir() -> Path:
     env = os.environ.get("GASOLINE_STATE_DIR")
     if env:
         return Path(env)
-    import platformdirs  # noqa: PLC0415  (the connector needs it only when it starts a daemon)
+    import platformdirs  # the connector needs it only when it starts a daemon
 
     return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
 

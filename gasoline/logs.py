@@ -291,7 +291,7 @@ class ServerLogObserver:
         if failure is not None:
             try:
                 record["error"] = failure.getTraceback()
-            except Exception:  # noqa: BLE001  (a broken failure must not break logging)
+            except Exception:  # a broken failure must not break logging
                 record["error"] = repr(failure)
         self.files.write(SERVER_LOG, record)
 
@@ -378,7 +378,7 @@ class LogService(MultiService):
         self._pool = None
         run = run_inline
         if thread:
-            from twisted.python.threadpool import ThreadPool  # noqa: PLC0415
+            from twisted.python.threadpool import ThreadPool
 
             # One thread: writes stay in order and no two threads touch a file.
             self._pool = ThreadPool(minthreads=1, maxthreads=1, name="gasoline-logs")

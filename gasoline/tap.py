@@ -23,7 +23,7 @@ from gasoline import _tls
 if "twisted.scripts.twistd" in sys.modules:
     _tls.defer()
 
-from twisted.application.internet import StreamServerEndpointService  # noqa: E402
+from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.defer import CancelledError
 from twisted.internet.endpoints import serverFromString
@@ -137,7 +137,7 @@ class Options(usage.Options):
     def opt_allow_origin(self, value: str) -> None:
         """Let a browser page at this origin (http(s)://host[:port]) call the daemon: CORS and
         every route but /shutdown. Repeatable. Default: only the extension's origin."""
-        from gasoline.http.guards import normalize_origin  # noqa: PLC0415
+        from gasoline.http.guards import normalize_origin
 
         try:
             self["allow-origin"].append(normalize_origin(value))
@@ -151,7 +151,7 @@ class Options(usage.Options):
 
     def postOptions(self) -> None:
         from twisted.internet.endpoints import (
-            _parseServer,  # noqa: PLC0415  (validation only)
+            _parseServer,  # validation only
         )
 
         if needs_tls(self["listen"]):
@@ -162,13 +162,13 @@ class Options(usage.Options):
             raise usage.UsageError(f"--listen {self['listen']!r} is not a valid endpoint: {e}")
         ids = self["extension-id"]
         if ids is None:
-            import os  # noqa: PLC0415
+            import os
 
             ids = os.environ.get("GASOLINE_EXTENSION_IDS", "")
         self["extension-ids"] = tuple(i.strip() for i in ids.split(",") if i.strip())
         proxy = self["proxy-config"] or os.environ.get("GASOLINE_PROXY_CONFIG") or None
         if proxy is not None:
-            from gasoline.proxy.config import ProxyConfigError, load  # noqa: PLC0415
+            from gasoline.proxy.config import ProxyConfigError, load
 
             try:
                 load(proxy)  # refuse to start on an invalid file (unknown fields included)
@@ -201,7 +201,7 @@ def _probe_gasoline(host: str, port: int) -> str:
     Only called when listening failed at start-up, before the reactor runs, so a short blocking
     request is harmless here (and only here).
     """
-    import urllib.request  # noqa: PLC0415
+    import urllib.request
 
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.5) as resp:
@@ -296,7 +296,7 @@ def _reactor_stopper(reactor):
     """A graceful stop for C{POST /shutdown}: stop the reactor (services stop in order)."""
 
     def stop() -> None:
-        from twisted.internet.error import ReactorNotRunning  # noqa: PLC0415
+        from twisted.internet.error import ReactorNotRunning
 
         try:
             reactor.stop()
@@ -322,7 +322,7 @@ def raise_nofile_limit() -> tuple[int, int] | None:
     idle sockets made the daemon refuse everything). Returns the (soft, hard) limits now in force,
     or C{None} where there is no such limit (Windows)."""
     try:
-        import resource  # noqa: PLC0415  (POSIX only)
+        import resource  # POSIX only
     except ImportError:
         return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -353,7 +353,7 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     """
     if reactor is None:
         from twisted.internet import (
-            reactor,  # noqa: PLC0415  (the one place this is allowed)
+            reactor,  # the one place this is allowed
         )
     config = options.config() if isinstance(options, Options) else options
     gasoline = build(config, reactor, stop=_reactor_stopper(reactor), extend_mcp=extend_mcp)

@@ -80,12 +80,12 @@ class StubHTTP:
     reactor."""
 
     def __init__(self, resource) -> None:
-        import treq  # noqa: PLC0415  (test-only dependency)
-        from treq.client import HTTPClient  # noqa: PLC0415
-        from twisted.internet.testing import MemoryReactorClock  # noqa: PLC0415
-        from twisted.web.client import Agent  # noqa: PLC0415
+        import treq  # test-only dependency
+        from treq.client import HTTPClient
+        from twisted.internet.testing import MemoryReactorClock
+        from twisted.web.client import Agent
 
-        from gasoline.http.request import GasolineSite  # noqa: PLC0415
+        from gasoline.http.request import GasolineSite
 
         memory = MemoryReactorClock()
         self._pumps: set = set()
@@ -258,9 +258,9 @@ class FakeExtension:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> "FakeExtension":
-        from treq.client import HTTPClient  # noqa: PLC0415
-        from twisted.internet.defer import Deferred  # noqa: PLC0415
-        from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
+        from treq.client import HTTPClient
+        from twisted.internet.defer import Deferred
+        from twisted.web.client import Agent, HTTPConnectionPool
 
         if self.running:
             return self
@@ -275,7 +275,7 @@ class FakeExtension:
     def stop(self):
         """Stop syncing: cancel every in-flight request and timer; a Deferred that fires when the
         connections are closed."""
-        from twisted.internet.defer import succeed  # noqa: PLC0415
+        from twisted.internet.defer import succeed
 
         self.running = False
         if self._flush_call is not None and self._flush_call.active():
@@ -296,8 +296,8 @@ class FakeExtension:
 
     def connected(self, timeout: float = 10.0):
         """A Deferred firing once the daemon's C{GET /health} says the extension is connected."""
-        from twisted.internet.defer import Deferred  # noqa: PLC0415
-        from twisted.internet.task import deferLater  # noqa: PLC0415
+        from twisted.internet.defer import Deferred
+        from twisted.internet.task import deferLater
 
         async def poll() -> None:
             deadline = self.reactor.seconds() + timeout
@@ -331,7 +331,7 @@ class FakeExtension:
         return d
 
     async def _request(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        import treq  # noqa: PLC0415
+        import treq
 
         data = None if body is None else json.dumps(body).encode()
         response = await self._track(self._http.request(
@@ -382,8 +382,8 @@ class FakeExtension:
             self._schedule_flush()
 
     async def _poll_loop(self) -> None:
-        from twisted.internet.defer import CancelledError  # noqa: PLC0415
-        from twisted.internet.task import deferLater  # noqa: PLC0415
+        from twisted.internet.defer import CancelledError
+        from twisted.internet.task import deferLater
 
         while self.running:
             try:
@@ -416,8 +416,8 @@ class FakeExtension:
         """Send every finished result now, one result sync at a time (the daemon answers a sync
         that reports results at once, so one in flight is enough; results finished meanwhile go
         in the next one)."""
-        from twisted.internet.defer import CancelledError, Deferred  # noqa: PLC0415
-        from twisted.python.failure import Failure  # noqa: PLC0415
+        from twisted.internet.defer import CancelledError, Deferred
+        from twisted.python.failure import Failure
 
         self._flush_call = None
         if not self.running or not self._outbox or self._flush_d is not None:
@@ -438,7 +438,7 @@ class FakeExtension:
         d.addBoth(done)
 
     def _swallow(self, failure) -> None:
-        from twisted.internet.defer import CancelledError  # noqa: PLC0415
+        from twisted.internet.defer import CancelledError
 
         if not failure.check(CancelledError) and self.running:
             self.errors.append(failure.value)
@@ -489,7 +489,7 @@ class FakeExtension:
 
     def _run_command(self, command: dict[str, Any]):
         """Run one command; a Deferred that fires (with None) once its result is reported."""
-        from twisted.internet.defer import (  # noqa: PLC0415
+        from twisted.internet.defer import (
             Deferred,
             maybeDeferred,
             succeed,

@@ -13,9 +13,9 @@ from twisted.application.service import Application
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from conformance_fixtures import register_fixtures  # noqa: E402
+from conformance_fixtures import register_fixtures
 
-from gasoline.tap import Options, makeService  # noqa: E402
+from gasoline.tap import Options, makeService
 
 argv = []
 for env, flag in [("GASOLINE_LISTEN", "--listen"), ("GASOLINE_STATE_DIR", "--state-dir")]:

@@ -191,7 +191,7 @@ def _tools(registry: ToolRegistry) -> None:
 
 
 def _ensure(coro):
-    from twisted.internet.defer import Deferred  # noqa: PLC0415
+    from twisted.internet.defer import Deferred
 
     return Deferred.fromCoroutine(coro)
 

@@ -30,7 +30,7 @@ def require_tool(name: str, path: str | None = None, why: str = "") -> str:
 
     Without it the test fails under C{CI=true} and is skipped, with a loud reason, locally.
     """
-    import pytest  # noqa: PLC0415  (test-only helper; the daemon never imports pytest)
+    import pytest  # test-only helper; the daemon never imports pytest
 
     found = path if path and os.path.exists(path) else shutil.which(name)
     if found:
@@ -162,8 +162,8 @@ class InProcessDaemon:
         return f"http://127.0.0.1:{self.listening.getHost().port}"
 
     def start(self) -> "InProcessDaemon":
-        from gasoline.app import Config, build  # noqa: PLC0415
-        from gasoline.http.request import GasolineSite  # noqa: PLC0415
+        from gasoline.app import Config, build
+        from gasoline.http.request import GasolineSite
 
         Path(self.state_dir).mkdir(parents=True, exist_ok=True)
         self.app = build(Config(state_dir=self.state_dir, persist=False), self.reactor)
@@ -173,7 +173,7 @@ class InProcessDaemon:
 
     def stop(self):
         """Stop listening and cancel the components' timers; a Deferred."""
-        from twisted.internet.defer import maybeDeferred  # noqa: PLC0415
+        from twisted.internet.defer import maybeDeferred
 
         if self.app.router is not None:
             self.app.router.close()
@@ -188,13 +188,13 @@ class InProcessDaemon:
 def pair(port: int, origin: str = "chrome-extension://abcdefghijklmnop") -> tuple[str, bytes]:
     """What the extension does before it opens the CDP link (lib/pairing.js): pin the daemon's key,
     challenge it, keep the session and its key."""
-    import os  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
+    import os
+    import urllib.request
 
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
 
-    from gasoline.core.identity import b64u, challenge_proof, derive_session_key  # noqa: PLC0415
+    from gasoline.core.identity import b64u, challenge_proof, derive_session_key
 
     def call(path, body=None):
         request = urllib.request.Request(
@@ -218,7 +218,7 @@ def pair(port: int, origin: str = "chrome-extension://abcdefghijklmnop") -> tupl
 
 
 def unb64u(text: str) -> bytes:
-    import base64  # noqa: PLC0415
+    import base64
 
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
@@ -226,11 +226,11 @@ def unb64u(text: str) -> bytes:
 def open_link(port: int, session: str, key: bytes,
               origin: str = "chrome-extension://abcdefghijklmnop"):
     """Open the extension's CDP link and check the daemon's opening proof, as lib/cdp.js does."""
-    import os  # noqa: PLC0415
+    import os
 
-    import websocket  # noqa: PLC0415  (websocket-client)
+    import websocket  # websocket-client
 
-    from gasoline.core.identity import LINK_BODY, b64u, response_proof  # noqa: PLC0415
+    from gasoline.core.identity import LINK_BODY, b64u, response_proof
 
     nonce = b64u(os.urandom(24))
     ws = websocket.create_connection(

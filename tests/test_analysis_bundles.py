@@ -26,7 +26,7 @@ def test_each_error_gets_the_requests_actions_and_logs_in_its_window():
     assert [r["url"] for r in save["network"]] == ["https://api.test/save"]
     assert save["network"][0]["failed"] is True and "db down" in save["network"][0]["response_body"]
     assert [a["selector"] for a in save["actions"]] == ["save"]
-    assert [l["message"] for l in save["logs"]] == ["saving…"]
+    assert [e["message"] for e in save["logs"]] == ["saving…"]
 
 
 def test_untimed_entries_are_counted_not_placed():

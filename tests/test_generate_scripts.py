@@ -75,7 +75,7 @@ def test_reproduction_is_a_standalone_playwright_script():
 def test_recorded_values_cannot_break_out_of_string_literals():
     evil = "\"); require('child_process').exec('rm -rf /'); (\"</script>\n\u2028"
     out = playwright_test([{"type": "input", "value": evil, "selectors": {"css": evil}}])
-    line = next(l for l in out["script"].splitlines() if ".fill(" in l)
+    line = next(ln for ln in out["script"].splitlines() if ".fill(" in ln)
     assert "</script>" not in line and "\n" not in line and "\u2028" not in line
     assert line.strip().startswith('await page.locator("\\"); require(')
 

@@ -33,7 +33,7 @@ def test_the_daemons_collaborators_stop_with_its_services_and_leave_no_timer(tmp
 
 
 def test_a_hook_handle_removes_the_hook_once_and_then_does_nothing():
-    from gasoline.core.hooks import add_hook  # noqa: PLC0415
+    from gasoline.core.hooks import add_hook
 
     hooks: list = []
     first, second = (lambda: 1), (lambda: 2)

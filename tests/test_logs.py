@@ -21,7 +21,7 @@ from gasoline.durations import parse_duration, parse_size
 from gasoline.logs import LogFiles, LogLimits, LogService, ServerLogObserver
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_tools_http import Agent  # noqa: E402
+from test_tools_http import Agent
 
 
 def lines(path: Path) -> list[dict]:

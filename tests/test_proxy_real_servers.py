@@ -20,7 +20,6 @@ from _proxy_harness import (
     EVERYTHING,
     FILESYSTEM,
     Daemon,
-    alive,
     group_members,
     node_server,
     text_of,

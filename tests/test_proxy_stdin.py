@@ -113,7 +113,7 @@ def test_a_full_pipe_queues_in_order_and_drains(pipe):
 
 
 def test_close_waits_for_the_queue_then_the_child_reads_eof(pipe):
-    r, w, stdin = pipe.r, pipe.w, pipe.stdin
+    r, stdin = pipe.r, pipe.stdin
     reactor = stdin._reactor
     big = b"x" * (300 * 1024)
     stdin.write(big)
@@ -137,7 +137,7 @@ def test_close_with_nothing_queued_closes_at_once(pipe):
 
 
 def test_a_child_that_closed_its_stdin_drops_the_queue_quietly(pipe):
-    r, w, stdin = pipe.r, pipe.w, pipe.stdin
+    stdin = pipe.stdin
     reactor = stdin._reactor
     stdin.write(b"x" * (200 * 1024))
     assert reactor.writers == [stdin]

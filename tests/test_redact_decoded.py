@@ -11,7 +11,6 @@ result goes through) by a property test, and end to end through the daemon's too
 from __future__ import annotations
 
 import json
-import tempfile
 from urllib.parse import quote, quote_plus
 
 from hypothesis import HealthCheck, given, settings

@@ -460,7 +460,7 @@ def test_the_extension_hears_the_client_count_and_can_disconnect_everyone(relay,
 def test_hostile_extension_messages_are_ignored(relay, ext):
     tab = ext.add_tab()
     a = Client(relay)
-    sa = a.attach(tab.target_id)
+    a.attach(tab.target_id)
     for junk in [None, [], "x", {"id": "1"}, {"id": 999999, "result": {}}, {"method": "event"},
                  {"method": "event", "params": {"tabId": "1", "method": 5}},
                  {"method": "event", "params": {"tabId": tab.tab_id, "method": "X.y", "sessionId": 3}},
@@ -508,7 +508,7 @@ def test_announcement_before_the_create_answer_still_attaches_once(relay, ext):
     a, msg, create = _create_target_held(relay, ext)
     ext.unanswered.clear()
     ext._next_tab += 1
-    from gasoline.relay.testing import FakeTab  # noqa: PLC0415
+    from gasoline.relay.testing import FakeTab
 
     tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "", "a")
     ext.tabs[tab.tab_id] = tab
@@ -540,10 +540,10 @@ def test_chrome_detaching_a_tab_detaches_its_sessions_and_target_closed_destroys
 
 
 def test_the_relay_package_imports_only_the_core_never_twisted_web():
-    import ast  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
+    import ast
+    from pathlib import Path
 
-    import gasoline.relay  # noqa: PLC0415
+    import gasoline.relay
 
     allowed = ("gasoline.core", "gasoline.common", "gasoline.relay", "twisted.internet", "twisted.logger",
                "twisted.python", "zope.interface", "attrs", "orjson", "__future__",

@@ -44,7 +44,7 @@ def test_json_version_with_and_without_slash_gives_a_fresh_client_url_each_time(
 
 
 def test_json_list_shows_only_the_users_exposed_tabs(app):
-    from gasoline.relay.testing import FakeExtensionLink  # noqa: PLC0415
+    from gasoline.relay.testing import FakeExtensionLink
 
     relay = app.relay
     ext = FakeExtensionLink(relay).connect()
@@ -59,7 +59,7 @@ def test_json_list_shows_only_the_users_exposed_tabs(app):
 
 
 def test_status_answers_as_the_seeds_discovery_expects(app):
-    from gasoline.relay.testing import FakeExtensionLink, RecordingPeer  # noqa: PLC0415
+    from gasoline.relay.testing import FakeExtensionLink, RecordingPeer
 
     treq = StubTreq(app.resource)
     code, body = get(treq, "/status")
@@ -89,9 +89,9 @@ def test_a_plain_http_request_to_a_websocket_route_is_told_to_upgrade(app):
 
 
 def test_a_plain_http_request_does_not_build_the_websocket_resource():
-    from twisted.web.test.requesthelper import DummyRequest  # noqa: PLC0415
+    from twisted.web.test.requesthelper import DummyRequest
 
-    from gasoline.http.relay import _OnFirstUse  # noqa: PLC0415
+    from gasoline.http.relay import _OnFirstUse
 
     built = []
     resource = _OnFirstUse(lambda: built.append(1))
@@ -122,7 +122,7 @@ class WSExtension:
         while True:
             try:
                 opcode, data = self.ws.recv_data()
-            except Exception:  # noqa: BLE001 - closed
+            except Exception:  # closed
                 return
             if opcode == websocket.ABNF.OPCODE_CLOSE:
                 self.close_status = int.from_bytes(data[:2], "big") if len(data) >= 2 else None
@@ -138,13 +138,13 @@ class WSExtension:
                                      "value": f"{params['tabId']}:{params['params']['expression']}"}}
             try:
                 self.ws.send(json.dumps({"id": message["id"], "result": result}))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return
 
     def close(self):
         try:
             self.ws.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
@@ -218,7 +218,7 @@ def test_cdp_clients_and_the_extension_over_real_websockets(daemon):
 
 
 def test_a_plain_http_request_is_told_which_upgrade_it_needs(daemon):
-    import http.client  # noqa: PLC0415
+    import http.client
 
     for path in ("/cdp/abc", "/extension/cdp"):
         conn = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=10)
@@ -252,7 +252,7 @@ def test_the_extension_link_needs_an_extension_origin(daemon):
 
 class urlopen_json:
     def __init__(self, port: int, path: str):
-        import urllib.request  # noqa: PLC0415
+        import urllib.request
 
         self.response = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10)
 

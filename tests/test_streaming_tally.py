@@ -17,9 +17,7 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE, WATERFALL
-from gasoline.streaming import events
 from gasoline.streaming.events import (
-    MAX_MESSAGE,
     ConsoleCounts,
     classify,
     console_keys,

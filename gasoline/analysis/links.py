@@ -77,7 +77,7 @@ def is_public_http_url(url: Any, allow_private: bool = False,
     try:
         parts = urlsplit(url.strip())
         host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        parts.port  # raises ValueError on a bad port
     except ValueError:
         return UrlCheck(False, "malformed URL")
     if parts.scheme.lower() not in ("http", "https"):

@@ -81,7 +81,7 @@ class ConnectOptions(usage.Options):
             self["base-url"] = f"http://127.0.0.1:{self['port'] or DEFAULT_PORT}"
         cid = self["client-id"]
         if cid is not None:
-            import re  # noqa: PLC0415
+            import re
 
             if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$", cid):
                 raise usage.UsageError(
@@ -102,7 +102,7 @@ def resolve_client_id(explicit: str | None) -> tuple[str, str | None]:
 
 
 def _log_to_stderr() -> None:
-    from twisted.logger import (  # noqa: PLC0415
+    from twisted.logger import (
         FilteringLogObserver,
         LogLevel,
         LogLevelFilterPredicate,
@@ -117,7 +117,7 @@ def _log_to_stderr() -> None:
 
 
 def _quiet_factory():
-    from twisted.web.client import _HTTP11ClientFactory  # noqa: PLC0415
+    from twisted.web.client import _HTTP11ClientFactory
 
     class Quiet(_HTTP11ClientFactory):
         noisy = False
@@ -161,7 +161,7 @@ def _run(options: ConnectOptions) -> int:
 
     C{task.react} resolves the reactor and hands it in; nothing here reads the global one.
     """
-    from twisted.internet.task import react  # noqa: PLC0415
+    from twisted.internet.task import react
 
     try:
         react(_connect, (options,))
@@ -171,18 +171,18 @@ def _run(options: ConnectOptions) -> int:
 
 
 def _connect(reactor, options: ConnectOptions):
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from treq.client import HTTPClient  # noqa: PLC0415
-    from twisted.internet import stdio  # noqa: PLC0415
-    from twisted.internet.defer import Deferred, DeferredList  # noqa: PLC0415
-    from twisted.logger import Logger  # noqa: PLC0415
-    from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
+    from treq.client import HTTPClient
+    from twisted.internet import stdio
+    from twisted.internet.defer import Deferred, DeferredList
+    from twisted.logger import Logger
+    from twisted.web.client import Agent, HTTPConnectionPool
 
-    from gasoline.connect.bridge import Bridge  # noqa: PLC0415
-    from gasoline.connect.client import DaemonHTTP  # noqa: PLC0415
-    from gasoline.connect.discovery import Discovery, Spawner  # noqa: PLC0415
-    from gasoline.connect.protocol import StdioLines  # noqa: PLC0415
+    from gasoline.connect.bridge import Bridge
+    from gasoline.connect.client import DaemonHTTP
+    from gasoline.connect.discovery import Discovery, Spawner
+    from gasoline.connect.protocol import StdioLines
 
     log = Logger(namespace="gasoline.connect")
     _QuietFactory = _quiet_factory()
@@ -213,7 +213,7 @@ def _connect(reactor, options: ConnectOptions):
     bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"])
     if adopted:
         bridge.adopt_initialize(prelude.init_message)
-        from gasoline.connect.fast import resend  # noqa: PLC0415
+        from gasoline.connect.fast import resend
 
         resend(reactor)  # a SIGTERM/SIGINT that came while Twisted was loading
     done: Deferred = Deferred()

@@ -33,7 +33,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
-from gasoline.common import rfc3339  # noqa: F401  (re-exported)
+from gasoline.common import rfc3339  # re-exported
 from gasoline.core.commands import CommandQueue
 from gasoline.core.errors import ExtensionDisconnected
 from gasoline.core.hooks import add_hook

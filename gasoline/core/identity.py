@@ -174,8 +174,8 @@ def response_proof(key: bytes, nonce: bytes, body: bytes) -> bytes:
 
 
 def _load_key(data: bytes, path: Path) -> Any:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415  (lazy: see above)
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization  # lazy: see above
+    from cryptography.hazmat.primitives.asymmetric import ec
 
     key = serialization.load_pem_private_key(data, password=None)
     if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
@@ -227,8 +227,8 @@ def create_key_file(state_dir: Path) -> bytes:
 
 
 def _new_key_pem() -> bytes:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415  (lazy: see above)
-    from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization  # lazy: see above
+    from cryptography.hazmat.primitives.asymmetric import ec
 
     key = ec.generate_private_key(ec.SECP256R1())
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -279,7 +279,7 @@ def _store_key(path: Path, pem: bytes) -> bytes:
 
 
 def raw_public_key(key: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives import serialization
 
     return key.public_key().public_bytes(serialization.Encoding.X962,
                                          serialization.PublicFormat.UncompressedPoint)
@@ -349,7 +349,7 @@ class DaemonIdentity:
         nonce = unb64u(payload.get("nonce"), "nonce")
         if not 16 <= len(nonce) <= 64:
             raise PairingError("field 'nonce' must be 16 to 64 bytes")
-        from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415  (lazy)
+        from cryptography.hazmat.primitives.asymmetric import ec  # lazy
 
         try:
             peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)

@@ -98,7 +98,7 @@ def thread_runner(reactor: Any) -> ThreadRunner:
     """Run in C{reactor}'s thread pool when it has one, else synchronously (a C{task.Clock})."""
     if not IReactorThreads.providedBy(reactor):
         return run_synchronously
-    from twisted.internet.threads import deferToThreadPool  # noqa: PLC0415
+    from twisted.internet.threads import deferToThreadPool
 
     def run(f: Callable[..., Any], *args: Any, **kwargs: Any) -> defer.Deferred[Any]:
         return deferToThreadPool(reactor, reactor.getThreadPool(), f, *args, **kwargs)

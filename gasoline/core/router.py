@@ -47,7 +47,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gasoline.core.commands import Command, command_number
-from gasoline.core.errors import (  # noqa: F401  (CommandCancelled, ExtensionError re-exported)
+from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-exported
     CommandCancelled,
     ExtensionDisconnected,
     ExtensionError,

@@ -71,7 +71,7 @@ class _OnFirstUse(Resource):
 def cdp_client_resource(relay: Relay, clock) -> Resource:
     """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
     def build() -> Resource:
-        from gasoline.http import relay_ws  # noqa: PLC0415  (autobahn: on first use)
+        from gasoline.http import relay_ws  # autobahn: on first use
 
         return relay_ws.cdp_client_resource(relay, clock)
 
@@ -86,7 +86,7 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
     """
     def build() -> Resource:
-        from gasoline.http import relay_ws  # noqa: PLC0415  (autobahn: on first use)
+        from gasoline.http import relay_ws  # autobahn: on first use
 
         return relay_ws.extension_link_resource(relay, clock, identity)
 

@@ -80,7 +80,7 @@ def main() -> None:
     argv = sys.argv[4:]
     os.setsid()
     try:
-        import ctypes  # noqa: PLC0415
+        import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
     except Exception:  # not Linux: the daemon's stop path and stdin EOF remain

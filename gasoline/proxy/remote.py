@@ -90,7 +90,7 @@ class _Body(Protocol):
             self._on_data(data)
 
     def connectionLost(self, reason: Failure) -> None:
-        from twisted.web.client import ResponseDone  # noqa: PLC0415  (loaded by now: a response)
+        from twisted.web.client import ResponseDone  # loaded by now: a response
 
         if self.done.called:
             return
@@ -188,8 +188,8 @@ class RemoteServer(ServerPeer):
             # Only now: twisted.web.client must not load before TLS does (gasoline._tls; the
             # daemon defers TLS at start-up and a remote server may be https).
             _tls.require()
-            from treq.client import HTTPClient  # noqa: PLC0415
-            from twisted.web.client import Agent, HTTPConnectionPool  # noqa: PLC0415
+            from treq.client import HTTPClient
+            from twisted.web.client import Agent, HTTPConnectionPool
 
             self._pool = HTTPConnectionPool(reactor, persistent=True)
             self._pool.maxPersistentPerHost = 8

@@ -53,7 +53,7 @@ from twisted.internet.defer import TimeoutError as DeferredTimeoutError
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from zope.interface import Interface, implementer
+from zope.interface import Interface
 
 from gasoline.common import (
     INVALID_PARAMS,

@@ -329,7 +329,7 @@ def entry_event(buffer: str, entry: Any, at: float) -> StreamEvent | None:
         return None
     try:
         return fn(entry, at)
-    except Exception:  # a hostile entry  # noqa: BLE001
+    except Exception:  # a hostile entry
         return None
 
 

@@ -28,7 +28,7 @@ CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
 def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
     """The caller's checkpoint C{name}; C{client:name} reaches another client's on purpose
     (the same resolution as configure's checkpoint modes)."""
-    from gasoline.tools._state import resolve_checkpoint  # noqa: PLC0415
+    from gasoline.tools._state import resolve_checkpoint
 
     return resolve_checkpoint(ctx, name)
 

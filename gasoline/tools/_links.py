@@ -155,7 +155,7 @@ class LinkValidator:
 
     async def _discard(self, response: Any) -> None:
         """Stop reading the body after the status line (the status is all we want)."""
-        import treq  # noqa: PLC0415
+        import treq
 
         def stop(_data: bytes) -> None:
             raise _Enough()
@@ -173,7 +173,7 @@ class LinkValidator:
 
 def thread_resolver(reactor: Any) -> Resolver:
     """Resolve with C{socket.getaddrinfo} in the reactor's thread pool (never on the reactor)."""
-    from twisted.internet.threads import deferToThreadPool  # noqa: PLC0415
+    from twisted.internet.threads import deferToThreadPool
 
     def lookup(host: str) -> list[str]:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
@@ -193,22 +193,22 @@ def thread_resolver(reactor: Any) -> Resolver:
 def pinned_client_factory(reactor: Any) -> ClientFactory:
     """Clients whose connections go to the pinned address of each host (TLS still verifies and
     sends SNI for the host name)."""
-    from gasoline import _tls  # noqa: PLC0415
+    from gasoline import _tls
 
     _tls.require()  # https:// links: TLS loads now, not at daemon start (gasoline._tls)
-    from treq.client import HTTPClient  # noqa: PLC0415
-    from twisted.internet.endpoints import (  # noqa: PLC0415
+    from treq.client import HTTPClient
+    from twisted.internet.endpoints import (
         TCP4ClientEndpoint,
         TCP6ClientEndpoint,
         wrapClientTLS,
     )
-    from twisted.web.client import (  # noqa: PLC0415
+    from twisted.web.client import (
         Agent,
         BrowserLikePolicyForHTTPS,
         HTTPConnectionPool,
         _HTTP11ClientFactory,
     )
-    from twisted.web.iweb import IAgentEndpointFactory  # noqa: PLC0415
+    from twisted.web.iweb import IAgentEndpointFactory
 
     policy = BrowserLikePolicyForHTTPS()
 

@@ -167,7 +167,7 @@ def save_state(ctx: Any, args: dict[str, Any]) -> Deferred:
         state = {k: r.get(k) for k in ("url", "title", "local_storage", "session_storage",
                                        "cookie_names", "scroll", "form_values", "captured_at")}
         state["saved_at"] = ctx.now()
-        import orjson  # noqa: PLC0415
+        import orjson
 
         size = len(orjson.dumps(state))
         if size > MAX_STATE_BYTES:

@@ -22,7 +22,7 @@ from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT
 
 
 def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis.perf import page_performance  # noqa: PLC0415
+    from gasoline.analysis.perf import page_performance
 
     url = ctx.str_arg(args, "url")
     view, applied = view_filter(ctx, args)
@@ -62,7 +62,7 @@ def observe_page(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     }
     perf = ctx.app.store.performance.get(url) if url else None
     if perf is not None:
-        from gasoline.analysis.perf import page_performance  # noqa: PLC0415
+        from gasoline.analysis.perf import page_performance
 
         try:
             page["vitals"] = page_performance(perf)
@@ -138,9 +138,9 @@ def observe_screenshot(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
 
 
 def _save_data_url(ctx: ToolContext, data_url: str, result: dict[str, Any]) -> dict[str, Any]:
-    import base64  # noqa: PLC0415
-    import binascii  # noqa: PLC0415
-    import re  # noqa: PLC0415
+    import base64
+    import binascii
+    import re
 
     m = re.match(r"^data:image/(jpeg|jpg|png|webp);base64,", data_url)
     if m is None:

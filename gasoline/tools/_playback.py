@@ -120,7 +120,7 @@ def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
 
 
 def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recording_named  # noqa: PLC0415  (cycle)
+    from gasoline.tools._state import recording_named  # cycle
 
     name, recording = recording_named(ctx, args, "playback")
     stop_on_error = ctx.bool_arg(args, "stop_on_error", True)
@@ -284,7 +284,7 @@ def sequences_of(state: Any) -> dict[str, Any]:
 def validate_steps(steps: Any) -> list[dict[str, Any]]:
     """The steps as C{{what, ...}} objects, each naming an interact mode; L{InvalidParam} names
     the first bad one."""
-    from gasoline.tools.schemas import INTERACT_MODES  # noqa: PLC0415
+    from gasoline.tools.schemas import INTERACT_MODES
 
     if not isinstance(steps, list) or not steps:
         raise InvalidParam("steps must be a non-empty list of interact argument objects, e.g. "
@@ -324,9 +324,9 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
 
 
 def _steps_from_actions(ctx: ToolContext, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    from gasoline.core.store import ACTIONS  # noqa: PLC0415
-    from gasoline.tools._shared import newest  # noqa: PLC0415
-    from gasoline.tools._state import recordings_of  # noqa: PLC0415  (cycle)
+    from gasoline.core.store import ACTIONS
+    from gasoline.tools._shared import newest
+    from gasoline.tools._state import recordings_of  # cycle
 
     recording = ctx.str_arg(args, "recording")
     if recording:
@@ -426,7 +426,7 @@ async def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> d
     router = ctx.router
     limit = getattr(router, "per_client_limit", None)
     if limit is not None and router.pending_count(ctx.client_id) >= limit:
-        from gasoline.core.errors import QueueFull  # noqa: PLC0415
+        from gasoline.core.errors import QueueFull
 
         raise QueueFull(f"you already have {limit} commands waiting for the extension",
                         limit=limit, scope="client")

@@ -195,14 +195,14 @@ def _timeline(ctx: Any, rec: ScreenRecording) -> tuple[list[dict[str, Any]], dic
 
 
 def _write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
-    import orjson  # noqa: PLC0415
+    import orjson
 
     return media.write_new(directory / "manifest.json",
                            orjson.dumps(manifest, option=orjson.OPT_INDENT_2, default=str))
 
 
 def _remove_tree(directory: Path) -> None:
-    import shutil  # noqa: PLC0415
+    import shutil
 
     shutil.rmtree(directory, ignore_errors=True)
 
@@ -335,7 +335,7 @@ def record_stop(ctx: Any, args: dict[str, Any]) -> Deferred:
         raise GasolineError(f"screen recording {wanted!r} is not readable", code="no_data")
 
     def read() -> dict[str, Any]:
-        import orjson  # noqa: PLC0415
+        import orjson
 
         try:
             value = orjson.loads(media.read_bounded(path, 64 * 1024 * 1024, "recording_id"))

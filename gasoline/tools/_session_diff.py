@@ -63,8 +63,8 @@ def _vitals_of(snapshot: dict[str, Any]) -> dict[str, float]:
 def session_snapshot(ctx: ToolContext) -> dict[str, Any]:
     """The parts of "now" a checkpoint keeps for diff_sessions: the messages of recent errors by
     fingerprint, the request URLs failing recently, and the latest vitals per page URL."""
-    from gasoline.analysis._util import is_failed_request  # noqa: PLC0415
-    from gasoline.analysis.clusters import fingerprint  # noqa: PLC0415
+    from gasoline.analysis._util import is_failed_request
+    from gasoline.analysis.clusters import fingerprint
 
     messages: dict[str, str] = {}
     failing: dict[str, None] = {}  # ordered set, most recent last
@@ -129,8 +129,8 @@ def _compare_vitals(before: dict[str, Any], after: dict[str, Any]) -> list[dict[
 
 
 def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis.changes import changes  # noqa: PLC0415
-    from gasoline.tools._shared import noise_filter, view  # noqa: PLC0415
+    from gasoline.analysis.changes import changes
+    from gasoline.tools._shared import noise_filter, view
 
     ref_a = ctx.str_arg(args, "from_checkpoint") or ctx.str_arg(args, "checkpoint") \
         or ctx.str_arg(args, "name")
@@ -190,7 +190,7 @@ def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
         notes.append("the from checkpoint predates error messages in checkpoints: resolved "
                      "errors are named by fingerprint only")
     failing_before = a.get("failing_urls") if isinstance(a.get("failing_urls"), list) else None
-    from gasoline.analysis._util import is_failed_request  # noqa: PLC0415
+    from gasoline.analysis._util import is_failed_request
 
     between: dict[str, None] = {}
     for item in entries[NETWORK_BODIES] + [e for e in entries[CONSOLE]

@@ -117,7 +117,7 @@ def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any
     C{tab_id} as one predicate, exactly as observe applies them (None: everything)."""
     if args is None:
         return None, {}
-    from gasoline.tools._views import view_filter  # noqa: PLC0415
+    from gasoline.tools._views import view_filter
 
     return view_filter(ctx, args)
 

@@ -323,7 +323,7 @@ def with_alias_notice(run: Callable[[Args], Any], translation: Translation) -> D
             return maybeDeferred(run, calls[len(results)]).addCallback(step)
         if len(calls) == 1:
             return results[0]
-        from gasoline.tools.context import text_result  # noqa: PLC0415
+        from gasoline.tools.context import text_result
 
         bodies = [_body_of(r) for r in results]
         return text_result(f"{len(calls)} calls done",

@@ -28,7 +28,7 @@ def encode_json(data: Any) -> str:
     try:
         return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
     except orjson.JSONEncodeError:
-        import json  # noqa: PLC0415
+        import json
 
         return json.dumps(data, default=str, separators=(",", ":"))
 
@@ -241,7 +241,7 @@ def client_noise_rules(ctx: ToolContext) -> Any:
     """The caller's L{gasoline.core.noise.NoiseRules} (client scope + built-ins, linked to the
     global set). Persisted as C{NoiseRules.to_json()} in C{state.noise_rules}; parsed once and
     cached per client until the persisted form changes."""
-    from gasoline.core.noise import NoiseRules  # noqa: PLC0415
+    from gasoline.core.noise import NoiseRules
 
     raw = ctx.state.noise_rules
     key = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""

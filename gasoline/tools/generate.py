@@ -156,7 +156,7 @@ def pr_summary_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     diff = None
     checkpoint = ctx.str_arg(args, "checkpoint")
     if checkpoint:
-        from gasoline.tools._changes import compute_changes  # noqa: PLC0415
+        from gasoline.tools._changes import compute_changes
 
         diff = compute_changes(ctx, args, checkpoint)
     result = pr_summary(_errors(ctx, args, n), newest(ctx, NETWORK_BODIES, n, args),
@@ -183,7 +183,7 @@ LIVE_TIMEOUT = 5.0
 
 
 def _error_ids(entry: dict[str, Any]) -> list[str]:
-    from gasoline.analysis.clusters import fingerprint  # noqa: PLC0415
+    from gasoline.analysis.clusters import fingerprint
 
     ids = [str(entry[k]) for k in ("_errorId", "errorId", "error_id", "id") if entry.get(k)]
     try:
@@ -302,7 +302,7 @@ def read_test_file(ctx: Any, path: str) -> str:
 
 
 async def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.tools._shared import require_str  # noqa: PLC0415
+    from gasoline.tools._shared import require_str
 
     broken = require_str(ctx, args, "selector").strip()
     if len(broken) > 2000:
@@ -387,7 +387,7 @@ async def _heal_live(ctx: Any, args: dict[str, Any], broken: str, actions: list[
 
 
 def test_classify_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._shared import require_str  # noqa: PLC0415
+    from gasoline.tools._shared import require_str
 
     failure = require_str(ctx, args, "failure", "error", "message")
     if len(failure) > 200_000:

@@ -536,7 +536,7 @@ def get_markdown(ctx: Any, args: dict[str, Any]) -> Any:
 
 
 def run_a11y_and_export_sarif(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.tools._a11y import sarif_mode  # noqa: PLC0415
+    from gasoline.tools._a11y import sarif_mode
 
     return sarif_mode(ctx, {k: v for k, v in args.items() if k not in ("a11y_result", "result")})
 

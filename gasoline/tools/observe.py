@@ -207,7 +207,7 @@ def find_key(value: Any, key: str, out: list[Any], depth: int = 0, cap: int = 50
 def _json_body(text: Any) -> Any:
     if isinstance(text, (dict, list)):
         return text
-    if not isinstance(text, str) or not text.lstrip()[:1] in ("{", "["):
+    if not isinstance(text, str) or text.lstrip()[:1] not in ("{", "["):
         return _MISSING
     try:
         return orjson.loads(text)
@@ -402,7 +402,7 @@ _TIMELINE_SOURCES = {
 
 
 def _seconds(e: dict[str, Any]) -> float | None:
-    from gasoline.analysis._util import entry_time  # noqa: PLC0415
+    from gasoline.analysis._util import entry_time
 
     try:
         return entry_time(e)
@@ -457,7 +457,7 @@ def observe_timeline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def observe_error_bundles(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis import error_bundles  # noqa: PLC0415
+    from gasoline.analysis import error_bundles
 
     window = ctx.num_arg(args, "window_seconds", 3.0, 0, 3600)
     limit = ctx.int_arg(args, "limit", 20, 1, 100)
@@ -474,7 +474,7 @@ def observe_error_bundles(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
 
 
 def observe_summarized_logs(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis import summarize_logs  # noqa: PLC0415
+    from gasoline.analysis import summarize_logs
 
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     match = _console_match(ctx, args, False)

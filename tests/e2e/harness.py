@@ -49,14 +49,14 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
             value = predicate()
             if value:
                 return value
-        except Exception as e:  # noqa: BLE001 - reported on timeout
+        except Exception as e:  # reported on timeout
             last_exc = e
         if time.monotonic() > deadline:
             message = f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else "")
             if describe is not None:
                 try:
                     message += f"; state: {describe()!r}"
-                except Exception as e:  # noqa: BLE001 - the timeout is the error to report
+                except Exception as e:  # the timeout is the error to report
                     message += f"; state unavailable: {e!r}"
             raise AssertionError(message)
         time.sleep(interval)
@@ -81,7 +81,7 @@ class CDP:
     def close(self) -> None:
         try:
             self.ws.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
     def _send(self, text: str) -> None:

@@ -9,7 +9,6 @@ extension's CDP link announced it to the relay, and drives it through the relay 
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import urllib.request
@@ -164,7 +163,7 @@ def test_two_playwright_clients_on_different_tabs_get_only_their_own_events(brow
                 page2.on("console", lambda m: heard_b.append(m.text))
                 ready.set()
                 go.wait(30)
-                out["b"] = [page2.evaluate(f"(i) => {{ console.log('from-b-' + i); return ['b', i, document.title]; }}", i)
+                out["b"] = [page2.evaluate("(i) => { console.log('from-b-' + i); return ['b', i, document.title]; }", i)
                             for i in range(200)]
                 wait_until(lambda: len(heard_b) >= 200, 20, what="b's console events")
                 out["heard_b"] = list(heard_b)
@@ -188,9 +187,9 @@ def test_two_playwright_clients_on_different_tabs_get_only_their_own_events(brow
 
 
 def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(browser, daemon, site, pw):
-    import time  # noqa: PLC0415
+    import time
 
-    from support import open_link, pair  # noqa: PLC0415
+    from support import open_link, pair
 
     url = exposed_tab(browser, daemon, site, "/blank.html")
     cdp_browser = pw.chromium.connect_over_cdp(daemon.url)
@@ -208,7 +207,7 @@ def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(bro
             started = time.monotonic()
             try:
                 outcomes.append(("ok", page.evaluate("2 + 2")))
-            except Exception as e:  # noqa: BLE001 - an error is an acceptable outcome
+            except Exception as e:  # an error is an acceptable outcome
                 outcomes.append(("error", type(e).__name__))
             assert time.monotonic() - started < 35, "a command hung through the reconnect"
             if outcomes[-1][0] == "error":
@@ -238,7 +237,7 @@ def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(bro
 
 
 def test_only_tracked_tabs_with_the_pilot_on_are_exposed_and_no_attachment_outlives_its_clients(browser, daemon, site):
-    from harness import CDP  # noqa: PLC0415
+    from harness import CDP
 
     url = site.url + "/blank.html"
     sw, harness_session, tab = browser.track_new_tab(url, daemon.url)  # tracked, pilot off

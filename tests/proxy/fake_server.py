@@ -11,7 +11,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 
 tools = ["echo", "whereami", "slow", "sample", "sample_progress", "elicit", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
          "a" * 70]

@@ -5,7 +5,7 @@ shell, without an agent.
 Standard library only (no Twisted, no orjson): these are short-lived commands and their start time
 is the user's wait. The daemon is found the way the connector finds it: C{--url}, else
 C{--port} on 127.0.0.1, else C{<state-dir>/daemon.json} (written by a running daemon), else the
-default port 7890.
+default port 7890. The commands::
 
   gasoline status [--port N | --url U] [--state-dir D] [--json]
       Is a daemon running, where, which version, with which pid, who is connected. Exit 0 when it

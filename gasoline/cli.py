@@ -1,5 +1,5 @@
 """
-The C{gasoline} console script.
+The C{gasoline} console script::
 
   gasoline --version            print the version
   gasoline serve [twistd opts]  run the daemon in the foreground (same as C{twistd -n gasoline})

@@ -75,7 +75,7 @@ class StubHTTP:
     """An in-memory HTTP client of a resource, served by the daemon's own
     L{gasoline.http.request.GasolineSite} (capped body buffer, no form parsing, the connection
     cap), so tests see what the real daemon does. It offers what C{treq.testing.StubTreq} offers:
-    C{request}, C{get}, C{post}, ... (a C{treq} L{HTTPClient} over a public C{Agent}),
+    C{request}, C{get}, C{post}, ... (a C{treq} C{HTTPClient} over a public C{Agent}),
     C{content}/C{json_content}/C{text_content}, and L{flush} to move the bytes; no socket, no
     reactor."""
 

@@ -53,3 +53,26 @@ def test_the_check_sees_a_rest_literal_and_a_sphinx_field():
     assert _REST.search(":param clock: the clock")
     assert _REST.search("see :class:`Foo`")
     assert not _REST.search("the C{what} argument; @param clock: the clock; L{Foo}")
+
+
+_PLACEHOLDER = re.compile(r"^\s*(DOC|TODO|TBD|FIXME|XXX)?\s*\.?\s*$", re.IGNORECASE)
+
+
+def _placeholder_module_docstrings() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        if doc is None or _PLACEHOLDER.match(doc) or len(doc.split()) < 5:
+            found.append(path.relative_to(PACKAGE).as_posix())
+    return found
+
+
+def test_every_module_says_what_it_is_for():
+    """A module's docstring is its first line of documentation (pydoctor's page for it): no
+    module goes without one, or with a placeholder."""
+    assert _placeholder_module_docstrings() == []
+
+
+def test_the_check_sees_a_placeholder():
+    assert _PLACEHOLDER.match("DOC") and _PLACEHOLDER.match("  todo. ") and _PLACEHOLDER.match("")
+    assert not _PLACEHOLDER.match("The C{gasoline} console script.")

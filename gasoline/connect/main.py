@@ -1,5 +1,5 @@
 """
-C{gasoline connect}: the stdio MCP connector an agent's MCP configuration spawns.
+C{gasoline connect}: the stdio MCP connector an agent's MCP configuration spawns::
 
     gasoline connect [--client-id ID] [--port 7890 | --url http://127.0.0.1:7890]
                      [--state-dir DIR] [--no-autostart] [--bound 30] [--max-line BYTES]

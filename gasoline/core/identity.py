@@ -8,7 +8,7 @@ connection, makes the daemon prove it holds the private key before it sends capt
 a command. See docs/extension.md, "Pairing", for the design and what it does not protect against.
 
 The identity is a P-256 key pair created at first start in C{<state_dir>/identity.pem} (0600) and
-kept across restarts. The handshake (C{POST /pairing/challenge}) is an ephemeral-static ECDH:
+kept across restarts. The handshake (C{POST /pairing/challenge}) is an ephemeral-static ECDH::
 
     shared  = ECDH(daemon static key, extension ephemeral key)
     K       = HKDF-SHA256(shared, salt=nonce, info="gasoline-pairing-v1" | daemon key | ephemeral key)

@@ -30,7 +30,7 @@ class PathRefused(GasolineError):
 
 
 def real(path: str | os.PathLike[str]) -> Path:
-    """C{path} with every symbolic link resolved (C{os.path.realpath}), as a L{Path}."""
+    """C{path} with every symbolic link resolved (C{os.path.realpath}), as a C{pathlib.Path}."""
     return Path(os.path.realpath(path))
 
 

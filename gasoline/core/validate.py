@@ -5,7 +5,7 @@ Payloads are free-form JSON objects and unknown fields are kept. The only hard r
 
  - a batch is a JSON object whose array field (C{entries}, C{bodies}, C{events}, ...) is a list;
    anything else is a L{PayloadError} (HTTP 400);
- - a console L{LogEntry} must be an object with C{level} in {error, warn, info, debug, log} and
+ - a console entry must be an object with C{level} in {error, warn, info, debug, log} and
    encode to at most 1 MB; other items must be objects. Invalid items are counted as rejected,
    never a 400.
 

@@ -6,29 +6,29 @@ daemon captured around it (console errors, failed requests, page timings). Every
 adds points to one category and records one evidence line; the category with the most points
 wins, ties broken by L{CATEGORIES} order (most specific first). Nothing fires: C{unknown}.
 
-Rules (points):
+Rules (points)::
 
-================  ==========================================================================  ===
-category          failure text matches / captured evidence                                    pts
-================  ==========================================================================  ===
-selector_not_found C{waiting for locator|selector}, C{resolved to 0 elements}, C{no element}  3
-                  C{element not found}, C{unable to find}, C{strict mode violation} (2)
-auth              HTTP 401/403 in the text (after status/HTTP/code), C{unauthorized}, C{forbidden}, C{login},        3
-                  C{session expired}; a captured 401/403 request (2 each, max 4)
-server_error      HTTP 5xx in the text (after status/HTTP/code), C{internal server error}, C{bad gateway};            3
-                  a captured 5xx request (2 each, max 4)
-network_error     C{net::ERR_*}, C{ECONNREFUSED}/C{ECONNRESET}/C{ENOTFOUND}, C{failed to     3
-                  fetch}, C{NetworkError}; a captured request with status 0 or an error (2)
-js_error          C{TypeError}/C{ReferenceError}/C{SyntaxError}/C{RangeError}, C{Uncaught}, 3
-                  C{pageerror}; a captured console error/exception (1 each, max 3)
-assertion         C{expect(}, C{toHave*}/C{toBe*}/C{toEqual}/C{toContain},                3
-                  C{Expected:}/C{Received:}, C{AssertionError}
-flaky_timing      C{not attached to the DOM}/C{detached}, C{not stable}, C{intercepts       3
-                  pointer events}, C{Execution context was destroyed}, C{Target closed},
-                  C{retry #}; a captured slow page load (> 5 s, 1) or long tasks (1)
-timeout           C{Timeout \\d+ms exceeded}, C{TimeoutError}, C{timed out}                  2
-unknown           nothing above fired
-================  ==========================================================================  ===
+    ================  ==========================================================================  ===
+    category          failure text matches / captured evidence                                    pts
+    ================  ==========================================================================  ===
+    selector_not_found C{waiting for locator|selector}, C{resolved to 0 elements}, C{no element}  3
+                      C{element not found}, C{unable to find}, C{strict mode violation} (2)
+    auth              HTTP 401/403 in the text (after status/HTTP/code), C{unauthorized}, C{forbidden}, C{login},        3
+                      C{session expired}; a captured 401/403 request (2 each, max 4)
+    server_error      HTTP 5xx in the text (after status/HTTP/code), C{internal server error}, C{bad gateway};            3
+                      a captured 5xx request (2 each, max 4)
+    network_error     C{net::ERR_*}, C{ECONNREFUSED}/C{ECONNRESET}/C{ENOTFOUND}, C{failed to     3
+                      fetch}, C{NetworkError}; a captured request with status 0 or an error (2)
+    js_error          C{TypeError}/C{ReferenceError}/C{SyntaxError}/C{RangeError}, C{Uncaught}, 3
+                      C{pageerror}; a captured console error/exception (1 each, max 3)
+    assertion         C{expect(}, C{toHave*}/C{toBe*}/C{toEqual}/C{toContain},                3
+                      C{Expected:}/C{Received:}, C{AssertionError}
+    flaky_timing      C{not attached to the DOM}/C{detached}, C{not stable}, C{intercepts       3
+                      pointer events}, C{Execution context was destroyed}, C{Target closed},
+                      C{retry #}; a captured slow page load (> 5 s, 1) or long tasks (1)
+    timeout           C{Timeout \\d+ms exceeded}, C{TimeoutError}, C{timed out}                  2
+    unknown           nothing above fired
+    ================  ==========================================================================  ===
 
 Confidence = top / (top + runner-up + 1), at most 0.95 (0 for C{unknown}).
 

@@ -4,20 +4,20 @@ with the selector replaced.
 
 Where candidates come from:
 
-1. **Recorded actions.** The extension records every element a user (or agent) acted on with
-   several selectors at once (C{selectors}: C{testId}, C{role: {role, name}}, C{ariaLabel},
-   C{placeholder}, C{text}, C{id}, C{name}, C{css}). An element *matches* the broken selector
-   when one of its recorded selectors equals the broken selector's value (match 1.0), or, failing
-   that, when their words overlap (the best Jaccard similarity between the broken selector's
-   lower-cased words and those of one recorded selector, at least L{MIN_SIMILARITY}; the match is
-   the similarity times 0.8). Each matched element proposes one
-   candidate per strategy it recorded, except the broken selector itself.
-2. **The live page** (when the extension is connected): C{list_interactive} elements whose
-   accessible name / selector words overlap the broken selector's propose their role+name and
-   their test-id or CSS selector; recorded candidates seen in that list are marked
-   C{live: "listed"}.
-3. **Live counts**: the best few candidates are checked with the C{dom} command: one match is
-   verified, zero matches demote the candidate, several matches mark it ambiguous.
+  1. B{Recorded actions.} The extension records every element a user (or agent) acted on with
+     several selectors at once (C{selectors}: C{testId}, C{role: {role, name}}, C{ariaLabel},
+     C{placeholder}, C{text}, C{id}, C{name}, C{css}). An element I{matches} the broken selector
+     when one of its recorded selectors equals the broken selector's value (match 1.0), or, failing
+     that, when their words overlap (the best Jaccard similarity between the broken selector's
+     lower-cased words and those of one recorded selector, at least L{MIN_SIMILARITY}; the match is
+     the similarity times 0.8). Each matched element proposes one
+     candidate per strategy it recorded, except the broken selector itself.
+  2. B{The live page} (when the extension is connected): C{list_interactive} elements whose
+     accessible name / selector words overlap the broken selector's propose their role+name and
+     their test-id or CSS selector; recorded candidates seen in that list are marked
+     C{live: "listed"}.
+  3. B{Live counts}: the best few candidates are checked with the C{dom} command: one match is
+     verified, zero matches demote the candidate, several matches mark it ambiguous.
 
 Confidence = strategy weight (L{WEIGHTS}: test id 0.95 > role+name 0.85 > aria-label 0.8 >
 placeholder 0.7 > text 0.65 > id 0.6 > name 0.55 > CSS path 0.4) x match, plus 0.02 per extra

@@ -1,5 +1,5 @@
 """
-C{/clients}: register, list and unregister agents (seed 000's admin surface).
+C{/clients}: register, list and unregister agents (seed 000's admin surface)::
 
   POST   /clients          body C{{"client_id"?: str, "cwd"?: str}} (both optional)
                            -> 200 C{{"client_id", "connected_at", "inherited"}}

@@ -25,8 +25,8 @@ C{None} (go on; CORS headers are already set on the response) or the JSON body o
     than L{MAX_JSON_TOKENS} JSON separators (C{E{lb}}, C{[} and C{,}, counted without parsing)
     -> 413, so no request can hold the reactor for seconds of decoding;
  6. with an C{api_key}, MCP (C{/mcp...}, C{/session...}) and admin (C{/clients},
-    C{/metrics}) routes need C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
-    401. The key never guards the extension routes, C{/health} or preflight (the extension never
+    C{/metrics}) routes need C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}),
+    else 401. The key never guards the extension routes, C{/health} or preflight (the extension never
     sends it).
 
 The extension header gate (C{X-Gasoline-Client: gasoline-extension...}) is per route and lives in

@@ -2,33 +2,30 @@
 MCP over HTTP: streamable HTTP (2025-11-25) at C{/mcp}, the connector's form of it, and the legacy
 HTTP+SSE transport (2024-11-05) at C{/mcp/sse} + C{/mcp/messages/<session-id>}.
 
-Streamable HTTP
-  C{POST /mcp} carries one JSON-RPC message (or a batch where the negotiated revision allows it).
-  Notifications and responses get 202 with no body. Requests are answered with
-  C{application/json}, or with an SSE stream when the client accepts C{text/event-stream} and the
-  answer is not ready at once or the handler sends something first (progress, log messages,
-  sampling/elicitation requests): the JSON fast path costs nothing for the common case. An SSE
-  answer starts with a priming event (an id, empty data, a C{retry} hint); every event has an id,
-  and C{GET /mcp} with C{Last-Event-ID} resumes that stream. C{initialize} without a session id
-  creates a session and returns its cryptographically random C{Mcp-Session-Id}; any other request
-  without one is stateless (MCP 2026-07-28: answered on its own, as plain JSON, for the client
-  C{stateless}) unless its C{MCP-Protocol-Version} names a session revision (then 400); an
-  unknown or ended session is a 404. C{GET /mcp} (C{Accept:
-  text/event-stream}) opens the server→client stream; C{DELETE /mcp} ends the session. An
-  C{MCP-Protocol-Version} header naming a revision we do not speak is a 400.
+B{Streamable HTTP}: C{POST /mcp} carries one JSON-RPC message (or a batch where the negotiated revision allows it).
+Notifications and responses get 202 with no body. Requests are answered with
+C{application/json}, or with an SSE stream when the client accepts C{text/event-stream} and the
+answer is not ready at once or the handler sends something first (progress, log messages,
+sampling/elicitation requests): the JSON fast path costs nothing for the common case. An SSE
+answer starts with a priming event (an id, empty data, a C{retry} hint); every event has an id,
+and C{GET /mcp} with C{Last-Event-ID} resumes that stream. C{initialize} without a session id
+creates a session and returns its cryptographically random C{Mcp-Session-Id}; any other request
+without one is stateless (MCP 2026-07-28: answered on its own, as plain JSON, for the client
+C{stateless}) unless its C{MCP-Protocol-Version} names a session revision (then 400); an
+unknown or ended session is a 404. C{GET /mcp} (C{Accept:
+text/event-stream}) opens the server→client stream; C{DELETE /mcp} ends the session. An
+C{MCP-Protocol-Version} header naming a revision we do not speak is a 400.
 
-Connector form (the C{gasoline connect} bridge, contract in docs/mcp.md)
-  C{X-Gasoline-Client: <client id>} and C{X-Gasoline-Connection: <per-process id>}, no
-  C{Mcp-Session-Id}: the session is keyed by (client id, connection id) and (re)created by
-  C{initialize} (a request on a connection without one is a 404, or, with
-  C{MCP-Protocol-Version: 2026-07-28}, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); C{GET /mcp} with the
-  same headers streams that connection's notifications as SSE with ids and C{Last-Event-ID} replay.
+B{Connector form (the C{gasoline connect} bridge, contract in docs/mcp.md)}: C{X-Gasoline-Client: <client id>} and C{X-Gasoline-Connection: <per-process id>}, no
+C{Mcp-Session-Id}: the session is keyed by (client id, connection id) and (re)created by
+C{initialize} (a request on a connection without one is a 404, or, with
+C{MCP-Protocol-Version: 2026-07-28}, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); C{GET /mcp} with the
+same headers streams that connection's notifications as SSE with ids and C{Last-Event-ID} replay.
 
-Legacy HTTP+SSE
-  C{GET /mcp/sse} opens a session and sends C{event: endpoint} whose data is
-  C{/mcp/messages/<session-id>}; POSTs there get 202 and their answers arrive on the stream as
-  C{event: message}. Closing the stream ends the session (C{notifyFinish}); a session with no
-  request for an hour is dropped (a clock timer, see L{gasoline.mcp.server}).
+B{Legacy HTTP+SSE}: C{GET /mcp/sse} opens a session and sends C{event: endpoint} whose data is
+C{/mcp/messages/<session-id>}; POSTs there get 202 and their answers arrive on the stream as
+C{event: message}. Closing the stream ends the session (C{notifyFinish}); a session with no
+request for an hour is dropped (a clock timer, see L{gasoline.mcp.server}).
 
 Host and Origin are checked for every path by the root resource's guard before this code runs.
 """

@@ -73,7 +73,7 @@ class _Stdin:
     no reactor turn and no poll registration in between (a transport's writer always waits for
     the reactor's next turn, and registers and unregisters the descriptor each time). What the
     pipe cannot take at once (it holds 64 KiB) is queued, in order, and written as the pipe
-    drains (the reactor's C{addWriter}, public L{IReactorFDSet} API). A child that closed its
+    drains (the reactor's C{addWriter}, public C{IReactorFDSet} API). A child that closed its
     stdin (C{EPIPE}) drops what is queued: its exit is reported by the process, as before.
     """
 

@@ -6,7 +6,7 @@ reached by URL (L{gasoline.proxy.remote.RemoteServer}) have in common: the C{ini
 C{tools/list} handshake, the daemon's own request ids, pending requests and their timeouts,
 cancellation, requests and notifications from the server, restarts with back-off, and the state
 the session and C{GET /session/<id>} read. A subclass says how to open, write to and close the
-connection (L{ServerPeer._open}, L{ServerPeer._send}, L{ServerPeer._close}) and calls
+connection (L{ServerPeer._open}, L{ServerPeer._send}, L{ServerPeer._abort}) and calls
 L{ServerPeer._message} for each decoded message and L{ServerPeer._ended} when the connection is
 gone.
 """

@@ -1,6 +1,6 @@
 """
 The CDP relay's series in C{GET /metrics}, read from the hub when the page is scraped (the relay's
-paths pay one dict increment per command, event or extension request: L{Relay.counts}).
+paths pay one dict increment per command, event or extension request: L{Relay.counts}). Registered once per daemon::
 
     register(metrics, relay)   # gasoline.app, once per daemon
 

@@ -1,4 +1,8 @@
-"""DOC"""
+"""
+Accessibility audits shared by the tools: the C{a11y} command's parameters from tool arguments,
+the extension's result normalised to the axe shape, and that result as a SARIF document (for
+C{generate} C{sarif}).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""DOC"""
+"""
+What changed since a checkpoint: the new console, network-body, WebSocket and action entries
+since the caller's checkpoint (or another client's, named C{client:name}), for C{analyze} and
+C{generate}.
+"""
 
 from __future__ import annotations
 

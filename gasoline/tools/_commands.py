@@ -1,4 +1,7 @@
-"""DOC"""
+"""
+Guards and fallbacks for extension commands: a refused command when the extension's AI Web
+Pilot is off, and a clear error for a command an older extension does not know.
+"""
 
 from __future__ import annotations
 

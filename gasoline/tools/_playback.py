@@ -10,19 +10,19 @@ every step, to the client that started the playback and to no one else. With C{w
 call answers that outcome itself when the last step is done, and a caller that gave a progress token
 hears C{step n of m: <mode>} as each step starts (cancelling the call stops the playback).
 
-How recorded actions map to steps:
+How recorded actions map to steps::
 
-============  ======================================================================
-recorded      replayed as
-============  ======================================================================
-click         C{interact click} on the recorded element
-input         C{interact type} with the recorded value (password fields, recorded as
-              C{[redacted]}, are skipped: their values were never captured)
-select        C{interact select} with the recorded value
-keypress      C{interact key_press}
-navigate      C{interact navigate} to the recorded destination
-other         skipped (scrolls, for instance, carry no element to act on)
-============  ======================================================================
+    ============  ======================================================================
+    recorded      replayed as
+    ============  ======================================================================
+    click         C{interact click} on the recorded element
+    input         C{interact type} with the recorded value (password fields, recorded as
+                  C{[redacted]}, are skipped: their values were never captured)
+    select        C{interact select} with the recorded value
+    keypress      C{interact key_press}
+    navigate      C{interact navigate} to the recorded destination
+    other         skipped (scrolls, for instance, carry no element to act on)
+    ============  ======================================================================
 
 The element is addressed by the most stable selector the extension recorded: test id, then CSS,
 then ARIA label, then role and name, then visible text.

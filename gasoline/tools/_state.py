@@ -1,4 +1,10 @@
-"""DOC"""
+"""
+Per-client tool state shared by several tools' modes: checkpoints and saved recordings.
+
+L{resolve_checkpoint} finds the checkpoint a tool argument names (the caller's own, or
+C{client:name} for another client's, on purpose); L{recordings_of} and L{recording_named} read
+the caller's recordings (the active one and the saved ones) from its key-value namespace.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""DOC"""
+"""
+Which entries a read shows: the tab and URL of an entry, URL patterns (glob or substring), the
+known tabs' URLs, and the caller's tab selection, C{scope} and C{tab_id} as one predicate over
+entries (with a description of what applies, for the result's metadata).
+"""
 
 from __future__ import annotations
 

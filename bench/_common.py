@@ -24,8 +24,6 @@ import psutil
 from gasoline.connect.fast import parse_head
 
 HERE = Path(__file__).resolve().parent
-# The test suite's process helpers (tests/support.py: DaemonProcess) serve the benchmarks too.
-sys.path.insert(0, str(HERE.parent / "tests"))
 RESULTS = HERE / "results"
 CACHE = HERE / ".cache"
 REFERENCE_PACKAGE = "gasoline-mcp-linux-x64==0.7.9"

@@ -45,7 +45,7 @@ from _common import (
 )
 
 from gasoline.testing import EXTENSION_HEADERS
-from support import DaemonProcess
+from gasoline.testing import DaemonProcess
 
 from _workload import BATCH, batches, console_entry  # noqa: F401
 

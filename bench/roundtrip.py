@@ -41,7 +41,7 @@ from _common import (
 )
 
 from gasoline.testing import EXTENSION_HEADERS
-from support import DaemonProcess
+from gasoline.testing import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 INIT = {

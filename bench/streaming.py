@@ -15,8 +15,8 @@ Phases, in one run:
     twisted.web hands the complete request to the resource), p50/p99 per agent and over all;
  2. throughput: the generator posts as fast as it can, in alternating blocks without any
     subscription, with the 10 subscriptions at ``--rate-limit``, and with them at the daemon's
-    default rate limits (no ``rate_limit`` given: what users get) (``--blocks`` of each,
-    ``--block-seconds`` each); medians of entries/s and of the daemon's CPU time per entry, side
+    default rate limits (no ``rate_limit`` given: what users get) (``--blocks`` rounds of one
+    block of each kind, in a shuffled order each round, ``--block-seconds`` each); medians of entries/s and of the daemon's CPU time per entry, side
     by side, and their ratios;
  3. matching cost, in CPU time (so that a busy machine inflates it less): every agent's compiled
     matcher over the same classified events (ns per event per agent), and the whole subscriber
@@ -37,6 +37,7 @@ import argparse
 import gc
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -354,6 +355,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10_000.0, help="entries/s in the latency phase")
     ap.add_argument("--blocks", type=int, default=7, help="throughput blocks of each kind")
     ap.add_argument("--block-seconds", type=float, default=2.0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the blocks' order in each round")
     ap.add_argument("--rate-limit", type=int, default=DEFAULT_BENCH_RATE_LIMIT,
                     help="every agent's rate limit, events/s (1-100; users get 5 by default)")
     ap.add_argument("--generator", action="store_true", help=argparse.SUPPRESS)
@@ -391,8 +393,14 @@ def main() -> int:
             blocks: dict[str, list[float]] = {kind: [] for kind in kinds}
             cpu_us: dict[str, list[float]] = {kind: [] for kind in kinds}
             batch0 = 20_000_000
+            # Each round runs the kinds in a new order (seeded: --seed), so that no kind always
+            # follows another (a slow first block, caches warmed by the previous kind).
+            rng = random.Random(args.seed)
+            order = list(kinds)
             for i in range(args.blocks):
-                for kind, filters in kinds.items():
+                rng.shuffle(order)
+                for kind in order:
+                    filters = kinds[kind]
                     bench.subscribe(kind != "without", filters)
                     bench.drain_inboxes()
                     cpu0 = bench.call(time.thread_time)
@@ -441,7 +449,7 @@ def main() -> int:
     labels = {"without": "none", "with": f"10 agents, rate limit {args.rate_limit}/s",
               "with_default": "10 agents, default rate limits (5/s; 10/s for all)"}
     # Each block's CPU per entry against that of the block without subscriptions of the same
-    # round (moments before): the machine's load moves slowly, so these paired ratios spread
+    # round (moments before or after): the machine's load moves slowly, so these paired ratios spread
     # less than the blocks do.
     paired = {kind: [base / cpu for cpu, base in zip(cpu_us[kind], cpu_us["without"])]
               for kind in kinds}
@@ -469,6 +477,7 @@ def main() -> int:
         "load_average": load,
         "config": {"seconds": args.seconds, "rate": rate, "blocks": args.blocks,
                    "block_seconds": args.block_seconds, "agents": len(FILTERS),
+                   "seed": args.seed,
                    "batch": BATCH, "connections": CONNECTIONS, "filters": FILTERS},
         "paced": paced,
         "latency_ms": {"p50": percentile(every, 50), "p99": percentile(every, 99),

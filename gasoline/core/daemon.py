@@ -6,10 +6,11 @@ L{gasoline.app.build} makes one L{Daemon}; nothing here opens sockets or reads t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 from twisted.internet.interfaces import IReactorTime
 
-from gasoline.config import Config
 from gasoline.core.clients import ClientRegistry
 from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import ExtensionLink
@@ -19,6 +20,9 @@ from gasoline.core.persist import BufferJournal, Persistence
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import TelemetryStore
+
+if TYPE_CHECKING:  # the configuration imports the domain (buffer specs): no cycle at run time
+    from gasoline.config import Config
 
 
 @attrs.frozen(eq=False)

@@ -26,21 +26,10 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core.identity import DaemonIdentity
 from gasoline.http.json import json_body, json_error
+from gasoline.http.relay_wire import CDP_PREFIX
 from gasoline.relay.hub import Relay
 
 log = Logger()
-
-#: Largest message a CDP client may send (a big C{Runtime.evaluate} or file upload fits).
-MAX_CLIENT_MESSAGE = 64 * 1024 * 1024
-#: Largest message the extension may send (a full-page screenshot answer fits).
-MAX_EXTENSION_MESSAGE = 128 * 1024 * 1024
-#: Seconds between the daemon's WebSocket pings to the extension, and how long it waits for the
-#: pong before it drops a vanished extension (its clients then get errors, not a hang).
-EXTENSION_PING_INTERVAL = 20
-EXTENSION_PING_TIMEOUT = 20
-#: Path prefix of the CDP client endpoint and the extension's path.
-CDP_PREFIX = "/cdp"
-EXTENSION_PATH = "/extension/cdp"
 
 
 class _OnFirstUse(Resource):

@@ -16,7 +16,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from gasoline.core.identity import DaemonIdentity, b64u
-from gasoline.http.relay import (
+from gasoline.http.relay_wire import (
     CDP_PREFIX,
     EXTENSION_PATH,
     EXTENSION_PING_INTERVAL,

@@ -45,7 +45,10 @@ from twisted.internet.defer import (
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
+from gasoline.core.store import ACTIONS
 from gasoline.tools._commands import require_pilot
+from gasoline.tools._shared import newest
+from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools.context import ToolContext, state_of_ref
 
 log = Logger()
@@ -120,8 +123,6 @@ def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
 
 
 def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._state import recording_named  # cycle
-
     name, recording = recording_named(ctx, args, "playback")
     stop_on_error = ctx.bool_arg(args, "stop_on_error", True)
     from_start = ctx.bool_arg(args, "from_start", True)
@@ -324,10 +325,6 @@ def validate_steps(steps: Any) -> list[dict[str, Any]]:
 
 
 def _steps_from_actions(ctx: ToolContext, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
-    from gasoline.core.store import ACTIONS
-    from gasoline.tools._shared import newest
-    from gasoline.tools._state import recordings_of  # cycle
-
     recording = ctx.str_arg(args, "recording")
     if recording:
         saved = recordings_of(ctx)["saved"].get(recording)

@@ -87,11 +87,11 @@ class Gasoline:
     services: MultiService
     #: The daemon's metric registry, served at C{GET /metrics}; features add their series to it.
     metrics: Metrics
-    #: Context streaming (seed 004): per-agent subscriptions, event inboxes, delivery.
+    #: Context streaming: per-agent subscriptions, event inboxes, delivery.
     streaming: Streaming
-    #: The CDP hub relay (seed 002, docs/relay.md), mounted on the HTTP surface.
+    #: The CDP hub relay (docs/relay.md), mounted on the HTTP surface.
     relay: Relay
-    #: The session proxy (seed 003, docs/proxy.md), or None without C{--proxy-config}.
+    #: The session proxy (docs/proxy.md), or None without C{--proxy-config}.
     proxy: ProxyManager | None = None
 
     # The domain's parts, for callers that hold the whole daemon (tests, benchmarks, tap).
@@ -185,7 +185,7 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
               sessions: dict[str, McpSession] | None = None) -> McpServer:
     """The daemon's MCP server: Gasoline's tools and resources, plus what C{extend} adds."""
     config = daemon.config
-    # Rate limit: tool calls per minute per client (seed 001; Config.tool_rate_limit, 0 = off).
+    # Rate limit: tool calls per minute per client (Config.tool_rate_limit, 0 = off).
     registry = ToolRegistry(daemon.clock, rate_limit=config.tool_rate_limit)
     tools.register(registry)
     resources = gasoline_resources(registry, tools)
@@ -248,7 +248,7 @@ def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: Gasolin
 
 
 def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> ProxyManager | None:
-    """The session proxy (seed 003): child MCP servers per agent session, behind C{/session};
+    """The session proxy: child MCP servers per agent session, behind C{/session};
     None without C{config.proxy_config}.
 
     Start-up only: the servers file and the saved sessions are read here (blocking reads before

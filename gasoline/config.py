@@ -33,12 +33,12 @@ class Config:
     api_key: str | None = None
     #: Persist the console buffer to the state dir.
     persist: bool = True
-    #: MCP tool calls allowed per minute per client (seed 001); 0 disables the limit.
+    #: MCP tool calls allowed per minute per client; 0 disables the limit.
     tool_rate_limit: int = 100
     #: Web origins (C{--allow-origin}, normalized) a browser may call every route but
     #: /shutdown from; by default only the extension's origin is accepted (docs/security.md).
     allowed_origins: tuple[str, ...] = ()
-    #: The session proxy's servers file (seed 003, docs/proxy.md); None: no proxy.
+    #: The session proxy's servers file (docs/proxy.md); None: no proxy.
     proxy_config: Path | None = None
 
     def buffer_specs(self) -> dict[str, BufferSpec]:

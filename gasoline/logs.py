@@ -1,7 +1,5 @@
 """
-C{--log-dir}: the daemon's log files, laid out as seed 000 describes them.
-
-::
+C{--log-dir}: the daemon's log files::
 
     <log-dir>/
       server.log            the daemon's own log: lifecycle, sessions, failed tool calls,

@@ -318,7 +318,7 @@ def log_limits(options: Options) -> LogLimits:
 
 
 def raise_nofile_limit() -> tuple[int, int] | None:
-    """Raise the soft file-descriptor limit to the hard limit (issue 11 §3: at 1,024, a thousand
+    """Raise the soft file-descriptor limit to the hard limit (at 1,024, a thousand
     idle sockets made the daemon refuse everything). Returns the (soft, hard) limits now in force,
     or C{None} where there is no such limit (Windows)."""
     try:

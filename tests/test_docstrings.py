@@ -76,3 +76,25 @@ def test_every_module_says_what_it_is_for():
 def test_the_check_sees_a_placeholder():
     assert _PLACEHOLDER.match("DOC") and _PLACEHOLDER.match("  todo. ") and _PLACEHOLDER.match("")
     assert not _PLACEHOLDER.match("The C{gasoline} console script.")
+
+
+#: A reference to the tracker or the seeds ("issue 11 §3", "seed 004") instead of what the code does.
+_TRACKER_REFERENCE = re.compile(r"\b(?:[Ii]ssue|[Ss]eed)s? ?#?\d+\b")
+
+
+def test_the_package_describes_behaviour_not_issue_numbers():
+    """Comments and docstrings say what the code does and why, not which issue or seed asked for
+    it (the reader of the code has neither at hand)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if _TRACKER_REFERENCE.search(line):
+                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{number}: {line.strip()[:80]}")
+    assert found == []
+
+
+def test_the_check_sees_tracker_references():
+    for text in ("(issue 11 §3)", "seed 004's event types", "see Issue #32", "seeds 000"):
+        assert _TRACKER_REFERENCE.search(text), text
+    for text in ("an issue with the page", "a random seed", "seed=0"):
+        assert not _TRACKER_REFERENCE.search(text), text

@@ -1,5 +1,5 @@
 """
-Checkpoints and the C{changes} diff (seed 000: what happened since a named point in time).
+Checkpoints and the C{changes} diff (what happened since a named point in time).
 
 A checkpoint is a plain JSON object (so it persists as is in client state)::
 

@@ -4,7 +4,8 @@ CI test boundaries (C{POST /test-boundary}, C{configure test_boundary_start/_end
 While a test is active, console entries ingested are tagged with the set of active test ids, so
 C{GET /snapshot?test_id=} and agents can pick out what one test produced.
 
-Bounded and by reference (issue 11 §3): a test id is at most L{MAX_TEST_ID_LENGTH} characters, at
+Bounded and by reference, so that no client can grow the daemon's memory: a test id is at most
+L{MAX_TEST_ID_LENGTH} characters, at
 most L{MAX_ACTIVE_TESTS} tests are active (starting one more forgets the oldest), and an entry
 carries only C{test_set}, a small integer naming the set of tests active when it arrived; the
 sets themselves live here, once each (the newest L{MAX_SETS}; an entry whose set was forgotten is

@@ -256,7 +256,7 @@ class ClientRegistry:
         return state
 
     def _make_room(self, now: float, for_id: str) -> bool:
-        """Only live clients hold slots (issue 11 §5). At the limit, free one: first a client
+        """Only live clients hold slots. At the limit, free one: first a client
         registered but with no connection for L{QUIET_AFTER} seconds (a connector that died
         without unregistering), then a quiet MCP session (the reclaimers), then any client with
         no connection; least recently seen first. The freed client's state stays inheritable for

@@ -1,5 +1,5 @@
 """
-Per-key rate limiting on the injected clock (seed 001: 100 tool calls per minute per client).
+Per-key rate limiting on the injected clock (the tools' default: 100 calls per minute per client).
 
 A sliding window: each key keeps the times of its calls inside the last C{window} seconds; a call is
 allowed while fewer than C{limit} remain. Keys are independent, so one client's flood never affects

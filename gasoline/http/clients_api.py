@@ -1,5 +1,5 @@
 """
-C{/clients}: register, list and unregister agents (seed 000's admin surface)::
+C{/clients}: register, list and unregister agents (the daemon's admin surface)::
 
   POST   /clients          body C{{"client_id"?: str, "cwd"?: str}} (both optional)
                            -> 200 C{{"client_id", "connected_at", "inherited"}}
@@ -35,7 +35,7 @@ _STATUS = {TooManyClients: 429, UnknownClient: 404, InvalidParam: 400}
 
 
 def check_cwd(cwd: Any) -> None:
-    """Refuse a C{cwd} that is not an existing absolute directory (issue 11 §1): it bounds where
+    """Refuse a C{cwd} that is not an existing absolute directory: it bounds where
     tools read and write files for this client, so a guess or a typo must not be accepted."""
     if not isinstance(cwd, str):
         raise InvalidParam("cwd must be a string", param="cwd")

@@ -1,6 +1,6 @@
 """
 C{GET /events?client=<id>}: one agent's event inbox as server-sent events, for consumers that do
-not speak MCP (seed 000's full-duplex route; seed 004's inbox).
+not speak MCP (a full-duplex route for each agent's streaming inbox).
 
 Each inbox item is one SSE event: C{id: <seq>}, C{event: <event_type>}, C{data: <JSON>}. On
 connect the unread items are replayed (only those after C{Last-Event-ID} / C{?since=<seq>} when

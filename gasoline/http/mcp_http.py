@@ -655,7 +655,7 @@ def _finish_streams(session: McpSession) -> None:
 
 
 def _connection_key(request) -> str | None:
-    """A rate-limit key for the TCP connection C{request} came on (issue 11 §5: switching client
-    ids within one connection must not buy more tool calls)."""
+    """A rate-limit key for the TCP connection C{request} came on: switching client
+    ids within one connection must not buy more tool calls."""
     channel = getattr(request, "channel", None)
     return None if channel is None else f"connection:{id(channel):x}"

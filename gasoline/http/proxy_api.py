@@ -1,5 +1,5 @@
 """
-C{/session}: the session-based MCP proxy's routes (seed 003, C{docs/proxy.md})::
+C{/session}: the session-based MCP proxy's routes (C{docs/proxy.md})::
 
   POST   /session/init          body C{{workingDirectory, clientInfo?, capabilities?, preferences?}}
                                 -> 200 C{{sessionId, protocolVersion, capabilities, servers, tools}}

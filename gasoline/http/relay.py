@@ -5,7 +5,7 @@ The CDP relay's HTTP surface (docs/relay.md): DevTools discovery routes and two 
    C{webSocketDebuggerUrl} that names a fresh client id (C{ws://<host>/cdp/<client-id>}), so two
    clients that discover over HTTP never share a connection slot;
  - C{GET /json/list}, C{/json}: the targets a new client would see (the user's exposed tabs);
- - C{GET /status}: C{{running, isHub, port, extension_connected, clients}} (seed 002's discovery);
+ - C{GET /status}: C{{running, isHub, port, extension_connected, clients}} (the hub's status);
  - C{/cdp/<client-id>} (WebSocket): a CDP client (C{/cdp} alone gets a generated id);
  - C{/extension/cdp} (WebSocket): the extension's CDP link; only an extension origin may open it.
 

@@ -96,7 +96,8 @@ class GasolineRequest(server.Request):
         return self.body_length > LOGS_LIMIT
 
 
-#: Seconds a connection may sit idle between requests before it is closed (issue 11 §3). A
+#: Seconds a connection may sit idle between requests before it is closed (so idle
+#: sockets cannot use up the daemon's file descriptors). A
 #: request being answered (an SSE stream, a long-poll) is never idle in this sense.
 IDLE_TIMEOUT = 60
 #: Open connections accepted at once; more are closed at once (one log line per episode).

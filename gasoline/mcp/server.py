@@ -55,7 +55,7 @@ KNOWN_VERSIONS = (STATELESS_VERSION, *SUPPORTED_VERSIONS)
 STATELESS_CLIENT = "stateless"
 #: Only this revision allows JSON-RPC batches (added in 2025-03-26, removed in 2025-06-18).
 BATCH_VERSIONS = frozenset({"2025-03-26"})
-#: Sessions with no request for this long are closed (legacy SSE: 1 h, as seed 001 says).
+#: Sessions with no request for this long are closed (legacy SSE: 1 h).
 DEFAULT_IDLE_TIMEOUT = 3600.0
 #: At the client limit, a quiet session (no open stream, no request in flight) is closed to make
 #: room, least recently used first (clients such as the TypeScript SDK never send DELETE /mcp);
@@ -198,7 +198,7 @@ class McpServer:
         self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
-        # At the client limit the registry asks us for a quiet session to close (issue 11 §5).
+        # At the client limit the registry asks us for a quiet session to close.
         reclaimers = getattr(registry, "reclaimers", None)
         if isinstance(reclaimers, list):
             reclaimers.append(self.reclaim_idle)

@@ -234,7 +234,7 @@ class ToolRegistry:
         return text
 
     def _redact_decoded(self, text: str) -> str:
-        """Redact a result text on its decoded values (issue 11 §2).
+        """Redact a result text on its decoded values.
 
         A result is a summary line, then JSON: scanning the JSON text itself would miss a secret
         right after an escaped newline or tab (C{\\nAKIA...}) or inside JSON nested in a
@@ -284,7 +284,7 @@ class ToolRegistry:
             if limiter is not None:
                 # Per client and per transport connection: a caller that switches client ids
                 # (new sessions, other X-Gasoline-Client values) on one connection shares one
-                # budget (issue 11 §5).
+                # budget.
                 connection = getattr(session, "transport_key", None)
                 if connection:
                     limiter.acquire(connection)

@@ -1,5 +1,5 @@
 """
-The session-based MCP proxy (seed 003, C{docs/proxy.md}): per-agent sessions that own a working
+The session-based MCP proxy (C{docs/proxy.md}): per-agent sessions that own a working
 directory, allowed directories and child MCP servers, whose tools are aggregated into the
 session's MCP tool list as C{<server>__<tool>}.
 """

@@ -1,5 +1,5 @@
 """
-The CDP hub relay (seed 002): many DevTools-protocol clients share the user's browser through the
+The CDP hub relay: many DevTools-protocol clients share the user's browser through the
 Gasoline extension's C{chrome.debugger}.
 
 L{gasoline.relay.hub.Relay} is transport-free: the HTTP layer (L{gasoline.http.relay}) feeds it

@@ -1,5 +1,5 @@
 """
-Context streaming (seed 004): per-agent subscriptions, matching off the ingest path, a bounded
+Context streaming: per-agent subscriptions, matching off the ingest path, a bounded
 per-agent inbox, and delivery to the agent's own stream. See docs/streaming.md.
 
  - L{gasoline.streaming.events}: what a buffer write means as events (classification);

@@ -1,5 +1,5 @@
 """
-Stream events: what a buffer write means for subscribers (seed 004's event types).
+Stream events: what a buffer write means for subscribers (the event types agents subscribe to).
 
 L{classify} turns one L{gasoline.core.store.BufferWrite} into the L{StreamEvent}s it carries, once per
 write whatever the number of subscribers. It only reads the entry dicts the store already holds

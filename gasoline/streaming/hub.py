@@ -179,7 +179,7 @@ class AgentStream:
 
 
 class Streaming:
-    """Every agent's streaming state (seed 004). All methods run on the reactor thread."""
+    """Every agent's streaming state. All methods run on the reactor thread."""
 
     def __init__(self, clock: IReactorTime, notifier: Any, registry: Any,
                  sessions: Mapping[str, Any],

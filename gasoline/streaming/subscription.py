@@ -26,7 +26,7 @@ ALL = "all"
 MAX_TYPES = 10
 MAX_PATTERN = 100
 MIN_RATE, MAX_RATE = 1, 100
-#: Seed 004: 5 events per second by default, 10 for an C{all} subscription.
+#: 5 events per second by default, 10 for an C{all} subscription.
 DEFAULT_RATE = 5
 DEFAULT_RATE_ALL = 10
 DEFAULT_SEVERITY = "low"

@@ -155,7 +155,7 @@ class GasolineTools:
             ctx.tool = target
             ctx.mode = what
             result = handler(ctx, args)
-            # Unread browser events (seed 004) are mentioned in every other tool's result.
+            # Unread browser events (context streaming) are mentioned in every other tool's result.
             if iscoroutine(result):
                 result = Deferred.fromCoroutine(result)
             if isinstance(result, Deferred):

@@ -25,7 +25,7 @@ from gasoline.tools._shared import (
     since,
 )
 
-#: Buffers a checkpoint diff reads (seed 000: errors, failed requests, WebSocket events, actions).
+#: Buffers a checkpoint diff reads (errors, failed requests, WebSocket events, actions).
 CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
 
 

@@ -1,5 +1,5 @@
 """
-The tool side of context streaming (seed 004; the machinery is L{gasoline.streaming}):
+The tool side of context streaming (the machinery is L{gasoline.streaming}):
 
  - C{configure {what:"streaming", enabled, subscribe, filters}} (also C{streaming_action}
    enable / disable / status) answers C{{configured, streaming_enabled, subscribe, filters}};

@@ -113,7 +113,7 @@ def _fill(items: list[bytes], order: range, want: int,
         if not accept(e):
             continue
         if not page.entries and len(b) > READ_BUDGET:
-            # One entry larger than the whole budget (issue 11 §3): it is returned cut, with a
+            # One entry larger than the whole budget: it is returned cut, with a
             # note, and the cursor moves past it, so no page can wedge every agent's cursor.
             page.entries.append(truncate_entry(e, len(b)))
             size = READ_BUDGET

@@ -98,7 +98,7 @@ def accessibility(ctx: Any, args: dict[str, Any]) -> Any:
         detail = ", ".join(f"{n} {k}" for k, n in sorted(by_impact.items()))
         summary = f"{len(violations)} accessibility violation(s)" + (f" ({detail})" if detail else "")
         streaming = getattr(ctx.tools, "streaming", None)
-        if streaming is not None and violations:  # seed 004: accessibility_violation events
+        if streaming is not None and violations:  # streamed as accessibility_violation events
             url = r.get("url") if isinstance(r.get("url"), str) else page_url(ctx) or ""
             streaming.publish_audit(violations, url, tab_of(ctx, args))
         return summary, {"by_impact": by_impact, "accessibility": r}

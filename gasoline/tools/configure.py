@@ -485,7 +485,7 @@ MODES["replay_sequence"] = configure_replay_sequence
 MODES["diff_sessions"] = configure_diff_sessions
 MODES["restart"] = configure_restart
 
-# Context streaming (seed 004): the caller's subscription (gasoline.tools._events).
+# Context streaming: the caller's subscription (gasoline.tools._events).
 from gasoline.tools._events import configure_streaming  # noqa: E402
 
 MODES["streaming"] = configure_streaming

@@ -520,7 +520,7 @@ from gasoline.tools._playback import observe_playback_results  # noqa: E402
 
 MODES["playback_results"] = observe_playback_results
 
-# Context streaming (seed 004): the caller's event inbox (gasoline.tools._events).
+# Context streaming: the caller's event inbox (gasoline.tools._events).
 from gasoline.tools._events import observe_events  # noqa: E402
 
 MODES["events"] = observe_events

@@ -64,7 +64,7 @@ def gasoline_resources(tools: Any, gasoline_tools: Any = None) -> ResourceRegist
                           "debugging sessions (markdown).", "text/markdown", read_quickstart,
                           title="Gasoline quickstart"))
     def read_events(ctx: Any, uri: str) -> list[dict[str, Any]]:
-        # The caller's own inbox (seed 004); reading it does not acknowledge anything.
+        # The caller's own streaming inbox; reading it does not acknowledge anything.
         streaming = getattr(gasoline_tools, "streaming", None)
         body = streaming.resource(ctx.session.state) if streaming is not None else {
             "streaming_enabled": False, "events": []}

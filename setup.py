@@ -32,5 +32,6 @@ setup(
     packages=find_namespace_packages(include=["gasoline", "gasoline.*", "twisted.plugins"])
     + _EXTENSION,
     package_dir={"gasoline._extension": "extension"},
-    package_data={name: ["*"] for name in _EXTENSION},
+    # The status page's HTML, CSS and JS (gasoline.http.status_page).
+    package_data={"gasoline.http": ["static/*"], **{name: ["*"] for name in _EXTENSION}},
 )

@@ -49,6 +49,7 @@ from gasoline.http.pairing import PairingAPI
 from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.site import GasolineRoot
+from gasoline.http.status_page import StatusPage
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.session import McpSession
@@ -232,7 +233,18 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         root.mounts[b"json"] = root.mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
         root.mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
         root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
+    _add_status_page(daemon, mcp, services, root, identity, streaming, relay, proxy)
     return root
+
+
+def _add_status_page(daemon: Daemon, mcp: McpServer, services: MultiService, root: GasolineRoot,
+                     identity: DaemonIdentity, streaming: Streaming | None, relay: Relay | None,
+                     proxy: ProxyManager | None) -> None:
+    """The live status page (docs/status-page.md): C{GET /} and C{/ui/...}, one Klein app."""
+    status = StatusPage(daemon, identity=identity, tools=mcp.tools, streaming=streaming,
+                        relay=relay, proxy=proxy, api_key=daemon.config.api_key)
+    status.timer.setServiceParent(services)
+    root.mounts[b""] = root.mounts[b"ui"] = status.resource()
 
 
 def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: GasolineRoot,

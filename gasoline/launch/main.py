@@ -141,7 +141,7 @@ class Launch:
             raise
         base = self.options["base-url"]
         _say(f"gasoline browser: {self.options['url']} in tab {tab} (browser pid "
-             f"{self.browser.pid}); daemon {base}; status page {base}/")
+             f"{self.browser.pid}, profile {self.profile}); daemon {base}; status page {base}/")
         self._ready({"pid": os.getpid(), "browser_pid": self.browser.pid, "tab": tab,
                      "daemon": base, "profile": str(self.profile),
                      "temporary_profile": self.temporary_profile})

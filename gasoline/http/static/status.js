@@ -91,11 +91,16 @@ function drawRelay(r) {
 function drawProxy(p) {
   if (!p) { fill('proxy', empty('No proxy configured (--proxy-config).')); return; }
   if (!p.sessions.length) { fill('proxy', empty('No proxy session open.')); return; }
-  fill('proxy', el('table', {}, el('thead', {}, el('tr', {}, ['session', 'agent', 'children'].map((h) => el('th', {}, h)))),
-    el('tbody', {}, p.sessions.map((s) => el('tr', {},
-      el('td', { class: 'mono', title: s.project || '' }, s.id.slice(0, 12)),
-      el('td', {}, el('code', {}, s.client)),
-      el('td', {}, s.children.map((c) => el('div', {}, `${c.server}: `, el('span', { class: c.state === 'ready' ? 'ok' : c.state ? 'warn' : 'muted' }, c.state || (c.enabled ? 'not started' : 'disabled')), c.restarts ? ` (${c.restarts} restarts)` : '')))))))));
+  const child = (c) => el('div', {}, `${c.server}: `,
+    el('span', { class: c.state === 'ready' ? 'ok' : c.state ? 'warn' : 'muted' }, c.state || (c.enabled ? 'not started' : 'disabled')),
+    c.restarts ? ` (${c.restarts} restarts)` : '');
+  const row = (s) => el('tr', {},
+    el('td', { class: 'mono', title: s.project || '' }, s.id.slice(0, 12)),
+    el('td', {}, el('code', {}, s.client)),
+    el('td', {}, s.children.map(child)));
+  fill('proxy', el('table', {},
+    el('thead', {}, el('tr', {}, ['session', 'agent', 'children'].map((h) => el('th', {}, h)))),
+    el('tbody', {}, p.sessions.map(row))));
 }
 
 function draw(state) {

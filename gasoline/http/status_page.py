@@ -9,8 +9,9 @@ C{"ui"}):
     (no build step, no CDN).
   - C{GET /ui/state}: the state as one JSON object (L{StatusPage.state}).
   - C{GET /ui/stream}: the same state as server-sent events (C{event: state}), sent at once and
-    again whenever it changes (checked every L{TICK} seconds), with a comment every
-    L{KEEPALIVE} seconds; at most L{MAX_STREAMS} open at once.
+    again whenever anything but C{now} changed (checked every L{TICK} seconds), else a comment
+    every L{KEEPALIVE} seconds; at most L{MAX_STREAMS} open at once. Times are epoch seconds of
+    the daemon's clock, so an idle daemon's state does not change; the page counts ages itself.
 
 State and counts only: ids, flags, sizes, counts, ages, project directories, tool names and
 outcomes; never captured content (no log text, no URLs but the tracked tab's origin, no tool
@@ -93,12 +94,11 @@ class StatusPage:
         self.relay = relay
         self.proxy = proxy
         self.api_key = api_key or None
-        self.streams: set[Any] = set()
+        #: Open streams -> (what was last sent to it, without C{now}; seconds since a write).
+        self.streams: dict[Any, list] = {}
         #: buffer name -> (time, head) of the last sample, and the rates they gave.
         self._samples: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, float] = {}
-        self._last_sent: bytes = b""
-        self._since_keepalive = 0.0
         self.timer = TimerService(TICK, self._tick)
         self.timer.clock = self.clock
         self.timer.setName("status-page")
@@ -114,7 +114,9 @@ class StatusPage:
         return {
             "version": __version__,
             "pid": os.getpid(),
-            "uptime_seconds": round(now - self.daemon.started_at, 1),
+            # Times are the daemon's clock (epoch seconds); the page shows ages against C{now}.
+            "now": round(now, 3),
+            "started_at": round(self.daemon.started_at, 3),
             "api_key": self.api_key is not None,
             "extension": self._extension(now),
             "agents": self._agents(now),
@@ -131,7 +133,7 @@ class StatusPage:
         sessions = getattr(identity, "_sessions", None)
         return {
             "connected": bool(link.connected),
-            "last_seen_ago": None if not link.last_sync else round(now - link.last_sync, 1),
+            "last_seen": round(link.last_sync, 3) if link.last_sync else None,
             "version": link.extension_version,
             "daemon_fingerprint": getattr(identity, "fingerprint", None),
             # Extensions that proved the daemon's identity (challenge sessions alive now).
@@ -155,7 +157,7 @@ class StatusPage:
                 "project": s.cwd,
                 "connected": bool(s.live),
                 "connections": s.connections,
-                "last_seen_ago": round(now - s.last_seen, 1),
+                "last_seen": round(s.last_seen, 3),
                 "subscription": None,
                 "last_calls": [],
                 "rate_limit": None,
@@ -172,7 +174,7 @@ class StatusPage:
                 agent["last_calls"] = [
                     {"tool": r["tool"], "what": r["mode"], "outcome": r["outcome"],
                      **({"error": r["error"]} if r.get("error") else {}),
-                     "ms": r["duration_ms"], "ago": round(now - r["ts"], 1)}
+                     "ms": r["duration_ms"], "at": round(r["ts"], 3)}
                     for r in reversed(self.tools.audit_log(s.client_id, LAST_CALLS))]
                 limiter = self.tools.limiter
                 if limiter is not None:
@@ -241,8 +243,12 @@ class StatusPage:
         errors = dict(getattr(self.tools, "errors", {}) or {})
         return dict(sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def state_bytes(self) -> bytes:
-        return orjson.dumps(self.state(), option=orjson.OPT_NON_STR_KEYS, default=str)
+    def state_bytes(self) -> tuple[bytes, bytes]:
+        """The state as JSON, and the same without C{now} (what L{_tick} compares)."""
+        state = self.state()
+        data = orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS, default=str)
+        del state["now"]
+        return data, orjson.dumps(state, option=orjson.OPT_NON_STR_KEYS, default=str)
 
     # -- guards ----------------------------------------------------------------------------------
 
@@ -313,10 +319,10 @@ class StatusPage:
             return json_error(request, 503, f"at most {MAX_STREAMS} status streams at once")
         request.setHeader(b"content-type", b"text/event-stream")
         request.setHeader(b"x-accel-buffering", b"no")
-        data = self.state_bytes()
+        data, compared = self.state_bytes()
         request.write(b"retry: 2000\nevent: state\ndata: " + data + b"\n\n")
-        self.streams.add(request)
-        request.notifyFinish().addBoth(lambda _: self.streams.discard(request))
+        self.streams[request] = [compared, 0.0]
+        request.notifyFinish().addBoth(lambda _: self.streams.pop(request, None))
         return _Pending()
 
     def _tick(self) -> None:
@@ -325,22 +331,20 @@ class StatusPage:
             self._sample(self.clock.seconds())
             if not self.streams:
                 return
-            data = self.state_bytes()
-            self._since_keepalive += TICK
-            if data != self._last_sent:
-                self._last_sent = data
-                self._since_keepalive = 0.0
-                message = b"event: state\ndata: " + data + b"\n\n"
-            elif self._since_keepalive >= KEEPALIVE:
-                self._since_keepalive = 0.0
-                message = b": keep-alive\n\n"
-            else:
-                return
-            for request in list(self.streams):
+            data, compared = self.state_bytes()
+            for request, sent in list(self.streams.items()):
+                sent[1] += TICK
+                if compared != sent[0]:
+                    message = b"event: state\ndata: " + data + b"\n\n"
+                elif sent[1] >= KEEPALIVE:
+                    message = b": keep-alive\n\n"
+                else:
+                    continue
+                sent[0], sent[1] = compared, 0.0
                 try:
                     request.write(message)
                 except Exception:  # noqa: BLE001 - the client went away meanwhile
-                    self.streams.discard(request)
+                    self.streams.pop(request, None)
         except Exception:
             log.failure("status page tick failed")
 

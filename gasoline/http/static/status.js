@@ -21,6 +21,10 @@ function el(tag, attrs, ...children) {
 }
 
 const yes = (flag, on = 'yes', off = 'no') => el('span', { class: flag ? 'ok' : 'bad' }, el('span', { class: flag ? 'dot on' : 'dot' }), flag ? on : off);
+// Ages are counted here: the daemon sends times on its own clock and its `now`; `skew` maps them.
+let last = null;
+let skew = 0;
+const since = (t) => (t === null || t === undefined ? null : Date.now() / 1000 + skew - t);
 const ago = (s) => (s === null || s === undefined ? '—' : s < 1 ? 'just now' : s < 90 ? `${Math.round(s)} s ago` : s < 5400 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`);
 const num = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString('en'));
 const empty = (text) => el('p', { class: 'empty' }, text);
@@ -36,7 +40,7 @@ function drawExtension(x) {
     ['connected', yes(x.connected)],
     ['paired', yes(x.paired, x.paired_sessions > 1 ? `yes (${x.paired_sessions} sessions)` : 'yes', 'not proved yet')],
     ['daemon key', el('code', {}, x.daemon_fingerprint || '—')],
-    ['last seen', ago(x.last_seen_ago)],
+    ['last seen', ago(since(x.last_seen))],
     ['version', x.version || '—'],
     ['tracking', x.tracking ? `tab ${x.tracked_tab ?? '—'}${x.tracked_origin ? ` · ${x.tracked_origin}` : ''}` : 'no tab'],
     ['pilot', yes(x.pilot, 'on', 'off')],
@@ -52,9 +56,9 @@ function drawAgents(agents) {
     return el('tr', { 'data-agent': a.id },
       el('td', {}, el('code', {}, a.id)),
       el('td', { class: 'mono' }, a.project || el('span', { class: 'muted' }, 'unknown')),
-      el('td', {}, yes(a.connected, a.connections > 1 ? `${a.connections} connections` : 'connected', 'gone'), el('div', { class: 'muted' }, ago(a.last_seen_ago))),
+      el('td', {}, yes(a.connected, a.connections > 1 ? `${a.connections} connections` : 'connected', 'gone'), el('div', { class: 'muted' }, ago(since(a.last_seen)))),
       el('td', {}, sub ? [sub.types.join(', '), el('div', { class: 'muted' }, `${num(sub.unread)} unread · ${num(sub.pushed)} sent · ${num(sub.throttled)} throttled`)] : el('span', { class: 'muted' }, 'none')),
-      el('td', {}, a.last_calls.length ? el('div', { class: 'calls' }, a.last_calls.map((c) => el('span', { class: `call ${c.outcome}`, title: `${c.ms} ms · ${ago(c.ago)}${c.error ? ` · ${c.error}` : ''}` }, c.what ? `${c.tool} ${c.what}` : c.tool))) : el('span', { class: 'muted' }, 'no calls')),
+      el('td', {}, a.last_calls.length ? el('div', { class: 'calls' }, a.last_calls.map((c) => el('span', { class: `call ${c.outcome}`, title: `${c.ms} ms · ${ago(since(c.at))}${c.error ? ` · ${c.error}` : ''}` }, c.what ? `${c.tool} ${c.what}` : c.tool))) : el('span', { class: 'muted' }, 'no calls')),
       el('td', {}, rl ? (rl.limit > 0 ? `${rl.used}/${rl.limit} per ${rl.window_seconds} s` : 'off') : '—', rl && rl.refused ? el('div', { class: 'bad' }, `${rl.refused} refused`) : null),
     );
   });
@@ -104,10 +108,11 @@ function drawProxy(p) {
 }
 
 function draw(state) {
+  if (!state) return;
   $('keyform').hidden = true;
   $('main').hidden = false;
   const live = state.agents.filter((a) => a.connected).length;
-  $('summary').textContent = `v${state.version} · pid ${state.pid} · up ${ago(state.uptime_seconds).replace(' ago', '')} · ${live} agent${live === 1 ? '' : 's'} connected · extension ${state.extension.connected ? 'connected' : 'not connected'}`;
+  $('summary').textContent = `v${state.version} · pid ${state.pid} · up ${ago(since(state.started_at)).replace(' ago', '')} · ${live} agent${live === 1 ? '' : 's'} connected · extension ${state.extension.connected ? 'connected' : 'not connected'}`;
   drawExtension(state.extension);
   drawAgents(state.agents);
   drawBuffers(state.buffers);
@@ -167,7 +172,11 @@ async function follow() {
         const block = buffer.slice(0, cut);
         buffer = buffer.slice(cut + 2);
         const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n');
-        if (data) draw(JSON.parse(data));
+        if (data) {
+          last = JSON.parse(data);
+          skew = last.now - Date.now() / 1000;
+          draw(last);
+        }
       }
     }
   } catch (_) { /* reconnect below */ }
@@ -183,4 +192,5 @@ document.addEventListener('DOMContentLoaded', () => {
     follow();
   });
   follow();
+  setInterval(() => draw(last), 1000);  // ages move on between updates
 });

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -68,6 +69,30 @@ class BrowserOptions(usage.Options):
          "process ends it and removes its profile when it is closed)."],
     ]
 
+    def parseOptions(self, options=None):
+        """As usual, but the URL may come before the options too (C{gasoline browser URL
+        --headless}): Twisted's parser stops at the first non-option, so the rest is moved
+        behind them."""
+        args = list(options if options is not None else sys.argv[1:])
+        takes_value = {f"--{name}" for name, *_ in self.optParameters} | {"-p"}
+        flags_and_values: list[str] = []
+        positional: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                positional += args[i + 1:]
+                break
+            if arg.startswith("-") and arg != "-":
+                flags_and_values.append(arg)
+                if arg in takes_value and i + 1 < len(args):
+                    flags_and_values.append(args[i + 1])
+                    i += 1
+            else:
+                positional.append(arg)
+            i += 1
+        return super().parseOptions(flags_and_values + positional)
+
     def parseArgs(self, url: str = "about:blank") -> None:
         self["url"] = url
 
@@ -75,10 +100,11 @@ class BrowserOptions(usage.Options):
         if self["api-key"] is None:
             self["api-key"] = os.environ.get("GASOLINE_API_KEY") or None
         url = self["url"]
-        if url != "about:blank" and "://" not in url:
-            self["url"] = url = "http://" + url
+        scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(?!\d)", url)
+        if url != "about:blank" and scheme is None:
+            self["url"] = url = "http://" + url  # example.test/x, localhost:3000/x
         if not (url == "about:blank" or url.startswith(("http://", "https://", "file://"))):
-            raise usage.UsageError("URL must be http(s):// or file://")
+            raise usage.UsageError("URL must be http://, https:// or file:// (or host[:port]/path)")
         self["state-dir"] = Path(self["state-dir"]) if self["state-dir"] else default_state_dir()
         self["base-url"] = f"http://127.0.0.1:{self['port'] or DEFAULT_PORT}"
 

@@ -279,6 +279,18 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     return proxy
 
 
+def _browser_launcher(config: Config, clock: IReactorTime):
+    """What runs C{interact launch_browser} (docs/browser.md): only with
+    C{--allow-launch-browser}, and only on a reactor that can start processes."""
+    from twisted.internet.interfaces import IReactorProcess  # noqa: PLC0415
+
+    if not config.allow_launch_browser or not IReactorProcess.providedBy(clock):
+        return None
+    from gasoline.tools._launch import BrowserLauncher  # noqa: PLC0415
+
+    return BrowserLauncher(clock, config.state_dir)
+
+
 def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
           metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
@@ -292,7 +304,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     daemon = build_daemon(config, clock, services, stop)
     sessions: dict[str, McpSession] = {}
     streaming = build_streaming(daemon, sessions, services)
-    tools = GasolineTools(daemon, streaming=streaming)
+    tools = GasolineTools(daemon, streaming=streaming, launcher=_browser_launcher(config, clock))
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()

@@ -212,3 +212,68 @@ def test_terminate_of_an_ended_browser_fires_at_once():
 def test_the_key_file_is_read_not_created(tmp_path):
     assert prepair.daemon_public_key(tmp_path) is None
     assert os.listdir(tmp_path) == []
+
+
+# -- interact {what:"launch_browser"} --------------------------------------------------------------
+
+
+def _app(tmp_path, **config):
+    from gasoline.app import Config, build  # noqa: PLC0415
+
+    clock = Clock()
+    return build(Config(state_dir=tmp_path, persist=False, **config), clock)
+
+
+def test_launch_browser_is_off_by_default(tmp_path):
+    from _mcp_calls import call, session_for  # noqa: PLC0415
+
+    app = _app(tmp_path)
+    assert app.tools.launcher is None
+    failed, summary, payload = call(app, session_for(app, "a"), "interact",
+                                    {"what": "launch_browser", "url": "http://example.test/"})
+    assert failed and payload["error"] == "launch_disabled"
+    assert "--allow-launch-browser" in summary + json.dumps(payload)
+
+
+def test_allowing_it_needs_a_reactor_that_starts_processes(tmp_path):
+    """On a plain clock (tests) there is no launcher even when allowed: nothing can be spawned."""
+    assert _app(tmp_path, allow_launch_browser=True).tools.launcher is None
+
+
+def test_launch_browser_runs_the_launcher_with_the_agents_choices(tmp_path):
+    from _mcp_calls import call, session_for  # noqa: PLC0415
+
+    app = _app(tmp_path)
+    calls = []
+
+    class FakeLauncher:
+        async def launch(self, url, **flags):
+            calls.append((url, flags))
+            return "gasoline browser: detached (pid 1, browser pid 2, tab 3)"
+
+    app.tools.launcher = FakeLauncher()
+    failed, summary, payload = call(app, session_for(app, "a"), "interact", {
+        "what": "launch_browser", "url": "http://example.test/", "headless": True,
+        "track_all": True})
+    assert not failed, payload
+    assert calls == [("http://example.test/", {"headless": True, "pilot": True, "track_all": True})]
+    assert payload["launched"] is True and "detached" in payload["output"]
+    failed, _, payload = call(app, session_for(app, "a"), "interact",
+                              {"what": "launch_browser", "url": "javascript:alert(1)"})
+    assert failed and payload["error"] == "invalid_param" and len(calls) == 1
+
+
+def test_the_launcher_runs_gasoline_browser_detached_on_this_daemons_port(tmp_path):
+    from twisted.internet.testing import MemoryReactorClock  # noqa: PLC0415
+
+    from gasoline.tools._launch import BrowserLauncher, LaunchFailed  # noqa: PLC0415
+
+    launcher = BrowserLauncher(MemoryReactorClock(), tmp_path)
+    with pytest.raises(LaunchFailed, match="port"):
+        launcher.argv("http://x/", headless=True, pilot=False, track_all=False)
+    (tmp_path / "daemon.json").write_text(json.dumps({"pid": 1, "port": 43210}))
+    argv = launcher.argv("http://x/", headless=True, pilot=False, track_all=False)
+    assert argv[1:5] == ["-m", "gasoline", "browser", "--detach"]
+    assert argv[argv.index("--port") + 1] == "43210"
+    assert argv[argv.index("--state-dir") + 1] == str(tmp_path)
+    assert "--headless" in argv and "--pilot" not in argv and argv[-2:] == ["--", "http://x/"]

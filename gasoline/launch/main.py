@@ -347,7 +347,7 @@ def _detach(argv: list[str], options) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     ready = Path(tempfile.mkdtemp(prefix="gasoline-browser-ready-")) / "ready.json"
     log_path = state_dir / "browser.log"
-    args = [a for a in argv if a != "--detach"] + ["--ready-file", str(ready)]
+    args = ["--ready-file", str(ready)] + [a for a in argv if a != "--detach"]
     with open(log_path, "ab") as log_file:
         child = subprocess.Popen(
             [sys.executable, "-m", "gasoline", "browser", *args], stdin=subprocess.DEVNULL,

@@ -154,3 +154,74 @@ def test_gasoline_browser_reports_a_missing_browser_clearly(tmp_path):
     assert result.returncode == 1
     assert "no such executable" in result.stderr
     assert json.dumps(result.stdout) and "Traceback" not in result.stderr
+
+
+async def launch_and_see(port: int, cwd: Path, errlog, url: str) -> tuple[dict, str]:
+    """An SDK agent asks for a browser (``interact launch_browser``), then polls for the error."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gasoline", "connect", "--port", str(port), "--no-autostart"],
+        cwd=str(cwd), env=dict(os.environ))
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("interact", {
+                "what": "launch_browser", "url": url, "headless": True})
+            text = result.content[0].text
+            assert result.is_error is False, text
+            launched = json.loads(text.partition("\n")[2])
+            deadline = time.monotonic() + 60
+            seen = ""
+            while time.monotonic() < deadline and MARKER not in seen:
+                answer = await session.call_tool("observe", {"what": "errors"})
+                seen = answer.content[0].text
+                await asyncio.sleep(0.5)
+            return launched, seen
+
+
+def test_an_agent_may_launch_a_browser_when_the_daemon_allows_it(chromium_bin, tmp_path):
+    """``--allow-launch-browser``: ``interact launch_browser`` runs ``gasoline browser --detach``;
+    the agent then sees the page's console error; ending the detached command (SIGTERM) ends the
+    browser and removes its profile."""
+    from support import DaemonProcess  # noqa: PLC0415
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(f"<!doctype html><script>console.error('{MARKER}')</script>")
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1",
+                               "--directory", str(site)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    env = {"PATH": f"{Path(chromium_bin).parent}:{os.environ.get('PATH', '')}"}
+    daemon = DaemonProcess(state_dir=tmp_path / "state", args=["--allow-launch-browser"], env=env)
+    detached = None
+    try:
+        site_port = int(server.stdout.readline().split(" port ")[1].split()[0])
+        daemon.start()
+        with open(tmp_path / "connect.err", "w") as errlog:
+            launched, seen = asyncio.run(launch_and_see(
+                daemon.port, tmp_path, errlog, f"http://127.0.0.1:{site_port}/"))
+        assert MARKER in seen, seen
+        output = launched["output"]
+        assert "detached (pid " in output, output
+        detached = psutil.Process(int(output.split("detached (pid ")[1].split(",")[0]))
+        profiles = [a.split("=", 1)[1] for p in detached.children(recursive=True)
+                    for a in (p.cmdline() if p.is_running() else ()) if a.startswith("--user-data-dir=")]
+        assert profiles, "the detached command's browser has no profile"
+        profile = Path(profiles[0])
+        assert profile.is_dir()
+        detached.terminate()
+        detached.wait(30)
+        detached = None
+        wait_until(lambda: not browser_processes(str(profile)), 15, what="the browser to end")
+        assert not profile.exists()
+    finally:
+        if detached is not None and detached.is_running():
+            detached.terminate()
+        # A detached launch this test could not reach (it failed early): end it all the same.
+        for leftover in browser_processes(str(tmp_path / "state")):
+            if "--ready-file" in leftover.cmdline():
+                leftover.terminate()
+                leftover.wait(30)
+        daemon.stop()
+        server.terminate()
+        reap(server)

@@ -176,7 +176,8 @@ class Launch:
                                              if self.temporary_profile else ""))
         code = await self.browser.ended
         await self.cleanup()
-        _say(f"gasoline browser: the browser exited ({code})")
+        _say("gasoline browser: the browser ended" + (f" (exit status {code})" if code else "")
+             + (", its profile removed" if self.temporary_profile else ""))
 
     def _ready(self, result: dict[str, Any]) -> None:
         path = self.options["ready-file"]

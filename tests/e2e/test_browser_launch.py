@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -130,6 +131,13 @@ def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromiu
         with open(tmp_path / "connect.err", "w") as errlog:
             seen = asyncio.run(agent_sees(port, tmp_path, errlog))
         assert MARKER in seen
+        # What the extension reports back: the opened tab is the tracked one, the pilot is off
+        # (no --pilot), and the page loaded after tracking began.
+        tab = int(output.split(" in tab ")[1].split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+            capture = json.load(resp)["capture"]
+        assert capture["extension_connected"] is True
+        assert capture["tracked_tab_id"] == tab and capture["pilot_enabled"] is False
 
         command.send_signal(signal.SIGTERM)
         assert reap(command, 30) == 0, (tmp_path / "browser.out").read_text()

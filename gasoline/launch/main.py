@@ -148,6 +148,7 @@ class Launch:
         self.profile: Path | None = None
         self.temporary_profile = False
         self._cleaned = None
+        self._http = None
 
     async def run(self) -> None:
         from gasoline.launch.chromium import LaunchError  # noqa: PLC0415
@@ -229,7 +230,7 @@ class Launch:
             base, identity, tab, options["url"], pilot=options["pilot"],
             track_all=options["track-all"])
         await prepair.apply(self.browser, worker, settings)
-        await self._until_connected(worker)
+        await self._until_connected(worker, tab)
         await self.browser.evaluate(
             worker, f"chrome.tabs.update({tab}, {{url: {json.dumps(options['url'])}}})"
                     ".then(() => true)")
@@ -248,7 +249,8 @@ class Launch:
 
         options = self.options
         base = options["base-url"]
-        http = HTTPClient(Agent(self.reactor, pool=HTTPConnectionPool(self.reactor, persistent=False)))
+        http = self._http = HTTPClient(Agent(self.reactor, pool=HTTPConnectionPool(
+            self.reactor, persistent=False)))
         daemon = DaemonHTTP(http, base, self.reactor, "gasoline-browser", secrets.token_hex(8),
                             options["api-key"])
         spawner = Spawner(self.reactor, loopback_port(base), options["state-dir"],
@@ -295,18 +297,26 @@ class Launch:
             await self._sleep(0.2)
         return session
 
-    async def _until_connected(self, worker: str) -> None:
-        """Wait until the worker has proved the daemon's identity and talks to it."""
+    async def _until_connected(self, worker: str, tab: int) -> None:
+        """Wait until the daemon has had a C{/sync} from this extension: its settings name our
+        tab. The extension sends no C{/sync} before it has proved the daemon's identity, so this
+        also says the pairing holds (waiting for the worker's own status would cost a long poll)."""
+        import treq  # noqa: PLC0415
+
         from gasoline.launch.chromium import LaunchError  # noqa: PLC0415
 
         expr = "chrome.storage.session.get('gasolineStatus').then(r => r.gasolineStatus || {})"
         deadline = self.reactor.seconds() + STEP_TIMEOUT
-        status: dict[str, Any] = {}
         while True:
+            try:
+                response = await self._http.get(self.options["base-url"] + "/health")
+                capture = json.loads(await treq.content(response)).get("capture") or {}
+            except Exception:  # noqa: BLE001 - the daemon is checked again below
+                capture = {}
+            if capture.get("extension_connected") and capture.get("tracked_tab_id") == tab:
+                return
             status = await self._try(worker, expr) or {}
             pairing = status.get("pairing") or {}
-            if status.get("connected") and pairing.get("state") == "paired":
-                return
             if pairing.get("state") in ("mismatch", "unsupported"):
                 raise LaunchError(f"the extension refused the daemon: {pairing.get('message')}")
             if self.reactor.seconds() > deadline:

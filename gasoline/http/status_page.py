@@ -148,8 +148,7 @@ class StatusPage:
 
     def _agents(self, now: float) -> list[dict[str, Any]]:
         registry = self.daemon.registry
-        states = sorted(getattr(registry, "_clients", {}).values(),
-                        key=lambda s: (s.connected_at, s.client_id))
+        states = sorted(registry.list(), key=lambda s: (s.connected_at, s.client_id))
         out = []
         for s in states:
             agent: dict[str, Any] = {

@@ -119,3 +119,32 @@ def test_status_page_refuses_framing_and_foreign_origins(daemon):
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=5)
         assert e.value.code == 403
+
+
+def test_with_an_api_key_the_page_asks_for_it_then_shows_the_state(chromium_bin, tmp_path):
+    from support import DaemonProcess  # noqa: PLC0415
+
+    daemon = DaemonProcess(state_dir=tmp_path / "state", args=["--api-key", "k3y-for-the-page"])
+    viewer = Chromium(executable=chromium_bin, extension_dir=None)
+    try:
+        daemon.start()
+        viewer.start()
+        _, page, _ = viewer.new_page(daemon.url + "/")
+
+        def visible(element_id: str) -> bool:
+            return viewer.cdp.evaluate(page, f"!document.getElementById({json.dumps(element_id)}).hidden")
+
+        wait_until(lambda: visible("keyform"), 15, what="the key form",
+                   describe=lambda: page_text(viewer, page))
+        assert not visible("main")
+        viewer.cdp.evaluate(page, "document.getElementById('key').value = 'wrong';"
+                                  " document.getElementById('keyform').requestSubmit(); true")
+        wait_until(lambda: "refused" in page_text(viewer, page), 15, what="the wrong key refused")
+        viewer.cdp.evaluate(page, "document.getElementById('key').value = 'k3y-for-the-page';"
+                                  " document.getElementById('keyform').requestSubmit(); true")
+        wait_until(lambda: visible("main") and "agents connected" in page_text(viewer, page), 15,
+                   what="the state after the key", describe=lambda: page_text(viewer, page))
+        assert not visible("keyform")
+    finally:
+        viewer.stop()
+        daemon.stop()

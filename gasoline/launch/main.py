@@ -151,13 +151,15 @@ class Launch:
         self._http = None
 
     async def run(self) -> None:
-        from gasoline.launch.chromium import LaunchError  # noqa: PLC0415
+        from twisted.internet.defer import TimeoutError as StepTimeout  # noqa: PLC0415
+
+        from gasoline.launch.chromium import CDPError, LaunchError  # noqa: PLC0415
         from gasoline.launch.prepair import IdentityMismatch  # noqa: PLC0415
 
         self.reactor.addSystemEventTrigger("before", "shutdown", self.cleanup)
         try:
             tab = await self.start()
-        except (LaunchError, IdentityMismatch) as e:
+        except (LaunchError, IdentityMismatch, CDPError, StepTimeout) as e:
             await self.cleanup()
             self._ready({"error": str(e)})
             sys.stderr.write(f"gasoline browser: {e}\n")

@@ -49,6 +49,7 @@ from gasoline.http.pairing import PairingAPI
 from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.site import GasolineRoot
+from gasoline.http.status_page import StatusPage
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.session import McpSession
@@ -232,7 +233,18 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         root.mounts[b"json"] = root.mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
         root.mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
         root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
+    _add_status_page(daemon, mcp, services, root, identity, streaming, relay, proxy)
     return root
+
+
+def _add_status_page(daemon: Daemon, mcp: McpServer, services: MultiService, root: GasolineRoot,
+                     identity: DaemonIdentity, streaming: Streaming | None, relay: Relay | None,
+                     proxy: ProxyManager | None) -> None:
+    """The live status page (docs/status-page.md): C{GET /} and C{/ui/...}, one Klein app."""
+    status = StatusPage(daemon, identity=identity, tools=mcp.tools, streaming=streaming,
+                        relay=relay, proxy=proxy, api_key=daemon.config.api_key)
+    status.timer.setServiceParent(services)
+    root.mounts[b""] = root.mounts[b"ui"] = status.resource()
 
 
 def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: GasolineRoot,
@@ -267,6 +279,18 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     return proxy
 
 
+def _browser_launcher(config: Config, clock: IReactorTime):
+    """What runs C{interact launch_browser} (docs/browser.md): only with
+    C{--allow-launch-browser}, and only on a reactor that can start processes."""
+    from twisted.internet.interfaces import IReactorProcess
+
+    if not config.allow_launch_browser or not IReactorProcess.providedBy(clock):
+        return None
+    from gasoline.tools._launch import BrowserLauncher
+
+    return BrowserLauncher(clock, config.state_dir)
+
+
 def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
           metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
@@ -280,7 +304,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     daemon = build_daemon(config, clock, services, stop)
     sessions: dict[str, McpSession] = {}
     streaming = build_streaming(daemon, sessions, services)
-    tools = GasolineTools(daemon, streaming=streaming)
+    tools = GasolineTools(daemon, streaming=streaming, launcher=_browser_launcher(config, clock))
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()

@@ -4,6 +4,7 @@ The C{gasoline} console script::
   gasoline --version            print the version
   gasoline serve [twistd opts]  run the daemon in the foreground (same as C{twistd -n gasoline})
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
+  gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
   gasoline doctor|status|stop   operations without an agent (L{gasoline.admin_cli})
 """
 
@@ -19,6 +20,9 @@ commands:
   serve     run the daemon in the foreground (twistd -n gasoline [options])
   connect   stdio MCP connector: forwards an agent's MCP session to the daemon
             (gasoline connect --help)
+  browser   start Chromium with Gasoline's extension, already paired with the daemon
+            (started if none runs) and tracking the opened tab
+            (gasoline browser [URL] [--headless] [--pilot] [--track-all] [--detach] ...; --help)
   identity  print the daemon identity's fingerprint, which the extension's popup asks you to
             compare when pairing (gasoline identity [--state-dir DIR])
   doctor    run the daemon's health checks (configure doctor) without an agent;
@@ -58,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         from gasoline.connect.main import main as connect_main
 
         return connect_main(rest, prelude=prelude)
+    if command == "browser":
+        from gasoline.launch.main import main as browser_main
+
+        return browser_main(rest)
     if command == "identity":
         return _identity(rest)
     if command in ("doctor", "status", "stop"):

@@ -40,6 +40,8 @@ class Config:
     allowed_origins: tuple[str, ...] = ()
     #: The session proxy's servers file (docs/proxy.md); None: no proxy.
     proxy_config: Path | None = None
+    #: Agents may start a browser (C{interact {what:"launch_browser"}}, docs/browser.md).
+    allow_launch_browser: bool = False
 
     def buffer_specs(self) -> dict[str, BufferSpec]:
         spec = DEFAULT_BUFFERS[CONSOLE]

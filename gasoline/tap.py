@@ -128,6 +128,8 @@ class Options(usage.Options):
     ]
     optFlags = [
         ["no-persist", None, "Do not persist the console buffer to the state dir."],
+        ["allow-launch-browser", None, "Let agents start a browser paired with this daemon "
+         "(interact {what:\"launch_browser\"} runs `gasoline browser --detach`; docs/browser.md)."],
     ]
 
     def __init__(self) -> None:
@@ -189,6 +191,7 @@ class Options(usage.Options):
             tool_rate_limit=self["tool-rate-limit"],
             allowed_origins=tuple(self["allow-origin"]),
             proxy_config=Path(self["proxy-config"]) if self["proxy-config"] else None,
+            allow_launch_browser=bool(self["allow-launch-browser"]),
         )
         if self["state-dir"]:
             kwargs["state_dir"] = Path(self["state-dir"])

@@ -97,3 +97,41 @@ def test_the_installed_daemon_starts_with_default_options_and_answers_health(ins
         proc.terminate()
         reap(proc, 20)
         proc.stdout.close()
+
+
+def _tree_packages() -> set[str]:
+    """Every folder that must ship as a package: the Python packages under C{gasoline/} and
+    C{twisted.plugins}, and each folder of C{extension/} (but its build scripts) as
+    C{gasoline._extension...}."""
+    found = {str(p.parent.relative_to(REPO)).replace("/", ".")
+             for p in (REPO / "gasoline").rglob("__init__.py")}
+    found.add("twisted.plugins")
+    for folder in [REPO / "extension", *(p for p in (REPO / "extension").rglob("*") if p.is_dir())]:
+        rel = folder.relative_to(REPO / "extension").parts
+        if rel[:1] in (("scripts",), ("node_modules",)):
+            continue
+        found.add(".".join(("gasoline", "_extension", *rel)))
+    return found
+
+
+def test_pyproject_lists_every_package_of_the_tree():
+    """The package list in pyproject.toml is written out (the extension is mapped under another
+    name, which find cannot do): a new folder that is not listed would be missing from the
+    wheel."""
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert set(declared["packages"]) == _tree_packages()
+    data = declared["package-data"]
+    assert {p for p in declared["packages"] if p.startswith("gasoline._extension")} <= set(data)
+
+
+def test_the_wheel_carries_the_extension_and_the_status_page(installed):
+    wheel, _, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {p.relative_to(REPO / "extension").as_posix()
+               for p in (REPO / "extension").rglob("*")
+               if p.is_file() and p.relative_to(REPO / "extension").parts[0] != "scripts"}
+    assert shipped and {f"gasoline/_extension/{n}" for n in shipped} <= names
+    assert {f"gasoline/http/static/{p.name}"
+            for p in (REPO / "gasoline/http/static").iterdir()} <= names

@@ -103,7 +103,7 @@ class GasolineTools:
     """The five tools. Each dispatches C{what} to its mode table (the tool modules' C{MODES})."""
 
     def __init__(self, daemon: Daemon, tables: Mapping[str, dict[str, Handler]] | None = None,
-                 streaming: Streaming | None = None) -> None:
+                 streaming: Streaming | None = None, launcher: Any = None) -> None:
         #: The domain collaborators every mode reads (C{ctx.app}).
         self.daemon = daemon
         #: Context streaming (C{configure streaming}, C{observe events}, the unread note); None
@@ -113,6 +113,9 @@ class GasolineTools:
         self.tables = tables if tables is not None else ModeTables()
         #: What the tools keep in memory between calls.
         self.runtime = ToolRuntime()
+        #: Starts a browser for C{interact launch_browser} (L{gasoline.tools._launch}); None when
+        #: the daemon does not allow it (C{--allow-launch-browser}).
+        self.launcher = launcher
 
     def built(self, tool: str) -> list[str]:
         """The modes of C{tool} that have a handler."""

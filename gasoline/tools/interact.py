@@ -18,6 +18,7 @@ buffers' timeline (docs/analyze-generate-interact.md, docs/extension.md).
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -621,6 +622,32 @@ def draw_mode_start(ctx: Any, args: dict[str, Any]) -> Any:
                          "interact draw_mode_start")
 
 
+# -- launch_browser ------------------------------------------------------------------------------------
+
+
+async def launch_browser(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Start a browser paired with this daemon (C{gasoline browser --detach}; docs/browser.md).
+    Off unless the daemon runs with C{--allow-launch-browser}."""
+    from gasoline.tools._launch import LaunchDisabled
+
+    launcher = getattr(ctx.tools, "launcher", None)
+    if launcher is None:
+        raise LaunchDisabled("interact launch_browser is off: the daemon was not started with "
+                             "--allow-launch-browser")
+    url = ctx.str_arg(args, "url") or "about:blank"
+    if not (url == "about:blank" or re.match(r"https?://|file://", url)):
+        raise InvalidParam("url must be http://, https:// or file://", param="url")
+    display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    headless = ctx.bool_arg(args, "headless", not display)
+    pilot = ctx.bool_arg(args, "pilot", True)
+    track_all = ctx.bool_arg(args, "track_all", False)
+    text = await launcher.launch(url, headless=headless, pilot=pilot, track_all=track_all)
+    return ctx.ok(f"launched a browser at {url} (paired with this daemon, tracking its tab"
+                  f"{', pilot on' if pilot else ''}{', headless' if headless else ''})",
+                  {"launched": True, "url": url, "headless": headless, "pilot": pilot,
+                   "track_all": track_all, "output": text})
+
+
 # -- screen recording (frames + timeline) -------------------------------------------------------------
 
 
@@ -652,6 +679,7 @@ MODES: dict[str, Any] = nulls_absent({
     "run_a11y_and_export_sarif": run_a11y_and_export_sarif,
     "upload": upload,
     "draw_mode_start": draw_mode_start,
+    "launch_browser": launch_browser,
     "record_start": record_start,
     "record_stop": record_stop,
 })

@@ -52,6 +52,7 @@ INTERACT_MODES = (
     "get_readable", "get_markdown", "save_state", "load_state", "list_states", "delete_state",
     "set_storage", "delete_storage", "clear_storage", "set_cookie", "delete_cookie",
     "run_a11y_and_export_sarif", "record_start", "record_stop", "upload", "draw_mode_start",
+    "launch_browser",
 )
 
 _STR = {"type": "string"}
@@ -330,6 +331,11 @@ CONFIGURE_PROPERTIES: dict[str, Any] = {
     **STREAMING_PROPERTIES,
 }
 INTERACT_PROPERTIES: dict[str, Any] = {
+    "headless": {"type": "boolean", "description": "launch_browser: no window (default: headless "
+                 "unless the daemon has a display)."},
+    "pilot": {"type": "boolean", "description": "launch_browser: let agents act in it (default "
+              "true)."},
+    "track_all": {"type": "boolean", "description": "launch_browser: capture every tab."},
     "checked": {"type": "boolean", "description": "check: false unchecks."},
     "clear": {"type": "boolean", "description": "type: false appends instead of replacing."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 500,

@@ -1,0 +1,91 @@
+"""
+Pre-pairing: what a browser started by C{gasoline browser} is told before it talks to the daemon.
+
+The user's own browser pairs through the popup: the user compares the fingerprint the daemon
+offers with what C{gasoline identity} prints, then the extension pins that key. A browser that
+C{gasoline browser} launched skips the popup, and this module is the one place that says what it
+gets instead. L{prepaired_settings} builds the C{chrome.storage.local} values the popup (and the
+tracking buttons) would have written; L{apply} writes them into the extension's service worker over
+the launcher's private DevTools pipe (C{--remote-debugging-pipe}: fds 3 and 4 of the browser
+process, which no other process holds).
+
+Why that is safe (docs/browser.md, "Pre-pairing"):
+ - the pinned key is read from the daemon's own key file (C{<state-dir>/identity.pem}, 0600 in a
+   0700 directory), not from whatever answers on the port: a process squatting the port cannot
+   make the launched browser pin its key. The key the port offers must match the file, else the
+   launch stops (L{IdentityMismatch});
+ - the extension still challenges the daemon on every connection (extension/lib/pairing.js): only
+   the holder of the private key gets capture or may send commands;
+ - the DevTools pipe is not a port: no other local process or web page can drive the browser.
+
+What it does not cover: it trusts the user's account (anyone who can read the state dir or start
+processes as the user can do all of this anyway); the launched profile is a fresh one unless
+C{--profile} is given, in which case its existing pairing is overwritten with this daemon's.
+When the daemon also pins the extension's key (issue 29), the launcher is the place to hand the
+extension's key to the daemon: extend L{apply} (it holds the worker session to read the key).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gasoline.core.identity import IDENTITY_FILE, b64u, fingerprint_of, public_key_from_pem
+
+
+class IdentityMismatch(RuntimeError):
+    """The daemon on the port is not the one whose state dir the launcher read."""
+
+
+def daemon_public_key(state_dir: Path) -> bytes | None:
+    """The raw P-256 public key in C{<state_dir>/identity.pem}, or C{None} (no such file, or a form
+    the PEM reader does not know)."""
+    try:
+        data = (Path(state_dir) / IDENTITY_FILE).read_bytes()
+    except OSError:
+        return None
+    return public_key_from_pem(data)
+
+
+def pinned_identity(state_dir: Path, offered: dict[str, Any] | None, server_url: str) -> dict[str, Any]:
+    """The identity to pin: the key in the state dir, checked against C{offered} (the C{GET
+    /pairing} answer of the daemon on the port). @raise IdentityMismatch: they differ, or either
+    is missing."""
+    key = daemon_public_key(state_dir)
+    if key is None:
+        raise IdentityMismatch(
+            f"no daemon identity in {state_dir} ({IDENTITY_FILE}); pass the running daemon's "
+            f"--state-dir")
+    encoded = b64u(key)
+    if not offered or offered.get("key") != encoded:
+        theirs = (offered or {}).get("fingerprint", "none")
+        raise IdentityMismatch(
+            f"the daemon at {server_url} offers identity {theirs}, but {state_dir} holds "
+            f"{fingerprint_of(key)}: pass that daemon's --state-dir (or stop the other daemon)")
+    return {"key": encoded, "fingerprint": fingerprint_of(key),
+            "paired_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            "server_url": server_url, "paired_by": "gasoline browser"}
+
+
+def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, tab_url: str,
+                       *, pilot: bool, track_all: bool) -> dict[str, Any]:
+    """Exactly what L{apply} writes to C{chrome.storage.local} (keys of extension/lib/settings.js):
+    C{serverUrl}, C{gasolineDaemonIdentity} (the pinned identity), C{trackedTabId} /
+    C{trackedTabUrl} (the opened tab), C{gasolineTrackAllTabs} and C{aiWebPilotEnabled}."""
+    return {
+        "serverUrl": server_url,
+        "gasolineDaemonIdentity": identity,
+        "trackedTabId": int(tab_id),
+        "trackedTabUrl": tab_url,
+        "gasolineTrackAllTabs": bool(track_all),
+        "aiWebPilotEnabled": bool(pilot),
+    }
+
+
+async def apply(cdp, worker_session: str, settings: dict[str, Any]) -> None:
+    """Write C{settings} into the extension's storage through its service worker."""
+    import json
+
+    await cdp.evaluate(worker_session,
+                       f"chrome.storage.local.set({json.dumps(settings)}).then(() => true)")

@@ -8,8 +8,9 @@ own C{env}). Its stderr goes to a bounded buffer that error messages quote.
 The protocol side (ids, cancellation, requests from the child, restarts) is
 L{gasoline.proxy.peer.ServerPeer}'s; this module adds the process and its stdio framing.
 
-Shutdown (L{ChildServer.stop}): close stdin, SIGTERM to the group after C{grace}, SIGKILL to the
-group after another C{grace}; the Deferred fires once the process is reaped.
+Shutdown (L{ChildServer.stop}): close stdin, SIGTERM to the group after C{grace} (the watchdog
+passes it on to every descendant and SIGKILLs them C{grace} later), SIGKILL to the group after
+C{3 * grace}; the Deferred fires once the process is reaped.
 """
 
 from __future__ import annotations
@@ -246,7 +247,10 @@ class ChildServer(ServerPeer):
         pid = self.pid
         self._kill_calls = [
             self.reactor.callLater(self.grace, self._killpg, pid, signal.SIGTERM),
-            self.reactor.callLater(2 * self.grace, self._killpg, pid, signal.SIGKILL),
+            # Later than the watchdog's own SIGKILL (at most 2 * grace after it ends the
+            # server): the watchdog must outlive what it ends (the detached descendants it is
+            # the subreaper of); this one is the fallback of systems without /proc.
+            self.reactor.callLater(3 * self.grace, self._killpg, pid, signal.SIGKILL),
         ]
         return d
 

@@ -116,6 +116,27 @@ def call(rid, params):
         sys.stderr.flush()
         os._exit(3)
     if name == "spawn_grandchild":
+        if args.get("detach"):
+            # A daemonised grandchild: the intermediate process calls setsid (a session and
+            # group of its own), forks it and exits, so it is nobody's child any more but
+            # init's (or a subreaper's); optionally it ignores SIGTERM too.
+            ignore = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+                if args.get("ignore_term") else ""
+            p = subprocess.Popen([sys.executable, "-c", (
+                "import os, signal, sys, time\n"
+                "os.setsid()\n"
+                "r, w = os.pipe()\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                f"    {ignore}os.write(w, b'x'); time.sleep(600); os._exit(0)\n"
+                "os.read(r, 1)\n"
+                "print(pid, flush=True)\n"
+                "os._exit(0)\n")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            grandchild = int(p.stdout.readline())
+            p.stdout.close()
+            p.wait()
+            return text(json.dumps({"grandchild": grandchild}))
         if args.get("ignore_term"):
             # A grandchild that ignores SIGTERM; answered once it does.
             p = subprocess.Popen([sys.executable, "-c", (

@@ -12,14 +12,15 @@ It keeps the server and everything the server starts from outliving the daemon:
      re-parented to the watchdog instead of init, so a process that leaves the group
      (C{setsid}, a double fork: a "daemonised" grandchild) is still the watchdog's to end;
   4. forks the server with stdin/stdout/stderr inherited (and the server's C{cpu=} / C{mem=}
-     limits as C{RLIMIT_CPU} / C{RLIMIT_AS}), then drops its own copies, so the server alone
+     limits as C{RLIMIT_CPU} / C{RLIMIT_DATA}), then drops its own copies, so the server alone
      holds the pipes (closing stdin still means "exit" to it);
   5. on SIGTERM/SIGHUP: SIGTERM to the group and to every descendant, SIGKILL to them after
      GRACE seconds;
   6. when the server exits, whatever ended it, it ends what the server left behind: every
      descendant (Linux C{/proc}: the watchdog's process tree, which holds the detached ones
      thanks to 3.) and every other member of the group (SIGTERM to each, SIGKILL to those left
-     after GRACE seconds), reaps them, then ends too, with the server's status. After a daemon
+     after GRACE seconds), reaps them, then ends too, with the server's status (128 + the signal
+     when a signal killed it). After a daemon
      crash the server often ends first (its stdin reads end of file) and this process may be
      gone before its SIGTERM handler runs, with no daemon left to SIGKILL the group: so nothing
      the server started outlives the daemon, not even a process that ignores SIGTERM or that
@@ -154,7 +155,10 @@ def _limits(options: list[str]) -> list[tuple[int, int]]:
             # The soft limit sends SIGXCPU; the hard one, a second later, SIGKILL.
             out.append((resource.RLIMIT_CPU, int(value), int(value) + 1))
         elif key == "mem":
-            out.append((resource.RLIMIT_AS, int(value), int(value)))
+            # RLIMIT_DATA (Linux >= 4.7: the heap and private writable mappings) rather than
+            # RLIMIT_AS: V8 and others reserve gigabytes of address space they never use.
+            which = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
+            out.append((which, int(value), int(value)))
     return out
 
 
@@ -215,7 +219,10 @@ def main() -> None:
             break
     # The server is gone: what it left behind goes now (6. above).
     _clear(group, grace, stopping)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if hasattr(os, "waitstatus_to_exitcode") else 1)
+    # The server's status: its exit code, or 128 + the signal that killed it (as a shell says).
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 if __name__ == "__main__":

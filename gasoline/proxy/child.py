@@ -210,7 +210,8 @@ class ChildServer(ServerPeer):
                  capabilities: dict[str, Any],
                  on_request: Callable[..., Any], on_notification: Callable[..., None],
                  on_state: Callable[["ChildServer"], None] | None = None,
-                 restart: bool = True, grace: float = GRACE) -> None:
+                 restart: bool = True, grace: float = GRACE, cpu_seconds: int | None = None,
+                 memory_mb: int | None = None) -> None:
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
                          on_notification=on_notification, on_state=on_state, restart=restart)
@@ -219,6 +220,9 @@ class ChildServer(ServerPeer):
         self.env = env
         self.cwd = cwd
         self.grace = grace
+        #: The server's own process limits (C{cpuSeconds}, C{memoryMB}), set by the watchdog.
+        self.cpu_seconds = cpu_seconds
+        self.memory_mb = memory_mb
         self._proto: _ChildProtocol | None = None
         self._stdin: _Stdin | None = None
         self._ended_waiters: list[Deferred] = []
@@ -261,8 +265,13 @@ class ChildServer(ServerPeer):
     # -- process -------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}", "--",
-                self.command, *self.args]
+        limits = []
+        if self.cpu_seconds:
+            limits.append(f"cpu={self.cpu_seconds}")
+        if self.memory_mb:
+            limits.append(f"mem={self.memory_mb * 1024 * 1024}")
+        argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}",
+                *limits, "--", self.command, *self.args]
         proto = _ChildProtocol(self)
         if not (IReactorProcess.providedBy(self.reactor)
                 and IReactorFDSet.providedBy(self.reactor)):
@@ -324,8 +333,7 @@ class ChildServer(ServerPeer):
         if self.state != "closed":
             code = getattr(reason.value, "exitCode", None)
             sig = getattr(reason.value, "signal", None)
-            error = self._run_error or (
-                f"exited with status {code}" if sig is None else f"killed by signal {sig}")
+            error = self._run_error or self._exit_reason(code, sig)
             if not reason.check(ProcessDone) or self.state == "ready":
                 log.warn("proxy server {name} (pid {pid}) ended: {err}", name=self.name, pid=pid,
                          err=error)
@@ -334,6 +342,26 @@ class ChildServer(ServerPeer):
             # Stopped for good: answer once nothing of the group is left (the SIGKILL above
             # takes a moment to reach what the server left behind).
             self._after_group_gone(pid, self._stopped, GROUP_WAIT_TRIES)
+
+    def _exit_reason(self, code: Any, sig: Any) -> str:
+        """Why the server ended, from the watchdog's status (C{128 + n}: the server was killed
+        by signal C{n}), naming the server's own limit where it is the likely cause."""
+        if sig is None and isinstance(code, int) and 128 < code < 128 + 65:
+            sig = code - 128
+        if sig is None:
+            why = f"exited with status {code}"
+        else:
+            try:
+                why = f"killed by signal {sig} ({signal.Signals(sig).name})"
+            except ValueError:
+                why = f"killed by signal {sig}"
+        if self.cpu_seconds and sig in (signal.SIGXCPU, signal.SIGKILL):
+            why += (f": over its CPU time limit? (cpuSeconds {self.cpu_seconds} in the servers "
+                    "file)")
+        elif self.memory_mb and (sig is not None or code not in (0, None)):
+            why += (f" (its memory limit is memoryMB {self.memory_mb} in the servers file: an "
+                    "allocation over it fails)")
+        return why
 
     def _stopped(self) -> None:
         waiters, self._ended_waiters = self._ended_waiters, []

@@ -15,6 +15,7 @@ children (stdin closed, SIGTERM, SIGKILL, reaped).
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from pathlib import Path
@@ -25,12 +26,14 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
+import orjson
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd
 from gasoline.core.documents import JsonDocument
 from gasoline.core.errors import GasolineError
+from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.interfaces import ISessionTools
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
@@ -71,6 +74,13 @@ class SessionLimit(ProxyError):
 class ChildLimit(ProxyError):
     code = "too_many_children"
     retry = "End an idle session or raise proxy.maxChildrenPerServer."
+
+
+class ServerLimit(ProxyError):
+    """A proxied server's own limit (C{callsPerMinute}, C{maxResultBytes}) was hit: the error
+    names the server and the field of the servers file."""
+
+    code = "server_limit"
 
 
 class UnknownSession(ProxyError):
@@ -183,6 +193,7 @@ class ProxySession:
                     d.get("title"), str) else None,
                 annotations=d.get("annotations") if isinstance(d.get("annotations"), dict)
                 else None,
+                proxied=True,
             )
         self.tools = new
         self._definitions = None
@@ -241,6 +252,19 @@ class ProxySession:
             manager.call_done(server, started, False)
             return error_result(ProxyError(f"server {server} is disabled: {reason}",
                                            code="server_disabled"))
+        config = entry.config
+        if config.calls_per_minute is not None:
+            wait = manager.limiter_for(server, config.calls_per_minute).check(self.session_id)
+            if wait:
+                manager.call_done(server, started, False)
+                seconds = round(wait + 0.0005, 3)
+                return error_result(ServerLimit(
+                    f"server {server}: at most {config.calls_per_minute} calls per minute per "
+                    "session (callsPerMinute in the servers file)", code="server_rate_limited",
+                    retry=f"Wait {seconds:g} s before calling this server again.",
+                    retry_after_ms=math.ceil(wait * 1000), retry_after_seconds=seconds,
+                    server=server,
+                    limit=config.calls_per_minute))
         if entry.context == LOCAL and entry.allowed_directories:
             try:
                 check_arguments(arguments, entry.working_directory or self.working_directory,
@@ -273,6 +297,16 @@ class ProxySession:
             if ctx in active:
                 active.remove(ctx)
             self.touch()
+            cap = config.max_result_bytes
+            if cap is not None and isinstance(result, dict):
+                size = _size(result)
+                if size > cap:
+                    result = error_result(ServerLimit(
+                        f"server {server}: the result of {tool} is {size} bytes, over this "
+                        f"server's limit of {cap} (maxResultBytes in the servers file)",
+                        code="server_result_too_large",
+                        retry="Ask for less (a range, a page), or raise maxResultBytes.",
+                        server=server, limit=cap, size=size))
             manager.call_done(server, started, not isinstance(result, Failure) and not (
                 isinstance(result, dict) and result.get("isError") is True))
             return result
@@ -503,6 +537,8 @@ class ProxyManager:
         #: C{/metrics}: gasoline.proxy.metrics).
         self.call_counts: dict[tuple[str, str], int] = {}
         self.restart_counts: dict[str, int] = {}
+        #: Server name -> its own C{callsPerMinute} limiter (per session).
+        self._limiters: dict[str, SlidingWindowLimiter] = {}
         #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if set.
         self.on_call: Any = None
         #: False on a C{task.Clock}: every child then fails to start, with that reason.
@@ -531,6 +567,13 @@ class ProxyManager:
             for name, e in s.servers.items() if e.child is not None and e.context == LOCAL]
         out.extend((name, REMOTE, shared.child) for name, shared in self.shared.items())
         return out
+
+    def limiter_for(self, server: str, per_minute: int) -> SlidingWindowLimiter:
+        """The C{callsPerMinute} limiter of C{server} (keyed by session)."""
+        limiter = self._limiters.get(server)
+        if limiter is None or limiter.limit != per_minute:
+            limiter = self._limiters[server] = SlidingWindowLimiter(self.clock, per_minute, 60.0)
+        return limiter
 
     def call_done(self, server: str, started: float, ok: bool) -> None:
         key = (server, "ok" if ok else "error")
@@ -757,7 +800,9 @@ class ProxyManager:
         return ChildServer(
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,
-            on_request=on_request, on_notification=on_notification, on_state=on_state)
+            on_request=on_request, on_notification=on_notification, on_state=on_state,
+            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb)
+
 
     def get(self, session_id: str) -> ProxySession:
         session = self.sessions.get(session_id)
@@ -914,3 +959,11 @@ class _ProxyService(MultiService):
             return manager.stop_all()
 
         return (d if d is not None else succeed(None)).addCallback(stop_children)
+
+
+def _size(result: dict[str, Any]) -> int:
+    """Bytes of C{result} as JSON (what C{maxResultBytes} bounds)."""
+    try:
+        return len(orjson.dumps(result, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):
+        return 0

@@ -14,7 +14,7 @@ import sys
 import time
 
 tools = ["echo", "whereami", "slow", "sample", "sample_progress", "elicit", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
-         "a" * 70]
+         "big", "burn", "allocate", "a" * 70]
 cancelled = set()
 #: The capabilities the client declared in its initialize (whereami reports them).
 client_capabilities = {}
@@ -111,6 +111,14 @@ def call(rid, params):
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         return text("changed")
+    if name == "big":
+        return text("x" * int(args["bytes"]))
+    if name == "burn":  # CPU until a limit ends it
+        while True:
+            pass
+    if name == "allocate":  # MB of memory, touched (a MemoryError over a limit ends it)
+        block = bytearray(int(args["mb"]) * 1024 * 1024)
+        return text(str(len(block)))
     if name == "crash":
         sys.stderr.write("fake server: crashing on purpose\n")
         sys.stderr.flush()

@@ -106,6 +106,8 @@ class SessionServer:
             d["workingDirectory"] = self.working_directory
             d["allowedDirectories"] = list(self.allowed_directories)
         elif self.context == REMOTE:
+            if self.config.command is not None:  # what this session's calls are checked against
+                d["allowedDirectories"] = list(self.allowed_directories)
             child = self.child
             d["endpoint"] = child.endpoint if isinstance(child, RemoteServer) else "internal"
             if isinstance(child, RemoteServer):
@@ -265,7 +267,9 @@ class ProxySession:
                     retry_after_ms=math.ceil(wait * 1000), retry_after_seconds=seconds,
                     server=server,
                     limit=config.calls_per_minute))
-        if entry.context == LOCAL and entry.allowed_directories:
+        # Every server run by command is checked, local or shared: its process reads this
+        # machine's files either way (an override to remote never turns the check off).
+        if entry.config.command is not None and entry.allowed_directories:
             try:
                 check_arguments(arguments, entry.working_directory or self.working_directory,
                                 entry.allowed_directories)
@@ -646,6 +650,12 @@ class ProxyManager:
                 entry.working_directory = resolved.cwd
                 entry.allowed_directories = resolved.allowed_directories
                 wanted[server.name] = wanted.get(server.name, 0) + 1
+            elif entry.enabled and server.command is not None:
+                # A shared process, one for every session: this session's calls are checked
+                # against this session's directories, relative paths taken from the process's
+                # own directory (L{_child_for}).
+                entry.working_directory = self._shared_cwd(server)
+                entry.allowed_directories = server.resolve(wd).allowed_directories
             elif entry.enabled:
                 entry.allowed_directories = tuple(
                     d for d in server.allowed_directories if os.path.isabs(d))
@@ -694,8 +704,7 @@ class ProxyManager:
         if entry.context == REMOTE:
             shared = self.shared.get(name)
             if shared is None or shared.child.state == "closed":
-                cwd = os.path.expanduser(server.cwd) if server.cwd else \
-                    self.environ.get("HOME", "/")
+                cwd = self._shared_cwd(server)
                 child = self._make_child(name, server, server.command or "", server.args,
                                          dict(server.env), cwd, None)
                 shared = self.shared[name] = _Shared(child)
@@ -704,6 +713,10 @@ class ProxyManager:
         resolved = server.resolve(session.working_directory)
         return self._make_child(name, server, resolved.command, resolved.args, resolved.env,
                                 resolved.cwd, session)
+
+    def _shared_cwd(self, server: ServerConfig) -> str:
+        """The working directory of a shared (C{remote}) C{command} server's process."""
+        return os.path.expanduser(server.cwd) if server.cwd else self.environ.get("HOME", "/")
 
     def _make_child(self, name: str, server: ServerConfig, command: str, args: tuple[str, ...],
                     env: dict[str, str], cwd: str, session: ProxySession | None) -> ServerPeer:

@@ -129,6 +129,9 @@ def _url_path(value: str) -> list[str]:
 def readings(value: str) -> list[str]:
     """Every path C{value} may be read as (see the module docstring); raise L{_Unresolvable}
     when a C{file:} URL or its escapes cannot be decoded."""
+    if "%" not in value and value[:1] != "~" and "\0" not in value \
+            and not _FILE_URL.match(value):
+        return [value]  # the usual case: one reading
     out = [value]
     if _FILE_URL.match(value):
         out.extend(_url_path(value))
@@ -197,8 +200,10 @@ def check_arguments(arguments: Any, working_directory: str, allowed: tuple[str, 
                     raise _unresolvable(raw, f"longer than {PATH_MAX} bytes, even normalised",
                                         allowed, "path_too_long")
                 if not (keyed or _path_shaped(reading)):
-                    # Without C{..}, the kernel's and the normalised resolutions agree.
-                    if fits:
+                    # Without C{..}, the kernel's and the normalised resolutions agree. A word
+                    # whose first component names nothing names nothing at all: one lstat.
+                    if fits and os.path.lexists(
+                            os.path.join(working_directory, reading.split("/", 1)[0])):
                         words.append((reading, os.path.realpath(full)))
                     continue
                 if fits:

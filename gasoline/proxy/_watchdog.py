@@ -15,7 +15,8 @@ It keeps the server and everything the server starts from outliving the daemon:
      limits as C{RLIMIT_CPU} / C{RLIMIT_DATA}), then drops its own copies, so the server alone
      holds the pipes (closing stdin still means "exit" to it);
   5. on SIGTERM/SIGHUP: SIGTERM to the group and to every descendant, SIGKILL to them after
-     GRACE seconds;
+     GRACE seconds; on SIGUSR1 (the daemon's "now": a child it gives up on), SIGKILL to them
+     at once;
   6. when the server exits, whatever ended it, it ends what the server left behind: every
      descendant (Linux C{/proc}: the watchdog's process tree, which holds the detached ones
      thanks to 3.) and every other member of the group (SIGTERM to each, SIGKILL to those left
@@ -122,13 +123,15 @@ def _signal_all(group: int, sig: int) -> None:
 
 def _clear(group: int, grace: float, stopping: list[int]) -> None:
     """SIGTERM every other process of the group and below this one, SIGKILL those left after
-    C{grace} seconds; return once none is left."""
+    C{grace} seconds (at once after SIGUSR1); return once none is left."""
     others = _left_behind(group)
     if others is None:  # no /proc: when stopping, the grace period's SIGKILL takes the group
-        while stopping:
+        while stopping and signal.SIGUSR1 not in stopping:
             time.sleep(0.05)
+        if signal.SIGUSR1 in stopping:
+            _signal_all(group, signal.SIGKILL)
         return
-    deadline = time.monotonic() + grace
+    deadline = time.monotonic() + (0 if signal.SIGUSR1 in stopping else grace)
     termed: set[int] = set()
     while others:
         late = time.monotonic() >= deadline
@@ -202,11 +205,16 @@ def main() -> None:
         signal.signal(signal.SIGALRM, lambda *a: _signal_all(group, signal.SIGKILL))
         signal.setitimer(signal.ITIMER_REAL, grace)
 
+    def kill(signum, frame):
+        stopping.append(signum)
+        _signal_all(group, signal.SIGKILL)
+
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(devnull, fd)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
+    signal.signal(signal.SIGUSR1, kill)
     while True:
         try:
             # Any child: the server, or a descendant re-parented here (3.) that ended.

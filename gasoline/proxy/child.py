@@ -249,7 +249,7 @@ class ChildServer(ServerPeer):
         if self._stdin is not None:
             self._stdin.close()
         pid = self.pid
-        self._kill_calls = [
+        self._kill_calls += [
             self.reactor.callLater(self.grace, self._killpg, pid, signal.SIGTERM),
             # Later than the watchdog's own SIGKILL (at most 2 * grace after it ends the
             # server): the watchdog must outlive what it ends (the detached descendants it is
@@ -259,8 +259,8 @@ class ChildServer(ServerPeer):
         return d
 
     def kill_now(self) -> None:
-        """SIGKILL the group at once (daemon shutdown fallback)."""
-        self._killpg(self.pid, signal.SIGKILL)
+        """End the server and everything it started at once (daemon shutdown fallback)."""
+        self._kill_all(self.pid)
 
     # -- process -------------------------------------------------------------------------------
 
@@ -294,7 +294,21 @@ class ChildServer(ServerPeer):
         self.pid = transport.pid
 
     def _abort(self) -> None:
-        self._killpg(self.pid, signal.SIGKILL)
+        self._kill_all(self.pid)
+
+    def _kill_all(self, pid: int | None) -> None:
+        """SIGKILL the server and every descendant now: the watchdog does it on SIGUSR1 (one by
+        one, detached descendants included, before it exits: a SIGKILL to the group would end
+        the watchdog first and leave those to init). The group's SIGKILL follows after C{grace}
+        for a watchdog that could not (cancelled once the process ended)."""
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return
+        self._kill_calls.append(
+            self.reactor.callLater(self.grace, self._killpg, pid, signal.SIGKILL))
 
     def _killpg(self, pid: int | None, sig: int) -> None:
         if pid is None:
@@ -307,7 +321,7 @@ class ChildServer(ServerPeer):
     def _fatal(self, why: str) -> None:
         self._run_error = self.last_error = why
         log.warn("proxy server {name} {why}: killed", name=self.name, why=why)
-        self._killpg(self.pid, signal.SIGKILL)
+        self._kill_all(self.pid)
 
     def _send(self, message: dict[str, Any]) -> None:
         stdin = self._stdin

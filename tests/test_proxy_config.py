@@ -190,7 +190,7 @@ def test_path_arguments_are_found_by_key_and_every_one_line_string_and_key_is_a_
     keyed = sorted(v for v, k in found if k)
     assert keyed == ["a.txt", "b", "c", "d", "e", "x" * 70000]  # any length under a path key
     assert sorted(v for v, k in found if not k) == sorted(
-        ["../x", "/abs/y", "just text", "https://example.com/", *args, "destination"])  # keys
+        ["../x", "/abs/y", "just text", "https://example.com/", "destination"])  # nested keys
     assert "two\nlines" not in {v for v, _ in found}  # content, not a name
 
 

@@ -10,8 +10,9 @@ The check works on the canonical form of every spelling a server could read a st
   - B{which strings}: every string under a key that names a path (C{path}, C{paths},
     C{source}, C{destination}, C{directory}, C{file}, C{root}, C{cwd}, C{uri}, ... or any key
     ending in C{path}, C{dir}, C{directory}, C{file} or C{root}), at any depth and of any
-    length; and every other string and object key on one line (a string with a line break is
-    content: no server opens it as a path), under any key;
+    length; and every other string on one line (a string with a line break is content: no
+    server opens it as a path), under any key, and every object key below the top level (the
+    top level's are the tool's parameter names);
   - B{its readings}: the string as it is; as a C{file:} URL in any spelling (any case,
     C{file:/p}, C{file:///p}, C{file://localhost/p}, percent-escapes such as C{file:%2Fp},
     with and without its C{?query} / C{#fragment}); percent-decoded (once, twice, three
@@ -80,21 +81,21 @@ def _is_path_key(key: str) -> bool:
     return key.lower() in _PATH_KEYS or bool(_PATH_SUFFIX.search(key))
 
 
-def path_strings(arguments: Any, key: str = "") -> Iterator[tuple[str, bool]]:
+def path_strings(arguments: Any, key: str = "", top: bool = True) -> Iterator[tuple[str, bool]]:
     """Every string in C{arguments} that may name a path, with whether its key says it does:
     strings under a path key (any length, any content), other strings and object keys on one
-    line."""
+    line (below the top level: the arguments' own names are the tool's parameters)."""
     if isinstance(arguments, dict):
         for k, v in arguments.items():
             if isinstance(k, str):
-                if "\n" not in k and "\r" not in k:
+                if not top and "\n" not in k and "\r" not in k:
                     yield k, False
-                yield from path_strings(v, k)
+                yield from path_strings(v, k, False)
             else:
-                yield from path_strings(v, "")
+                yield from path_strings(v, "", False)
     elif isinstance(arguments, list):
         for v in arguments:
-            yield from path_strings(v, key)
+            yield from path_strings(v, key, False)
     elif isinstance(arguments, str):
         if key and _is_path_key(key):
             yield arguments, True

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import orjson
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
-import orjson
 from twisted.python.failure import Failure
 from zope.interface import implementer
 

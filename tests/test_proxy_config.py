@@ -182,11 +182,16 @@ def test_every_aggregated_name_is_valid_unique_and_maps_back(server, tools):
 # -- paths ---------------------------------------------------------------------------------------
 
 
-def test_path_arguments_are_found_by_key_and_by_shape():
+def test_path_arguments_are_found_by_key_and_every_one_line_string_and_key_is_a_candidate():
     args = {"path": "a.txt", "paths": ["b", "c"], "content": "just text", "sourcePath": "d",
             "options": {"destination": "e"}, "query": "../x", "url": "https://example.com/",
-            "note": "/abs/y"}
-    assert sorted(path_strings(args)) == ["../x", "/abs/y", "a.txt", "b", "c", "d", "e"]
+            "note": "/abs/y", "body": "two\nlines", "file": "x" * 70000}
+    found = list(path_strings(args))
+    keyed = sorted(v for v, k in found if k)
+    assert keyed == ["a.txt", "b", "c", "d", "e", "x" * 70000]  # any length under a path key
+    assert sorted(v for v, k in found if not k) == sorted(
+        ["../x", "/abs/y", "just text", "https://example.com/", "destination"])  # nested keys
+    assert "two\nlines" not in {v for v, _ in found}  # content, not a name
 
 
 def test_paths_inside_pass_and_outside_are_refused(tmp_path):

@@ -82,7 +82,15 @@ def _session_pids(daemon, wd):
     where = call("fake__whereami", 2)
     grandchild = call("fake__spawn_grandchild", 3)["grandchild"]
     stubborn = call("fake__spawn_grandchild", 4, {"ignore_term": True})["grandchild"]
-    return sid, [where["pid"], where["pgid"], grandchild, stubborn]
+    # Daemonised (setsid after a fork, the parent gone): outside the watchdog's group.
+    detached = call("fake__spawn_grandchild", 5, {"detach": True})["grandchild"]
+    detached_stubborn = call("fake__spawn_grandchild", 6,
+                             {"detach": True, "ignore_term": True})["grandchild"]
+    for pid in (detached, detached_stubborn):
+        assert os.getsid(pid) != where["pgid"] and os.getpgid(pid) != where["pgid"]
+        if sys.platform.startswith("linux"):  # re-parented to the watchdog (the subreaper)
+            assert psutil.Process(pid).ppid() == where["pgid"]
+    return sid, [where["pid"], where["pgid"], grandchild, stubborn, detached, detached_stubborn]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["stop", "crash"])
@@ -96,7 +104,9 @@ def test_no_child_survives_the_daemon(tmp_path, sig):
     finally:
         daemon.stop(sig)
     # The server, its group's leader (the watchdog), a grandchild, and one that ignores SIGTERM
-    # (killed when the grace period is over, also when the daemon crashed).
+    # (killed when the grace period is over, also when the daemon crashed), and the same two
+    # detached from the group (setsid, double fork): the watchdog is their subreaper. Within
+    # the bound: two grace periods (2 s each) and the start of a loaded machine's processes.
     assert _gone(pids) == []
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import pytest_twisted
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 from twisted.internet.task import deferLater
 
 from _proxy_harness import (
@@ -80,6 +80,56 @@ async def test_two_sessions_each_read_their_own_file_and_are_refused_the_other(t
         (a / "to-bob").symlink_to(b)
         r = await _call(d, sa, read, {"path": str(a / "to-bob" / "notes.txt")}, rid=10)
         assert r["result"]["isError"] is True
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_500_read_text_file_calls_in_a_minute_at_default_options_are_all_answered(tmp_path):
+    """Issue 30 §5: Gasoline's budget (100 calls per minute per client, the daemon's default)
+    is for its own tools; an agent reading files through server-filesystem is not refused."""
+    a, _ = _projects(tmp_path)
+    d = Daemon(tmp_path, {"filesystem": _filesystem()}).start()
+    try:
+        sid = await d.session(a)
+        files = []
+        for i in range(10):
+            (a / f"f{i}.txt").write_text(f"file {i}")
+            files.append(str(a / f"f{i}.txt"))
+        read = "filesystem__read_text_file"
+        started = reactor.seconds()
+        answers = []
+        for batch in range(50):  # 10 calls at once, 50 times
+            rs = await defer.gatherResults([
+                defer.ensureDeferred(_call(d, sid, read, {"path": files[i]},
+                                           rid=100 + batch * 10 + i))
+                for i in range(10)])
+            answers.extend(text_of(r) for r in rs)
+        elapsed = reactor.seconds() - started
+        assert answers == [f"file {i}" for i in range(10)] * 50
+        # All in one minute (Gasoline's own window), and none counted against its budget.
+        assert elapsed < 60, f"500 calls took {elapsed:.1f} s: the test proves nothing"
+        limiter = d.app.mcp.tools.limiter
+        assert limiter.limit == 100
+        assert limiter.usage(d.app.proxy.sessions[sid].client_id)["used"] == 0
+    finally:
+        await d.stop()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_1_mb_file_is_read_whole_through_the_proxy(tmp_path):
+    """Issue 30 §5: Gasoline's 100 kB result cap is for its own tools."""
+    a, _ = _projects(tmp_path)
+    line = "0123456789abcdefghijklmnopqrstuvwxyz-the-same-line-again-and-again\n"
+    content = (line * (1024 * 1024 // len(line) + 1))[:1024 * 1024]
+    (a / "big.txt").write_text(content)
+    d = Daemon(tmp_path, {"filesystem": _filesystem()}).start()
+    try:
+        sid = await d.session(a)
+        r = await _call(d, sid, "filesystem__read_text_file", {"path": str(a / "big.txt")})
+        assert r["result"].get("isError") is not True
+        got = text_of(r)
+        assert len(got) == 1024 * 1024 and got == content
     finally:
         await d.stop()
 

@@ -9,7 +9,8 @@ C{arguments} not an object) are JSON-RPC errors, raised by the server before a t
 
 Central result processing (L{ToolRegistry.call}), for every tool: the per-client rate limit
 (L{gasoline.core.ratelimit}), secret redaction of every text returned, the 100 kB cap with an
-explicit truncation note, telemetry counters and a bounded per-client audit log.
+explicit truncation note, telemetry counters and a bounded per-client audit log. The rate limit
+and the cap are Gasoline's own tools' (a proxied tool, C{Tool.proxied}, has its server's limits).
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class Tool:
     handler: Callable[[Any, dict[str, Any]], Any]
     title: str | None = None
     annotations: dict[str, Any] | None = None
+    #: A session's proxied tool (another MCP server's, L{gasoline.proxy}): Gasoline's own tool
+    #: budget (the per-client rate limit) and result cap do not apply; the server's own limits
+    #: in the servers file do (C{docs/proxy.md}).
+    proxied: bool = False
 
     def definition(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -174,14 +179,17 @@ class ToolRegistry:
 
     # -- results -----------------------------------------------------------------------------
 
-    def finish(self, result: Any) -> Any:
-        """Redact every text block of C{result} and cap it (an explicit note when cut)."""
+    def finish(self, result: Any, capped: bool = True) -> Any:
+        """Redact every text block of C{result} and cap it (an explicit note when cut; not
+        when C{capped} is false: a proxied tool's result, whose limit is its server's)."""
         if not isinstance(result, dict):
             return result
         content = result.get("content")
         if not isinstance(content, list):
             return result
         if self._unchanged(result, content):
+            if not capped:
+                return result
             cap = self.result_cap
             for block in content:
                 if isinstance(block, dict) and block.get("type") == "text":
@@ -192,7 +200,7 @@ class ToolRegistry:
         for block in content:
             if isinstance(block, dict) and block.get("type") == "text" \
                     and isinstance(block.get("text"), str):
-                block["text"] = self._finish_text(block["text"])
+                block["text"] = self._finish_text(block["text"], capped)
         sc = result.get("structuredContent")
         if sc is not None:
             result["structuredContent"] = self.redactor.redact_value(sc)
@@ -227,9 +235,9 @@ class ToolRegistry:
             values.append(sc)
         return self.redactor.unchanged(values, tuple(texts))
 
-    def _finish_text(self, text: str) -> str:
+    def _finish_text(self, text: str, capped: bool = True) -> str:
         text = self._redact_decoded(text)
-        if len(text) > self.result_cap // 4:
+        if capped and len(text) > self.result_cap // 4:
             text = cap_text(text, self.result_cap)
         return text
 
@@ -279,7 +287,8 @@ class ToolRegistry:
         audit_params = self._audit_params(arguments)
         for observer in self.observers:
             _notify(observer.tool_call, client_id, tool.name, mode, audit_params)
-        limiter = self.limiter
+        # Gasoline's own budget is for Gasoline's own tools (a proxied server has its own).
+        limiter = self.limiter if not tool.proxied else None
         try:
             if limiter is not None:
                 # Per client and per transport connection: a caller that switches client ids
@@ -304,7 +313,7 @@ class ToolRegistry:
                 d.addBoth(_stop_reporter, reporter)
 
         def done(result: Any) -> Any:
-            result = self.finish(result)
+            result = self.finish(result, capped=not tool.proxied)
             failed = isinstance(result, dict) and result.get("isError") is True
             code = None
             if failed:

@@ -1,22 +1,35 @@
 """
-The watchdog every child MCP server runs under (C{python -I -S _watchdog.py PPID GRACE -- CMD...}).
+The watchdog every child MCP server runs under
+(C{python -I -S _watchdog.py PPID GRACE [cpu=SECONDS] [mem=BYTES] -- CMD...}).
 
-It makes the child's process group and keeps it from outliving the daemon:
+It keeps the server and everything the server starts from outliving the daemon:
 
   1. C{setsid()}: a new session and process group, led by the watchdog, so the daemon can signal
      the whole group (the server and anything it forks) with one C{killpg};
   2. C{prctl(PR_SET_PDEATHSIG, SIGTERM)}: the kernel sends it SIGTERM when the daemon dies, even
      by SIGKILL (checked against the daemon's pid afterwards, for a daemon that died first);
-  3. forks the server with stdin/stdout/stderr inherited, then drops its own copies, so the
-     server alone holds the pipes (closing stdin still means "exit" to it);
-  4. on SIGTERM/SIGHUP: SIGTERM to the group, SIGKILL to the group after GRACE seconds;
-  5. when the server exits, whatever ended it, it ends what the server left in the group
-     (SIGTERM to each, SIGKILL to those left after GRACE seconds; Linux C{/proc}), then ends
-     too, with the server's status. After a daemon crash the server often ends first (its stdin
-     reads end of file) and this process may be gone before its SIGTERM handler runs, with no
-     daemon left to SIGKILL the group: so nothing the server started outlives the daemon, not
-     even a process that ignores SIGTERM. (The daemon still SIGKILLs the group once the process
-     has ended, for systems without C{/proc}.)
+  3. C{prctl(PR_SET_CHILD_SUBREAPER, 1)} (Linux >= 3.4): a descendant whose parent ends is
+     re-parented to the watchdog instead of init, so a process that leaves the group
+     (C{setsid}, a double fork: a "daemonised" grandchild) is still the watchdog's to end;
+  4. forks the server with stdin/stdout/stderr inherited (and the server's C{cpu=} / C{mem=}
+     limits as C{RLIMIT_CPU} / C{RLIMIT_DATA}), then drops its own copies, so the server alone
+     holds the pipes (closing stdin still means "exit" to it);
+  5. on SIGTERM/SIGHUP: SIGTERM to the group and to every descendant, SIGKILL to them after
+     GRACE seconds; on SIGUSR1 (the daemon's "now": a child it gives up on), SIGKILL to them
+     at once;
+  6. when the server exits, whatever ended it, it ends what the server left behind: every
+     descendant (Linux C{/proc}: the watchdog's process tree, which holds the detached ones
+     thanks to 3.) and every other member of the group (SIGTERM to each, SIGKILL to those left
+     after GRACE seconds), reaps them, then ends too, with the server's status (128 + the signal
+     when a signal killed it). After a daemon
+     crash the server often ends first (its stdin reads end of file) and this process may be
+     gone before its SIGTERM handler runs, with no daemon left to SIGKILL the group: so nothing
+     the server started outlives the daemon, not even a process that ignores SIGTERM or that
+     left the group. (The daemon still SIGKILLs the group once the process has ended, for
+     systems without C{/proc}.)
+
+Without C{PR_SET_CHILD_SUBREAPER} or C{/proc} (not Linux) the process group is what is ended: a
+descendant that calls C{setsid} there is not followed (C{docs/proxy.md}).
 
 Standard library only and no site-packages (C{-I -S}): it starts in a few milliseconds.
 """
@@ -26,19 +39,20 @@ import signal
 import sys
 import time
 
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
-def _group_members(group: int) -> list[int] | None:
-    """The live processes other than this one in process group C{group} (Linux C{/proc}); None
-    where that cannot be read."""
-    me = os.getpid()
+
+def _table() -> dict[int, tuple[int, int]] | None:
+    """pid -> (ppid, pgrp) of every live (non-zombie) process (Linux C{/proc}); None where that
+    cannot be read."""
     try:
         names = os.listdir("/proc")
     except OSError:
         return None
-    wanted = str(group).encode()
-    found = []
+    table = {}
     for name in names:
-        if not name.isdigit() or int(name) == me:
+        if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
@@ -47,20 +61,77 @@ def _group_members(group: int) -> list[int] | None:
             continue
         # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and fields[2] == wanted and fields[0] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
+        if len(fields) > 2 and fields[0] not in (b"Z", b"X"):
+            table[int(name)] = (int(fields[1]), int(fields[2]))
+    return table
 
 
-def _clear_group(group: int, grace: float, stopping: list[int]) -> None:
-    """SIGTERM every other process of the group, SIGKILL those left after C{grace} seconds;
-    return once none is left."""
-    others = _group_members(group)
-    if others is None:  # no /proc: when stopping, the grace period's SIGKILL takes the group
-        while stopping:
-            time.sleep(0.05)
+def _left_behind(group: int) -> list[int] | None:
+    """The live processes other than this one in process group C{group} or below this process
+    in the process tree; None where that cannot be read."""
+    table = _table()
+    if table is None:
+        return None
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found = {pid for pid, (_, pgrp) in table.items() if pgrp == group}
+    todo = list(children.get(me, ()))
+    seen: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo.extend(children.get(pid, ()))
+    found |= seen
+    found.discard(me)
+    return sorted(found)
+
+
+def _reap() -> None:
+    """Collect every child of this process that has ended (re-parented ones included)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return
+
+
+def _signal_all(group: int, sig: int) -> None:
+    """C{sig} to every other process of the group and below this one. Signalled one by one
+    where C{/proc} tells who they are (a SIGKILL to the group would end this process before
+    the detached ones, whose subreaper it is, and they would go to init); to the group
+    otherwise."""
+    others = _left_behind(group)
+    if others is None:
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            pass
         return
-    deadline = time.monotonic() + grace
+    for pid in others:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _clear(group: int, grace: float, stopping: list[int]) -> None:
+    """SIGTERM every other process of the group and below this one, SIGKILL those left after
+    C{grace} seconds (at once after SIGUSR1); return once none is left."""
+    others = _left_behind(group)
+    if others is None:  # no /proc: when stopping, the grace period's SIGKILL takes the group
+        while stopping and signal.SIGUSR1 not in stopping:
+            time.sleep(0.05)
+        if signal.SIGUSR1 in stopping:
+            _signal_all(group, signal.SIGKILL)
+        return
+    deadline = time.monotonic() + (0 if signal.SIGUSR1 in stopping else grace)
     termed: set[int] = set()
     while others:
         late = time.monotonic() >= deadline
@@ -72,27 +143,56 @@ def _clear_group(group: int, grace: float, stopping: list[int]) -> None:
                     pass
                 termed.add(member)
         time.sleep(0.02)
-        others = _group_members(group)
+        _reap()
+        others = _left_behind(group)
+    _reap()
+
+
+def _limits(options: list[str]) -> list[tuple[int, int]]:
+    import resource  # noqa: PLC0415  (only when a limit is set)
+
+    out = []
+    for option in options:
+        key, _, value = option.partition("=")
+        if key == "cpu":
+            # The soft limit sends SIGXCPU; the hard one, a second later, SIGKILL.
+            out.append((resource.RLIMIT_CPU, int(value), int(value) + 1))
+        elif key == "mem":
+            # RLIMIT_DATA (Linux >= 4.7: the heap and private writable mappings) rather than
+            # RLIMIT_AS: V8 and others reserve gigabytes of address space they never use.
+            which = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
+            out.append((which, int(value), int(value)))
+    return out
 
 
 def main() -> None:
     parent, grace = int(sys.argv[1]), float(sys.argv[2])
-    argv = sys.argv[4:]
+    split = sys.argv.index("--")
+    options, argv = sys.argv[3:split], sys.argv[split + 1:]
     os.setsid()
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except Exception:  # not Linux: the daemon's stop path and stdin EOF remain
         pass
     if os.getppid() != parent:
         os._exit(70)
+    limits = _limits(options) if options else []
     pid = os.fork()
     if pid == 0:
         try:
+            if limits:
+                import resource  # noqa: PLC0415
+
+                for which, soft, hard in limits:
+                    resource.setrlimit(which, (soft, hard))
             os.execvp(argv[0], argv)
-        except OSError as e:
-            os.write(2, f"gasoline: cannot run {argv[0]!r}: {e.strerror}\n".encode())
+        except (OSError, ValueError) as e:
+            os.write(2, f"gasoline: cannot run {argv[0]!r}: {getattr(e, 'strerror', e)}\n"
+                     .encode())
             os._exit(127)
     group = os.getpgid(0)
     stopping = []
@@ -101,29 +201,36 @@ def main() -> None:
         stopping.append(signum)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        try:
-            os.killpg(group, signal.SIGTERM)
-        except OSError:
-            pass
-        signal.signal(signal.SIGALRM, lambda *a: os.killpg(group, signal.SIGKILL))
+        _signal_all(group, signal.SIGTERM)
+        signal.signal(signal.SIGALRM, lambda *a: _signal_all(group, signal.SIGKILL))
         signal.setitimer(signal.ITIMER_REAL, grace)
+
+    def kill(signum, frame):
+        stopping.append(signum)
+        _signal_all(group, signal.SIGKILL)
 
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1):
         os.dup2(devnull, fd)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
+    signal.signal(signal.SIGUSR1, kill)
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            break
+            # Any child: the server, or a descendant re-parented here (3.) that ended.
+            ended, status = os.waitpid(-1, 0)
         except InterruptedError:
             continue
         except ChildProcessError:
             os._exit(0)
-    # The server is gone: what it left in the group goes now (5. above).
-    _clear_group(group, grace, stopping)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF if hasattr(os, "waitstatus_to_exitcode") else 1)
+        if ended == pid:
+            break
+    # The server is gone: what it left behind goes now (6. above).
+    _clear(group, grace, stopping)
+    # The server's status: its exit code, or 128 + the signal that killed it (as a shell says).
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ own C{env}). Its stderr goes to a bounded buffer that error messages quote.
 The protocol side (ids, cancellation, requests from the child, restarts) is
 L{gasoline.proxy.peer.ServerPeer}'s; this module adds the process and its stdio framing.
 
-Shutdown (L{ChildServer.stop}): close stdin, SIGTERM to the group after C{grace}, SIGKILL to the
-group after another C{grace}; the Deferred fires once the process is reaped.
+Shutdown (L{ChildServer.stop}): close stdin, SIGTERM to the group after C{grace} (the watchdog
+passes it on to every descendant and SIGKILLs them C{grace} later), SIGKILL to the group after
+C{3 * grace}; the Deferred fires once the process is reaped.
 """
 
 from __future__ import annotations
@@ -209,7 +210,8 @@ class ChildServer(ServerPeer):
                  capabilities: dict[str, Any],
                  on_request: Callable[..., Any], on_notification: Callable[..., None],
                  on_state: Callable[["ChildServer"], None] | None = None,
-                 restart: bool = True, grace: float = GRACE) -> None:
+                 restart: bool = True, grace: float = GRACE, cpu_seconds: int | None = None,
+                 memory_mb: int | None = None) -> None:
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
                          on_notification=on_notification, on_state=on_state, restart=restart)
@@ -218,6 +220,9 @@ class ChildServer(ServerPeer):
         self.env = env
         self.cwd = cwd
         self.grace = grace
+        #: The server's own process limits (C{cpuSeconds}, C{memoryMB}), set by the watchdog.
+        self.cpu_seconds = cpu_seconds
+        self.memory_mb = memory_mb
         self._proto: _ChildProtocol | None = None
         self._stdin: _Stdin | None = None
         self._ended_waiters: list[Deferred] = []
@@ -244,21 +249,29 @@ class ChildServer(ServerPeer):
         if self._stdin is not None:
             self._stdin.close()
         pid = self.pid
-        self._kill_calls = [
+        self._kill_calls += [
             self.reactor.callLater(self.grace, self._killpg, pid, signal.SIGTERM),
-            self.reactor.callLater(2 * self.grace, self._killpg, pid, signal.SIGKILL),
+            # Later than the watchdog's own SIGKILL (at most 2 * grace after it ends the
+            # server): the watchdog must outlive what it ends (the detached descendants it is
+            # the subreaper of); this one is the fallback of systems without /proc.
+            self.reactor.callLater(3 * self.grace, self._killpg, pid, signal.SIGKILL),
         ]
         return d
 
     def kill_now(self) -> None:
-        """SIGKILL the group at once (daemon shutdown fallback)."""
-        self._killpg(self.pid, signal.SIGKILL)
+        """End the server and everything it started at once (daemon shutdown fallback)."""
+        self._kill_all(self.pid)
 
     # -- process -------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}", "--",
-                self.command, *self.args]
+        limits = []
+        if self.cpu_seconds:
+            limits.append(f"cpu={self.cpu_seconds}")
+        if self.memory_mb:
+            limits.append(f"mem={self.memory_mb * 1024 * 1024}")
+        argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}",
+                *limits, "--", self.command, *self.args]
         proto = _ChildProtocol(self)
         if not (IReactorProcess.providedBy(self.reactor)
                 and IReactorFDSet.providedBy(self.reactor)):
@@ -281,7 +294,21 @@ class ChildServer(ServerPeer):
         self.pid = transport.pid
 
     def _abort(self) -> None:
-        self._killpg(self.pid, signal.SIGKILL)
+        self._kill_all(self.pid)
+
+    def _kill_all(self, pid: int | None) -> None:
+        """SIGKILL the server and every descendant now: the watchdog does it on SIGUSR1 (one by
+        one, detached descendants included, before it exits: a SIGKILL to the group would end
+        the watchdog first and leave those to init). The group's SIGKILL follows after C{grace}
+        for a watchdog that could not (cancelled once the process ended)."""
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return
+        self._kill_calls.append(
+            self.reactor.callLater(self.grace, self._killpg, pid, signal.SIGKILL))
 
     def _killpg(self, pid: int | None, sig: int) -> None:
         if pid is None:
@@ -294,7 +321,7 @@ class ChildServer(ServerPeer):
     def _fatal(self, why: str) -> None:
         self._run_error = self.last_error = why
         log.warn("proxy server {name} {why}: killed", name=self.name, why=why)
-        self._killpg(self.pid, signal.SIGKILL)
+        self._kill_all(self.pid)
 
     def _send(self, message: dict[str, Any]) -> None:
         stdin = self._stdin
@@ -320,8 +347,7 @@ class ChildServer(ServerPeer):
         if self.state != "closed":
             code = getattr(reason.value, "exitCode", None)
             sig = getattr(reason.value, "signal", None)
-            error = self._run_error or (
-                f"exited with status {code}" if sig is None else f"killed by signal {sig}")
+            error = self._run_error or self._exit_reason(code, sig)
             if not reason.check(ProcessDone) or self.state == "ready":
                 log.warn("proxy server {name} (pid {pid}) ended: {err}", name=self.name, pid=pid,
                          err=error)
@@ -330,6 +356,26 @@ class ChildServer(ServerPeer):
             # Stopped for good: answer once nothing of the group is left (the SIGKILL above
             # takes a moment to reach what the server left behind).
             self._after_group_gone(pid, self._stopped, GROUP_WAIT_TRIES)
+
+    def _exit_reason(self, code: Any, sig: Any) -> str:
+        """Why the server ended, from the watchdog's status (C{128 + n}: the server was killed
+        by signal C{n}), naming the server's own limit where it is the likely cause."""
+        if sig is None and isinstance(code, int) and 128 < code < 128 + 65:
+            sig = code - 128
+        if sig is None:
+            why = f"exited with status {code}"
+        else:
+            try:
+                why = f"killed by signal {sig} ({signal.Signals(sig).name})"
+            except ValueError:
+                why = f"killed by signal {sig}"
+        if self.cpu_seconds and sig in (signal.SIGXCPU, signal.SIGKILL):
+            why += (f": over its CPU time limit? (cpuSeconds {self.cpu_seconds} in the servers "
+                    "file)")
+        elif self.memory_mb and (sig is not None or code not in (0, None)):
+            why += (f" (its memory limit is memoryMB {self.memory_mb} in the servers file: an "
+                    "allocation over it fails)")
+        return why
 
     def _stopped(self) -> None:
         waiters, self._ended_waiters = self._ended_waiters, []

@@ -2,7 +2,8 @@
 The proxy's servers file: loading, validation and placeholder substitution.
 
 The format is the one users already keep for Claude (C{{"mcpServers": {name: {...}}}}) plus a few
-per-server fields (C{executionContext}, C{allowedDirectories}, C{timeout}, C{allowOverride}) and
+per-server fields (C{executionContext}, C{allowedDirectories}, C{timeout}, C{allowOverride}, the
+server's own limits C{callsPerMinute}, C{maxResultBytes}, C{cpuSeconds}, C{memoryMB}) and
 an optional top-level C{"proxy"} object with the daemon-wide limits. Every field is documented in
 C{docs/proxy.md}; an unknown field, a wrong type or a bad value is a L{ProxyConfigError} at start
 (the daemon refuses to start rather than silently ignore what the user wrote).
@@ -41,7 +42,8 @@ DEFAULT_START_TIMEOUT = 30.0
 
 _SERVER_FIELDS = frozenset({
     "command", "args", "env", "cwd", "url", "headers", "enabled", "type", "executionContext",
-    "allowedDirectories", "timeout", "allowOverride",
+    "allowedDirectories", "timeout", "allowOverride", "callsPerMinute", "maxResultBytes",
+    "cpuSeconds", "memoryMB",
 })
 _PROXY_FIELDS = frozenset({
     "sessionIdleTimeout", "maxSessions", "maxChildrenPerServer", "startTimeout",
@@ -100,6 +102,13 @@ class ServerConfig:
     #: How a C{url} server is reached: C{streamable-http}, C{sse} (the legacy transport) or
     #: C{auto} (no C{type}: streamable HTTP, else the legacy transport).
     transport: str | None = None
+    #: The server's own limits (None: off, the default): calls per minute per session, bytes of
+    #: one result (its JSON), and for a C{command} server's process C{RLIMIT_CPU} seconds and
+    #: C{RLIMIT_DATA} megabytes.
+    calls_per_minute: int | None = None
+    max_result_bytes: int | None = None
+    cpu_seconds: int | None = None
+    memory_mb: int | None = None
 
     def resolve(self, working_directory: str) -> Resolved:
         """Launch parameters with C{{workingDirectory}} replaced by C{working_directory}."""
@@ -269,6 +278,14 @@ def parse_server(name: str, raw: Any, source: str,
         if not isinstance(raw["allowOverride"], bool):
             raise _fail(source, f"{where}.allowOverride", "must be true or false")
         kw["allow_override"] = raw["allowOverride"]
+    for field, attr in (("callsPerMinute", "calls_per_minute"),
+                        ("maxResultBytes", "max_result_bytes"), ("cpuSeconds", "cpu_seconds"),
+                        ("memoryMB", "memory_mb")):
+        if field in raw:
+            if field in ("cpuSeconds", "memoryMB") and url is not None:
+                raise _fail(source, f"{where}.{field}", 'only for a server run by "command" '
+                            "(a limit of its process)")
+            kw[attr] = _positive(source, f"{where}.{field}", raw[field], True)
     server = ServerConfig(**kw)
     if missing and server.enabled:
         server = attrs.evolve(server, enabled=False, reason="Missing " + ", ".join(missing))

@@ -15,12 +15,14 @@ children (stdin closed, SIGTERM, SIGKILL, reaped).
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from pathlib import Path
 from typing import Any
 
 import attrs
+import orjson
 from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
@@ -31,6 +33,7 @@ from zope.interface import implementer
 from gasoline.common import client_id_for_cwd
 from gasoline.core.documents import JsonDocument
 from gasoline.core.errors import GasolineError
+from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.interfaces import ISessionTools
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
@@ -73,6 +76,13 @@ class ChildLimit(ProxyError):
     retry = "End an idle session or raise proxy.maxChildrenPerServer."
 
 
+class ServerLimit(ProxyError):
+    """A proxied server's own limit (C{callsPerMinute}, C{maxResultBytes}) was hit: the error
+    names the server and the field of the servers file."""
+
+    code = "server_limit"
+
+
 class UnknownSession(ProxyError):
     code = "unknown_session"
     retry = "Open a new session with POST /session/init."
@@ -96,6 +106,8 @@ class SessionServer:
             d["workingDirectory"] = self.working_directory
             d["allowedDirectories"] = list(self.allowed_directories)
         elif self.context == REMOTE:
+            if self.config.command is not None:  # what this session's calls are checked against
+                d["allowedDirectories"] = list(self.allowed_directories)
             child = self.child
             d["endpoint"] = child.endpoint if isinstance(child, RemoteServer) else "internal"
             if isinstance(child, RemoteServer):
@@ -183,6 +195,7 @@ class ProxySession:
                     d.get("title"), str) else None,
                 annotations=d.get("annotations") if isinstance(d.get("annotations"), dict)
                 else None,
+                proxied=True,
             )
         self.tools = new
         self._definitions = None
@@ -241,7 +254,22 @@ class ProxySession:
             manager.call_done(server, started, False)
             return error_result(ProxyError(f"server {server} is disabled: {reason}",
                                            code="server_disabled"))
-        if entry.context == LOCAL and entry.allowed_directories:
+        config = entry.config
+        if config.calls_per_minute is not None:
+            wait = manager.limiter_for(server, config.calls_per_minute).check(self.session_id)
+            if wait:
+                manager.call_done(server, started, False)
+                seconds = round(wait + 0.0005, 3)
+                return error_result(ServerLimit(
+                    f"server {server}: at most {config.calls_per_minute} calls per minute per "
+                    "session (callsPerMinute in the servers file)", code="server_rate_limited",
+                    retry=f"Wait {seconds:g} s before calling this server again.",
+                    retry_after_ms=math.ceil(wait * 1000), retry_after_seconds=seconds,
+                    server=server,
+                    limit=config.calls_per_minute))
+        # Every server run by command is checked, local or shared: its process reads this
+        # machine's files either way (an override to remote never turns the check off).
+        if entry.config.command is not None and entry.allowed_directories:
             try:
                 check_arguments(arguments, entry.working_directory or self.working_directory,
                                 entry.allowed_directories)
@@ -273,6 +301,16 @@ class ProxySession:
             if ctx in active:
                 active.remove(ctx)
             self.touch()
+            cap = config.max_result_bytes
+            if cap is not None and isinstance(result, dict):
+                size = _size(result)
+                if size > cap:
+                    result = error_result(ServerLimit(
+                        f"server {server}: the result of {tool} is {size} bytes, over this "
+                        f"server's limit of {cap} (maxResultBytes in the servers file)",
+                        code="server_result_too_large",
+                        retry="Ask for less (a range, a page), or raise maxResultBytes.",
+                        server=server, limit=cap, size=size))
             manager.call_done(server, started, not isinstance(result, Failure) and not (
                 isinstance(result, dict) and result.get("isError") is True))
             return result
@@ -503,6 +541,8 @@ class ProxyManager:
         #: C{/metrics}: gasoline.proxy.metrics).
         self.call_counts: dict[tuple[str, str], int] = {}
         self.restart_counts: dict[str, int] = {}
+        #: Server name -> its own C{callsPerMinute} limiter (per session).
+        self._limiters: dict[str, SlidingWindowLimiter] = {}
         #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if set.
         self.on_call: Any = None
         #: False on a C{task.Clock}: every child then fails to start, with that reason.
@@ -531,6 +571,13 @@ class ProxyManager:
             for name, e in s.servers.items() if e.child is not None and e.context == LOCAL]
         out.extend((name, REMOTE, shared.child) for name, shared in self.shared.items())
         return out
+
+    def limiter_for(self, server: str, per_minute: int) -> SlidingWindowLimiter:
+        """The C{callsPerMinute} limiter of C{server} (keyed by session)."""
+        limiter = self._limiters.get(server)
+        if limiter is None or limiter.limit != per_minute:
+            limiter = self._limiters[server] = SlidingWindowLimiter(self.clock, per_minute, 60.0)
+        return limiter
 
     def call_done(self, server: str, started: float, ok: bool) -> None:
         key = (server, "ok" if ok else "error")
@@ -603,6 +650,12 @@ class ProxyManager:
                 entry.working_directory = resolved.cwd
                 entry.allowed_directories = resolved.allowed_directories
                 wanted[server.name] = wanted.get(server.name, 0) + 1
+            elif entry.enabled and server.command is not None:
+                # A shared process, one for every session: this session's calls are checked
+                # against this session's directories, relative paths taken from the process's
+                # own directory (L{_child_for}).
+                entry.working_directory = self._shared_cwd(server)
+                entry.allowed_directories = server.resolve(wd).allowed_directories
             elif entry.enabled:
                 entry.allowed_directories = tuple(
                     d for d in server.allowed_directories if os.path.isabs(d))
@@ -651,8 +704,7 @@ class ProxyManager:
         if entry.context == REMOTE:
             shared = self.shared.get(name)
             if shared is None or shared.child.state == "closed":
-                cwd = os.path.expanduser(server.cwd) if server.cwd else \
-                    self.environ.get("HOME", "/")
+                cwd = self._shared_cwd(server)
                 child = self._make_child(name, server, server.command or "", server.args,
                                          dict(server.env), cwd, None)
                 shared = self.shared[name] = _Shared(child)
@@ -661,6 +713,10 @@ class ProxyManager:
         resolved = server.resolve(session.working_directory)
         return self._make_child(name, server, resolved.command, resolved.args, resolved.env,
                                 resolved.cwd, session)
+
+    def _shared_cwd(self, server: ServerConfig) -> str:
+        """The working directory of a shared (C{remote}) C{command} server's process."""
+        return os.path.expanduser(server.cwd) if server.cwd else self.environ.get("HOME", "/")
 
     def _make_child(self, name: str, server: ServerConfig, command: str, args: tuple[str, ...],
                     env: dict[str, str], cwd: str, session: ProxySession | None) -> ServerPeer:
@@ -757,7 +813,9 @@ class ProxyManager:
         return ChildServer(
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,
-            on_request=on_request, on_notification=on_notification, on_state=on_state)
+            on_request=on_request, on_notification=on_notification, on_state=on_state,
+            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb)
+
 
     def get(self, session_id: str) -> ProxySession:
         session = self.sessions.get(session_id)
@@ -914,3 +972,11 @@ class _ProxyService(MultiService):
             return manager.stop_all()
 
         return (d if d is not None else succeed(None)).addCallback(stop_children)
+
+
+def _size(result: dict[str, Any]) -> int:
+    """Bytes of C{result} as JSON (what C{maxResultBytes} bounds)."""
+    try:
+        return len(orjson.dumps(result, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):
+        return 0

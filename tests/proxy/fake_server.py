@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 tools = ["echo", "whereami", "slow", "sample", "sample_progress", "elicit", "sample_cancel", "roots", "change", "crash", "spawn_grandchild",
-         "a" * 70]
+         "big", "burn", "allocate", "a" * 70]
 cancelled = set()
 #: The capabilities the client declared in its initialize (whereami reports them).
 client_capabilities = {}
@@ -110,11 +110,40 @@ def call(rid, params):
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         return text("changed")
+    if name == "big":
+        return text("x" * int(args["bytes"]))
+    if name == "burn":  # CPU until a limit ends it
+        while True:
+            pass
+    if name == "allocate":  # MB of memory, touched (a MemoryError over a limit ends it)
+        block = bytearray(int(args["mb"]) * 1024 * 1024)
+        return text(str(len(block)))
     if name == "crash":
         sys.stderr.write("fake server: crashing on purpose\n")
         sys.stderr.flush()
         os._exit(3)
     if name == "spawn_grandchild":
+        if args.get("detach"):
+            # A daemonised grandchild: the intermediate process calls setsid (a session and
+            # group of its own), forks it and exits, so it is nobody's child any more but
+            # init's (or a subreaper's); optionally it ignores SIGTERM too.
+            ignore = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+                if args.get("ignore_term") else ""
+            p = subprocess.Popen([sys.executable, "-c", (
+                "import os, signal, sys, time\n"
+                "os.setsid()\n"
+                "r, w = os.pipe()\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                f"    {ignore}os.write(w, b'x'); time.sleep(600); os._exit(0)\n"
+                "os.read(r, 1)\n"
+                "print(pid, flush=True)\n"
+                "os._exit(0)\n")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            grandchild = int(p.stdout.readline())
+            p.stdout.close()
+            p.wait()
+            return text(json.dumps({"grandchild": grandchild}))
         if args.get("ignore_term"):
             # A grandchild that ignores SIGTERM; answered once it does.
             p = subprocess.Popen([sys.executable, "-c", (

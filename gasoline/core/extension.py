@@ -78,6 +78,9 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
+    #: The daemon identity (gasoline.core.identity.DaemonIdentity, set by C{app.build_http}):
+    #: pairing state for C{/health} and C{configure health}.
+    identity: Any = attrs.field(default=None, init=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -127,6 +130,10 @@ class ExtensionLink:
     def service(self) -> Service:
         """A service whose stop cancels this link's timer (add it to the daemon's services)."""
         return StopHook(self.stop)
+
+    def pairing(self) -> dict[str, Any] | None:
+        """Both fingerprints (daemon, pinned extension) and the pairing counters, or C{None}."""
+        return self.identity.summary() if self.identity is not None else None
 
     def health(self) -> dict[str, Any]:
         """C{{connected, last_poll}} for C{/health}."""

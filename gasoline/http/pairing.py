@@ -13,7 +13,7 @@ from klein import Klein
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core import validate
-from gasoline.core.identity import DaemonIdentity, PairingError
+from gasoline.core.identity import ChallengeRefused, DaemonIdentity, PairingError
 from gasoline.core.validate import PayloadError
 from gasoline.http.ingest import extension_only
 from gasoline.http.json import json_body, json_error
@@ -47,6 +47,10 @@ class PairingAPI:
             return json_error(request, 413, f"a challenge is at most {MAX_CHALLENGE_BYTES} bytes")
         try:
             answer = self.identity.challenge(validate.parse_object(body))
+        except ChallengeRefused as e:
+            if "retry_after" in e.extra:
+                request.setHeader(b"retry-after", str(e.extra["retry_after"]).encode())
+            return json_error(request, e.status, str(e), code=e.code, **e.extra)
         except PairingError as e:
             return json_error(request, 400, str(e))
         request.setHeader(b"cache-control", b"no-store")

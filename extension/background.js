@@ -281,8 +281,8 @@ async function loadSyncState() {
 // that fails (chrome.storage.session holds 10 MB) can never lose it: a restarted worker then
 // reports the failure instead of running a command twice.
 async function saveSyncState() {
-  const { lastAck, seen, results } = syncState;
-  await chrome.storage.session.set({ [SYNC_STATE_KEY]: { lastAck, seen, results: [] } }).catch(() => {});
+  const { lastAck, seen, results, daemonInstance } = syncState;
+  await chrome.storage.session.set({ [SYNC_STATE_KEY]: { lastAck, seen, results: [], daemonInstance } }).catch(() => {});
   try {
     await chrome.storage.session.set({ [SYNC_RESULTS_KEY]: results });
   } catch (e) {
@@ -379,6 +379,12 @@ async function syncOnce() {
   status.serverVersion = data.server_version || '';
   status.captureOverrides = (data.capture_overrides && typeof data.capture_overrides === 'object') ? data.capture_overrides : {};
 
+  // Command ids restart at q-1 with every daemon process: another process (a restart) must not
+  // have its first commands taken for ones this worker already ran.
+  if (typeof data.daemon_instance === 'string' && data.daemon_instance !== st.daemonInstance) {
+    if (st.daemonInstance) { st.seen = []; st.lastAck = null; }
+    st.daemonInstance = data.daemon_instance;
+  }
   const commands = Array.isArray(data.commands) ? data.commands : [];
   for (const cmd of commands) {
     if (!cmd || typeof cmd.id !== 'string') continue;

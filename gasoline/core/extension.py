@@ -22,6 +22,8 @@ One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
 
 from __future__ import annotations
 
+import secrets
+
 from typing import Any, Callable
 
 import attrs
@@ -81,6 +83,9 @@ class ExtensionLink:
     #: The daemon identity (gasoline.core.identity.DaemonIdentity, set by C{app.build_http}):
     #: pairing state for C{/health} and C{configure health}.
     identity: Any = attrs.field(default=None, init=False)
+    #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at
+    #: C{q-1} with the process, so the extension forgets the ids it has seen when this changes.
+    instance: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -189,6 +194,7 @@ class ExtensionLink:
             "server_time": rfc3339(self.clock.seconds()),
             "server_version": EXTENSION_COMPAT_VERSION,
             "capture_overrides": {},
+            "daemon_instance": self.instance,
         }
 
     def add_extension_logs(self, logs: list[Any]) -> int:

@@ -153,3 +153,167 @@ def test_a_second_copy_of_the_extension_cannot_take_the_link_post_capture_or_rec
     text = lambda sel: browser.cdp.evaluate(popup, f"document.querySelector({json.dumps(sel)}).textContent")  # noqa: E731
     wait_until(lambda: text("#extension-fp") == user_fp, 10, interval=0.3, what="the popup to show this extension's fingerprint")
     assert text("#paired-fp") == pairing["daemon_fingerprint"]
+
+
+class _WallClock:
+    @staticmethod
+    def seconds() -> float:
+        return time.time()
+
+
+class Impostor:
+    """Whatever binds the daemon's port next: a key of its own, every request recorded raw, and a
+    command of its own in every answer (it would like the extension to run it)."""
+
+    HIJACK = {"id": "q-9", "type": "execute", "params": {"script": "document.title = 'hijacked'", "world": "main"}}
+
+    def __init__(self, server: ThreadingHTTPServer) -> None:
+        self.server = server
+        self.requests: list[tuple[str, str, dict, bytes]] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def bind(cls, port: int, within: float) -> tuple[Impostor, float]:
+        """Bind ``port`` as soon as it is free; (impostor, seconds it took)."""
+        identity = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), _WallClock())
+        holder: list[Impostor] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _answer(self, status, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                imp = holder[0]
+                with imp.lock:
+                    imp.requests.append((method, self.path, dict(self.headers), body))
+                if self.path == "/pairing":
+                    return self._answer(200, identity.describe())
+                if self.path == "/pairing/challenge":
+                    try:
+                        return self._answer(200, identity.challenge(json.loads(body)))
+                    except (ChallengeRefused, PairingError, ValueError) as e:
+                        return self._answer(400, {"error": str(e)})
+                if self.path.startswith("/health"):
+                    return self._answer(200, {"status": "ok", "service-name": "gasoline", "logs": {"entries": 0}})
+                return self._answer(200, {"ack": True, "commands": [Impostor.HIJACK], "next_poll_ms": 100,
+                                          "received": 1, "rejected": 0, "entries": 1, "status": "ok"})
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_POST(self):
+                self._handle("POST")
+
+        started = time.monotonic()
+        while True:
+            try:
+                server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+                break
+            except OSError:
+                if time.monotonic() - started > within:
+                    raise
+                time.sleep(0.001)
+        took = time.monotonic() - started
+        server.daemon_threads = True
+        imp = cls(server)
+        holder.append(imp)
+        return imp, took
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def time_limit():
+    """Ten kill / impostor / restart cycles in one browser take longer than conftest's 120 s."""
+    def expired(signum, frame):
+        raise TimeoutError("end-to-end test exceeded 420s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(420)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+RUNS = 10
+#: The paths an impostor may see in the clear: liveness and the pairing handshake.
+CLEAR_PATHS = {"/health", "/pairing", "/pairing/challenge"}
+
+
+def test_an_impostor_on_the_port_receives_no_readable_capture_and_no_command_result_10_of_10(browser, site, ext_daemon):
+    port, state_dir = ext_daemon.port, ext_daemon.state_dir
+    sw, page, tab = browser.track_new_tab(site.url + "/blank.html", ext_daemon.url, aiWebPilotEnabled=True)
+    wait_until(lambda: (browser.status(sw).get("pairing") or {}).get("state") == "paired", 20, what="pairing")
+    # The page logs throughout, every 20 ms, each line with a fresh counter.
+    browser.cdp.evaluate(page, "window.__n = 0; setInterval(() => console.log('tick-' + (window.__n++)), 20); 1")
+    daemon = ext_daemon
+    outcomes = []
+    try:
+        for run in range(RUNS):
+            url = daemon.url
+            wait_until(lambda: any(m.startswith("tick-") for m in logs(url))
+                       and daemon_get(url, "/health")["capture"]["extension_connected"], 30,
+                       what=f"run {run}: capture and /sync at the real daemon")
+            # A command that is still running when the daemon dies: its result is due while the
+            # impostor holds the port.
+            mark = f"RESULT-{run}-{os.urandom(4).hex()}"
+            answers: list = []
+            threading.Thread(target=lambda: _quietly(answers, mcp_tool, url, "interact", {
+                "what": "execute_js", "world": "main", "tab_id": tab,
+                "script": f"window.__running = '{mark}'; await new Promise(r => setTimeout(r, 1500)); return '{mark}'"}),
+                daemon=True).start()
+            wait_until(lambda: browser.cdp.evaluate(page, "window.__running") == mark, 15, interval=0.05,
+                       what=f"run {run}: the command to run in the page", describe=lambda: (answers, browser.status(sw)))
+            daemon.kill()
+            impostor, took = Impostor.bind(port, within=0.1)
+            try:
+                assert took < 0.1, f"run {run}: the impostor bound after {took:.3f} s"
+                time.sleep(3.0)
+                pending = browser.cdp.evaluate(sw, "chrome.storage.session.get('gasolineSyncResults').then(r => JSON.stringify(r.gasolineSyncResults || []))")
+                with impostor.lock:
+                    seen = list(impostor.requests)
+            finally:
+                impostor.close()
+            title = browser.cdp.evaluate(page, "document.title")
+            readable = [(m, p) for m, p, _, body in seen if b"tick-" in body or mark.encode() in body]
+            unsealed = [(m, p) for m, p, h, body in seen
+                        if p.split("?")[0] not in CLEAR_PATHS and body and h.get("X-Gasoline-Sealed") != "1"]
+            outcomes.append({"run": run, "bound_in": round(took, 4), "requests": len(seen),
+                             "paths": sorted({p for _, p, _, _ in seen}), "readable": readable, "unsealed": unsealed,
+                             "hijacked": title == "hijacked", "result_was_pending": mark in pending})
+            assert not readable and not unsealed and title != "hijacked", outcomes[-1]
+            # The real daemon (same state dir: same identity, same pinned extension) comes back.
+            daemon = DaemonProcess(state_dir=state_dir, args=["--listen", f"tcp:{port}:interface=127.0.0.1"])
+            daemon.start()
+    finally:
+        if daemon is not ext_daemon:
+            daemon.stop()
+    print(json.dumps(outcomes, indent=1))
+    assert len(outcomes) == RUNS
+    # The check has teeth: the impostor was asked (it is on the port) in every run, and in most
+    # runs the command result was waiting in the worker while the impostor listened.
+    assert all(o["requests"] > 0 for o in outcomes), outcomes
+    assert sum(o["result_was_pending"] for o in outcomes) >= RUNS // 2, outcomes
+
+
+def _quietly(answers: list, fn, *args, **kwargs):
+    try:
+        answers.append(fn(*args, **kwargs))
+    except Exception as e:  # noqa: BLE001 - the daemon is killed under this call on purpose
+        answers.append(repr(e))

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -317,3 +318,44 @@ def _quietly(answers: list, fn, *args, **kwargs):
         answers.append(fn(*args, **kwargs))
     except Exception as e:  # noqa: BLE001 - the daemon is killed under this call on purpose
         answers.append(repr(e))
+
+
+def test_a_challenge_flood_does_not_interrupt_capture(browser, site, ext_daemon):
+    url = ext_daemon.url
+    sw, page, _ = browser.track_new_tab(site.url + "/blank.html", url)
+    wait_until(lambda: (browser.status(sw).get("pairing") or {}).get("state") == "paired", 20, what="pairing")
+    key = base64.urlsafe_b64decode(daemon_get(url, "/pairing")["key"] + "==")
+    browser.cdp.evaluate(page, "window.__n = 0; window.__tick = setInterval(() => console.log('flood-tick-' + (window.__n++)), 20); 1")
+    wait_until(lambda: any(m.startswith("flood-tick-") for m in logs(url)), 20, what="capture before the flood")
+    stop = threading.Event()
+    codes: list[int] = []
+
+    def flood(with_key: bool):
+        while not stop.is_set():
+            status, _ = post(url, "/pairing/challenge", PairedExtensionKeys(key).challenge(with_key=with_key))
+            codes.append(status)
+
+    threads = [threading.Thread(target=flood, args=(k,), daemon=True) for k in (True, False)]
+    for t in threads:
+        t.start()
+    states = []
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            st = browser.status(sw)
+            states.append(((st.get("pairing") or {}).get("state"), st.get("connected")))
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    last = browser.cdp.evaluate(page, "clearInterval(window.__tick); window.__n - 1")
+    expected = {f"flood-tick-{i}" for i in range(last + 1)}
+    wait_until(lambda: expected <= set(logs(url)), 30, what="every line logged during the flood",
+               describe=lambda: sorted(expected - set(logs(url)))[:20])
+    print(f"flood: {len(codes)} challenges, {codes.count(429)} answered 429, {codes.count(403)} answered 403; extension states {sorted(set(states))}")
+    assert len(codes) >= 64 and codes.count(429) > len(codes) // 2, (len(codes), sorted(set(codes)))
+    assert 200 not in codes  # the extension is pinned: no other key, no keyless challenge, gets a session
+    assert set(states) == {("paired", True)}, states
+    refused = daemon_get(url, "/health")["capture"]["pairing"]["refused_challenges"]
+    assert refused.get("rate_limited", 0) > 0, refused

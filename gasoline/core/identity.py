@@ -543,6 +543,20 @@ def write_pin_file(path: Path, pinned: dict[str, Any] | None,
     os.replace(tmp, path)
 
 
+def _freeze_cryptography() -> None:
+    """cryptography arrives at the first challenge, after the daemon froze what it built at start
+    (C{gasoline.tap}: C{gc.freeze()}). Its modules live as long as the process too: move them out
+    of the collector's generations as well, or every full collection rescans them (on the ingest
+    path of a paired extension this cost more than opening the sealed batches)."""
+    import gc  # noqa: PLC0415
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: F401,PLC0415
+    from cryptography.exceptions import InvalidTag  # noqa: F401,PLC0415
+
+    if gc.get_freeze_count():  # only where the daemon froze its start-up (tap.py)
+        gc.freeze()
+
+
 class DaemonIdentity:
     """The daemon's key pair, the extension key it pins and the sessions of that extension.
 
@@ -610,6 +624,7 @@ class DaemonIdentity:
             if raw_public_key(key) != self.public_key:
                 raise ValueError("the identity file changed since the daemon started")
             self._key = key
+            _freeze_cryptography()
         return self._key
 
     # -- the pin ---------------------------------------------------------------------------------

@@ -208,12 +208,6 @@ export function createPairing({ fetchDaemon, getPinned }) {
     return pending;
   }
 
-  /** Headers for a request whose answer must be signed: [headers, nonce]. */
-  function signedHeaders(s) {
-    const nonce = b64u(random(24));
-    return [{ 'X-Gasoline-Session': s.id, 'X-Gasoline-Nonce': nonce }, nonce];
-  }
-
   /** Whether `proof` is the session's HMAC of (nonce, body bytes). */
   async function verifyAnswer(s, nonce, body, proof) {
     if (!proof) return false;
@@ -257,5 +251,5 @@ export function createPairing({ fetchDaemon, getPinned }) {
     session = null;
   }
 
-  return { ensureSession, signedHeaders, verifyAnswer, seal, openAnswer, linkProof, reset, info, offered };
+  return { ensureSession, verifyAnswer, seal, openAnswer, linkProof, reset, info, offered };
 }

@@ -15,12 +15,17 @@ kept across restarts. The handshake (C{POST /pairing/challenge}) is an ephemeral
     proof   = HMAC-SHA256(K, "gasoline-daemon-v1 challenge" | nonce)
 
 Only the holder of the daemon's private key can compute C{K}; the extension checks C{proof} with
-WebCrypto and keeps C{K} for the session. From then on every C{/sync} answer (the command channel)
-carries C{X-Gasoline-Proof: HMAC-SHA256(K, "gasoline-daemon-v1 response" | request nonce | body)},
-so a process that takes over the port mid-session cannot feed the extension a single command.
+WebCrypto and keeps C{K} for the session.
 
-Clients that do not know pairing (the published 0.7.9 extension) never send the headers, and the
-daemon answers them exactly as before: pairing is offered, never imposed.
+The other way round the daemon pins the extension (trust on first use, below): the extension's
+challenge carries its own long-term public key and a signature, the daemon keeps the first key in
+C{<state_dir>/extension-pin.json} and from then on opens sessions for that key only. Every request
+of a session is sealed (AES-256-GCM under C{HMAC-SHA256(K, "gasoline-seal-v1 key")}), and so is the
+C{/sync} answer (the command channel), bound to its request: a process that takes over the port
+reads no capture or command result and cannot feed the extension a single command.
+
+Clients that do not know pairing (the published 0.7.9 extension) never send the headers; the
+daemon answers them exactly as before until an extension is pinned, and refuses them after.
 """
 
 from __future__ import annotations
@@ -59,8 +64,6 @@ SESSION_IDLE = 24 * 3600.0
 #: What a WebSocket link's opening proof covers (the extension checks it before it sends anything).
 LINK_BODY = b"gasoline-cdp-link"
 SESSION_HEADER = b"x-gasoline-session"
-NONCE_HEADER = b"x-gasoline-nonce"
-PROOF_HEADER = b"x-gasoline-proof"
 SESSION_STATUS_HEADER = b"x-gasoline-session-status"
 
 
@@ -833,22 +836,6 @@ class DaemonIdentity:
         request.setHeader(SEALED_HEADER, b"1")
         request.setHeader(b"content-type", SEALED_TYPE)
         return session.seal_answer(iv, body)
-
-    def sign(self, request, body: bytes) -> None:
-        """Set C{X-Gasoline-Proof} on an answer to a paired extension's request (no-op otherwise).
-
-        A request naming a session this daemon does not know (it restarted, or the session was
-        dropped) gets C{X-Gasoline-Session-Status: unknown} and no proof: the extension re-pairs.
-        """
-        session = request.getHeader(SESSION_HEADER)
-        if session is None:
-            return
-        nonce = request.getHeader(NONCE_HEADER) or b""
-        key = self.session_key(session.decode("ascii", "replace"))
-        if key is None or not 16 <= len(nonce) <= 128:
-            request.setHeader(SESSION_STATUS_HEADER, b"unknown")
-            return
-        request.setHeader(PROOF_HEADER, b64u(response_proof(key, nonce, body)).encode("ascii"))
 
 
 # -- gasoline pair ---------------------------------------------------------------------------------

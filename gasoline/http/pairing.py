@@ -3,8 +3,10 @@ C{/pairing}: the daemon proves its identity to the Gasoline extension (gasoline.
 
 C{GET /pairing} answers the daemon's public key and fingerprint (what the extension pins once the
 user has compared the fingerprint with C{gasoline identity}); C{POST /pairing/challenge} answers
-a new connection's challenge. Both are extension (EXT) routes. Clients that never call them (the
-published 0.7.9 extension) are served by every other route exactly as before.
+a new connection's challenge (the extension's key is pinned on first use; another key gets 403
+C{extension_not_pinned}, a challenge flood 429). Both are extension (EXT) routes. Clients that never
+call them (the published 0.7.9 extension) are served by every other route exactly as before until
+an extension is pinned (L{gasoline.http.ingest.extension_session}).
 """
 
 from __future__ import annotations

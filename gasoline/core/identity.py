@@ -648,7 +648,7 @@ class DaemonIdentity:
 
     def summary(self) -> dict[str, Any]:
         """What C{/health}, C{configure health} and C{gasoline status} show."""
-        self._refresh_pins(force=True)
+        self._refresh_pins()
         return {
             "daemon_fingerprint": self.fingerprint,
             "extension_fingerprint": self.pins.fingerprint,

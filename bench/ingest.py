@@ -17,6 +17,14 @@ then prints the medians of entries/s and CPU us/entry and their ratios (this tre
 machine other processes load too, only such side-by-side medians can be compared.
 
     .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8
+
+``--sealed`` makes this tree's load a paired extension's (issue 29): the bench pairs with the
+daemon as the extension does (its own key, pinned on first use) and every ``POST /logs`` is sealed
+(AES-256-GCM under the session key; the bodies are sealed once, before the load, as the browser
+does it off the daemon's clock). With ``--baseline`` that is the paired run "sealed ingest (this
+tree) vs today's (the baseline's plain ingest)":
+
+    .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8 --sealed
 """
 
 from __future__ import annotations
@@ -52,7 +60,30 @@ from _workload import BATCH, batches, console_entry  # noqa: F401
 CONNECTIONS = 4
 
 
-def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONNECTIONS) -> dict:
+def sealed_requests(port: int, bodies: list[bytes]) -> list[tuple[bytes, dict]]:
+    """Pair with the daemon on C{port} as the extension does; C{bodies} sealed for C{POST /logs}."""
+    import base64
+
+    from gasoline.testing import PairedExtensionKeys
+
+    conn = HTTPConnection("127.0.0.1", port)
+    status, text = conn.request("GET", "/pairing", b"", EXTENSION_HEADERS)
+    key = json.loads(text)["key"]
+    ext = PairedExtensionKeys(base64.urlsafe_b64decode(key + "=" * (-len(key) % 4)))
+    status, text = conn.request("POST", "/pairing/challenge", json.dumps(ext.challenge()).encode(),
+                                EXTENSION_HEADERS)
+    conn.close()
+    if status != 200 or not ext.finish(json.loads(text)):
+        raise RuntimeError(f"pairing failed: {status} {text[:200]!r}")
+    out = []
+    for body in bodies:
+        headers, sealed, _ = ext.seal("POST", "/logs", body)
+        out.append((sealed, headers))
+    return out
+
+
+def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONNECTIONS,
+         sealed: list[tuple[bytes, dict]] | None = None) -> dict:
     """Keep C{connections} connections busy for C{seconds}; return counts and latencies."""
     stop_at = time.perf_counter() + seconds
     results: list[tuple[int, int, list[float]]] = []
@@ -60,7 +91,10 @@ def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONN
 
     def worker(offset: int) -> None:
         conn = HTTPConnection("127.0.0.1", port)
-        raws = [conn.build("POST", "/logs", body, EXTENSION_HEADERS) for body in bodies]
+        if sealed is not None:
+            raws = [conn.build("POST", "/logs", body, headers) for body, headers in sealed]
+        else:
+            raws = [conn.build("POST", "/logs", body, EXTENSION_HEADERS) for body in bodies]
         ok = bad = 0
         lat: list[float] = []
         i = offset
@@ -110,16 +144,18 @@ def stored_entries(port: int) -> int:
     return int(json.loads(body)["logs"]["entries"])
 
 
-def throughput(start, seconds: float) -> dict:
-    """The throughput phase alone: default options, warm-up, then C{seconds} of load."""
-    out: dict = {}
+def throughput(start, seconds: float, sealed: bool = False) -> dict:
+    """The throughput phase alone: default options, warm-up, then C{seconds} of load (with
+    C{sealed}, as a paired extension: see the module's docstring)."""
+    out: dict = {"sealed": sealed}
     bodies = batches(64)
     with start(None) as d:
         time.sleep(0.5)
         out["rss_idle_bytes"] = rss(d.pid)
-        load(d.port, bodies, 1.0)  # warm-up
+        requests = sealed_requests(d.port, bodies) if sealed else None
+        load(d.port, bodies, 1.0, sealed=requests)  # warm-up
         cpu = cpu_seconds(d.pid)
-        out.update(load(d.port, bodies, seconds))
+        out.update(load(d.port, bodies, seconds, sealed=requests))
         # The daemon's CPU per stored entry: unlike entries/s, it hardly moves when other
         # processes compete for the cores, so it shows a change on the ingest path on a busy box.
         out["cpu_us_per_entry"] = ((cpu_seconds(d.pid) - cpu) * 1e6
@@ -128,10 +164,10 @@ def throughput(start, seconds: float) -> dict:
     return out
 
 
-def run_target(name: str, start, seconds: float, memory_entries: int) -> dict:
+def run_target(name: str, start, seconds: float, memory_entries: int, sealed: bool = False) -> dict:
     """Throughput phase at default sizes, then a memory phase with a large console buffer."""
     out: dict = {"target": name}
-    out.update(throughput(start, seconds))
+    out.update(throughput(start, seconds, sealed))
     with start(memory_entries) as d:
         time.sleep(0.5)
         before = rss(d.pid)
@@ -179,11 +215,14 @@ def main() -> int:
                         help="another Gasoline checkout to measure side by side (PYTHONPATH=DIR)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="alternating throughput rounds with --baseline")
+    parser.add_argument("--sealed", action="store_true",
+                        help="this tree's load is a paired extension's: sealed POST /logs")
     args = parser.parse_args()
     if args.baseline:
-        return side_by_side(args.baseline, args.rounds, args.seconds)
+        return side_by_side(args.baseline, args.rounds, args.seconds, args.sealed)
 
-    runs = [run_target("gasoline", _Ours, args.seconds, args.memory_entries)]
+    runs = [run_target("gasoline" + (" sealed" if args.sealed else ""), _Ours, args.seconds,
+                       args.memory_entries, args.sealed)]
     if args.compare_reference:
         runs.append(run_target("reference-0.7.9", lambda n: ReferenceDaemon(n), args.seconds,
                                args.memory_entries))
@@ -219,8 +258,9 @@ def main() -> int:
     return 0
 
 
-def side_by_side(baseline: str, rounds: int, seconds: float) -> int:
-    """Alternate this tree's and C{baseline}'s throughput phases; medians and ratios."""
+def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = False) -> int:
+    """Alternate this tree's and C{baseline}'s throughput phases; medians and ratios (with
+    C{sealed}, this tree's load is sealed, the baseline's plain)."""
     source = str(Path(baseline).resolve())
     if not (Path(source) / "gasoline" / "tap.py").is_file():
         raise SystemExit(f"--baseline {baseline}: no gasoline/tap.py there")
@@ -229,7 +269,7 @@ def side_by_side(baseline: str, rounds: int, seconds: float) -> int:
     for r in range(rounds):
         order = list(variants) if r % 2 == 0 else list(reversed(variants))
         for name in order:
-            result = throughput(variants[name], seconds)
+            result = throughput(variants[name], seconds, sealed and name == "this tree")
             samples[name].append(result)
             print(f"round {r + 1} {name:9s}: {result['entries_per_second']:>9,.0f} entries/s, "
                   f"{result['cpu_us_per_entry']:.2f} CPU us/entry, p99 {result['post_ms_p99']:.2f} ms",
@@ -240,14 +280,14 @@ def side_by_side(baseline: str, rounds: int, seconds: float) -> int:
     ours, base = medians["this tree"], medians["baseline"]
     print_table(
         f"POST /logs side by side, {rounds} alternating rounds of {seconds:.0f} s, medians "
-        f"(baseline: {source})",
+        f"(baseline: {source}){'; this tree sealed, the baseline plain' if sealed else ''}",
         ["metric", "this tree", "baseline", "ratio"],
         [[k, ours[k], base[k], ours[k] / base[k]] for k in keys],
     )
     load_avg = os.getloadavg()
     print(f"load average at the end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
     path = write_json("ingest-side-by-side", {
-        "baseline": source, "rounds": rounds, "seconds": seconds, "samples": samples,
+        "baseline": source, "sealed": sealed, "rounds": rounds, "seconds": seconds, "samples": samples,
         "medians": medians, "ratios": {k: ours[k] / base[k] for k in keys},
         "loadavg": load_avg,
     })

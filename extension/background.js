@@ -136,10 +136,28 @@ const pairing = createPairing({
   getPinned: () => loadSettings().then((s) => s.daemonIdentity),
 });
 
-/** A JSON request to the daemon: only once the daemon proved it is the paired one (except /health). */
+/**
+ * A JSON request to the daemon: only once the daemon proved it is the paired one (except /health),
+ * and sealed under the session key (lib/pairing.js). The answer carries `sealIv` and `session`
+ * (to open a sealed answer). A daemon that no longer knows the session (it restarted) is
+ * challenged again and the request sent once more.
+ */
 async function daemonFetch(path, { method = 'POST', body, timeout = POST_TIMEOUT_MS, headers } = {}) {
-  if (path !== '/health') await pairing.ensureSession();
-  return rawFetch(path, { method, headers, timeout, body: body === undefined ? undefined : JSON.stringify(body) });
+  const json = body === undefined ? undefined : JSON.stringify(body);
+  if (path === '/health') return rawFetch(path, { method, headers, timeout, body: json });
+  for (let attempt = 0; ; attempt += 1) {
+    const session = await pairing.ensureSession();
+    const sealed = await pairing.seal(session, method, path, new TextEncoder().encode(json === undefined ? '' : json));
+    const resp = await rawFetch(path, { method, timeout, body: sealed.body, headers: Object.assign({}, headers, sealed.headers) });
+    if (resp.headers.get('X-Gasoline-Session-Status') === 'unknown') {
+      pairing.reset(); // the daemon restarted: challenge it again (an impostor fails there)
+      if (attempt === 0) continue;
+      throw new Error(`${path}: the daemon no longer knows this session (it restarted): pairing again`);
+    }
+    resp.sealIv = sealed.iv;
+    resp.session = session;
+    return resp;
+  }
 }
 
 // ------------------------------------------------------------------ batching queues
@@ -263,8 +281,8 @@ async function loadSyncState() {
 // that fails (chrome.storage.session holds 10 MB) can never lose it: a restarted worker then
 // reports the failure instead of running a command twice.
 async function saveSyncState() {
-  const { lastAck, seen, results } = syncState;
-  await chrome.storage.session.set({ [SYNC_STATE_KEY]: { lastAck, seen, results: [] } }).catch(() => {});
+  const { lastAck, seen, results, daemonInstance } = syncState;
+  await chrome.storage.session.set({ [SYNC_STATE_KEY]: { lastAck, seen, results: [], daemonInstance } }).catch(() => {});
   try {
     await chrome.storage.session.set({ [SYNC_RESULTS_KEY]: results });
   } catch (e) {
@@ -334,21 +352,17 @@ async function syncOnce() {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
 
-  const session = await pairing.ensureSession();
-  const [signed, nonce] = pairing.signedHeaders(session);
-  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS, headers: signed });
+  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
   const raw = await resp.arrayBuffer();
-  if (resp.headers.get('X-Gasoline-Session-Status') === 'unknown') {
-    pairing.reset(); // the daemon restarted: challenge it again (an impostor fails there)
-    throw new Error('the daemon no longer knows this session (it restarted): pairing again');
-  }
   if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
-  // The command channel: an answer not signed with this session's key is not the paired daemon's.
-  if (!(await pairing.verifyAnswer(session, nonce, raw, resp.headers.get('X-Gasoline-Proof')))) {
+  // The command channel: an answer not sealed under this session's key, for this very request, is
+  // not the paired daemon's: it is not parsed and its commands are not run.
+  const plain = resp.headers.get('X-Gasoline-Sealed') === '1' ? await pairing.openAnswer(resp.session, resp.sealIv, raw) : null;
+  if (!plain) {
     pairing.reset();
-    throw new NotPaired('mismatch', 'an answer to /sync was not signed by the paired Gasoline daemon: its commands were not run');
+    throw new NotPaired('mismatch', 'an answer to /sync was not sealed by the paired Gasoline daemon: its commands were not run');
   }
-  const data = JSON.parse(new TextDecoder().decode(raw));
+  const data = JSON.parse(new TextDecoder().decode(plain));
 
   // Delivered: forget what we sent.
   extensionLogs.splice(0, Math.min(extensionLogs.length, ownLogs));
@@ -365,6 +379,12 @@ async function syncOnce() {
   status.serverVersion = data.server_version || '';
   status.captureOverrides = (data.capture_overrides && typeof data.capture_overrides === 'object') ? data.capture_overrides : {};
 
+  // Command ids restart at q-1 with every daemon process: another process (a restart) must not
+  // have its first commands taken for ones this worker already ran.
+  if (typeof data.daemon_instance === 'string' && data.daemon_instance !== st.daemonInstance) {
+    if (st.daemonInstance) { st.seen = []; st.lastAck = null; }
+    st.daemonInstance = data.daemon_instance;
+  }
   const commands = Array.isArray(data.commands) ? data.commands : [];
   for (const cmd of commands) {
     if (!cmd || typeof cmd.id !== 'string') continue;
@@ -413,7 +433,7 @@ async function syncLoop() {
         status.consecutiveFailures += 1;
         status.lastError = String((e && e.message) || e);
         if (status.consecutiveFailures >= 2 || e instanceof NotPaired) status.connected = false;
-        if (e instanceof NotPaired && e.state === 'mismatch') extLog('error', status.lastError, 'pairing');
+        if (e instanceof NotPaired && (e.state === 'mismatch' || e.state === 'refused')) extLog('error', status.lastError, 'pairing');
         delay = Math.min(1000 * 2 ** Math.min(status.consecutiveFailures - 1, 3), 5000);
         if (e instanceof NotPaired && e.state === 'unpaired') delay = Math.min(delay, 2000);
       }
@@ -455,6 +475,8 @@ function statusSnapshot() {
       message: pairing.info.message,
       fingerprint: settings && settings.daemonIdentity ? settings.daemonIdentity.fingerprint : '',
       offered_fingerprint: pairing.info.offered ? pairing.info.offered.fingerprint : '',
+      // This extension's own key, which the daemon pins (`gasoline status` shows the same).
+      extension_fingerprint: pairing.info.extensionFingerprint || '',
     },
     ext_session_id,
     version: VERSION,

@@ -151,11 +151,18 @@ def status(argv: list[str]) -> int:
     data = {"running": True, "url": url, "version": h.get("version"),
             "pid": (info or {}).get("pid"), "uptime_seconds": h.get("uptime_seconds"),
             "extension_connected": capture.get("extension_connected"),
+            "pairing": capture.get("pairing"),
             "clients": listed}
     lines = [f"gasoline {h.get('version')} running at {url}"
              + (f" (pid {data['pid']})" if data["pid"] else ""),
              f"extension: {'connected' if data['extension_connected'] else 'not connected'}",
              f"clients: {len(listed)}"]
+    pairing = capture.get("pairing") if isinstance(capture.get("pairing"), dict) else None
+    if pairing:
+        lines[2:2] = [f"daemon identity: {pairing.get('daemon_fingerprint')}",
+                      f"pinned extension: {pairing.get('extension_fingerprint') or 'none yet'}"
+                      + "".join(f"\nrefused extension: {fp} (gasoline pair accept {fp})"
+                                for fp in pairing.get("refused_extensions") or [])]
     for c in listed:
         bits = [str(c.get(k)) for k in ("cwd", "state") if c.get(k)]
         lines.append(f"  {c.get('id') or c.get('client_id')}" + (f" ({', '.join(bits)})"

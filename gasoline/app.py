@@ -206,6 +206,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     config = daemon.config
     # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing").
     identity = DaemonIdentity.from_state_dir(config.state_dir, daemon.clock)
+    daemon.extension.identity = identity
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown, identity=identity)
     mcp_http = McpHTTP(mcp)

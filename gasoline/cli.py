@@ -25,6 +25,8 @@ commands:
             (gasoline browser [URL] [--headless] [--pilot] [--track-all] [--detach] ...; --help)
   identity  print the daemon identity's fingerprint, which the extension's popup asks you to
             compare when pairing (gasoline identity [--state-dir DIR])
+  pair      the extension this daemon pins: list it and refused ones, accept another
+            (gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR])
   doctor    run the daemon's health checks (configure doctor) without an agent;
             exit status 1 when a check fails
   status    is a daemon running, where, which version, pid, who is connected
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return browser_main(rest)
     if command == "identity":
         return _identity(rest)
+    if command == "pair":
+        return _pair(rest)
     if command in ("doctor", "status", "stop"):
         from gasoline.admin_cli import COMMANDS  # standard library only
 
@@ -92,6 +96,28 @@ def _identity(rest: list[str]) -> int:
     key = load_or_create_key(state_dir)
     print(f"gasoline daemon identity {fingerprint_of(raw_public_key(key))} ({state_dir})")
     return 0
+
+
+def _pair(rest: list[str]) -> int:
+    from pathlib import Path
+
+    from gasoline.config import default_state_dir
+    from gasoline.core.identity import pair_command
+
+    state_dir = default_state_dir()
+    if "--state-dir" in rest:
+        at = rest.index("--state-dir")
+        if at + 1 >= len(rest):
+            sys.stderr.write("usage: gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR]\n")
+            return 2
+        state_dir = Path(rest[at + 1])
+        rest = rest[:at] + rest[at + 2:]
+    action = rest[0] if rest else None
+    if (action == "accept" and len(rest) != 2) or (action in (None, "forget") and len(rest) > 1):
+        action = "usage"
+    code, text = pair_command(state_dir, action, rest[1] if len(rest) > 1 else None)
+    (sys.stdout if code == 0 else sys.stderr).write(text + "\n")
+    return code
 
 
 if __name__ == "__main__":

@@ -713,3 +713,102 @@ class DaemonProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class PairedExtensionKeys:
+    """What the Gasoline extension's C{lib/pairing.js} does, in Python, transport-free: its own
+    long-term key, the challenge of a daemon key it pinned, sealing requests and opening answers
+    (tests, C{bench/ingest.py}). Needs C{cryptography}."""
+
+    def __init__(self, daemon_key: bytes, extension_key: Any = None) -> None:
+        from cryptography.hazmat.primitives.asymmetric import ec
+
+        self.daemon_key = daemon_key
+        self.private = extension_key or ec.generate_private_key(ec.SECP256R1())
+        self.public = _raw_point(self.private.public_key())
+        self.session: str | None = None
+        self.key: bytes | None = None
+        self._aead: Any = None
+        self._pending: Any = None
+
+    @property
+    def fingerprint(self) -> str:
+        from gasoline.core.identity import fingerprint_of
+
+        return fingerprint_of(self.public)
+
+    def challenge(self, with_key: bool = True) -> dict[str, str]:
+        """The body of C{POST /pairing/challenge}."""
+        import os
+
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, utils
+
+        from gasoline.core.identity import b64u, extension_transcript
+
+        eph = ec.generate_private_key(ec.SECP256R1())
+        eph_raw = _raw_point(eph.public_key())
+        nonce = os.urandom(32)
+        self._pending = (eph, eph_raw, nonce)
+        body = {"key": b64u(eph_raw), "nonce": b64u(nonce)}
+        if with_key:
+            der = self.private.sign(extension_transcript(eph_raw, nonce),
+                                    ec.ECDSA(hashes.SHA256()))
+            r, s = utils.decode_dss_signature(der)
+            body["ext_key"] = b64u(self.public)
+            body["ext_sig"] = b64u(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+        return body
+
+    def finish(self, answer: dict[str, Any]) -> bool:
+        """Check the daemon's proof (an answer to L{challenge}); keep the session if it holds."""
+        import base64
+
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        from gasoline.core.identity import (
+            challenge_proof, derive_session_key, seal_key_of,
+        )
+
+        eph, eph_raw, nonce = self._pending
+        peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.daemon_key)
+        key = derive_session_key(eph.exchange(ec.ECDH(), peer), nonce, self.daemon_key, eph_raw)
+        proof = str(answer.get("proof", ""))
+        if base64.urlsafe_b64decode(proof + "=" * (-len(proof) % 4)) != challenge_proof(key, nonce):
+            return False
+        self.session, self.key = answer["session"], key
+        self._aead = AESGCM(seal_key_of(key))
+        return True
+
+    def seal(self, method: str, path: str, body: bytes) -> tuple[dict[str, str], bytes, bytes]:
+        """C{(headers, sealed body, iv)} of a request of this session."""
+        import os
+
+        from gasoline.core.identity import request_aad
+
+        iv = os.urandom(12)
+        sealed = iv + self._aead.encrypt(iv, body, request_aad(method.encode(), path.encode(),
+                                                                self.session.encode()))
+        headers = {**EXTENSION_HEADERS, "Content-Type": "application/x-gasoline-sealed",
+                   "X-Gasoline-Session": self.session, "X-Gasoline-Sealed": "1"}
+        return headers, sealed, iv
+
+    def open_answer(self, request_iv: bytes, body: bytes) -> bytes:
+        """The plaintext of a sealed answer to the request sealed with C{request_iv}."""
+        from gasoline.core.identity import response_aad
+
+        return self._aead.decrypt(body[:12], body[12:], response_aad(request_iv))
+
+    def link_query(self, nonce: bytes) -> str:
+        """The query string the extension's CDP link opens with."""
+        from gasoline.core.identity import b64u, extension_link_proof
+
+        return (f"session={self.session}&nonce={nonce.decode()}"
+                f"&proof={b64u(extension_link_proof(self.key, nonce))}")
+
+
+def _raw_point(public: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return public.public_bytes(serialization.Encoding.X962,
+                               serialization.PublicFormat.UncompressedPoint)

@@ -9,6 +9,7 @@ import stat
 
 import pytest
 from _stub_daemon import StubDaemon
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.task import Clock
@@ -20,9 +21,8 @@ from gasoline.core.identity import (
     challenge_proof,
     derive_session_key,
     fingerprint_of,
-    response_proof,
 )
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, PairedExtensionKeys
 from gasoline.testing import stub_request
 
 URL = "http://127.0.0.1:7890"
@@ -48,34 +48,26 @@ class Daemon(StubDaemon):
         return json.loads(self.call("GET", "/pairing")[1])["fingerprint"]
 
 
-class Extension:
-    """What the extension does (lib/pairing.js), in Python."""
+class Extension(PairedExtensionKeys):
+    """What the extension does (lib/pairing.js), in Python (gasoline.testing.PairedExtensionKeys)."""
 
-    def __init__(self, pinned_key: bytes):
+    def __init__(self, pinned_key: bytes, **kw):
+        super().__init__(pinned_key, **kw)
         self.pinned = pinned_key
-        self.session = None
-        self.key = None
 
-    def pair(self, daemon: Daemon) -> bool:
-        eph = ec.generate_private_key(ec.SECP256R1())
-        eph_raw = eph.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
-        nonce = os.urandom(32)
-        r, body = daemon.call("POST", "/pairing/challenge", {"key": b64u(eph_raw), "nonce": b64u(nonce)})
+    def pair(self, daemon: Daemon, with_key: bool = True) -> bool:
+        r, body = daemon.call("POST", "/pairing/challenge", self.challenge(with_key))
         assert r.code == 200, body
-        answer = json.loads(body)
-        peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.pinned)
-        key = derive_session_key(eph.exchange(ec.ECDH(), peer), nonce, self.pinned, eph_raw)
-        if unb64u(answer["proof"]) != challenge_proof(key, nonce):
-            return False
-        self.session, self.key = answer["session"], key
-        return True
+        return self.finish(json.loads(body))
 
-    def sync(self, daemon: Daemon):
-        nonce = b64u(os.urandom(24))
-        headers = {**EXTENSION_HEADERS, "X-Gasoline-Session": self.session, "X-Gasoline-Nonce": nonce}
-        r, body = daemon.call("POST", "/sync", {"ext_session_id": "ext_1", "settings": {}}, headers=headers)
-        proof = r.headers.getRawHeaders("x-gasoline-proof", [None])[0]
-        return r, body, nonce, proof
+    def post(self, daemon: Daemon, path: str, payload, method="POST"):
+        headers, data, iv = self.seal(method, path, json.dumps(payload).encode())
+        r, body = daemon.call(method, path, raw=data, headers=headers)
+        return r, body, iv
+
+    def sync(self, daemon: Daemon, payload=None):
+        r, body, iv = self.post(daemon, "/sync", payload or {"ext_session_id": "ext_1", "settings": {}})
+        return r, body, iv
 
 
 def test_identity_is_created_once_0600_and_kept_across_restarts(tmp_path):
@@ -101,15 +93,18 @@ def test_get_pairing_describes_the_key_and_its_fingerprint(tmp_path):
     assert r.code == 403
 
 
-def test_challenge_proves_the_key_and_signs_every_sync_answer(tmp_path):
+def test_challenge_proves_the_key_and_seals_every_sync_answer(tmp_path):
     d = Daemon(tmp_path)
     ext = Extension(unb64u(json.loads(d.call("GET", "/pairing")[1])["key"]))
     assert ext.pair(d)
-    r, body, nonce, proof = ext.sync(d)
-    assert r.code == 200 and json.loads(body)["ack"] is True
-    assert proof is not None and unb64u(proof) == response_proof(ext.key, nonce.encode(), body)
-    # a proof binds the body: another body does not verify
-    assert unb64u(proof) != response_proof(ext.key, nonce.encode(), body + b" ")
+    r, body, iv = ext.sync(d)
+    assert r.code == 200, body
+    assert r.headers.getRawHeaders("x-gasoline-sealed") == ["1"]
+    assert b"ack" not in body  # nobody on the way reads it
+    assert json.loads(ext.open_answer(iv, body))["ack"] is True
+    # the answer is bound to its request: it does not open as the answer to another request
+    with pytest.raises(InvalidTag):
+        ext.open_answer(os.urandom(12), body)
 
 
 def test_an_impostor_key_fails_the_challenge(tmp_path):
@@ -120,16 +115,16 @@ def test_an_impostor_key_fails_the_challenge(tmp_path):
     assert not Extension(real.public_key).pair(impostor)
 
 
-def test_a_restarted_daemon_says_the_session_is_unknown_and_signs_nothing(tmp_path):
+def test_a_restarted_daemon_says_the_session_is_unknown_and_answers_nothing(tmp_path):
     d = Daemon(tmp_path)
     ext = Extension(d.public_key)
     assert ext.pair(d)
-    restarted = Daemon(tmp_path)  # same key, no sessions
-    r, _, _, proof = ext.sync(restarted)
-    assert proof is None
+    restarted = Daemon(tmp_path)  # same key, same pin, no sessions
+    r, body, _ = ext.sync(restarted)
+    assert r.code == 401 and json.loads(body)["code"] == "unknown_session"
     assert r.headers.getRawHeaders("x-gasoline-session-status") == ["unknown"]
-    assert ext.pair(restarted)  # the same pinned key pairs again
-    assert ext.sync(restarted)[3] is not None
+    assert ext.pair(restarted)  # the same pinned keys pair again
+    assert ext.sync(restarted)[0].code == 200
 
 
 def test_a_client_that_does_not_know_pairing_is_served_as_before(tmp_path):
@@ -222,6 +217,7 @@ from twisted.internet.task import Clock
 from gasoline.core.identity import DaemonIdentity
 identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
 before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 eph = ec.generate_private_key(ec.SECP256R1())
@@ -250,6 +246,7 @@ from twisted.internet.task import Clock
 from gasoline.core.identity import DaemonIdentity
 identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
 before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 eph = ec.generate_private_key(ec.SECP256R1())

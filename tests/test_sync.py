@@ -256,6 +256,7 @@ def test_sync_with_a_command_waiting_answers_at_once_with_fast_poll():
         "server_time": "2023-11-14T22:13:20.000Z",
         "server_version": EXTENSION_COMPAT_VERSION,
         "capture_overrides": {},
+        "daemon_instance": link.instance,
     }
     datetime.fromisoformat(resp["server_time"].replace("Z", "+00:00"))
     assert EXTENSION_COMPAT_VERSION.startswith("0.7.")

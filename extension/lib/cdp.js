@@ -295,7 +295,10 @@ export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
     const nonce = b64u(crypto.getRandomValues(new Uint8Array(24)));
     let socket;
     try {
-      socket = new WebSocket(`${url}?session=${encodeURIComponent(session.id)}&nonce=${nonce}`);
+      // The extension proves it holds the session key too: the daemon binds the link to the
+      // extension it pinned (a copy of the extension with another key cannot take the link).
+      const proof = await pairing.linkProof(session, nonce);
+      socket = new WebSocket(`${url}?session=${encodeURIComponent(session.id)}&nonce=${nonce}&proof=${proof}`);
     } catch (e) { wsUrl = ''; scheduleReconnect(); return; }
     ws = socket;
     verified = false;

@@ -79,14 +79,17 @@ function renderPairing(status) {
   $('pair').hidden = !(p.state === 'unpaired' && offeredFingerprint);
   $('paired-row').hidden = !p.fingerprint;
   $('paired-fp').textContent = p.fingerprint || '';
+  // This extension's own key: the daemon pins it (`gasoline status` prints the one it pinned).
+  $('extension-row').hidden = !p.extension_fingerprint;
+  $('extension-fp').textContent = p.extension_fingerprint || '';
   if (p.state === 'unpaired' && offeredFingerprint) {
     text.textContent = `Not paired. The daemon offers identity ${offeredFingerprint}. Pair only if \`gasoline identity\` prints the same; until then nothing is captured and no command runs.`;
     text.className = 'warn';
-  } else if (p.state === 'mismatch' || p.state === 'unsupported') {
+  } else if (p.state === 'mismatch' || p.state === 'unsupported' || p.state === 'refused') {
     text.textContent = p.message;
     text.className = 'error';
   } else if (p.state === 'paired') {
-    text.textContent = 'verified: the daemon proved its identity';
+    text.textContent = 'verified: the daemon proved its identity, and knows this extension';
     text.className = 'ok';
   } else {
     text.textContent = p.message || '';

@@ -22,6 +22,8 @@ One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
 
 from __future__ import annotations
 
+import secrets
+
 from typing import Any, Callable
 
 import attrs
@@ -78,6 +80,12 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
+    #: The daemon identity (gasoline.core.identity.DaemonIdentity, set by C{app.build_http}):
+    #: pairing state for C{/health} and C{configure health}.
+    identity: Any = attrs.field(default=None, init=False)
+    #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at
+    #: C{q-1} with the process, so the extension forgets the ids it has seen when this changes.
+    instance: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -127,6 +135,10 @@ class ExtensionLink:
     def service(self) -> Service:
         """A service whose stop cancels this link's timer (add it to the daemon's services)."""
         return StopHook(self.stop)
+
+    def pairing(self) -> dict[str, Any] | None:
+        """Both fingerprints (daemon, pinned extension) and the pairing counters, or C{None}."""
+        return self.identity.summary() if self.identity is not None else None
 
     def health(self) -> dict[str, Any]:
         """C{{connected, last_poll}} for C{/health}."""
@@ -182,6 +194,7 @@ class ExtensionLink:
             "server_time": rfc3339(self.clock.seconds()),
             "server_version": EXTENSION_COMPAT_VERSION,
             "capture_overrides": {},
+            "daemon_instance": self.instance,
         }
 
     def add_extension_logs(self, logs: list[Any]) -> int:

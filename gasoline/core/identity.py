@@ -15,12 +15,17 @@ kept across restarts. The handshake (C{POST /pairing/challenge}) is an ephemeral
     proof   = HMAC-SHA256(K, "gasoline-daemon-v1 challenge" | nonce)
 
 Only the holder of the daemon's private key can compute C{K}; the extension checks C{proof} with
-WebCrypto and keeps C{K} for the session. From then on every C{/sync} answer (the command channel)
-carries C{X-Gasoline-Proof: HMAC-SHA256(K, "gasoline-daemon-v1 response" | request nonce | body)},
-so a process that takes over the port mid-session cannot feed the extension a single command.
+WebCrypto and keeps C{K} for the session.
 
-Clients that do not know pairing (the published 0.7.9 extension) never send the headers, and the
-daemon answers them exactly as before: pairing is offered, never imposed.
+The other way round the daemon pins the extension (trust on first use, below): the extension's
+challenge carries its own long-term public key and a signature, the daemon keeps the first key in
+C{<state_dir>/extension-pin.json} and from then on opens sessions for that key only. Every request
+of a session is sealed (AES-256-GCM under C{HMAC-SHA256(K, "gasoline-seal-v1 key")}), and so is the
+C{/sync} answer (the command channel), bound to its request: a process that takes over the port
+reads no capture or command result and cannot feed the extension a single command.
+
+Clients that do not know pairing (the published 0.7.9 extension) never send the headers; the
+daemon answers them exactly as before until an extension is pinned, and refuses them after.
 """
 
 from __future__ import annotations
@@ -29,10 +34,14 @@ import base64
 import binascii
 import hashlib
 import hmac
+import io
+import json
+import math
 import os
 import secrets
 import subprocess
 import sys
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -55,8 +64,6 @@ SESSION_IDLE = 24 * 3600.0
 #: What a WebSocket link's opening proof covers (the extension checks it before it sends anything).
 LINK_BODY = b"gasoline-cdp-link"
 SESSION_HEADER = b"x-gasoline-session"
-NONCE_HEADER = b"x-gasoline-nonce"
-PROOF_HEADER = b"x-gasoline-proof"
 SESSION_STATUS_HEADER = b"x-gasoline-session-status"
 
 
@@ -285,30 +292,318 @@ def raw_public_key(key: Any) -> bytes:
                                          serialization.PublicFormat.UncompressedPoint)
 
 
+# -- the extension's key, pinned by the daemon (trust on first use) --------------------------------
+#
+# The extension holds a long-term ECDSA P-256 key of its own (WebCrypto, non-extractable, in its
+# IndexedDB). Its challenge carries the public key and an ECDSA-SHA256 signature over
+#     "gasoline-extension-v1 challenge" | ephemeral key | nonce
+# so the session that challenge opens belongs to the holder of that key: nobody else knows the
+# ephemeral private key, hence nobody else can derive the session key K. The daemon pins the first
+# extension key it sees (<state_dir>/extension-pin.json) and from then on opens sessions for that
+# key only. Every later request of the session proves K: capture, /sync and command results are
+# sealed with AES-256-GCM under a key derived from K (L{seal_key_of}), and the CDP link opens with
+# an HMAC of a fresh nonce under K. A key the daemon does not pin is refused (403) and remembered
+# as a candidate the user can accept (C{gasoline pair accept <fingerprint>}).
+
+PIN_FILE = "extension-pin.json"
+_EXT_CHALLENGE_LABEL = b"gasoline-extension-v1 challenge"
+_EXT_LINK_LABEL = b"gasoline-extension-v1 link"
+_SEAL_KEY_LABEL = b"gasoline-seal-v1 key"
+_SEAL_REQUEST_LABEL = b"gasoline-seal-v1 request\n"
+_SEAL_RESPONSE_LABEL = b"gasoline-seal-v1 response\n"
+SEAL = "AES-256-GCM"
+#: C{X-Gasoline-Sealed: 1} on a sealed request or answer; its body is C{iv (12 bytes) || ciphertext || tag}.
+SEALED_HEADER = b"x-gasoline-sealed"
+SEALED_TYPE = b"application/x-gasoline-sealed"
+_IV = 12
+_TAG = 16
+#: Sessions of the pinned extension kept at once (it has one worker; a restarted worker re-pairs).
+MAX_PINNED_SESSIONS = 8
+#: Challenges of any other key (or none): a burst, then this many per second. The pinned
+#: extension's own challenges are never counted, so a flood cannot lock it out.
+CHALLENGE_BURST = 16
+CHALLENGE_RATE = 4.0
+#: Refused extension keys remembered for C{gasoline pair accept}.
+MAX_CANDIDATES = 8
+#: How often (seconds) the daemon looks at the pin file for a change made by C{gasoline pair}.
+PIN_REFRESH = 1.0
+
+
+class ChallengeRefused(PairingError):
+    """A challenge the daemon will not answer: C{status} 403 (another extension is pinned) or 429
+    (too many challenges; C{retry_after} seconds)."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.extra = extra
+
+
+def seal_key_of(key: bytes) -> bytes:
+    """The AES-256-GCM key of a session: C{HMAC-SHA256(K, "gasoline-seal-v1 key")}."""
+    return hmac.new(key, _SEAL_KEY_LABEL, hashlib.sha256).digest()
+
+
+def request_aad(method: bytes, path: bytes, session: bytes) -> bytes:
+    """What a sealed request authenticates besides its body: its method, path and session."""
+    return _SEAL_REQUEST_LABEL + method + b" " + path + b"\n" + session
+
+
+def response_aad(request_iv: bytes) -> bytes:
+    """A sealed answer is bound to the request it answers (that request's IV)."""
+    return _SEAL_RESPONSE_LABEL + request_iv
+
+
+def extension_transcript(ephemeral: bytes, nonce: bytes) -> bytes:
+    """What the extension signs with its long-term key in a challenge (a replayed transcript
+    opens a session nobody can use: only the signer knows the ephemeral private key)."""
+    return _EXT_CHALLENGE_LABEL + ephemeral + nonce
+
+
+def extension_link_proof(key: bytes, nonce: bytes) -> bytes:
+    """The extension's proof that opens its CDP link: C{HMAC-SHA256(K, label | nonce)}."""
+    return hmac.new(key, _EXT_LINK_LABEL + nonce, hashlib.sha256).digest()
+
+
+def _verify_extension_signature(public: bytes, signature: bytes, data: bytes) -> None:
+    """Check a WebCrypto ECDSA P-256/SHA-256 signature (raw C{r || s}, 64 bytes)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, utils
+
+    if len(signature) != 64:
+        raise PairingError("field 'ext_sig' must be a 64-byte ECDSA P-256 signature (r || s)")
+    try:
+        peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), public)
+    except ValueError as e:
+        raise PairingError("field 'ext_key' is not a P-256 public key (uncompressed point)") from e
+    der = utils.encode_dss_signature(int.from_bytes(signature[:32], "big"),
+                                     int.from_bytes(signature[32:], "big"))
+    try:
+        peer.verify(der, data, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        raise PairingError("the extension's signature does not verify: this challenge was not "
+                           "made by the holder of 'ext_key'") from None
+
+
+class Session:
+    """One paired connection: its key K, the extension key it belongs to (C{None}: an extension
+    that proved no key, allowed only while no extension is pinned), its last use."""
+
+    __slots__ = ("id", "key", "extension", "used", "_aead")
+
+    def __init__(self, sid: str, key: bytes, extension: str | None, used: float) -> None:
+        self.id, self.key, self.extension, self.used = sid, key, extension, used
+        self._aead = None
+
+    @property
+    def aead(self) -> Any:
+        if self._aead is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            self._aead = AESGCM(seal_key_of(self.key))
+        return self._aead
+
+    def open(self, method: bytes, path: bytes, body: bytes) -> tuple[bytes, bytes]:
+        """C{(plaintext, iv)} of a sealed request body; L{PairingError} when it does not open."""
+        from cryptography.exceptions import InvalidTag
+
+        if len(body) < _IV + _TAG:
+            raise PairingError("a sealed body is at least 28 bytes (IV and tag)")
+        iv = body[:_IV]
+        try:
+            plain = self.aead.decrypt(iv, body[_IV:], request_aad(method, path, self.id.encode()))
+        except InvalidTag:
+            raise PairingError("the sealed body does not open under this session's key (or was "
+                               "sealed for another route)") from None
+        return plain, iv
+
+    def seal_answer(self, request_iv: bytes, body: bytes) -> bytes:
+        iv = os.urandom(_IV)
+        return iv + self.aead.encrypt(iv, body, response_aad(request_iv))
+
+
+class ExtensionPins:
+    """The extension key this daemon pins and the keys it refused, in
+    C{<state_dir>/extension-pin.json} (C{None}: in memory only)::
+
+        {"pinned": {"key", "fingerprint", "pinned_at"} | null,
+         "candidates": [{"key", "fingerprint", "first_seen", "last_seen", "refused"}]}
+
+    C{gasoline pair accept|forget} edit the file; the daemon reads it again when it changed.
+    """
+
+    def __init__(self, path: Path | None, clock: IReactorTime) -> None:
+        self.path = path
+        self.clock = clock
+        self.pinned: dict[str, Any] | None = None
+        self.candidates: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._stamp: tuple[int, int] | None = None
+        self._checked = -math.inf
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> bool:
+        """Read the file again if it changed (at most every L{PIN_REFRESH} s unless C{force});
+        whether the pinned key changed."""
+        now = self.clock.seconds()
+        if self.path is None or (not force and now - self._checked < PIN_REFRESH):
+            return False
+        self._checked = now
+        try:
+            st = self.path.stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp == self._stamp and not force:
+            return False
+        self._stamp = stamp
+        before = self.pinned
+        data = read_pin_file(self.path)
+        self.pinned = data["pinned"]
+        self.candidates = OrderedDict((c["fingerprint"], c) for c in data["candidates"])
+        return (before or {}).get("key") != (self.pinned or {}).get("key")
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.pinned["fingerprint"] if self.pinned else None
+
+    def pin(self, key: bytes) -> None:
+        self.pinned = {"key": b64u(key), "fingerprint": fingerprint_of(key),
+                       "pinned_at": _iso(self.clock.seconds())}
+        self.candidates.pop(self.pinned["fingerprint"], None)
+        self._save()
+        log.info("pinned the Gasoline extension {fp} (trust on first use; `gasoline pair "
+                 "forget` unpins it)", fp=self.pinned["fingerprint"])
+
+    def refuse(self, key: bytes) -> str:
+        fp = fingerprint_of(key)
+        now = _iso(self.clock.seconds())
+        entry = self.candidates.pop(fp, None) or {"key": b64u(key), "fingerprint": fp,
+                                                   "first_seen": now, "refused": 0}
+        entry["last_seen"] = now
+        entry["refused"] = int(entry.get("refused", 0)) + 1
+        self.candidates[fp] = entry
+        while len(self.candidates) > MAX_CANDIDATES:
+            self.candidates.popitem(last=False)
+        if entry["refused"] == 1:  # written once per new key, not per refused challenge
+            self._save()
+        return fp
+
+    def _save(self) -> None:
+        if self.path is not None:
+            write_pin_file(self.path, self.pinned, list(self.candidates.values()))
+            try:
+                st = self.path.stat()
+                self._stamp = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                self._stamp = None
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def read_pin_file(path: Path) -> dict[str, Any]:
+    """The pin file's content, checked (a missing or unreadable file: nothing pinned)."""
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except FileNotFoundError:
+        data = {}
+    except (OSError, ValueError) as e:
+        log.warn("the extension pin file {path} is unreadable ({error}): no extension is "
+                 "pinned until it is fixed or removed", path=str(path), error=str(e))
+        data = {}
+
+    def entry(value: Any) -> dict[str, Any] | None:
+        if not isinstance(value, dict) or not isinstance(value.get("key"), str):
+            return None
+        try:
+            raw = unb64u(value["key"], "key")
+        except PairingError:
+            return None
+        if len(raw) != 65 or raw[0] != 4:
+            return None
+        return {**value, "fingerprint": fingerprint_of(raw)}
+
+    pinned = entry(data.get("pinned")) if isinstance(data, dict) else None
+    candidates = data.get("candidates") if isinstance(data, dict) else None
+    return {"pinned": pinned,
+            "candidates": [c for c in map(entry, candidates if isinstance(candidates, list)
+                                          else []) if c is not None][-MAX_CANDIDATES:]}
+
+
+def write_pin_file(path: Path, pinned: dict[str, Any] | None,
+                   candidates: list[dict[str, Any]]) -> None:
+    """Write the pin file atomically (0600). A few hundred bytes, written when an extension is
+    first pinned, first refused, or by C{gasoline pair}."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"pinned": pinned, "candidates": candidates}, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _freeze_cryptography() -> None:
+    """cryptography arrives at the first challenge, after the daemon froze what it built at start
+    (C{gasoline.tap}: C{gc.freeze()}). Its modules live as long as the process too: move them out
+    of the collector's generations as well, or every full collection rescans them (on the ingest
+    path of a paired extension this cost more than opening the sealed batches)."""
+    import gc
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: F401
+    from cryptography.exceptions import InvalidTag  # noqa: F401
+
+    if gc.get_freeze_count():  # only where the daemon froze its start-up (tap.py)
+        gc.freeze()
+
+
 class DaemonIdentity:
-    """The daemon's key pair and the sessions of extensions that paired with it.
+    """The daemon's key pair, the extension key it pins and the sessions of that extension.
 
     @param private_key: the private key, or a callable returning it: then it is loaded (and
         C{cryptography} imported) at the first challenge only, and C{public_key} must be given.
+    @param pin_file: where the pinned extension key is kept (C{None}: in memory only).
+
+    Sessions are kept per purpose: the pinned extension's sessions (at most
+    L{MAX_PINNED_SESSIONS}) and every other session (at most C{max_sessions}); challenges that do
+    not come from the pinned extension are rate limited (L{CHALLENGE_BURST}, L{CHALLENGE_RATE}),
+    so a flood of challenges neither evicts the pinned extension's session nor delays its own.
     """
 
     def __init__(self, private_key: Any, clock: IReactorTime,
                  max_sessions: int = MAX_SESSIONS, session_idle: float = SESSION_IDLE,
-                 public_key: bytes | None = None) -> None:
+                 public_key: bytes | None = None, pin_file: Path | None = None,
+                 max_pinned_sessions: int = MAX_PINNED_SESSIONS,
+                 challenge_burst: int = CHALLENGE_BURST,
+                 challenge_rate: float = CHALLENGE_RATE) -> None:
         self._key = private_key
         self.clock = clock
         self.public_key = public_key if public_key is not None else raw_public_key(private_key)
         self.fingerprint = fingerprint_of(self.public_key)
         self.max_sessions = max_sessions
+        self.max_pinned_sessions = max_pinned_sessions
         self.session_idle = session_idle
-        #: session id -> [session key, last use]
-        self._sessions: OrderedDict[str, list] = OrderedDict()
+        self.challenge_burst = challenge_burst
+        self.challenge_rate = challenge_rate
+        self._tokens = float(challenge_burst)
+        self._tokens_at = clock.seconds()
+        #: Refused challenges since start, by reason (C{/health}).
+        self.refused: dict[str, int] = {}
+        self.pins = ExtensionPins(pin_file, clock)
+        #: session id -> Session: the pinned extension's sessions ...
+        self._pinned: OrderedDict[str, Session] = OrderedDict()
+        #: ... and every other one (no extension pinned yet).
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
         """The identity in C{state_dir}: the key file is read for its public key only (no
         C{cryptography} at start-up); a missing one is created (L{create_key_file})."""
         path = Path(state_dir) / IDENTITY_FILE
+        pin_file = Path(state_dir) / PIN_FILE
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -317,11 +612,13 @@ class DaemonIdentity:
             data = create_key_file(state_dir)
         public = public_key_from_pem(data)
         if public is not None:
-            identity = cls(lambda: _load_key(data, path), clock, public_key=public)
+            identity = cls(lambda: _load_key(data, path), clock, public_key=public,
+                           pin_file=pin_file)
         else:  # a key file in a form the reader above does not know: cryptography reads it
-            identity = cls(_load_key(data, path), clock)
-        log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing)",
-                 fp=identity.fingerprint)
+            identity = cls(_load_key(data, path), clock, pin_file=pin_file)
+        log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing); "
+                 "pinned extension {ext}", fp=identity.fingerprint,
+                 ext=identity.pins.fingerprint or "none yet")
         return identity
 
     def _private_key(self) -> Any:
@@ -330,7 +627,36 @@ class DaemonIdentity:
             if raw_public_key(key) != self.public_key:
                 raise ValueError("the identity file changed since the daemon started")
             self._key = key
+            _freeze_cryptography()
         return self._key
+
+    # -- the pin ---------------------------------------------------------------------------------
+
+    def _refresh_pins(self, force: bool = False) -> None:
+        if self.pins.refresh(force):
+            # gasoline pair accept|forget changed the pinned key: only its sessions stay valid.
+            pinned = self.pins.fingerprint
+            self._pinned = OrderedDict((k, s) for k, s in self._pinned.items()
+                                       if s.extension == pinned)
+            self._sessions.clear()
+
+    @property
+    def pinned_fingerprint(self) -> str | None:
+        """The pinned extension's fingerprint, or C{None} while no extension is pinned."""
+        self._refresh_pins()
+        return self.pins.fingerprint
+
+    def summary(self) -> dict[str, Any]:
+        """What C{/health}, C{configure health} and C{gasoline status} show."""
+        self._refresh_pins()
+        return {
+            "daemon_fingerprint": self.fingerprint,
+            "extension_fingerprint": self.pins.fingerprint,
+            "extension_pinned_at": (self.pins.pinned or {}).get("pinned_at"),
+            "refused_extensions": [c["fingerprint"] for c in self.pins.candidates.values()],
+            "sessions": len(self._pinned) + len(self._sessions),
+            "refused_challenges": dict(self.refused),
+        }
 
     def describe(self) -> dict[str, Any]:
         """C{GET /pairing}: what the extension pins (after the user compared the fingerprint)."""
@@ -339,16 +665,65 @@ class DaemonIdentity:
             "algorithm": ALGORITHM,
             "key": b64u(self.public_key),
             "fingerprint": self.fingerprint,
+            "seal": SEAL,
+            "extension_pinned": self.pinned_fingerprint is not None,
         }
 
-    def challenge(self, payload: Any) -> dict[str, str]:
-        """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>}}."""
+    def _refuse(self, reason: str, error: ChallengeRefused) -> ChallengeRefused:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
+        return error
+
+    def _take_token(self) -> None:
+        now = self.clock.seconds()
+        self._tokens = min(float(self.challenge_burst),
+                           self._tokens + (now - self._tokens_at) * self.challenge_rate)
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            retry = max(1, math.ceil((1.0 - self._tokens) / self.challenge_rate))
+            raise self._refuse("rate_limited", ChallengeRefused(
+                429, "pairing_rate_limited", "too many pairing challenges: try again in "
+                f"{retry} s (the pinned extension's own challenges are not limited)",
+                retry_after=retry))
+        self._tokens -= 1.0
+
+    def challenge(self, payload: Any) -> dict[str, Any]:
+        """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>,
+        "ext_key": <the extension's P-256 key>, "ext_sig": <its signature>}} (the last two are
+        optional while no extension is pinned)."""
         if not isinstance(payload, dict):
             raise PairingError("the body must be a JSON object {key, nonce}")
         ephemeral = unb64u(payload.get("key"), "key")
         nonce = unb64u(payload.get("nonce"), "nonce")
         if not 16 <= len(nonce) <= 64:
             raise PairingError("field 'nonce' must be 16 to 64 bytes")
+        ext_key = None
+        if payload.get("ext_key") is not None:
+            ext_key = unb64u(payload.get("ext_key"), "ext_key")
+            signature = unb64u(payload.get("ext_sig"), "ext_sig")
+        self._refresh_pins()
+        pinned = self.pins.pinned
+        ours = ext_key is not None and pinned is not None and b64u(ext_key) == pinned["key"]
+        if not ours:
+            self._take_token()  # the pinned extension is never rate limited
+        if ext_key is not None:
+            _verify_extension_signature(ext_key, signature,
+                                        extension_transcript(ephemeral, nonce))
+        if pinned is not None and not ours:
+            if ext_key is None:
+                raise self._refuse("no_extension_key", ChallengeRefused(
+                    403, "extension_key_required",
+                    f"this daemon is paired with the Gasoline extension {pinned['fingerprint']}: "
+                    "a challenge without an extension key is refused (update the extension, or "
+                    "run `gasoline pair forget` on this machine to unpin it)",
+                    extension_fingerprint=pinned["fingerprint"]))
+            other = self.pins.refuse(ext_key)
+            raise self._refuse("not_pinned", ChallengeRefused(
+                403, "extension_not_pinned",
+                f"this daemon is paired with another Gasoline extension ({pinned['fingerprint']}); "
+                f"this extension is {other}. If you replaced the extension on purpose, run "
+                f"`gasoline pair accept {other}` on this machine (or `gasoline pair forget`), "
+                "then pair again", extension_fingerprint=other,
+                pinned_fingerprint=pinned["fingerprint"]))
         from cryptography.hazmat.primitives.asymmetric import ec  # lazy
 
         try:
@@ -357,51 +732,145 @@ class DaemonIdentity:
             raise PairingError("field 'key' is not a P-256 public key (uncompressed point)") from e
         shared = self._private_key().exchange(ec.ECDH(), peer)
         key = derive_session_key(shared, nonce, self.public_key, ephemeral)
-        session = secrets.token_urlsafe(18)
+        if ext_key is not None and pinned is None:
+            self.pins.pin(ext_key)  # trust on first use
+            self._sessions.clear()  # sessions without a key end with the pin
+        sid = secrets.token_urlsafe(18)
         self._expire()
-        self._sessions[session] = [key, self.clock.seconds()]
-        while len(self._sessions) > self.max_sessions:
-            self._sessions.popitem(last=False)
-        return {"session": session, "proof": b64u(challenge_proof(key, nonce)),
-                "fingerprint": self.fingerprint}
+        extension = self.pins.fingerprint if ext_key is not None else None
+        table, limit = ((self._pinned, self.max_pinned_sessions) if extension is not None
+                        else (self._sessions, self.max_sessions))
+        table[sid] = Session(sid, key, extension, self.clock.seconds())
+        while len(table) > limit:
+            table.popitem(last=False)
+        return {"session": sid, "proof": b64u(challenge_proof(key, nonce)),
+                "fingerprint": self.fingerprint, "extension_fingerprint": extension,
+                "seal": SEAL}
 
     def _expire(self) -> None:
         cutoff = self.clock.seconds() - self.session_idle
-        for sid in [s for s, (_, used) in self._sessions.items() if used < cutoff]:
-            del self._sessions[sid]
+        for table in (self._pinned, self._sessions):
+            for sid in [s for s, session in table.items() if session.used < cutoff]:
+                del table[sid]
 
-    def session_key(self, session: str) -> bytes | None:
-        entry = self._sessions.get(session)
+    def session(self, sid: str) -> Session | None:
+        """The live session C{sid} (C{None}: unknown, idle too long, or not the pinned
+        extension's now that one is pinned)."""
+        self._refresh_pins()
+        table = self._pinned if sid in self._pinned else self._sessions
+        entry = table.get(sid)
         if entry is None:
             return None
-        if entry[1] < self.clock.seconds() - self.session_idle:
-            del self._sessions[session]
+        if entry.used < self.clock.seconds() - self.session_idle:
+            del table[sid]
             return None
-        entry[1] = self.clock.seconds()
-        self._sessions.move_to_end(session)
-        return entry[0]
+        if self.pins.pinned is not None and entry.extension != self.pins.fingerprint:
+            del table[sid]
+            return None
+        entry.used = self.clock.seconds()
+        table.move_to_end(sid)
+        return entry
 
-    def link_proof(self, session: str, nonce: bytes) -> bytes | None:
+    def session_key(self, session: str) -> bytes | None:
+        entry = self.session(session)
+        return entry.key if entry is not None else None
+
+    def link_proof(self, session: str, nonce: bytes, extension_proof: bytes | None = None
+                   ) -> bytes | None:
         """The proof a WebSocket link (the extension's CDP link) opens with: the session's
         L{response_proof} of C{nonce} over L{LINK_BODY}; C{None} for a session this daemon does
-        not know or a nonce out of bounds (the link is then refused)."""
-        key = self.session_key(session)
-        if key is None or not 16 <= len(nonce) <= 128:
+        not know, a nonce out of bounds, or (once an extension is pinned) a missing or wrong
+        C{extension_proof} (L{extension_link_proof}): the link is then refused."""
+        entry = self.session(session)
+        if entry is None or not 16 <= len(nonce) <= 128:
             return None
-        return response_proof(key, nonce, LINK_BODY)
+        if entry.extension is not None or self.pins.pinned is not None:
+            expected = extension_link_proof(entry.key, nonce)
+            if extension_proof is None or not hmac.compare_digest(expected, extension_proof):
+                return None
+        return response_proof(entry.key, nonce, LINK_BODY)
 
-    def sign(self, request, body: bytes) -> None:
-        """Set C{X-Gasoline-Proof} on an answer to a paired extension's request (no-op otherwise).
+    def admit(self, request) -> tuple[int, str, dict[str, Any]] | None:
+        """Check an extension request to a capture or command route; C{None} when it may pass.
 
-        A request naming a session this daemon does not know (it restarted, or the session was
-        dropped) gets C{X-Gasoline-Session-Status: unknown} and no proof: the extension re-pairs.
+        A request naming a session must be sealed under that session's key: its body is
+        replaced by the plaintext and the session noted on the request (L{seal_answer}). A
+        request naming no session (the published 0.7.9 extension) passes while no extension is
+        pinned, and is refused once one is.
         """
-        session = request.getHeader(SESSION_HEADER)
+        sid = request.getHeader(SESSION_HEADER)
+        if sid is None:
+            pinned = self.pinned_fingerprint
+            if pinned is None:
+                return None
+            self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1
+            return 403, (f"this daemon is paired with the Gasoline extension {pinned}: requests "
+                         "of an extension that has not paired (the published 0.7.9 extension, or "
+                         "another one) are refused; run `gasoline pair forget` on this machine to "
+                         "unpin it"), {"code": "extension_not_paired",
+                                       "extension_fingerprint": pinned}
+        session = self.session(sid.decode("ascii", "replace"))
         if session is None:
-            return
-        nonce = request.getHeader(NONCE_HEADER) or b""
-        key = self.session_key(session.decode("ascii", "replace"))
-        if key is None or not 16 <= len(nonce) <= 128:
             request.setHeader(SESSION_STATUS_HEADER, b"unknown")
-            return
-        request.setHeader(PROOF_HEADER, b64u(response_proof(key, nonce, body)).encode("ascii"))
+            return 401, "unknown pairing session: pair again", {"code": "unknown_session"}
+        if request.getHeader(SEALED_HEADER) != b"1":
+            return 400, ("a request naming a pairing session must be sealed (X-Gasoline-Sealed: 1, "
+                         "AES-256-GCM under the session key)"), {"code": "not_sealed"}
+        body = request.content.read() if request.content is not None else b""
+        try:
+            plain, iv = session.open(request.method, request.path, body)
+        except PairingError as e:
+            return 400, str(e), {"code": "bad_seal"}
+        request.content = io.BytesIO(plain)
+        request.gasoline_sealed = (session, iv)
+        return None
+
+    @staticmethod
+    def seal_answer(request, body: bytes) -> bytes:
+        """An answer to a sealed request, sealed under its session and bound to that request
+        (unchanged for an unsealed one)."""
+        sealed = getattr(request, "gasoline_sealed", None)
+        if sealed is None:
+            return body
+        session, iv = sealed
+        request.setHeader(SEALED_HEADER, b"1")
+        request.setHeader(b"content-type", SEALED_TYPE)
+        return session.seal_answer(iv, body)
+
+
+# -- gasoline pair ---------------------------------------------------------------------------------
+
+
+def pair_command(state_dir: Path, action: str | None, fingerprint: str | None = None
+                 ) -> tuple[int, str]:
+    """C{gasoline pair [accept FP | forget]}: C{(exit status, text)}. Edits the pin file the
+    daemon reads again within a second; no daemon needs to run."""
+    path = Path(state_dir) / PIN_FILE
+    data = read_pin_file(path)
+    pinned, candidates = data["pinned"], data["candidates"]
+    if action is None:
+        lines = [f"pinned extension: {pinned['fingerprint'] if pinned else 'none yet'}"
+                 + (f" (since {pinned.get('pinned_at')})" if pinned else "")]
+        for c in candidates:
+            lines.append(f"refused extension: {c['fingerprint']} (last tried {c.get('last_seen')}; "
+                         f"`gasoline pair accept {c['fingerprint']}` to pin it instead)")
+        return 0, "\n".join(lines) + f"\n({path})"
+    if action == "forget":
+        write_pin_file(path, None, candidates)
+        return 0, ("forgot the pinned extension"
+                   + (f" {pinned['fingerprint']}" if pinned else " (none was pinned)")
+                   + ": the next extension that pairs is pinned")
+    if action == "accept":
+        wanted = (fingerprint or "").strip().upper()
+        match = [c for c in candidates if c["fingerprint"] == wanted]
+        if not match:
+            known = ", ".join(c["fingerprint"] for c in candidates) or "none"
+            return 1, (f"no refused extension has fingerprint {wanted!r} (refused so far: {known}); "
+                       "open the Gasoline popup of the extension you want and copy its fingerprint")
+        accepted = {k: v for k, v in match[0].items() if k in ("key", "fingerprint")}
+        accepted["pinned_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        write_pin_file(path, accepted, [c for c in candidates if c["fingerprint"] != wanted])
+        return 0, (f"pinned the extension {wanted}"
+                   + (f" instead of {pinned['fingerprint']}" if pinned else "")
+                   + ": it pairs at its next attempt")
+    return 2, "usage: gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR]"

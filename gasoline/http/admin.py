@@ -56,6 +56,9 @@ class HealthAPI:
             "tracked_tab_id": settings.get("tracked_tab_id"),
             "tracked_tab_url": settings.get("tracked_tab_url"),
             "pending_commands": len(link.commands.outstanding()) if link is not None else 0,
+            # Both fingerprints: the daemon's (the extension pins it) and the extension's (the
+            # daemon pins it); docs/extension.md, "Pairing".
+            "pairing": link.pairing() if link is not None and hasattr(link, "pairing") else None,
         }
         registry = g.registry
         if registry is not None and hasattr(registry, "summary"):

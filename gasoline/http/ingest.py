@@ -87,6 +87,22 @@ def extension_only(route: Callable) -> Callable:
     return gated
 
 
+def extension_session(route: Callable) -> Callable:
+    """A capture or command route of the extension: once the daemon pins an extension, only its
+    sealed requests pass; a sealed request is opened here (L{DaemonIdentity.admit})."""
+
+    @functools.wraps(route)
+    def gated(self, request, *args, **kwargs):
+        if self.identity is not None:
+            refused = self.identity.admit(request)
+            if refused is not None:
+                status, message, extra = refused
+                return json_error(request, status, message, **extra)
+        return route(self, request, *args, **kwargs)
+
+    return extension_only(gated)
+
+
 def _ok(request, **extra: Any) -> bytes:
     return json_body(request, {"status": "ok", **extra})
 
@@ -186,7 +202,7 @@ class IngestAPI:
     # -- console ---------------------------------------------------------------------------------
 
     @app.route("/logs", methods=["POST"])
-    @extension_only
+    @extension_session
     def post_logs(self, request):
         body = request.content.read()
         payload = validate.parse_object(body)
@@ -231,19 +247,19 @@ class IngestAPI:
             request, {"count": len(items) - rejected, "rejected": rejected}))
 
     @app.route("/network-bodies", methods=["POST"])
-    @extension_only
+    @extension_session
     def network_bodies(self, request):
         return self._store_batch(request, "bodies", NETWORK_BODIES)
 
     @app.route("/enhanced-actions", methods=["POST"])
-    @extension_only
+    @extension_session
     def enhanced_actions(self, request):
         # Typed values of password/OTP/PIN/token inputs are redacted before they are stored.
         return self._store_batch(request, "actions", ACTIONS,
                                  lambda payload, valid: redact_typed_values(valid))
 
     @app.route("/network-waterfall", methods=["POST"])
-    @extension_only
+    @extension_session
     def network_waterfall(self, request):
         def page_url(payload, entries):
             url = payload.get("page_url")
@@ -254,7 +270,7 @@ class IngestAPI:
         return self._store_batch(request, "entries", WATERFALL, page_url)
 
     @app.route("/websocket-events", methods=["POST"])
-    @extension_only
+    @extension_session
     def websocket_events(self, request):
         payload, _ = self._payload(request)
         items = validate.batch(payload, "events")
@@ -277,7 +293,7 @@ class IngestAPI:
             request, {"count": len(items) - rejected, "rejected": rejected}))
 
     @app.route("/performance-snapshots", methods=["POST"])
-    @extension_only
+    @extension_session
     def performance_snapshots(self, request):
         payload, _ = self._payload(request)
         items = validate.batch(payload, "snapshots")
@@ -288,7 +304,7 @@ class IngestAPI:
         return _ok(request, count=len(valid), rejected=rejected)
 
     @app.route("/extension-logs", methods=["POST"])
-    @extension_only
+    @extension_session
     def extension_logs(self, request):
         payload, _ = self._payload(request)
         items = validate.batch(payload, "logs")
@@ -297,7 +313,7 @@ class IngestAPI:
         return _ok(request, **self._durability(request, {"count": kept}))
 
     @app.route("/api/extension-status", methods=["POST"])
-    @extension_only
+    @extension_session
     def extension_status(self, request):
         payload, _ = self._payload(request)
         self.extension.set_status(payload)
@@ -306,7 +322,7 @@ class IngestAPI:
     # -- commands --------------------------------------------------------------------------------
 
     @app.route("/sync", methods=["POST"])
-    @extension_only
+    @extension_session
     def sync(self, request):
         payload, _ = self._payload(request)
         d = self.extension.sync(payload)
@@ -315,11 +331,13 @@ class IngestAPI:
 
     def _signed(self, request, body: bytes) -> bytes:
         if self.identity is not None:
-            self.identity.sign(request, body)  # only a paired extension's request gets a proof
+            # A paired extension's /sync answer is sealed under its session and bound to the
+            # request (its commands cannot come from anyone else); others are answered as before.
+            return self.identity.seal_answer(request, body)
         return body
 
     @app.route("/pending-queries", methods=["GET"])
-    @extension_only
+    @extension_session
     def pending_queries(self, request):
         self.extension.touch()
         return json_body(
@@ -335,19 +353,19 @@ class IngestAPI:
         return _ok(request, resolved=resolved)
 
     @app.route("/query-result", methods=["POST"])
-    @extension_only
+    @extension_session
     def query_result(self, request):
         return self._resolve(request)
 
     @app.route("/dom-result", methods=["POST"])
-    @extension_only
+    @extension_session
     def dom_result(self, request):
         return self._resolve(request)
 
     # -- screenshots -----------------------------------------------------------------------------
 
     @app.route("/screenshots", methods=["POST"])
-    @extension_only
+    @extension_session
     def screenshots(self, request):
         payload, _ = self._payload(request)
 
@@ -513,4 +531,4 @@ class IngestAPI:
         return json_error(request, 500, "internal error")
 
 
-__all__ = ["IngestAPI", "is_extension_client", "extension_only"]
+__all__ = ["IngestAPI", "is_extension_client", "extension_only", "extension_session"]

@@ -3,8 +3,10 @@ C{/pairing}: the daemon proves its identity to the Gasoline extension (gasoline.
 
 C{GET /pairing} answers the daemon's public key and fingerprint (what the extension pins once the
 user has compared the fingerprint with C{gasoline identity}); C{POST /pairing/challenge} answers
-a new connection's challenge. Both are extension (EXT) routes. Clients that never call them (the
-published 0.7.9 extension) are served by every other route exactly as before.
+a new connection's challenge (the extension's key is pinned on first use; another key gets 403
+C{extension_not_pinned}, a challenge flood 429). Both are extension (EXT) routes. Clients that never
+call them (the published 0.7.9 extension) are served by every other route exactly as before until
+an extension is pinned (L{gasoline.http.ingest.extension_session}).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from klein import Klein
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core import validate
-from gasoline.core.identity import DaemonIdentity, PairingError
+from gasoline.core.identity import ChallengeRefused, DaemonIdentity, PairingError
 from gasoline.core.validate import PayloadError
 from gasoline.http.ingest import extension_only
 from gasoline.http.json import json_body, json_error
@@ -47,6 +49,10 @@ class PairingAPI:
             return json_error(request, 413, f"a challenge is at most {MAX_CHALLENGE_BYTES} bytes")
         try:
             answer = self.identity.challenge(validate.parse_object(body))
+        except ChallengeRefused as e:
+            if "retry_after" in e.extra:
+                request.setHeader(b"retry-after", str(e.extra["retry_after"]).encode())
+            return json_error(request, e.status, str(e), code=e.code, **e.extra)
         except PairingError as e:
             return json_error(request, 400, str(e))
         request.setHeader(b"cache-control", b"no-store")

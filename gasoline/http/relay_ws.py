@@ -15,7 +15,7 @@ from autobahn.websocket.types import ConnectionDeny
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from gasoline.core.identity import DaemonIdentity, b64u
+from gasoline.core.identity import DaemonIdentity, PairingError, b64u, unb64u
 from gasoline.http.relay_wire import (
     CDP_PREFIX,
     EXTENSION_PATH,
@@ -114,9 +114,16 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
             # "Pairing"), so an impostor on the port never receives CDP traffic or drives a tab.
             session = (request.params.get("session") or [""])[0]
             nonce = (request.params.get("nonce") or [""])[0].encode("ascii", "replace")
-            proof = identity.link_proof(session, nonce)
+            # ... and proves it holds the session key (the session is bound to the pinned
+            # extension key): a session of another key is refused.
+            try:
+                ext_proof = unb64u((request.params.get("proof") or [""])[0] or None, "proof")
+            except PairingError:
+                ext_proof = None
+            proof = identity.link_proof(session, nonce, ext_proof)
             if proof is None:
-                raise ConnectionDeny(403, "unknown pairing session: pair again")
+                raise ConnectionDeny(403, "unknown pairing session, or a session not of the "
+                                          "pinned extension: pair again")
             self.proof = b64u(proof)
         return None
 

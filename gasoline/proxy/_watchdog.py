@@ -149,7 +149,7 @@ def _clear(group: int, grace: float, stopping: list[int]) -> None:
 
 
 def _limits(options: list[str]) -> list[tuple[int, int]]:
-    import resource  # noqa: PLC0415  (only when a limit is set)
+    import resource
 
     out = []
     for option in options:
@@ -185,7 +185,7 @@ def main() -> None:
     if pid == 0:
         try:
             if limits:
-                import resource  # noqa: PLC0415
+                import resource
 
                 for which, soft, hard in limits:
                     resource.setrlimit(which, (soft, hard))

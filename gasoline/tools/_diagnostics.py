@@ -37,6 +37,7 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "extension": {
             "connected": ctx.extension_connected,
             "last_sync": getattr(ext, "last_sync", None),
+            "pairing": ext.pairing() if hasattr(ext, "pairing") else None,
         },
         "buffers": app.store.stats(),
         "clients": registry.summary() if registry is not None else None,
@@ -50,7 +51,11 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         },
     }
     ext_word = "connected" if body["extension"]["connected"] else "not connected"
-    return ctx.ok(f"Gasoline {__version__} ok; extension {ext_word}", body)
+    pairing = body["extension"]["pairing"] or {}
+    fps = (f"; daemon identity {pairing['daemon_fingerprint']}, pinned extension "
+           f"{pairing.get('extension_fingerprint') or 'none yet'}"
+           if pairing.get("daemon_fingerprint") else "")
+    return ctx.ok(f"Gasoline {__version__} ok; extension {ext_word}{fps}", body)
 
 
 def capabilities(gt: Any) -> dict[str, Any]:

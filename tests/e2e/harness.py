@@ -433,3 +433,49 @@ def daemon_get(base_url: str, path: str, timeout: float = 5.0) -> dict:
     req = urllib.request.Request(base_url + path, headers=EXTENSION_HEADERS, method="GET")
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
+
+
+#: Evaluated in an extension's service worker: pair with the daemon AS THAT EXTENSION (its own key
+#: from its IndexedDB, lib/pairing.js's protocol written out here) and open a second CDP link
+#: (``globalThis.__secondLink``). Resolves to {challenge: HTTP status, refusal, link: the first
+#: message's method or "closed <code>"}. What any code running in that extension could do.
+SECOND_LINK_JS = r"""
+(async (serverUrl) => {
+  const enc = new TextEncoder();
+  const b64u = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  const unb64u = (t) => { const s = t.replace(/-/g, '+').replace(/_/g, '/'); return Uint8Array.from(atob(s + '='.repeat((4 - s.length % 4) % 4)), (c) => c.charCodeAt(0)); };
+  const cat = (...p) => { const o = new Uint8Array(p.reduce((n, x) => n + x.length, 0)); let a = 0; for (const x of p) { o.set(x, a); a += x.length; } return o; };
+  const req = (r) => new Promise((res, rej) => { r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+  const db = await req(indexedDB.open('gasoline-keys', 1));
+  const own = await req(db.transaction('keys').objectStore('keys').get('extension'));
+  db.close();
+  const ownRaw = new Uint8Array(await crypto.subtle.exportKey('raw', own.publicKey));
+  const pinned = unb64u((await chrome.storage.local.get('gasolineDaemonIdentity')).gasolineDaemonIdentity.key);
+  const eph = await crypto.subtle.generateKey({ name: 'ECDH', namedCurve: 'P-256' }, false, ['deriveBits']);
+  const ephRaw = new Uint8Array(await crypto.subtle.exportKey('raw', eph.publicKey));
+  const nonce = crypto.getRandomValues(new Uint8Array(32));
+  const sig = new Uint8Array(await crypto.subtle.sign({ name: 'ECDSA', hash: 'SHA-256' }, own.privateKey,
+    cat(enc.encode('gasoline-extension-v1 challenge'), ephRaw, nonce)));
+  const resp = await fetch(serverUrl + '/pairing/challenge', {
+    method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Gasoline-Client': 'gasoline-extension/test' },
+    body: JSON.stringify({ key: b64u(ephRaw), nonce: b64u(nonce), ext_key: b64u(ownRaw), ext_sig: b64u(sig) }),
+  });
+  const answer = await resp.json();
+  if (!resp.ok) return { challenge: resp.status, refusal: answer, link: null };
+  const daemonKey = await crypto.subtle.importKey('raw', pinned, { name: 'ECDH', namedCurve: 'P-256' }, false, []);
+  const shared = await crypto.subtle.deriveBits({ name: 'ECDH', public: daemonKey }, eph.privateKey, 256);
+  const hk = await crypto.subtle.importKey('raw', shared, 'HKDF', false, ['deriveBits']);
+  const bits = await crypto.subtle.deriveBits({ name: 'HKDF', hash: 'SHA-256', salt: nonce,
+    info: cat(enc.encode('gasoline-pairing-v1'), pinned, ephRaw) }, hk, 256);
+  const k = await crypto.subtle.importKey('raw', bits, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  const linkNonce = b64u(crypto.getRandomValues(new Uint8Array(24)));
+  const proof = b64u(await crypto.subtle.sign('HMAC', k, cat(enc.encode('gasoline-extension-v1 link'), enc.encode(linkNonce))));
+  const ws = new WebSocket(serverUrl.replace(/^http/, 'ws') + `/extension/cdp?session=${encodeURIComponent(answer.session)}&nonce=${linkNonce}&proof=${proof}`);
+  globalThis.__secondLink = ws;
+  const link = await new Promise((res) => {
+    ws.onmessage = (ev) => res(JSON.parse(ev.data).method);
+    ws.onclose = (ev) => res('closed ' + ev.code);
+  });
+  return { challenge: resp.status, refusal: null, link };
+})
+"""

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from gasoline.core.identity import DaemonIdentity, PairingError, b64u, response_proof
+from gasoline.core.identity import ChallengeRefused, DaemonIdentity, PairingError
 from harness import EXTENSION_DIR, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -150,13 +150,14 @@ class ScriptedDaemon:
             def log_message(self, *args):
                 pass
 
+            sealed = None  # (session, request iv) of a sealed request
+
             def _json(self, status, obj, sign=False):
                 data = json.dumps(obj).encode()
                 self.send_response(status)
-                session, nonce = self.headers.get("X-Gasoline-Session"), self.headers.get("X-Gasoline-Nonce")
-                key = outer.identity.session_key(session) if sign and session else None
-                if key is not None and nonce:
-                    self.send_header("X-Gasoline-Proof", b64u(response_proof(key, nonce.encode(), data)))
+                if sign and self.sealed is not None:  # the /sync answer, sealed as the daemon does
+                    data = self.sealed[0].seal_answer(self.sealed[1], data)
+                    self.send_header("X-Gasoline-Sealed", "1")
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -171,12 +172,26 @@ class ScriptedDaemon:
                 self._json(200, {"status": "ok", "service-name": "gasoline", "logs": {"entries": 0}})
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                sid = self.headers.get("X-Gasoline-Session")
+                if sid is not None:  # a paired extension's request: sealed under its session
+                    session = outer.identity.session(sid)
+                    if session is None:
+                        self.send_response(401)
+                        self.send_header("X-Gasoline-Session-Status", "unknown")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    raw, iv = session.open(b"POST", self.path.encode(), raw)
+                    self.sealed = (session, iv)
+                body = json.loads(raw or b"{}")
                 if self.path == "/pairing/challenge":
                     with outer.lock:
                         outer.pairing_requests.append(self.path)
                     try:
                         self._json(200, outer.identity.challenge(body))
+                    except ChallengeRefused as e:
+                        self._json(e.status, {"error": str(e), "code": e.code})
                     except PairingError as e:
                         self._json(400, {"error": str(e)})
                     return

@@ -189,7 +189,7 @@ def test_two_playwright_clients_on_different_tabs_get_only_their_own_events(brow
 def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(browser, daemon, site, pw):
     import time
 
-    from support import open_link, pair
+    from harness import SECOND_LINK_JS
 
     url = exposed_tab(browser, daemon, site, "/blank.html")
     cdp_browser = pw.chromium.connect_over_cdp(daemon.url)
@@ -197,10 +197,12 @@ def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(bro
         page = page_at(cdp_browser, url)
         assert page.evaluate("1") == 1
         # Another connection on the extension link replaces the extension's (close 1000); the
-        # extension reconnects with back-off and replaces this one in turn.
-        # (It pairs first: the daemon refuses a link without a pairing session.)
-        origin = "chrome-extension://" + browser.extension_id()
-        intruder = open_link(daemon.port, *pair(daemon.port, origin), origin=origin)
+        # extension reconnects with back-off and replaces this one in turn. The daemon opens the
+        # link only to the extension it pinned, so the second link is opened by the extension
+        # itself (its service worker, with its own key: harness.SECOND_LINK_JS).
+        sw = browser.service_worker()
+        second = browser.cdp.evaluate(sw, f"{SECOND_LINK_JS}({json.dumps(daemon.url)})", timeout=30)
+        assert second["link"] == "Gasoline.proof", second
         outcomes = []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -212,7 +214,7 @@ def test_extension_reconnecting_mid_run_gives_errors_or_answers_never_a_hang(bro
             assert time.monotonic() - started < 35, "a command hung through the reconnect"
             if outcomes[-1][0] == "error":
                 break
-        intruder.close()
+        browser.cdp.evaluate(sw, "globalThis.__secondLink.close(1000); 1")
         wait_until(lambda: relay_status(daemon)["extension_connected"], 20,
                    what="the extension to reconnect")
         # The tab comes back as a fresh page for the client, and works.

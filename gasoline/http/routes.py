@@ -121,7 +121,7 @@ class Route:
         pattern = self.segments
         for i, want in enumerate(pattern):
             if want == "{*}":
-                return len(segments) > i and all(segments[i:])
+                return len(segments) > i and all(_PARAM_VALUE.fullmatch(s) for s in segments[i:])
             if i >= len(segments):
                 return False
             got = segments[i]

@@ -18,7 +18,9 @@ the JSON body of a refusal:
     C{{"error":"forbidden: invalid origin"}}, preflight included, without CORS headers;
  3. a request without C{Origin} that carries C{Sec-Fetch-*} headers is a browser's navigation,
     iframe, C{<img>}, form POST or C{no-cors} fetch: 403 C{forbidden: browser request} on every
-    route but those the table marks C{browser} (C{/health}, a public page);
+    route but those the table marks C{browser} (C{/health}, a public page) -- except an
+    extension's own origin-less GET (L{is_extension_fetch}: C{Sec-Fetch-Site: none}, which no
+    web page can send), on the routes that accept the extension;
  4. CORS: the accepted origin is echoed (never C{*}) with the allowed methods and headers, on
     every response; C{OPTIONS} (preflight) -> 204;
  5. body over the route's limit (C{/logs} 10 MB, everything else 5 MB) -> 413; a body with more
@@ -110,6 +112,21 @@ def is_browser_request(request) -> bool:
     return any(request.getHeader(name) is not None for name in SEC_FETCH_HEADERS)
 
 
+def is_extension_fetch(request) -> bool:
+    """Is C{request} an origin-less C{fetch} from an extension with host permissions?
+
+    Chromium sends no C{Origin} on an extension's GET, and marks it C{Sec-Fetch-Site: none},
+    C{Sec-Fetch-Mode: cors}, C{Sec-Fetch-Dest: empty} (seen in tests/e2e). A web page can never
+    send C{Sec-Fetch-Site: none} (it is for requests the user or an extension starts), and a
+    navigation the user types is C{Sec-Fetch-Mode: navigate}. Which extension it is cannot be
+    told: C{--extension-id} holds only for requests with an C{Origin}.
+    """
+    return (request.getHeader(b"origin") is None
+            and request.getHeader(b"sec-fetch-site") == b"none"
+            and request.getHeader(b"sec-fetch-mode") in (b"cors", b"same-origin")
+            and request.getHeader(b"sec-fetch-dest") in (b"empty", None))
+
+
 class OriginKind:
     """What an C{Origin} value is (see L{Guard.origin_kind})."""
 
@@ -175,7 +192,11 @@ class Guard:
                 return json_error(request, 403, "forbidden: invalid origin")
             request.setHeader(b"access-control-allow-origin", origin)
             request.setHeader(b"vary", b"Origin")
-        elif not route.browser and is_browser_request(request):
+        elif route.browser or not is_browser_request(request):
+            pass
+        elif is_extension_fetch(request) and OriginKind.EXTENSION in _ACCEPTS[route.origins]:
+            kind = OriginKind.EXTENSION
+        else:
             return json_error(request, 403, "forbidden: browser request (Sec-Fetch-*) on a "
                               "route that is not for browsers")
         request.setHeader(b"access-control-allow-methods", ALLOW_METHODS)

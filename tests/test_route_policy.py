@@ -72,6 +72,8 @@ CALLERS = [
     Caller("typed into the address bar", ((b"Sec-Fetch-Site", b"none"),
                                           (b"Sec-Fetch-Mode", b"navigate"),
                                           (b"Sec-Fetch-User", b"?1")), sec_fetch=True),
+    # Node's fetch (undici: the MCP SDK, Puppeteer, Playwright) sends Sec-Fetch-Mode alone.
+    Caller("Node fetch", _EXT + ((b"Sec-Fetch-Mode", b"cors"),)),
     Caller("the daemon's own origin", _EXT + ((b"Origin", b"http://" + HOST),),
            origin="opted-in"),
 ]

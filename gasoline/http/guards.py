@@ -100,16 +100,25 @@ def host_allowed(host: bytes | None) -> bool:
     return name in _LOOPBACK_HOSTS
 
 
-#: The headers a browser adds to every request it makes on its own (navigations, iframes,
-#: images, forms, scripts, no-cors fetches), which carry no C{Origin} when they are GETs.
-SEC_FETCH_HEADERS = (b"sec-fetch-site", b"sec-fetch-mode", b"sec-fetch-dest", b"sec-fetch-user")
+#: What a browser's own requests (navigations, iframes, images, forms, scripts, no-cors fetches,
+#: which carry no C{Origin} when they are GETs) are recognised by: a browser sends
+#: C{Sec-Fetch-Site} on every request to a loopback or https URL, with C{Sec-Fetch-Mode} and
+#: C{Sec-Fetch-Dest}. Node's C{fetch} (undici: the MCP SDK, Puppeteer, Playwright) sends
+#: C{Sec-Fetch-Mode: cors} alone, and is not a browser.
+_BROWSER_MODES = frozenset({b"navigate", b"no-cors", b"nested-navigate", b"websocket"})
 
 
 def is_browser_request(request) -> bool:
-    """Did a browser send C{request} (an C{Origin} or any C{Sec-Fetch-*} header)?"""
-    if request.getHeader(b"origin") is not None:
+    """Did a browser send C{request}? (an C{Origin}, C{Sec-Fetch-Site} or C{Sec-Fetch-User}, a
+    navigation or C{no-cors} C{Sec-Fetch-Mode}, or a C{Sec-Fetch-Dest} other than C{empty})"""
+    header = request.getHeader
+    if header(b"origin") is not None or header(b"sec-fetch-site") is not None \
+            or header(b"sec-fetch-user") is not None:
         return True
-    return any(request.getHeader(name) is not None for name in SEC_FETCH_HEADERS)
+    if header(b"sec-fetch-mode") in _BROWSER_MODES:
+        return True
+    dest = header(b"sec-fetch-dest")
+    return dest is not None and dest != b"empty"
 
 
 def is_extension_fetch(request) -> bool:

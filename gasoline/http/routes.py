@@ -108,6 +108,11 @@ class Route:
             object.__setattr__(self, "key", key)
         if self.browser is None:
             object.__setattr__(self, "browser", browser)
+        object.__setattr__(self, "_parts", tuple(
+            part if _PARAM.fullmatch(part) else part.encode() for part in self.segments))
+
+    #: The pattern's segments, literal ones as bytes (computed once).
+    _parts: tuple[str | bytes, ...] = attrs.field(init=False, repr=False, eq=False)
 
     @property
     def segments(self) -> tuple[str, ...]:
@@ -118,17 +123,16 @@ class Route:
         return name in self.methods or (name == "HEAD" and "GET" in self.methods)
 
     def match(self, segments: tuple[bytes, ...]) -> bool:
-        pattern = self.segments
+        pattern = self._parts
         for i, want in enumerate(pattern):
             if want == "{*}":
                 return len(segments) > i and all(_PARAM_VALUE.fullmatch(s) for s in segments[i:])
             if i >= len(segments):
                 return False
-            got = segments[i]
-            if _PARAM.fullmatch(want):
-                if not _PARAM_VALUE.fullmatch(got):
+            if isinstance(want, str):
+                if not _PARAM_VALUE.fullmatch(segments[i]):
                     return False
-            elif got != want.encode():
+            elif segments[i] != want:
                 return False
         return len(segments) == len(pattern)
 
@@ -230,17 +234,38 @@ def canonical_segments(path: bytes) -> tuple[bytes, ...]:
     return segments
 
 
-def find_route(segments: tuple[bytes, ...], method: bytes = b"GET",
-               routes: tuple[Route, ...] = ROUTES) -> Route | None:
-    """The route that C{segments} (canonical) names for C{method} (else the first route of that
-    path, whose method check then answers 405), or C{None}."""
-    first = None
-    for route in routes:
-        if route.match(segments):
-            if route.allows_method(method):
-                return route
-            first = first or route
-    return first
+class RouteTable:
+    """A table of routes, indexed by first segment (it is read once per request)."""
+
+    def __init__(self, routes: tuple[Route, ...]) -> None:
+        self.routes = routes
+        index: dict[bytes, list[Route]] = {}
+        for route in routes:
+            head = route._parts[0] if route._parts else b""
+            if not isinstance(head, bytes):
+                raise ValueError(f"route {route.pattern}: the first segment must be literal")
+            index.setdefault(head, []).append(route)
+        self._index = {k: tuple(v) for k, v in index.items()}
+
+    def find(self, segments: tuple[bytes, ...], method: bytes = b"GET") -> Route | None:
+        """The route that C{segments} (canonical) names for C{method} (else the first route of
+        that path, whose method check then answers 405), or C{None}."""
+        first = None
+        for route in self._index.get(segments[0] if segments else b"", ()):
+            if route.match(segments):
+                if route.allows_method(method):
+                    return route
+                first = first or route
+        return first
+
+
+#: The daemon's table.
+TABLE = RouteTable(ROUTES)
+
+
+def find_route(segments: tuple[bytes, ...], method: bytes = b"GET") -> Route | None:
+    """L{RouteTable.find} in the daemon's table."""
+    return TABLE.find(segments, method)
 
 
 #: The policy of a path that names no route: refused after the guards (404), answered with the

@@ -21,14 +21,14 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.http.json import json_error
-from gasoline.http.routes import ROUTES, UNKNOWN, NotCanonical, Route, canonical_segments, find_route
+from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable, canonical_segments
 
 
 class GasolineRoot(Resource):
     isLeaf = True
 
     def __init__(self, guard, fallback: Resource | None = None,
-                 routes: tuple[Route, ...] = ROUTES) -> None:
+                 routes: RouteTable = TABLE) -> None:
         super().__init__()
         #: The route policy (gasoline.http.routes.ROUTES).
         self.routes = routes
@@ -54,7 +54,7 @@ class GasolineRoot(Resource):
             segments = canonical_segments(request.path)
         except NotCanonical as e:
             return json_error(request, 400, f"bad request: {e} (spell the route exactly)")
-        route = find_route(segments, request.method, self.routes)
+        route = self.routes.find(segments, request.method)
         refused = self.guard.check(request, route or UNKNOWN)
         if refused is not None:
             return refused

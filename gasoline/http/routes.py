@@ -27,6 +27,7 @@ of a built daemon serve and fails on one without an entry here.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 
 import attrs
@@ -246,6 +247,18 @@ class RouteTable:
                 raise ValueError(f"route {route.pattern}: the first segment must be literal")
             index.setdefault(head, []).append(route)
         self._index = {k: tuple(v) for k, v in index.items()}
+        #: L{_resolve}, remembered for the last 1,024 (path, method) pairs: the extension
+        #: sends the same few paths hundreds of times a second.
+        self.resolve = functools.lru_cache(maxsize=1024)(self._resolve)
+
+    def _resolve(self, path: bytes, method: bytes) -> Route | NotCanonical | None:
+        """The route of the raw path C{path} for C{method}; a L{NotCanonical} (returned, not
+        raised) when the path is not canonical; C{None} when it names no route."""
+        try:
+            segments = canonical_segments(path)
+        except NotCanonical as e:
+            return e
+        return self.find(segments, method)
 
     def find(self, segments: tuple[bytes, ...], method: bytes = b"GET") -> Route | None:
         """The route that C{segments} (canonical) names for C{method} (else the first route of

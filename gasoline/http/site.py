@@ -21,7 +21,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.http.json import json_error
-from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable, canonical_segments
+from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable
 
 
 class GasolineRoot(Resource):
@@ -50,11 +50,9 @@ class GasolineRoot(Resource):
         return body
 
     def _render(self, request):
-        try:
-            segments = canonical_segments(request.path)
-        except NotCanonical as e:
-            return json_error(request, 400, f"bad request: {e} (spell the route exactly)")
-        route = self.routes.find(segments, request.method)
+        route = self.routes.resolve(request.path, request.method)
+        if isinstance(route, NotCanonical):
+            return json_error(request, 400, f"bad request: {route} (spell the route exactly)")
         refused = self.guard.check(request, route or UNKNOWN)
         if refused is not None:
             return refused

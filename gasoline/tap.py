@@ -164,8 +164,6 @@ class Options(usage.Options):
             raise usage.UsageError(f"--listen {self['listen']!r} is not a valid endpoint: {e}")
         ids = self["extension-id"]
         if ids is None:
-            import os
-
             ids = os.environ.get("GASOLINE_EXTENSION_IDS", "")
         self["extension-ids"] = tuple(i.strip() for i in ids.split(",") if i.strip())
         proxy = self["proxy-config"] or os.environ.get("GASOLINE_PROXY_CONFIG") or None

@@ -78,6 +78,20 @@ def test_health_lists_registered_clients(tmp_path):
     assert [c["id"] for c in body["clients"]["list"]] == ["agent-a"]
 
 
+def test_with_an_api_key_health_lists_client_ids_only_to_key_holders(tmp_path):
+    """GET /events and the MCP client header take a client id: with --api-key, a caller without
+    the key learns how many clients there are, never their ids (issue 28 §3)."""
+    app, clock, treq = make(tmp_path, api_key="sekrit")
+    app.registry.register("agent-a", now=clock.seconds())
+    code, body = get(treq)
+    assert code == 200 and body["clients"]["active"] == 1 and "list" not in body["clients"]
+    assert "agent-a" not in json.dumps(body)
+    code, body = get(treq, headers={"X-Gasoline-Key": "wrong"})
+    assert code == 200 and "list" not in body["clients"]
+    code, body = get(treq, headers={"X-Gasoline-Key": "sekrit"})
+    assert [c["id"] for c in body["clients"]["list"]] == ["agent-a"]
+
+
 def test_health_reports_the_journal_file_when_persisting(tmp_path):
     clock = Clock()
     app = build(Config(state_dir=tmp_path, persist=True), clock)

@@ -454,8 +454,15 @@ def test_long_poll_cancel_raises_cancelled(app, clock):
 # -- GET /events -------------------------------------------------------------------------------------
 
 
-def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[bytes, bytes] | None = None):
+def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[bytes, bytes] | None = None,
+                    token: bool = True):
+    """C{GET /events} with C{query}; with C{token}, the client's token is added (what the
+    subscribing agent got in its C{events_url})."""
     from twisted.web.server import NOT_DONE_YET
+
+    if token and query.get(b"client") and b"proof" not in query:
+        client = query[b"client"][0].decode()
+        query = {**query, b"proof": [app.streaming.events_token(client).encode()]}
     from twisted.web.test.requesthelper import DummyRequest
 
     class Request(DummyRequest):
@@ -521,6 +528,32 @@ def test_events_route_refusals(app, clock, query, headers, status):
     Agent(app, "B")
     request, body = _events_request(app, query, headers)
     assert request.responseCode == status and body is not None
+
+
+def test_events_route_opens_only_with_the_token_the_subscribing_agent_got(app, clock):
+    """Knowing a client id (GET /health listed them) used to be enough to read that agent's
+    events; the stream now needs the token of the agent's own events_url (issue 28 §3)."""
+    a = Agent(app, "A")
+    url = payload(a.tool("configure", {"what": "streaming", "subscribe": ["error"]}))["events_url"]
+    assert url.startswith("/events?client=A&proof=")
+    status = payload(a.tool("configure", {"what": "streaming", "streaming_action": "status"}))
+    assert status["events_url"] == url
+    token = url.split("proof=", 1)[1].encode()
+    assert token == app.streaming.events_token("A").encode()  # not redacted on its way
+    Agent(app, "B").subscribe(["error"])
+    for query in ({b"client": [b"A"]}, {b"client": [b"A"], b"proof": [b"x" * len(token)]},
+                  {b"client": [b"A"], b"proof": [app.streaming.events_token("B").encode()]},
+                  {b"client": [b"nobody"]}):
+        request, body = _events_request(app, query, token=False)
+        assert request.responseCode == 403 and body is not None, query
+        assert b"nobody" not in body  # no oracle for which ids exist
+    request, body = _events_request(app, {b"client": [b"A"], b"proof": [token]}, token=False)
+    assert body is None and request.responseCode == 200
+    request.finish()
+    request, body = _events_request(app, {b"client": [b"A"]},
+                                    {b"x-gasoline-events-proof": token}, token=False)
+    assert body is None and request.responseCode == 200
+    request.finish()
 
 
 def test_events_route_needs_the_api_key_when_one_is_set(tmp_path, clock):

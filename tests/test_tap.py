@@ -86,3 +86,52 @@ def test_the_shutdown_hook_reaches_the_reactor(tmp_path):
     assert service.gasoline.shutdown.request("test")
     reactor.advance(1)
     assert reactor.hasStopped
+
+
+# -- --extension-id (issue 28 §6) -----------------------------------------------------------------
+
+
+def test_extension_id_alone_parses_and_reaches_the_config(tmp_path, monkeypatch):
+    """It used to raise UnboundLocalError unless --proxy-config was given too."""
+    monkeypatch.delenv("GASOLINE_EXTENSION_IDS", raising=False)
+    monkeypatch.delenv("GASOLINE_PROXY_CONFIG", raising=False)
+    options = _options(tmp_path, "--extension-id", "goodid, otherid")
+    assert options.config().extension_ids == ("goodid", "otherid")
+
+
+def test_extension_ids_come_from_the_environment_without_the_flag(tmp_path, monkeypatch):
+    monkeypatch.setenv("GASOLINE_EXTENSION_IDS", "envid")
+    monkeypatch.delenv("GASOLINE_PROXY_CONFIG", raising=False)
+    assert _options(tmp_path).config().extension_ids == ("envid",)
+    # the flag wins over the environment
+    assert _options(tmp_path, "--extension-id", "flagid").config().extension_ids == ("flagid",)
+
+
+def _health_with_origin(url: str, origin: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url + "/health", headers={"Origin": origin})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_the_real_daemon_starts_with_pinned_extension_ids_and_refuses_others(tmp_path, how):
+    from support import DaemonProcess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GASOLINE_EXTENSION_IDS",
+                                                             "GASOLINE_PROXY_CONFIG")}
+    args: tuple[str, ...] = ()
+    if how == "flag":
+        args = ("--extension-id", "goodid")
+    else:
+        env["GASOLINE_EXTENSION_IDS"] = "goodid"
+    daemon = DaemonProcess(tmp_path / "state", args=args)
+    daemon.env = env
+    with daemon:
+        assert _health_with_origin(daemon.url, "chrome-extension://goodid") == 200
+        assert _health_with_origin(daemon.url, "chrome-extension://otherid") == 403

@@ -103,7 +103,12 @@ class HealthAPI:
 
     @app.route("/health", methods=["GET", "HEAD"])
     def get_health(self, request):
-        return json_body(request, self.health())
+        body = self.health()
+        if not getattr(request, "gasoline_key_ok", True):
+            # With --api-key, client ids are for callers that prove the key (GET /events and
+            # the MCP client header take an id): the counts stay public.
+            body["clients"] = {k: v for k, v in body["clients"].items() if k != "list"}
+        return json_body(request, body)
 
     @app.handle_errors(NotFound)
     def not_found(self, request, failure):

@@ -7,12 +7,15 @@ connect the unread items are replayed (only those after C{Last-Event-ID} / C{?si
 given), then new ones follow as they arrive; reading here never acknowledges (C{observe
 {what:"events"}} does). Errors: 400 without a well-formed C{client}, 404 for a client the daemon
 does not know, 409 when that client has no streaming subscription (C{configure
-{what:"streaming"}}), 406 when C{Accept} excludes C{text/event-stream}. The root's guard (Host,
+{what:"streaming"}}), 406 when C{Accept} excludes C{text/event-stream}, 403 without the
+C{proof} that C{configure {what:"streaming"}} gave the subscribing agent (its C{events_url}):
+a client id alone does not open another agent's stream. The root's guard (Host,
 Origin, the optional API key: C{events} is a keyed segment) runs first, as for every route.
 """
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 import orjson
@@ -58,6 +61,14 @@ class EventsResource(Resource):
         raw = (request.args.get(b"client") or [b""])[0].decode("utf-8", "replace")
         if not CLIENT_ID_RE.match(raw):
             return json_error(request, 400, "client=<client id> is required")
+        # Who may open the stream: the agent that subscribed, which alone got the proof (in
+        # configure {what:"streaming"}'s events_url). Checked before the client is looked up,
+        # so the answer says nothing about which client ids exist.
+        token = (request.args.get(b"proof") or [request.getHeader(b"x-gasoline-events-proof")
+                                                  or b""])[0]
+        if not hmac.compare_digest(token, self.streaming.events_token(raw).encode()):
+            return json_error(request, 403, "forbidden: proof=<p> from configure "
+                              "{what:\"streaming\"}'s events_url is required")
         since = 0
         last = request.getHeader(b"last-event-id") or (request.args.get(b"since") or [None])[0]
         if last is not None:

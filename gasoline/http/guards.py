@@ -1,33 +1,37 @@
 """
-The guards every request passes before any route runs (extension-protocol.md §1).
+The guards every request passes before any route runs (extension-protocol.md §1), read from the
+route policy of L{gasoline.http.routes}.
 
-L{Guard.check} runs first for every request (the root resource calls it) and either returns
-C{None} (go on; CORS headers are already set on the response) or the JSON body of a refusal:
+The root resource canonicalises the path and finds the request's L{Route} first (a path that is
+not canonical is 400, one that names no route 404, both before any route runs), then
+L{Guard.check} either returns C{None} (go on; CORS headers are already set on the response) or
+the JSON body of a refusal:
 
  1. C{Host} must be C{localhost}, C{127.0.0.1} or C{[::1]} (any port) or absent, else 403
     (DNS-rebinding guard);
  2. C{Origin}, when present, is a browser page or extension calling us (SDK clients, the
-    connector and curl send none and are not affected). It is accepted only
-      - from C{chrome-extension://<id>} / C{moz-extension://<id>} (C{[a-z0-9_-]+}; only the
-        pinned ids when C{extension_ids} is set) and only on the extension routes (the ingest API
-        and C{/health}), or
-      - from an origin opted in with C{--allow-origin} (C{allowed_origins}), or the daemon's own
-        origin (C{http://} + the loopback C{Host}: only a page the daemon served could send it,
-        and it serves none), on every route but C{/shutdown}.
-    Everything else is 403 C{{"error":"forbidden: invalid origin"}} (a web page, including one
-    served from C{http://localhost:<port>}, on any route; any browser origin on the MCP,
-    C{/clients}, admin and C{/shutdown} routes), preflight included, and the refusal carries no
-    CORS header, so the browser does not even let the page read it (docs/security.md);
- 3. CORS: the accepted origin is echoed (never C{*}) with the allowed methods and headers, on
-    every response;
- 4. C{OPTIONS} (preflight) -> 204;
+    connector, CDP clients and curl send none). It is classified once: the extension
+    (C{chrome-extension://<id>} / C{moz-extension://<id>}, C{[a-z0-9_-]+}, only the pinned ids
+    when C{extension_ids} is set), an opted-in origin (C{--allow-origin}, or the daemon's own
+    origin C{http://} + the loopback C{Host}), or anything else (a web page, another extension).
+    The route's L{Origins} says which classes it accepts; every other origin is 403
+    C{{"error":"forbidden: invalid origin"}}, preflight included, without CORS headers;
+ 3. a request without C{Origin} that carries C{Sec-Fetch-*} headers is a browser's navigation,
+    iframe, C{<img>}, form POST or C{no-cors} fetch: 403 C{forbidden: browser request} on every
+    route but those the table marks C{browser} (C{/health}, a public page) -- except an
+    extension's own origin-less GET (L{is_extension_fetch}: C{Sec-Fetch-Site: none}, which no
+    web page can send), on the routes that accept the extension;
+ 4. CORS: the accepted origin is echoed (never C{*}) with the allowed methods and headers, on
+    every response; C{OPTIONS} (preflight) -> 204;
  5. body over the route's limit (C{/logs} 10 MB, everything else 5 MB) -> 413; a body with more
     than L{MAX_JSON_TOKENS} JSON separators (C{E{lb}}, C{[} and C{,}, counted without parsing)
     -> 413, so no request can hold the reactor for seconds of decoding;
- 6. with an C{api_key}, MCP (C{/mcp...}, C{/session...}) and admin (C{/clients},
-    C{/metrics}) routes need C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}),
-    else 401. The key never guards the extension routes, C{/health} or preflight (the extension never
-    sends it).
+ 6. with an C{api_key}, a route whose L{Key} is C{ALWAYS} (every route but C{/health} and the
+    extension's own) needs C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
+    401; a C{UNLESS_EXTENSION} route (pairing, the extension's CDP link) needs it unless the
+    request carries an accepted extension C{Origin}. Preflight never needs it. Whether the
+    caller proved the key is left on the request as C{gasoline_key_ok} (C{/health} lists client
+    ids only then).
 
 The extension header gate (C{X-Gasoline-Client: gasoline-extension...}) is per route and lives in
 L{gasoline.http.ingest}.
@@ -43,6 +47,7 @@ import attrs
 from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 from gasoline.http.json import json_error
 from gasoline.http.request import body_length, body_limit_for
+from gasoline.http.routes import Key, Origins, Route
 
 ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
 #: The extension's headers (extension-protocol.md §1), then the MCP streamable-HTTP headers a
@@ -58,13 +63,6 @@ _EXTENSION_ORIGIN = re.compile(rb"(chrome-extension|moz-extension)://([a-z0-9_-]
 #: Bodies at most this long cannot hold more than MAX_JSON_TOKENS values: not counted.
 _TOKEN_CHECK_FROM = MAX_JSON_TOKENS
 
-#: First path segments that the optional API key guards (MCP transports and admin routes).
-KEYED_SEGMENTS: tuple[bytes, ...] = (b"mcp", b"clients", b"metrics", b"events", b"session")
-#: First path segments that no extension origin may use (MCP, client and admin routes).
-AGENT_SEGMENTS: frozenset[bytes] = frozenset({b"mcp", b"clients", b"metrics", b"events",
-                                         b"sse", b"messages", b"session"})
-#: Paths no browser origin may use at all, not even one opted in with --allow-origin.
-NO_BROWSER_PATHS: frozenset[bytes] = frozenset({b"/shutdown"})
 _WEB_ORIGIN = re.compile(r"(https?)://([a-z0-9.-]+|\[[0-9a-f:.]+\])(?::(\d{1,5}))?", re.I)
 
 
@@ -102,8 +100,56 @@ def host_allowed(host: bytes | None) -> bool:
     return name in _LOOPBACK_HOSTS
 
 
-def _first_segment(path: bytes) -> bytes:
-    return path[1:].split(b"/", 1)[0] if path.startswith(b"/") else path.split(b"/", 1)[0]
+#: What a browser's own requests (navigations, iframes, images, forms, scripts, no-cors fetches,
+#: which carry no C{Origin} when they are GETs) are recognised by: a browser sends
+#: C{Sec-Fetch-Site} on every request to a loopback or https URL, with C{Sec-Fetch-Mode} and
+#: C{Sec-Fetch-Dest}. Node's C{fetch} (undici: the MCP SDK, Puppeteer, Playwright) sends
+#: C{Sec-Fetch-Mode: cors} alone, and is not a browser.
+_BROWSER_MODES = frozenset({b"navigate", b"no-cors", b"nested-navigate", b"websocket"})
+
+
+def is_browser_request(request) -> bool:
+    """Did a browser send C{request}? (an C{Origin}, C{Sec-Fetch-Site} or C{Sec-Fetch-User}, a
+    navigation or C{no-cors} C{Sec-Fetch-Mode}, or a C{Sec-Fetch-Dest} other than C{empty})"""
+    header = request.getHeader
+    if header(b"origin") is not None or header(b"sec-fetch-site") is not None \
+            or header(b"sec-fetch-user") is not None:
+        return True
+    if header(b"sec-fetch-mode") in _BROWSER_MODES:
+        return True
+    dest = header(b"sec-fetch-dest")
+    return dest is not None and dest != b"empty"
+
+
+def is_extension_fetch(request) -> bool:
+    """Is C{request} an origin-less C{fetch} from an extension with host permissions?
+
+    Chromium sends no C{Origin} on an extension's GET, and marks it C{Sec-Fetch-Site: none},
+    C{Sec-Fetch-Mode: cors}, C{Sec-Fetch-Dest: empty} (seen in tests/e2e). A web page can never
+    send C{Sec-Fetch-Site: none} (it is for requests the user or an extension starts), and a
+    navigation the user types is C{Sec-Fetch-Mode: navigate}. Which extension it is cannot be
+    told: C{--extension-id} holds only for requests with an C{Origin}.
+    """
+    return (request.getHeader(b"origin") is None
+            and request.getHeader(b"sec-fetch-site") == b"none"
+            and request.getHeader(b"sec-fetch-mode") in (b"cors", b"same-origin")
+            and request.getHeader(b"sec-fetch-dest") in (b"empty", None))
+
+
+class OriginKind:
+    """What an C{Origin} value is (see L{Guard.origin_kind})."""
+
+    EXTENSION = "extension"
+    OPTED_IN = "opted-in"
+    OTHER = "other"
+
+
+_ACCEPTS: dict[Origins, frozenset[str]] = {
+    Origins.NONE: frozenset(),
+    Origins.EXTENSION: frozenset({OriginKind.EXTENSION}),
+    Origins.OPTED_IN: frozenset({OriginKind.OPTED_IN}),
+    Origins.EXTENSION_OR_OPTED_IN: frozenset({OriginKind.EXTENSION, OriginKind.OPTED_IN}),
+}
 
 
 @attrs.define
@@ -113,7 +159,6 @@ class Guard:
     #: Pinned extension ids (empty: any well-formed id).
     extension_ids: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
     api_key: str | None = None
-    keyed_segments: tuple[bytes, ...] = KEYED_SEGMENTS
     #: Web origins opted in with C{--allow-origin} (normalized, see L{normalize_origin}).
     allowed_origins: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
 
@@ -122,36 +167,47 @@ class Guard:
         return cls(extension_ids=config.extension_ids, api_key=config.api_key or None,
                    allowed_origins=getattr(config, "allowed_origins", ()))
 
-    def origin_allowed(self, origin: bytes, path: bytes = b"/health",
-                       host: bytes | None = None) -> bool:
-        """May a browser at C{origin} use the route at C{path}? (see the module docstring)"""
-        if path in NO_BROWSER_PATHS:
-            return False
+    def origin_kind(self, origin: bytes, host: bytes | None = None) -> str:
+        """The class of C{origin}: the (pinned) extension, an opted-in web origin, or other."""
         if host is not None and origin.lower() == b"http://" + host.strip().lower():
-            # Same origin as the daemon itself (the Host already passed the loopback check): only
-            # a page the daemon served could send it, and the daemon serves none.
-            return True
+            # Same origin as the daemon itself (the Host already passed the loopback check).
+            return OriginKind.OPTED_IN
         if self.allowed_origins:
             try:
                 if normalize_origin(origin.decode("ascii")) in self.allowed_origins:
-                    return True
+                    return OriginKind.OPTED_IN
             except (UnicodeDecodeError, ValueError):
                 pass
         m = _EXTENSION_ORIGIN.fullmatch(origin)
-        if m is None or _first_segment(path) in AGENT_SEGMENTS:
-            return False
-        return not self.extension_ids or m.group(2).decode() in self.extension_ids
+        if m is not None and (not self.extension_ids
+                              or m.group(2).decode() in self.extension_ids):
+            return OriginKind.EXTENSION
+        return OriginKind.OTHER
 
-    def check(self, request) -> bytes | None:
+    def origin_allowed(self, origin: bytes, route: Route, host: bytes | None = None) -> bool:
+        """May a browser at C{origin} use C{route}?"""
+        return self.origin_kind(origin, host) in _ACCEPTS[route.origins]
+
+    def check(self, request, route: Route) -> bytes | None:
         """C{None} to go on, else the body of the refusal (status and headers already set)."""
-        if not host_allowed(request.getHeader(b"host")):
+        host = request.getHeader(b"host")
+        if not host_allowed(host):
             return json_error(request, 403, "forbidden: invalid host")
         origin = request.getHeader(b"origin")
+        kind = None
         if origin is not None:
-            if not self.origin_allowed(origin, request.path, request.getHeader(b"host")):
+            kind = self.origin_kind(origin, host)
+            if kind not in _ACCEPTS[route.origins]:
                 return json_error(request, 403, "forbidden: invalid origin")
             request.setHeader(b"access-control-allow-origin", origin)
             request.setHeader(b"vary", b"Origin")
+        elif route.browser or not is_browser_request(request):
+            pass
+        elif is_extension_fetch(request) and OriginKind.EXTENSION in _ACCEPTS[route.origins]:
+            kind = OriginKind.EXTENSION
+        else:
+            return json_error(request, 403, "forbidden: browser request (Sec-Fetch-*) on a "
+                              "route that is not for browsers")
         request.setHeader(b"access-control-allow-methods", ALLOW_METHODS)
         request.setHeader(b"access-control-allow-headers", ALLOW_HEADERS)
         if request.method == b"OPTIONS":
@@ -174,10 +230,12 @@ class Guard:
                     request, 413,
                     f"request body has too many JSON values ({tokens:,} separators; limit "
                     f"{MAX_JSON_TOKENS:,} per request)", limit=MAX_JSON_TOKENS)
-        if self.api_key is not None and _first_segment(path) in self.keyed_segments:
-            if not self._key_ok(request):
-                request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')
-                return json_error(request, 401, "unauthorized: missing or invalid X-Gasoline-Key")
+        key_ok = self.api_key is None or self._key_ok(request)
+        request.gasoline_key_ok = key_ok
+        if not key_ok and (route.key is Key.ALWAYS or (
+                route.key is Key.UNLESS_EXTENSION and kind != OriginKind.EXTENSION)):
+            request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')
+            return json_error(request, 401, "unauthorized: missing or invalid X-Gasoline-Key")
         return None
 
     def _key_ok(self, request) -> bool:

@@ -296,20 +296,36 @@ class StatusPage:
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return _static("status.html")
 
-    @app.route("/ui/<string:name>", methods=["GET", "HEAD"])
-    def static(self, request, name):
+    @app.route("/ui/state", methods=["GET", "HEAD"])
+    def state_json(self, request):
+        refused = self._refused(request, keyed=True)
+        return refused if refused is not None else json_body(request, self.state())
+
+    @app.route("/ui/stream", methods=["GET", "HEAD"])
+    def stream(self, request):
+        refused = self._refused(request, keyed=True)
+        return refused if refused is not None else self._stream(request)
+
+    @app.route("/ui/status.css", methods=["GET", "HEAD"])
+    def style(self, request):
+        return self._file(request, "status.css")
+
+    @app.route("/ui/status.js", methods=["GET", "HEAD"])
+    def script(self, request):
+        return self._file(request, "status.js")
+
+    def _refused(self, request, keyed: bool = False) -> bytes | None:
+        """The page's headers, then the refusal of a foreign or (when C{keyed}) unkeyed request."""
         self._headers(request)
         refused = self._foreign(request)
+        if refused is None and keyed:
+            refused = self._unkeyed(request)
+        return refused
+
+    def _file(self, request, name: str) -> bytes:
+        refused = self._refused(request)
         if refused is not None:
             return refused
-        if name == "state":
-            refused = self._unkeyed(request)
-            return refused if refused is not None else json_body(request, self.state())
-        if name == "stream":
-            refused = self._unkeyed(request)
-            return refused if refused is not None else self._stream(request)
-        if name not in _FILES:
-            return json_error(request, 404, "not found")
         request.setHeader(b"content-type", _FILES[name])
         return _static(name)
 

@@ -34,6 +34,10 @@ rebuilds its matcher from that state whenever the state's saved form changes.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import os
 from collections import deque
 from itertools import chain
 from typing import Any, Callable, Iterable, Mapping
@@ -196,6 +200,8 @@ class Streaming:
         self._redact_text = redact_text if redact_text is not None else (lambda text: text)
         self._redactions: dict[str, str] = {}
         self.inbox_size = inbox_size
+        #: Keys the C{GET /events} proofs (L{events_token}); new each run of the daemon.
+        self.events_secret = os.urandom(32)
         self.agents: dict[str, AgentStream] = {}
         self._active: tuple[AgentStream, ...] = ()
         #: The buffers whose writes can carry a type some active agent subscribed to, and those
@@ -766,6 +772,17 @@ class Streaming:
                 "stream": None if session is None else session.transport}
 
     # -- GET /events listeners -------------------------------------------------------------------
+
+    def events_token(self, client_id: str) -> str:
+        """The proof C{GET /events?client=<id>&proof=<p>} needs: only the agent that subscribed
+        learns it (in C{configure {what:"streaming"}}'s answer), so knowing a client id is not
+        enough to read that agent's events. Valid for this run of the daemon."""
+        digest = hmac.new(self.events_secret, b"events\0" + client_id.encode(), hashlib.sha256)
+        return base64.urlsafe_b64encode(digest.digest()[:24]).decode().rstrip("=")
+
+    def events_url(self, client_id: str) -> str:
+        """The path of C{client_id}'s C{GET /events} stream, proof included."""
+        return f"/events?client={client_id}&proof={self.events_token(client_id)}"
 
     def listen(self, client_id: str, listener: Callable[[dict[str, Any]], None],
                end: Callable[[], None] | None = None) -> AgentStream | None:

@@ -37,6 +37,8 @@ def configure_streaming(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     if action == "status" or (action is None and "enabled" not in args
                               and "subscribe" not in args and "filters" not in args):
         status = streaming.status(ctx.state)
+        if status["streaming_enabled"]:
+            status["events_url"] = streaming.events_url(ctx.state.client_id)
         word = "on" if status["streaming_enabled"] else "off"
         return ctx.ok(f"streaming is {word}", status)
     if action == "disable":
@@ -51,7 +53,10 @@ def configure_streaming(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
                        "filters": None})
     body: dict[str, Any] = {"configured": True, "streaming_enabled": True,
                             "subscribe": list(subscription.types),
-                            "filters": subscription.filters()}
+                            "filters": subscription.filters(),
+                            # GET /events for consumers that do not speak MCP: only this agent
+                            # learns the token (docs/security.md, "Route policy").
+                            "events_url": streaming.events_url(ctx.state.client_id)}
     summary = (f"streaming {', '.join(subscription.types)} (at most "
                f"{subscription.rate_limit}/s); read them with observe {{what:\"events\"}}")
     if ALL in subscription.types:

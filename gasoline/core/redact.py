@@ -836,6 +836,18 @@ redact_text = _DEFAULT.redact_text
 redact_value = _DEFAULT.redact_value
 
 
+_CUT_TAIL = re.compile(r"[^\s\"'<>`]*…$")
+
+
+def drop_cut_tail(text: str) -> str:
+    """C{text}, which was cut and ends in C{…}, without its last word (unless it is a marker):
+    a secret cut in half has lost the shape the redactor knows, so what is left of it goes too."""
+    m = _CUT_TAIL.search(text)
+    if m is None or m.start() == m.end() - 1 or is_marker(text[m.start():m.end() - 1]):
+        return text
+    return text[:m.start()] + "…"
+
+
 def redact_entries(entries: Any) -> list[Any]:
     """Each entry redacted (L{Redactor.redact_value}; an entry proven clean is kept as it is).
 

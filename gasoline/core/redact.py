@@ -68,7 +68,8 @@ _SECRET_FIELD = re.compile(
     r"|(?<![a-z])pin(?![a-z])|pin[-_]?code|cvv|cvc|csc|card[-_]?number|cc[-_]?num|ssn|api[-_]?key"
 )
 #: Fields of an action or input record that describe the field (not its value).
-_FIELD_DESCRIBERS = ("input_type", "inputType", "type", "name", "id", "autocomplete", "label",
+_FIELD_DESCRIBERS = ("input_type", "inputType", "input_name", "input_id", "type", "name", "id",
+                     "autocomplete", "label",
                      "placeholder", "selector", "field", "fieldName", "field_name", "aria_label",
                      "ariaLabel", "element", "target")
 #: Keys under which a value is the text typed into a field.
@@ -115,19 +116,61 @@ def describes_secret_field(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 1000 and _SECRET_FIELD.search(value) is not None
 
 
+# The one rule for "this input holds a secret", the same as the extension's (lib/redact.js
+# isSensitiveField; tests/test_redact_fields.py runs both on one table): its type is password, its
+# autocomplete names a password, a one-time code or card data (cc-*), or its name / id says so.
+_SECRET_AUTOCOMPLETE = re.compile(
+    r"(?:^|\s)(?:current-password|new-password|one-time-code|cc-[a-z-]+|transaction-amount)"
+    r"(?:\s|$)", re.I)
+_SECRET_FIELD_NAME = re.compile(
+    r"pass(?:word|wd|code|phrase)?|pwd|secret|token|otp|one.?time|pin\b|cvv|cvc|csc"
+    r"|card.?(?:number|num|no)|cc.?(?:num|number|exp|csc)|ssn|security.?code", re.I)
+#: What an action record says about its field: C{input_type}, C{input_name}, C{input_id},
+#: C{autocomplete} (user actions from the extension and the agent's own, alike).
+FIELD_NATURE = ("input_type", "input_name", "input_id", "autocomplete")
+
+
+def is_sensitive_field(type: Any = "", name: Any = "", id: Any = "",
+                       autocomplete: Any = "") -> bool:
+    """The extension's C{isSensitiveField}, in Python: does this input hold a secret?"""
+    if str(type or "").lower() == "password":
+        return True
+    if _SECRET_AUTOCOMPLETE.search(str(autocomplete or "")[:1000]):
+        return True
+    return bool(_SECRET_FIELD_NAME.search(str(name or "")[:1000])
+                or _SECRET_FIELD_NAME.search(str(id or "")[:1000]))
+
+
+def action_is_secret(item: dict[str, Any]) -> bool:
+    """Whether an action record's typed value must not be kept: its field's nature says so
+    (L{is_sensitive_field} over C{input_type}, C{input_name}, C{input_id}, C{autocomplete}), or,
+    for records without it, any describing field (type, name, selector, label...) does."""
+    if is_sensitive_field(item.get("input_type"), item.get("input_name"),
+                          item.get("input_id"), item.get("autocomplete")):
+        return True
+    return any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS)
+
+
 def redact_typed_values(items: list[Any]) -> None:
-    """Replace, in place, the typed value of every action whose field says it holds a secret
-    (a password, OTP, PIN or token input): such values are never stored, so no reader, journal
-    or generator can leak them. Cheap: only dicts with a typed-value key are looked at."""
+    """Replace, in place, the typed value of every action whose field holds a secret
+    (L{action_is_secret}: a password, OTP, PIN, card or token input) with C{[REDACTED:input]},
+    and a key typed into it: such values are never stored, so no reader, journal or generator
+    can leak them. The same rule decides for the user's actions (at ingest) and the agent's own
+    (L{gasoline.tools._actions.record}). Cheap: only dicts with a typed value are looked at."""
     for item in items:
-        if not isinstance(item, dict) or not any(k in item for k in _TYPED_VALUES):
+        if not isinstance(item, dict) or not (any(k in item for k in _TYPED_VALUES)
+                                              or "key" in item):
             continue
-        if any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS):
-            for k in _TYPED_VALUES:
-                v = item.get(k)
-                if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "" \
-                        and not (isinstance(v, str) and is_marker(v)):
-                    item[k] = marker("password")
+        if not action_is_secret(item):
+            continue
+        for k in _TYPED_VALUES:
+            v = item.get(k)
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "" \
+                    and not (isinstance(v, str) and is_marker(v)):
+                item[k] = marker("input")
+        key = item.get("key")
+        if item.get("type") == "keypress" and isinstance(key, str) and len(key) == 1:
+            item["key"] = marker("input")
 
 
 def _key_label(name: str) -> str:

@@ -29,7 +29,7 @@ import binascii
 import math
 import re
 from typing import Any, Callable
-from urllib.parse import quote_plus, unquote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import orjson
 import re2
@@ -855,6 +855,15 @@ class Redactor:
                 parts.append(f"{name}={marker(_key_label(decoded_name))}")
                 changed = True
                 continue
+            if "+" in raw:
+                # "+" is a space in a form body but a base64 character in a key that was never
+                # form-encoded (AccountKey=ab+cd/...): a secret found with "+" kept is taken so.
+                literal = unquote(raw)
+                redacted = self._redact_string(literal, depth + 1)
+                if redacted != literal:
+                    parts.append(f"{name}={quote(redacted, safe='[]:')}")
+                    changed = True
+                    continue
             redacted = self._redact_string(decoded, depth + 1) if decoded else decoded
             if redacted != decoded:
                 parts.append(f"{name}={quote_plus(redacted, safe='[]:')}")

@@ -370,6 +370,19 @@ _RULES: list[tuple[str, str, Handler]] = [
         r"(" + _KEY_ALTS + r")\"",
         _keyed_value_first,
     ),
+    # The same pairs inside a JSON string or a string literal of generated code (\"name\").
+    (
+        "json_header_pair_escaped",
+        r"(\\\"name\\\"\s*:\s*\\\")(" + _KEY_ALTS + r")\\\"\s*,\s*\\\"value\\\"\s*:\s*\\\""
+        r"(.{1,4096}?)\\\"",
+        _keyed,
+    ),
+    (
+        "json_header_pair_escaped_reversed",
+        r"(\\\"value\\\"\s*:\s*\\\")(.{1,4096}?)\\\"\s*,\s*\\\"name\\\"\s*:\s*\\\""
+        r"(" + _KEY_ALTS + r")\\\"",
+        _keyed_value_first,
+    ),
     # "password": "x" in JSON text, plain or with escaped quotes (a body inside a JSON string).
     (
         "json_key",

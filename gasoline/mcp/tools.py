@@ -213,9 +213,8 @@ class ToolRegistry:
         """Whether redaction would leave every block, the C{structuredContent} and the
         C{_meta} of C{result} as they are, proven by one L{Redactor.unchanged} (one walk, one
         scan) instead of redacting each piece; C{False} sends L{finish} the full way. The
-        pieces are the ones L{finish} redacts: a text's summary line as text and the JSON after
-        it decoded, or the whole text as a value; other blocks without their binary data."""
-        texts: list[str] = []
+        pieces are the ones L{finish} redacts, all as values: a text's summary line and the JSON
+        after it decoded, or the whole text; other blocks without their binary data."""
         values: list[Any] = []
         for block in content:
             if not isinstance(block, dict):
@@ -233,14 +232,14 @@ class ToolRegistry:
                 except orjson.JSONDecodeError:
                     values.append(text)
                 else:
-                    texts.append(summary)
+                    values.append(summary)
             else:
                 values.append(text)
         for key in _RESULT_FIELDS:
             value = result.get(key)
             if value is not None:
                 values.append(value)
-        return self.redactor.unchanged(values, tuple(texts))
+        return self.redactor.unchanged(values)
 
     def _finish_text(self, text: str) -> str:
         text = self._redact_decoded(text)
@@ -270,7 +269,8 @@ class ToolRegistry:
                                             default=str).decode()
                     except orjson.JSONEncodeError:
                         return self.redactor.redact_text(text)
-                return self.redactor.redact_text(summary) + sep + rest
+                # The summary too on its decoded values (a URL's query in "navigated to ...").
+                return self.redactor.redact_value(summary) + sep + rest
         return self.redactor.redact_value(text)
 
     # -- calling -----------------------------------------------------------------------------

@@ -15,11 +15,14 @@ ids, quoted strings, URLs) never shows more of a secret than the redacted text d
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import orjson
 import pytest
+import pytest_twisted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet import task
@@ -307,3 +310,51 @@ def test_templating_never_reveals_more_of_a_secret_than_the_redacted_text(index,
     proposals = json.dumps([p.to_json() for p in auto_detect(entries, threshold=5)])
     for shown in (clusters, summary, proposals):
         assert _shown(shown, s.secret) <= allowed
+
+
+# -- proxied results, in every field ---------------------------------------------------------------
+
+PROXY_SERVER = str(Path(__file__).resolve().parent / "proxy" / "secret_server.py")
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_corpus_secret_reaches_an_agent_through_a_proxied_server(tmp_path):
+    """A child MCP server answers with each corpus secret in every field of a result (text,
+    embedded resource text, resource_link uri/name/description, image and audio metadata,
+    structuredContent, result and block _meta), in a JSON-RPC error's message and data, and in
+    log and progress notifications: the agent gets none of it; the binary payloads arrive as
+    they were sent."""
+    from _proxy_harness import Daemon  # noqa: PLC0415  (real reactor: imported here only)
+
+    wd = tmp_path / "project"
+    wd.mkdir()
+    d = Daemon(tmp_path, {"sec": {"command": sys.executable, "args": [PROXY_SERVER]}}).start()
+    exits = Exits()
+    try:
+        sid = await d.session(wd)
+        bound = d.app.proxy.sessions[sid].bound[0]
+        bound.standalone.attach(lambda event_id, payload: exits.add("agent stream", payload))
+        await d.mcp(sid, "logging/setLevel", {"level": "debug"}, 2)
+        rid = 10
+        # Eight secrets a call: 16 calls in all, within Gasoline's default tool budget.
+        for start in range(0, len(CORPUS), 8):
+            indexes = list(range(start, min(start + 8, len(CORPUS))))
+            rid += 1
+            r = await d.mcp(sid, "tools/call", {"name": "sec__leak",
+                                                "arguments": {"indexes": indexes},
+                                                "_meta": {"progressToken": f"t{start}"}}, rid)
+            content = r["result"]["content"]
+            assert [b["type"] for b in content] == ["text", "resource", "resource", "resource_link",
+                                                    "image", "audio"], r
+            assert content[2]["resource"]["blob"] == content[4]["data"] == content[5]["data"]
+            exits.add("proxied result", r)
+            rid += 1
+            r = await d.mcp(sid, "tools/call", {"name": "sec__fail",
+                                                "arguments": {"indexes": indexes}}, rid)
+            assert "error" in r, r
+            exits.add("proxied error", r)
+    finally:
+        await d.stop()
+    assert exits.seen.get("agent stream"), "the child's notifications never reached the agent"
+    leaks = exits.leaks()
+    assert leaks == [], "\n".join(f"{e}: {name} {hit}" for e, name, hit in leaks)

@@ -145,10 +145,12 @@ def action_is_secret(item: dict[str, Any]) -> bool:
     """Whether an action record's typed value must not be kept: its field's nature says so
     (L{is_sensitive_field} over C{input_type}, C{input_name}, C{input_id}, C{autocomplete}), or,
     for records without it, any describing field (type, name, selector, label...) does."""
-    if is_sensitive_field(item.get("input_type"), item.get("input_name"),
-                          item.get("input_id"), item.get("autocomplete")):
+    if any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS):
         return True
-    return any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS)
+    return ("input_type" in item or "autocomplete" in item or "input_name" in item
+            or "input_id" in item) and \
+        is_sensitive_field(item.get("input_type"), item.get("input_name"), item.get("input_id"),
+                           item.get("autocomplete"))
 
 
 def redact_typed_values(items: list[Any]) -> None:
@@ -345,6 +347,74 @@ def _keyed_value_first(m: "re.Match[bytes]") -> bytes:
     return _replace_group(m, 2, _key_label(_ascii(m.group(3))))
 
 
+#: C{(kind, pattern)} of the vendor token rule (see C{_RULES}); kinds are unique.
+_VENDOR_TOKENS: tuple[tuple[str, str], ...] = (
+    ("webhook_secret", r"\bwhsec_[A-Za-z0-9+/=_-]{20,255}"),
+    ("huggingface_token", r"\b(?:hf|api_org)_[A-Za-z0-9]{30,64}\b"),
+    ("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    ("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
+    ("brevo_key", r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}\b"),
+    ("sentry_token", r"\bsntry[us]_[A-Za-z0-9+/=_]{40,400}"),
+    ("rubygems_token", r"\brubygems_[a-f0-9]{48}\b"),
+    ("planetscale_token", r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"),
+    ("pulumi_token", r"\bpul-[a-f0-9]{40}\b"),
+    ("prefect_token", r"\bpnu_[A-Za-z0-9]{36}\b"),
+    ("linear_key", r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}\b"),
+    ("databricks_token", r"\bdapi[a-f0-9]{32}(?:-\d)?\b"),
+    ("vault_token", r"\bhv[sb]\.[A-Za-z0-9_-]{90,300}"),
+    ("square_token", r"\b(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_-]{22,60}"),
+    ("facebook_token", r"\bEAA[MC][A-Za-z0-9]{100,400}"),
+    ("artifactory_key", r"\bAKCp[A-Za-z0-9]{69}\b|\bcmVmd[A-Za-z0-9]{59}\b"),
+    ("notion_token", r"\bntn_[0-9]{11}[A-Za-z0-9]{35}\b|\bsecret_[A-Za-z0-9]{43}\b"),
+    ("perplexity_key", r"\bpplx-[A-Za-z0-9]{48}\b"),
+    ("readme_key", r"\brdme_[a-z0-9]{70}\b"),
+    ("grafana_token", r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b|\bglc_[A-Za-z0-9+/]{32,400}"
+     r"={0,3}|\beyJrIjoi[A-Za-z0-9]{70,400}={0,3}"),
+    ("age_secret_key", r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b"),
+    ("doppler_token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b"),
+    ("dynatrace_token", r"\bdt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}\b"),
+    ("easypost_key", r"\bEZ[AT]K[A-Za-z0-9]{54}\b"),
+    ("flutterwave_key", r"\bFLWSECK(?:_TEST)?-[A-Za-z0-9]{12,32}(?:-X)?"),
+    ("duffel_token", r"\bduffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    ("frameio_token", r"\bfio-u-[A-Za-z0-9_=-]{64}"),
+    ("postman_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    ("onepassword_token", r"\bops_eyJ[A-Za-z0-9+/]{250,2000}={0,3}"
+     r"|\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})(?:-[A-Z0-9]{5}){3}\b"),
+    ("heroku_key", r"\bHRKU-AA[0-9A-Za-z_-]{58}"),
+    ("atlassian_token", r"\bATATT3[A-Za-z0-9_=-]{100,300}"),
+    ("clickhouse_key", r"\b4b1d[A-Za-z0-9]{38}\b"),
+    ("twilio_key", r"\bSK[0-9a-fA-F]{32}\b"),
+    ("mailgun_key", r"\bkey-[a-f0-9]{32}\b"),
+    ("mailchimp_key", r"\b[0-9a-f]{32}-us\d{1,2}\b"),
+    ("telegram_token", r"\b\d{8,10}:AA[0-9A-Za-z_-]{33}(?![0-9A-Za-z_-])"),
+    ("discord_token", r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b"),
+    ("azure_client_secret", r"\b[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"),
+    ("pypi_token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,1000}"),
+    ("slack_app_token", r"\bxapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]+"),
+    ("alibaba_key", r"\bLTAI[A-Za-z0-9]{20}\b"),
+    ("aws_bedrock_key", r"\bABSK[A-Za-z0-9+/]{109,269}={0,2}"),
+    ("supabase_key", r"\bsbp_[a-f0-9]{40}\b|\bsb_secret_[A-Za-z0-9_-]{20,64}"),
+    ("cloudflare_key", r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}\b"),
+    ("openshift_token", r"\bsha256~[A-Za-z0-9_-]{43}"),
+    ("terraform_token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),
+    ("infracost_key", r"\bico-[A-Za-z0-9]{32}\b"),
+    ("scalingo_token", r"\btk-us-[A-Za-z0-9_-]{48}"),
+    ("settlemint_token", r"\bsm_[aps]at_[A-Za-z0-9]{16}\b"),
+    ("maxmind_key", r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b"),
+    ("flyio_token", r"\bfo1_[A-Za-z0-9_-]{43}|\bfm[12][ar]?_[A-Za-z0-9+/]{100,2000}={0,3}"),
+    ("google_refresh_token", r"\b1//0[0-9A-Za-z_-]{40,400}"),
+    ("firebase_key", r"\bAAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{140}"),
+    ("mapbox_token", r"\bsk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+    ("newrelic_key", r"\bNR(?:AK|II)-[A-Za-z0-9-]{27,32}"),
+    ("webhook_url", r"https://[a-z0-9]+\.webhook\.office\.com/webhookb2/[^\s\"'<>]{20,}"
+     r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}"),
+)
+
+
+def _vendor(m: "re.Match[bytes]") -> bytes:
+    return _m(m.lastgroup or "token")
+
+
 _KEY_ALTS = "(?i:" + _TEXT_KEY + "|" + _WHOLE_LINE_KEY + ")"
 
 _RULES: list[tuple[str, str, Handler]] = [
@@ -467,69 +537,13 @@ _RULES: list[tuple[str, str, Handler]] = [
         _whole("slack_webhook"),
     ),
     ("stripe_key", r"\b(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,255}\b", _whole("sk_key")),
-    *[(kind, pattern, _whole(kind)) for kind, pattern in (
-        # Vendor token shapes, as gitleaks' rule set (config/gitleaks.toml) and detect-secrets'
-        # plugins describe them (facts about the formats; the patterns are written here).
-        ("webhook_secret", r"\bwhsec_[A-Za-z0-9+/=_-]{20,255}"),
-        ("huggingface_token", r"\b(?:hf|api_org)_[A-Za-z0-9]{30,64}\b"),
-        ("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
-        ("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
-        ("brevo_key", r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}\b"),
-        ("sentry_token", r"\bsntry[us]_[A-Za-z0-9+/=_]{40,400}"),
-        ("rubygems_token", r"\brubygems_[a-f0-9]{48}\b"),
-        ("planetscale_token", r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"),
-        ("pulumi_token", r"\bpul-[a-f0-9]{40}\b"),
-        ("prefect_token", r"\bpnu_[A-Za-z0-9]{36}\b"),
-        ("linear_key", r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}\b"),
-        ("databricks_token", r"\bdapi[a-f0-9]{32}(?:-\d)?\b"),
-        ("vault_token", r"\bhv[sb]\.[A-Za-z0-9_-]{90,300}"),
-        ("square_token", r"\b(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_-]{22,60}"),
-        ("facebook_token", r"\bEAA[MC][A-Za-z0-9]{100,400}"),
-        ("artifactory_key", r"\bAKCp[A-Za-z0-9]{69}\b|\bcmVmd[A-Za-z0-9]{59}\b"),
-        ("notion_token", r"\bntn_[0-9]{11}[A-Za-z0-9]{35}\b|\bsecret_[A-Za-z0-9]{43}\b"),
-        ("perplexity_key", r"\bpplx-[A-Za-z0-9]{48}\b"),
-        ("readme_key", r"\brdme_[a-z0-9]{70}\b"),
-        ("grafana_token", r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b|\bglc_[A-Za-z0-9+/]{32,400}"
-         r"={0,3}|\beyJrIjoi[A-Za-z0-9]{70,400}={0,3}"),
-        ("age_secret_key", r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b"),
-        ("doppler_token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b"),
-        ("dynatrace_token", r"\bdt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}\b"),
-        ("easypost_key", r"\bEZ[AT]K[A-Za-z0-9]{54}\b"),
-        ("flutterwave_key", r"\bFLWSECK(?:_TEST)?-[A-Za-z0-9]{12,32}(?:-X)?"),
-        ("duffel_token", r"\bduffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
-        ("frameio_token", r"\bfio-u-[A-Za-z0-9_=-]{64}"),
-        ("postman_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
-        ("onepassword_token", r"\bops_eyJ[A-Za-z0-9+/]{250,2000}={0,3}"
-         r"|\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})(?:-[A-Z0-9]{5}){3}\b"),
-        ("heroku_key", r"\bHRKU-AA[0-9A-Za-z_-]{58}"),
-        ("atlassian_token", r"\bATATT3[A-Za-z0-9_=-]{100,300}"),
-        ("clickhouse_key", r"\b4b1d[A-Za-z0-9]{38}\b"),
-        ("twilio_key", r"\bSK[0-9a-fA-F]{32}\b"),
-        ("mailgun_key", r"\bkey-[a-f0-9]{32}\b"),
-        ("mailchimp_key", r"\b[0-9a-f]{32}-us\d{1,2}\b"),
-        ("telegram_token", r"\b\d{8,10}:AA[0-9A-Za-z_-]{33}(?![0-9A-Za-z_-])"),
-        ("discord_token", r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b"),
-        ("azure_client_secret", r"\b[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"),
-        ("pypi_token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,1000}"),
-        ("slack_token", r"\bxapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]+"),
-        ("alibaba_key", r"\bLTAI[A-Za-z0-9]{20}\b"),
-        ("aws_bedrock_key", r"\bABSK[A-Za-z0-9+/]{109,269}={0,2}"),
-        ("supabase_key", r"\bsbp_[a-f0-9]{40}\b|\bsb_secret_[A-Za-z0-9_-]{20,64}"),
-        ("cloudflare_key", r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}\b"),
-        ("openshift_token", r"\bsha256~[A-Za-z0-9_-]{43}"),
-        ("terraform_token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),
-        ("infracost_key", r"\bico-[A-Za-z0-9]{32}\b"),
-        ("scalingo_token", r"\btk-us-[A-Za-z0-9_-]{48}"),
-        ("settlemint_token", r"\bsm_[aps]at_[A-Za-z0-9]{16}\b"),
-        ("maxmind_key", r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b"),
-        ("flyio_token", r"\bfo1_[A-Za-z0-9_-]{43}|\bfm[12][ar]?_[A-Za-z0-9+/]{100,2000}={0,3}"),
-        ("google_refresh_token", r"\b1//0[0-9A-Za-z_-]{40,400}"),
-        ("firebase_key", r"\bAAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{140}"),
-        ("mapbox_token", r"\bsk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
-        ("newrelic_key", r"\bNR(?:AK|II)-[A-Za-z0-9-]{27,32}"),
-        ("webhook_url", r"https://[a-z0-9]+\.webhook\.office\.com/webhookb2/[^\s\"'<>]{20,}"
-         r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}"),
-    )],
+    # Vendor token shapes, as gitleaks' rule set (config/gitleaks.toml) and detect-secrets'
+    # plugins describe them (facts about the formats; the patterns are written here). One rule
+    # (one group in the prefilter: a smaller program than one group each); the named
+    # alternative that matched is the marker's kind.
+    ("vendor_token", "|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _VENDOR_TOKENS),
+     _vendor),
+
     ("sk_key", r"\bsk-(?:[A-Za-z0-9]+-){0,3}[A-Za-z0-9_-]{20,255}", _whole("sk_key")),
     ("gcp_api_key", r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", _whole("gcp_api_key")),
     ("gcp_oauth", r"\bya29\.[0-9A-Za-z_-]{20,}", _whole("gcp_oauth_token")),
@@ -611,7 +625,7 @@ def _lazy(pattern: str) -> str:
     return "".join(out)
 
 
-_CAPTURING_GROUP = re.compile(r"(?<!\\)\((?!\?)")
+_CAPTURING_GROUP = re.compile(r"(?<!\\)\((?!\?)|(?<!\\)\(\?P<[a-z0-9_]+>")
 
 
 def _superset(pattern: str) -> str:

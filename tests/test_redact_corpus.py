@@ -104,6 +104,8 @@ class Exits:
 # -- the daemon, its buffers full of secrets -------------------------------------------------------
 
 PAGE = "https://app.test/account"
+#: Lengths texts are commonly cut at on their way to an exit.
+CUTS = (80, 100, 120, 160, 200, 256, 300, 500, 1000, 2000)
 
 
 def _entries(now_ms: int) -> dict[str, list[dict[str, Any]]]:
@@ -120,6 +122,14 @@ def _entries(now_ms: int) -> dict[str, list[dict[str, Any]]]:
                         "ts": now_ms + i * 20 + 15})
         console.append({"level": "warn", "type": "console", "message": t, "url": PAGE,
                         "tabId": 7, "ts": now_ms + i * 20 + 16})
+        # Across the usual cut lengths: whatever cuts a text before its exit cuts this secret.
+        cut = CUTS[i % len(CUTS)]
+        start = max(0, cut - len(s.secret) // 2 - t.index(s.secret))  # the secret spans the cut
+        padded = ("x " * cut)[:start] + t
+        console.append({"level": "error", "type": "console", "message": padded, "url": PAGE,
+                        "args": [padded], "tabId": 7, "ts": now_ms + i * 20 + 16})
+        ws.append({"event": "message", "direction": "outgoing", "data": padded, "tabId": 7,
+                   "url": "wss://app.test/socket", "id": "ws1", "ts": now_ms + i * 20 + 19})
         console.append({"level": "error", "type": "network", "method": "POST", "status": 500,
                         "url": f"https://api.test/v1/login?note={quote(t, safe='')}", "tabId": 7,
                         "ts": now_ms + i * 20 + 17})

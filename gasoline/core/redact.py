@@ -927,6 +927,21 @@ def drop_cut_tail(text: str) -> str:
     return text[:m.start()] + "…"
 
 
+def clip(value: Any, limit: int) -> str:
+    """C{str(value)} cut to C{limit} characters, redacted before the cut when it is cut: a cut
+    made before the exit's own redaction could otherwise split a secret and let its first part
+    through (the exit then sees a shape it does not know). Text within the limit is returned as
+    it is (the exit redacts it)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return text
+    return redact_value(text[:limit + _CLIP_CONTEXT])[:limit]
+
+
+#: How much past a cut L{clip} redacts: a secret that starts before the cut ends within it.
+_CLIP_CONTEXT = 8192
+
+
 def redact_entries(entries: Any) -> list[Any]:
     """Each entry redacted (L{Redactor.redact_value}; an entry proven clean is kept as it is).
 

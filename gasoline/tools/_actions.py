@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from gasoline.common import unquote
-from gasoline.core.redact import FIELD_NATURE, marker, redact_typed_values
+from gasoline.core.redact import FIELD_NATURE, clip, marker, redact_typed_values
 from gasoline.core.store import ACTIONS
 from gasoline.tools._shared import (
     as_dict,
@@ -115,7 +115,7 @@ def _recorded_value(selector: str | None, args: dict[str, Any], value: Any) -> A
         return None
     if _looks_secret(selector, args):
         return marker("input")
-    return value if isinstance(value, (str, int, float, bool)) else json.dumps(value)[:200]
+    return value if isinstance(value, (str, int, float, bool)) else clip(json.dumps(value), 200)
 
 
 def execute_params(ctx: Any, args: dict[str, Any], script: str) -> dict[str, Any]:

@@ -66,3 +66,25 @@ def test_a_key_typed_into_a_secret_field_is_not_kept():
                {"type": "keypress", "key": "h", "input_type": "text", "input_name": "q"}]
     redact_typed_values(records)
     assert [r["key"] for r in records] == ["[REDACTED:input]", "Enter", "h"]
+
+
+def test_outgoing_messages_are_redacted_but_protocol_fields_and_schemas_are_kept():
+    from gasoline.mcp.outgoing import redact_outgoing
+
+    key = "ghp_" + "a1B2" * 9
+    note = redact_outgoing({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+        "progressToken": "tok-token", "progress": 1, "message": f"using {key}"}})
+    assert note["params"]["progressToken"] == "tok-token"
+    assert note["params"]["message"] == "using [REDACTED:github_token]"
+    sampling = redact_outgoing({"jsonrpc": "2.0", "id": "g-1", "method": "sampling/createMessage",
+                                "params": {"messages": [{"role": "user", "content": {
+                                    "type": "text", "text": key}}], "maxTokens": 5}})
+    assert key not in str(sampling) and sampling["params"]["maxTokens"] == 5
+    schema = {"type": "object", "properties": {"password": {"type": "string"}}}
+    elicit = {"jsonrpc": "2.0", "id": "g-2", "method": "elicitation/create",
+              "params": {"message": "sign in", "requestedSchema": schema}}
+    assert redact_outgoing(elicit) is elicit  # its property names are the questions
+    error = redact_outgoing({"jsonrpc": "2.0", "id": 3, "error": {
+        "code": -32000, "message": f"bad {key}", "data": {"token": "abc"}}})
+    assert error["error"] == {"code": -32000, "message": "bad [REDACTED:github_token]",
+                              "data": {"token": "[REDACTED:token]"}}

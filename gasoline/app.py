@@ -177,7 +177,7 @@ def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
     ingest path); the inbox drains to the agent's own MCP session in C{sessions} (the MCP
     server's table), to C{observe events} and to C{GET /events}."""
     streaming = Streaming(daemon.clock, daemon.store.notifier, daemon.registry, sessions,
-                          redact_text=Redactor().redact_text)
+                          redact_text=Redactor().redact_value)
     streaming.service().setServiceParent(services)
     return streaming
 

@@ -127,7 +127,7 @@ def test_typing_into_a_password_field_records_no_secret(h):
     h.answer(cmd, {"success": True})
     fired(fired_d)
     [entry] = actions(h)
-    assert entry["value"] == "[redacted]" and entry["input_type"] == "password"
+    assert entry["value"] == "[REDACTED:input]" and entry["input_type"] == "password"
 
 
 def test_failed_action_is_not_recorded(h):
@@ -428,3 +428,45 @@ def test_page_scripts_run_in_chromium_and_extract_markdown_text_storage_and_stat
     assert out["restore"]["local"] == 1 and out["restore"]["fields"] == 2
     assert out["restore"]["missing_fields"] == ["#gone"]
     assert out["check"] == {"k": None, "restored": "yes", "q": "typed", "tos": True}
+
+
+# -- the field's nature decides, for the agent's typing as for the user's (issue 30 §2) ----------
+
+@pytest.mark.parametrize("element, secret", [
+    ({"input_type": "password", "input_name": "pw", "input_id": "pw", "autocomplete": ""}, True),
+    ({"input_type": "text", "input_name": "code", "input_id": "",
+      "autocomplete": "one-time-code"}, True),
+    ({"input_type": "tel", "input_name": "cc", "input_id": "", "autocomplete": "cc-number"}, True),
+    ({"input_type": "text", "input_name": "user_pin", "input_id": "", "autocomplete": ""}, True),
+    ({"input_type": "text", "input_name": "q", "input_id": "search", "autocomplete": "off"}, False),
+])
+def test_the_field_nature_the_extension_reports_decides_what_is_recorded(h, element, secret):
+    d = run(h, "type", {"selector": "#f", "text": "hunter2"})  # the selector says nothing
+    [cmd] = h.commands()
+    h.answer(cmd, {"success": True, "element": {"tag": "input", "selectors": {"css": "#f"},
+                                                **element}})
+    fired(d)
+    [entry] = actions(h)
+    assert entry["input_type"] == element["input_type"]
+    assert entry["autocomplete"] == element["autocomplete"]
+    assert entry["value"] == ("[REDACTED:input]" if secret else "hunter2")
+    if secret:
+        text = reproduction(actions(h))["script"]
+        assert "hunter2" not in text and "GASOLINE_TEST_PASSWORD" in text
+
+
+def test_a_user_and_an_agent_typing_into_one_field_are_recorded_alike(h):
+    """The same rule at ingest (the user's action, as the extension sends it) and for the
+    agent's: both keep the field's nature, neither keeps the value."""
+    nature = {"input_type": "password", "input_name": "pw", "input_id": "pw", "autocomplete": ""}
+    from gasoline.core.redact import redact_typed_values
+    user = [{"type": "input", "selectors": {"css": "#pw"}, "value": "hunter2", **nature}]
+    redact_typed_values(user)
+    d = run(h, "type", {"selector": "#pw", "text": "hunter2"})
+    [cmd] = h.commands()
+    h.answer(cmd, {"success": True, "element": {"tag": "input", "selectors": {"css": "#pw"},
+                                                **nature}})
+    fired(d)
+    [agent] = actions(h)
+    assert user[0]["value"] == agent["value"] == "[REDACTED:input]"
+    assert {k: agent[k] for k in nature} == {k: user[0][k] for k in nature}

@@ -186,6 +186,17 @@
     };
   };
 
+  const fieldNature = (el) => {
+    const tag = el.tagName;
+    if (tag !== 'INPUT' && tag !== 'TEXTAREA' && tag !== 'SELECT' && !el.isContentEditable) return {};
+    return {
+      input_type: String(el.type || (el.isContentEditable ? 'contenteditable' : 'text')).slice(0, 200),
+      input_name: String(el.getAttribute('name') || '').slice(0, 200),
+      input_id: String(el.id || '').slice(0, 200),
+      autocomplete: String(el.getAttribute('autocomplete') || '').slice(0, 200),
+    };
+  };
+
   const domAction = async (params) => {
     const action = params.action;
     if (!action) return fail('missing_param', 'action is required');
@@ -201,7 +212,10 @@
       }
     }
     const el = resolveOne(params.selector);
-    const done = (extra) => Object.assign({ success: true, action, selector: params.selector, element: { tag: el.tagName.toLowerCase(), selectors: selectorsFor(el) } }, extra || {});
+    // The element's nature (type, name, id, autocomplete) goes with the result: the daemon
+    // records the agent's action with it and decides, by the same rule as for the user's
+    // (lib/redact.js isSensitiveField), whether the typed value is kept.
+    const done = (extra) => Object.assign({ success: true, action, selector: params.selector, element: Object.assign({ tag: el.tagName.toLowerCase(), selectors: selectorsFor(el) }, fieldNature(el)) }, extra || {});
     switch (action) {
       case 'click': {
         el.scrollIntoView({ block: 'center', inline: 'center' });

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 from typing import Any, Iterable
+
+from gasoline.core.redact import clip
 from urllib.parse import urlsplit
 
 from gasoline.common import rfc3339 as iso  # noqa: F401  (the one timestamp formatter)
@@ -58,8 +60,8 @@ def dicts(items: Any) -> list[dict[str, Any]]:
 def text(value: Any, limit: int = 500) -> str:
     if value is None:
         return ""
-    out = value if isinstance(value, str) else str(value)
-    return out[:limit]
+    # Redacted before it is cut (gasoline.core.redact.clip): no half secret survives the cut.
+    return clip(value, limit)
 
 
 def status_of(entry: dict[str, Any]) -> int | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gasoline.analysis._util import dicts, entry_time, is_error, is_failed_request, iso, text
 from gasoline.analysis.clusters import fingerprint
+from gasoline.core.redact import clip
 
 MAX_WINDOW = 300.0
 
@@ -42,7 +43,7 @@ def _request(entry: dict[str, Any]) -> dict[str, Any]:
     out["failed"] = is_failed_request(entry)
     body = entry.get("response_body")
     if out["failed"] and isinstance(body, str):
-        out["response_body"] = body[:500]
+        out["response_body"] = clip(body, 500)
     return out
 
 

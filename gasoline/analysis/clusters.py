@@ -7,6 +7,7 @@ from typing import Any
 
 from gasoline.analysis._util import dicts, entry_time, is_error, iso, text
 from gasoline.core.noise import normalize_message
+from gasoline.core.redact import redact_entries
 
 
 def message_of(entry: dict[str, Any]) -> str:
@@ -102,7 +103,8 @@ def error_clusters(errors: Any, limit: int = 50) -> dict[str, Any]:
     Group error entries (console errors, exceptions, failed requests) by fingerprint, most frequent
     first (ties: most recent first). Entries whose level is not C{error} are ignored.
     """
-    entries = [e for e in dicts(errors) if is_error(e)]
+    # Values are redacted before anything is templated, grouped or cut (issue 30).
+    entries = redact_entries([e for e in dicts(errors) if is_error(e)])
     groups = _group(entries)
     groups.sort(key=lambda g: (-g["count"], -g["last_index"]))
     return {
@@ -115,7 +117,7 @@ def error_clusters(errors: Any, limit: int = 50) -> dict[str, Any]:
 
 def summarize_logs(entries: Any, limit: int = 100) -> dict[str, Any]:
     """Group log entries of every level by fingerprint, with counts per level."""
-    items = dicts(entries)
+    items = redact_entries(dicts(entries))
     groups = _group(items)
     by_level: dict[str, int] = {}
     for entry in items:

@@ -26,6 +26,7 @@ import attrs
 import re2
 
 from gasoline.core.errors import InvalidParam
+from gasoline.core.redact import redact_value
 
 MAX_PATTERN_LENGTH = 512
 MAX_RULES = 100
@@ -437,18 +438,35 @@ _NORMALISERS = [
     (re.compile(r"\s+"), " "),
 ]
 MAX_FINGERPRINT_INPUT = 2000
+#: How much of a message is redacted before its first L{MAX_FINGERPRINT_INPUT} characters are
+#: templated: a secret that starts before the cut is redacted whole (secrets are shorter).
+MAX_REDACT_INPUT = MAX_FINGERPRINT_INPUT + 8192
 
 
 def normalize_message(message: Any) -> str:
-    """A message with its variable parts replaced: URLs, quoted strings, ids, numbers."""
+    """A message with its variable parts replaced: URLs, quoted strings, ids, numbers.
+
+    The message is redacted first, on its decoded values (L{redact_value}), and only then cut and
+    templated: a template never shows more of a secret than the redacted message does (digits
+    turned into C{<num>} would otherwise break a key's shape and let the rest through)."""
+    return _template(redacted_message(message))
+
+
+def redacted_message(message: Any) -> str:
+    """The part of C{message} templates are made from, redacted (see L{normalize_message})."""
     text = message if isinstance(message, str) else str(message)
-    text = text[:MAX_FINGERPRINT_INPUT]
+    return redact_value(text[:MAX_REDACT_INPUT])
+
+
+def _template(redacted: str) -> str:
+    text = redacted[:MAX_FINGERPRINT_INPUT]
     for pattern, placeholder in _NORMALISERS:
         text = pattern.sub(placeholder, text)
     return text.strip()
 
 
-_PLACEHOLDER = re.compile(r"<(?:url|str|id|num)>")
+#: Placeholders, and redaction markers (the rule must match the message as stored, secret and all).
+_PLACEHOLDER = re.compile(r"<(?:url|str|id|num)>|\[REDACTED:[a-z0-9_]+\]")
 
 
 def _template_pattern(template: str) -> str:
@@ -492,9 +510,10 @@ def auto_detect(
             continue
         if rules is not None and rules.matches(entry) is not None:
             continue
-        key = normalize_message(message)
+        redacted = redacted_message(message)
+        key = _template(redacted)
         counts[key] += 1
-        samples.setdefault(key, message)
+        samples.setdefault(key, redacted)
         levels.setdefault(key, set()).add(str(entry.get("level", "")))
     proposals = []
     for template, count in counts.most_common():

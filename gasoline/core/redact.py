@@ -29,7 +29,7 @@ import binascii
 import math
 import re
 from typing import Any, Callable
-from urllib.parse import quote_plus, unquote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import orjson
 import re2
@@ -68,7 +68,8 @@ _SECRET_FIELD = re.compile(
     r"|(?<![a-z])pin(?![a-z])|pin[-_]?code|cvv|cvc|csc|card[-_]?number|cc[-_]?num|ssn|api[-_]?key"
 )
 #: Fields of an action or input record that describe the field (not its value).
-_FIELD_DESCRIBERS = ("input_type", "inputType", "type", "name", "id", "autocomplete", "label",
+_FIELD_DESCRIBERS = ("input_type", "inputType", "input_name", "input_id", "type", "name", "id",
+                     "autocomplete", "label",
                      "placeholder", "selector", "field", "fieldName", "field_name", "aria_label",
                      "ariaLabel", "element", "target")
 #: Keys under which a value is the text typed into a field.
@@ -115,19 +116,63 @@ def describes_secret_field(value: object) -> bool:
     return isinstance(value, str) and len(value) <= 1000 and _SECRET_FIELD.search(value) is not None
 
 
+# The one rule for "this input holds a secret", the same as the extension's (lib/redact.js
+# isSensitiveField; tests/test_redact_fields.py runs both on one table): its type is password, its
+# autocomplete names a password, a one-time code or card data (cc-*), or its name / id says so.
+_SECRET_AUTOCOMPLETE = re.compile(
+    r"(?:^|\s)(?:current-password|new-password|one-time-code|cc-[a-z-]+|transaction-amount)"
+    r"(?:\s|$)", re.I)
+_SECRET_FIELD_NAME = re.compile(
+    r"pass(?:word|wd|code|phrase)?|pwd|secret|token|otp|one.?time|pin\b|cvv|cvc|csc"
+    r"|card.?(?:number|num|no)|cc.?(?:num|number|exp|csc)|ssn|security.?code", re.I)
+#: What an action record says about its field: C{input_type}, C{input_name}, C{input_id},
+#: C{autocomplete} (user actions from the extension and the agent's own, alike).
+FIELD_NATURE = ("input_type", "input_name", "input_id", "autocomplete")
+
+
+def is_sensitive_field(type: Any = "", name: Any = "", id: Any = "",
+                       autocomplete: Any = "") -> bool:
+    """The extension's C{isSensitiveField}, in Python: does this input hold a secret?"""
+    if str(type or "").lower() == "password":
+        return True
+    if _SECRET_AUTOCOMPLETE.search(str(autocomplete or "")[:1000]):
+        return True
+    return bool(_SECRET_FIELD_NAME.search(str(name or "")[:1000])
+                or _SECRET_FIELD_NAME.search(str(id or "")[:1000]))
+
+
+def action_is_secret(item: dict[str, Any]) -> bool:
+    """Whether an action record's typed value must not be kept: its field's nature says so
+    (L{is_sensitive_field} over C{input_type}, C{input_name}, C{input_id}, C{autocomplete}), or,
+    for records without it, any describing field (type, name, selector, label...) does."""
+    if any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS):
+        return True
+    return ("input_type" in item or "autocomplete" in item or "input_name" in item
+            or "input_id" in item) and \
+        is_sensitive_field(item.get("input_type"), item.get("input_name"), item.get("input_id"),
+                           item.get("autocomplete"))
+
+
 def redact_typed_values(items: list[Any]) -> None:
-    """Replace, in place, the typed value of every action whose field says it holds a secret
-    (a password, OTP, PIN or token input): such values are never stored, so no reader, journal
-    or generator can leak them. Cheap: only dicts with a typed-value key are looked at."""
+    """Replace, in place, the typed value of every action whose field holds a secret
+    (L{action_is_secret}: a password, OTP, PIN, card or token input) with C{[REDACTED:input]},
+    and a key typed into it: such values are never stored, so no reader, journal or generator
+    can leak them. The same rule decides for the user's actions (at ingest) and the agent's own
+    (L{gasoline.tools._actions.record}). Cheap: only dicts with a typed value are looked at."""
     for item in items:
-        if not isinstance(item, dict) or not any(k in item for k in _TYPED_VALUES):
+        if not isinstance(item, dict) or not (any(k in item for k in _TYPED_VALUES)
+                                              or "key" in item):
             continue
-        if any(describes_secret_field(item.get(k)) for k in _FIELD_DESCRIBERS):
-            for k in _TYPED_VALUES:
-                v = item.get(k)
-                if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "" \
-                        and not (isinstance(v, str) and is_marker(v)):
-                    item[k] = marker("password")
+        if not action_is_secret(item):
+            continue
+        for k in _TYPED_VALUES:
+            v = item.get(k)
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and v != "" \
+                    and not (isinstance(v, str) and is_marker(v)):
+                item[k] = marker("input")
+        key = item.get("key")
+        if item.get("type") == "keypress" and isinstance(key, str) and len(key) == 1:
+            item["key"] = marker("input")
 
 
 def _key_label(name: str) -> str:
@@ -213,7 +258,13 @@ def _looks_like_token(token: str) -> bool:
 # Key names recognised in text assignments (``api_key=...``, ``"token": "..."``).
 _TEXT_KEY = (
     r"(?:[A-Za-z0-9_.-]*?(?:password|passwd|secret|token|api[_-]?key|apikey|private[_-]?key"
-    r"|session[_-]?id|sessid|credentials)|passwd|pwd|session|jsessionid|phpsessid|connect\.sid"
+    r"|session[_-]?id|sessid|credentials|auth[_-]?key|access[_-]?key|signing[_-]?key"
+    r"|encryption[_-]?key|master[_-]?key|client[_-]?key)"
+    # A secret word may be followed by what kind of value it is (AWS_SECRET_KEY, SECRET_KEY_BASE,
+    # JWT_SECRET_B64, DB_PASSWORD_2): detect-secrets' keyword rule allows any suffix; these are
+    # the usual ones.
+    r"(?:[_.-]?(?:key|keys|value|base|b64|base64|hex|hash|str|string|txt|text|data|id|\d{1,2}))"
+    r"{0,2}|passwd|pwd|session|jsessionid|phpsessid|connect\.sid"
     r"|access[_-]?key[_-]?secret|aws[_-]?secret[_-]?access[_-]?key|sig)"
 )
 _WHOLE_LINE_KEY = r"(?:proxy-authorization|authorization|set-cookie|cookie)"
@@ -267,12 +318,101 @@ def _keyed(m: "re.Match[bytes]") -> bytes:
     return _replace_group(m, 3, _key_label(_ascii(m.group(2))))
 
 
+_TRAILING = re.compile(rb"[,;.:!?)\]}]+$")
+
+
+def _keyed_trimmed(m: "re.Match[bytes]") -> bytes:
+    """L{_keyed}, leaving closing punctuation after the value (C{(token=abc).}) in place."""
+    value = m.group(3)
+    trail = _TRAILING.search(value)
+    end = m.end(3) - (len(value) - trail.start()) if trail is not None and trail.start() > 0 \
+        else m.end(3)
+    return _replace_span(m, m.start(3), end, _key_label(_ascii(m.group(2))))
+
+
+def _replace_span(m: "re.Match[bytes]", begin: int, end: int, kind: str) -> bytes:
+    start = m.start()
+    text = m.group(0)
+    value = _ascii(text[begin - start:end - start]).strip()
+    if not value or is_marker(value):
+        return text
+    return text[: begin - start] + _m(kind) + text[end - start:]
+
+
 def _keyed_value_first(m: "re.Match[bytes]") -> bytes:
     """Group 2 is a value, group 3 the key name it belongs to."""
     value = _ascii(m.group(2)).strip()
     if not value or is_marker(value):
         return m.group(0)
     return _replace_group(m, 2, _key_label(_ascii(m.group(3))))
+
+
+#: C{(kind, pattern)} of the vendor token rule (see C{_RULES}); kinds are unique.
+_VENDOR_TOKENS: tuple[tuple[str, str], ...] = (
+    ("webhook_secret", r"\bwhsec_[A-Za-z0-9+/=_-]{20,255}"),
+    ("huggingface_token", r"\b(?:hf|api_org)_[A-Za-z0-9]{30,64}\b"),
+    ("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    ("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
+    ("brevo_key", r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}\b"),
+    ("sentry_token", r"\bsntry[us]_[A-Za-z0-9+/=_]{40,400}"),
+    ("rubygems_token", r"\brubygems_[a-f0-9]{48}\b"),
+    ("planetscale_token", r"\bpscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}"),
+    ("pulumi_token", r"\bpul-[a-f0-9]{40}\b"),
+    ("prefect_token", r"\bpnu_[A-Za-z0-9]{36}\b"),
+    ("linear_key", r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}\b"),
+    ("databricks_token", r"\bdapi[a-f0-9]{32}(?:-\d)?\b"),
+    ("vault_token", r"\bhv[sb]\.[A-Za-z0-9_-]{90,300}"),
+    ("square_token", r"\b(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_-]{22,60}"),
+    ("facebook_token", r"\bEAA[MC][A-Za-z0-9]{100,400}"),
+    ("artifactory_key", r"\bAKCp[A-Za-z0-9]{69}\b|\bcmVmd[A-Za-z0-9]{59}\b"),
+    ("notion_token", r"\bntn_[0-9]{11}[A-Za-z0-9]{35}\b|\bsecret_[A-Za-z0-9]{43}\b"),
+    ("perplexity_key", r"\bpplx-[A-Za-z0-9]{48}\b"),
+    ("readme_key", r"\brdme_[a-z0-9]{70}\b"),
+    ("grafana_token", r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b|\bglc_[A-Za-z0-9+/]{32,400}"
+     r"={0,3}|\beyJrIjoi[A-Za-z0-9]{70,400}={0,3}"),
+    ("age_secret_key", r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b"),
+    ("doppler_token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b"),
+    ("dynatrace_token", r"\bdt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}\b"),
+    ("easypost_key", r"\bEZ[AT]K[A-Za-z0-9]{54}\b"),
+    ("flutterwave_key", r"\bFLWSECK(?:_TEST)?-[A-Za-z0-9]{12,32}(?:-X)?"),
+    ("duffel_token", r"\bduffel_(?:test|live)_[A-Za-z0-9_=-]{43}"),
+    ("frameio_token", r"\bfio-u-[A-Za-z0-9_=-]{64}"),
+    ("postman_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    ("onepassword_token", r"\bops_eyJ[A-Za-z0-9+/]{250,2000}={0,3}"
+     r"|\bA3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})(?:-[A-Z0-9]{5}){3}\b"),
+    ("heroku_key", r"\bHRKU-AA[0-9A-Za-z_-]{58}"),
+    ("atlassian_token", r"\bATATT3[A-Za-z0-9_=-]{100,300}"),
+    ("clickhouse_key", r"\b4b1d[A-Za-z0-9]{38}\b"),
+    ("twilio_key", r"\bSK[0-9a-fA-F]{32}\b"),
+    ("mailgun_key", r"\bkey-[a-f0-9]{32}\b"),
+    ("mailchimp_key", r"\b[0-9a-f]{32}-us\d{1,2}\b"),
+    ("telegram_token", r"\b\d{8,10}:AA[0-9A-Za-z_-]{33}(?![0-9A-Za-z_-])"),
+    ("discord_token", r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}\b"),
+    ("azure_client_secret", r"\b[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}"),
+    ("pypi_token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,1000}"),
+    ("slack_app_token", r"\bxapp-\d-[A-Za-z0-9]+-\d+-[A-Za-z0-9]+"),
+    ("alibaba_key", r"\bLTAI[A-Za-z0-9]{20}\b"),
+    ("aws_bedrock_key", r"\bABSK[A-Za-z0-9+/]{109,269}={0,2}"),
+    ("supabase_key", r"\bsbp_[a-f0-9]{40}\b|\bsb_secret_[A-Za-z0-9_-]{20,64}"),
+    ("cloudflare_key", r"\bv1\.0-[a-f0-9]{24}-[a-f0-9]{146}\b"),
+    ("openshift_token", r"\bsha256~[A-Za-z0-9_-]{43}"),
+    ("terraform_token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}"),
+    ("infracost_key", r"\bico-[A-Za-z0-9]{32}\b"),
+    ("scalingo_token", r"\btk-us-[A-Za-z0-9_-]{48}"),
+    ("settlemint_token", r"\bsm_[aps]at_[A-Za-z0-9]{16}\b"),
+    ("maxmind_key", r"\b[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk\b"),
+    ("flyio_token", r"\bfo1_[A-Za-z0-9_-]{43}|\bfm[12][ar]?_[A-Za-z0-9+/]{100,2000}={0,3}"),
+    ("google_refresh_token", r"\b1//0[0-9A-Za-z_-]{40,400}"),
+    ("firebase_key", r"\bAAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{140}"),
+    ("mapbox_token", r"\bsk\.eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}"),
+    ("newrelic_key", r"\bNR(?:AK|II)-[A-Za-z0-9-]{27,32}"),
+    ("webhook_url", r"https://[a-z0-9]+\.webhook\.office\.com/webhookb2/[^\s\"'<>]{20,}"
+     r"|https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}"),
+)
+
+
+def _vendor(m: "re.Match[bytes]") -> bytes:
+    return _m(m.lastgroup or "token")
 
 
 _KEY_ALTS = "(?i:" + _TEXT_KEY + "|" + _WHOLE_LINE_KEY + ")"
@@ -298,6 +438,19 @@ _RULES: list[tuple[str, str, Handler]] = [
         "json_header_pair_reversed",
         r"(\"value\"\s*:\s*\")((?:[^\"\\\n]|\\.){1,4096})\"\s*,\s*\"name\"\s*:\s*\""
         r"(" + _KEY_ALTS + r")\"",
+        _keyed_value_first,
+    ),
+    # The same pairs inside a JSON string or a string literal of generated code (\"name\").
+    (
+        "json_header_pair_escaped",
+        r"(\\\"name\\\"\s*:\s*\\\")(" + _KEY_ALTS + r")\\\"\s*,\s*\\\"value\\\"\s*:\s*\\\""
+        r"(.{1,4096}?)\\\"",
+        _keyed,
+    ),
+    (
+        "json_header_pair_escaped_reversed",
+        r"(\\\"value\\\"\s*:\s*\\\")(.{1,4096}?)\\\"\s*,\s*\\\"name\\\"\s*:\s*\\\""
+        r"(" + _KEY_ALTS + r")\\\"",
         _keyed_value_first,
     ),
     # "password": "x" in JSON text, plain or with escaped quotes (a body inside a JSON string).
@@ -331,9 +484,11 @@ _RULES: list[tuple[str, str, Handler]] = [
     ),
     (
         "assignment",
+        # The value runs to the next space or quote (a Django key holds "#", "(", ")", "$"...);
+        # closing punctuation at its end is kept outside the marker (_keyed_trimmed).
         r"\b()((?i:" + _TEXT_KEY + r"))\s*[:=]\s*" + _NOT_MARKER
-        + r"([^\s\"'&;,<>\\)\]}]{1,4096})",
-        _keyed,
+        + r"([^\s\"'&<>\\`]{1,4096})",
+        _keyed_trimmed,
     ),
     (
         "url_credentials",
@@ -353,13 +508,18 @@ _RULES: list[tuple[str, str, Handler]] = [
     ("jwt", r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*", _whole("jwt")),
     (
         "aws_access_key",
-        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|A3T[A-Z0-9])[A-Z0-9]{16}\b",
         _whole("aws_access_key"),
     ),
     ("github_token", r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{36,255}\b", _whole("github_token")),
     ("github_pat", r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b", _whole("github_token")),
     ("slack_token", r"\bxox[abposre]-[A-Za-z0-9-]{10,255}", _whole("slack_token")),
-    ("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,255}", _whole("gitlab_token")),
+    (
+        "gitlab_token",
+        r"\bgl(?:pat|dt|ft|imt|agent|ffct|oas|soat|rt|ptt|cbt)-[A-Za-z0-9_.-]{20,300}"
+        r"|\bGR1348941[A-Za-z0-9_-]{20,}",
+        _whole("gitlab_token"),
+    ),
     ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b", _whole("npm_token")),
     (
         "sendgrid_key",
@@ -373,10 +533,17 @@ _RULES: list[tuple[str, str, Handler]] = [
     ),
     (
         "slack_webhook",
-        r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]{20,}",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{20,}",
         _whole("slack_webhook"),
     ),
-    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,255}\b", _whole("sk_key")),
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{10,255}\b", _whole("sk_key")),
+    # Vendor token shapes, as gitleaks' rule set (config/gitleaks.toml) and detect-secrets'
+    # plugins describe them (facts about the formats; the patterns are written here). One rule
+    # (one group in the prefilter: a smaller program than one group each); the named
+    # alternative that matched is the marker's kind.
+    ("vendor_token", "|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _VENDOR_TOKENS),
+     _vendor),
+
     ("sk_key", r"\bsk-(?:[A-Za-z0-9]+-){0,3}[A-Za-z0-9_-]{20,255}", _whole("sk_key")),
     ("gcp_api_key", r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])", _whole("gcp_api_key")),
     ("gcp_oauth", r"\bya29\.[0-9A-Za-z_-]{20,}", _whole("gcp_oauth_token")),
@@ -458,7 +625,7 @@ def _lazy(pattern: str) -> str:
     return "".join(out)
 
 
-_CAPTURING_GROUP = re.compile(r"(?<!\\)\((?!\?)")
+_CAPTURING_GROUP = re.compile(r"(?<!\\)\((?!\?)|(?<!\\)\(\?P<[a-z0-9_]+>")
 
 
 def _superset(pattern: str) -> str:
@@ -696,6 +863,10 @@ class Redactor:
         if m is None:
             return None
         prefix, query, fragment = m.group(1) or "", m.group(2), m.group(3) or ""
+        if not prefix:
+            # Only a URL has a fragment: in a bare form body or an assignment a "#" is part of
+            # the value (a form body would have it percent-encoded; SECRET_KEY=django-...#...).
+            query, fragment = query + fragment, ""
         if "=" not in query:
             return None
         changed = False
@@ -711,6 +882,15 @@ class Redactor:
                 parts.append(f"{name}={marker(_key_label(decoded_name))}")
                 changed = True
                 continue
+            if "+" in raw:
+                # "+" is a space in a form body but a base64 character in a key that was never
+                # form-encoded (AccountKey=ab+cd/...): a secret found with "+" kept is taken so.
+                literal = unquote(raw)
+                redacted = self._redact_string(literal, depth + 1)
+                if redacted != literal:
+                    parts.append(f"{name}={quote(redacted, safe='[]:')}")
+                    changed = True
+                    continue
             redacted = self._redact_string(decoded, depth + 1) if decoded else decoded
             if redacted != decoded:
                 parts.append(f"{name}={quote_plus(redacted, safe='[]:')}")
@@ -733,6 +913,43 @@ _QUERY_TOKEN = re.compile(r"[^\s\"'<>`=]*=[^\s\"'<>`]*")
 _DEFAULT = Redactor()
 redact_text = _DEFAULT.redact_text
 redact_value = _DEFAULT.redact_value
+
+
+_CUT_TAIL = re.compile(r"[^\s\"'<>`]*…$")
+
+
+def drop_cut_tail(text: str) -> str:
+    """C{text}, which was cut and ends in C{…}, without its last word (unless it is a marker):
+    a secret cut in half has lost the shape the redactor knows, so what is left of it goes too."""
+    m = _CUT_TAIL.search(text)
+    if m is None or m.start() == m.end() - 1 or is_marker(text[m.start():m.end() - 1]):
+        return text
+    return text[:m.start()] + "…"
+
+
+def clip(value: Any, limit: int) -> str:
+    """C{str(value)} cut to C{limit} characters, redacted before the cut when it is cut: a cut
+    made before the exit's own redaction could otherwise split a secret and let its first part
+    through (the exit then sees a shape it does not know). Text within the limit is returned as
+    it is (the exit redacts it)."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return text
+    return redact_value(text[:limit + _CLIP_CONTEXT])[:limit]
+
+
+#: How much past a cut L{clip} redacts: a secret that starts before the cut ends within it.
+_CLIP_CONTEXT = 8192
+
+
+def redact_entries(entries: Any) -> list[Any]:
+    """Each entry redacted (L{Redactor.redact_value}; an entry proven clean is kept as it is).
+
+    For whatever derives text from entries before the result's own redaction (templates,
+    clusters, summaries, cut samples): redacting the values first means no cut or template can
+    break a secret's shape and let part of it through."""
+    unchanged, redact = _DEFAULT.unchanged, _DEFAULT.redact_value
+    return [e if unchanged(e) else redact(e) for e in entries]
 
 # -- result cap -------------------------------------------------------------------------------
 

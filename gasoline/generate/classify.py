@@ -42,6 +42,7 @@ import re
 from typing import Any
 
 from gasoline.analysis._util import dicts, is_error, status_of, text
+from gasoline.core.redact import clip
 
 #: Most specific first: the tie-break order.
 CATEGORIES = ("selector_not_found", "auth", "server_error", "network_error", "js_error",
@@ -116,7 +117,7 @@ def _line_of(failure: str, match: re.Match[str]) -> str:
     start = failure.rfind("\n", 0, match.start()) + 1
     end = failure.find("\n", match.end())
     line = failure[start:end if end != -1 else len(failure)].strip()
-    return line[:300]
+    return clip(line, 300)
 
 
 def _timing_value(snapshot: dict[str, Any], key: str) -> float | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gasoline._version import __version__
 from gasoline.analysis._util import dicts, text
-from gasoline.core.redact import redact_text
+from gasoline.core.redact import clip, redact_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -91,7 +91,7 @@ def sarif(a11y_result: Any, page_url: str | None = None) -> dict[str, Any]:
                 html = node.get("html")
                 if isinstance(html, str) and html:
                     location["physicalLocation"]["region"] = {
-                        "startLine": 1, "snippet": {"text": redact_text(html[:2000])}}
+                        "startLine": 1, "snippet": {"text": redact_text(clip(html, 2000))}}
             targets = _targets(node)
             if targets:
                 location["logicalLocations"] = [

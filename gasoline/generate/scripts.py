@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from gasoline.analysis._util import dicts, text
-from gasoline.core.redact import is_marker
+from gasoline.core.redact import clip, is_marker
 
 MAX_ACTIONS = 500
 PASSWORD_ENV = "GASOLINE_TEST_PASSWORD"
@@ -186,7 +186,7 @@ def playwright_test(actions: Any, errors: Any = (), base_url: str | None = None,
     ]
     if seen_errors:
         lines.append("  // Errors seen while recording; the test fails while any of them still happens.")
-        lines.append(f"  const recorded = [{', '.join(js(m[:300]) for m in seen_errors)}];")
+        lines.append(f"  const recorded = [{', '.join(js(clip(m, 300)) for m in seen_errors)}];")
         lines.append("  for (const message of recorded) {")
         lines.append("    expect(errors.filter((e) => e.includes(message))).toEqual([]);")
         lines.append("  }")

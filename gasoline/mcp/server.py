@@ -37,6 +37,7 @@ from gasoline.mcp.jsonrpc import (
     Request,
     Response,
 )
+from gasoline.mcp.outgoing import redact_outgoing, redacting
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.session import LOG_LEVELS, McpSession
 from gasoline.mcp.tools import ToolRegistry
@@ -425,7 +426,9 @@ class McpServer:
         handler = self._methods.get(method)
         if handler is None:
             return succeed(jsonrpc.error(rid, METHOD_NOT_FOUND, f"Method not found: {method}"))
-        ctx = RequestContext(self, session, rid, method, req.params, emit, close_stream)
+        # Notifications and requests tied to this request pass the outgoing redaction
+        # (gasoline.mcp.outgoing); tool results are redacted by the registry, errors in _failed.
+        ctx = RequestContext(self, session, rid, method, req.params, redacting(emit), close_stream)
         d = maybeDeferred(handler, ctx, req.params)
         if not d.called:
             jsonrpc.track_pending(session.in_flight, rid, d)
@@ -434,12 +437,14 @@ class McpServer:
 
     def _failed(self, failure: Failure, rid: Any) -> dict[str, Any] | None:
         if failure.check(JsonRpcError):
-            return failure.value.response(rid)
+            # Gasoline's own faults and a proxied server's error.message / error.data alike.
+            return redact_outgoing(failure.value.response(rid))
         if failure.check(CancelledError):
             # The client cancelled (or went away): the spec says not to answer.
             return None
         log.failure("MCP request {rid} failed", failure, rid=rid)
-        return jsonrpc.error(rid, INTERNAL_ERROR, f"Internal error: {failure.getErrorMessage()}")
+        return redact_outgoing(jsonrpc.error(rid, INTERNAL_ERROR,
+                                             f"Internal error: {failure.getErrorMessage()}"))
 
     def _notification(self, session: McpSession, note: Notification) -> None:
         method = note.method

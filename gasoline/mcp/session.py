@@ -22,6 +22,7 @@ from typing import Any, Callable
 import attrs
 
 from gasoline.mcp.jsonrpc import encode
+from gasoline.mcp.outgoing import redact_outgoing
 
 #: RFC 5424 severities as MCP names them, least severe first.
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -171,7 +172,8 @@ class McpSession:
 
     def send(self, message: dict[str, Any] | bytes) -> str:
         """Queue a message on the standalone stream (GET / legacy SSE / connector stream)."""
-        payload = message if isinstance(message, bytes) else encode(message)
+        # Dicts pass the outgoing redaction; bytes were encoded (and redacted) by their sender.
+        payload = message if isinstance(message, bytes) else encode(redact_outgoing(message))
         return self.standalone.push(payload)
 
     def next_request_id(self) -> str:

@@ -180,13 +180,17 @@ class ToolRegistry:
     # -- results -----------------------------------------------------------------------------
 
     def finish(self, result: Any, capped: bool = True) -> Any:
-        """Redact every text block of C{result} and cap it (an explicit note when cut; not
-        when C{capped} is false: a proxied tool's result, whose limit is its server's)."""
+        """Redact every field an agent reads in C{result} and cap its texts (an explicit note
+        when cut; not when C{capped} is false: a proxied tool's result, whose limit is its
+        server's): text blocks (on their decoded JSON), every other content block (an embedded
+        resource's C{text} and C{uri}, a C{resource_link}'s C{uri}, name and description,
+        image/audio metadata, annotations, C{_meta}: everything but the binary C{data} and
+        C{blob}), the C{structuredContent} and the result's own C{_meta}."""
         if not isinstance(result, dict):
             return result
         content = result.get("content")
         if not isinstance(content, list):
-            return result
+            content = []
         if self._unchanged(result, content):
             if not capped:
                 return result
@@ -197,29 +201,38 @@ class ToolRegistry:
                     if isinstance(text, str) and len(text) > cap // 4:
                         block["text"] = cap_text(text, cap)
             return result
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "text" \
-                    and isinstance(block.get("text"), str):
+        for i, block in enumerate(content):
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                rest = {k: v for k, v in block.items() if k != "text"}
+                if len(rest) > 1:
+                    block.update(self.redactor.redact_value(rest))
                 block["text"] = self._finish_text(block["text"], capped)
-        sc = result.get("structuredContent")
-        if sc is not None:
-            result["structuredContent"] = self.redactor.redact_value(sc)
+            else:
+                content[i] = _redact_block(self.redactor, block)
+        for key in _RESULT_FIELDS:
+            value = result.get(key)
+            if value is not None:
+                result[key] = self.redactor.redact_value(value)
         return result
 
     def _unchanged(self, result: dict[str, Any], content: list[Any]) -> bool:
-        """Whether redaction would leave every text block and the C{structuredContent} of
-        C{result} as they are, proven by one L{Redactor.unchanged} (one walk, one scan) instead
-        of redacting each piece; C{False} sends L{finish} the full way (L{_redact_decoded}).
-        The pieces are the ones L{_redact_decoded} redacts: a text's summary line as text and
-        the JSON after it decoded, or the whole text as a value."""
-        texts: list[str] = []
+        """Whether redaction would leave every block, the C{structuredContent} and the
+        C{_meta} of C{result} as they are, proven by one L{Redactor.unchanged} (one walk, one
+        scan) instead of redacting each piece; C{False} sends L{finish} the full way. The
+        pieces are the ones L{finish} redacts, all as values: a text's summary line and the JSON
+        after it decoded, or the whole text; other blocks without their binary data."""
         values: list[Any] = []
         for block in content:
-            if not (isinstance(block, dict) and block.get("type") == "text"):
+            if not isinstance(block, dict):
                 continue
             text = block.get("text")
-            if not isinstance(text, str):
+            if block.get("type") != "text" or not isinstance(text, str):
+                values.append(_without_binary(block))
                 continue
+            if len(block) > 2:
+                values.append({k: v for k, v in block.items() if k != "text"})
             summary, sep, rest = text.partition("\n")
             if sep and rest[:1] in ("{", "["):
                 try:
@@ -227,13 +240,14 @@ class ToolRegistry:
                 except orjson.JSONDecodeError:
                     values.append(text)
                 else:
-                    texts.append(summary)
+                    values.append(summary)
             else:
                 values.append(text)
-        sc = result.get("structuredContent")
-        if sc is not None:
-            values.append(sc)
-        return self.redactor.unchanged(values, tuple(texts))
+        for key in _RESULT_FIELDS:
+            value = result.get(key)
+            if value is not None:
+                values.append(value)
+        return self.redactor.unchanged(values)
 
     def _finish_text(self, text: str, capped: bool = True) -> str:
         text = self._redact_decoded(text)
@@ -263,7 +277,8 @@ class ToolRegistry:
                                             default=str).decode()
                     except orjson.JSONEncodeError:
                         return self.redactor.redact_text(text)
-                return self.redactor.redact_text(summary) + sep + rest
+                # The summary too on its decoded values (a URL's query in "navigated to ...").
+                return self.redactor.redact_value(summary) + sep + rest
         return self.redactor.redact_value(text)
 
     # -- calling -----------------------------------------------------------------------------
@@ -356,6 +371,35 @@ class ToolRegistry:
 
         d.addCallbacks(done, cancelled)
         return d
+
+
+#: Result fields beside C{content} that carry data an agent reads.
+_RESULT_FIELDS = ("structuredContent", "_meta")
+#: Binary fields of content blocks (base64): kept as they are.
+_BINARY = ("data", "blob")
+
+
+def _without_binary(block: dict[str, Any]) -> dict[str, Any]:
+    """A content block without its base64 payload (image/audio C{data}, a resource's C{blob})."""
+    out = {k: v for k, v in block.items() if k not in _BINARY}
+    resource = block.get("resource")
+    if isinstance(resource, dict) and any(k in resource for k in _BINARY):
+        out["resource"] = {k: v for k, v in resource.items() if k not in _BINARY}
+    return out
+
+
+def _redact_block(redactor: Redactor, block: dict[str, Any]) -> dict[str, Any]:
+    """A non-text content block redacted in every field but its binary payload."""
+    out = redactor.redact_value(_without_binary(block))
+    for key in _BINARY:
+        if key in block:
+            out[key] = block[key]
+    resource = block.get("resource")
+    if isinstance(resource, dict) and isinstance(out.get("resource"), dict):
+        for key in _BINARY:
+            if key in resource:
+                out["resource"][key] = resource[key]
+    return out
 
 
 def _stop_reporter(result: Any, reporter: Any) -> Any:

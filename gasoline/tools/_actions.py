@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from gasoline.common import unquote
+from gasoline.core.redact import FIELD_NATURE, clip, marker, redact_typed_values
 from gasoline.core.store import ACTIONS
 from gasoline.tools._shared import (
     as_dict,
@@ -78,6 +79,20 @@ def record(ctx: Any, kind: str, result: Any = None, **fields: Any) -> dict[str, 
         if isinstance(value, str) and len(value) > RECORDED_VALUE_LIMIT:
             value = value[:RECORDED_VALUE_LIMIT]
         entry[key] = value
+    # The field's nature, as the extension reports it for the element acted on (type, name, id,
+    # autocomplete), like a user's action carries it; the element's recorded name and id when
+    # an older extension does not say. Then the one rule decides whether the value is kept.
+    if element is not None:
+        for key in FIELD_NATURE:
+            value = element.get(key)
+            if isinstance(value, str):
+                entry[key] = value[:200]
+        sel = entry.get("selectors")
+        if isinstance(sel, dict):
+            for key, src in (("input_name", "name"), ("input_id", "id")):
+                if key not in entry and isinstance(sel.get(src), str):
+                    entry[key] = sel[src][:200]
+    redact_typed_values([entry])
     try:
         ctx.app.store.add(ACTIONS, [entry])
     except (TypeError, ValueError):  # orjson cannot encode what the extension sent (huge ints,
@@ -94,11 +109,13 @@ def _looks_secret(selector: str | None, args: dict[str, Any]) -> bool:
 
 
 def _recorded_value(selector: str | None, args: dict[str, Any], value: Any) -> Any:
+    """The typed value as recorded before the field's nature is known (the selector or name says
+    it is secret: redacted at once); L{record} then applies the one rule with the field's nature."""
     if value is None:
         return None
     if _looks_secret(selector, args):
-        return "[redacted]"
-    return value if isinstance(value, (str, int, float, bool)) else json.dumps(value)[:200]
+        return marker("input")
+    return value if isinstance(value, (str, int, float, bool)) else clip(json.dumps(value), 200)
 
 
 def execute_params(ctx: Any, args: dict[str, Any], script: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.core.persist import thread_runner
+from gasoline.core.redact import redact_value
 
 MAX_ARTIFACT_BYTES = 5 * 1024 * 1024
 
@@ -94,11 +95,25 @@ def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: s
     def saved(saved: dict[str, Any]) -> dict[str, Any]:
         body["saved_to"] = saved["path"]
         body["saved_bytes"] = saved["bytes"]
-        if len(artifact) > INLINE_WHEN_SAVED:
-            # The file has it all; keep the answer small instead of hitting the result cap.
-            body["artifact"] = artifact[:INLINE_WHEN_SAVED]
+        written = saved["content"]
+        if len(written) > INLINE_WHEN_SAVED:
+            # The file has it all; keep the answer small instead of hitting the result cap. The
+            # cut is made in the redacted artifact: it cannot split a secret the redactor knows.
+            body["artifact"] = written[:INLINE_WHEN_SAVED]
             body["artifact_truncated"] = f"first {INLINE_WHEN_SAVED} characters; the file has all"
+        else:
+            body["artifact"] = written
         return ctx.ok(summary + f"; saved to {saved['path']}", body)
 
     resolve_save_path(ctx, save_to)  # refuse a bad path at once, before any thread work
-    return thread_runner(ctx.app.clock)(write_artifact, ctx, save_to, artifact).addCallback(saved)
+    return thread_runner(ctx.app.clock)(_redact_and_write, ctx, save_to, artifact) \
+        .addCallback(saved)
+
+
+def _redact_and_write(ctx: Any, save_to: str, artifact: str) -> dict[str, Any]:
+    """In the thread pool: the artifact redacted (what an agent reads in the file is an exit
+    too, issue 30 §1), then written; C{{path, bytes, content}}."""
+    content = redact_value(artifact)
+    out = write_artifact(ctx, save_to, content)
+    out["content"] = content
+    return out

@@ -46,6 +46,7 @@ from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.store import ACTIONS
+from gasoline.core.redact import is_marker
 from gasoline.tools._commands import require_pilot
 from gasoline.tools._shared import newest
 from gasoline.tools._state import recording_named, recordings_of
@@ -97,7 +98,7 @@ def step_for(action: dict[str, Any]) -> tuple[str | None, dict[str, Any], str]:
     selector = selector_for(action)
     if kind == "keypress":
         key = action.get("key")
-        if not isinstance(key, str) or not key or key == REDACTED:
+        if not isinstance(key, str) or not key or key == REDACTED or is_marker(key):
             return None, {}, "no key recorded"
         return "key_press", {"key": key, **({"selector": selector} if selector else {})}, ""
     if selector is None:
@@ -105,7 +106,7 @@ def step_for(action: dict[str, Any]) -> tuple[str | None, dict[str, Any], str]:
     if kind == "click":
         return "click", {"selector": selector}, ""
     value = action.get("value")
-    if value == REDACTED:
+    if value == REDACTED or (isinstance(value, str) and is_marker(value)):
         return None, {}, "the value was redacted when recorded (a password field)"
     if not isinstance(value, str):
         return None, {}, "no value recorded"

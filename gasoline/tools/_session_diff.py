@@ -10,6 +10,7 @@ from typing import Any
 
 
 from gasoline.core.errors import MissingParam
+from gasoline.core.redact import clip
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
 from gasoline.tools._state import resolve_checkpoint
 from gasoline.tools.context import ToolContext, decode_entries, newest_entries
@@ -78,7 +79,7 @@ def session_snapshot(ctx: ToolContext) -> dict[str, Any]:
                 failing[key] = None
         fp = fingerprint(e)
         messages.pop(fp, None)
-        messages[fp] = str(e.get("message", ""))[:160]
+        messages[fp] = clip(e.get("message", ""), 160)
     for b in newest_entries(ctx, NETWORK_BODIES, SNAPSHOT_ENTRIES):
         if is_failed_request(b):
             key = _url_key(b)

@@ -65,6 +65,7 @@ from gasoline.tools._shared import (
 )
 from gasoline.tools.context import reserved_dict, store_reserved_dict
 from gasoline.tools.schemas import MODE_PROPERTIES
+from gasoline.core.redact import clip
 
 # -- X: the extension answers -----------------------------------------------------------------------
 
@@ -211,7 +212,7 @@ def page_summary(ctx: Any, args: dict[str, Any]) -> Any:
             "telemetry": {
                 "recent_errors": len(errors),
                 "recent_failed_requests": len(failed),
-                "error_samples": [str(e.get("message", ""))[:300] for e in errors[-5:]],
+                "error_samples": [clip(e.get("message", ""), 300) for e in errors[-5:]],
                 "vitals": vitals,
             },
         }
@@ -437,7 +438,7 @@ def annotation_detail(ctx: Any, args: dict[str, Any]) -> Any:
         annotation = r.get("annotation") if isinstance(r.get("annotation"), dict) else r
         element = annotation.get("element") if isinstance(annotation.get("element"), dict) else {}
         tag = element.get("tag") or "no element"
-        return (f"annotation {annotation_id}: {str(annotation.get('note') or '')[:80]!r} on <{tag}>",
+        return (f"annotation {annotation_id}: {clip(annotation.get('note') or '', 80)!r} on <{tag}>",
                 {"annotation": annotation})
 
     return newer_command(ctx, args, "annotation_detail", {"annotation_id": annotation_id},

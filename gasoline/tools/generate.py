@@ -24,6 +24,7 @@ from twisted.internet.defer import Deferred
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, resolve_inside
+from gasoline.core.redact import clip
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.generate import (
     csp,
@@ -240,7 +241,7 @@ def test_from_context_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
             failed.append(req)
     result = context_test(error, actions, failed, base_url=ctx.str_arg(args, "base_url") or None,
                           name=ctx.str_arg(args, "test_name") or None, page_url=page_url(ctx))
-    summary = (f"Playwright test for error {result['error']['message'][:80]!r}: "
+    summary = (f"Playwright test for error {clip(result['error']['message'], 80)!r}: "
                f"{result['actions_replayed']} preceding action(s), "
                f"{len(result['failed_requests'])} failed request(s) asserted")
     return _finish(ctx, args, "test_from_context", summary, result["script"],
@@ -331,8 +332,8 @@ async def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
                                 "candidates": cands, "live": live_info,
                                 "actions_searched": len(actions)}
         best = cands[0] if cands else None
-        summary = (f"{len(cands)} replacement(s) for {broken[:80]!r}" +
-                   (f"; best {best['selector'][:80]!r} ({best['confidence']:.2f}, "
+        summary = (f"{len(cands)} replacement(s) for {clip(broken, 80)!r}" +
+                   (f"; best {clip(best['selector'], 80)!r} ({best['confidence']:.2f}, "
                     f"{best['strategy']})" if best else
                     ": no recorded or live element resembles it"))
         if code is None:

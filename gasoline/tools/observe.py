@@ -18,6 +18,7 @@ from typing import Any, Callable
 import orjson
 from twisted.internet.defer import Deferred
 
+from gasoline.core.redact import clip
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
@@ -412,7 +413,7 @@ def _seconds(e: dict[str, Any]) -> float | None:
 
 def _timeline_item(kind: str, e: dict[str, Any]) -> dict[str, Any]:
     if kind == "console":
-        return {"level": e.get("level"), "message": str(e.get("message", ""))[:500],
+        return {"level": e.get("level"), "message": clip(e.get("message", ""), 500),
                 "url": e.get("url"), "type": e.get("type")}
     if kind == "network":
         return {"method": e.get("method"), "url": e.get("url"), "status": e.get("status"),

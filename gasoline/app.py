@@ -213,7 +213,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"health"] = HealthAPI(daemon).resource()
     root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
     root.mounts[b"mcp"] = mcp_http
-    root.mounts[b"pairing"] = PairingAPI(identity).resource()
+    root.mounts[b"pairing"] = PairingAPI(
+        identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource()
     root.mounts[b"session"] = ProxyAPI(proxy).resource()
     if proxy is not None:
         from gasoline.proxy.metrics import register as register_proxy_metrics  # noqa: PLC0415

@@ -55,6 +55,16 @@ MAX_COMMANDS_PER_SYNC = 50
 MAX_EXTENSION_LOGS_PER_SYNC = 500
 
 
+#: What every surface (doctor, configure health, agents' errors) says while the extension waits.
+WAITING_FOR_PAIRING = ("the browser extension is waiting for the user to pair it with this "
+                       "daemon (it asks for the daemon's identity but sends nothing until paired)")
+PAIR_FIX = ("Open the Gasoline popup in the browser: it shows this daemon's fingerprint; check it "
+            "matches what `gasoline identity` prints, then click \"Pair with this daemon\". "
+            "Capture starts within a few seconds.")
+NOT_CONNECTED_FIX = ("Open the browser with the Gasoline extension and make sure its options "
+                     "point at this daemon's port.")
+
+
 @implementer(IExtensionLink)
 @attrs.define(eq=False)
 class ExtensionLink:
@@ -78,6 +88,9 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
+    #: When the extension last asked for the daemon's identity (C{GET /pairing}): an extension
+    #: that does so without syncing is waiting for the user to pair it (L{waiting_for_pairing}).
+    pairing_offered_at: float | None = attrs.field(default=None, init=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -113,10 +126,36 @@ class ExtensionLink:
         """Call C{hook()} each time the extension goes from connected to disconnected."""
         return add_hook(self._disconnect_hooks, hook)
 
+    def pairing_offered(self) -> None:
+        """The extension asked for the daemon's identity (C{GET /pairing} from its origin)."""
+        self.pairing_offered_at = self.clock.seconds()
+
+    @property
+    def waiting_for_pairing(self) -> bool:
+        """Not syncing, but asking for the daemon's identity within the last 10 s: the
+        extension has not been paired with this daemon yet and waits for the user to confirm
+        the fingerprint in its popup."""
+        at = self.pairing_offered_at
+        return (not self.connected and at is not None
+                and self.clock.seconds() - at < self.disconnect_after
+                and (self.last_sync is None or self.last_sync <= at))
+
+    @property
+    def state(self) -> str:
+        """C{connected}, C{waiting_for_pairing} or C{not_connected}."""
+        if self.connected:
+            return "connected"
+        return "waiting_for_pairing" if self.waiting_for_pairing else "not_connected"
+
     def require_connected(self) -> None:
-        """@raise ExtensionDisconnected: when no sync came within the last 10 s."""
-        if not self.connected:
-            raise ExtensionDisconnected("the browser extension is not connected to this daemon")
+        """@raise ExtensionDisconnected: when no sync came within the last 10 s (saying so when
+        the extension waits for the user to pair it)."""
+        if self.connected:
+            return
+        if self.waiting_for_pairing:
+            raise ExtensionDisconnected(WAITING_FOR_PAIRING, retry=PAIR_FIX,
+                                        extension_state="waiting_for_pairing")
+        raise ExtensionDisconnected("the browser extension is not connected to this daemon")
 
     def stop(self) -> None:
         """Cancel the liveness timer (service shutdown; keeps tests free of leaked timers)."""

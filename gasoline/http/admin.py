@@ -17,6 +17,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
 from gasoline.core.extension import rfc3339
+from gasoline.core.doctor import doctor_checks
 from gasoline.core.store import CONSOLE
 from gasoline.http.json import json_body, json_error
 
@@ -101,6 +102,13 @@ class HealthAPI:
     @app.route("/health", methods=["GET", "HEAD"])
     def get_health(self, request):
         return json_body(request, self.health())
+
+    @app.route("/health/doctor", methods=["GET"])
+    def get_doctor(self, request):
+        """The checks of C{configure doctor}, for C{gasoline doctor}: no MCP session, no client
+        registered or persisted for asking."""
+        g = self.gasoline
+        return json_body(request, {"checks": doctor_checks(g, g.clock.seconds())})
 
     @app.handle_errors(NotFound)
     def not_found(self, request, failure):

@@ -134,7 +134,11 @@ class ToolContext:
         if self.tool in PAGE_TOOLS:
             body[UNTRUSTED_FIELD] = UNTRUSTED_NOTE
         if not body["extension_connected"] and "extension not connected" not in summary:
-            summary += " (extension not connected)"
+            if getattr(getattr(self.app, "extension", None), "waiting_for_pairing", False):
+                summary += (" (extension not connected: it waits for the user to pair it in the "
+                            "Gasoline popup)")
+            else:
+                summary += " (extension not connected)"
         return text_result(summary, body)
 
     # -- extension-bound commands ------------------------------------------------------------

@@ -143,7 +143,7 @@ def test_an_upload_the_extension_refuses_is_an_error_and_not_recorded(h, cwd):
     [cmd] = h.commands()
     h.answer(cmd, {"error": "invalid_param", "message": "element is not an <input type=file>"},
              status="error", error="invalid_param")
-    assert error_of(d).code == "extension_error"
+    assert error_of(d).code == "invalid_param"  # the extension's code, structured
     assert h.app.store.read(ACTIONS).items == []
 
 
@@ -244,7 +244,7 @@ def test_recording_is_one_per_client_and_fails_at_once_when_no_frame_can_be_take
     assert e.value.code == "already_recording"
     other = run(h, "record_start", client="B")
     h.answer(h.commands()[0], {"error": "no_tab"}, status="error", error="no_tab")
-    assert error_of(other).code == "extension_error"
+    assert error_of(other).code == "no_tab"
     fired(run(h, "record_stop"))
     assert h.commands() == []
 

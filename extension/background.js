@@ -10,7 +10,7 @@
 // * Carries out commands (commands.js holds the content-side handlers).
 
 import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './lib/settings.js';
-import { visualDiff } from './lib/visual.js';
+import { visualDiff, previewOf } from './lib/visual.js';
 import { installPageCapture } from './lib/pages.js';
 import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
 import {
@@ -667,8 +667,11 @@ async function screenshot(cmd) {
   }
   const format = params.format === 'png' ? 'png' : 'jpeg';
   const dataUrl = await captureVisible(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
+  // What the agent sees inline (MCP image content) when the screenshot itself is too large.
+  const preview = await previewOf(dataUrl).catch(() => null);
   const resp = await daemonFetch('/screenshots', {
-    body: { data_url: dataUrl, url: redactUrl(tab.url), query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+    body: Object.assign({ data_url: dataUrl, url: redactUrl(tab.url), query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+      preview && dataUrl.length + preview.length < 4.5 * 1024 * 1024 ? { preview_data_url: preview } : {}),
     timeout: 15000,
   });
   if (!resp.ok) return { error: 'upload_failed', message: `POST /screenshots answered HTTP ${resp.status}` };

@@ -287,6 +287,9 @@ def test_record_stop_without_any_recording_is_no_data_and_bad_args_are_refused(h
 # -- through the FakeExtension's real /sync loop, on the real reactor and its thread pool -------------
 
 
+DIFF = b"\xff\xd8\xff\xe0 a diff image"
+
+
 @pytest_twisted.ensureDeferred
 async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync_loop(tmp_path, cwd):
     from twisted.internet import reactor
@@ -305,7 +308,8 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
     def visual_diff(params):
         same = params["baseline"] == params["current"]
         return {"total_pixels": 1, "changed_pixels": 0 if same else 1,
-                "changed_ratio": 0.0 if same else 1.0, "regions": [], "region_count": 0}
+                "changed_ratio": 0.0 if same else 1.0, "regions": [], "region_count": 0,
+                "diff_data_url": "data:image/jpeg;base64," + base64.b64encode(DIFF).decode()}
 
     daemon = InProcessDaemon(reactor, tmp_path / "state").start()
     fake = FakeExtension(daemon.url, reactor, poll_interval=0,
@@ -338,9 +342,13 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
         base = parse(await analyze.MODES["visual_baseline"](ctx("analyze", "visual_baseline"),
                                                             {"name": "home"}))[1]
         assert Path(base["baseline"]["path"]).is_file()
-        diff = parse(await analyze.MODES["visual_diff"](ctx("analyze", "visual_diff"),
-                                                        {"name": "home"}))[1]
+        answer = await analyze.MODES["visual_diff"](ctx("analyze", "visual_diff"), {"name": "home"})
+        diff = parse(answer)[1]
         assert diff["passed"] is True and diff["changed_pixels"] == 0  # same 1x1 fake screenshot
+        # The diff image inline (MCP image content) and on disk.
+        [image] = answer["content"][1:]
+        assert image["type"] == "image" and image["mimeType"] == "image/jpeg"
+        assert base64.b64decode(image["data"]) == DIFF == Path(diff["diff_path"]).read_bytes()
         assert app.router.pending_count() == 0
     finally:
         await fake.stop()

@@ -160,6 +160,8 @@ EXTENSION_CODES: dict[str, tuple[bool, str]] = {
                                    "run it in the page's world (world:\"main\")."),
     "axe_unavailable": (True, "axe-core could not be loaded in this page (its CSP may block it): "
                         "reload the page and retry."),
+    "no_history": (False, "The tab has no page to go back (or forward) to: navigate to the URL "
+                   "instead (interact navigate)."),
     "unknown_action": (False, "Use one of the actions the interact schema lists."),
     "upload_failed": (True, "The extension could not hand the screenshot to the daemon: retry; "
                       "if it persists, check the daemon's log."),

@@ -91,6 +91,8 @@ class ExtensionLink:
     #: When the extension last asked for the daemon's identity (C{GET /pairing}): an extension
     #: that does so without syncing is waiting for the user to pair it (L{waiting_for_pairing}).
     pairing_offered_at: float | None = attrs.field(default=None, init=False)
+    #: (client id, tabs) pairs already told that those tracked tabs loaded before tracking.
+    _told_reload: set = attrs.field(factory=set, init=False, repr=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -125,6 +127,30 @@ class ExtensionLink:
     def on_disconnect(self, hook: Callable[[], None]) -> Callable[[], None]:
         """Call C{hook()} each time the extension goes from connected to disconnected."""
         return add_hook(self._disconnect_hooks, hook)
+
+    def loaded_before_tracking(self) -> list[int]:
+        """Tracked tabs that had already loaded when tracking began (the extension's
+        C{settings.loaded_before_tracking}): their load-time errors were not captured."""
+        tabs = self.settings.get("loaded_before_tracking")
+        if not isinstance(tabs, list):
+            return []
+        return [t for t in tabs if isinstance(t, int) and not isinstance(t, bool)][:50]
+
+    def reload_note(self, client_id: str) -> str | None:
+        """Once per client (and set of such tabs): the sentence telling an agent to reload."""
+        tabs = self.loaded_before_tracking()
+        if not tabs:
+            return None
+        key = (client_id, tuple(sorted(tabs)))
+        if key in self._told_reload:
+            return None
+        if len(self._told_reload) > 1000:
+            self._told_reload.clear()
+        self._told_reload.add(key)
+        which = ", ".join(str(t) for t in tabs)
+        return (f"tracked tab {which} had already loaded when tracking began, so the errors and "
+                "requests of its load were not captured: reload it (interact {what:\"refresh\"}, "
+                "or \"Reload it\" in the Gasoline popup) to capture them")
 
     def pairing_offered(self) -> None:
         """The extension asked for the daemon's identity (C{GET /pairing} from its origin)."""

@@ -76,13 +76,35 @@ def test_an_agent_using_only_the_published_names_end_to_end(daemon, tmp_path):
         err, _, data = tool("observe", what="errors")
         seen = json.dumps(data)
         assert "TypeError: real bug" in seen and "dropped beacon" not in seen
+        # The rules come back in the shape they were added (rules[].id, match_spec).
+        err, _, data = tool("configure", action="noise_rule", noise_action="list")
+        mine = [r for r in data["rules"] if r.get("match_spec") == {"message_regex": "^analytics"}]
+        assert not err and len(mine) == 1 and mine[0]["id"], data["rules"]
+        assert mine[0]["classification"] == "known noise" and mine[0]["category"] == "console"
+        # streaming takes the published event names.
+        err, _, data = tool("configure", action="streaming", streaming_action="enable",
+                            events=["errors", "network_errors"])
+        assert not err and data["subscribe"] == ["error", "network_failure"], data
+        err, _, data = tool("configure", action="streaming", streaming_action="enable",
+                            events=["ci"])
+        assert err and data["error"] == "invalid_param" and "ci" in data["message"]
+        # A relative upload path that is not there: the answer says an absolute path is needed.
+        err, _, data = tool("interact", action="upload", selector="#file",
+                            file_path="relative/path/file.txt")
+        assert err and "absolute path" in data["message"], data
         err, _, data = tool("configure", action="save_sequence", name="login",
+                            description="log in", tags=["smoke", "auth"],
                             steps=[{"action": "navigate", "url": "https://app.test/"}])
         assert not err, data
         err, _, data = tool("configure", action="list_sequences")
-        assert [s["name"] for s in data["sequences"]] == ["login"]
+        assert [s["name"] for s in data["sequences"]] == ["login"] and data["count"] == 1
+        assert data["sequences"][0]["tags"] == ["smoke", "auth"]
         err, _, data = tool("configure", action="get_sequence", name="login")
         assert data["steps"] == [{"what": "navigate", "url": "https://app.test/"}]
+        # The published answer's fields: status, name, description, tags, step_count, saved_at.
+        assert (data["status"], data["name"], data["description"], data["tags"],
+                data["step_count"]) == ("ok", "login", "log in", ["smoke", "auth"], 1), data
+        assert data["saved_at"].endswith("Z")
         err, _, data = tool("configure", action="delete_sequence", name="login")
         assert not err
         # No extension is connected: the published error contract fields are there.

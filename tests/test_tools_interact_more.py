@@ -353,3 +353,12 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
     finally:
         await fake.stop()
         await daemon.stop()
+
+
+def test_a_relative_upload_path_without_a_working_directory_says_absolute_path_required(h, cwd):
+    with pytest.raises(GasolineError) as e:
+        run(h, "upload", {"selector": "#f", "file_path": "relative/file.txt"}, cwd=None)
+    assert e.value.code == "path_refused" and e.value.message.startswith("absolute path required")
+    with pytest.raises(GasolineError) as e:  # with one, the missing file's answer says the same
+        run(h, "upload", {"selector": "#f", "file_path": "relative/file.txt"}, cwd=cwd)
+    assert "give an absolute path" in e.value.message and str(cwd) in e.value.message

@@ -68,6 +68,9 @@ def doctor_checks(app: Any, now: float) -> list[dict[str, Any]]:
     maxc = getattr(reg, "max_clients", None)
     check("clients", None if maxc and live >= maxc else True,
           f"{live} live clients (max {maxc})", "Disconnect idle clients or raise --max-clients.")
+    listen = getattr(app.config, "listen", None)
+    if listen:
+        check("listen", True, f"listening on {listen}")
     check("version", True, f"gasoline {__version__}; extension "
           f"{getattr(ext, 'extension_version', None) or 'unknown'}")
     return checks

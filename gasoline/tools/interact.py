@@ -598,7 +598,8 @@ async def upload(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     roots = media.upload_roots(ctx.cwd, getattr(getattr(ctx.app, "config", None), "state_dir", None))
     param = "files" if args.get("files") is not None else "file_path"
     state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
-    paths = [media.resolve_readable(n, roots, param) for n in names]
+    paths = [media.resolve_readable(n, roots, param, relative_from=ctx.cwd or None)
+             for n in names]
     for p in paths:
         media.refuse_private_state(p, state_dir, ctx.client_id, param)
     sizes = sum(p.stat().st_size for p in paths)

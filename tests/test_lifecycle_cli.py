@@ -151,6 +151,11 @@ def test_doctor_names_the_pairing_wait_and_what_to_do(two):
     """An extension that asks for the daemon's identity but does not sync waits for the user to
     pair it: doctor, configure health and an agent's extension-bound call say so."""
     named, _ = two
+    # gasoline identity asks GET /pairing too, from no extension origin: that is no pairing wait.
+    assert gasoline("identity", "--port", str(named.port)).returncode == 0
+    out = gasoline("doctor", "--port", str(named.port), "--json")
+    check = {c["check"]: c for c in json.loads(out.stdout)["checks"]}["extension_connected"]
+    assert check["detail"] == "no sync in the last 10 s", check
     headers = {**EXTENSION_HEADERS, "Origin": "chrome-extension://abcdefghijklmnopabcdefghijklmnop"}
     get(named.url + "/pairing", headers)
     out = gasoline("doctor", "--port", str(named.port), "--json")

@@ -144,3 +144,43 @@ def test_tracking_a_loaded_tab_tells_the_agent_to_reload(browser, site, ext_daem
     wait_until(lambda: tab not in (browser.cdp.evaluate(
         sw, "chrome.storage.session.get('gasolineLoadedBeforeTracking').then(r => r.gasolineLoadedBeforeTracking || [])") or []),
         10, what="the reload to clear the note")
+
+
+PREVIEW_PROBE = """
+(async () => {
+  const { previewOf, MAX_INLINE_IMAGE_CHARS, PREVIEW_MAX_EDGE } = await import('/lib/visual.js');
+  const dataUrlOf = async (width, height, noise) => {
+    const canvas = new OffscreenCanvas(width, height);
+    const ctx = canvas.getContext('2d');
+    const img = ctx.createImageData(width, height);
+    if (noise) for (let i = 0; i < img.data.length; i += 65536) crypto.getRandomValues(img.data.subarray(i, i + 65536));
+    else img.data.fill(200);
+    for (let i = 3; i < img.data.length; i += 4) img.data[i] = 255;
+    ctx.putImageData(img, 0, 0);
+    const bytes = new Uint8Array(await (await canvas.convertToBlob({ type: 'image/png' })).arrayBuffer());
+    let text = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+    return 'data:image/png;base64,' + btoa(text);
+  };
+  const small = await previewOf(await dataUrlOf(300, 200, false));
+  const big = await dataUrlOf(2400, 1600, true);
+  const preview = await previewOf(big);
+  const bitmap = await createImageBitmap(await (await fetch(preview)).blob());
+  return { small, original: big.length, length: preview.length, head: preview.slice(0, 23),
+           width: bitmap.width, height: bitmap.height, limit: MAX_INLINE_IMAGE_CHARS, edge: PREVIEW_MAX_EDGE };
+})()
+"""
+
+
+def test_the_extension_scales_a_large_screenshot_into_an_inline_preview(browser):
+    """lib/visual.js previewOf in Chromium itself: nothing for an image that fits; for a 2400x1600
+    noise PNG (incompressible, megabytes), a JPEG within the inline bound and 1568 px."""
+    browser.service_worker()  # waits for the extension to be up
+    eid = browser.extension_id()
+    _, page, _ = browser.new_page(f"chrome-extension://{eid}/popup/popup.html")
+    out = browser.cdp.evaluate(page, PREVIEW_PROBE, timeout=60)
+    assert out["small"] is None
+    assert out["original"] > out["limit"]
+    assert out["head"] == "data:image/jpeg;base64," and out["length"] - 23 <= out["limit"], out
+    assert max(out["width"], out["height"]) <= out["edge"]
+    assert abs(out["width"] / out["height"] - 1.5) < 0.01  # the aspect ratio kept

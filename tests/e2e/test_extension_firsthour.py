@@ -184,3 +184,46 @@ def test_the_extension_scales_a_large_screenshot_into_an_inline_preview(browser)
     assert out["head"] == "data:image/jpeg;base64," and out["length"] - 23 <= out["limit"], out
     assert max(out["width"], out["height"]) <= out["edge"]
     assert abs(out["width"] / out["height"] - 1.5) < 0.01  # the aspect ratio kept
+
+
+def test_the_test_browser_never_reaches_a_blocked_port(chromium_bin, site):
+    """The harness keeps every browser off the user's daemon port (7890, where the extension's
+    default server URL points): checked on a random port, from a page and from the extension's
+    service worker, with a server listening there that must see nothing."""
+    import http.server
+    import threading
+
+    from harness import Chromium
+
+    hits: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    b = Chromium(executable=chromium_bin, blocked_ports=(port,))
+    b.start()
+    try:
+        sw = b.service_worker()
+        _, page, _ = b.new_page(site.url + "/blank.html")
+        probe = f"fetch('http://127.0.0.1:{port}/health').then(r => 'reached ' + r.status, e => 'blocked')"
+        assert b.cdp.evaluate(page, probe) == "blocked"
+        assert b.cdp.evaluate(sw, probe) == "blocked"
+        assert hits == []
+        # The control: another loopback port is reached as usual.
+        control = f"fetch('{site.url}/blank.html').then(r => 'reached ' + r.status, e => 'blocked')"
+        assert b.cdp.evaluate(sw, control) == "reached 200"
+    finally:
+        b.stop()
+        server.shutdown()
+        server.server_close()

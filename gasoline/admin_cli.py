@@ -215,10 +215,15 @@ def status(argv: list[str]) -> int:
     data = {"running": True, "url": url, "port": port, "version": h.get("version"), "pid": pid,
             "uptime_seconds": h.get("uptime_seconds"),
             "extension_connected": capture.get("extension_connected"),
+            "extension_state": capture.get("extension_state"),
             "clients": live, "clients_remembered": remembered}
     lines = [f"gasoline {h.get('version')} running at {url}"
              + (f" (pid {pid})" if pid else ""),
-             f"extension: {'connected' if data['extension_connected'] else 'not connected'}",
+             "extension: " + ("connected" if data["extension_connected"] else
+                              "waiting for the user to pair it (open the Gasoline popup, compare "
+                              "the fingerprint with `gasoline identity`, click \"Pair with this "
+                              "daemon\")" if capture.get("extension_state") == "waiting_for_pairing"
+                              else "not connected"),
              f"clients: {len(live)} connected"
              + (f" ({remembered} more gone, their state kept for the TTL)" if remembered else "")]
     for c in live:

@@ -287,11 +287,10 @@ def _probe_gasoline(host: str, port: int) -> str:
 
 def port_in_use(host: str, port: int, spec: str, who: str) -> str:
     """The one line for a taken port: which, who holds it, what to do."""
-    fix = (f"stop it (gasoline stop --port {port}) or" if who.startswith("a Gasoline daemon")
-           else "")
-    return (f"gasoline: cannot listen on {host}:{port} ({spec}): port {port} is in use; {who}; "
-            f"{fix} choose another port (--listen tcp:PORT:interface=127.0.0.1).".replace(
-                ";  choose", "; choose"))
+    fix = "choose another port (--listen tcp:PORT:interface=127.0.0.1)."
+    if who.startswith("a Gasoline daemon"):
+        fix = f"stop it (gasoline stop --port {port}) or {fix}"
+    return f"gasoline: cannot listen on {host}:{port} ({spec}): port {port} is in use; {who}; {fix}"
 
 
 def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:

@@ -162,6 +162,8 @@ def test_doctor_names_the_pairing_wait_and_what_to_do(two):
     check = {c["check"]: c for c in json.loads(out.stdout)["checks"]}["extension_connected"]
     assert check["status"] == "fail" and "waiting for the user to pair" in check["detail"], check
     assert "Pair with this daemon" in check["fix"] and "gasoline identity" in check["fix"]
+    out = gasoline("status", "--port", str(named.port))
+    assert "extension: waiting for the user to pair it" in out.stdout, out.stdout
     mcp = {"X-Gasoline-Client": "pairing-agent", "MCP-Protocol-Version": "2026-07-28",
            "Accept": "application/json, text/event-stream"}
 

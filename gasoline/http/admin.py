@@ -49,6 +49,8 @@ class HealthAPI:
         settings = (link.settings if link is not None else None) or {}
         capture: dict[str, Any] = {
             "extension_connected": bool(link is not None and link.connected),
+            # connected, waiting_for_pairing (asks for the identity, syncs nothing) or not_connected
+            "extension_state": getattr(link, "state", None),
             "extension_last_seen": rfc3339(link.last_sync) if link is not None else None,
             "extension_version": getattr(link, "extension_version", None),
             "extension_session_id": getattr(link, "session_id", None),

@@ -148,7 +148,7 @@ def test_tracking_a_loaded_tab_tells_the_agent_to_reload(browser, site, ext_daem
 
 PREVIEW_PROBE = """
 (async () => {
-  const { previewOf, MAX_INLINE_IMAGE_CHARS, PREVIEW_MAX_EDGE } = await import('/lib/visual.js');
+  const { previewOf, MAX_INLINE_IMAGE_CHARS, PREVIEW_MAX_EDGE } = await import(chrome.runtime.getURL('lib/visual.js'));
   const dataUrlOf = async (width, height, noise) => {
     const canvas = new OffscreenCanvas(width, height);
     const ctx = canvas.getContext('2d');
@@ -178,6 +178,8 @@ def test_the_extension_scales_a_large_screenshot_into_an_inline_preview(browser)
     browser.service_worker()  # waits for the extension to be up
     eid = browser.extension_id()
     _, page, _ = browser.new_page(f"chrome-extension://{eid}/popup/popup.html")
+    wait_until(lambda: browser.cdp.evaluate(page, "location.protocol + document.readyState")
+               == "chrome-extension:complete", 10, what="the extension page to load")
     out = browser.cdp.evaluate(page, PREVIEW_PROBE, timeout=60)
     assert out["small"] is None
     assert out["original"] > out["limit"]

@@ -11,21 +11,36 @@ import os
 
 from twisted.application.service import Application
 
-from gasoline.tap import Options, makeService
+from gasoline.tap import OptionError, Options, makeService
 
-argv = []
-for env, flag in [
+FLAGS = [
     ("GASOLINE_LISTEN", "--listen"),
     ("GASOLINE_STATE_DIR", "--state-dir"),
     ("GASOLINE_MAX_ENTRIES", "--max-entries"),
     ("GASOLINE_CLIENT_TTL", "--client-ttl"),
     ("GASOLINE_LOG_DIR", "--log-dir"),
     ("GASOLINE_PROXY_CONFIG", "--proxy-config"),
-]:
+]
+argv = []
+for env, flag in FLAGS:
     if os.environ.get(env):
         argv += [flag, os.environ[env]]
 
+
+def _naming_the_variables(error):
+    """The same one line, naming the environment variable a setting came from."""
+    message = error.message
+    for env, flag in FLAGS:
+        if os.environ.get(env):
+            message = message.replace(f"{flag} ", f"{env} (as {flag}) ", 1)
+    return OptionError(message.replace("gasoline serve --help", "gasoline.tac's docstring"))
+
+
 options = Options()
-options.parseOptions(argv)
+try:
+    options.parseOptions(argv)
+    service = makeService(options)
+except OptionError as e:
+    raise _naming_the_variables(e) from None
 application = Application("gasoline")
-makeService(options).setServiceParent(application)
+service.setServiceParent(application)

@@ -10,9 +10,10 @@
 // * Carries out commands (commands.js holds the content-side handlers).
 
 import { DEFAULT_SERVER_URL, STORAGE_KEYS, isTrackedTab, settingsFromStorage } from './lib/settings.js';
-import { visualDiff } from './lib/visual.js';
+import { visualDiff, previewOf } from './lib/visual.js';
 import { installPageCapture } from './lib/pages.js';
 import { installLoadTracking, pageLoadsSettled } from './lib/loads.js';
+import { installLoadFailures } from './lib/failures.js';
 import {
   initPolicy, targetTab, requirePilot, checkUrl, checkParams, boundResult, isPrivateHost, agentsMayTrack,
   Refused, PILOT_OFF_MESSAGE, LIMITS,
@@ -21,7 +22,7 @@ import { createPairing, NotPaired } from './lib/pairing.js';
 import { redactItem, redactValue, redactUrl } from './lib/redact.js';
 import { execute } from './lib/scripts.js';
 import { initAnnotations, storeAnnotation, drawMode, listAnnotations, annotationDetail } from './lib/annotations.js';
-import { installTracking, setPrimaryTab, addTrackedTab, untrackTab } from './lib/tracking.js';
+import { installTracking, setPrimaryTab, addTrackedTab, untrackTab, loadedBeforeTracking } from './lib/tracking.js';
 import { initCdpLink } from './lib/cdp.js';
 
 const VERSION = chrome.runtime.getManifest().version;
@@ -345,6 +346,7 @@ async function syncOnce() {
       capture_websocket: s.captureWebSocket,
       capture_actions: s.captureActions,
       dropped_items: dropped,
+      loaded_before_tracking: (await loadedBeforeTracking()).filter((id) => isTrackedTab(s, id)),
     },
     extension_logs: logs,
     in_progress: Array.from(inProgress.values()),
@@ -620,7 +622,8 @@ async function browserAction(cmd) {
     case 'back':
     case 'forward': {
       const tab = await targetTab(cmd);
-      await (action === 'back' ? chrome.tabs.goBack(tab.id) : chrome.tabs.goForward(tab.id));
+      const failed = await historyStep(tab.id, action === 'back' ? -1 : 1);
+      if (failed) return failed;
       return Object.assign({ success: true, action }, tabInfo(await waitForTabComplete(tab.id)));
     }
     case 'new_tab': {
@@ -653,6 +656,39 @@ async function browserAction(cmd) {
     default:
       return { error: 'invalid_param', message: `unknown browser_action ${action}` };
   }
+}
+
+// Back/forward as the page's own history.back()/forward() do. chrome.tabs.goBack/goForward apply
+// Chromium's history-manipulation intervention: they skip entries created without a user gesture,
+// which every agent navigation is, so after agent navigations they fail ("Cannot find a next page
+// in history") or jump over the page the agent came from. The page's history steps one entry; the
+// step is done when the tab's top frame moves (a new document, or a same-document entry). Where no
+// script can run (an error page), the browser's own step is the fallback.
+const HISTORY_STEP_WAIT_MS = 5000;
+
+async function historyStep(tabId, delta) {
+  let stop = () => {};
+  const moved = new Promise((resolve) => {
+    const hit = (d) => { if (d.tabId === tabId && d.frameId === 0) resolve(true); };
+    const timer = setTimeout(() => resolve(false), HISTORY_STEP_WAIT_MS);
+    const events = [chrome.webNavigation.onCommitted, chrome.webNavigation.onHistoryStateUpdated, chrome.webNavigation.onReferenceFragmentUpdated];
+    for (const e of events) e.addListener(hit);
+    stop = () => { clearTimeout(timer); for (const e of events) e.removeListener(hit); };
+  });
+  try {
+    try {
+      await chrome.scripting.executeScript({ target: { tabId }, func: (n) => history.go(n), args: [delta] });
+    } catch (_) {
+      await (delta < 0 ? chrome.tabs.goBack(tabId) : chrome.tabs.goForward(tabId));
+      return null;
+    }
+    if (await moved) return null;
+  } catch (refused) {
+    return { error: 'no_history', message: `no ${delta < 0 ? 'previous' : 'next'} page in this tab's history (${String((refused && refused.message) || refused)})` };
+  } finally {
+    stop();
+  }
+  return { error: 'no_history', message: `no ${delta < 0 ? 'previous' : 'next'} page in this tab's history: the page did not move within ${HISTORY_STEP_WAIT_MS / 1000} s` };
 }
 
 // Chrome allows two captureVisibleTab calls per second (MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND):
@@ -689,8 +725,11 @@ async function screenshot(cmd) {
   }
   const format = params.format === 'png' ? 'png' : 'jpeg';
   const dataUrl = await captureVisible(tab.windowId, { format, quality: Math.min(Math.max(Number(params.quality) || 80, 10), 100) });
+  // What the agent sees inline (MCP image content) when the screenshot itself is too large.
+  const preview = await previewOf(dataUrl).catch(() => null);
   const resp = await daemonFetch('/screenshots', {
-    body: { data_url: dataUrl, url: redactUrl(tab.url), query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+    body: Object.assign({ data_url: dataUrl, url: redactUrl(tab.url), query_id: cmd.id, correlation_id: cmd.correlation_id || '' },
+      preview && dataUrl.length + preview.length < 4.5 * 1024 * 1024 ? { preview_data_url: preview } : {}),
     timeout: 15000,
   });
   if (!resp.ok) return { error: 'upload_failed', message: `POST /screenshots answered HTTP ${resp.status}` };
@@ -856,6 +895,15 @@ const pageCapture = installPageCapture({
   },
 });
 installLoadTracking();
+// Failed loads the page's hooks cannot see (an <img> or script 404, a blocked stylesheet): lib/failures.js.
+installLoadFailures((tabId, entry) => {
+  loadSettings().then((s) => {
+    if (!isTrackedTab(s, tabId) || !s.captureNetwork) return;
+    captureItem('log', entry, { id: tabId });
+    captureItem('network_body', { ts: entry.ts, url: entry.url, method: entry.method, status: entry.status,
+      content_type: '', duration: 0, initiator: entry.resource_type, error: entry.error }, { id: tabId });
+  });
+});
 // The CDP hub relay's link to the daemon (lib/cdp.js, docs/relay.md).
 initCdpLink({ loadSettings, pairing, log: (level, message, category = 'cdp') => extLog(level, message, category) });
 

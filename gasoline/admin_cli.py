@@ -1,25 +1,31 @@
 """
-C{gasoline doctor}, C{gasoline status} and C{gasoline stop}: the daemon's operations from a
-shell, without an agent.
+C{gasoline doctor}, C{gasoline status}, C{gasoline stop} and C{gasoline identity}: the daemon's
+operations from a shell, without an agent.
 
 Standard library only (no Twisted, no orjson): these are short-lived commands and their start time
-is the user's wait. The daemon is found the way the connector finds it: C{--url}, else
-C{--port} on 127.0.0.1, else C{<state-dir>/daemon.json} (written by a running daemon), else the
-default port 7890. The commands::
+is the user's wait.
 
-  gasoline status [--port N | --url U] [--state-dir D] [--json]
-      Is a daemon running, where, which version, with which pid, who is connected. Exit 0 when it
-      answers, 3 when nothing answers (the LSB "not running" status).
-  gasoline doctor [--port N | --url U] [--state-dir D] [--json]
-      The checks of C{configure {what:"doctor"}} (asked of the daemon as one stateless MCP request,
-      docs/mcp.md), plus the local ones (state dir writable, daemon reachable). Exit 1 when any
-      check fails.
-  gasoline stop [--port N | --url U] [--state-dir D] [--timeout S]
-      A graceful stop (SIGTERM: the daemon flushes its journals and removes daemon.json) of the
-      daemon on that port: the pid its C{/health} reports, else the one C{daemon.json} (for that
-      port) or C{<state-dir>/gasoline.pid} names; waits
-      up to C{--timeout} seconds for it to exit. Exit 0 when it stopped (or none was running), 1
-      when it did not.
+Which daemon: the one the command names, and no other. C{--url} or C{--port} (on 127.0.0.1) name
+the daemon answering there; otherwise the state dir (C{--state-dir}, else C{$GASOLINE_STATE_DIR},
+else the default one) names the daemon whose C{daemon.json} it holds. A state dir without a
+C{daemon.json}, or whose C{daemon.json} names a process that has exited or a port where another
+process answers, has no daemon running: the commands say so and never fall back to a default port
+(where another user's or another project's daemon may answer).
+
+  gasoline status [--port N | --url U | --state-dir D] [--json]
+      Is a daemon running, where, which version, with which pid, which clients are connected. Exit
+      0 when it answers, 3 when none runs (the LSB "not running" status).
+  gasoline doctor [--port N | --url U | --state-dir D] [--json]
+      The checks of C{configure {what:"doctor"}} (C{GET /doctor}: no client is registered for
+      it), plus the local ones (state dir writable, daemon reachable). Exit 1 when any check fails.
+  gasoline stop [--port N | --url U | --state-dir D] [--timeout S]
+      A graceful stop (SIGTERM: the daemon flushes its journals and removes daemon.json) of that
+      daemon (the pid its C{/health} reports); waits up to C{--timeout} seconds for it to exit.
+      Exit 0 when it stopped (or none was running), 1 when it did not.
+  gasoline identity [--port N | --url U | --state-dir D] [--json]
+      The fingerprint the extension's popup asks the user to compare when pairing: asked of the
+      running daemon (C{GET /pairing}); with no daemon running, read from the state dir's key file
+      when there is one. Never creates a key.
 """
 
 from __future__ import annotations
@@ -35,22 +41,29 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+#: The port a daemon started with no options listens on (only ever used when named: --port).
 DEFAULT_PORT = 7890
 #: The LSB exit status of C{status} when no daemon is running.
 NOT_RUNNING = 3
-#: The client id C{gasoline doctor} asks the daemon as.
-DOCTOR_CLIENT = "gasoline-cli-doctor"
-STATELESS_VERSION = "2026-07-28"
+#: The headers the extension's routes (C{GET /pairing}) ask for.
+EXTENSION_CLIENT = "gasoline-extension/cli"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors: one line naming the problem and C{--help}, on stderr, exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"gasoline {command}")
+    p = _Parser(prog=f"gasoline {command}")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--port", "-p", type=int, help="the daemon's port on 127.0.0.1")
-    where.add_argument("--url", help="the daemon's base URL (default: from daemon.json, else "
-                       f"http://127.0.0.1:{DEFAULT_PORT})")
-    p.add_argument("--state-dir", type=Path, help="the daemon's state directory (daemon.json, "
-                   "gasoline.pid)")
+    where.add_argument("--port", "-p", type=int, help="the daemon on this port of 127.0.0.1")
+    where.add_argument("--url", help="the daemon at this base URL")
+    where.add_argument("--state-dir", type=Path,
+                       help="the daemon whose daemon.json is in this state directory (default: "
+                       "$GASOLINE_STATE_DIR, else the platform's state dir)")
     p.add_argument("--api-key", default=os.environ.get("GASOLINE_API_KEY") or None,
                    help="for a daemon started with --api-key (default: $GASOLINE_API_KEY)")
     p.add_argument("--timeout", type=float, default=10.0 if command == "stop" else 3.0,
@@ -76,21 +89,60 @@ def _daemon_info(state_dir: Path) -> dict[str, Any] | None:
     return info if isinstance(info, dict) else None
 
 
-def locate(opts: argparse.Namespace) -> tuple[str, dict[str, Any] | None]:
-    """The daemon's base URL and its daemon.json (when that file describes this URL)."""
-    info = _daemon_info(_state_dir(opts.state_dir))
-    if opts.url:
-        url = opts.url.rstrip("/")
-    elif opts.port is not None:
-        url = f"http://127.0.0.1:{opts.port}"
-    elif info is not None and isinstance(info.get("url"), str):
-        url = info["url"].rstrip("/")
-    else:
-        url = f"http://127.0.0.1:{DEFAULT_PORT}"
-    if info is not None and str(info.get("url", "")).rstrip("/") != url \
-            and not (opts.port is not None and info.get("port") == opts.port):
-        info = None
-    return url, info
+class Target:
+    """The daemon a command names: C{url} (None when no daemon runs for the state dir named, then
+    C{why} says so) and the C{daemon.json} describing it (C{info}, when one does)."""
+
+    def __init__(self, url: str | None, info: dict[str, Any] | None, state_dir: Path | None,
+                 why: str = "") -> None:
+        self.url = url
+        self.info = info
+        self.state_dir = state_dir
+        self.why = why
+
+    @property
+    def where(self) -> str:
+        return self.url or f"state dir {self.state_dir}"
+
+
+def locate(opts: argparse.Namespace) -> Target:
+    """The daemon C{opts} names (see the module docstring); never a default port."""
+    if opts.url or opts.port is not None:
+        url = opts.url.rstrip("/") if opts.url else f"http://127.0.0.1:{opts.port}"
+        return Target(url, None, None)
+    state_dir = _state_dir(opts.state_dir)
+    info = _daemon_info(state_dir)
+    if info is None or not isinstance(info.get("url"), str):
+        return Target(None, None, state_dir,
+                      f"no daemon runs for state dir {state_dir} (it holds no daemon.json; "
+                      "name a daemon elsewhere with --port or --url)")
+    pid = info.get("pid")
+    if isinstance(pid, int) and not _alive(pid):
+        return Target(None, None, state_dir,
+                      f"no daemon runs for state dir {state_dir} (its daemon.json names pid "
+                      f"{pid}, which has exited)")
+    return Target(info["url"].rstrip("/"), info, state_dir)
+
+
+def _same_daemon(target: Target, h: dict[str, Any]) -> bool:
+    """Whether the daemon that answered is the one the state dir's daemon.json names."""
+    if target.info is None:
+        return True
+    return not isinstance(target.info.get("pid"), int) or h.get("pid") == target.info["pid"]
+
+
+def _health_of(target: Target, opts: argparse.Namespace) -> tuple[dict[str, Any] | None, str]:
+    """The named daemon's C{/health} and, when there is none, the sentence that says why."""
+    if target.url is None:
+        return None, target.why
+    h = health(target.url, opts)
+    if h is None:
+        return None, f"no Gasoline daemon answers at {target.url}"
+    if not _same_daemon(target, h):
+        return None, (f"no daemon runs for state dir {target.state_dir}: its daemon.json names "
+                      f"pid {target.info.get('pid')} at {target.url}, but the daemon answering "
+                      f"there is pid {h.get('pid')} (another state dir's)")
+    return h, ""
 
 
 def _request(url: str, opts: argparse.Namespace, body: Any = None,
@@ -137,33 +189,51 @@ def _out(opts: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> No
 # -- status ----------------------------------------------------------------------------------
 
 
-def status(argv: list[str]) -> int:
-    opts = _parser("status").parse_args(argv)
-    url, info = locate(opts)
-    h = health(url, opts)
-    if h is None:
-        _out(opts, {"running": False, "url": url},
-             [f"gasoline: no daemon answers at {url}"])
-        return NOT_RUNNING
+def connected_clients(h: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The clients C{/health} lists as connected, and how many more it remembers (gone, their
+    state kept for the TTL)."""
     clients = h.get("clients") if isinstance(h.get("clients"), dict) else {}
     listed = [c for c in clients.get("list", []) if isinstance(c, dict)]
+    live = [c for c in listed if c.get("connected", True)]
+    return live, len(listed) - len(live)
+
+
+def status(argv: list[str]) -> int:
+    opts = _parser("status").parse_args(argv)
+    target = locate(opts)
+    h, why = _health_of(target, opts)
+    if h is None:
+        _out(opts, {"running": False, "url": target.url,
+                    "state_dir": str(target.state_dir) if target.state_dir else None,
+                    "reason": why}, [f"gasoline: {why}"])
+        return NOT_RUNNING
+    url = target.url
+    live, remembered = connected_clients(h)
     capture = h.get("capture") if isinstance(h.get("capture"), dict) else {}
-    data = {"running": True, "url": url, "version": h.get("version"),
-            "pid": (info or {}).get("pid"), "uptime_seconds": h.get("uptime_seconds"),
+    pid = h.get("pid") if isinstance(h.get("pid"), int) else (target.info or {}).get("pid")
+    port = (target.info or {}).get("port") or _port_of(url)
+    data = {"running": True, "url": url, "port": port, "version": h.get("version"), "pid": pid,
+            "uptime_seconds": h.get("uptime_seconds"),
             "extension_connected": capture.get("extension_connected"),
+            "extension_state": capture.get("extension_state"),
             "pairing": capture.get("pairing"),
-            "clients": listed}
+            "clients": live, "clients_remembered": remembered}
     lines = [f"gasoline {h.get('version')} running at {url}"
-             + (f" (pid {data['pid']})" if data["pid"] else ""),
-             f"extension: {'connected' if data['extension_connected'] else 'not connected'}",
-             f"clients: {len(listed)}"]
+             + (f" (pid {pid})" if pid else ""),
+             "extension: " + ("connected" if data["extension_connected"] else
+                              "waiting for the user to pair it (open the Gasoline popup, compare "
+                              "the fingerprint with `gasoline identity`, click \"Pair with this "
+                              "daemon\")" if capture.get("extension_state") == "waiting_for_pairing"
+                              else "not connected"),
+             f"clients: {len(live)} connected"
+             + (f" ({remembered} more gone, their state kept for the TTL)" if remembered else "")]
     pairing = capture.get("pairing") if isinstance(capture.get("pairing"), dict) else None
     if pairing:
         lines[2:2] = [f"daemon identity: {pairing.get('daemon_fingerprint')}",
                       f"pinned extension: {pairing.get('extension_fingerprint') or 'none yet'}"
                       + "".join(f"\nrefused extension: {fp} (gasoline pair accept {fp})"
                                 for fp in pairing.get("refused_extensions") or [])]
-    for c in listed:
+    for c in live:
         bits = [str(c.get(k)) for k in ("cwd", "state") if c.get(k)]
         lines.append(f"  {c.get('id') or c.get('client_id')}" + (f" ({', '.join(bits)})"
                                                                  if bits else ""))
@@ -171,50 +241,57 @@ def status(argv: list[str]) -> int:
     return 0
 
 
+def _port_of(url: str | None) -> int | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url or "").port
+    except ValueError:
+        return None
+
+
 # -- doctor ----------------------------------------------------------------------------------
 
 
 def _ask_doctor(url: str, opts: argparse.Namespace) -> dict[str, Any] | None:
-    """C{configure {what:"doctor"}} as one stateless MCP request; its JSON, or None."""
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": "configure", "arguments": {"what": "doctor"}}}
+    """The daemon's C{GET /health/doctor} (the checks of C{configure doctor}; no client is
+    registered for them); its JSON, or None."""
     try:
-        status_code, body = _request(url + "/mcp", opts, message, {
-            "X-Gasoline-Client": DOCTOR_CLIENT, "X-Gasoline-Connection": f"cli-{os.getpid()}",
-            "MCP-Protocol-Version": STATELESS_VERSION})
+        status_code, body = _request(url + "/health/doctor", opts)
     except (OSError, ValueError):
         return None
-    try:
-        text = body["result"]["content"][0]["text"]
-        return json.loads(text.partition("\n")[2])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
+    return body if status_code == 200 and isinstance(body, dict) else None
 
 
 def doctor(argv: list[str]) -> int:
     opts = _parser("doctor").parse_args(argv)
-    url, _ = locate(opts)
-    state_dir = _state_dir(opts.state_dir)
+    target = locate(opts)
     checks: list[dict[str, Any]] = []
-    probe = state_dir if state_dir.is_dir() else state_dir.parent
-    writable = os.access(probe, os.W_OK) if probe.exists() else False
-    checks.append({"check": "state_dir", "status": "ok" if writable else "fail",
-                   "detail": f"{state_dir} {'is' if writable else 'is not'} writable",
-                   **({} if writable else {"fix": "Point --state-dir at a writable directory."})})
-    h = health(url, opts)
+    state_dir = target.state_dir
+    if state_dir is not None:
+        probe = state_dir if state_dir.is_dir() else state_dir.parent
+        writable = os.access(probe, os.W_OK) if probe.exists() else False
+        checks.append({"check": "state_dir", "status": "ok" if writable else "fail",
+                       "detail": f"{state_dir} {'is' if writable else 'is not'} writable",
+                       **({} if writable else
+                          {"fix": "Point --state-dir at a writable directory."})})
+    h, why = _health_of(target, opts)
+    url = target.url
+    port = (target.info or {}).get("port") or _port_of(url)
     if h is None:
-        checks.append({"check": "daemon", "status": "fail",
-                       "detail": f"no Gasoline daemon answers at {url}",
+        checks.append({"check": "daemon", "status": "fail", "detail": why,
                        "fix": "Start it (gasoline serve, or let an agent's gasoline connect "
-                       "start it), or pass --port / --url."})
+                       "start it), or name the running one with --port, --url or --state-dir."})
     else:
         checks.append({"check": "daemon", "status": "ok",
-                       "detail": f"gasoline {h.get('version')} at {url}"})
+                       "detail": f"gasoline {h.get('version')} at {url} (pid {h.get('pid')})"})
+        checks.append({"check": "port", "status": "ok", "detail": f"listening on port {port}"})
         answer = _ask_doctor(url, opts)
         if answer is None:
             checks.append({"check": "doctor", "status": "fail",
-                           "detail": "the daemon did not answer configure doctor",
-                           "fix": "See the daemon's log (daemon.log in the state dir)."})
+                           "detail": "the daemon did not answer GET /health/doctor",
+                           "fix": "See the daemon's log (daemon.log in the state dir); an "
+                           "older daemon: upgrade it."})
         else:
             checks.extend(c for c in answer.get("checks", []) if isinstance(c, dict))
     failing = [c for c in checks if c.get("status") == "fail"]
@@ -225,7 +302,7 @@ def doctor(argv: list[str]) -> int:
         if c.get("fix") and c.get("status") != "ok":
             lines.append(f"       fix: {c['fix']}")
     lines.append("doctor: " + (f"{len(failing)} failing" if failing else "no failing checks"))
-    _out(opts, {"url": url, "checks": checks, "ok": not failing}, lines)
+    _out(opts, {"url": url, "port": port, "checks": checks, "ok": not failing}, lines)
     return 1 if failing else 0
 
 
@@ -239,6 +316,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError):
+        return False
     try:  # a zombie (our own unreaped child, in tests) has exited
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
     except OSError:
@@ -249,37 +328,29 @@ def _looks_like_gasoline(pid: int) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return True  # no /proc here: trust the pid file
+        return True  # no /proc here: trust the daemon's own /health
     return b"gasoline" in cmdline or b"twistd" in cmdline
-
-
-def _pid_for(opts: argparse.Namespace, info: dict[str, Any] | None) -> tuple[int | None, str]:
-    if info is not None and isinstance(info.get("pid"), int):
-        return info["pid"], "daemon.json"
-    pid_file = _state_dir(opts.state_dir) / "gasoline.pid"
-    try:
-        return int(pid_file.read_text().strip()), str(pid_file)
-    except (OSError, ValueError):
-        return None, ""
 
 
 def stop(argv: list[str]) -> int:
     opts = _parser("stop").parse_args(argv)
-    url, info = locate(opts)
-    h = health(url, opts)
-    if h is not None and isinstance(h.get("pid"), int):
-        pid, source = h["pid"], f"{url}/health"  # the daemon on that port names itself
-    else:
-        pid, source = _pid_for(opts, info)
-    if pid is None or not _alive(pid):
-        if h is not None:
-            print(f"gasoline: a daemon answers at {url} but no pid file names it "
-                  "(pass --state-dir)", file=sys.stderr)
-            return 1
-        print(f"gasoline: no daemon running at {url}")
+    target = locate(opts)
+    h, why = _health_of(target, opts)
+    if h is None:
+        print(f"gasoline: {why}; nothing to stop")
         return 0
+    url = target.url
+    pid = h.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        print(f"gasoline: the daemon at {url} does not report its pid; not stopping it",
+              file=sys.stderr)
+        return 1
+    if not _alive(pid):
+        print(f"gasoline: the daemon at {url} names pid {pid}, which is not a process here "
+              "(another machine or container?); not stopping it", file=sys.stderr)
+        return 1
     if not _looks_like_gasoline(pid):
-        print(f"gasoline: pid {pid} (from {source}) is not a Gasoline daemon; not stopping it",
+        print(f"gasoline: pid {pid} (from {url}/health) is not a Gasoline daemon; not stopping it",
               file=sys.stderr)
         return 1
     os.kill(pid, signal.SIGTERM)
@@ -294,4 +365,53 @@ def stop(argv: list[str]) -> int:
     return 1
 
 
-COMMANDS = {"doctor": doctor, "status": status, "stop": stop}
+# -- identity --------------------------------------------------------------------------------
+
+
+def identity(argv: list[str]) -> int:
+    """The daemon identity's fingerprint: asked of the running daemon (C{GET /pairing}); with none
+    running for a state dir, read from its key file. Never creates a key."""
+    opts = _parser("identity").parse_args(argv)
+    target = locate(opts)
+    h, why = _health_of(target, opts)
+    if h is not None:
+        try:
+            code, body = _request(target.url + "/pairing", opts,
+                                  headers={"X-Gasoline-Client": EXTENSION_CLIENT})
+        except (OSError, ValueError):
+            code, body = 0, None
+        fingerprint = body.get("fingerprint") if isinstance(body, dict) else None
+        if code != 200 or not isinstance(fingerprint, str):
+            print(f"gasoline: the daemon at {target.url} did not answer GET /pairing (HTTP "
+                  f"{code}); an older daemon offers no pairing", file=sys.stderr)
+            return 1
+        _out(opts, {"fingerprint": fingerprint, "url": target.url, "pid": h.get("pid"),
+                    "running": True},
+             [f"gasoline daemon identity {fingerprint} (the daemon at {target.url}, "
+              f"pid {h.get('pid')})"])
+        return 0
+    if target.state_dir is None:
+        print(f"gasoline: {why}", file=sys.stderr)
+        return NOT_RUNNING
+    from gasoline.core.identity import IDENTITY_FILE, fingerprint_of
+    from gasoline.core.identity import public_key_from_pem
+
+    path = target.state_dir / IDENTITY_FILE
+    try:
+        raw = public_key_from_pem(path.read_bytes())
+    except OSError:
+        print(f"gasoline: {why}, and it has no identity yet ({path} does not exist): start the "
+              "daemon (it creates its identity when it starts), then run this again",
+              file=sys.stderr)
+        return NOT_RUNNING
+    if raw is None:
+        print(f"gasoline: {path} is not a P-256 key the daemon can use", file=sys.stderr)
+        return 1
+    fingerprint = fingerprint_of(raw)
+    _out(opts, {"fingerprint": fingerprint, "state_dir": str(target.state_dir),
+                "running": False},
+         [f"gasoline daemon identity {fingerprint} (state dir {target.state_dir}; {why})"])
+    return 0
+
+
+COMMANDS = {"doctor": doctor, "status": status, "stop": stop, "identity": identity}

@@ -29,7 +29,7 @@ from gasoline.core.clients import ClientRegistry
 from gasoline.core.commands import CommandQueue
 from gasoline.core.daemon import Daemon
 from gasoline.core.documents import JsonDocument
-from gasoline.core.extension import ExtensionLink
+from gasoline.core.extension import PAIR_FIX, WAITING_FOR_PAIRING, ExtensionLink
 from gasoline.core.identity import DaemonIdentity
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
@@ -215,7 +215,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     root.mounts[b"health"] = HealthAPI(daemon).resource()
     root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
     root.mounts[b"mcp"] = mcp_http
-    root.mounts[b"pairing"] = PairingAPI(identity).resource()
+    root.mounts[b"pairing"] = PairingAPI(
+        identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource()
     root.mounts[b"session"] = ProxyAPI(proxy).resource()
     if proxy is not None:
         from gasoline.proxy.metrics import register as register_proxy_metrics
@@ -310,7 +311,8 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     mcp.service.setServiceParent(services)
     metrics = metrics if metrics is not None else Metrics()
     register_streaming_metrics(metrics, streaming)
-    relay = Relay(clock)
+    relay = Relay(clock, not_connected_why=lambda: (
+        f"{WAITING_FOR_PAIRING}. {PAIR_FIX}" if daemon.extension.waiting_for_pairing else None))
     register_relay_metrics(metrics, relay)
     proxy = build_proxy(daemon, mcp, services)
     resource = build_http(daemon, mcp, services, metrics, streaming, relay, proxy)

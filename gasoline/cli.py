@@ -5,7 +5,8 @@ The C{gasoline} console script::
   gasoline serve [twistd opts]  run the daemon in the foreground (same as C{twistd -n gasoline})
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
   gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
-  gasoline doctor|status|stop   operations without an agent (L{gasoline.admin_cli})
+  gasoline doctor|status|stop|identity   operations without an agent (L{gasoline.admin_cli})
+  gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.identity})
 """
 
 from __future__ import annotations
@@ -23,25 +24,26 @@ commands:
   browser   start Chromium with Gasoline's extension, already paired with the daemon
             (started if none runs) and tracking the opened tab
             (gasoline browser [URL] [--headless] [--pilot] [--track-all] [--detach] ...; --help)
-  identity  print the daemon identity's fingerprint, which the extension's popup asks you to
-            compare when pairing (gasoline identity [--state-dir DIR])
+  identity  print the running daemon's identity fingerprint, which the extension's popup asks
+            you to compare when pairing (never creates a key)
   pair      the extension this daemon pins: list it and refused ones, accept another
             (gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR])
   doctor    run the daemon's health checks (configure doctor) without an agent;
             exit status 1 when a check fails
   status    is a daemon running, where, which version, pid, who is connected
             (exit status 3 when none is)
-  stop      stop the daemon on a port gracefully (its /health pid, daemon.json or
-            gasoline.pid)
+  stop      stop a daemon gracefully (the pid its /health reports)
 
-doctor, status and stop take --port N | --url URL, --state-dir DIR (gasoline COMMAND --help).
+doctor, status, stop and identity act only on the daemon named by --port N, --url URL or
+--state-dir DIR (default: $GASOLINE_STATE_DIR, else the platform's state dir, whose daemon.json
+names the daemon running for it); they never fall back to another port (gasoline COMMAND --help).
 """
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
-        sys.stderr.write(USAGE)
+        (sys.stdout if args else sys.stderr).write(USAGE)  # asked for: stdout, exit 0
         return 0 if args else 2
     if args[0] in ("-V", "--version", "version"):
         print(f"gasoline {__version__}")
@@ -68,34 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         from gasoline.launch.main import main as browser_main
 
         return browser_main(rest)
-    if command == "identity":
-        return _identity(rest)
     if command == "pair":
         return _pair(rest)
-    if command in ("doctor", "status", "stop"):
+    if command in ("doctor", "status", "stop", "identity"):
         from gasoline.admin_cli import COMMANDS  # standard library only
 
         return COMMANDS[command](rest)
     sys.stderr.write(f"gasoline: unknown command {command!r}\n\n{USAGE}")
     return 2
-
-
-def _identity(rest: list[str]) -> int:
-    from pathlib import Path
-
-    from gasoline.config import default_state_dir
-    from gasoline.core.identity import fingerprint_of, load_or_create_key
-    from gasoline.core.identity import raw_public_key
-
-    state_dir = default_state_dir()
-    if rest[:1] == ["--state-dir"] and len(rest) == 2:
-        state_dir = Path(rest[1])
-    elif rest:
-        sys.stderr.write("usage: gasoline identity [--state-dir DIR]\n")
-        return 2
-    key = load_or_create_key(state_dir)
-    print(f"gasoline daemon identity {fingerprint_of(raw_public_key(key))} ({state_dir})")
-    return 0
 
 
 def _pair(rest: list[str]) -> int:

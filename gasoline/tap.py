@@ -52,6 +52,8 @@ from gasoline.logs import LogLimits, LogService
 
 log = Logger()
 _LIMITS = LogLimits()
+_SIZE_FIX = "give a positive size: bytes, or 512k, 10MB, 10MiB"
+_AGE_FIX = "give a positive duration: seconds, or 15m, 1h, 7d"
 
 
 #: Endpoint types that need no TLS (anything else loads it before the string is parsed).
@@ -61,6 +63,53 @@ PLAIN_ENDPOINTS = frozenset({"tcp", "tcp6", "unix", "systemd"})
 def needs_tls(description: str) -> bool:
     """Whether listening on endpoint C{description} may need TLS (C{ssl:}, C{tls:}, ...)."""
     return description.split(":", 1)[0].strip().lower() not in PLAIN_ENDPOINTS
+
+
+class OptionError(SystemExit):
+    """A start-up setting the daemon cannot use: one line naming the option (or environment
+    variable) and the fix, printed by the interpreter instead of a traceback or twistd's whole
+    help; exit status 1."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"gasoline: {message}")
+        self.message = message
+
+
+def _named(option: str, coerce: Callable[[str], object], fix: str) -> Callable[[str], object]:
+    """C{coerce}, whose error names C{--option}, the value and the fix (twistd reports a
+    coercion's ValueError as "Parameter type enforcement failed: <its text>")."""
+
+    def named(value: str):
+        try:
+            return coerce(value)
+        except (ValueError, TypeError, OverflowError) as e:
+            reason = str(e) or "not a valid value"
+            if reason.startswith("invalid literal for int()"):
+                reason = "not a whole number"
+            raise ValueError(f"--{option} {value!r}: {reason}; {fix}") from None
+
+    named.__doc__ = coerce.__doc__
+    named.coerceDoc = getattr(coerce, "coerceDoc", "")  # type: ignore[attr-defined]
+    return named
+
+
+def non_negative_int(value: str) -> int:
+    """A whole number of at least 0."""
+    n = int(value)
+    if n < 0:
+        raise ValueError("must be 0 or more")
+    return n
+
+
+def _loopback(interface: str) -> bool:
+    import ipaddress
+
+    if interface.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(interface.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Options(usage.Options):
@@ -84,7 +133,8 @@ class Options(usage.Options):
             None,
             DEFAULT_BUFFERS[CONSOLE].entries,
             "Capacity of the console log buffer, in entries.",
-            positive_int,
+            _named("max-entries", positive_int, "give a whole number of entries, at least 1 "
+                   f"(default {DEFAULT_BUFFERS[CONSOLE].entries})"),
         ],
         [
             "client-ttl",
@@ -92,27 +142,30 @@ class Options(usage.Options):
             DEFAULT_CLIENT_TTL,
             "How long a disconnected client's state is kept for a reconnect (seconds, or 90s, "
             "15m, 1h).",
-            positive_duration,
+            _named("client-ttl", positive_duration, "give a positive duration: seconds, or "
+                   "90s, 15m, 1h"),
         ],
         [
             "max-clients",
             None,
             DEFAULT_MAX_CLIENTS,
             "Maximum number of live clients.",
-            positive_int,
+            _named("max-clients", positive_int, "give a whole number, at least 1 (default "
+                   f"{DEFAULT_MAX_CLIENTS})"),
         ],
         ["log-dir", None, None, "Directory for the daemon's logs: server.log, clients/<id>.log, "
          "shared/{console,network,websocket}.log (default: none)."],
         ["log-client-max-bytes", None, _LIMITS.client_max_bytes, "A client log rotates at "
-         "this size (bytes, or 512k, 10MB, 10MiB), and when the client disconnects.", parse_size],
+         "this size (bytes, or 512k, 10MB, 10MiB), and when the client disconnects.",
+         _named("log-client-max-bytes", parse_size, _SIZE_FIX)],
         ["log-shared-max-bytes", None, _LIMITS.shared_max_bytes, "A shared log rotates at this "
-         "size.", parse_size],
+         "size.", _named("log-shared-max-bytes", parse_size, _SIZE_FIX)],
         ["log-shared-max-age", None, _LIMITS.shared_max_age, "A shared log rotates this often "
-         "(seconds, or 15m, 1h).", parse_duration],
+         "(seconds, or 15m, 1h).", _named("log-shared-max-age", parse_duration, _AGE_FIX)],
         ["log-server-max-bytes", None, _LIMITS.server_max_bytes, "server.log rotates at this "
-         "size.", parse_size],
+         "size.", _named("log-server-max-bytes", parse_size, _SIZE_FIX)],
         ["log-retention", None, _LIMITS.retention, "Rotated logs older than this are deleted "
-         "(seconds, or 12h, 7d).", parse_duration],
+         "(seconds, or 12h, 7d).", _named("log-retention", parse_duration, _AGE_FIX)],
         [
             "extension-id",
             None,
@@ -122,7 +175,8 @@ class Options(usage.Options):
         ],
         ["api-key", None, None, "Key required on MCP and admin routes (X-Gasoline-Key)."],
         ["tool-rate-limit", None, 100, "MCP tool calls allowed per minute per client (0: no "
-         "limit).", int],
+         "limit).", _named("tool-rate-limit", non_negative_int, "give a whole number of calls "
+                           "per minute, or 0 for no limit (default 100)")],
         ["proxy-config", None, None, "Servers file for the session proxy ({\"mcpServers\": ...}, "
          "docs/proxy.md; default: $GASOLINE_PROXY_CONFIG, else no proxy)."],
     ]
@@ -151,6 +205,15 @@ class Options(usage.Options):
         print(f"gasoline {__version__}")
         raise SystemExit(0)
 
+    def parseOptions(self, options=None) -> None:
+        """Parse; a setting the daemon cannot use is one line naming it and the fix
+        (L{OptionError}), never twistd's whole help."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as e:
+            text = str(e).removeprefix("Parameter type enforcement failed: ")
+            raise OptionError(f"{text} (gasoline serve --help lists the options)") from None
+
     def postOptions(self) -> None:
         from twisted.internet.endpoints import (
             _parseServer,  # validation only
@@ -159,9 +222,18 @@ class Options(usage.Options):
         if needs_tls(self["listen"]):
             _tls.require()  # an ssl: (or other non-plain) endpoint: TLS now, before parsing it
         try:
-            _parseServer(self["listen"], None)
+            _kind, _args, kwargs = _parseServer(self["listen"], None)
         except (ValueError, KeyError, TypeError) as e:
-            raise usage.UsageError(f"--listen {self['listen']!r} is not a valid endpoint: {e}")
+            raise usage.UsageError(f"--listen {self['listen']!r} is not a valid endpoint: {e}; "
+                                   "e.g. tcp:7890:interface=127.0.0.1")
+        interface = kwargs.get("interface") if isinstance(kwargs, dict) else None
+        if interface is not None and not _loopback(str(interface)):
+            raise usage.UsageError(
+                f"--listen {self['listen']!r} listens on "
+                f"{'every interface' if interface in ('', '0.0.0.0', '::') else interface}, but "
+                "Gasoline answers only requests addressed to this machine's loopback (a request "
+                "from elsewhere is refused), and its routes are not meant for a network: add "
+                ":interface=127.0.0.1 (or ::1); to reach it from elsewhere use an SSH tunnel")
         ids = self["extension-id"]
         if ids is None:
             ids = os.environ.get("GASOLINE_EXTENSION_IDS", "")
@@ -214,6 +286,64 @@ def _probe_gasoline(host: str, port: int) -> str:
     return "something else is using it (it answers /health, but not as Gasoline)"
 
 
+def port_in_use(host: str, port: int, spec: str, who: str) -> str:
+    """The one line for a taken port: which, who holds it, what to do."""
+    fix = "choose another port (--listen tcp:PORT:interface=127.0.0.1)."
+    if who.startswith("a Gasoline daemon"):
+        fix = f"stop it (gasoline stop --port {port}) or {fix}"
+    return f"gasoline: cannot listen on {host}:{port} ({spec}): port {port} is in use; {who}; {fix}"
+
+
+def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:
+    """Before anything is built (journals replayed) or the process daemonizes (when the
+    daemonized child's error would reach the user as a truncated repr): a TCP port that is
+    already taken is one L{ListenFailed} line. Binding a throwaway socket is the test; the real
+    listen still reports any other failure."""
+    import errno
+    import socket
+
+    from twisted.internet.endpoints import _parseServer
+
+    try:
+        kind, args, kwargs = _parseServer(spec, None)
+    except (ValueError, KeyError, TypeError):
+        return
+    if kind not in ("TCP", "SSL") or not args:
+        return
+    port = int(args[0])
+    if port == 0:
+        return
+    host = str(kwargs.get("interface") or "0.0.0.0")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            who = probe(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", port)
+            raise ListenFailed(port_in_use(host, port, spec, who)) from None
+    finally:
+        sock.close()
+
+
+def check_state_dir(path: Path, named: str) -> None:
+    """The state dir is a directory the daemon can create and write, else one L{OptionError}
+    line naming where it came from (C{named}: the option or environment variable)."""
+    import tempfile
+
+    fix = "point it at a directory this user can write"
+    if path.exists() and not path.is_dir():
+        raise OptionError(f"{named} {str(path)!r} is not a directory; {fix}")
+    try:
+        make_private_dir(path)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".gasoline-write-check-"):
+            pass
+    except OSError as e:
+        raise OptionError(f"{named} {str(path)!r} cannot be used as the state directory "
+                          f"({e.strerror or e}); {fix}") from None
+
+
 class ListenFailed(SystemExit, Exception):
     """The daemon cannot listen: one line for the user, and a non-zero exit.
 
@@ -244,8 +374,7 @@ class GasolineEndpointService(StreamServerEndpointService):
         except CannotListenError as err:
             host = err.interface or "127.0.0.1"
             who = self._probe(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", err.port)
-            raise ListenFailed(f"gasoline: cannot listen on {host}:{err.port} ({self._spec}): "
-                               f"port {err.port} is in use; {who}.") from None
+            raise ListenFailed(port_in_use(host, err.port, self._spec, who)) from None
 
 
 class DaemonInfoService(Service):
@@ -352,11 +481,20 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     @param extend_mcp: adds tools, resources and prompts to the MCP server (the test suite's
         conformance fixtures, through C{tests/conformance.tac}).
     """
+    real = reactor is None
     if reactor is None:
         from twisted.internet import (
             reactor,  # the one place this is allowed
         )
     config = options.config() if isinstance(options, Options) else options
+    if isinstance(options, Options):
+        named = ("--state-dir" if options["state-dir"] else "GASOLINE_STATE_DIR"
+                 if os.environ.get("GASOLINE_STATE_DIR") else "the default state dir")
+    else:
+        named = "the state dir"
+    check_state_dir(Path(config.state_dir), named)
+    if real:
+        check_port_free(config.listen, _probe_gasoline)
     gasoline = build(config, reactor, stop=_reactor_stopper(reactor), extend_mcp=extend_mcp)
     top = GasolineService(gasoline)
     if config.log_dir is not None:

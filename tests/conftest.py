@@ -8,7 +8,47 @@ from twisted.internet.task import Clock
 from _modes_harness import Harness
 
 from gasoline.app import Config, build
-from support import DaemonProcess
+from support import USER_PORT, DaemonProcess, listening_sockets
+
+# -- the suite leaves the user's daemon alone ---------------------------------------------------------
+#
+# No test may bind, stop or talk to port 7890 or use the user's state dir. Two mechanisms:
+#  - every process the suite starts inherits GASOLINE_STATE_DIR pointing into a temporary dir, so a
+#    command or connector that names no daemon finds the suite's (empty) state dir, never the
+#    user's, and the lifecycle commands never fall back to a port (gasoline.admin_cli);
+#  - what listens on 7890 at the start of the session (read from /proc/net/tcp*, without connecting)
+#    must still listen, the same socket, at its end: a suite that stopped the user's daemon fails.
+
+_user_port_at_start: set[str] | None = None
+
+
+def pytest_sessionstart(session):
+    global _user_port_at_start
+    import os
+    import tempfile
+
+    _user_port_at_start = listening_sockets(USER_PORT)
+    os.environ["GASOLINE_STATE_DIR"] = tempfile.mkdtemp(prefix="gasoline-suite-state-")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    import os
+    import shutil
+
+    suite_state = os.environ.get("GASOLINE_STATE_DIR", "")
+    if "gasoline-suite-state-" in suite_state:
+        shutil.rmtree(suite_state, ignore_errors=True)
+    if not _user_port_at_start:
+        return
+    now = listening_sockets(USER_PORT) or set()
+    stopped = _user_port_at_start - now
+    if stopped:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = (f"the test suite stopped what was listening on port {USER_PORT} when it "
+                   f"started (socket inodes {sorted(stopped)}): a test acted on the user's daemon")
+        if reporter is not None:
+            reporter.write_line(f"ERROR: {message}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -136,3 +136,31 @@ def open_link(port: int, session: str, key: bytes,
     assert first["method"] == "Gasoline.proof"
     assert unb64u(first["params"]["proof"]) == response_proof(key, nonce.encode(), LINK_BODY)
     return ws
+
+
+# -- the user's daemon on the default port is none of the suite's business --------------------------
+
+#: The port a user's own daemon listens on (``make run``, an agent's connector): the suite must
+#: never bind it, stop what listens there or talk to it.
+USER_PORT = 7890
+
+
+def listening_sockets(port: int) -> set[str] | None:
+    """The inodes of the TCP sockets listening on C{port} (any address, IPv4 or IPv6), read from
+    C{/proc/net/tcp*}: no connection is made, so whatever listens there never sees the suite.
+    C{None} where there is no C{/proc} (the check is then not made)."""
+    found: set[str] = set()
+    seen_any = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        seen_any = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found if seen_any else None

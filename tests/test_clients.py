@@ -360,3 +360,13 @@ def test_registration_keeps_a_usable_working_directory_only(tmp_path):
     assert usable_cwd(str(tmp_path / "missing")) is None
     assert usable_cwd("bad\x00path") is None
     assert "cwd" not in registry.get("a").to_json()
+
+
+def test_a_brand_new_client_whose_session_came_first_inherits_nothing():
+    """The connector's first MCP request may open the client's session before its POST /clients:
+    that registration finds the client's own live state, which is not inherited (issue 31)."""
+    clock, registry = make(ttl=60)
+    registry.connect("fresh")
+    assert registry.register("fresh").inherited is False
+    registry.disconnect("fresh")
+    assert registry.register("fresh").inherited is True  # it had gone: now it inherits

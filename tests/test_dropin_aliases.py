@@ -147,7 +147,7 @@ def test_published_noise_rules_list_adds_one_rule_each(app):
          "match_spec": {"url_regex": "/healthz$"}},
     ])
     assert summary.startswith("2 calls done") and data["count"] == 2
-    listed = ok(app, s, "configure", what="noise_rule", noise_action="list")[1]["rules"]["client"]
+    listed = ok(app, s, "configure", what="noise_rule", noise_action="list")[1]["rules"]
     mine = {(r["pattern"], r["field"], r["reason"]) for r in listed if not r.get("builtin")}
     assert ("^analytics: ", "message", "known analytics chatter") in mine
     assert ("/healthz$", "url", "health probe") in mine

@@ -76,13 +76,35 @@ def test_an_agent_using_only_the_published_names_end_to_end(daemon, tmp_path):
         err, _, data = tool("observe", what="errors")
         seen = json.dumps(data)
         assert "TypeError: real bug" in seen and "dropped beacon" not in seen
+        # The rules come back in the shape they were added (rules[].id, match_spec).
+        err, _, data = tool("configure", action="noise_rule", noise_action="list")
+        mine = [r for r in data["rules"] if r.get("match_spec") == {"message_regex": "^analytics"}]
+        assert not err and len(mine) == 1 and mine[0]["id"], data["rules"]
+        assert mine[0]["classification"] == "known noise" and mine[0]["category"] == "console"
+        # streaming takes the published event names.
+        err, _, data = tool("configure", action="streaming", streaming_action="enable",
+                            events=["errors", "network_errors"])
+        assert not err and data["subscribe"] == ["error", "network_failure"], data
+        err, _, data = tool("configure", action="streaming", streaming_action="enable",
+                            events=["ci"])
+        assert err and data["error"] == "invalid_param" and "ci" in data["message"]
+        # A relative upload path that is not there: the answer says an absolute path is needed.
+        err, _, data = tool("interact", action="upload", selector="#file",
+                            file_path="relative/path/file.txt")
+        assert err and "absolute path" in data["message"], data
         err, _, data = tool("configure", action="save_sequence", name="login",
+                            description="log in", tags=["smoke", "auth"],
                             steps=[{"action": "navigate", "url": "https://app.test/"}])
         assert not err, data
         err, _, data = tool("configure", action="list_sequences")
-        assert [s["name"] for s in data["sequences"]] == ["login"]
+        assert [s["name"] for s in data["sequences"]] == ["login"] and data["count"] == 1
+        assert data["sequences"][0]["tags"] == ["smoke", "auth"]
         err, _, data = tool("configure", action="get_sequence", name="login")
         assert data["steps"] == [{"what": "navigate", "url": "https://app.test/"}]
+        # The published answer's fields: status, name, description, tags, step_count, saved_at.
+        assert (data["status"], data["name"], data["description"], data["tags"],
+                data["step_count"]) == ("ok", "login", "log in", ["smoke", "auth"], 1), data
+        assert data["saved_at"].endswith("Z")
         err, _, data = tool("configure", action="delete_sequence", name="login")
         assert not err
         # No extension is connected: the published error contract fields are there.
@@ -138,10 +160,12 @@ def test_help_lists_the_operations_commands():
     out = gasoline("--help")
     assert out.returncode == 0
     for command in ("serve", "connect", "doctor", "status", "stop"):
-        assert f"\n  {command} " in out.stderr, out.stderr
+        assert f"\n  {command} " in out.stdout, out.stdout
 
 
 def test_status_doctor_stop_against_a_real_daemon(tmp_path):
+    """The whole round with the extension syncing; the daemon named by its state dir. (That
+    these commands touch no other daemon: tests/test_lifecycle_cli.py.)"""
     state = tmp_path / "state"
     d = DaemonProcess(state_dir=state).start()
     try:
@@ -149,7 +173,7 @@ def test_status_doctor_stop_against_a_real_daemon(tmp_path):
         out = gasoline("status", *where)
         assert out.returncode == 0, out.stderr
         assert f"running at {d.url} (pid {d.process.pid})" in out.stdout
-        out = gasoline("status", "--port", str(d.port), "--json", "--state-dir", str(state))
+        out = gasoline("status", "--port", str(d.port), "--json")
         data = json.loads(out.stdout)
         assert data["running"] and data["pid"] == d.process.pid and data["version"]
         # No extension is connected: doctor says so and exits non-zero.
@@ -164,7 +188,7 @@ def test_status_doctor_stop_against_a_real_daemon(tmp_path):
         out = gasoline("doctor", *where, "--json")
         data = json.loads(out.stdout)
         assert out.returncode == 0 and data["ok"], data
-        assert {c["check"] for c in data["checks"]} >= {"daemon", "extension_connected",
+        assert {c["check"] for c in data["checks"]} >= {"daemon", "port", "extension_connected",
                                                          "persistence_writable"}
         # stop: graceful (daemon.json removed by the daemon itself), then nothing to stop.
         out = gasoline("stop", *where)
@@ -175,7 +199,7 @@ def test_status_doctor_stop_against_a_real_daemon(tmp_path):
         assert not d.info_path.exists()
         assert gasoline("stop", *where).returncode == 0
         out = gasoline("status", *where)
-        assert out.returncode == 3 and "no daemon" in out.stdout
+        assert out.returncode == 3 and "no daemon runs for state dir" in out.stdout
         out = gasoline("doctor", *where)
         assert out.returncode == 1 and "[FAIL] daemon" in out.stdout
     finally:
@@ -183,24 +207,42 @@ def test_status_doctor_stop_against_a_real_daemon(tmp_path):
 
 
 def test_stop_refuses_a_pid_that_is_not_gasoline(tmp_path):
-    state = tmp_path / "state"
-    state.mkdir()
+    """Something on a (random) port answers /health as Gasoline but names a pid that is not a
+    Gasoline daemon: stop leaves that process alone."""
+    import http.server
+    import threading
+
     sleeper = subprocess.Popen(["sleep", "30"])
+
+    class Liar(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"service-name": "gasoline", "pid": sleeper.pid}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Liar)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        (state / "gasoline.pid").write_text(str(sleeper.pid))
-        out = gasoline("stop", "--state-dir", str(state), "--port", "9")
-        assert out.returncode == 1 and "not a Gasoline daemon" in out.stderr
+        out = gasoline("stop", "--port", str(server.server_address[1]))
+        assert out.returncode == 1 and "not a Gasoline daemon" in out.stderr, out
         assert sleeper.poll() is None
     finally:
+        server.shutdown()
+        server.server_close()
         sleeper.kill()
         sleeper.wait()
 
 
 def test_the_operations_commands_do_not_import_twisted(tmp_path):
     code = ("import sys\nfrom gasoline.cli import main\n"
-            f"rc = main(['status', '--port', '9', '--timeout', '0.2', '--state-dir', "
-            f"{str(tmp_path)!r}])\n"
-            "print(rc, 'twisted' in sys.modules, 'orjson' in sys.modules)")
+            "rc = main(['status', '--port', '9', '--timeout', '0.2'])\n"
+            f"rc2 = main(['status', '--state-dir', {str(tmp_path)!r}])\n"
+            "print(rc, rc2, 'twisted' in sys.modules, 'orjson' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=30)
-    assert out.stdout.split()[-3:] == ["3", "False", "False"], out.stdout + out.stderr
+    assert out.stdout.split()[-4:] == ["3", "3", "False", "False"], out.stdout + out.stderr

@@ -169,10 +169,17 @@ def test_short_nonce_and_session_bounds(tmp_path):
     assert ident.session_key(sessions[2]) is None  # idle too long
 
 
-def test_cli_prints_the_fingerprint(tmp_path, capsys):
+def test_cli_never_creates_a_key_and_reads_a_stopped_daemons_key_file(tmp_path, capsys):
+    """With no daemon running for the state dir, ``gasoline identity`` reads its key file; with
+    none there, it says so and creates nothing (the running daemon is asked first:
+    tests/test_lifecycle_cli.py)."""
+    assert cli_main(["identity", "--state-dir", str(tmp_path)]) == 3
+    assert not (tmp_path / "identity.pem").exists()
+    assert "no daemon runs for state dir" in capsys.readouterr().err
+    fingerprint = Daemon(tmp_path).fingerprint  # creates the key, as a daemon's start does
     assert cli_main(["identity", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert Daemon(tmp_path).fingerprint in out
+    assert fingerprint in out and "no daemon runs" in out
 
 
 # -- no cryptography at start-up: the public key from the key file, HKDF from the standard library --

@@ -569,3 +569,26 @@ def test_a_created_tab_announced_again_after_an_extension_reconnect_still_closes
     assert relay.targets[target_id].owner == "a"
     relay.client_lost(a.client)
     assert tab_id not in second.tabs
+
+
+def test_a_cdp_client_is_told_when_the_extension_waits_for_the_user_to_pair(tmp_path):
+    """The relay's "not connected" error names the pairing wait the daemon sees (issue 29)."""
+    from twisted.internet.task import Clock
+
+    from gasoline.app import Config, build
+
+    clock = Clock()
+    app = build(Config(state_dir=tmp_path, persist=False), clock)
+    try:
+        assert app.relay.not_connected_why() is None
+        app.extension.pairing_offered()
+        why = app.relay.not_connected_why()
+        assert "waiting for the user to pair" in why and "Pair with this daemon" in why
+        clock.advance(11)  # no longer asking: back to plain "not connected"
+        assert app.relay.not_connected_why() is None
+    finally:
+        app.extension.stop()
+        app.store.notifier.stop()
+        app.router.close()
+        app.mcp.close_all()
+        app.streaming.stop()

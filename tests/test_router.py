@@ -543,3 +543,52 @@ def test_tab_id_is_delivered_with_the_command(w):
     assert w.sync()[0]["tab_id"] == 12
     d.cancel()
     assert outcome(d).check(CancelledError)
+
+
+# -- the extension's own error codes: every one it can send is structured (issue 31) -------------------
+
+def _extension_codes() -> set[str]:
+    """Every error code the extension's sources can put in a result: fail('x', ...),
+    new Refused('x', ...) and {error: 'x', ...} literals."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "extension"
+    pattern = re.compile(r"(?:\bfail\(|new Refused\(|\berror: )'([a-z_]+)'")
+    found: set[str] = set()
+    for path in root.rglob("*.js"):
+        if "vendor" in path.parts:
+            continue
+        found.update(pattern.findall(path.read_text()))
+    return found
+
+
+def test_every_code_the_extension_sends_has_its_own_error_and_hint(w):
+    from gasoline.core.errors import EXTENSION_CODES
+
+    codes = _extension_codes()
+    assert {"file_url_refused", "element_not_found", "invalid_selector"} <= codes  # the scan works
+    # unknown_query_type stays generic: the tools turn it into extension_outdated themselves.
+    missing = codes - set(EXTENSION_CODES) - {"unknown_query_type"}
+    assert not missing, f"extension codes with no structured error: {sorted(missing)}"
+    for code in sorted(codes - {"unknown_query_type"}):
+        d = w.router.call("A", "dom", {"selector": "#x"})
+        cid = w.router.pending_commands("A")[0]["command_id"]
+        w.sync([{"id": cid, "status": "error", "error": code,
+                 "result": {"error": code, "message": f"what {code} says", "selector": "#x"}}])
+        error = outcome(d).value
+        body = error.to_json()
+        assert body["error"] == code and body["retry"] and f"what {code} says" in body["message"]
+        assert body["retryable"] is EXTENSION_CODES[code][0]
+        assert body["extension_error"].startswith(code)
+
+
+def test_the_file_url_hint_names_the_options_toggle():
+    from pathlib import Path
+
+    from gasoline.core.errors import EXTENSION_CODES
+
+    options = (Path(__file__).resolve().parent.parent / "extension/options/options.html").read_text()
+    hint = EXTENSION_CODES["file_url_refused"][1]
+    toggle = "Let agents open and act on local"
+    assert toggle in options and toggle in hint

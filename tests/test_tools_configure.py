@@ -65,7 +65,7 @@ def test_client_state_persists_kv_checkpoints_noise_rules_and_tab_filters(tmp_pa
     assert ok(again, s2, what="load", key="k")[1]["value"] == 42
     assert [c["name"] for c in ok(again, s2, what="checkpoint",
                                   checkpoint_action="list")[1]["checkpoints"]] == ["cp"]
-    rules = ok(again, s2, what="noise_rule")[1]["rules"]["client"]
+    rules = ok(again, s2, what="noise_rule")[1]["rules"]
     assert any(r["pattern"] == "hmr" for r in rules)
     assert ok(again, s2, what="select_tab")[1]["patterns"] == ["localhost:3000"]
 
@@ -83,7 +83,7 @@ def test_global_noise_rules_survive_a_restart_and_reach_every_client(tmp_path, c
     services.stopService()
     again = make_app(tmp_path, clock)
     other = session_for(again, "somebody-else")
-    rules = ok(again, other, what="noise_rule", scope="global")[1]["rules"]["global"]
+    rules = ok(again, other, what="noise_rule", scope="global")[1]["rules"]
     assert [r["pattern"] for r in rules] == ["shared chatter"]
     # Removing it is persisted the same way (the service's stop flushes what is pending).
     again.services.startService()
@@ -102,7 +102,7 @@ def test_a_corrupt_global_noise_file_is_ignored(tmp_path, clock):
 
 def test_noise_rule_actions(app, s):
     _, listed = ok(app, s, what="noise_rule", noise_action="list")
-    builtins = [r for r in listed["rules"]["client"] if r.get("built_in")]
+    builtins = [r for r in listed["rules"] if r.get("built_in")]
     assert builtins, "built-in rules (favicon, source maps, HMR, extensions) are listed"
     _, added = ok(app, s, what="noise_rule", noise_action="add", pattern="^noisy",
                   field="message", rule_id="mine")
@@ -112,11 +112,11 @@ def test_noise_rule_actions(app, s):
     assert error(app, s, what="noise_rule", noise_action="add")["error"] == "missing_param"
     ok(app, s, what="noise_rule", noise_action="remove", rule_id=builtins[0]["id"])
     _, after = ok(app, s, what="noise_rule")
-    ids = [r["id"] for r in after["rules"]["client"]]
+    ids = [r["id"] for r in after["rules"]]
     assert "mine" in ids and builtins[0]["id"] not in ids
     _, reset = ok(app, s, what="noise_rule", noise_action="reset")
     assert reset["dropped"] == 1
-    assert builtins[0]["id"] in [r["id"] for r in ok(app, s, what="noise_rule")[1]["rules"]["client"]]
+    assert builtins[0]["id"] in [r["id"] for r in ok(app, s, what="noise_rule")[1]["rules"]]
     assert error(app, s, what="noise_rule", noise_action="remove",
                  rule_id="nope")["error"] == "invalid_param"
 
@@ -126,7 +126,7 @@ def test_noise_rule_auto_detect_proposes_then_applies(app, s):
                   + [{"level": "error", "message": "real"}])
     _, proposed = ok(app, s, what="noise_rule", noise_action="auto_detect")
     assert len(proposed["proposals"]) == 1 and proposed["applied"] is False
-    assert ok(app, s, what="noise_rule")[1]["rules"]["client"][0].get("built_in")
+    assert ok(app, s, what="noise_rule")[1]["rules"][0].get("built_in")
     ok(app, s, what="noise_rule", noise_action="auto_detect", apply=True)
     err, _, data = call(app, s, "observe", {"what": "logs"})
     assert [e["message"] for e in data["entries"]] == ["real"] and data["noise_hidden"] == 12

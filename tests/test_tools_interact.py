@@ -209,7 +209,8 @@ def test_screenshot_returns_the_saved_path(h):
                    "url": "https://app.test/"})
     summary, body = parse(fired(d))
     assert body["path"] == "/state/screenshots/shot.png"
-    assert summary == "screenshot saved to /state/screenshots/shot.png"
+    # No image was uploaded through POST /screenshots here: nothing to inline, and it says so.
+    assert summary.startswith("screenshot saved to /state/screenshots/shot.png (no inline image")
 
 
 def test_fill_form_and_submit_types_checks_and_clicks_in_order(h):

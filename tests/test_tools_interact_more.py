@@ -143,7 +143,7 @@ def test_an_upload_the_extension_refuses_is_an_error_and_not_recorded(h, cwd):
     [cmd] = h.commands()
     h.answer(cmd, {"error": "invalid_param", "message": "element is not an <input type=file>"},
              status="error", error="invalid_param")
-    assert error_of(d).code == "extension_error"
+    assert error_of(d).code == "invalid_param"  # the extension's code, structured
     assert h.app.store.read(ACTIONS).items == []
 
 
@@ -244,7 +244,7 @@ def test_recording_is_one_per_client_and_fails_at_once_when_no_frame_can_be_take
     assert e.value.code == "already_recording"
     other = run(h, "record_start", client="B")
     h.answer(h.commands()[0], {"error": "no_tab"}, status="error", error="no_tab")
-    assert error_of(other).code == "extension_error"
+    assert error_of(other).code == "no_tab"
     fired(run(h, "record_stop"))
     assert h.commands() == []
 
@@ -287,6 +287,9 @@ def test_record_stop_without_any_recording_is_no_data_and_bad_args_are_refused(h
 # -- through the FakeExtension's real /sync loop, on the real reactor and its thread pool -------------
 
 
+DIFF = b"\xff\xd8\xff\xe0 a diff image"
+
+
 @pytest_twisted.ensureDeferred
 async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync_loop(tmp_path, cwd):
     from twisted.internet import reactor
@@ -305,7 +308,8 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
     def visual_diff(params):
         same = params["baseline"] == params["current"]
         return {"total_pixels": 1, "changed_pixels": 0 if same else 1,
-                "changed_ratio": 0.0 if same else 1.0, "regions": [], "region_count": 0}
+                "changed_ratio": 0.0 if same else 1.0, "regions": [], "region_count": 0,
+                "diff_data_url": "data:image/jpeg;base64," + base64.b64encode(DIFF).decode()}
 
     daemon = InProcessDaemon(reactor, tmp_path / "state").start()
     fake = FakeExtension(daemon.url, reactor, poll_interval=0,
@@ -338,10 +342,23 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
         base = parse(await analyze.MODES["visual_baseline"](ctx("analyze", "visual_baseline"),
                                                             {"name": "home"}))[1]
         assert Path(base["baseline"]["path"]).is_file()
-        diff = parse(await analyze.MODES["visual_diff"](ctx("analyze", "visual_diff"),
-                                                        {"name": "home"}))[1]
+        answer = await analyze.MODES["visual_diff"](ctx("analyze", "visual_diff"), {"name": "home"})
+        diff = parse(answer)[1]
         assert diff["passed"] is True and diff["changed_pixels"] == 0  # same 1x1 fake screenshot
+        # The diff image inline (MCP image content) and on disk.
+        [image] = answer["content"][1:]
+        assert image["type"] == "image" and image["mimeType"] == "image/jpeg"
+        assert base64.b64decode(image["data"]) == DIFF == Path(diff["diff_path"]).read_bytes()
         assert app.router.pending_count() == 0
     finally:
         await fake.stop()
         await daemon.stop()
+
+
+def test_a_relative_upload_path_without_a_working_directory_says_absolute_path_required(h, cwd):
+    with pytest.raises(GasolineError) as e:
+        run(h, "upload", {"selector": "#f", "file_path": "relative/file.txt"}, cwd=None)
+    assert e.value.code == "path_refused" and e.value.message.startswith("absolute path required")
+    with pytest.raises(GasolineError) as e:  # with one, the missing file's answer says the same
+        run(h, "upload", {"selector": "#f", "file_path": "relative/file.txt"}, cwd=cwd)
+    assert "give an absolute path" in e.value.message and str(cwd) in e.value.message

@@ -188,7 +188,7 @@ def test_replay_stops_at_the_first_failure_unless_continue_on_error(app):
     err, summary, data = parsed(out)
     assert not err and data["status"] == "failed"
     assert [s["status"] for s in data["steps"]] == ["complete", "error", "not_run", "not_run"]
-    assert data["steps"][1]["error"] == "extension_error"
+    assert data["steps"][1]["error"] == "element_not_found"
     assert "element_not_found" in data["steps"][1]["message"]
     assert "FAILED at step 1 (type" in summary and "2 not run" in summary
     assert app.extension.commands.deliverable() == []

@@ -549,6 +549,7 @@
       start_time: Math.round(r.startTime * 10) / 10, fetch_start: Math.round(r.fetchStart * 10) / 10,
       response_end: Math.round(r.responseEnd * 10) / 10, transfer_size: r.transferSize || 0,
       decoded_body_size: r.decodedBodySize || 0, encoded_body_size: r.encodedBodySize || 0, page_url: location.href,
+      status: r.responseStatus > 0 ? r.responseStatus : null, // 0: not exposed (cross-origin without Timing-Allow-Origin)
     }));
     return { page_url: location.href, count: entries.length, entries };
   };

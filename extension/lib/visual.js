@@ -146,3 +146,37 @@ export async function visualDiff(params) {
   else result.diff_image_omitted = true;
   return result;
 }
+
+/** The largest image a tool result inlines, in base64 characters (gasoline/core/screenshots.py). */
+export const MAX_INLINE_IMAGE_CHARS = 1000000;
+/** The long edge of the inline preview (what vision models use without scaling further). */
+export const PREVIEW_MAX_EDGE = 1568;
+
+/**
+ * A smaller copy of a screenshot data URL for the agent to see inline (MCP image content): null
+ * when the screenshot already fits (the daemon inlines it as it is); else a JPEG data URL whose
+ * long edge is at most PREVIEW_MAX_EDGE px and whose base64 is at most MAX_INLINE_IMAGE_CHARS,
+ * lowering the quality, then the size, until it fits (null if nothing does).
+ */
+export async function previewOf(dataUrl, { maxEdge = PREVIEW_MAX_EDGE, maxChars = MAX_INLINE_IMAGE_CHARS } = {}) {
+  const comma = dataUrl.indexOf(',');
+  if (dataUrl.length - comma - 1 <= maxChars) return null;
+  const bitmap = await createImageBitmap(await (await fetch(dataUrl)).blob());
+  try {
+    let scale = Math.min(1, maxEdge / Math.max(bitmap.width, bitmap.height));
+    for (let attempt = 0; attempt < 6; attempt++) {
+      const width = Math.max(1, Math.round(bitmap.width * scale));
+      const height = Math.max(1, Math.round(bitmap.height * scale));
+      const canvas = new OffscreenCanvas(width, height);
+      canvas.getContext('2d').drawImage(bitmap, 0, 0, width, height);
+      for (const quality of [0.8, 0.6, 0.45]) {
+        const blob = await canvas.convertToBlob({ type: 'image/jpeg', quality });
+        if ((blob.size + 2) / 3 * 4 <= maxChars) return 'data:image/jpeg;base64,' + base64Of(await blob.arrayBuffer());
+      }
+      scale *= 0.7;
+    }
+    return null;
+  } finally {
+    bitmap.close();
+  }
+}

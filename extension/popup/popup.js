@@ -38,6 +38,8 @@ async function render() {
   btn.textContent = trackedHere ? 'Stop tracking this tab' : 'Track this tab';
   btn.disabled = !currentTab || !/^(https?|file):/.test(currentTab.url || '');
   btn.dataset.tracked = trackedHere ? '1' : '';
+  const loadedBefore = await chrome.storage.session.get('gasolineLoadedBeforeTracking').catch(() => ({}));
+  $('reload-row').hidden = !(trackedHere && (loadedBefore.gasolineLoadedBeforeTracking || []).includes(currentTab.id));
 
   // Build the whole list first, then swap it in: renders overlap (a 2 s timer, storage changes) and
   // an emptied list waiting on chrome.tabs.get would flicker, or end up with an entry twice.
@@ -108,6 +110,10 @@ $('track-current').addEventListener('click', async () => {
   if (!currentTab) return;
   const tracked = !$('track-current').dataset.tracked;
   await chrome.runtime.sendMessage({ type: 'gasoline:track', tabId: currentTab.id, tracked });
+  render();
+});
+$('reload-current').addEventListener('click', async () => {
+  if (currentTab) await chrome.tabs.reload(currentTab.id);
   render();
 });
 $('pilot').addEventListener('change', (e) => chrome.storage.local.set({ [STORAGE_KEYS.pilotEnabled]: e.target.checked }));

@@ -67,15 +67,24 @@ def upload_roots(cwd: str | None, state_dir: Any) -> list[Path]:
     return roots
 
 
-def resolve_readable(name: str, roots: list[Path], param: str = "file_path") -> Path:
-    """The real path of the regular file C{name} (relative: from the first root), or
-    L{PathRefused} when it is missing, not a regular file, or outside every root (symlinks
-    resolved)."""
-    resolved = resolve_inside(name, roots, param=param)
+def resolve_readable(name: str, roots: list[Path], param: str = "file_path",
+                     relative_from: str | None = None) -> Path:
+    """The real path of the regular file C{name} (relative: from C{relative_from}, the agent's
+    working directory), or L{PathRefused} when it is missing, not a regular file, or outside every
+    root (symlinks resolved). Without a working directory a relative C{name} is refused:
+    "absolute path required"."""
+    relative = isinstance(name, str) and not Path(name).is_absolute()
+    if relative and relative_from is None:
+        raise PathRefused(f"absolute path required: {param} {name!r} is relative and your "
+                          "working directory is unknown (your client does not send it)",
+                          param=param)
+    resolved = resolve_inside(name, roots, param=param, base=relative_from)
     try:
         st = os.stat(resolved)
     except OSError as e:
-        raise PathRefused(f"cannot read {name!r}: {e.strerror or e}", param=param) from None
+        hint = (f" (a relative path is taken from your working directory {relative_from}; give "
+                "an absolute path otherwise)" if relative else "")
+        raise PathRefused(f"cannot read {name!r}: {e.strerror or e}{hint}", param=param) from None
     if not stat.S_ISREG(st.st_mode):
         raise PathRefused(f"{name!r} is not a regular file", param=param)
     return resolved

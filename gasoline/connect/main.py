@@ -40,7 +40,7 @@ def _line_length(value: str) -> int:
 
 
 class ConnectOptions(usage.Options):
-    synopsis = "[options]"
+    synopsis = "Usage: gasoline connect [options]"
     longdesc = (
         "Forward an MCP client's stdio session to the shared Gasoline daemon, starting the daemon "
         "if none runs. Only JSON-RPC lines are written to stdout; logs go to stderr."
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None, prelude=None) -> int:
     try:
         options.parseOptions(list(sys.argv[1:] if argv is None else argv))
     except usage.UsageError as e:
-        sys.stderr.write(f"gasoline connect: {e}\n\n{options}\n")
+        sys.stderr.write(f"gasoline connect: {e} (see gasoline connect --help)\n")
         return 2
     _skip_tls(options["base-url"])
     # Protocol lines are written to fd 1 by StandardIO; everything Python-level goes to stderr.

@@ -241,7 +241,11 @@ class ClientRegistry:
                     max_clients=self.max_clients,
                 )
         if state is not None:
-            state.inherited = True
+            # State of a client that had gone is inherited; a live one is this client's own (its
+            # connector's first MCP request may come before its registration), so a brand-new
+            # client is not reported as inheriting anything.
+            if not state.live:
+                state.inherited = True
             state.gone_at = None
             state.touch(now)
             state.cwd = usable_cwd(cwd) or state.cwd

@@ -116,7 +116,58 @@ class CommandCancelled(GasolineError):
 
 
 class ExtensionError(GasolineError):
-    """The extension ran the command and reported an error (its text is in the message)."""
+    """The extension ran the command and reported an error (its text is in the message). A
+    code the extension names (L{EXTENSION_CODES}) becomes the error's own C{code} and hint."""
 
     code = "extension_error"
     retry = "Check the selector/parameters against the page; the error text comes from the extension."
+
+
+#: The extension's own error codes (extension/content/commands.js, lib/policy.js, lib/scripts.js,
+#: background.js), each with whether the same call may succeed later unchanged and what to do.
+#: A result naming one of them fails with that code (not the generic C{extension_error}).
+EXTENSION_CODES: dict[str, tuple[bool, str]] = {
+    "file_url_refused": (False, "The user has not allowed agents on local files: ask them to tick "
+                         "\"Let agents open and act on local file: pages\" in the Gasoline options "
+                         "page (and \"Allow access to file URLs\" for Gasoline in "
+                         "chrome://extensions), or serve the page over http://localhost."),
+    "element_not_found": (False, "No element matches the selector: check it against the page "
+                          "(interact list_interactive or get_text), wait for it (interact "
+                          "wait_for), or use another selector."),
+    "invalid_selector": (False, "The selector is neither valid CSS nor a semantic selector "
+                         "(text=, role=, label=, placeholder=, testid=, ...): fix its syntax."),
+    "option_not_found": (False, "The <select> has no such option; the error's options field lists "
+                         "the values it has."),
+    "timeout": (True, "Nothing matched in time: the page may still be loading; retry, raise "
+                "timeout_ms, or check the selector."),
+    "pilot_disabled": (False, "Ask the user to turn on 'AI Web Pilot' in the Gasoline popup; "
+                       "reading modes work without it."),
+    "no_tracked_tab": (False, "No tab is tracked: ask the user to click 'Track this tab' in the "
+                       "Gasoline popup (or open one with interact new_tab if they let agents "
+                       "track tabs)."),
+    "tab_not_tracked": (False, "That tab is not tracked: use a tracked one (observe tabs), or ask "
+                        "the user to track it in the Gasoline popup."),
+    "no_tab": (False, "That tab no longer exists: list the open tabs with observe tabs."),
+    "tab_not_visible": (True, "The tab is not the visible one in its window: switch to it "
+                        "(interact switch_tab) or call without if_active."),
+    "result_too_large": (False, "Narrow the selector or lower the limit: the result is larger than "
+                         "the extension sends."),
+    "result_not_json": (False, "Return plain JSON values (strings, numbers, arrays, objects) from "
+                        "the script."),
+    "execution_error": (False, "The script threw in the page: the message (and stack) come from "
+                        "the page; fix the script."),
+    "isolated_world_unavailable": (False, "The page cannot run the script in an isolated world: "
+                                   "run it in the page's world (world:\"main\")."),
+    "axe_unavailable": (True, "axe-core could not be loaded in this page (its CSP may block it): "
+                        "reload the page and retry."),
+    "no_history": (False, "The tab has no page to go back (or forward) to: navigate to the URL "
+                   "instead (interact navigate)."),
+    "unknown_action": (False, "Use one of the actions the interact schema lists."),
+    "upload_failed": (True, "The extension could not hand the screenshot to the daemon: retry; "
+                      "if it persists, check the daemon's log."),
+    "decode_failed": (False, "An image could not be decoded: take the screenshot again."),
+    "not_found": (False, "No such item: list them first (the message says how)."),
+    "command_failed": (False, "The command failed in the page; the message says why."),
+    "invalid_param": (False, "Fix the parameter the message names."),
+    "missing_param": (False, "Add the parameter the message names."),
+}

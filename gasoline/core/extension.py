@@ -57,6 +57,16 @@ MAX_COMMANDS_PER_SYNC = 50
 MAX_EXTENSION_LOGS_PER_SYNC = 500
 
 
+#: What every surface (doctor, configure health, agents' errors) says while the extension waits.
+WAITING_FOR_PAIRING = ("the browser extension is waiting for the user to pair it with this "
+                       "daemon (it asks for the daemon's identity but sends nothing until paired)")
+PAIR_FIX = ("Open the Gasoline popup in the browser: it shows this daemon's fingerprint; check it "
+            "matches what `gasoline identity` prints, then click \"Pair with this daemon\". "
+            "Capture starts within a few seconds.")
+NOT_CONNECTED_FIX = ("Open the browser with the Gasoline extension and make sure its options "
+                     "point at this daemon's port.")
+
+
 @implementer(IExtensionLink)
 @attrs.define(eq=False)
 class ExtensionLink:
@@ -86,6 +96,11 @@ class ExtensionLink:
     #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at
     #: C{q-1} with the process, so the extension forgets the ids it has seen when this changes.
     instance: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)
+    #: When the extension last asked for the daemon's identity (C{GET /pairing}): an extension
+    #: that does so without syncing is waiting for the user to pair it (L{waiting_for_pairing}).
+    pairing_offered_at: float | None = attrs.field(default=None, init=False)
+    #: (client id, tabs) pairs already told that those tracked tabs loaded before tracking.
+    _told_reload: set = attrs.field(factory=set, init=False, repr=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -121,10 +136,60 @@ class ExtensionLink:
         """Call C{hook()} each time the extension goes from connected to disconnected."""
         return add_hook(self._disconnect_hooks, hook)
 
+    def loaded_before_tracking(self) -> list[int]:
+        """Tracked tabs that had already loaded when tracking began (the extension's
+        C{settings.loaded_before_tracking}): their load-time errors were not captured."""
+        tabs = self.settings.get("loaded_before_tracking")
+        if not isinstance(tabs, list):
+            return []
+        return [t for t in tabs if isinstance(t, int) and not isinstance(t, bool)][:50]
+
+    def reload_note(self, client_id: str) -> str | None:
+        """Once per client (and set of such tabs): the sentence telling an agent to reload."""
+        tabs = self.loaded_before_tracking()
+        if not tabs:
+            return None
+        key = (client_id, tuple(sorted(tabs)))
+        if key in self._told_reload:
+            return None
+        if len(self._told_reload) > 1000:
+            self._told_reload.clear()
+        self._told_reload.add(key)
+        which = ", ".join(str(t) for t in tabs)
+        return (f"tracked tab {which} had already loaded when tracking began, so the errors and "
+                "requests of its load were not captured: reload it (interact {what:\"refresh\"}, "
+                "or \"Reload it\" in the Gasoline popup) to capture them")
+
+    def pairing_offered(self) -> None:
+        """The extension asked for the daemon's identity (C{GET /pairing} from its origin)."""
+        self.pairing_offered_at = self.clock.seconds()
+
+    @property
+    def waiting_for_pairing(self) -> bool:
+        """Not syncing, but asking for the daemon's identity within the last 10 s: the
+        extension has not been paired with this daemon yet and waits for the user to confirm
+        the fingerprint in its popup."""
+        at = self.pairing_offered_at
+        return (not self.connected and at is not None
+                and self.clock.seconds() - at < self.disconnect_after
+                and (self.last_sync is None or self.last_sync <= at))
+
+    @property
+    def state(self) -> str:
+        """C{connected}, C{waiting_for_pairing} or C{not_connected}."""
+        if self.connected:
+            return "connected"
+        return "waiting_for_pairing" if self.waiting_for_pairing else "not_connected"
+
     def require_connected(self) -> None:
-        """@raise ExtensionDisconnected: when no sync came within the last 10 s."""
-        if not self.connected:
-            raise ExtensionDisconnected("the browser extension is not connected to this daemon")
+        """@raise ExtensionDisconnected: when no sync came within the last 10 s (saying so when
+        the extension waits for the user to pair it)."""
+        if self.connected:
+            return
+        if self.waiting_for_pairing:
+            raise ExtensionDisconnected(WAITING_FOR_PAIRING, retry=PAIR_FIX,
+                                        extension_state="waiting_for_pairing")
+        raise ExtensionDisconnected("the browser extension is not connected to this daemon")
 
     def stop(self) -> None:
         """Cancel the liveness timer (service shutdown; keeps tests free of leaked timers)."""

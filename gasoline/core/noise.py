@@ -150,6 +150,20 @@ class NoiseRule:
             "built_in": self.built_in,
         }
 
+    def published(self) -> dict[str, Any]:
+        """L{to_json} plus the published Gasoline's shape of the same rule (C{category},
+        C{classification}, C{match_spec}), as scripts written for it read a listed rule back.
+        C{match_spec} is there when the rule is expressible in it (a regex on one field)."""
+        out = {**self.to_json(), "category": "console", "classification": self.reason}
+        key = {"message": "message_regex", "url": "url_regex", "source": "source_regex"}.get(
+            self.field)
+        if key is not None and self.kind == "regex":
+            spec: dict[str, Any] = {key: self.pattern}
+            if self.level:
+                spec["level"] = self.level
+            out["match_spec"] = spec
+        return out
+
     def _test(self, text: str) -> bool:
         if not text:
             return False
@@ -385,6 +399,10 @@ class NoiseRules:
         out = [r.to_json() for r in self.rules]
         out.extend(r.to_json() for r in self.active_builtins())
         return out
+
+    def published_list(self) -> list[dict[str, Any]]:
+        """L{list} with each rule in the published shape too (L{NoiseRule.published})."""
+        return [r.published() for r in (*self.rules, *self.active_builtins())]
 
     def reset(self) -> int:
         """Drop this set's own rules and re-enable every built-in; return how many were dropped."""

@@ -48,6 +48,7 @@ from zope.interface import implementer
 
 from gasoline.core.commands import Command, command_number
 from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-exported
+    EXTENSION_CODES,
     CommandCancelled,
     ExtensionDisconnected,
     ExtensionError,
@@ -311,6 +312,9 @@ class QueryRouter:
         self._sweep(self.clock.seconds())
         if not self.extension_link.connected:
             self.stats["disconnected"] += 1
+            require = getattr(self.extension_link, "require_connected", None)
+            if require is not None:
+                require()  # says why (waiting for the user to pair, or not connected)
             raise ExtensionDisconnected("the browser extension is not connected to this daemon")
         mine = self._owned.get(owner)
         if mine is not None and len(mine) >= self.per_client_limit:
@@ -441,6 +445,9 @@ class QueryRouter:
         code = result.get("error")
         text = code if isinstance(code, str) else repr(code)
         message = result.get("message")
+        inner = result.get("result")
+        if not (isinstance(message, str) and message) and isinstance(inner, dict):
+            message = inner.get("message")  # the extension's {error, message} result
         if isinstance(message, str) and message and message != text:
             text = f"{text}: {message}"
         text = text[:2000]
@@ -465,6 +472,16 @@ class QueryRouter:
             return CommandCancelled(
                 f"the extension cancelled {command.type} command {command.id}: {text}",
                 command_id=command.id,
+            )
+        known = EXTENSION_CODES.get(code) if isinstance(code, str) else None
+        if known is not None:
+            retryable, hint = known
+            extra = {k: v for k, v in inner.items() if k in ("selector", "options")} \
+                if isinstance(inner, dict) else {}
+            return ExtensionError(
+                f"{command.type} command {command.id} failed in the extension: {text}",
+                code=code, retry=hint, retryable=retryable, command_id=command.id,
+                extension_error=text, **extra,
             )
         return ExtensionError(
             f"the extension reported an error for {command.type} command {command.id}: {text}",

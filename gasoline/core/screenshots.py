@@ -5,7 +5,9 @@ C{observe {what:"screenshot"}} receives inline from a capture command.
 
 from __future__ import annotations
 
+import base64
 import re
+from collections import OrderedDict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,23 @@ import attrs
 
 from gasoline.core.errors import GasolineError
 from gasoline.core.persist import DiskHealth, describe, make_private_dir, write_new
+
+#: The largest image a tool result carries inline, in base64 characters (about 750 KB of image):
+#: MCP clients refuse or drop larger image blocks. Bigger screenshots are inlined from the
+#: scaled-down preview the extension sends with them (long edge at most 1568 px, JPEG).
+MAX_INLINE_IMAGE_CHARS = 1_000_000
+#: Screenshots whose inline image is kept in memory for the tool call waiting for them.
+MAX_PREVIEWS = 8
+MIME_OF_EXT = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "webp": "image/webp"}
+
+
+def image_content(image: bytes, mime: str) -> dict[str, Any] | None:
+    """An MCP C{image} content block of C{image}, or None when it is larger than
+    L{MAX_INLINE_IMAGE_CHARS} in base64 (or empty)."""
+    if not image or (len(image) + 2) // 3 * 4 > MAX_INLINE_IMAGE_CHARS:
+        return None
+    return {"type": "image", "data": base64.b64encode(image).decode("ascii"), "mimeType": mime}
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]+")
@@ -27,6 +46,23 @@ class ScreenshotStore:
     state_dir: Path = attrs.field(converter=Path)
     #: Where a failing write is reported (logged once with a back-off; C{configure doctor}).
     health: DiskHealth | None = None
+    #: path -> (image, MIME type): what a tool result inlines for a recent screenshot (bounded).
+    _previews: OrderedDict = attrs.field(factory=OrderedDict, init=False, repr=False)
+
+    def keep_preview(self, path: Path, image: bytes, mime: str) -> None:
+        """Remember the inline image for the screenshot saved at C{path} (at most
+        L{MAX_PREVIEWS}; an image over L{MAX_INLINE_IMAGE_CHARS} is not kept)."""
+        if not image or (len(image) + 2) // 3 * 4 > MAX_INLINE_IMAGE_CHARS:
+            return
+        self._previews[str(path)] = (image, mime)
+        self._previews.move_to_end(str(path))
+        while len(self._previews) > MAX_PREVIEWS:
+            self._previews.popitem(last=False)
+
+    def preview(self, path: Any) -> tuple[bytes, str] | None:
+        """The inline image kept for the screenshot at C{path} (taken: a second call finds
+        none), or None."""
+        return self._previews.pop(str(path), None) if isinstance(path, str) else None
 
     @property
     def directory(self) -> Path:

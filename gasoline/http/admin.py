@@ -17,6 +17,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
 from gasoline.core.extension import rfc3339
+from gasoline.core.doctor import doctor_checks
 from gasoline.core.store import CONSOLE
 from gasoline.http.json import json_body, json_error
 
@@ -48,6 +49,8 @@ class HealthAPI:
         settings = (link.settings if link is not None else None) or {}
         capture: dict[str, Any] = {
             "extension_connected": bool(link is not None and link.connected),
+            # connected, waiting_for_pairing (asks for the identity, syncs nothing) or not_connected
+            "extension_state": getattr(link, "state", None),
             "extension_last_seen": rfc3339(link.last_sync) if link is not None else None,
             "extension_version": getattr(link, "extension_version", None),
             "extension_session_id": getattr(link, "session_id", None),
@@ -109,6 +112,13 @@ class HealthAPI:
             # the MCP client header take an id): the counts stay public.
             body["clients"] = {k: v for k, v in body["clients"].items() if k != "list"}
         return json_body(request, body)
+
+    @app.route("/health/doctor", methods=["GET"])
+    def get_doctor(self, request):
+        """The checks of C{configure doctor}, for C{gasoline doctor}: no MCP session, no client
+        registered or persisted for asking."""
+        g = self.gasoline
+        return json_body(request, {"checks": doctor_checks(g, g.clock.seconds())})
 
     @app.handle_errors(NotFound)
     def not_found(self, request, failure):

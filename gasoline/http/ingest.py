@@ -36,7 +36,7 @@ from gasoline.core.errors import GasolineError
 from gasoline.core.extension import ExtensionLink, rfc3339
 from gasoline.core.redact import redact_typed_values
 from gasoline.core.lifecycle import Shutdown
-from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.screenshots import MIME_OF_EXT, ScreenshotStore
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
@@ -405,6 +405,18 @@ class IngestAPI:
         correlation_id = field("correlation_id", "correlationId", "errorId")
         ext = m.group(1).lower().replace("jpeg", "jpg")
         path = self.screenshots.save(image, ext, url, correlation_id, now)
+        # What the waiting tool call inlines (MCP image content): the extension's scaled-down
+        # preview when it sent one, else the image itself when it is small enough.
+        preview = field("preview_data_url")
+        pm = _DATA_URL.match(preview) if isinstance(preview, str) else None
+        try:
+            small = base64.b64decode(preview[pm.end():], validate=True) if pm else b""
+        except (binascii.Error, ValueError):
+            small = b""
+        if small:
+            self.screenshots.keep_preview(path, small, MIME_OF_EXT[pm.group(1).lower()])
+        else:
+            self.screenshots.keep_preview(path, image, MIME_OF_EXT[ext])
         out = {
             "filename": path.name,
             "path": str(path),

@@ -29,8 +29,11 @@ class PairingAPI:
 
     app = Klein()
 
-    def __init__(self, identity: DaemonIdentity) -> None:
+    def __init__(self, identity: DaemonIdentity, on_offer=None) -> None:
         self.identity = identity
+        #: Called when an extension (a request from an extension origin) asks for the identity:
+        #: the extension link learns it is waiting for the user to pair it.
+        self.on_offer = on_offer
 
     def resource(self):
         return self.app.resource()
@@ -38,6 +41,10 @@ class PairingAPI:
     @app.route("/pairing", methods=["GET"])
     @extension_only
     def describe(self, request):
+        origin = request.getHeader(b"origin") or b""
+        if self.on_offer is not None and origin.startswith((b"chrome-extension://",
+                                                            b"moz-extension://")):
+            self.on_offer()
         request.setHeader(b"cache-control", b"no-store")
         return json_body(request, self.identity.describe())
 

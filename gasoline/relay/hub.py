@@ -244,6 +244,9 @@ class Relay:
     max_clients: int = DEFAULT_MAX_CLIENTS
     #: Called with the number of connected clients whenever it changes (metrics, tests).
     on_clients_changed: Callable[[int], None] | None = None
+    #: Why the extension is not connected when the daemon knows better than "not connected"
+    #: (it waits for the user to pair it): a sentence, or None.
+    not_connected_why: Callable[[], str | None] = lambda: None
 
     clients: dict[str, CDPClient] = attrs.Factory(dict)
     targets: dict[str, Target] = attrs.Factory(dict)
@@ -358,7 +361,9 @@ class Relay:
     def _send_extension(self, method: str, params: dict) -> Deferred:
         """Send a request to the extension; the Deferred fires with its result or a L{CDPError}."""
         if self.extension is None:
-            return fail(CDPError("Gasoline extension is not connected (open the browser with the "
+            why = self.not_connected_why()
+            return fail(CDPError(f"Gasoline extension is not connected: {why}" if why else
+                                 "Gasoline extension is not connected (open the browser with the "
                                  "Gasoline extension and point it at this daemon)"))
         request_id = next(self._ids)
         self.counts["extension_requests"] += 1

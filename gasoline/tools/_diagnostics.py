@@ -5,10 +5,10 @@ C{describe_capabilities}, C{telemetry}, C{audit_log}, C{doctor} and C{restart}.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from gasoline import __version__
+from gasoline.core.doctor import extension_check, doctor_checks
 from gasoline.core.errors import GasolineError
 from gasoline.tools.context import ToolContext
 from gasoline.tools.schemas import TOOL_MODES
@@ -36,6 +36,8 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "uptime_seconds": round(now - app.started_at, 3),
         "extension": {
             "connected": ctx.extension_connected,
+            "state": getattr(ext, "state", "connected" if ctx.extension_connected
+                             else "not_connected"),
             "last_sync": getattr(ext, "last_sync", None),
             "pairing": ext.pairing() if hasattr(ext, "pairing") else None,
         },
@@ -50,7 +52,13 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             "cursors": dict(ctx.state.cursors),
         },
     }
-    ext_word = "connected" if body["extension"]["connected"] else "not connected"
+    connected, detail, fix = extension_check(ext)
+    if not connected:
+        body["extension"]["detail"] = detail
+        body["extension"]["fix"] = fix
+    ext_word = "connected" if connected else (
+        "waiting for the user to pair it (see extension.fix)"
+        if body["extension"]["state"] == "waiting_for_pairing" else "not connected")
     pairing = body["extension"]["pairing"] or {}
     fps = (f"; daemon identity {pairing['daemon_fingerprint']}, pinned extension "
            f"{pairing.get('extension_fingerprint') or 'none yet'}"
@@ -113,54 +121,9 @@ def configure_audit_log(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
 
 def configure_doctor(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     app = ctx.app
-    now = ctx.now()
-    checks = []
-
-    def check(name: str, ok: bool | None, detail: str, fix: str = "") -> None:
-        c = {"check": name, "status": "ok" if ok else ("warn" if ok is None else "fail"),
-             "detail": detail}
-        if fix and not ok:
-            c["fix"] = fix
-        checks.append(c)
-
-    ext = app.extension
-    check("extension_connected", ctx.extension_connected,
-          "the extension is syncing" if ctx.extension_connected else "no sync in the last 10 s",
-          "Open the browser with the Gasoline extension pointed at this daemon.")
-    last = getattr(ext, "last_sync", None)
-    age = None if last is None else round(now - last, 3)
-    check("last_sync_age", None if age is None else age < 10,
-          "never synced" if age is None else f"last sync {age} s ago")
-    stats = app.store.stats()
-    full = [n for n, s in stats.items() if s.get("capacity") and s.get("used", 0) >= s["capacity"]]
-    check("buffers", None if full else True,
-          f"full (oldest entries are being evicted): {', '.join(full)}" if full
-          else "buffers have room", "Read more often, or raise --max-entries.")
-    state_dir = app.config.state_dir
-    writable = os.access(state_dir, os.W_OK) if os.path.isdir(state_dir) else \
-        os.access(os.path.dirname(os.path.abspath(state_dir)) or ".", os.W_OK)
-    check("persistence_writable", writable, f"state dir {state_dir}",
-          "Point --state-dir at a writable directory.")
-    persistence = getattr(app, "persistence", None)
-    health = getattr(persistence, "health", None)
-    if health is not None:
-        problems = health.problems()
-        check("disk_writes", not problems,
-              "; ".join(f"{p['what']}: {p['error']} ({p['failures']} failed writes in "
-                        f"{p['failing_for_seconds']} s, {p['path']})" for p in problems)
-              if problems else "every state write reached the disk",
-              "Free disk space or make the state dir writable; until then telemetry and client "
-              "state are kept in memory only.")
-        for warning in health.warnings:
-            check("state_dir_permissions", None, warning)
+    checks = doctor_checks(app, ctx.now())
     reg = app.registry
     summary = reg.summary() if reg is not None else {}
-    live = reg.live_count() if reg is not None else 0
-    maxc = getattr(reg, "max_clients", None)
-    check("clients", None if maxc and live >= maxc else True,
-          f"{live} live clients (max {maxc})", "Disconnect idle clients or raise --max-clients.")
-    check("version", True, f"gasoline {__version__}; extension "
-          f"{getattr(ext, 'extension_version', None) or 'unknown'}")
     failing = [c["check"] for c in checks if c["status"] == "fail"]
     warns = [c["check"] for c in checks if c["status"] == "warn"]
     word = "all checks passed" if not failing and not warns else \

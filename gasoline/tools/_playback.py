@@ -44,6 +44,7 @@ from twisted.internet.defer import (
 )
 from twisted.logger import Logger
 
+from gasoline.common import rfc3339
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.store import ACTIONS
 from gasoline.core.redact import is_marker
@@ -276,6 +277,10 @@ REPLAY_BUDGET = 110.0
 _BACKGROUND_KEYS = ("background", "sync", "wait")
 
 
+#: Most tags one sequence carries (the published Gasoline's tags, kept and answered back).
+MAX_SEQUENCE_TAGS = 20
+
+
 def sequences_of(state: Any) -> dict[str, Any]:
     seqs = state.kv.get(SEQUENCES_NS)
     if not isinstance(seqs, dict):
@@ -361,9 +366,12 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
     seqs = sequences_of(ctx.state)
     if action == "list":
         items = [{"name": n, "steps": len(s.get("steps", [])), "created_at": s.get("created_at"),
-                  "description": s.get("description"), "source": s.get("source")}
+                  "description": s.get("description"), "source": s.get("source"),
+                  "tags": list(s.get("tags") or []), "step_count": len(s.get("steps", [])),
+                  "saved_at": rfc3339(s.get("created_at"))}
                  for n, s in seqs.items() if isinstance(s, dict)]
-        return ctx.ok(f"{len(items)} sequences", {"sequences": items})
+        return ctx.ok(f"{len(items)} sequences", {"status": "ok", "sequences": items,
+                                                   "count": len(items)})
     name = _sequence_name(ctx, args)
     if action == "delete":
         if seqs.pop(name, None) is None:
@@ -374,7 +382,11 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
         seq = seqs.get(name)
         if not isinstance(seq, dict):
             raise GasolineError(f"no sequence {name!r}", code="no_data")
-        return ctx.ok(f"sequence {name}: {len(seq.get('steps', []))} steps", dict(seq))
+        # The published answer's fields too (status, tags, step_count, saved_at).
+        steps = seq.get("steps", [])
+        return ctx.ok(f"sequence {name}: {len(steps)} steps",
+                      {"status": "ok", "tags": [], **seq, "step_count": len(steps),
+                       "saved_at": rfc3339(seq.get("created_at"))})
     skipped = 0
     if ctx.bool_arg(args, "from_actions", False):
         raw_steps, skipped = _steps_from_actions(ctx, args)
@@ -393,8 +405,13 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
         raise InvalidParam(f"at most {MAX_SEQUENCES} sequences per client",
                            retry="Delete old ones (sequence_action:'delete').")
     replaced = name in seqs
+    tags = args.get("tags", [])
+    if not isinstance(tags, list) or len(tags) > MAX_SEQUENCE_TAGS or not all(
+            isinstance(t, str) and 0 < len(t) <= 64 for t in tags):
+        raise InvalidParam(f"tags must be a list of at most {MAX_SEQUENCE_TAGS} strings of 1..64 "
+                           "characters", param="tags")
     seqs[name] = {"name": name, "steps": steps, "created_at": ctx.now(), "source": source,
-                  "description": (description or "")[:500] or None}
+                  "description": (description or "")[:500] or None, "tags": tags}
     ctx.state.mark_dirty()
     extra = f", {skipped} recorded actions skipped" if skipped else ""
     return ctx.ok(f"sequence {name} {'replaced' if replaced else 'saved'}: {len(steps)} steps"

@@ -189,6 +189,40 @@ def _noise_flat(args: Args) -> tuple[str, list[Args]] | None:
     return "configure", [{**base, **_noise_from_spec(args, "the rule")}]
 
 
+#: The published streaming event categories -> this project's event types (None: no equivalent).
+PUBLISHED_EVENTS: dict[str, tuple[str, ...] | None] = {
+    "errors": ("error",),
+    "network_errors": ("network_failure",),
+    "performance": ("performance_degradation",),
+    "regression": ("performance_degradation",),
+    "security": ("security_violation",),
+    "anomaly": ("error", "network_failure"),
+    "ci": None,
+    "user_frustration": None,
+}
+
+
+def _streaming_events(args: Args) -> tuple[str, list[Args]] | None:
+    """Published C{configure {what:"streaming", events:[...]}} names -> our event types."""
+    if args.get("what") != "streaming":
+        return None
+    key = "subscribe" if "subscribe" in args else "events"
+    names = args.get(key)
+    listed = [names] if isinstance(names, str) else names
+    if not isinstance(listed, list) or not any(
+            isinstance(n, str) and n in PUBLISHED_EVENTS for n in listed):
+        return None
+    out: list[Any] = []
+    for name in listed:
+        mapped = PUBLISHED_EVENTS.get(name, (name,)) if isinstance(name, str) else (name,)
+        if mapped is None:
+            raise InvalidParam(f"the published event category {name!r} has no equivalent here "
+                               "(this daemon streams browser events, not CI or frustration "
+                               "signals)", param=key)
+        out.extend(m for m in mapped if m not in out)
+    return "configure", [{**args, key: out}]
+
+
 STORE_ACTIONS = ("save", "load", "list", "delete")
 #: The most rules one published C{rules:[...]} call may add.
 MAX_RULES_PER_CALL = 100
@@ -218,6 +252,11 @@ ALIASES: tuple[Alias, ...] = (
           "/ status_max and category are not expressible and are refused or ignored (category)."),
     Alias("configure", "message_regex / url_regex / source_regex, classification (flattened "
           "noise_rule add)", "pattern + field, reason", _noise_flat),
+    Alias("configure", "events / subscribe: errors, network_errors, performance, regression, "
+          "security, anomaly (streaming)", "subscribe: error, network_failure, "
+          "performance_degradation, security_violation", _streaming_events,
+          "anomaly means error + network_failure; ci and user_frustration have no equivalent "
+          "(refused)."),
     Alias("configure", 'what:"get_sequence"', 'what:"save_sequence" + sequence_action:"get"',
           _mode("configure", "get_sequence", "save_sequence", sequence_action="get")),
     Alias("configure", 'what:"list_sequences"', 'what:"save_sequence" + sequence_action:"list"',

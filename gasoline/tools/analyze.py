@@ -38,6 +38,7 @@ from gasoline.analysis._util import (
 from gasoline.core import paths
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.persist import thread_runner
+from gasoline.core.screenshots import MIME_OF_EXT, image_content
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
@@ -575,8 +576,13 @@ async def visual_diff(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     else:
         data["diff_path"] = None
     verdict = "matches" if data["passed"] else "differs from"
-    return ctx.ok(f"the page {verdict} baseline {name!r}: {changed} of {total} pixels changed "
-                  f"({ratio:.4%}) in {data['region_count']} region(s)", data)
+    answer = ctx.ok(f"the page {verdict} baseline {name!r}: {changed} of {total} pixels changed "
+                    f"({ratio:.4%}) in {data['region_count']} region(s)", data)
+    # The diff image inline (MCP image content, size-bounded), next to its path.
+    block = image_content(image[0], MIME_OF_EXT[image[1]]) if image is not None else None
+    if block is not None:
+        answer["content"].append(block)
+    return answer
 
 
 #: Arguments these modes read beyond the tool schema's common ones (they live in

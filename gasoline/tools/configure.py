@@ -181,12 +181,16 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
         _persist_now(ctx, "noise rules", f"({scope} scope)", daemon_wide=scope == "global")
 
     if action == "list":
-        rules = {"client": mine.list(), "global": glob.list()}
+        by_scope = {"client": mine.published_list(), "global": glob.published_list()}
         if scope == "global":
-            rules = {"global": glob.list()}
-        n = sum(len(v) for v in rules.values())
-        return ctx.ok(f"{n} noise rules ({', '.join(f'{k}: {len(v)}' for k, v in rules.items())})",
-                      {"rules": rules})
+            by_scope = {"global": glob.published_list()}
+        # One list, each rule with its id, scope and the published shape it may have been added
+        # in (match_spec, classification): scripts read rules[].id back.
+        rules = [r for listed in by_scope.values() for r in listed]
+        counts = {k: len(v) for k, v in by_scope.items()}
+        n = sum(counts.values())
+        return ctx.ok(f"{n} noise rules ({', '.join(f'{k}: {c}' for k, c in counts.items())})",
+                      {"rules": rules, "counts": counts})
     if action == "add":
         pattern = args.get("pattern")
         if pattern is None:

@@ -133,8 +133,18 @@ class ToolContext:
             body.update(data)
         if self.tool in PAGE_TOOLS:
             body[UNTRUSTED_FIELD] = UNTRUSTED_NOTE
+        note_for = getattr(getattr(self.app, "extension", None), "reload_note", None)
+        note = note_for(self.client_id) if note_for is not None and self.tool in (
+            "observe", "analyze") else None
+        if note:
+            body["reload_needed"] = note
+            summary += f" (note: {note})"
         if not body["extension_connected"] and "extension not connected" not in summary:
-            summary += " (extension not connected)"
+            if getattr(getattr(self.app, "extension", None), "waiting_for_pairing", False):
+                summary += (" (extension not connected: it waits for the user to pair it in the "
+                            "Gasoline popup)")
+            else:
+                summary += " (extension not connected)"
         return text_result(summary, body)
 
     # -- extension-bound commands ------------------------------------------------------------

@@ -28,6 +28,7 @@ from twisted.logger import Logger
 from gasoline.analysis import media
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.core.persist import thread_runner
+from gasoline.core.screenshots import MAX_INLINE_IMAGE_CHARS, image_content
 from gasoline.tools._actions import (
     BROWSER_ACTION_TIMEOUT,
     _looks_secret,
@@ -317,13 +318,39 @@ def screenshot(ctx: Any, args: dict[str, Any]) -> Any:
     if quality is not None:
         params["quality"] = quality
 
+    seen: list[Any] = []
+
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
         path = r.get("path")
+        seen.append(path)
         return (f"screenshot saved to {path}" if path else "screenshot taken",
                 {"path": path, "filename": r.get("filename"), "url": r.get("url"), "result": r})
 
-    return extension_mode(ctx, args, "screenshot", params, describe)
+    out = extension_mode(ctx, args, "screenshot", params, describe)
+    if isinstance(out, Deferred):  # answered now: the image itself, inline (MCP image content)
+        out.addCallback(lambda answer: with_image(ctx, answer, seen[0] if seen else None))
+    return out
+
+
+def with_image(ctx: Any, answer: dict[str, Any], path: Any) -> dict[str, Any]:
+    """Add the screenshot saved at C{path} as MCP C{image} content, size-bounded (the
+    extension's scaled preview when the image is large: L{MAX_INLINE_IMAGE_CHARS}); the text
+    block keeps the path. Without an image small enough, the summary says so."""
+    store = getattr(ctx.app, "screenshots", None)
+    kept = store.preview(path) if store is not None else None
+    block = image_content(*kept) if kept is not None else None
+    content = answer.get("content")
+    if not isinstance(content, list) or not content:
+        return answer
+    if block is not None:
+        content.append(block)
+    else:
+        summary, sep, rest = content[0]["text"].partition("\n")
+        content[0]["text"] = (summary + " (no inline image: the screenshot is larger than "
+                              f"{MAX_INLINE_IMAGE_CHARS} base64 characters and the extension "
+                              "sent no preview; read the file)" + sep + rest)
+    return answer
 
 
 # -- composite modes ----------------------------------------------------------------------------------
@@ -572,7 +599,8 @@ async def upload(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     roots = media.upload_roots(ctx.cwd, getattr(getattr(ctx.app, "config", None), "state_dir", None))
     param = "files" if args.get("files") is not None else "file_path"
     state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
-    paths = [media.resolve_readable(n, roots, param) for n in names]
+    paths = [media.resolve_readable(n, roots, param, relative_from=ctx.cwd or None)
+             for n in names]
     for p in paths:
         media.refuse_private_state(p, state_dir, ctx.client_id, param)
     sizes = sum(p.stat().st_size for p in paths)

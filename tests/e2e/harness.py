@@ -172,14 +172,30 @@ class PipeCDP(CDP):
 # ------------------------------------------------------------------------------------------ Chromium
 
 
+#: The port a user's own Gasoline daemon listens on: no test may reach it (tests/conftest.py).
+USER_PORT = 7890
+
+
+def host_rules(ports: tuple[int, ...]) -> str:
+    """A ``--host-rules`` flag that sends every request for these loopback ports to port 1."""
+    rules = [f"MAP {host}:{port} 127.0.0.1:1" for port in ports for host in ("127.0.0.1", "localhost")]
+    return "--host-rules=" + ", ".join(rules)
+
+
 class Chromium:
     """Debian's Chromium, headless, with the unpacked extension from this repository (or none)."""
 
-    def __init__(self, executable: str = CHROMIUM, extension_dir: Path | None = EXTENSION_DIR, pipe: bool = False):
+    def __init__(self, executable: str = CHROMIUM, extension_dir: Path | None = EXTENSION_DIR, pipe: bool = False,
+                 blocked_ports: tuple[int, ...] = (USER_PORT,)):
         """``pipe``: talk DevTools over a pipe with unsafe extension debugging on, so that
         :meth:`install_extension` / :meth:`uninstall_extension` work (a benchmark measures one
-        browser with and without the extension that way)."""
+        browser with and without the extension that way).
+
+        ``blocked_ports``: loopback ports the browser never reaches (``--host-rules`` maps them to
+        the closed port 1). By default the user's daemon port: the extension's default server URL
+        is http://127.0.0.1:7890, which a fresh profile polls until a test points it elsewhere."""
         self.executable = executable
+        self.blocked_ports = tuple(blocked_ports)
         self.extension_dir = extension_dir
         self.pipe = pipe
         self.user_data_dir = Path(tempfile.mkdtemp(prefix="gasoline-chromium-"))
@@ -199,6 +215,7 @@ class Chromium:
             *(["--remote-debugging-pipe", "--enable-unsafe-extension-debugging"] if self.pipe
               else ["--remote-debugging-port=0"] + ([] if self.extension_dir else ["--disable-extensions"])),
             "--no-default-browser-check", "--disable-dev-shm-usage", "--disable-breakpad", "--window-size=1280,900",
+            *([host_rules(self.blocked_ports)] if self.blocked_ports else []),
             "about:blank",
         ]
         self._stderr = open(self.stderr_path, "wb")

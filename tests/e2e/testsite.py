@@ -18,6 +18,7 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/graphql``        echoes a POSTed body (a GraphQL login must leave the browser redacted)
 - ``/ws``             WebSocket echo
 - ``/agent.html``     elements the MCP round-trip tests act on, with a planted a11y violation
+- ``/broken.html``    an image, a script and a stylesheet that answer 404 (no fetch involved)
 - ``/tabs/<name>``    logs ``console.error('e2e tab error from <name>')`` on load (two-tab test)
 """
 
@@ -29,6 +30,13 @@ import sys
 from twisted.internet import endpoints, reactor
 from twisted.web import resource, server, static
 from twisted.web.websocket import WebSocketResource
+
+BROKEN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>broken resources</title>
+<link rel="stylesheet" href="/missing-style.css"></head>
+<body><h1>broken</h1><img id="pic" src="/missing-picture.png" alt="missing">
+<script src="/missing-script.js"></script></body></html>
+"""
 
 CAPTURE_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Gasoline capture page</title></head>
@@ -348,6 +356,7 @@ def build_site(clock=None) -> server.Site:
     root.putChild(b"favicon.ico", static.Data(b"", "image/x-icon"))
     root.putChild(b"agent.html", Page(AGENT_PAGE))
     root.putChild(b"tabs", TabPage())
+    root.putChild(b"broken.html", Page(BROKEN_PAGE))
     site = server.Site(root)
     site.displayTracebacks = False
     return site

@@ -177,6 +177,8 @@ ROUTES: tuple[Route, ...] = (
     # -- admin and CI (extension-protocol.md lists them as EXT routes; the extension never calls
     #    them: CI and the operator do)
     Route("/metrics", GET, _D),
+    # `gasoline doctor`: the checks of configure doctor without registering a client
+    Route("/health/doctor", GET, _D),
     Route("/snapshot", GET, _D),
     Route("/clear", ("POST", "DELETE"), _D),
     Route("/shutdown", POST, _D),

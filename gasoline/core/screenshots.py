@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from gasoline.core.errors import GasolineError
-from gasoline.core.persist import DiskHealth, describe, make_private_dir, write_new
+from gasoline.core.files import DiskHealth, describe, make_private_dir, write_new
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]+")

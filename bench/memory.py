@@ -46,7 +46,7 @@ from _common import print_table, write_json
 import _workload
 from twisted.internet import task
 
-from gasoline.core.persist import ConsoleJournal
+from gasoline.core.journal import ConsoleJournal
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,

@@ -19,14 +19,14 @@ from twisted.internet.task import Clock
 from twisted.logger import capturedLogs
 
 from gasoline.app import Config, build
-from gasoline.core import persist
-from gasoline.core.persist import (
+from gasoline.core.files import (
     DiskHealth,
     open_private,
     prepare_state_dir,
     write_atomic,
     write_new,
 )
+from gasoline.core.journal import DEFAULT_FSYNC_INTERVAL
 from gasoline.core.store import (
     ACTIONS,
     CONSOLE,
@@ -189,9 +189,9 @@ def test_written_journals_are_fsynced_on_the_interval(tmp_path, monkeypatch):
     rig = Rig(tmp_path)
     rig.call("POST", "/logs", {"entries": [{"level": "log", "message": "a"}]})
     assert synced == []  # never on the request path
-    rig.clock.advance(persist.DEFAULT_FSYNC_INTERVAL)
+    rig.clock.advance(DEFAULT_FSYNC_INTERVAL)
     assert len(synced) == 1
-    rig.clock.advance(persist.DEFAULT_FSYNC_INTERVAL)
+    rig.clock.advance(DEFAULT_FSYNC_INTERVAL)
     assert len(synced) == 1  # nothing new written: nothing to sync
 
 

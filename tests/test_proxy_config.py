@@ -210,7 +210,8 @@ def test_paths_inside_pass_and_outside_are_refused(tmp_path):
 def test_session_tools_provide_the_interface(tmp_path):
     from twisted.internet.task import Clock
 
-    from gasoline.proxy.session import ProxyManager, SessionTools
+    from gasoline.proxy.routing import SessionTools
+    from gasoline.proxy.session import ProxyManager
 
     class _Mcp:
         sessions: dict = {}

@@ -43,7 +43,7 @@ from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
-from gasoline.core.persist import DiskHealth, make_private_dir, read_nofollow, write_atomic
+from gasoline.core.files import DiskHealth, make_private_dir, read_nofollow, write_atomic
 from gasoline.interfaces import IClientRegistry, IClientState
 
 log = Logger()
@@ -198,7 +198,7 @@ class ClientRegistry:
         health: DiskHealth | None = None,
     ) -> None:
         self.clock = clock
-        #: Where failing state writes are reported (gasoline.core.persist.DiskHealth).
+        #: Where failing state writes are reported (gasoline.core.files.DiskHealth).
         self.health = health if health is not None else DiskHealth(clock)
         self.ttl = float(ttl)
         self.max_clients = int(max_clients)

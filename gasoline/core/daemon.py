@@ -16,7 +16,8 @@ from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import ExtensionLink
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
-from gasoline.core.persist import BufferJournal, Persistence
+from gasoline.core.journal import BufferJournal
+from gasoline.core.persist import Persistence
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import TelemetryStore

@@ -20,7 +20,7 @@ from twisted.application.service import Service
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from gasoline.core.persist import (
+from gasoline.core.files import (
     DiskHealth,
     describe,
     make_private_dir,

@@ -4,7 +4,7 @@ The shared telemetry store: one ring buffer per kind of telemetry, plus two deri
 Entries arrive as validated dicts (validation is the ingest layer's job), are stored as compact JSON
 C{bytes} (about a third of the memory of the dicts), and are decoded again when read. Every write
 publishes one L{BufferWrite} per batch to the notifier; an optional journal (see
-L{gasoline.core.persist}) receives the same bytes for the console buffer.
+L{gasoline.core.journal}) receives the same bytes for the console buffer.
 
 Derived views, updated on write:
  - C{performance}: the latest snapshot per URL (bounded, least recently updated URL leaves first);

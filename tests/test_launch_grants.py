@@ -74,6 +74,7 @@ def test_a_granted_launch_pairs_beside_the_pin_and_ends_with_its_grant(tmp_path)
 
     grant.unlink()  # the launcher ended the browser
     d.clock.advance(1.5)
+    assert pairing(d)["launched_extensions"] == []  # gone from the summary before any use
     r, body, _ = launched.post(d, "/logs", {"entries": [{"level": "error", "message": "after"}]})
     assert r.code == 401 and json.loads(body)["code"] == "unknown_session"
     code, answer = challenge(d, launched)

@@ -934,10 +934,17 @@ class DaemonIdentity:
                 "launched": granted is not None, "seal": SEAL}
 
     def _expire(self) -> None:
-        cutoff = self.clock.seconds() - self.session_idle
+        now = self.clock.seconds()
+        cutoff = now - self.session_idle
         for table in (self._pinned, self._sessions, self._launched):
             for sid in [s for s, session in table.items() if session.used < cutoff]:
                 del table[sid]
+        for sid, entry in list(self._launched.items()):  # launches that ended
+            if now - entry.checked >= PIN_REFRESH:
+                entry.checked = now
+                if self.launch_dir is None or read_launch_grant(self.launch_dir,
+                                                                entry.launched) is None:
+                    del self._launched[sid]
 
     def session(self, sid: str) -> Session | None:
         """The live session C{sid} (C{None}: unknown, idle too long, or not the pinned

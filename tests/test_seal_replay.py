@@ -103,3 +103,28 @@ def test_the_window_enumerated():
             seen.add(seq)
             top = max(top, seq)
     assert issubclass(Replayed, PairingError)
+
+
+def test_a_recorded_cdp_link_opening_is_refused_when_sent_again():
+    """The link's opening (session, nonce, proof) opens once: sent again it is refused; the
+    remembered nonces are bounded (MAX_LINK_NONCES per session)."""
+    import os
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from twisted.internet.task import Clock
+
+    from gasoline.core.identity import MAX_LINK_NONCES, DaemonIdentity, b64u, extension_link_proof
+    from gasoline.testing import PairedExtensionKeys
+
+    ident = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), Clock())
+    ext = PairedExtensionKeys(ident.public_key)
+    assert ext.finish(ident.challenge(ext.challenge()))
+    nonce = b64u(os.urandom(24)).encode()
+    proof = extension_link_proof(ext.key, nonce)
+    assert ident.link_proof(ext.session, nonce, proof) is not None
+    assert ident.link_proof(ext.session, nonce, proof) is None
+    assert ident.summary()["refused_challenges"]["replayed_link"] == 1
+    for _ in range(MAX_LINK_NONCES * 2):
+        fresh = b64u(os.urandom(24)).encode()
+        assert ident.link_proof(ext.session, fresh, extension_link_proof(ext.key, fresh)) is not None
+    assert len(ident.session(ext.session).link_nonces) == MAX_LINK_NONCES

@@ -471,6 +471,8 @@ def request_iv(seq: int) -> bytes:
 #: How far behind the highest sequence number seen a request may arrive (the worker sends several
 #: requests at once; they may arrive out of order) and still be accepted, once each.
 REPLAY_WINDOW = 256
+#: Link openings remembered per session (one per CDP link the worker opens).
+MAX_LINK_NONCES = 64
 
 
 def response_aad(request_iv: bytes) -> bytes:
@@ -519,7 +521,7 @@ class Session:
     that proved no key, allowed only while no extension is pinned), its last use."""
 
     __slots__ = ("id", "key", "extension", "used", "_aead", "launched", "checked", "seq_top",
-                 "seq_seen")
+                 "seq_seen", "link_nonces")
 
     def __init__(self, sid: str, key: bytes, extension: str | None, used: float,
                  launched: bytes | None = None) -> None:
@@ -533,6 +535,9 @@ class Session:
         #: bitmap of the L{REPLAY_WINDOW} numbers up to it (bit i: C{seq_top - i} was opened).
         self.seq_top = 0
         self.seq_seen = 0
+        #: The nonces the session's CDP links opened with (the last L{MAX_LINK_NONCES}): a link
+        #: opening is accepted once.
+        self.link_nonces: OrderedDict[bytes, None] = OrderedDict()
 
     @property
     def aead(self) -> Any:
@@ -989,6 +994,12 @@ class DaemonIdentity:
             expected = extension_link_proof(entry.key, nonce)
             if extension_proof is None or not hmac.compare_digest(expected, extension_proof):
                 return None
+            if nonce in entry.link_nonces:  # a recorded link opening, sent again
+                self.refused["replayed_link"] = self.refused.get("replayed_link", 0) + 1
+                return None
+            entry.link_nonces[nonce] = None
+            while len(entry.link_nonces) > MAX_LINK_NONCES:
+                entry.link_nonces.popitem(last=False)
         return response_proof(entry.key, nonce, LINK_BODY)
 
     def admit(self, request) -> tuple[int, str, dict[str, Any]] | None:

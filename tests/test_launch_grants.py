@@ -11,6 +11,7 @@ import sys
 import pytest
 from test_identity import Daemon, Extension
 
+from gasoline.cli import main as cli_main
 from gasoline.core.identity import (
     LAUNCHED_DIR,
     MAX_LAUNCHED,
@@ -45,7 +46,7 @@ def challenge(d: Daemon, ext: Extension):
     return r.code, json.loads(body)
 
 
-def test_a_granted_launch_pairs_beside_the_pin_and_ends_with_its_grant(tmp_path):
+def test_a_granted_launch_pairs_beside_the_pin_and_ends_with_its_grant(tmp_path, capsys):
     d = Daemon(tmp_path)
     user = Extension(d.public_key)
     assert user.pair(d)
@@ -71,6 +72,11 @@ def test_a_granted_launch_pairs_beside_the_pin_and_ends_with_its_grant(tmp_path)
     assert summary["launched_extensions"] == [launched.fingerprint]
     assert summary["sessions_by_kind"]["launched"] == 1 and summary["paired"] is True
     assert json.loads((tmp_path / PIN_FILE).read_text())["pinned"] == json.loads(pin_before)["pinned"]
+
+    assert cli_main(["pair", "--state-dir", str(tmp_path)]) == 0
+    listing = capsys.readouterr().out
+    assert f"launched browser's extension: {launched.fingerprint}" in listing
+    assert f"pinned extension: {user.fingerprint}" in listing
 
     grant.unlink()  # the launcher ended the browser
     d.clock.advance(1.5)

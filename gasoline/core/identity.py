@@ -1069,6 +1069,9 @@ def pair_command(state_dir: Path, action: str | None, fingerprint: str | None = 
         for c in candidates:
             lines.append(f"refused extension: {c['fingerprint']} (last tried {c.get('last_seen')}; "
                          f"`gasoline pair accept {c['fingerprint']}` to pin it instead)")
+        for grant in live_launch_grants(state_dir):
+            lines.append(f"launched browser's extension: {grant.stem} (`gasoline browser`, "
+                         "allowed while that launch runs; not pinned)")
         return 0, "\n".join(lines) + f"\n({path})"
     if action == "forget":
         write_pin_file(path, None, candidates)

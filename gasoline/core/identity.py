@@ -24,6 +24,11 @@ of a session is sealed (AES-256-GCM under C{HMAC-SHA256(K, "gasoline-seal-v1 key
 C{/sync} answer (the command channel), bound to its request: a process that takes over the port
 reads no capture or command result and cannot feed the extension a single command.
 
+Each sealed request carries the session's request number (authenticated; the daemon opens each
+once, within a sliding window: L{Session.open}), so a recorded request sent again is refused. A
+browser C{gasoline browser} launched pairs on a launch grant the launcher writes into the state
+dir (L{write_launch_grant}): its key gets sessions beside the pinned one, never the pin.
+
 Clients that do not know pairing (the published 0.7.9 extension) never send the headers; the
 daemon answers them exactly as before until an extension is pinned, and refuses them after.
 """
@@ -735,7 +740,8 @@ class DaemonIdentity:
     @param pin_file: where the pinned extension key is kept (C{None}: in memory only).
 
     Sessions are kept per purpose: the pinned extension's sessions (at most
-    L{MAX_PINNED_SESSIONS}) and every other session (at most C{max_sessions}); challenges that do
+    L{MAX_PINNED_SESSIONS}), those of launched browsers' granted keys (at most
+    L{MAX_LAUNCHED_SESSIONS}) and every other session (at most C{max_sessions}); challenges that do
     not come from the pinned extension are rate limited (L{CHALLENGE_BURST}, L{CHALLENGE_RATE}),
     so a flood of challenges neither evicts the pinned extension's session nor delays its own.
     """

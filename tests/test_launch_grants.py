@@ -123,6 +123,8 @@ def test_void_grants_open_nothing(tmp_path):
         "another key": {"key": b64u(other.public), "pid": me},
         "pid not a number": {"key": b64u(launched.public), "pid": str(me)},
         "pid a bool": {"key": b64u(launched.public), "pid": True},
+        "pid 0 (a process group)": {"key": b64u(launched.public), "pid": 0},
+        "pid negative": {"key": b64u(launched.public), "pid": -1},
         "not an object": [b64u(launched.public), me],
     }
     for what, content in variants.items():

@@ -353,6 +353,8 @@ _MAX_GRANT_BYTES = 4096
 
 
 def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and negative numbers name process groups, not a launcher
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -20,8 +20,10 @@ machine other processes load too, only such side-by-side medians can be compared
 
 ``--sealed`` makes this tree's load a paired extension's (issue 29): the bench pairs with the
 daemon as the extension does (its own key, pinned on first use) and every ``POST /logs`` is sealed
-(AES-256-GCM under the session key; the bodies are sealed once, before the load, as the browser
-does it off the daemon's clock). With ``--baseline`` that is the paired run "sealed ingest (this
+(AES-256-GCM under the session key). Each request is sealed as it is sent, with the session's
+next request number: the daemon refuses a sealed request it has already opened (replay), so
+bodies sealed once before the load cannot be sent again. Sealing runs in the load's client
+threads (one AES-GCM pass of a batch, microseconds beside the daemon's work on it). With ``--baseline`` that is the paired run "sealed ingest (this
 tree) vs today's (the baseline's plain ingest)":
 
     .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8 --sealed
@@ -60,8 +62,22 @@ from _workload import BATCH, batches, console_entry  # noqa: F401
 CONNECTIONS = 4
 
 
-def sealed_requests(port: int, bodies: list[bytes]) -> list[tuple[bytes, dict]]:
-    """Pair with the daemon on C{port} as the extension does; C{bodies} sealed for C{POST /logs}."""
+class Sealer:
+    """Seals C{POST /logs} bodies for one paired session, one request number each (thread-safe:
+    the load's threads share the session, as the worker's parallel requests do)."""
+
+    def __init__(self, ext) -> None:
+        self.ext = ext
+        self.lock = threading.Lock()
+
+    def __call__(self, body: bytes) -> tuple[bytes, dict]:
+        with self.lock:
+            headers, sealed, _ = self.ext.seal("POST", "/logs", body)
+        return sealed, headers
+
+
+def sealed_requests(port: int, bodies: list[bytes]) -> Sealer:
+    """Pair with the daemon on C{port} as the extension does; a sealer of C{POST /logs} bodies."""
     import base64
 
     from gasoline.testing import PairedExtensionKeys
@@ -75,15 +91,11 @@ def sealed_requests(port: int, bodies: list[bytes]) -> list[tuple[bytes, dict]]:
     conn.close()
     if status != 200 or not ext.finish(json.loads(text)):
         raise RuntimeError(f"pairing failed: {status} {text[:200]!r}")
-    out = []
-    for body in bodies:
-        headers, sealed, _ = ext.seal("POST", "/logs", body)
-        out.append((sealed, headers))
-    return out
+    return Sealer(ext)
 
 
 def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONNECTIONS,
-         sealed: list[tuple[bytes, dict]] | None = None) -> dict:
+         sealed: Sealer | None = None) -> dict:
     """Keep C{connections} connections busy for C{seconds}; return counts and latencies."""
     stop_at = time.perf_counter() + seconds
     results: list[tuple[int, int, list[float]]] = []
@@ -91,16 +103,15 @@ def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONN
 
     def worker(offset: int) -> None:
         conn = HTTPConnection("127.0.0.1", port)
-        if sealed is not None:
-            raws = [conn.build("POST", "/logs", body, headers) for body, headers in sealed]
-        else:
-            raws = [conn.build("POST", "/logs", body, EXTENSION_HEADERS) for body in bodies]
+        raws = [conn.build("POST", "/logs", body, EXTENSION_HEADERS) for body in bodies]
         ok = bad = 0
         lat: list[float] = []
         i = offset
         while time.perf_counter() < stop_at:
+            raw = (raws[i % len(raws)] if sealed is None
+                   else conn.build("POST", "/logs", *sealed(bodies[i % len(bodies)])))
             t0 = time.perf_counter()
-            status, _ = conn.send_raw(raws[i % len(raws)])
+            status, _ = conn.send_raw(raw)
             lat.append((time.perf_counter() - t0) * 1000.0)
             if status == 200:
                 ok += 1

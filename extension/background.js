@@ -18,7 +18,7 @@ import {
   initPolicy, targetTab, requirePilot, checkUrl, checkParams, boundResult, isPrivateHost, agentsMayTrack,
   Refused, PILOT_OFF_MESSAGE, LIMITS,
 } from './lib/policy.js';
-import { createPairing, NotPaired } from './lib/pairing.js';
+import { createPairing, NotPaired, extensionKey, b64u } from './lib/pairing.js';
 import { redactItem, redactValue, redactUrl } from './lib/redact.js';
 import { execute } from './lib/scripts.js';
 import { initAnnotations, storeAnnotation, drawMode, listAnnotations, annotationDetail } from './lib/annotations.js';
@@ -130,6 +130,11 @@ async function rawFetch(path, { method = 'POST', body, headers = {}, timeout = P
     clearTimeout(timer);
   }
 }
+
+// `gasoline browser` reads this extension's PUBLIC key over its private DevTools pipe (only the
+// process that started the browser holds that pipe) and grants it to the daemon for the launch
+// (docs/browser.md, "The launched extension's key"). The private key never leaves the CryptoKey.
+globalThis.gasolineExtensionPublicKey = () => extensionKey().then((k) => ({ key: b64u(k.raw), fingerprint: k.fingerprint }));
 
 // The daemon proves its identity before anything but /health and /pairing is sent (lib/pairing.js).
 const pairing = createPairing({

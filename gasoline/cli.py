@@ -27,7 +27,8 @@ commands:
   identity  print the running daemon's identity fingerprint, which the extension's popup asks
             you to compare when pairing (never creates a key)
   pair      the extension this daemon pins: list it and refused ones, accept another
-            (gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR])
+            (gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR]
+            [--port N | --url URL]: a named daemon must be the one of that state dir)
   doctor    run the daemon's health checks (configure doctor) without an agent;
             exit status 1 when a check fails
   status    is a daemon running, where, which version, pid, who is connected
@@ -80,26 +81,75 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+PAIR_USAGE = ("usage: gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR] "
+              "[--port N | --url URL]")
+
+
 def _pair(rest: list[str]) -> int:
+    """C{gasoline pair}: edits the pin file of the state dir; with C{--port} / C{--url}, only once
+    the daemon answering there is the one whose identity that state dir holds (never another
+    daemon's pins)."""
+    import argparse
     from pathlib import Path
 
-    from gasoline.config import default_state_dir
     from gasoline.core.identity import pair_command
 
-    state_dir = default_state_dir()
-    if "--state-dir" in rest:
-        at = rest.index("--state-dir")
-        if at + 1 >= len(rest):
-            sys.stderr.write("usage: gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR]\n")
-            return 2
-        state_dir = Path(rest[at + 1])
-        rest = rest[:at] + rest[at + 2:]
-    action = rest[0] if rest else None
-    if (action == "accept" and len(rest) != 2) or (action in (None, "forget") and len(rest) > 1):
-        action = "usage"
-    code, text = pair_command(state_dir, action, rest[1] if len(rest) > 1 else None)
+    p = argparse.ArgumentParser(prog="gasoline pair", usage=PAIR_USAGE)
+    p.add_argument("action", nargs="?", choices=("accept", "forget"))
+    p.add_argument("fingerprint", nargs="?")
+    p.add_argument("--state-dir", type=Path)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--port", "-p", type=int)
+    where.add_argument("--url")
+    try:
+        opts = p.parse_args(rest)
+    except SystemExit as e:
+        return int(e.code or 0) if e.code in (0, None) else 2
+    if (opts.action == "accept") != (opts.fingerprint is not None):
+        sys.stderr.write(PAIR_USAGE + "\n")
+        return 2
+    from gasoline.config import default_state_dir
+
+    state_dir = opts.state_dir or default_state_dir()
+    if opts.port is not None or opts.url:
+        problem = _named_daemon_problem(opts, state_dir)
+        if problem:
+            sys.stderr.write(f"gasoline pair: {problem}\n")
+            return 1
+    code, text = pair_command(state_dir, opts.action, opts.fingerprint)
     (sys.stdout if code == 0 else sys.stderr).write(text + "\n")
     return code
+
+
+def _named_daemon_problem(opts, state_dir) -> str | None:
+    """Why C{gasoline pair} must not edit C{state_dir} for the daemon C{--port} / C{--url} names
+    (C{None}: that daemon answers and its identity is the one in C{state_dir})."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from gasoline.admin_cli import locate
+    from gasoline.core.identity import IDENTITY_FILE, b64u, fingerprint_of, public_key_from_pem
+
+    url, _ = locate(opts)
+    request = urllib.request.Request(url + "/pairing", headers={
+        "X-Gasoline-Client": "gasoline-extension/gasoline-pair", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=3) as response:
+            offered = json.loads(response.read(65536))
+    except (OSError, ValueError) as e:
+        return (f"no Gasoline daemon answers at {url} ({e}); to edit a stopped daemon's pins, "
+                "name only its --state-dir")
+    try:
+        local = public_key_from_pem((state_dir / IDENTITY_FILE).read_bytes())
+    except OSError:
+        local = None
+    theirs = offered.get("fingerprint") if isinstance(offered, dict) else None
+    if local is None or not isinstance(offered, dict) or offered.get("key") != b64u(local):
+        return (f"the daemon at {url} has identity {theirs or 'unknown'}, but {state_dir} holds "
+                f"{fingerprint_of(local) if local else 'no identity'}: pass that daemon's "
+                "--state-dir (its pins are kept there)")
+    return None
 
 
 if __name__ == "__main__":

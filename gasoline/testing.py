@@ -728,6 +728,7 @@ class PairedExtensionKeys:
         self.public = _raw_point(self.private.public_key())
         self.session: str | None = None
         self.key: bytes | None = None
+        self.seq = 0
         self._aead: Any = None
         self._pending: Any = None
 
@@ -777,18 +778,18 @@ class PairedExtensionKeys:
         if base64.urlsafe_b64decode(proof + "=" * (-len(proof) % 4)) != challenge_proof(key, nonce):
             return False
         self.session, self.key = answer["session"], key
+        self.seq = 0  # the session's request numbers start at 1
         self._aead = AESGCM(seal_key_of(key))
         return True
 
     def seal(self, method: str, path: str, body: bytes) -> tuple[dict[str, str], bytes, bytes]:
-        """C{(headers, sealed body, iv)} of a request of this session."""
-        import os
+        """C{(headers, sealed body, iv)} of a request of this session (its next request number)."""
+        from gasoline.core.identity import request_aad, request_iv
 
-        from gasoline.core.identity import request_aad
-
-        iv = os.urandom(12)
+        self.seq += 1
+        iv = request_iv(self.seq)
         sealed = iv + self._aead.encrypt(iv, body, request_aad(method.encode(), path.encode(),
-                                                                self.session.encode()))
+                                                                self.session.encode(), self.seq))
         headers = {**EXTENSION_HEADERS, "Content-Type": "application/x-gasoline-sealed",
                    "X-Gasoline-Session": self.session, "X-Gasoline-Sealed": "1"}
         return headers, sealed, iv

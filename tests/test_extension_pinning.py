@@ -263,3 +263,54 @@ def test_gasoline_status_prints_both_fingerprints(tmp_path, monkeypatch, capsys)
     assert f"daemon identity: {d.fingerprint}" in out
     assert f"pinned extension: {ext.fingerprint}" in out
     assert f"gasoline pair accept {refused.fingerprint}" in out
+
+
+def test_gasoline_pair_acts_only_on_the_named_daemon(tmp_path, capsys):
+    """`gasoline pair --port N` edits the pins of the state dir only when the daemon on that port
+    is the one whose identity the state dir holds; another daemon, or none, is a clear error and
+    the pin file is left alone."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    ours, other = tmp_path / "ours", tmp_path / "other"
+    d_ours, d_other = Daemon(ours), Daemon(other)
+    user = paired(d_ours)
+    before = (ours / PIN_FILE).read_bytes()
+    answers = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = answers["pairing"]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        # the daemon on the port is the other one: refused, nothing edited
+        answers["pairing"] = d_other.call("GET", "/pairing")[1]
+        assert cli_main(["pair", "forget", "--port", str(port), "--state-dir", str(ours)]) == 1
+        err = capsys.readouterr().err
+        assert d_other.fingerprint in err and d_ours.fingerprint in err and "--state-dir" in err
+        assert (ours / PIN_FILE).read_bytes() == before
+        # the daemon on the port is ours (--url names it too): the command acts
+        answers["pairing"] = d_ours.call("GET", "/pairing")[1]
+        assert cli_main(["pair", "--url", f"http://127.0.0.1:{port}", "--state-dir", str(ours)]) == 0
+        assert user.fingerprint in capsys.readouterr().out
+        assert cli_main(["pair", "forget", "--port", str(port), "--state-dir", str(ours)]) == 0
+        assert json.loads((ours / PIN_FILE).read_text())["pinned"] is None
+    finally:
+        server.shutdown()
+        server.server_close()
+    # nothing answers on the port any more
+    assert cli_main(["pair", "--port", str(port), "--state-dir", str(ours)]) == 1
+    assert "no Gasoline daemon answers" in capsys.readouterr().err
+    assert cli_main(["pair", "accept", "--state-dir", str(ours)]) == 2  # accept needs a fingerprint
+    assert cli_main(["pair", "forget", "--port", "1", "--url", "http://x"]) == 2

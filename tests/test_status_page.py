@@ -204,3 +204,27 @@ def test_buffer_rates_come_from_successive_samples(tmp_path):
     clock.advance(2.0)
     page._tick()
     assert page.state()["buffers"]["console"]["rate_per_s"] == 5.0
+
+
+def test_paired_state_and_the_pinned_fingerprint_come_from_the_identity_s_public_summary(tmp_path):
+    """Before any pairing: not paired, nothing pinned. Once an extension paired (it is then the
+    pinned one, its session in the pinned table): paired, its fingerprint shown. The page reads
+    DaemonIdentity.summary(), no private attribute."""
+    from gasoline.core.identity import unb64u
+    from gasoline.testing import PairedExtensionKeys
+
+    app, clock, treq = make(tmp_path)
+    ext = json.loads(get(treq, "/ui/state")[1])["extension"]
+    assert ext["paired"] is False and ext["extension_fingerprint"] is None
+    daemon_key = unb64u(json.loads(stub_request(treq, "GET", URL + "/pairing",
+                                                headers=EXTENSION_HEADERS)[1])["key"], "key")
+    keys = PairedExtensionKeys(daemon_key)
+    response, body = stub_request(treq, "POST", URL + "/pairing/challenge",
+                                  data=json.dumps(keys.challenge()), headers=EXTENSION_HEADERS)
+    assert response.code == 200 and keys.finish(json.loads(body))
+    ext = json.loads(get(treq, "/ui/state")[1])["extension"]
+    assert ext["paired"] is True and ext["paired_sessions"] == 1
+    assert ext["extension_fingerprint"] == keys.fingerprint
+    assert ext["launched_extensions"] == [] and ext["refused_extensions"] == []
+    source = open(__import__("gasoline.http.status_page").http.status_page.__file__).read()
+    assert '"_sessions"' not in source and "identity._" not in source

@@ -19,7 +19,9 @@
 // session belongs to this key. Every request of the session is then sealed (AES-256-GCM under
 // HMAC(K, "gasoline-seal-v1 key"), the method, path and session authenticated with the body) and
 // the /sync answer comes back sealed and bound to its request: a process that takes the port reads
-// no capture, no command result, and cannot inject a command.
+// no capture, no command result, and cannot inject a command. Each sealed request carries the
+// session's next request number (authenticated): the daemon opens each number once, so a recorded
+// request resent is refused.
 
 const enc = new TextEncoder();
 const CHALLENGE_LABEL = enc.encode('gasoline-daemon-v1 challenge');
@@ -178,7 +180,7 @@ export function createPairing({ fetchDaemon, getPinned }) {
     }
     const sealBits = await crypto.subtle.sign('HMAC', key, SEAL_KEY_LABEL);
     const aes = await crypto.subtle.importKey('raw', sealBits, 'AES-GCM', false, ['encrypt', 'decrypt']);
-    return { id: data.session, key, aes, pinnedKey: pinned.key };
+    return { id: data.session, key, aes, pinnedKey: pinned.key, seq: 0 };
   }
 
   /** Resolves to a verified session, or throws L{NotPaired} / a network error. */
@@ -218,10 +220,19 @@ export function createPairing({ fetchDaemon, getPinned }) {
     }
   }
 
-  /** A sealed request body: {body, iv, headers} (AES-256-GCM; method, path and session authenticated). */
+  /**
+   * A sealed request body: {body, iv, headers} (AES-256-GCM; method, path, session and the
+   * request's number authenticated). Each request of a session has the next number (1, 2, ...),
+   * taken before any await so requests sealed at once get distinct ones; it is the IV's last 8
+   * bytes (after 4 random ones) and the daemon refuses a number it has already opened (a
+   * replayed request), accepting those that arrive out of order within its window.
+   */
   async function seal(s, method, path, bytes) {
+    s.seq = (s.seq || 0) + 1;
+    const seq = s.seq;
     const iv = random(12);
-    const aad = concat(SEAL_REQUEST_LABEL, enc.encode(`${method} ${path}\n${s.id}`));
+    new DataView(iv.buffer).setBigUint64(4, BigInt(seq));
+    const aad = concat(SEAL_REQUEST_LABEL, enc.encode(`${method} ${path}\n${s.id}\n${seq}`));
     const ct = new Uint8Array(await crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData: aad }, s.aes, bytes));
     return {
       body: concat(iv, ct), iv,

@@ -103,7 +103,7 @@ def error_clusters(errors: Any, limit: int = 50) -> dict[str, Any]:
     Group error entries (console errors, exceptions, failed requests) by fingerprint, most frequent
     first (ties: most recent first). Entries whose level is not C{error} are ignored.
     """
-    # Values are redacted before anything is templated, grouped or cut (issue 30).
+    # Values are redacted before anything is templated, grouped or cut.
     entries = redact_entries([e for e in dicts(errors) if is_error(e)])
     groups = _group(entries)
     groups.sort(key=lambda g: (-g["count"], -g["last_index"]))

@@ -24,6 +24,11 @@ of a session is sealed (AES-256-GCM under C{HMAC-SHA256(K, "gasoline-seal-v1 key
 C{/sync} answer (the command channel), bound to its request: a process that takes over the port
 reads no capture or command result and cannot feed the extension a single command.
 
+Each sealed request carries the session's request number (authenticated; the daemon opens each
+once, within a sliding window: L{Session.open}), so a recorded request sent again is refused. A
+browser C{gasoline browser} launched pairs on a launch grant the launcher writes into the state
+dir (L{write_launch_grant}): its key gets sessions beside the pinned one, never the pin.
+
 Clients that do not know pairing (the published 0.7.9 extension) never send the headers; the
 daemon answers them exactly as before until an extension is pinned, and refuses them after.
 """
@@ -328,6 +333,119 @@ MAX_CANDIDATES = 8
 #: How often (seconds) the daemon looks at the pin file for a change made by C{gasoline pair}.
 PIN_REFRESH = 1.0
 
+# -- launched extensions (gasoline browser) --------------------------------------------------------
+#
+# A browser that C{gasoline browser} starts runs a new profile, hence an extension key of its own.
+# The launcher (a local process that reads the daemon's state dir, as C{gasoline pair} does) reads
+# that key over the browser's private DevTools pipe and writes a launch grant,
+# C{<state_dir>/launched/<fingerprint>.json} (0600, in a 0700 directory):
+#     {"key": <the extension's raw P-256 key>, "fingerprint", "pid": <the launcher>, "created"}
+# The daemon opens sessions for a granted key beside the pinned one: it neither pins the key nor
+# displaces the pin, and the key's sessions end when the grant goes (the launcher removes it when it
+# ends the browser; a grant whose launcher no longer runs is void and removed by the daemon).
+
+LAUNCHED_DIR = "launched"
+#: Live launch grants at once (the launcher refuses to write more); sessions of launched keys.
+MAX_LAUNCHED = 8
+MAX_LAUNCHED_SESSIONS = 8
+#: A grant file is a few hundred bytes; anything larger is ignored unread.
+_MAX_GRANT_BYTES = 4096
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and negative numbers name process groups, not a launcher
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def launch_grant_path(state_dir: Path, fingerprint: str) -> Path:
+    return Path(state_dir) / LAUNCHED_DIR / f"{fingerprint}.json"
+
+
+def read_launch_grant(state_dir: Path, key: bytes) -> dict[str, Any] | None:
+    """The live grant of extension key C{key} in C{state_dir}, or C{None}: no file, a file that
+    is not a grant of exactly this key, or one whose launcher no longer runs (then the file is
+    removed). Blocking: one small file (the challenge of an unpinned key, once a second per
+    launched session)."""
+    path = launch_grant_path(state_dir, fingerprint_of(key))
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_GRANT_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= _MAX_GRANT_BYTES else None
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(data, dict) or data.get("key") != b64u(key)
+            or not isinstance(data.get("pid"), int) or isinstance(data.get("pid"), bool)):
+        return None
+    if not _pid_alive(data["pid"]):
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    return data
+
+
+def live_launch_grants(state_dir: Path) -> list[Path]:
+    """The grant files whose launcher still runs; void ones are removed on the way."""
+    folder = Path(state_dir) / LAUNCHED_DIR
+    live = []
+    try:
+        names = sorted(folder.iterdir())
+    except OSError:
+        return []
+    for path in names:
+        if path.suffix != ".json":
+            continue
+        try:
+            pid = json.loads(path.read_bytes()[:_MAX_GRANT_BYTES]).get("pid")
+        except (OSError, ValueError, AttributeError):
+            pid = None
+        if isinstance(pid, int) and _pid_alive(pid):
+            live.append(path)
+        else:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return live
+
+
+def write_launch_grant(state_dir: Path, key: bytes, pid: int) -> Path:
+    """Let the daemon of C{state_dir} open sessions for extension key C{key} while process C{pid}
+    (the launcher) runs; the grant file. @raise PairingError: not a P-256 key, or
+    L{MAX_LAUNCHED} launches hold a grant already."""
+    if len(key) != 65 or key[0] != 4:
+        raise PairingError("the launched extension's key is not an uncompressed P-256 point")
+    if len(live_launch_grants(state_dir)) >= MAX_LAUNCHED:
+        raise PairingError(f"{MAX_LAUNCHED} launched browsers already hold a grant of this daemon "
+                           "(end one of them first)")
+    folder = Path(state_dir) / LAUNCHED_DIR
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = launch_grant_path(state_dir, fingerprint_of(key))
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"key": b64u(key), "fingerprint": fingerprint_of(key), "pid": int(pid),
+                   "created": _iso(time.time())}, f)
+    os.replace(tmp, path)
+    return path
+
+
+def remove_launch_grant(path: Path) -> None:
+    try:
+        Path(path).unlink()
+    except FileNotFoundError:
+        pass
+
 
 class ChallengeRefused(PairingError):
     """A challenge the daemon will not answer: C{status} 403 (another extension is pinned) or 429
@@ -345,9 +463,23 @@ def seal_key_of(key: bytes) -> bytes:
     return hmac.new(key, _SEAL_KEY_LABEL, hashlib.sha256).digest()
 
 
-def request_aad(method: bytes, path: bytes, session: bytes) -> bytes:
-    """What a sealed request authenticates besides its body: its method, path and session."""
-    return _SEAL_REQUEST_LABEL + method + b" " + path + b"\n" + session
+def request_aad(method: bytes, path: bytes, session: bytes, seq: int) -> bytes:
+    """What a sealed request authenticates besides its body: its method, path, session and
+    sequence number (also the last 8 bytes of its IV: L{request_iv})."""
+    return _SEAL_REQUEST_LABEL + method + b" " + path + b"\n" + session + b"\n" + str(seq).encode()
+
+
+def request_iv(seq: int) -> bytes:
+    """The IV of a session's request number C{seq} (1, 2, ...): 4 random bytes, then C{seq} as 8
+    bytes big-endian. Unique per session key, and it carries the number the daemon checks."""
+    return os.urandom(4) + seq.to_bytes(8, "big")
+
+
+#: How far behind the highest sequence number seen a request may arrive (the worker sends several
+#: requests at once; they may arrive out of order) and still be accepted, once each.
+REPLAY_WINDOW = 256
+#: Link openings remembered per session (one per CDP link the worker opens).
+MAX_LINK_NONCES = 64
 
 
 def response_aad(request_iv: bytes) -> bytes:
@@ -387,15 +519,32 @@ def _verify_extension_signature(public: bytes, signature: bytes, data: bytes) ->
                            "made by the holder of 'ext_key'") from None
 
 
+class Replayed(PairingError):
+    """A sealed request whose sequence number was already used (or is too old)."""
+
+
 class Session:
     """One paired connection: its key K, the extension key it belongs to (C{None}: an extension
     that proved no key, allowed only while no extension is pinned), its last use."""
 
-    __slots__ = ("id", "key", "extension", "used", "_aead")
+    __slots__ = ("id", "key", "extension", "used", "_aead", "launched", "checked", "seq_top",
+                 "seq_seen", "link_nonces")
 
-    def __init__(self, sid: str, key: bytes, extension: str | None, used: float) -> None:
+    def __init__(self, sid: str, key: bytes, extension: str | None, used: float,
+                 launched: bytes | None = None) -> None:
         self.id, self.key, self.extension, self.used = sid, key, extension, used
         self._aead = None
+        #: The extension key of a launched browser's session (its grant is checked again at
+        #: most once per L{PIN_REFRESH} s), else C{None}.
+        self.launched = launched
+        self.checked = used
+        #: Replay window (as IPsec's, RFC 4303 3.4.3): the highest request number opened, and a
+        #: bitmap of the L{REPLAY_WINDOW} numbers up to it (bit i: C{seq_top - i} was opened).
+        self.seq_top = 0
+        self.seq_seen = 0
+        #: The nonces the session's CDP links opened with (the last L{MAX_LINK_NONCES}): a link
+        #: opening is accepted once.
+        self.link_nonces: OrderedDict[bytes, None] = OrderedDict()
 
     @property
     def aead(self) -> Any:
@@ -412,12 +561,37 @@ class Session:
         if len(body) < _IV + _TAG:
             raise PairingError("a sealed body is at least 28 bytes (IV and tag)")
         iv = body[:_IV]
+        seq = int.from_bytes(iv[4:], "big")
+        if seq < 1:
+            raise PairingError("a sealed request's sequence number (the IV's last 8 bytes) "
+                               "starts at 1")
         try:
-            plain = self.aead.decrypt(iv, body[_IV:], request_aad(method, path, self.id.encode()))
+            plain = self.aead.decrypt(iv, body[_IV:],
+                                      request_aad(method, path, self.id.encode(), seq))
         except InvalidTag:
             raise PairingError("the sealed body does not open under this session's key (or was "
                                "sealed for another route)") from None
+        self._accept(seq)  # only once it opened: a forged number cannot move the window
         return plain, iv
+
+    def _accept(self, seq: int) -> None:
+        """Accept request number C{seq} once; L{Replayed} for one already opened, or one more
+        than L{REPLAY_WINDOW} behind the highest."""
+        if seq > self.seq_top:
+            shift = seq - self.seq_top
+            self.seq_seen = ((self.seq_seen << shift) | 1) & ((1 << REPLAY_WINDOW) - 1) \
+                if shift < REPLAY_WINDOW else 1
+            self.seq_top = seq
+            return
+        behind = self.seq_top - seq
+        if behind >= REPLAY_WINDOW:
+            raise Replayed(f"sealed request number {seq} is too old (the session is at "
+                           f"{self.seq_top}; at most {REPLAY_WINDOW} behind are accepted): "
+                           "refused as a possible replay")
+        if self.seq_seen >> behind & 1:
+            raise Replayed(f"sealed request number {seq} of this session was already received: "
+                           "a replayed request is refused")
+        self.seq_seen |= 1 << behind
 
     def seal_answer(self, request_iv: bytes, body: bytes) -> bytes:
         iv = os.urandom(_IV)
@@ -568,7 +742,8 @@ class DaemonIdentity:
     @param pin_file: where the pinned extension key is kept (C{None}: in memory only).
 
     Sessions are kept per purpose: the pinned extension's sessions (at most
-    L{MAX_PINNED_SESSIONS}) and every other session (at most C{max_sessions}); challenges that do
+    L{MAX_PINNED_SESSIONS}), those of launched browsers' granted keys (at most
+    L{MAX_LAUNCHED_SESSIONS}) and every other session (at most C{max_sessions}); challenges that do
     not come from the pinned extension are rate limited (L{CHALLENGE_BURST}, L{CHALLENGE_RATE}),
     so a flood of challenges neither evicts the pinned extension's session nor delays its own.
     """
@@ -578,7 +753,9 @@ class DaemonIdentity:
                  public_key: bytes | None = None, pin_file: Path | None = None,
                  max_pinned_sessions: int = MAX_PINNED_SESSIONS,
                  challenge_burst: int = CHALLENGE_BURST,
-                 challenge_rate: float = CHALLENGE_RATE) -> None:
+                 challenge_rate: float = CHALLENGE_RATE,
+                 launch_dir: Path | None = None,
+                 max_launched_sessions: int = MAX_LAUNCHED_SESSIONS) -> None:
         self._key = private_key
         self.clock = clock
         self.public_key = public_key if public_key is not None else raw_public_key(private_key)
@@ -595,8 +772,13 @@ class DaemonIdentity:
         self.pins = ExtensionPins(pin_file, clock)
         #: session id -> Session: the pinned extension's sessions ...
         self._pinned: OrderedDict[str, Session] = OrderedDict()
-        #: ... and every other one (no extension pinned yet).
+        #: ... and every other one (no extension pinned yet) ...
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        #: ... and those of browsers C{gasoline browser} launched (keys granted in C{launch_dir},
+        #: the state dir; C{None}: no launch grants are read).
+        self._launched: OrderedDict[str, Session] = OrderedDict()
+        self.launch_dir = launch_dir
+        self.max_launched_sessions = max_launched_sessions
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
@@ -613,9 +795,10 @@ class DaemonIdentity:
         public = public_key_from_pem(data)
         if public is not None:
             identity = cls(lambda: _load_key(data, path), clock, public_key=public,
-                           pin_file=pin_file)
+                           pin_file=pin_file, launch_dir=Path(state_dir))
         else:  # a key file in a form the reader above does not know: cryptography reads it
-            identity = cls(_load_key(data, path), clock, pin_file=pin_file)
+            identity = cls(_load_key(data, path), clock, pin_file=pin_file,
+                           launch_dir=Path(state_dir))
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing); "
                  "pinned extension {ext}", fp=identity.fingerprint,
                  ext=identity.pins.fingerprint or "none yet")
@@ -647,14 +830,22 @@ class DaemonIdentity:
         return self.pins.fingerprint
 
     def summary(self) -> dict[str, Any]:
-        """What C{/health}, C{configure health} and C{gasoline status} show."""
+        """What C{/health}, C{configure health}, C{gasoline status} and the status page show (a
+        copy: read-only). C{paired}: some extension holds a live session now."""
         self._refresh_pins()
+        self._expire()
+        live = {"pinned": len(self._pinned), "launched": len(self._launched),
+                "unpinned": len(self._sessions)}
         return {
             "daemon_fingerprint": self.fingerprint,
             "extension_fingerprint": self.pins.fingerprint,
             "extension_pinned_at": (self.pins.pinned or {}).get("pinned_at"),
             "refused_extensions": [c["fingerprint"] for c in self.pins.candidates.values()],
-            "sessions": len(self._pinned) + len(self._sessions),
+            "launched_extensions": sorted({s.extension for s in self._launched.values()
+                                           if s.extension}),
+            "sessions": sum(live.values()),
+            "sessions_by_kind": live,
+            "paired": any(live.values()),
             "refused_challenges": dict(self.refused),
         }
 
@@ -708,7 +899,10 @@ class DaemonIdentity:
         if ext_key is not None:
             _verify_extension_signature(ext_key, signature,
                                         extension_transcript(ephemeral, nonce))
-        if pinned is not None and not ours:
+        granted = None
+        if ext_key is not None and not ours and self.launch_dir is not None:
+            granted = read_launch_grant(self.launch_dir, ext_key)
+        if pinned is not None and not ours and granted is None:
             if ext_key is None:
                 raise self._refuse("no_extension_key", ChallengeRefused(
                     403, "extension_key_required",
@@ -732,42 +926,62 @@ class DaemonIdentity:
             raise PairingError("field 'key' is not a P-256 public key (uncompressed point)") from e
         shared = self._private_key().exchange(ec.ECDH(), peer)
         key = derive_session_key(shared, nonce, self.public_key, ephemeral)
-        if ext_key is not None and pinned is None:
-            self.pins.pin(ext_key)  # trust on first use
+        if ext_key is not None and pinned is None and granted is None:
+            self.pins.pin(ext_key)  # trust on first use (a launched browser's key never is)
             self._sessions.clear()  # sessions without a key end with the pin
         sid = secrets.token_urlsafe(18)
         self._expire()
-        extension = self.pins.fingerprint if ext_key is not None else None
-        table, limit = ((self._pinned, self.max_pinned_sessions) if extension is not None
-                        else (self._sessions, self.max_sessions))
-        table[sid] = Session(sid, key, extension, self.clock.seconds())
+        if granted is not None:
+            extension = granted["fingerprint"] = fingerprint_of(ext_key)
+            table, limit = self._launched, self.max_launched_sessions
+        else:
+            extension = self.pins.fingerprint if ext_key is not None else None
+            table, limit = ((self._pinned, self.max_pinned_sessions) if extension is not None
+                            else (self._sessions, self.max_sessions))
+        table[sid] = Session(sid, key, extension, self.clock.seconds(),
+                             launched=ext_key if granted is not None else None)
         while len(table) > limit:
             table.popitem(last=False)
         return {"session": sid, "proof": b64u(challenge_proof(key, nonce)),
                 "fingerprint": self.fingerprint, "extension_fingerprint": extension,
-                "seal": SEAL}
+                "launched": granted is not None, "seal": SEAL}
 
     def _expire(self) -> None:
-        cutoff = self.clock.seconds() - self.session_idle
-        for table in (self._pinned, self._sessions):
+        now = self.clock.seconds()
+        cutoff = now - self.session_idle
+        for table in (self._pinned, self._sessions, self._launched):
             for sid in [s for s, session in table.items() if session.used < cutoff]:
                 del table[sid]
+        for sid, entry in list(self._launched.items()):  # launches that ended
+            if now - entry.checked >= PIN_REFRESH:
+                entry.checked = now
+                if self.launch_dir is None or read_launch_grant(self.launch_dir,
+                                                                entry.launched) is None:
+                    del self._launched[sid]
 
     def session(self, sid: str) -> Session | None:
         """The live session C{sid} (C{None}: unknown, idle too long, or not the pinned
         extension's now that one is pinned)."""
         self._refresh_pins()
-        table = self._pinned if sid in self._pinned else self._sessions
+        table = next((t for t in (self._pinned, self._launched) if sid in t), self._sessions)
         entry = table.get(sid)
         if entry is None:
             return None
-        if entry.used < self.clock.seconds() - self.session_idle:
+        now = self.clock.seconds()
+        if entry.used < now - self.session_idle:
             del table[sid]
             return None
-        if self.pins.pinned is not None and entry.extension != self.pins.fingerprint:
+        if entry.launched is not None:
+            if now - entry.checked >= PIN_REFRESH:  # the launch ended: its grant is gone
+                entry.checked = now
+                if self.launch_dir is None or read_launch_grant(self.launch_dir,
+                                                                entry.launched) is None:
+                    del table[sid]
+                    return None
+        elif self.pins.pinned is not None and entry.extension != self.pins.fingerprint:
             del table[sid]
             return None
-        entry.used = self.clock.seconds()
+        entry.used = now
         table.move_to_end(sid)
         return entry
 
@@ -788,6 +1002,12 @@ class DaemonIdentity:
             expected = extension_link_proof(entry.key, nonce)
             if extension_proof is None or not hmac.compare_digest(expected, extension_proof):
                 return None
+            if nonce in entry.link_nonces:  # a recorded link opening, sent again
+                self.refused["replayed_link"] = self.refused.get("replayed_link", 0) + 1
+                return None
+            entry.link_nonces[nonce] = None
+            while len(entry.link_nonces) > MAX_LINK_NONCES:
+                entry.link_nonces.popitem(last=False)
         return response_proof(entry.key, nonce, LINK_BODY)
 
     def admit(self, request) -> tuple[int, str, dict[str, Any]] | None:
@@ -819,6 +1039,9 @@ class DaemonIdentity:
         body = request.content.read() if request.content is not None else b""
         try:
             plain, iv = session.open(request.method, request.path, body)
+        except Replayed as e:
+            self.refused["replayed_request"] = self.refused.get("replayed_request", 0) + 1
+            return 400, str(e), {"code": "replayed"}
         except PairingError as e:
             return 400, str(e), {"code": "bad_seal"}
         request.content = io.BytesIO(plain)
@@ -854,6 +1077,9 @@ def pair_command(state_dir: Path, action: str | None, fingerprint: str | None = 
         for c in candidates:
             lines.append(f"refused extension: {c['fingerprint']} (last tried {c.get('last_seen')}; "
                          f"`gasoline pair accept {c['fingerprint']}` to pin it instead)")
+        for grant in live_launch_grants(state_dir):
+            lines.append(f"launched browser's extension: {grant.stem} (`gasoline browser`, "
+                         "allowed while that launch runs; not pinned)")
         return 0, "\n".join(lines) + f"\n({path})"
     if action == "forget":
         write_pin_file(path, None, candidates)

@@ -129,16 +129,19 @@ class StatusPage:
     def _extension(self, now: float) -> dict[str, Any]:
         link = self.daemon.extension
         settings = link.settings or {}
-        identity = self.identity
-        sessions = getattr(identity, "_sessions", None)
+        # The identity's public read-only summary (gasoline.core.identity.DaemonIdentity.summary).
+        pairing = self.identity.summary() if self.identity is not None else {}
         return {
             "connected": bool(link.connected),
             "last_seen": round(link.last_sync, 3) if link.last_sync else None,
             "version": link.extension_version,
-            "daemon_fingerprint": getattr(identity, "fingerprint", None),
+            "daemon_fingerprint": pairing.get("daemon_fingerprint"),
             # Extensions that proved the daemon's identity (challenge sessions alive now).
-            "paired": bool(sessions),
-            "paired_sessions": len(sessions) if sessions is not None else None,
+            "paired": pairing.get("paired"),
+            "paired_sessions": pairing.get("sessions"),
+            "extension_fingerprint": pairing.get("extension_fingerprint"),
+            "launched_extensions": pairing.get("launched_extensions") or [],
+            "refused_extensions": pairing.get("refused_extensions") or [],
             "tracking": settings.get("tracking_enabled"),
             "tracked_tab": settings.get("tracked_tab_id") or None,
             "tracked_origin": _origin_only(settings.get("tracked_tab_url")),

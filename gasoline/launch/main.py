@@ -10,10 +10,11 @@ the opened tab (docs/browser.md)::
  2. start the browser on a fresh temporary profile (or C{--profile}) with the extension loaded and
     a private DevTools pipe (L{gasoline.launch.chromium});
  3. pre-pair the extension through that pipe (L{gasoline.launch.prepair}: the daemon's identity
-    from its state dir, the tracked tab, the pilot), wait until the extension has proved the
+    from its state dir, the tracked tab, the pilot; the extension's own key granted to the daemon
+    for this launch, beside the key the daemon pins), wait until the extension has proved the
     daemon and connected, then open C{URL} in the tracked tab;
  4. wait for the browser to exit, or for Ctrl-C / SIGTERM, then end the browser and remove the
-    temporary profile. With C{--detach} a background copy of this command does step 4 and this
+    launch grant and the temporary profile. With C{--detach} a background copy of this command does step 4 and this
     one returns once the browser is ready.
 
 This is a separate program, so (unlike library code) it resolves the global reactor itself.
@@ -149,6 +150,8 @@ class Launch:
         self.temporary_profile = False
         self._cleaned = None
         self._http = None
+        #: The launch grant of the extension's key in the daemon's state dir (removed at clean-up).
+        self.grant: Path | None = None
 
     async def run(self) -> None:
         from twisted.internet.defer import TimeoutError as StepTimeout
@@ -228,6 +231,8 @@ class Launch:
         if not tabs:
             raise LaunchError("the browser opened no tab")
         tab = int(tabs[0]["id"])
+        self.grant = await prepair.grant_extension(self.browser, worker, options["state-dir"],
+                                                   os.getpid())
         settings = prepair.prepaired_settings(
             base, identity, tab, options["url"], pilot=options["pilot"],
             track_all=options["track-all"])
@@ -349,6 +354,10 @@ class Launch:
     async def _cleanup(self) -> None:
         if self.browser is not None and self.browser.running:
             await self.browser.terminate()
+        from gasoline.launch import prepair
+
+        prepair.revoke_extension(self.grant)
+        self.grant = None
         if self.temporary_profile and self.profile is not None:
             shutil.rmtree(self.profile, ignore_errors=True)
 

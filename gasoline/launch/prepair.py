@@ -18,11 +18,16 @@ Why that is safe (docs/browser.md, "Pre-pairing"):
    the holder of the private key gets capture or may send commands;
  - the DevTools pipe is not a port: no other local process or web page can drive the browser.
 
+The other way round, the daemon pins one extension key (the user's own browser's, trust on first
+use) and refuses others; the launched browser has a new profile, hence a key of its own.
+L{grant_extension} reads that PUBLIC key from the worker over the same pipe and writes a launch
+grant in the daemon's state dir (L{gasoline.core.identity.write_launch_grant}): the daemon opens
+sessions for that key beside the pinned one, without pinning it, while this launcher runs; the
+launcher removes the grant when it ends the browser (L{revoke_extension}).
+
 What it does not cover: it trusts the user's account (anyone who can read the state dir or start
 processes as the user can do all of this anyway); the launched profile is a fresh one unless
 C{--profile} is given, in which case its existing pairing is overwritten with this daemon's.
-When the daemon also pins the extension's key (issue 29), the launcher is the place to hand the
-extension's key to the daemon: extend L{apply} (it holds the worker session to read the key).
 """
 
 from __future__ import annotations
@@ -31,7 +36,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gasoline.core.identity import IDENTITY_FILE, b64u, fingerprint_of, public_key_from_pem
+from gasoline.core.identity import (
+    IDENTITY_FILE,
+    PairingError,
+    b64u,
+    fingerprint_of,
+    public_key_from_pem,
+    remove_launch_grant,
+    unb64u,
+    write_launch_grant,
+)
 
 
 class IdentityMismatch(RuntimeError):
@@ -89,3 +103,34 @@ async def apply(cdp, worker_session: str, settings: dict[str, Any]) -> None:
 
     await cdp.evaluate(worker_session,
                        f"chrome.storage.local.set({json.dumps(settings)}).then(() => true)")
+
+
+async def extension_public_key(cdp, worker_session: str) -> bytes:
+    """The launched extension's public key (raw P-256 point), read from its service worker over
+    the pipe (C{globalThis.gasolineExtensionPublicKey} in extension/background.js).
+    @raise IdentityMismatch: the worker answered no key, or one whose fingerprint does not match."""
+    answer = await cdp.evaluate(worker_session, "globalThis.gasolineExtensionPublicKey()")
+    try:
+        key = unb64u((answer or {}).get("key"), "key")
+    except (PairingError, AttributeError):
+        raise IdentityMismatch(f"the launched extension did not give its key: {answer!r}") from None
+    if len(key) != 65 or key[0] != 4 or answer.get("fingerprint") != fingerprint_of(key):
+        raise IdentityMismatch(f"the launched extension gave a malformed key: {answer!r}")
+    return key
+
+
+async def grant_extension(cdp, worker_session: str, state_dir: Path, pid: int) -> Path:
+    """Read the launched extension's key and grant it to the daemon of C{state_dir} while
+    process C{pid} (this launcher) runs; the grant file (L{revoke_extension} removes it).
+    @raise IdentityMismatch: no usable key, or too many launches hold a grant."""
+    key = await extension_public_key(cdp, worker_session)
+    try:
+        return write_launch_grant(state_dir, key, pid)
+    except PairingError as e:
+        raise IdentityMismatch(str(e)) from None
+
+
+def revoke_extension(grant: Path | None) -> None:
+    """Remove a launch grant: the daemon drops that key's sessions within a second."""
+    if grant is not None:
+        remove_launch_grant(grant)

@@ -1,5 +1,5 @@
 """
-The redaction pass every message to an agent takes that is not a tool result (issue 30 §1).
+The redaction pass every message to an agent takes that is not a tool result.
 
 Tool results are redacted by L{gasoline.mcp.tools.ToolRegistry.finish} (every content type, the
 structured content, the result's C{_meta}). Everything else an agent reads from the MCP server

@@ -112,7 +112,7 @@ def _finish(ctx: Any, args: dict[str, Any], what: str, summary: str, artifact: s
 
 def _redact_and_write(ctx: Any, save_to: str, artifact: str) -> dict[str, Any]:
     """In the thread pool: the artifact redacted (what an agent reads in the file is an exit
-    too, issue 30 §1), then written; C{{path, bytes, content}}."""
+    too), then written; C{{path, bytes, content}}."""
     content = redact_value(artifact)
     out = write_artifact(ctx, save_to, content)
     out["content"] = content

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -94,7 +95,10 @@ async def agent_sees(port: int, cwd: Path, errlog, timeout: float = 60.0) -> str
             raise AssertionError(f"the agent never saw the console error; last answer: {text[:2000]}")
 
 
-def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromium_bin, tmp_path):
+def run_launch(chromium_bin, tmp_path: Path, state_dir: Path, during=None) -> None:
+    """``gasoline browser --headless URL`` on a free port with ``state_dir``; an SDK agent sees the
+    page's console error; ``during(port)`` runs while the browser is up; SIGTERM ends the browser
+    and removes its profile and its launch grant."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "index.html").write_text(
@@ -103,7 +107,6 @@ def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromiu
     server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1",
                                "--directory", str(site)], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True)
-    state_dir = tmp_path / "state"
     port = free_port()
     command = None
     try:
@@ -138,11 +141,25 @@ def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromiu
             capture = json.load(resp)["capture"]
         assert capture["extension_connected"] is True
         assert capture["tracked_tab_id"] == tab and capture["pilot_enabled"] is False
+        # The launched extension pairs on a grant of this launch, not as the pinned extension.
+        assert len(capture["pairing"]["launched_extensions"]) == 1
+        assert len(list((state_dir / "launched").iterdir())) == 1
+        if during is not None:
+            during(port)
 
         command.send_signal(signal.SIGTERM)
         assert reap(command, 30) == 0, (tmp_path / "browser.out").read_text()
         assert browser_processes(str(profile)) == []
         assert not profile.exists()
+        assert list((state_dir / "launched").iterdir()) == []  # the grant ends with the launch
+
+        def launched_extensions():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+                return json.load(resp)["capture"]["pairing"]["launched_extensions"]
+
+        # the daemon looks at a launched session's grant again at most once a second
+        wait_until(lambda: launched_extensions() == [], 5, what="the launched session to end",
+                   describe=launched_extensions)
     finally:
         if command is not None and command.poll() is None:
             command.kill()
@@ -150,6 +167,43 @@ def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromiu
         server.terminate()
         reap(server)
         stop_daemon(state_dir)
+
+
+def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromium_bin, tmp_path):
+    state_dir = tmp_path / "state"
+    run_launch(chromium_bin, tmp_path, state_dir)
+    # The launched (temporary) extension did not take the first pin: the user's own extension,
+    # pairing later, will be the pinned one.
+    from gasoline.core.identity import PIN_FILE, read_pin_file
+
+    assert read_pin_file(state_dir / PIN_FILE)["pinned"] is None
+
+
+def test_gasoline_browser_works_when_the_daemon_already_pins_another_extension(chromium_bin, tmp_path):
+    """The user's own extension is pinned (a pin file holding another key): the launched browser's
+    extension (new profile, new key) still gets capture to the agent, and the pin is unchanged."""
+    from cryptography.hazmat.primitives import serialization
+
+    from gasoline.core.identity import PIN_FILE, b64u, fingerprint_of, read_pin_file, write_pin_file
+
+    state_dir = tmp_path / "state"
+    user_key = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    user = {"key": b64u(user_key), "fingerprint": fingerprint_of(user_key),
+            "pinned_at": "2026-01-01T00:00:00Z"}
+    write_pin_file(state_dir / PIN_FILE, user, [])
+    before = (state_dir / PIN_FILE).read_bytes()
+
+    def still_pinned(port: int) -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as resp:
+            pairing = json.load(resp)["capture"]["pairing"]
+        assert pairing["extension_fingerprint"] == user["fingerprint"]
+        assert pairing["launched_extensions"] != [user["fingerprint"]]
+        assert pairing["refused_extensions"] == []  # the launched key was never refused
+
+    run_launch(chromium_bin, tmp_path, state_dir, during=still_pinned)
+    assert (state_dir / PIN_FILE).read_bytes() == before
+    assert read_pin_file(state_dir / PIN_FILE)["pinned"]["key"] == user["key"]
 
 
 def test_gasoline_browser_reports_a_missing_browser_clearly(tmp_path):

@@ -1,0 +1,130 @@
+"""Replay protection of sealed requests: each request of a pairing session carries its number
+(the IV's last 8 bytes, authenticated as associated data); the daemon opens each number once,
+within a sliding window (gasoline.core.identity.Session)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from test_identity import Daemon, Extension
+
+from gasoline.core.identity import REPLAY_WINDOW, PairingError, Replayed, Session
+
+
+def logs(d: Daemon) -> list[str]:
+    return [e.get("message") for e in json.loads(d.call("GET", "/snapshot")[1])["logs"]]
+
+
+def sealed_log(ext: Extension, message: str):
+    return ext.seal("POST", "/logs", json.dumps({"entries": [{"level": "info", "message": message}]}).encode())
+
+
+def test_a_replayed_sealed_request_is_refused_with_a_clear_error(tmp_path):
+    d = Daemon(tmp_path)
+    ext = Extension(d.public_key)
+    assert ext.pair(d)
+    headers, body, _ = sealed_log(ext, "once")
+    assert d.call("POST", "/logs", raw=body, headers=headers)[0].code == 200
+    r, answer = d.call("POST", "/logs", raw=body, headers=headers)
+    error = json.loads(answer)
+    assert r.code == 400 and error["code"] == "replayed"
+    assert "already received" in error["error"]
+    assert logs(d).count("once") == 1
+    health = json.loads(d.call("GET", "/health")[1])["capture"]["pairing"]
+    assert health["refused_challenges"]["replayed_request"] == 1
+    # the session goes on: the next number is accepted
+    headers, body, _ = sealed_log(ext, "next")
+    assert d.call("POST", "/logs", raw=body, headers=headers)[0].code == 200
+
+
+def test_requests_sealed_at_once_may_arrive_in_any_order(tmp_path):
+    """The worker sends several requests in parallel: 50 sealed in order, delivered shuffled,
+    are all accepted, each once."""
+    d = Daemon(tmp_path)
+    ext = Extension(d.public_key)
+    assert ext.pair(d)
+    sealed = [sealed_log(ext, f"m{i}") for i in range(50)]
+    random.Random(7).shuffle(sealed)
+    for headers, body, _ in sealed:
+        r, answer = d.call("POST", "/logs", raw=body, headers=headers)
+        assert r.code == 200, answer
+    assert sorted(m for m in logs(d) if m.startswith("m")) == sorted(f"m{i}" for i in range(50))
+    for headers, body, _ in sealed:
+        assert json.loads(d.call("POST", "/logs", raw=body, headers=headers)[1])["code"] == "replayed"
+
+
+def test_a_request_older_than_the_window_is_refused(tmp_path):
+    d = Daemon(tmp_path)
+    ext = Extension(d.public_key)
+    assert ext.pair(d)
+    old_headers, old_body, _ = sealed_log(ext, "old")
+    later = [sealed_log(ext, f"later{i}") for i in range(REPLAY_WINDOW)]
+    for headers, body, _ in later:
+        assert d.call("POST", "/logs", raw=body, headers=headers)[0].code == 200
+    r, answer = d.call("POST", "/logs", raw=old_body, headers=old_headers)
+    assert r.code == 400 and json.loads(answer)["code"] == "replayed"
+    assert "too old" in json.loads(answer)["error"]
+    assert "old" not in logs(d)
+
+
+def test_a_forged_number_does_not_open_and_does_not_move_the_window(tmp_path):
+    d = Daemon(tmp_path)
+    ext = Extension(d.public_key)
+    assert ext.pair(d)
+    headers, body, _ = sealed_log(ext, "real")
+    forged = body[:4] + (10**9).to_bytes(8, "big") + body[12:]  # another number, same ciphertext
+    r, answer = d.call("POST", "/logs", raw=forged, headers=headers)
+    assert r.code == 400 and json.loads(answer)["code"] == "bad_seal"
+    assert d.call("POST", "/logs", raw=body, headers=headers)[0].code == 200
+    zero = body[:4] + bytes(8) + body[12:]
+    r, answer = d.call("POST", "/logs", raw=zero, headers=headers)
+    assert r.code == 400 and "starts at 1" in json.loads(answer)["error"]
+
+
+def test_the_window_enumerated():
+    """Session._accept against a plain set model, over every case: ahead, jump past the window,
+    behind within it, exactly at its edge, duplicates."""
+    s = Session("s", b"k" * 32, None, 0.0)
+    seen: set[int] = set()
+    top = 0
+    rng = random.Random(11)
+    numbers = [rng.randint(1, 40) for _ in range(300)] + [1000, 1000 - REPLAY_WINDOW + 1,
+                                                          1000 - REPLAY_WINDOW, 999, 5000, 1001]
+    for seq in numbers:
+        expected_ok = seq not in seen and (seq > top or top - seq < REPLAY_WINDOW)
+        try:
+            s._accept(seq)
+            ok = True
+        except Replayed:
+            ok = False
+        assert ok == expected_ok, (seq, top)
+        if ok:
+            seen.add(seq)
+            top = max(top, seq)
+    assert issubclass(Replayed, PairingError)
+
+
+def test_a_recorded_cdp_link_opening_is_refused_when_sent_again():
+    """The link's opening (session, nonce, proof) opens once: sent again it is refused; the
+    remembered nonces are bounded (MAX_LINK_NONCES per session)."""
+    import os
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from twisted.internet.task import Clock
+
+    from gasoline.core.identity import MAX_LINK_NONCES, DaemonIdentity, b64u, extension_link_proof
+    from gasoline.testing import PairedExtensionKeys
+
+    ident = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), Clock())
+    ext = PairedExtensionKeys(ident.public_key)
+    assert ext.finish(ident.challenge(ext.challenge()))
+    nonce = b64u(os.urandom(24)).encode()
+    proof = extension_link_proof(ext.key, nonce)
+    assert ident.link_proof(ext.session, nonce, proof) is not None
+    assert ident.link_proof(ext.session, nonce, proof) is None
+    assert ident.summary()["refused_challenges"]["replayed_link"] == 1
+    for _ in range(MAX_LINK_NONCES * 2):
+        fresh = b64u(os.urandom(24)).encode()
+        assert ident.link_proof(ext.session, fresh, extension_link_proof(ext.key, fresh)) is not None
+    assert len(ident.session(ext.session).link_nonces) == MAX_LINK_NONCES

@@ -145,9 +145,9 @@ def status(argv: list[str]) -> int:
         _out(opts, {"running": False, "url": url},
              [f"gasoline: no daemon answers at {url}"])
         return NOT_RUNNING
-    clients = h.get("clients") if isinstance(h.get("clients"), dict) else {}
+    clients = raw_clients if isinstance(raw_clients := h.get("clients"), dict) else {}
     listed = [c for c in clients.get("list", []) if isinstance(c, dict)]
-    capture = h.get("capture") if isinstance(h.get("capture"), dict) else {}
+    capture = raw_capture if isinstance(raw_capture := h.get("capture"), dict) else {}
     data = {"running": True, "url": url, "version": h.get("version"),
             "pid": (info or {}).get("pid"), "uptime_seconds": h.get("uptime_seconds"),
             "extension_connected": capture.get("extension_connected"),

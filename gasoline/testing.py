@@ -474,7 +474,7 @@ class FakeExtension:
             self._run_command(command)
             return
         # As the real extension does: one tab's commands run one after another, in queue order.
-        params = command.get("params") if isinstance(command.get("params"), dict) else {}
+        params = raw_params if isinstance(raw_params := command.get("params"), dict) else {}
         key = str(command.get("tab_id") or params.get("tab_id") or "tracked")
         queue = self._tab_queues.setdefault(key, [])
         queue.append(command)
@@ -504,7 +504,7 @@ class FakeExtension:
         )
 
         kind = command.get("type")
-        params = command.get("params") if isinstance(command.get("params"), dict) else {}
+        params = raw_params if isinstance(raw_params := command.get("params"), dict) else {}
         self._running_cmds[command["id"]] = (command, int(self.reactor.seconds() * 1000))
         if kind == "screenshot" and "screenshot" not in self.handlers:
             d = self._track(Deferred.fromCoroutine(self._screenshot(command)))

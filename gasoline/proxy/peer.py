@@ -398,7 +398,7 @@ class ServerPeer:
             return
         if "method" in msg:
             method = msg.get("method")
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            params = raw_params if isinstance(raw_params := msg.get("params"), dict) else {}
             if not isinstance(method, str):
                 return
             if "id" in msg:

@@ -126,7 +126,7 @@ def computed_styles(ctx: Any, args: dict[str, Any]) -> Any:
 
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
-        styles = r.get("styles") if isinstance(r.get("styles"), dict) else {}
+        styles = raw_styles if isinstance(raw_styles := r.get("styles"), dict) else {}
         return f"{len(styles)} computed style(s) of {selector!r}", {"computed_styles": r}
 
     return extension_mode(ctx, args, "computed_styles", params, describe)
@@ -146,7 +146,7 @@ def form_issues(discovery: dict[str, Any]) -> list[dict[str, Any]]:
     """Problems visible in a C{form_discovery} result: unlabeled or unnamed fields, passwords
     sent with GET or over plain HTTP, forms without a submit control."""
     issues: list[dict[str, Any]] = []
-    page = discovery.get("url") if isinstance(discovery.get("url"), str) else ""
+    page = raw_page if isinstance(raw_page := discovery.get("url"), str) else ""
     for form in lst(discovery.get("forms")):
         if not isinstance(form, dict):
             continue
@@ -434,8 +434,8 @@ def annotation_detail(ctx: Any, args: dict[str, Any]) -> Any:
 
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
-        annotation = r.get("annotation") if isinstance(r.get("annotation"), dict) else r
-        element = annotation.get("element") if isinstance(annotation.get("element"), dict) else {}
+        annotation = raw_annotation if isinstance(raw_annotation := r.get("annotation"), dict) else r
+        element = raw_element if isinstance(raw_element := annotation.get("element"), dict) else {}
         tag = element.get("tag") or "no element"
         return (f"annotation {annotation_id}: {str(annotation.get('note') or '')[:80]!r} on <{tag}>",
                 {"annotation": annotation})

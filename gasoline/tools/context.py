@@ -11,7 +11,7 @@ result and route extension-bound commands to the caller.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import attrs
 import orjson
@@ -185,10 +185,21 @@ class ToolContext:
 
     # -- argument helpers (shared by every mode module) --------------------------------------
 
+    # With a default, an absent or null argument is the default: the result is never None.
+    @overload
+    @staticmethod
+    def int_arg(args: dict[str, Any], name: str, default: int,
+                lo: int = ..., hi: int = ...) -> int: ...
+    @overload
+    @staticmethod
+    def int_arg(args: dict[str, Any], name: str, default: None = None,
+                lo: int = ..., hi: int = ...) -> int | None: ...
     @staticmethod
     def int_arg(args: dict[str, Any], name: str, default: int | None = None,
                 lo: int = -(2**62), hi: int = 2**62) -> int | None:
-        value = args.get(name, default)
+        value = args.get(name)
+        if value is None:
+            value = default
         if value is None:
             return None
         if isinstance(value, str) and value.strip().lstrip("-").isdecimal() and len(value.strip()) <= 20:
@@ -201,10 +212,20 @@ class ToolContext:
             raise InvalidParam(f"{name} must be between {lo} and {hi}", param=name, value=value)
         return value
 
+    @overload
+    @staticmethod
+    def str_arg(args: dict[str, Any], name: str, default: str,
+                choices: tuple[str, ...] | list[str] | None = None) -> str: ...
+    @overload
+    @staticmethod
+    def str_arg(args: dict[str, Any], name: str, default: None = None,
+                choices: tuple[str, ...] | list[str] | None = None) -> str | None: ...
     @staticmethod
     def str_arg(args: dict[str, Any], name: str, default: str | None = None,
                 choices: tuple[str, ...] | list[str] | None = None) -> str | None:
-        value = args.get(name, default)
+        value = args.get(name)
+        if value is None:
+            value = default
         if value is None:
             return None
         if not isinstance(value, str):
@@ -221,10 +242,20 @@ class ToolContext:
             raise InvalidParam(f"{name} must be a boolean", param=name)
         return value
 
+    @overload
+    @staticmethod
+    def num_arg(args: dict[str, Any], name: str, default: float,
+                lo: float = ..., hi: float = ...) -> float: ...
+    @overload
+    @staticmethod
+    def num_arg(args: dict[str, Any], name: str, default: None = None,
+                lo: float = ..., hi: float = ...) -> float | None: ...
     @staticmethod
     def num_arg(args: dict[str, Any], name: str, default: float | None = None,
                 lo: float = float("-inf"), hi: float = float("inf")) -> float | None:
-        value = args.get(name, default)
+        value = args.get(name)
+        if value is None:
+            value = default
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:

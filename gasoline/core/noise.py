@@ -406,7 +406,7 @@ class NoiseRules:
         if not isinstance(data, dict):
             data = {}
         scope = data.get("scope") if data.get("scope") in SCOPES else "client"
-        rules = []
+        rules: list[NoiseRule] = []
         for item in data.get("rules", []) if isinstance(data.get("rules"), list) else []:
             try:
                 rule = NoiseRule.from_json(item)
@@ -496,7 +496,7 @@ def auto_detect(
         counts[key] += 1
         samples.setdefault(key, message)
         levels.setdefault(key, set()).add(str(entry.get("level", "")))
-    proposals = []
+    proposals: list[Proposal] = []
     for template, count in counts.most_common():
         if count < threshold or len(proposals) >= max_proposals:
             break

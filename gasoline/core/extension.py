@@ -167,7 +167,7 @@ class ExtensionLink:
             self.add_extension_logs(logs)
         results = request.get("command_results")
         reported = isinstance(results, list) and bool(results)
-        if reported:
+        if reported and isinstance(results, list):
             for result in results:
                 self.commands.resolve(result)
         ack = request.get("last_command_ack")

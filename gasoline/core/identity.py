@@ -44,10 +44,13 @@ import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 log = Logger()
 
@@ -395,10 +398,10 @@ class Session:
 
     def __init__(self, sid: str, key: bytes, extension: str | None, used: float) -> None:
         self.id, self.key, self.extension, self.used = sid, key, extension, used
-        self._aead = None
+        self._aead: AESGCM | None = None
 
     @property
-    def aead(self) -> Any:
+    def aead(self) -> AESGCM:
         if self._aead is None:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 

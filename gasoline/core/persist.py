@@ -47,6 +47,7 @@ import errno
 import os
 import re
 import stat
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Iterator, Sequence
 
@@ -438,7 +439,7 @@ class BufferJournal(MultiService):
         super().__init__()
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
-        self.name = f"{buffer}-journal"
+        self.name = f"{buffer}-journal"  # type: ignore[assignment]  # Twisted types Service.name as None
         self.buffer = buffer
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / f"{buffer}.jsonl"
@@ -912,6 +913,10 @@ def _saved_heads(path: Path) -> dict[str, int]:
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
+def _ring_bounds(ring: Any) -> tuple[int, int]:
+    return ring.tail, ring.head
+
+
 def wire_journals(
     state_dir: Path | str,
     clock: IReactorTime,
@@ -938,8 +943,8 @@ def wire_journals(
     for name in buffers if buffers is not None else list(store.buffers):
         ring = store.buffers[name]
         journal = BufferJournal(
-            state_dir, clock, lambda r=ring: list(r), buffer=name, max_entries=ring.capacity,
-            sequence=lambda r=ring: (r.tail, r.head),
+            state_dir, clock, partial(list, ring), buffer=name, max_entries=ring.capacity,
+            sequence=partial(_ring_bounds, ring),
             max_file_bytes=max(2 * ring.max_bytes, 16 * MiB),
             run_in_thread=runner, health=p.health,
         )

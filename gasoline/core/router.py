@@ -364,7 +364,7 @@ class QueryRouter:
             return False
         pending = mine.get(command_id)
         if pending is None:
-            outcome = self._outcomes.get(owner, {}).get(command_id)
+            outcome = self._outcomes.get(owner, OrderedDict()).get(command_id)
             if outcome is not None:
                 pending = mine.get(outcome.command_id)
         if pending is None:
@@ -491,7 +491,7 @@ class QueryRouter:
         self._purge(owner, now)
         outcome = None
         if isinstance(correlation_id, str):
-            outcome = self._outcomes.get(owner, {}).get(correlation_id)
+            outcome = self._outcomes.get(owner, OrderedDict()).get(correlation_id)
         if outcome is None:
             raise _no_data(correlation_id)
         return outcome.to_json(now)

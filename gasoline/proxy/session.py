@@ -186,7 +186,7 @@ class ProxySession:
         new: dict[str, Tool] = {}
         for agg, (server, tool) in table.items():
             d = defs[(server, tool)]
-            schema = d.get("inputSchema") if isinstance(d.get("inputSchema"), dict) else \
+            schema = raw_schema if isinstance(raw_schema := d.get("inputSchema"), dict) else \
                 {"type": "object"}
             desc = d.get("description") if isinstance(d.get("description"), str) else ""
             new[agg] = Tool(
@@ -356,7 +356,7 @@ class ProxySession:
             self._next_token += 1
             mine = f"{self.session_id[:8]}-r{self._next_token}"
             self._relay_progress[mine] = (child, token)
-            params = {**params, "_meta": {**meta, "progressToken": mine}}
+            params = {**params, "_meta": {**(meta or {}), "progressToken": mine}}
         try:
             d = self._relay(server, capability, method, params, ctx)
         except Exception:
@@ -774,7 +774,7 @@ class ProxyManager:
         return peer
 
     def _shared_request(self, name: str, child: ServerPeer, method: str, params: dict[str, Any],
-                        origin: Any) -> Any:
+                        origin: tuple[ProxySession, Any] | None) -> Any:
         """A request (sampling, elicitation) from a shared server: to the session it is about.
 
         A streamable HTTP server sends its requests about a call on that call's answer stream,
@@ -939,7 +939,7 @@ class ProxyManager:
                 continue
             body = {k: item.get(k) for k in ("workingDirectory", "clientInfo", "capabilities",
                                               "preferences") if item.get(k) is not None}
-            mcp_state = dict(item.get("mcp")) if isinstance(item.get("mcp"), dict) else {}
+            mcp_state = dict(raw_mcp) if isinstance(raw_mcp := item.get("mcp"), dict) else {}
             mcp_state["tools"] = item.get("tools") if isinstance(item.get("tools"), dict) else {}
             try:
                 self.create(body, session_id=item["sessionId"], restored=mcp_state)
@@ -957,7 +957,7 @@ class _ProxyService(MultiService):
     """Saves the sessions (for a restart), then ends them all (stopping every child) when the
     daemon stops; its child service writes C{proxy-sessions.json} on a timer."""
 
-    name = "proxy-sessions"
+    name = "proxy-sessions"  # type: ignore[assignment]  # Twisted types Service.name as None
 
     def __init__(self, manager: ProxyManager) -> None:
         super().__init__()

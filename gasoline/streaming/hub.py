@@ -333,12 +333,8 @@ class Streaming:
             for cid in [c for c in self.agents if c not in seen]:  # expired clients
                 self._drop(self.agents.pop(cid))
             self._active = tuple(self.agents.values())
-            types: set[str] | None = set()
-            for agent in self._active:
-                if agent.matcher.types is None:
-                    types = None
-                    break
-                types.update(agent.matcher.types)
+            types = None if any(a.matcher.types is None for a in self._active) else \
+                {t for a in self._active for t in a.matcher.types or ()}
             self._wanted_types = None if types is None else frozenset(types)
             self._wanted_buffers = buffers_for(self._wanted_types)
             if self._spec_stale:
@@ -511,6 +507,7 @@ class Streaming:
     def _count_from(self, agent: AgentStream, now: float) -> None:
         """C{agent}'s window is full: from the next write its events are only tallied, and its
         C{rate_limit_exceeded} notice comes at the end of the window."""
+        assert agent.test is not None  # set with the agent's matcher (_respec)
         self._tally.join(agent, agent.test)
         self._counting_start = min(self._counting_start, agent.window_start)
         self._reopen()
@@ -710,7 +707,12 @@ class Streaming:
             d.callback(None)
             return d
         agent.waiters.append(d)
-        call = self.clock.callLater(seconds, lambda: d.called or d.callback(None))
+
+        def timed_out() -> None:
+            if not d.called:
+                d.callback(None)
+
+        call = self.clock.callLater(seconds, timed_out)
 
         def done(result: Any) -> Any:
             if call.active():

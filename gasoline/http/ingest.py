@@ -366,7 +366,7 @@ class IngestAPI:
 
     @app.route("/screenshots", methods=["POST"])
     @extension_session
-    def screenshots(self, request):
+    def post_screenshot(self, request):
         payload, _ = self._payload(request)
 
         def field(*names: str) -> Any:
@@ -493,7 +493,7 @@ class IngestAPI:
 
     @app.route("/shutdown", methods=["POST"])
     @extension_only
-    def shutdown(self, request):
+    def post_shutdown(self, request):
         if not self.shutdown.request("POST /shutdown"):
             return json_error(request, 503, "shutdown is not available in this daemon")
         return json_body(request, {"status": "shutting_down"})

@@ -87,6 +87,15 @@ class StubHTTP:
     C{content}/C{json_content}/C{text_content}, and L{flush} to move the bytes; no socket, no
     reactor."""
 
+    # Set per instance (the client's methods, each followed by a flush).
+    request: Callable[..., Deferred]
+    get: Callable[..., Deferred]
+    head: Callable[..., Deferred]
+    post: Callable[..., Deferred]
+    put: Callable[..., Deferred]
+    patch: Callable[..., Deferred]
+    delete: Callable[..., Deferred]
+
     def __init__(self, resource) -> None:
         import treq  # test-only dependency
         from treq.client import HTTPClient
@@ -503,7 +512,7 @@ class FakeExtension:
             succeed,
         )
 
-        kind = command.get("type")
+        kind = str(command.get("type"))
         params = raw_params if isinstance(raw_params := command.get("params"), dict) else {}
         self._running_cmds[command["id"]] = (command, int(self.reactor.seconds() * 1000))
         if kind == "screenshot" and "screenshot" not in self.handlers:
@@ -786,6 +795,7 @@ class PairedExtensionKeys:
 
         from gasoline.core.identity import request_aad
 
+        assert self.session is not None, "pair first"
         iv = os.urandom(12)
         sealed = iv + self._aead.encrypt(iv, body, request_aad(method.encode(), path.encode(),
                                                                 self.session.encode()))
@@ -803,6 +813,7 @@ class PairedExtensionKeys:
         """The query string the extension's CDP link opens with."""
         from gasoline.core.identity import b64u, extension_link_proof
 
+        assert self.key is not None, "pair first"
         return (f"session={self.session}&nonce={nonce.decode()}"
                 f"&proof={b64u(extension_link_proof(self.key, nonce))}")
 

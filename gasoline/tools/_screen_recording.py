@@ -160,7 +160,7 @@ def _tick(ctx: Any, rec: ScreenRecording) -> None:
 
 def _entry_summary(kind: str, e: dict[str, Any]) -> dict[str, Any]:
     if kind == "action":
-        keep = ("type", "source", "url", "to_url", "value", "key", "client_id")
+        keep: tuple[str, ...] = ("type", "source", "url", "to_url", "value", "key", "client_id")
     elif kind == "console":
         keep = ("level", "type", "message", "url")
     else:

@@ -407,7 +407,7 @@ def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
 _ANNOTATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-def annotations(ctx: Any, args: dict[str, Any]) -> Any:
+def annotations_mode(ctx: Any, args: dict[str, Any]) -> Any:
     params: dict[str, Any] = {"limit": result_limit(ctx, args, 100)}
     tab_id = ctx.int_arg(args, "tab_id", None, 0, 2**53)
     if tab_id is not None:
@@ -598,7 +598,7 @@ MODES = nulls_absent({
     "form_validation": form_validation,
     "api_validation": api_validation_mode,
     "changes": changes_mode,
-    "annotations": annotations,
+    "annotations": annotations_mode,
     "annotation_detail": annotation_detail,
     "visual_baseline": visual_baseline,
     "visual_diff": visual_diff,

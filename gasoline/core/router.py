@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict, deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.application.service import Service
@@ -58,6 +58,10 @@ from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-export
 )
 from gasoline.core.lifecycle import StopHook
 from gasoline.interfaces import IQueryRouter
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.extension import ExtensionLink
 
 log = Logger()
 
@@ -183,7 +187,7 @@ class QueryRouter:
     """
 
     clock: IReactorTime
-    extension_link: Any
+    extension_link: ExtensionLink
     default_timeout: float = attrs.field(default=DEFAULT_TIMEOUT, kw_only=True)
     async_timeout: float = attrs.field(default=DEFAULT_ASYNC_TIMEOUT, kw_only=True)
     per_client_limit: int = attrs.field(default=PER_CLIENT_LIMIT, kw_only=True)
@@ -191,7 +195,7 @@ class QueryRouter:
     result_ttl: float = attrs.field(default=RESULT_TTL, kw_only=True)
     max_outcomes: int = attrs.field(default=MAX_OUTCOMES_PER_CLIENT, kw_only=True)
     max_failed: int = attrs.field(default=MAX_FAILED_PER_CLIENT, kw_only=True)
-    registry: Any = attrs.field(default=None, kw_only=True)
+    registry: ClientRegistry | None = attrs.field(default=None, kw_only=True)
     #: Called as C{on_latency(type, seconds)} for each answer the extension sends (C{/metrics}).
     on_latency: Callable[[str, float], None] | None = attrs.field(default=None, kw_only=True)
 

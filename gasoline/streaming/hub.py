@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import chain
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import orjson
 from twisted.internet.defer import Deferred
@@ -55,6 +55,10 @@ from gasoline.streaming.events import (
 )
 from gasoline.streaming.subscription import Matcher, Subscription
 from gasoline.streaming.tally import Batch, Key, KeySpec, Tally
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.notify import Notifier
 
 log = Logger()
 
@@ -181,7 +185,7 @@ class AgentStream:
 class Streaming:
     """Every agent's streaming state. All methods run on the reactor thread."""
 
-    def __init__(self, clock: IReactorTime, notifier: Any, registry: Any,
+    def __init__(self, clock: IReactorTime, notifier: Notifier, registry: ClientRegistry,
                  sessions: Mapping[str, Any],
                  redact_text: Callable[[str], str] | None = None,
                  inbox_size: int = DEFAULT_INBOX) -> None:

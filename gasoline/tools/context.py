@@ -11,7 +11,7 @@ result and route extension-bound commands to the caller.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import attrs
 import orjson
@@ -20,6 +20,11 @@ from twisted.internet.defer import Deferred
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.tools.runtime import ToolRuntime
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientState
+    from gasoline.mcp.server import RequestContext
+    from gasoline.mcp.session import McpSession
 
 
 def encode_json(data: Any) -> str:
@@ -55,12 +60,12 @@ class ToolContext:
     #: extension, router, clock, config, ...).
     app: Daemon
     #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
-    request: Any
+    request: RequestContext | None
     #: The caller's L{gasoline.core.clients.ClientState}.
-    state: Any
+    state: ClientState
     client_id: str
     #: The caller's L{gasoline.mcp.session.McpSession} (None in unit tests).
-    session: Any = None
+    session: McpSession | None = None
     #: The tool being called and its mode (set by the dispatcher).
     tool: str = ""
     mode: str = ""

@@ -52,7 +52,7 @@ EXTENSION_CLIENT = "gasoline-extension/cli"
 class _Parser(argparse.ArgumentParser):
     """Usage errors: one line naming the problem and C{--help}, on stderr, exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -139,6 +139,7 @@ def _health_of(target: Target, opts: argparse.Namespace) -> tuple[dict[str, Any]
     if h is None:
         return None, f"no Gasoline daemon answers at {target.url}"
     if not _same_daemon(target, h):
+        assert target.info is not None  # _same_daemon is true without one
         return None, (f"no daemon runs for state dir {target.state_dir}: its daemon.json names "
                       f"pid {target.info.get('pid')} at {target.url}, but the daemon answering "
                       f"there is pid {h.get('pid')} (another state dir's)")
@@ -189,10 +190,15 @@ def _out(opts: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> No
 # -- status ----------------------------------------------------------------------------------
 
 
+def _as_dict(value: Any) -> dict[str, Any]:
+    """C{value} when a JSON object, else an empty one (a field of an answer not to be trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
 def connected_clients(h: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """The clients C{/health} lists as connected, and how many more it remembers (gone, their
     state kept for the TTL)."""
-    clients = h.get("clients") if isinstance(h.get("clients"), dict) else {}
+    clients = _as_dict(h.get("clients"))
     listed = [c for c in clients.get("list", []) if isinstance(c, dict)]
     live = [c for c in listed if c.get("connected", True)]
     return live, len(listed) - len(live)
@@ -208,8 +214,9 @@ def status(argv: list[str]) -> int:
                     "reason": why}, [f"gasoline: {why}"])
         return NOT_RUNNING
     url = target.url
+    assert url is not None  # a daemon answered there
     live, remembered = connected_clients(h)
-    capture = h.get("capture") if isinstance(h.get("capture"), dict) else {}
+    capture = _as_dict(h.get("capture"))
     pid = h.get("pid") if isinstance(h.get("pid"), int) else (target.info or {}).get("pid")
     port = (target.info or {}).get("port") or _port_of(url)
     data = {"running": True, "url": url, "port": port, "version": h.get("version"), "pid": pid,
@@ -227,7 +234,7 @@ def status(argv: list[str]) -> int:
                               else "not connected"),
              f"clients: {len(live)} connected"
              + (f" ({remembered} more gone, their state kept for the TTL)" if remembered else "")]
-    pairing = capture.get("pairing") if isinstance(capture.get("pairing"), dict) else None
+    pairing = _as_dict(capture.get("pairing"))
     if pairing:
         lines[2:2] = [f"daemon identity: {pairing.get('daemon_fingerprint')}",
                       f"pinned extension: {pairing.get('extension_fingerprint') or 'none yet'}"
@@ -283,6 +290,7 @@ def doctor(argv: list[str]) -> int:
                        "fix": "Start it (gasoline serve, or let an agent's gasoline connect "
                        "start it), or name the running one with --port, --url or --state-dir."})
     else:
+        assert url is not None  # a daemon answered there
         checks.append({"check": "daemon", "status": "ok",
                        "detail": f"gasoline {h.get('version')} at {url} (pid {h.get('pid')})"})
         checks.append({"check": "port", "status": "ok", "detail": f"listening on port {port}"})
@@ -375,6 +383,7 @@ def identity(argv: list[str]) -> int:
     target = locate(opts)
     h, why = _health_of(target, opts)
     if h is not None:
+        assert target.url is not None  # a daemon answered there
         try:
             code, body = _request(target.url + "/pairing", opts,
                                   headers={"X-Gasoline-Client": EXTENSION_CLIENT})

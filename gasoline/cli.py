@@ -131,7 +131,10 @@ def _named_daemon_problem(opts, state_dir) -> str | None:
     from gasoline.admin_cli import locate
     from gasoline.core.identity import IDENTITY_FILE, b64u, fingerprint_of, public_key_from_pem
 
-    url, _ = locate(opts)
+    target = locate(opts)  # --port or --url given: always a URL
+    url = target.url
+    if url is None:
+        return target.why
     request = urllib.request.Request(url + "/pairing", headers={
         "X-Gasoline-Client": "gasoline-extension/gasoline-pair", "Accept": "application/json"})
     try:

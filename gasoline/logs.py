@@ -374,7 +374,7 @@ class LogService(MultiService):
                  publisher: Any = None, thread: bool = True) -> None:
         super().__init__()
         self._pool = None
-        run = run_inline
+        run: Callable[..., None] = run_inline
         if thread:
             from twisted.python.threadpool import ThreadPool
 

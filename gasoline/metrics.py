@@ -25,12 +25,18 @@ The full list of series, with their types and labels, is in C{docs/operations.md
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from twisted.web.resource import Resource
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.extension import ExtensionLink
+    from gasoline.core.router import QueryRouter
+    from gasoline.core.store import TelemetryStore
 
 PREFIX = "gasoline_"
 
@@ -179,8 +185,10 @@ class DaemonCollector:
     simply contributes no series.
     """
 
-    def __init__(self, metrics: Metrics, *, store: Any, registry: Any = None, tools: Any = None,
-                 router: Any = None, extension: Any = None, journals: Any = None,
+    def __init__(self, metrics: Metrics, *, store: TelemetryStore,
+                 registry: ClientRegistry | None = None, tools: Any = None,
+                 router: QueryRouter | None = None, extension: ExtensionLink | None = None,
+                 journals: Any = None,
                  sse: Any = None, ingest: Any = None) -> None:
         self.metrics = metrics
         self.store = store

@@ -87,6 +87,15 @@ class StubHTTP:
     C{content}/C{json_content}/C{text_content}, and L{flush} to move the bytes; no socket, no
     reactor."""
 
+    # Set per instance (the client's methods, each followed by a flush).
+    request: Callable[..., Deferred]
+    get: Callable[..., Deferred]
+    head: Callable[..., Deferred]
+    post: Callable[..., Deferred]
+    put: Callable[..., Deferred]
+    patch: Callable[..., Deferred]
+    delete: Callable[..., Deferred]
+
     def __init__(self, resource) -> None:
         import treq  # test-only dependency
         from treq.client import HTTPClient
@@ -474,7 +483,7 @@ class FakeExtension:
             self._run_command(command)
             return
         # As the real extension does: one tab's commands run one after another, in queue order.
-        params = command.get("params") if isinstance(command.get("params"), dict) else {}
+        params = raw_params if isinstance(raw_params := command.get("params"), dict) else {}
         key = str(command.get("tab_id") or params.get("tab_id") or "tracked")
         queue = self._tab_queues.setdefault(key, [])
         queue.append(command)
@@ -503,8 +512,8 @@ class FakeExtension:
             succeed,
         )
 
-        kind = command.get("type")
-        params = command.get("params") if isinstance(command.get("params"), dict) else {}
+        kind = str(command.get("type"))
+        params = raw_params if isinstance(raw_params := command.get("params"), dict) else {}
         self._running_cmds[command["id"]] = (command, int(self.reactor.seconds() * 1000))
         if kind == "screenshot" and "screenshot" not in self.handlers:
             d = self._track(Deferred.fromCoroutine(self._screenshot(command)))
@@ -786,6 +795,7 @@ class PairedExtensionKeys:
         """C{(headers, sealed body, iv)} of a request of this session (its next request number)."""
         from gasoline.core.identity import request_aad, request_iv
 
+        assert self.session is not None, "pair first"
         self.seq += 1
         iv = request_iv(self.seq)
         sealed = iv + self._aead.encrypt(iv, body, request_aad(method.encode(), path.encode(),
@@ -804,6 +814,7 @@ class PairedExtensionKeys:
         """The query string the extension's CDP link opens with."""
         from gasoline.core.identity import b64u, extension_link_proof
 
+        assert self.key is not None, "pair first"
         return (f"session={self.session}&nonce={nonce.decode()}"
                 f"&proof={b64u(extension_link_proof(self.key, nonce))}")
 

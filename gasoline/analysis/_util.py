@@ -134,7 +134,7 @@ def site_of(host: str | None) -> str | None:
 
 
 def take(items: Iterable[Any], limit: int) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for item in items:
         if len(out) >= limit:
             break

@@ -39,7 +39,7 @@ def _window(times: list[float], items: list[dict[str, Any]], start: float, end: 
 
 
 def _request(entry: dict[str, Any]) -> dict[str, Any]:
-    out = {k: entry.get(k) for k in ("method", "url", "status", "duration") if k in entry}
+    out: dict[str, Any] = {k: entry.get(k) for k in ("method", "url", "status", "duration") if k in entry}
     out["failed"] = is_failed_request(entry)
     body = entry.get("response_body")
     if out["failed"] and isinstance(body, str):
@@ -70,7 +70,7 @@ def error_bundles(errors: Any, network: Any = (), actions: Any = (), logs: Any =
     net_t, net_i, net_untimed = _timed(network)
     act_t, act_i, act_untimed = _timed(actions)
     log_t, log_i, log_untimed = _timed([e for e in dicts(logs) if not is_error(e)])
-    bundles = []
+    bundles: list[dict[str, Any]] = []
     for at, error in reversed(list(zip(error_times, error_items))):
         if len(bundles) >= limit:
             break

@@ -68,7 +68,7 @@ def _request_summary(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ws_summary(entry: dict[str, Any]) -> dict[str, Any]:
-    out = {k: entry[k] for k in ("event", "id", "url", "direction", "code", "reason", "size")
+    out: dict[str, Any] = {k: entry[k] for k in ("event", "id", "url", "direction", "code", "reason", "size")
            if k in entry}
     if isinstance(entry.get("data"), str):
         out["data"] = entry["data"][:200]

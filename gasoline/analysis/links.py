@@ -163,7 +163,7 @@ def classify_status(status: Any, error: str | None = None) -> str:
 def summarize_link_results(results: Any) -> dict[str, Any]:
     """Counts by class for C{[{url, status?, error?}]}, with the broken ones listed first."""
     out: dict[str, int] = {}
-    items = []
+    items: list[dict[str, Any]] = []
     for result in dicts(results):
         kind = classify_status(result.get("status"), result.get("error"))
         out[kind] = out.get(kind, 0) + 1

@@ -77,8 +77,8 @@ def page_performance(snapshot: dict[str, Any]) -> dict[str, Any]:
                          "unit": unit, "rating": rating}
         if worst is None or _RANK[rating] > _RANK[worst]:
             worst = rating
-    network = snapshot.get("network") if isinstance(snapshot.get("network"), dict) else {}
-    long_tasks = snapshot.get("long_tasks") if isinstance(snapshot.get("long_tasks"), dict) else {}
+    network = raw_network if isinstance(raw_network := snapshot.get("network"), dict) else {}
+    long_tasks = raw_long_tasks if isinstance(raw_long_tasks := snapshot.get("long_tasks"), dict) else {}
     slowest = [
         {k: r.get(k) for k in ("url", "duration", "size", "type") if k in r}
         for r in dicts(network.get("slowest_requests"))[:5]

@@ -639,8 +639,13 @@ class Bridge:
         owns_session = (self._registered and self.state == "connected") or self._adopted
         if owns_session and self._attempting and self._attempt_d is not None:
             # A registration may be on its way: unregister after it, or it would undo this.
-            d = Deferred()
-            self._attempt_d.addBoth(lambda r: (d.callback(None), r)[1])
+            d: Deferred[None] = Deferred()
+
+            def attempted(result: object) -> object:
+                d.callback(None)
+                return result
+
+            self._attempt_d.addBoth(attempted)
             d.addCallback(lambda _: self.daemon.unregister())
         else:
             d = self.daemon.unregister() if owns_session else succeed(None)

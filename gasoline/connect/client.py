@@ -10,16 +10,17 @@ Deferreds; HTTP-level answers, whatever their status, succeed with a L{Reply}.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import attrs
 import orjson
 import treq
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.error import ConnectError, ConnectionRefusedError, DNSLookupError
-from twisted.internet.interfaces import IReactorTime
-from twisted.internet.protocol import Protocol
+from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
 
 from gasoline.connect.errors import RegistrationRefused
@@ -287,7 +288,7 @@ class Stream:
         self.done: Deferred = Deferred()
         self.status: int | None = None
         self._response = None
-        self._body_transport = None
+        self._body_transport: IPushProducer | None = None
         self._closed = False
         #: True once a 200 C{text/event-stream} answer arrived.
         self.streaming = False
@@ -304,7 +305,12 @@ class Stream:
         self.opened.callback(response.code)
         if not self.streaming:
             d = treq.content(response)
-            d.addBoth(lambda _: self.done.called or self.done.callback(response.code))
+
+            def finished(_: object) -> None:
+                if not self.done.called:
+                    self.done.callback(response.code)
+
+            d.addBoth(finished)
             return
         response.deliverBody(_StreamBody(self))
 
@@ -348,15 +354,16 @@ class _StreamBody(Protocol):
         self._stream = stream
 
     def connectionMade(self) -> None:
-        self._stream._body_transport = self.transport
+        # A response body's transport is its producer.
+        self._stream._body_transport = cast(IPushProducer, self.transport)
         if self._stream._closed:
-            self.transport.stopProducing()
+            self._stream._body_transport.stopProducing()
 
     def dataReceived(self, data: bytes) -> None:
         if not self._stream._closed:
             self._stream._chunk(data)
 
-    def connectionLost(self, reason) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._stream._ended(reason)
 
 

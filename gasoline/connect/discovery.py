@@ -74,6 +74,7 @@ class _Launcher(ProcessProtocol):
         self.output = b""
 
     def connectionMade(self) -> None:
+        assert self.transport is not None
         self.transport.closeStdin()
 
     def outReceived(self, data: bytes) -> None:

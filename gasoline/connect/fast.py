@@ -62,7 +62,7 @@ class _Decoding:
     memo: dict = {}
 
 
-_scan = _json.make_scanner(_Decoding())
+_scan = _json.make_scanner(_Decoding())  # type: ignore[arg-type]  # typeshed asks for a JSONDecoder; its attributes suffice
 
 
 def loads(data: bytes):

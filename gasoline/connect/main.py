@@ -188,8 +188,9 @@ def _connect(reactor, options: ConnectOptions):
     _QuietFactory = _quiet_factory()
     client_id, cwd = resolve_client_id(options["client-id"])
     prelude = options.get("prelude")
-    adopted = prelude is not None and prelude.init_message is not None
-    connection_id = prelude.connection_id if adopted else secrets.token_hex(8)
+    init_message = prelude.init_message if prelude is not None else None
+    adopted_id = prelude.connection_id if prelude is not None and init_message is not None else None
+    connection_id = adopted_id or secrets.token_hex(8)
     base_url = options["base-url"]
 
     pool = HTTPConnectionPool(reactor, persistent=True)
@@ -211,8 +212,8 @@ def _connect(reactor, options: ConnectOptions):
             lines.write_line(data)
 
     bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"])
-    if adopted:
-        bridge.adopt_initialize(prelude.init_message)
+    if init_message is not None:
+        bridge.adopt_initialize(init_message)
         from gasoline.connect.fast import resend
 
         resend(reactor)  # a SIGTERM/SIGINT that came while Twisted was loading

@@ -28,6 +28,7 @@ on service stop, and removed when a client expires.
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import secrets
@@ -486,7 +487,7 @@ class ClientRegistry:
         self._written[state.client_id] = self._encode(state)
         return True
 
-    def sweep_disk(self) -> list[str]:
+    def sweep_disk(self) -> builtins.list[str]:
         """Remove persisted states older than the TTL (at start-up). Return their ids."""
         if self.dir is None or not self.dir.is_dir():
             return []

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import secrets
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import orjson
@@ -44,6 +44,10 @@ from gasoline.core.redact import Redactor
 from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
 from gasoline.interfaces import IExtensionLink
+
+if TYPE_CHECKING:
+    from gasoline.core.identity import DaemonIdentity
+    from gasoline.core.store import TelemetryStore
 
 log = Logger()
 
@@ -73,7 +77,7 @@ class ExtensionLink:
     """See the module docstring. C{store} is the telemetry store (for C{extension_logs})."""
 
     clock: IReactorTime
-    store: Any
+    store: TelemetryStore
     commands: CommandQueue
     disconnect_after: float = DISCONNECT_AFTER
     long_poll: float = LONG_POLL
@@ -92,7 +96,7 @@ class ExtensionLink:
     syncs: int = attrs.field(default=0, init=False)
     #: The daemon identity (gasoline.core.identity.DaemonIdentity, set by C{app.build_http}):
     #: pairing state for C{/health} and C{configure health}.
-    identity: Any = attrs.field(default=None, init=False)
+    identity: DaemonIdentity | None = attrs.field(default=None, init=False)
     #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at
     #: C{q-1} with the process, so the extension forgets the ids it has seen when this changes.
     instance: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)
@@ -232,7 +236,7 @@ class ExtensionLink:
             self.add_extension_logs(logs)
         results = request.get("command_results")
         reported = isinstance(results, list) and bool(results)
-        if reported:
+        if reported and isinstance(results, list):
             for result in results:
                 self.commands.resolve(result)
         ack = request.get("last_command_ack")

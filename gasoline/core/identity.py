@@ -49,10 +49,13 @@ import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 log = Logger()
 
@@ -533,7 +536,7 @@ class Session:
     def __init__(self, sid: str, key: bytes, extension: str | None, used: float,
                  launched: bytes | None = None) -> None:
         self.id, self.key, self.extension, self.used = sid, key, extension, used
-        self._aead = None
+        self._aead: AESGCM | None = None
         #: The extension key of a launched browser's session (its grant is checked again at
         #: most once per L{PIN_REFRESH} s), else C{None}.
         self.launched = launched
@@ -547,7 +550,7 @@ class Session:
         self.link_nonces: OrderedDict[bytes, None] = OrderedDict()
 
     @property
-    def aead(self) -> Any:
+    def aead(self) -> AESGCM:
         if self._aead is None:
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -931,7 +934,9 @@ class DaemonIdentity:
             self._sessions.clear()  # sessions without a key end with the pin
         sid = secrets.token_urlsafe(18)
         self._expire()
+        extension: str | None
         if granted is not None:
+            assert ext_key is not None  # a grant is looked up by the extension's key
             extension = granted["fingerprint"] = fingerprint_of(ext_key)
             table, limit = self._launched, self.max_launched_sessions
         else:
@@ -955,8 +960,8 @@ class DaemonIdentity:
         for sid, entry in list(self._launched.items()):  # launches that ended
             if now - entry.checked >= PIN_REFRESH:
                 entry.checked = now
-                if self.launch_dir is None or read_launch_grant(self.launch_dir,
-                                                                entry.launched) is None:
+                if (self.launch_dir is None or entry.launched is None
+                        or read_launch_grant(self.launch_dir, entry.launched) is None):
                     del self._launched[sid]
 
     def session(self, sid: str) -> Session | None:
@@ -974,8 +979,8 @@ class DaemonIdentity:
         if entry.launched is not None:
             if now - entry.checked >= PIN_REFRESH:  # the launch ended: its grant is gone
                 entry.checked = now
-                if self.launch_dir is None or read_launch_grant(self.launch_dir,
-                                                                entry.launched) is None:
+                if (self.launch_dir is None or entry.launched is None
+                        or read_launch_grant(self.launch_dir, entry.launched) is None):
                     del table[sid]
                     return None
         elif self.pins.pinned is not None and entry.extension != self.pins.fingerprint:

@@ -190,7 +190,7 @@ class BufferJournal(MultiService):
         super().__init__()
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
-        self.name = f"{buffer}-journal"
+        self.name = f"{buffer}-journal"  # type: ignore[assignment]  # Twisted types Service.name as None
         self.buffer = buffer
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / f"{buffer}.jsonl"

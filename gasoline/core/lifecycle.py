@@ -56,6 +56,7 @@ class Shutdown:
         return True
 
     def _do_stop(self) -> None:
+        assert self.stop is not None  # request() schedules only with a hook
         try:
             self.stop()
         except Exception:
@@ -68,7 +69,7 @@ class StopHook(Service):
 
     def __init__(self, stop: Callable[[], Any], name: str | None = None) -> None:
         self._stop = stop
-        self.name = name
+        self.name = name  # type: ignore[assignment]  # Twisted types Service.name as None
 
     def stopService(self) -> None:
         super().stopService()

@@ -18,6 +18,8 @@ L{gasoline.analysis} for fingerprints; L{auto_detect} proposes rules for message
 
 from __future__ import annotations
 
+import builtins
+
 import re
 from collections import Counter
 from typing import Any, Iterable
@@ -395,12 +397,12 @@ class NoiseRules:
             return builtin
         raise InvalidParam(f"no noise rule {rule_id!r} in {self.scope} scope", param="rule_id")
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> "builtins.list[dict[str, Any]]":
         out = [r.to_json() for r in self.rules]
         out.extend(r.to_json() for r in self.active_builtins())
         return out
 
-    def published_list(self) -> list[dict[str, Any]]:
+    def published_list(self) -> "builtins.list[dict[str, Any]]":
         """L{list} with each rule in the published shape too (L{NoiseRule.published})."""
         return [r.published() for r in (*self.rules, *self.active_builtins())]
 
@@ -425,7 +427,7 @@ class NoiseRules:
         if not isinstance(data, dict):
             data = {}
         scope = data.get("scope") if data.get("scope") in SCOPES else "client"
-        rules = []
+        rules: list[NoiseRule] = []
         for item in data.get("rules", []) if isinstance(data.get("rules"), list) else []:
             try:
                 rule = NoiseRule.from_json(item)
@@ -533,7 +535,7 @@ def auto_detect(
         counts[key] += 1
         samples.setdefault(key, redacted)
         levels.setdefault(key, set()).add(str(entry.get("level", "")))
-    proposals = []
+    proposals: list[Proposal] = []
     for template, count in counts.most_common():
         if count < threshold or len(proposals) >= max_proposals:
             break

@@ -123,7 +123,7 @@ class Notifier:
     def _wanted(self, event: Any) -> bool:
         for wants in self._wants:
             try:
-                if wants(event):
+                if wants is None or wants(event):  # None: wants every event
                     return True
             except Exception:
                 # Never into the publisher: a broken predicate counts as "wanted".

@@ -16,6 +16,7 @@ L{gasoline.core.files}.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -118,6 +119,10 @@ def _saved_heads(path: Path) -> dict[str, int]:
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
+def _ring_bounds(ring: Any) -> tuple[int, int]:
+    return ring.tail, ring.head
+
+
 def wire_journals(
     state_dir: Path | str,
     clock: IReactorTime,
@@ -144,8 +149,8 @@ def wire_journals(
     for name in buffers if buffers is not None else list(store.buffers):
         ring = store.buffers[name]
         journal = BufferJournal(
-            state_dir, clock, lambda r=ring: list(r), buffer=name, max_entries=ring.capacity,
-            sequence=lambda r=ring: (r.tail, r.head),
+            state_dir, clock, partial(list, ring), buffer=name, max_entries=ring.capacity,
+            sequence=partial(_ring_bounds, ring),
             max_file_bytes=max(2 * ring.max_bytes, 16 * MiB),
             run_in_thread=runner, health=p.health,
         )

@@ -197,7 +197,7 @@ class RingBuffer(Generic[T]):
         a, b = start % cap, stop % cap
         if a < b:
             return self._slots[a:b]  # type: ignore[return-value]
-        return self._slots[a:] + self._slots[:b]  # type: ignore[operator]
+        return self._slots[a:] + self._slots[:b]  # type: ignore[return-value]
 
     def get(self, seq: int) -> T | None:
         """The entry with sequence number C{seq}, or C{None} if evicted or not yet written."""

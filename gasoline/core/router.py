@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict, deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.application.service import Service
@@ -59,6 +59,10 @@ from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-export
 )
 from gasoline.core.lifecycle import StopHook
 from gasoline.interfaces import IQueryRouter
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.extension import ExtensionLink
 
 log = Logger()
 
@@ -184,7 +188,7 @@ class QueryRouter:
     """
 
     clock: IReactorTime
-    extension_link: Any
+    extension_link: ExtensionLink
     default_timeout: float = attrs.field(default=DEFAULT_TIMEOUT, kw_only=True)
     async_timeout: float = attrs.field(default=DEFAULT_ASYNC_TIMEOUT, kw_only=True)
     per_client_limit: int = attrs.field(default=PER_CLIENT_LIMIT, kw_only=True)
@@ -192,7 +196,7 @@ class QueryRouter:
     result_ttl: float = attrs.field(default=RESULT_TTL, kw_only=True)
     max_outcomes: int = attrs.field(default=MAX_OUTCOMES_PER_CLIENT, kw_only=True)
     max_failed: int = attrs.field(default=MAX_FAILED_PER_CLIENT, kw_only=True)
-    registry: Any = attrs.field(default=None, kw_only=True)
+    registry: ClientRegistry | None = attrs.field(default=None, kw_only=True)
     #: Called as C{on_latency(type, seconds)} for each answer the extension sends (C{/metrics}).
     on_latency: Callable[[str, float], None] | None = attrs.field(default=None, kw_only=True)
 
@@ -368,7 +372,7 @@ class QueryRouter:
             return False
         pending = mine.get(command_id)
         if pending is None:
-            outcome = self._outcomes.get(owner, {}).get(command_id)
+            outcome = self._outcomes.get(owner, OrderedDict()).get(command_id)
             if outcome is not None:
                 pending = mine.get(outcome.command_id)
         if pending is None:
@@ -508,7 +512,7 @@ class QueryRouter:
         self._purge(owner, now)
         outcome = None
         if isinstance(correlation_id, str):
-            outcome = self._outcomes.get(owner, {}).get(correlation_id)
+            outcome = self._outcomes.get(owner, OrderedDict()).get(correlation_id)
         if outcome is None:
             raise _no_data(correlation_id)
         return outcome.to_json(now)

@@ -174,16 +174,16 @@ def har_steps(network_bodies: Any, waterfall: Any = (), page_url: str | None = N
     used = set()
     for body in bodies:
         url = body.get("url")
-        wf = waterfall_by_url.get(url) if isinstance(url, str) else None
-        if wf is not None:
+        paired = waterfall_by_url.get(url) if isinstance(url, str) else None
+        if paired is not None:
             used.add(url)
-        plan.append((body, wf))
+        plan.append((body, paired))
     for url, wf in waterfall_by_url.items():
         if url not in used and len(plan) < MAX_ENTRIES:
             plan.append((None, wf))
     entries = []
-    for body, wf in plan:
-        entries.append(_entry(body, wf, started_at))
+    for captured, timing in plan:
+        entries.append(_entry(captured, timing, started_at))
         yield len(entries), len(plan)
     entries.sort(key=lambda e: e["startedDateTime"])
     page_start = entries[0]["startedDateTime"] if entries else (iso(started_at) or

@@ -221,9 +221,9 @@ def rank_candidates(broken: str, actions: Any, live_elements: Any = None) -> lis
     live = dicts(live_elements)
     wanted = words(target["value"] or broken)
     for el in live[:500]:
-        name = el.get("name") if isinstance(el.get("name"), str) else ""
-        role = el.get("role") if isinstance(el.get("role"), str) else ""
-        sel = el.get("selector") if isinstance(el.get("selector"), str) else ""
+        name = raw_name if isinstance(raw_name := el.get("name"), str) else ""
+        role = raw_role if isinstance(raw_role := el.get("role"), str) else ""
+        sel = raw_sel if isinstance(raw_sel := el.get("selector"), str) else ""
         exact = bool(target["value"]) and target["value"] in (name.strip(), sel)
         sim = 1.0 if exact else max(_similarity(wanted, words(name)),
                                     _similarity(wanted, words(sel)))

@@ -76,6 +76,7 @@ def sri(resources: Any, algorithm: str = "sha384") -> dict[str, Any]:
         if reason is not None:
             unhashable.append({"url": url, "type": kind, "reason": reason})
             continue
+        assert isinstance(body, str)  # the checks above leave only text
         value = integrity(body.encode("utf-8"), algorithm)
         hashed.append({"url": url, "type": kind, "integrity": value, "tag": _tag(kind, url, value)})
     return {

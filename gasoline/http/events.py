@@ -16,7 +16,7 @@ Origin, the optional API key: C{events} is a keyed segment) runs first, as for e
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from twisted.logger import Logger
@@ -26,6 +26,11 @@ from twisted.web.server import NOT_DONE_YET
 from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.http.json import json_error
 from gasoline.http.keepalive import keepalive_service
+
+if TYPE_CHECKING:
+    from twisted.internet.interfaces import IReactorTime
+
+    from gasoline.streaming.hub import Streaming
 
 log = Logger()
 
@@ -40,7 +45,7 @@ class EventsResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, streaming: Any, clock: Any) -> None:
+    def __init__(self, streaming: Streaming, clock: IReactorTime) -> None:
         super().__init__()
         self.streaming = streaming
         #: Open responses; each gets an SSE comment every

@@ -239,6 +239,7 @@ class Guard:
         return None
 
     def _key_ok(self, request) -> bool:
+        assert self.api_key is not None  # called only when a key is set
         expected = self.api_key.encode()
         given = request.getHeader(b"x-gasoline-key")
         if given is None:

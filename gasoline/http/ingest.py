@@ -20,7 +20,7 @@ import functools
 import math
 import re
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import orjson
@@ -43,9 +43,13 @@ from gasoline.core.store import (
     NETWORK_BODIES,
     WATERFALL,
     WEBSOCKET_EVENTS,
+    TelemetryStore,
 )
 from gasoline.core.validate import PayloadError
 from gasoline.http.json import json_body, json_error
+
+if TYPE_CHECKING:
+    from gasoline.core.identity import DaemonIdentity
 
 log = Logger()
 
@@ -137,7 +141,7 @@ class IngestAPI:
     app = Klein()
 
     clock: IReactorTime
-    store: Any
+    store: TelemetryStore
     extension: ExtensionLink
     screenshots: ScreenshotStore
     #: The daemon's graceful stop (C{POST /shutdown}).
@@ -145,7 +149,7 @@ class IngestAPI:
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL
     #: The daemon identity (gasoline.core.identity): signs C{/sync} answers to paired extensions.
-    identity: Any = None
+    identity: DaemonIdentity | None = None
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)
     _last_screenshot: dict[bytes, float] = attrs.field(factory=dict, init=False)
@@ -366,7 +370,7 @@ class IngestAPI:
 
     @app.route("/screenshots", methods=["POST"])
     @extension_session
-    def screenshots(self, request):
+    def post_screenshot(self, request):
         payload, _ = self._payload(request)
 
         def field(*names: str) -> Any:
@@ -505,7 +509,7 @@ class IngestAPI:
 
     @app.route("/shutdown", methods=["POST"])
     @extension_only
-    def shutdown(self, request):
+    def post_shutdown(self, request):
         if not self.shutdown.request("POST /shutdown"):
             return json_error(request, 503, "shutdown is not available in this daemon")
         return json_body(request, {"status": "shutting_down"})

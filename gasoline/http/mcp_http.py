@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -122,7 +123,7 @@ class _PostExchange:
         self.finisher: _Finisher | None = None
         self.in_render = True
         self.sync_body: bytes | None = None
-        self.deferred = None
+        self.deferred: Deferred[Any] | None = None
 
     # emit: messages tied to the request (progress, logs, server->client requests)
     def emit(self, message: dict[str, Any]) -> None:
@@ -213,6 +214,8 @@ class McpHTTP(Resource):
     """Renders every path under C{/mcp}; mounted at C{root.mounts[b"mcp"]}."""
 
     isLeaf = True
+    # Shadows twisted.web's unused Resource.server (typed None there).
+    server: McpServer  # type: ignore[assignment]
 
     def __init__(self, server: McpServer, max_body: int = MAX_BODY) -> None:
         super().__init__()

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from klein import Klein
 from twisted.logger import Logger
-from twisted.web.resource import Resource
+from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core.identity import DaemonIdentity
@@ -39,10 +39,10 @@ class _OnFirstUse(Resource):
 
     isLeaf = True
 
-    def __init__(self, build: Callable[[], Resource]) -> None:
+    def __init__(self, build: Callable[[], IResource]) -> None:
         super().__init__()
         self._build = build
-        self._real: Resource | None = None
+        self._real: IResource | None = None
 
     def render(self, request):
         upgrade = request.getHeader(b"upgrade") or b""
@@ -59,7 +59,7 @@ class _OnFirstUse(Resource):
 
 def cdp_client_resource(relay: Relay, clock) -> Resource:
     """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
-    def build() -> Resource:
+    def build() -> IResource:
         from gasoline.http import relay_ws  # autobahn: on first use
 
         return relay_ws.cdp_client_resource(relay, clock)
@@ -74,7 +74,7 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
     """
-    def build() -> Resource:
+    def build() -> IResource:
         from gasoline.http import relay_ws  # autobahn: on first use
 
         return relay_ws.extension_link_resource(relay, clock, identity)

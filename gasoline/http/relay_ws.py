@@ -54,6 +54,8 @@ class _Peer:
 class CDPClientProtocol(WebSocketServerProtocol):
     """One CDP client connection (C{/cdp/<client-id>})."""
 
+    factory: _RelayFactory
+
     relay: Relay
     client = None
     client_id: str | None = None
@@ -96,7 +98,10 @@ class CDPClientProtocol(WebSocketServerProtocol):
 class ExtensionLinkProtocol(WebSocketServerProtocol):
     """The extension's CDP link (C{/extension/cdp})."""
 
-    peer: _Peer | None = None
+    factory: _RelayFactory
+
+    #: The relay's side of this link (autobahn's own C{peer} is the address string).
+    link: _Peer | None = None
 
     #: The daemon's proof of identity, sent as the link's first message (see L{onConnect}).
     proof: str | None = None
@@ -131,30 +136,38 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
         if self.proof is not None:
             self.sendMessage(orjson.dumps({"method": "Gasoline.proof",
                                            "params": {"proof": self.proof}}))
-        self.peer = _Peer(self)
-        self.factory.relay.extension_attached(self.peer)
+        self.link = _Peer(self)
+        self.factory.relay.extension_attached(self.link)
 
     def onMessage(self, payload, isBinary):
-        if self.peer is None or isBinary:
+        if self.link is None or isBinary:
             return
         try:
             message = orjson.loads(payload)
         except orjson.JSONDecodeError:
             log.warn("relay: the extension sent a message that is not JSON")
             return
-        self.factory.relay.extension_message(self.peer, message)
+        self.factory.relay.extension_message(self.link, message)
 
     def onClose(self, wasClean, code, reason):
-        if self.peer is not None:
-            self.factory.relay.extension_lost(self.peer)
-            self.peer = None
+        if self.link is not None:
+            self.factory.relay.extension_lost(self.link)
+            self.link = None
 
 
-def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool) -> WebSocketServerFactory:
-    factory = WebSocketServerFactory(reactor=clock)
+class _RelayFactory(WebSocketServerFactory):
+    """The relay, and for the extension link the daemon's identity, for the protocols."""
+
+    def __init__(self, relay: Relay, identity: DaemonIdentity | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.relay = relay
+        self.identity = identity
+
+
+def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
+             identity: DaemonIdentity | None = None) -> _RelayFactory:
+    factory = _RelayFactory(relay, identity, reactor=clock)
     factory.protocol = protocol
-    factory.relay = relay
-    factory.identity = None
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
         perMessageCompressionAccept=lambda offers: None,  # loopback: compression only costs
@@ -179,6 +192,5 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
     """
-    factory = _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True)
-    factory.identity = identity
+    factory = _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True, identity)
     return WebSocketResource(factory)

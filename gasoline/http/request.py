@@ -88,7 +88,8 @@ class GasolineRequest(server.Request):
         room = MAX_BODY - received
         if room <= 0:
             return
-        self.content.write(data if len(data) <= room else data[:room])
+        # Twisted types Request.content as None; gotLength has made it a file by now.
+        self.content.write(data if len(data) <= room else data[:room])  # type: ignore[attr-defined]
 
     @property
     def oversize(self) -> bool:

@@ -117,6 +117,7 @@ class BrowserProcess(ProcessProtocol):
 
     def connectionMade(self) -> None:
         self.running = True
+        assert self.transport is not None
         self.transport.closeChildFD(0)
 
     def childDataReceived(self, fd: int, data: bytes) -> None:
@@ -148,15 +149,27 @@ class BrowserProcess(ProcessProtocol):
         if self.running:
             self._signal("TERM")
             kill = self.clock.callLater(grace, self._signal, "KILL")
-            self.ended.addBoth(lambda r: (kill.cancel() if kill.active() else None, r)[1])
+
+            def ended(result: object) -> object:
+                if kill.active():
+                    kill.cancel()
+                return result
+
+            self.ended.addBoth(ended)
         done: Deferred = Deferred()
         if not self.running:
             done.callback(self.exit_code)
         else:
-            self.ended.addBoth(lambda r: (done.callback(self.exit_code), r)[1])
+
+            def fire(result: object) -> object:
+                done.callback(self.exit_code)
+                return result
+
+            self.ended.addBoth(fire)
         return done
 
     def _signal(self, name: str) -> None:
+        assert self.transport is not None  # spawned
         try:
             self.transport.signalProcess(name)
         except Exception:
@@ -188,8 +201,13 @@ class BrowserProcess(ProcessProtocol):
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if session:
             message["sessionId"] = session
-        d: Deferred = Deferred(lambda _: self._waiting.pop(msg_id, None))
+
+        def cancel(_: Deferred) -> None:
+            self._waiting.pop(msg_id, None)
+
+        d: Deferred = Deferred(cancel)
         self._waiting[msg_id] = d
+        assert self.transport is not None  # running
         self.transport.writeToChild(3, json.dumps(message).encode() + b"\0")
         return d.addTimeout(timeout, self.clock)
 

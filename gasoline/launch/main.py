@@ -32,12 +32,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.python import usage
 
 from gasoline.common import default_state_dir, tcp_port
 from gasoline.connect.discovery import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from treq.client import HTTPClient
+
+    from gasoline.launch.chromium import BrowserProcess
 
 #: Seconds each start-up step may take (daemon, browser, extension) before the launch gives up.
 STEP_TIMEOUT = 45.0
@@ -145,11 +150,11 @@ class Launch:
     def __init__(self, reactor, options) -> None:
         self.reactor = reactor
         self.options = options
-        self.browser = None
+        self.browser: BrowserProcess | None = None
         self.profile: Path | None = None
         self.temporary_profile = False
         self._cleaned = None
-        self._http = None
+        self._http: HTTPClient | None = None
         #: The launch grant of the extension's key in the daemon's state dir (removed at clean-up).
         self.grant: Path | None = None
 
@@ -171,6 +176,7 @@ class Launch:
             await self.cleanup()
             self._ready({"error": f"{type(e).__name__}: {e}"})
             raise
+        assert self.browser is not None  # start() spawned it
         base = self.options["base-url"]
         _say(f"gasoline browser: {self.options['url']} in tab {tab} (browser pid "
              f"{self.browser.pid}, profile {self.profile}); daemon {base}; status page {base}/")
@@ -249,6 +255,7 @@ class Launch:
         import treq
         from treq.client import HTTPClient
         from twisted.web.client import Agent, HTTPConnectionPool
+        from twisted.web.http_headers import Headers
 
         from gasoline.connect.client import DaemonHTTP
         from gasoline.connect.discovery import UP, Discovery, Spawner, loopback_port
@@ -260,7 +267,9 @@ class Launch:
             self.reactor, persistent=False)))
         daemon = DaemonHTTP(http, base, self.reactor, "gasoline-browser", secrets.token_hex(8),
                             options["api-key"])
-        spawner = Spawner(self.reactor, loopback_port(base), options["state-dir"],
+        port = loopback_port(base)
+        assert port is not None  # Options builds base-url as http://127.0.0.1:<port>
+        spawner = Spawner(self.reactor, port, options["state-dir"],
                           api_key=options["api-key"])
         discovery = Discovery(self.reactor, daemon, spawner)
         deadline = self.reactor.seconds() + STEP_TIMEOUT
@@ -272,8 +281,8 @@ class Launch:
             await self._sleep(0.25)
         if discovery.spawns:
             _say(f"gasoline browser: started a daemon at {base} (state dir {options['state-dir']})")
-        response = await http.get(base + "/pairing", headers={
-            "X-Gasoline-Client": ["gasoline-extension/launcher"]})
+        response = await http.get(base + "/pairing", headers=Headers({
+            "X-Gasoline-Client": ["gasoline-extension/launcher"]}))
         body = await treq.content(response)
         try:
             return json.loads(body) if response.code == 200 else None
@@ -284,6 +293,7 @@ class Launch:
         """Attach to the extension's service worker once its APIs are up; the session id."""
         from gasoline.launch.chromium import LaunchError, unpacked_extension_id
 
+        assert self.browser is not None  # spawned
         wanted = f"chrome-extension://{unpacked_extension_id(extension)}/background.js"
         deadline = self.reactor.seconds() + STEP_TIMEOUT
         target = None
@@ -312,6 +322,7 @@ class Launch:
 
         from gasoline.launch.chromium import LaunchError
 
+        assert self._http is not None  # _daemon() made it
         expr = "chrome.storage.session.get('gasolineStatus').then(r => r.gasolineStatus || {})"
         deadline = self.reactor.seconds() + STEP_TIMEOUT
         while True:
@@ -333,6 +344,7 @@ class Launch:
     async def _try(self, session: str, expression: str) -> Any:
         from gasoline.launch.chromium import CDPError
 
+        assert self.browser is not None  # spawned
         try:
             return await self.browser.evaluate(session, expression)
         except CDPError:

@@ -72,7 +72,7 @@ def redact_error(error: dict[str, Any]) -> dict[str, Any]:
     return out if changed else error
 
 
-def redacting(emit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+def redacting(emit: Callable[[dict[str, Any]], object]) -> Callable[[dict[str, Any]], None]:
     """C{emit}, with every message it sends through L{redact_outgoing} first."""
 
     def send(message: dict[str, Any]) -> None:

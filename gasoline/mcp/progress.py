@@ -89,14 +89,14 @@ class ProgressReporter:
         self._call = self._clock.callLater(self.interval, self._beat)
         self._beats += 1
         if self._done is None:
-            value = 1.0 - 0.5 ** min(self._beats, 40)
+            value: float | None = 1.0 - 0.5 ** min(self._beats, 40)
         else:
             self._beats_since_report += 1
             value = self._done + 1.0 - 0.5 ** min(self._beats_since_report, 40)
             if self._total is not None and value >= self._total:
                 value = self._total if self._sent is None or self._sent < self._total else None
-            if value is None:
-                return  # done with every unit: nothing truthful left to count up
+        if value is None:
+            return  # done with every unit: nothing truthful left to count up
         self._emit(value, self._total if self._done is not None else None, self._text())
 
     def _emit(self, value: float, total: float | None, message: str | None) -> None:

@@ -76,7 +76,7 @@ INSTRUCTIONS = (
     "sharing this daemon never move it. Read the gasoline://guide resource for details."
 )
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[dict[str, Any]], object]
 
 
 @attrs.define(eq=False)

@@ -314,6 +314,7 @@ class ToolRegistry:
                     limiter.acquire(connection)
                 limiter.acquire(client_id)
         except GasolineError as e:
+            assert limiter is not None  # only the limiter raises here
             refused = limiter.refused.get(client_id, 0)
             if refused == 1 or refused % 100 == 0:
                 log.info("client {cid} hit the tool rate limit ({limit} calls per {window:g} s; "

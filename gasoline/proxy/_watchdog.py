@@ -148,7 +148,7 @@ def _clear(group: int, grace: float, stopping: list[int]) -> None:
     _reap()
 
 
-def _limits(options: list[str]) -> list[tuple[int, int]]:
+def _limits(options: list[str]) -> list[tuple[int, int, int]]:
     import resource
 
     out = []

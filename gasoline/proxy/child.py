@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import orjson
@@ -57,10 +58,10 @@ GROUP_WAIT_TRIES = 100
 WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_watchdog.py")
 
 
-def child_env(extra: dict[str, str], environ: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(extra: dict[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The allowlisted part of C{environ} (the daemon's), then the server's C{extra}."""
-    environ = os.environ if environ is None else environ  # type: ignore[assignment]
-    env = {k: environ[k] for k in ENV_ALLOWLIST if k in environ}
+    source = os.environ if environ is None else environ
+    env = {k: source[k] for k in ENV_ALLOWLIST if k in source}
     env.update(extra)
     return env
 
@@ -386,7 +387,7 @@ class ChildServer(ServerPeer):
 
     def _after_group_gone(self, pgid: int | None, then: Callable[[], None], tries: int) -> None:
         alive = pgid is not None
-        if alive:
+        if pgid is not None:
             try:
                 os.killpg(pgid, 0)
             except OSError:  # ProcessLookupError: gone; PermissionError: not ours any more

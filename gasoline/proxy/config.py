@@ -233,7 +233,7 @@ def parse_server(name: str, raw: Any, source: str,
     if url is not None:
         # No type: streamable HTTP, falling back to the legacy SSE transport (auto).
         kw["transport"] = {"sse": "sse", "http": "streamable-http",
-                           "streamable-http": "streamable-http"}.get(raw.get("type"), "auto")
+                           "streamable-http": "streamable-http"}.get(str(raw.get("type")), "auto")
     if "args" in raw:
         kw["args"] = tuple(_substitute_env(a, environ, missing)
                            for a in _str_list(source, f"{where}.args", raw["args"]))

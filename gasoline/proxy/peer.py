@@ -376,8 +376,9 @@ class ServerPeer:
     def _down_error(self) -> ChildDown:
         why = self.last_error or "not running"
         tail = self.stderr_tail(800).strip()
+        details: dict[str, Any] = {self.diagnostics: tail}
         return ChildDown(f"server {self.name} is unavailable ({why})", server=self.name,
-                         state=self.state, **{self.diagnostics: tail})
+                         state=self.state, **details)
 
     def _stderr(self, data: bytes) -> None:
         self._stderr_buf.append(data)
@@ -398,7 +399,7 @@ class ServerPeer:
             return
         if "method" in msg:
             method = msg.get("method")
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            params = raw_params if isinstance(raw_params := msg.get("params"), dict) else {}
             if not isinstance(method, str):
                 return
             if "id" in msg:
@@ -421,7 +422,7 @@ class ServerPeer:
             return
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
-            code = err.get("code") if isinstance(err.get("code"), int) else -32603
+            code = raw_code if isinstance(raw_code := err.get("code"), int) else -32603
             d.errback(JsonRpcError(code, str(err.get("message", "error")), err.get("data")))
         else:
             d.callback(msg.get("result"))

@@ -24,12 +24,13 @@ server, restarts with back-off) is L{gasoline.proxy.peer.ServerPeer}'s. This mod
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.protocol import Protocol
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
@@ -83,13 +84,13 @@ class _Body(Protocol):
 
     def connectionMade(self) -> None:
         if self.aborted:
-            self.transport.stopProducing()
+            cast(IPushProducer, self.transport).stopProducing()  # a response body's producer
 
     def dataReceived(self, data: bytes) -> None:
         if not self.aborted:
             self._on_data(data)
 
-    def connectionLost(self, reason: Failure) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         from twisted.web.client import ResponseDone  # loaded by now: a response
 
         if self.done.called:
@@ -102,7 +103,7 @@ class _Body(Protocol):
     def abort(self) -> None:
         self.aborted = True
         if self.transport is not None:
-            self.transport.stopProducing()
+            cast(IPushProducer, self.transport).stopProducing()
 
 
 class _Stream:
@@ -355,7 +356,13 @@ class RemoteServer(ServerPeer):
             d.addTimeout(SEND_TIMEOUT, self.reactor)
         if message.get("method") == "notifications/initialized":
             gate = self._gate = Deferred()
-            d.addBoth(lambda r: (gate.called or gate.callback(None), r)[1])
+
+            def open_gate(result: object) -> object:
+                if not gate.called:
+                    gate.callback(None)
+                return result
+
+            d.addBoth(open_gate)
 
         def answered(response: Any) -> Any:
             if run is not self._run:

@@ -103,7 +103,7 @@ class ProxySession:
         new: dict[str, Tool] = {}
         for agg, (server, tool) in table.items():
             d = defs[(server, tool)]
-            schema = d.get("inputSchema") if isinstance(d.get("inputSchema"), dict) else \
+            schema = raw_schema if isinstance(raw_schema := d.get("inputSchema"), dict) else \
                 {"type": "object"}
             desc = d.get("description") if isinstance(d.get("description"), str) else ""
             new[agg] = Tool(
@@ -273,7 +273,7 @@ class ProxySession:
             self._next_token += 1
             mine = f"{self.session_id[:8]}-r{self._next_token}"
             self._relay_progress[mine] = (child, token)
-            params = {**params, "_meta": {**meta, "progressToken": mine}}
+            params = {**params, "_meta": {**(meta or {}), "progressToken": mine}}
         try:
             d = self._relay(server, capability, method, params, ctx)
         except Exception:

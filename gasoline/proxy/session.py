@@ -309,7 +309,7 @@ class ProxyManager:
         return peer
 
     def _shared_request(self, name: str, child: ServerPeer, method: str, params: dict[str, Any],
-                        origin: Any) -> Any:
+                        origin: tuple[ProxySession, Any] | None) -> Any:
         """A request (sampling, elicitation) from a shared server: to the session it is about.
 
         A streamable HTTP server sends its requests about a call on that call's answer stream,
@@ -474,7 +474,7 @@ class ProxyManager:
                 continue
             body = {k: item.get(k) for k in ("workingDirectory", "clientInfo", "capabilities",
                                               "preferences") if item.get(k) is not None}
-            mcp_state = dict(item.get("mcp")) if isinstance(item.get("mcp"), dict) else {}
+            mcp_state = dict(raw_mcp) if isinstance(raw_mcp := item.get("mcp"), dict) else {}
             mcp_state["tools"] = item.get("tools") if isinstance(item.get("tools"), dict) else {}
             try:
                 self.create(body, session_id=item["sessionId"], restored=mcp_state)
@@ -492,7 +492,7 @@ class _ProxyService(MultiService):
     """Saves the sessions (for a restart), then ends them all (stopping every child) when the
     daemon stops; its child service writes C{proxy-sessions.json} on a timer."""
 
-    name = "proxy-sessions"
+    name = "proxy-sessions"  # type: ignore[assignment]  # Twisted types Service.name as None
 
     def __init__(self, manager: ProxyManager) -> None:
         super().__init__()

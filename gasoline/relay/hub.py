@@ -44,7 +44,7 @@ from __future__ import annotations
 import itertools
 import re
 import secrets
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeGuard
 
 import attrs
 import orjson
@@ -87,7 +87,7 @@ GATED_DOMAINS = frozenset({
     "Preload", "Profiler", "Runtime", "Security", "ServiceWorker", "WebAuthn",
 })
 #: Chrome's default auto-attach filter: everything but the browser and tab targets.
-DEFAULT_FILTER = ({"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {})
+DEFAULT_FILTER: tuple[dict[str, Any], ...] = ({"type": "browser", "exclude": True}, {"type": "tab", "exclude": True}, {})
 
 
 #: The keys of L{Relay.counts}.
@@ -326,13 +326,13 @@ class Relay:
         if peer is not self.extension or not isinstance(message, dict):
             return
         if "id" in message and "method" not in message:
-            d = self._pending.pop(message.get("id"), None) if _is_int(message.get("id")) else None
+            d = self._pending.pop(mid, None) if _is_int(mid := message.get("id")) else None
             if d is None:
                 return
             error = message.get("error")
             if error is not None:
                 err = error if isinstance(error, dict) else {}
-                code = err.get("code") if _is_int(err.get("code")) else SERVER_ERROR
+                code = raw_code if _is_int(raw_code := err.get("code")) else SERVER_ERROR
                 d.errback(CDPError(str(err.get("message") or error), code))
             else:
                 result = message.get("result")
@@ -512,7 +512,7 @@ class Relay:
                         self._announce_child(session, child, event_params)
             return
         if method == "Target.detachedFromTarget":
-            child = event_params.get("sessionId")
+            child = str(event_params.get("sessionId"))
             target.children.pop(child, None)
             target.contexts.pop(child, None)
             for session in self._sessions_on(target, child):
@@ -535,7 +535,8 @@ class Relay:
                 target.contexts.setdefault(chrome_session, {})[ctx["id"]] = ctx
         elif method == "Runtime.executionContextDestroyed":
             ctx_id = params.get("executionContextId")
-            target.contexts.get(chrome_session, {}).pop(ctx_id, None)
+            if _is_int(ctx_id):
+                target.contexts.get(chrome_session, {}).pop(ctx_id, None)
         elif method == "Runtime.executionContextsCleared":
             target.contexts.pop(chrome_session, None)
 
@@ -749,6 +750,7 @@ class Relay:
             parent.auto_attach = dict(params) if auto else None
             if not auto or was is not None:
                 return {}
+            assert parent.target is not None  # a tab session has its target
             targets = [parent.target]
         pending = [self._auto_attach(client, t, params, parent) for t in targets]
         if not pending:
@@ -846,6 +848,7 @@ class Relay:
         if session is None:
             raise CDPError("No session with given id", INVALID_PARAMS)
         if session.kind == "child":
+            assert session.target is not None and session.parent is not None  # a child has both
             # A child target (worker, iframe) is Chrome's: detach it there for this client only
             # when no other client holds it.
             others = [s for s in self._sessions_on(session.target, session.chrome_session)
@@ -911,6 +914,7 @@ class Relay:
         if session.kind == "browser":
             return self._root_command(client, method, params)
         target = session.target
+        assert target is not None  # every session but the browser's has a target
         if session.kind == "tab":
             if method == "Target.setAutoAttach":
                 return self._set_auto_attach(client, params, parent=session)
@@ -963,6 +967,7 @@ class Relay:
         """C{Target.setAutoAttach} on a page (or child) session: Chrome's child targets."""
         auto = _auto_attach_flag(params)
         was = session.auto_attach
+        assert session.target is not None  # a page or child session
         session.auto_attach = dict(params) if auto else None
         others = [s for s in self._sessions_on(session.target, session.chrome_session)
                   if s is not session and s.auto_attach is not None]
@@ -982,6 +987,7 @@ class Relay:
         return d
 
     def _forward(self, session: Session, method: str, params: dict) -> Deferred:
+        assert session.target is not None  # only a target's session forwards
         request: dict[str, Any] = {"tabId": session.target.tab_id, "method": method,
                                    "params": params}
         if session.chrome_session is not None:
@@ -1035,7 +1041,7 @@ _BROWSER_ONLY_TARGET_METHODS = frozenset({
 })
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -437,7 +437,7 @@ def audit_events(violations: Iterable[Any], url: str, tab_id: Any, at: float) ->
     for v in violations:
         if not isinstance(v, dict):
             continue
-        severity = _IMPACT.get(v.get("impact"), "medium")
+        severity = _IMPACT.get(str(v.get("impact")), "medium")
         nodes = v.get("nodes")
         count = len(nodes) if isinstance(nodes, list) else 0
         message = f"{_text(v.get('id'), 100)}: {_text(v.get('help') or v.get('description'), 500)}"

@@ -40,7 +40,7 @@ import hmac
 import os
 from collections import deque
 from itertools import chain
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import orjson
 from twisted.internet.defer import Deferred
@@ -60,6 +60,10 @@ from gasoline.streaming.events import (
 )
 from gasoline.streaming.subscription import Matcher, Subscription
 from gasoline.streaming.tally import Batch, Key, KeySpec, Tally
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.notify import Notifier
 
 log = Logger()
 
@@ -189,7 +193,7 @@ class AgentStream:
 class Streaming:
     """Every agent's streaming state. All methods run on the reactor thread."""
 
-    def __init__(self, clock: IReactorTime, notifier: Any, registry: Any,
+    def __init__(self, clock: IReactorTime, notifier: Notifier, registry: ClientRegistry,
                  sessions: Mapping[str, Any],
                  redact_text: Callable[[str], str] | None = None,
                  inbox_size: int = DEFAULT_INBOX) -> None:
@@ -344,12 +348,8 @@ class Streaming:
             for cid in [c for c in self.agents if c not in seen]:  # expired clients
                 self._drop(self.agents.pop(cid))
             self._active = tuple(self.agents.values())
-            types: set[str] | None = set()
-            for agent in self._active:
-                if agent.matcher.types is None:
-                    types = None
-                    break
-                types.update(agent.matcher.types)
+            types = None if any(a.matcher.types is None for a in self._active) else \
+                {t for a in self._active for t in a.matcher.types or ()}
             self._wanted_types = None if types is None else frozenset(types)
             self._wanted_buffers = buffers_for(self._wanted_types)
             if self._spec_stale:
@@ -522,6 +522,7 @@ class Streaming:
     def _count_from(self, agent: AgentStream, now: float) -> None:
         """C{agent}'s window is full: from the next write its events are only tallied, and its
         C{rate_limit_exceeded} notice comes at the end of the window."""
+        assert agent.test is not None  # set with the agent's matcher (_respec)
         self._tally.join(agent, agent.test)
         self._counting_start = min(self._counting_start, agent.window_start)
         self._reopen()
@@ -729,7 +730,12 @@ class Streaming:
             d.callback(None)
             return d
         agent.waiters.append(d)
-        call = self.clock.callLater(seconds, lambda: d.called or d.callback(None))
+
+        def timed_out() -> None:
+            if not d.called:
+                d.callback(None)
+
+        call = self.clock.callLater(seconds, timed_out)
 
         def done(result: Any) -> Any:
             if call.active():

@@ -364,7 +364,8 @@ class Matcher:
                 return False
             if include is not None and not include(e.url):
                 return False
-            return exclude_url is None or not (exclude_url(e.url) or exclude_text(e.message))
+            return exclude_url is None or exclude_text is None \
+                or not (exclude_url(e.url) or exclude_text(e.message))
 
         return predicate
 

@@ -53,12 +53,8 @@ class KeySpec:
 
     def __init__(self, matchers: Iterable[Matcher]) -> None:
         matchers = list(matchers)
-        types: set[str] | None = set()
-        for m in matchers:
-            if m.types is None:
-                types = None
-                break
-            types.update(m.types)
+        types = None if any(m.types is None for m in matchers) else \
+            {t for m in matchers for t in m.types or ()}
         #: None: every type.
         self.types: frozenset[str] | None = None if types is None else frozenset(types)
         self.bits: dict[str, int] = {}
@@ -67,6 +63,7 @@ class KeySpec:
             if m.exclude is None:
                 continue
             pattern = m.subscription.exclude_pattern
+            assert pattern is not None  # an exclusion has its pattern
             bit = self.bits.get(pattern)
             if bit is None:
                 bit = self.bits[pattern] = 1 << len(self.bits)
@@ -86,7 +83,7 @@ class KeySpec:
     def predicate(self, matcher: Matcher) -> Callable[[Key], bool]:
         """C{matcher}'s verdict on keys made under this spec."""
         pattern = matcher.subscription.exclude_pattern
-        xbit = self.bits.get(pattern, 0) if matcher.exclude is not None else 0
+        xbit = self.bits.get(pattern, 0) if pattern is not None and matcher.exclude is not None else 0
         budgets = self.budgets
         bpos = budgets.index(matcher.slow_ms) if matcher.slow_ms in budgets else len(budgets)
         return matcher.key_test(xbit, bpos)

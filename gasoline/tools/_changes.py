@@ -40,7 +40,7 @@ def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
 def compute_changes(ctx: Any, args: dict[str, Any], name: str) -> dict[str, Any]:
     """The diff since checkpoint C{name} (the caller's, or C{client:name})."""
     checkpoint = _checkpoint(ctx, name)
-    cp_heads = checkpoint.get("heads") if isinstance(checkpoint.get("heads"), dict) else {}
+    cp_heads = raw_cp_heads if isinstance(raw_cp_heads := checkpoint.get("heads"), dict) else {}
     n = entries_limit(ctx, args, "last_n")
     entries: dict[str, list[dict[str, Any]]] = {}
     missed: dict[str, int] = {}

@@ -30,7 +30,7 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     registry = app.registry
     server = getattr(ctx.request, "server", None)
     session = ctx.session
-    body = {
+    body: dict[str, Any] = {
         "status": "ok",
         "version": __version__,
         "uptime_seconds": round(now - app.started_at, 3),

@@ -51,6 +51,7 @@ def configure_streaming(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
         return ctx.ok("streaming disabled: you will receive no more browser events",
                       {"configured": True, "streaming_enabled": False, "subscribe": [],
                        "filters": None})
+    assert subscription is not None  # None (disable) configures no agent
     body: dict[str, Any] = {"configured": True, "streaming_enabled": True,
                             "subscribe": list(subscription.types),
                             "filters": subscription.filters(),

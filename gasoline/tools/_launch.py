@@ -43,6 +43,7 @@ class _Collect(ProcessProtocol):
         self.ended: Deferred = Deferred()
 
     def connectionMade(self) -> None:
+        assert self.transport is not None
         self.transport.closeStdin()
 
     def outReceived(self, data: bytes) -> None:

@@ -115,7 +115,7 @@ class LinkValidator:
                 literal = True
             except ValueError:
                 literal = False
-        loopback_name = bool(host) and (host == "localhost" or host.endswith(".localhost"))
+        loopback_name = host is not None and (host == "localhost" or host.endswith(".localhost"))
         if host and not literal and (allow_private or not loopback_name):
             try:
                 resolving = maybeDeferred(self.resolve, host)
@@ -179,7 +179,7 @@ def thread_resolver(reactor: Any) -> Resolver:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
         seen: list[str] = []
         for info in infos:
-            address = info[4][0]
+            address = str(info[4][0])
             if address not in seen:
                 seen.append(address)
         return seen

@@ -124,7 +124,8 @@ def _playbacks(ctx: ToolContext) -> "OrderedDict[str, dict[str, Any]]":
     return mine
 
 
-def configure_playback(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
+def configure_playback(ctx: ToolContext, args: dict[str, Any]
+                       ) -> dict[str, Any] | Deferred[dict[str, Any]]:
     name, recording = recording_named(ctx, args, "playback")
     stop_on_error = ctx.bool_arg(args, "stop_on_error", True)
     from_start = ctx.bool_arg(args, "from_start", True)

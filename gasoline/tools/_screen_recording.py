@@ -160,7 +160,7 @@ def _tick(ctx: Any, rec: ScreenRecording) -> None:
 
 def _entry_summary(kind: str, e: dict[str, Any]) -> dict[str, Any]:
     if kind == "action":
-        keep = ("type", "source", "url", "to_url", "value", "key", "client_id")
+        keep: tuple[str, ...] = ("type", "source", "url", "to_url", "value", "key", "client_id")
     elif kind == "console":
         keep = ("level", "type", "message", "url")
     else:
@@ -255,10 +255,10 @@ def _finish(ctx: Any, rec: ScreenRecording, reason: str) -> Deferred:
 
 def _recording_result(ctx: Any, manifest: dict[str, Any], summary: str) -> dict[str, Any]:
     shown = dict(manifest)
-    timeline = shown.get("timeline") if isinstance(shown.get("timeline"), list) else []
+    timeline = raw_timeline if isinstance(raw_timeline := shown.get("timeline"), list) else []
     shown["timeline"] = timeline[:100]
     shown["timeline_truncated"] = len(timeline) > 100
-    frames = shown.get("frames") if isinstance(shown.get("frames"), list) else []
+    frames = raw_frames if isinstance(raw_frames := shown.get("frames"), list) else []
     shown["frames"] = frames[:100]
     shown["frames_truncated"] = len(frames) > 100
     shown["manifest"] = str(Path(str(manifest.get("directory", ""))) / "manifest.json")

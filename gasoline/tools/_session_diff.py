@@ -39,13 +39,13 @@ def _url_key(entry: dict[str, Any]) -> str | None:
     url = entry.get("url")
     if not isinstance(url, str) or not url:
         return None
-    method = entry.get("method") if isinstance(entry.get("method"), str) else "GET"
+    method = raw_method if isinstance(raw_method := entry.get("method"), str) else "GET"
     return f"{method.upper()[:10]} {url.split('?', 1)[0][:200]}"
 
 
 def _vitals_of(snapshot: dict[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
-    timing = snapshot.get("timing") if isinstance(snapshot.get("timing"), dict) else {}
+    timing = raw_timing if isinstance(raw_timing := snapshot.get("timing"), dict) else {}
     for key in VITAL_KEYS:
         value = timing.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
@@ -152,7 +152,7 @@ def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
     notes = []
 
     def heads_of(cp: dict[str, Any]) -> dict[str, int]:
-        h = cp.get("heads") if isinstance(cp.get("heads"), dict) else {}
+        h = raw_h if isinstance(raw_h := cp.get("heads"), dict) else {}
         return {k: v for k, v in h.items() if isinstance(v, int) and not isinstance(v, bool)}
 
     ha, hb = heads_of(a), heads_of(b)
@@ -182,7 +182,7 @@ def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
                    "count": c.get("count"), "fingerprint": c.get("fingerprint")}
                   for c in clusters if c.get("new_kind")]
     seen_between = {c.get("fingerprint") for c in clusters}
-    a_messages = a.get("error_messages") if isinstance(a.get("error_messages"), dict) else {}
+    a_messages = raw_a_messages if isinstance(raw_a_messages := a.get("error_messages"), dict) else {}
     # Resolved: error kinds known at `from` that did not occur between `from` and `to`.
     resolved = [{"fingerprint": fp, "message": a_messages.get(fp)}
                 for fp in (a.get("error_fingerprints") or []) if isinstance(fp, str)

@@ -62,7 +62,7 @@ def extension_mode(
     params: dict[str, Any],
     describe: Callable[[Any], tuple[str, dict[str, Any]]],
     *,
-    on_submit: Callable[[str], None] | None = None,
+    on_submit: Callable[[str], object] | None = None,
     timeout: float | None = None,
 ) -> Any:
     """Send command C{type} with C{params} for the caller.

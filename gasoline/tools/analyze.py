@@ -128,7 +128,7 @@ def computed_styles(ctx: Any, args: dict[str, Any]) -> Any:
 
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
-        styles = r.get("styles") if isinstance(r.get("styles"), dict) else {}
+        styles = raw_styles if isinstance(raw_styles := r.get("styles"), dict) else {}
         return f"{len(styles)} computed style(s) of {selector!r}", {"computed_styles": r}
 
     return extension_mode(ctx, args, "computed_styles", params, describe)
@@ -148,7 +148,7 @@ def form_issues(discovery: dict[str, Any]) -> list[dict[str, Any]]:
     """Problems visible in a C{form_discovery} result: unlabeled or unnamed fields, passwords
     sent with GET or over plain HTTP, forms without a submit control."""
     issues: list[dict[str, Any]] = []
-    page = discovery.get("url") if isinstance(discovery.get("url"), str) else ""
+    page = raw_page if isinstance(raw_page := discovery.get("url"), str) else ""
     for form in lst(discovery.get("forms")):
         if not isinstance(form, dict):
             continue
@@ -409,7 +409,7 @@ def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
 _ANNOTATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
-def annotations(ctx: Any, args: dict[str, Any]) -> Any:
+def annotations_mode(ctx: Any, args: dict[str, Any]) -> Any:
     params: dict[str, Any] = {"limit": result_limit(ctx, args, 100)}
     tab_id = ctx.int_arg(args, "tab_id", None, 0, 2**53)
     if tab_id is not None:
@@ -436,8 +436,8 @@ def annotation_detail(ctx: Any, args: dict[str, Any]) -> Any:
 
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
-        annotation = r.get("annotation") if isinstance(r.get("annotation"), dict) else r
-        element = annotation.get("element") if isinstance(annotation.get("element"), dict) else {}
+        annotation = raw_annotation if isinstance(raw_annotation := r.get("annotation"), dict) else r
+        element = raw_element if isinstance(raw_element := annotation.get("element"), dict) else {}
         tag = element.get("tag") or "no element"
         return (f"annotation {annotation_id}: {clip(annotation.get('note') or '', 80)!r} on <{tag}>",
                 {"annotation": annotation})
@@ -605,7 +605,7 @@ MODES = nulls_absent({
     "form_validation": form_validation,
     "api_validation": api_validation_mode,
     "changes": changes_mode,
-    "annotations": annotations,
+    "annotations": annotations_mode,
     "annotation_detail": annotation_detail,
     "visual_baseline": visual_baseline,
     "visual_diff": visual_diff,

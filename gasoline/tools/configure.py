@@ -316,7 +316,7 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
                            retry="Delete old ones (checkpoint_action:'delete').")
     store = ctx.app.store
     heads = {n: ring.head for n, ring in store.buffers.items()}
-    counters = {f"{n}_total": ring.head for n, ring in store.buffers.items()}
+    counters: dict[str, float] = {f"{n}_total": ring.head for n, ring in store.buffers.items()}
     errors = [e for e in newest_entries(ctx, CONSOLE, 2000) if e.get("level") == "error"]
     counters["errors_seen"] = len(errors)
     cp = make_checkpoint(name, heads, ctx.now(), counters, errors)

@@ -11,7 +11,7 @@ result and route extension-bound commands to the caller.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import attrs
 import orjson
@@ -20,6 +20,11 @@ from twisted.internet.defer import Deferred
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.tools.runtime import ToolRuntime
+
+if TYPE_CHECKING:
+    from gasoline.core.clients import ClientState
+    from gasoline.mcp.server import RequestContext
+    from gasoline.mcp.session import McpSession
 
 
 def encode_json(data: Any) -> str:
@@ -55,12 +60,12 @@ class ToolContext:
     #: extension, router, clock, config, ...).
     app: Daemon
     #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
-    request: Any
+    request: RequestContext | None
     #: The caller's L{gasoline.core.clients.ClientState}.
-    state: Any
+    state: ClientState
     client_id: str
     #: The caller's L{gasoline.mcp.session.McpSession} (None in unit tests).
-    session: Any = None
+    session: McpSession | None = None
     #: The tool being called and its mode (set by the dispatcher).
     tool: str = ""
     mode: str = ""
@@ -195,10 +200,21 @@ class ToolContext:
 
     # -- argument helpers (shared by every mode module) --------------------------------------
 
+    # With a default, an absent or null argument is the default: the result is never None.
+    @overload
+    @staticmethod
+    def int_arg(args: dict[str, Any], name: str, default: int,
+                lo: int = ..., hi: int = ...) -> int: ...
+    @overload
+    @staticmethod
+    def int_arg(args: dict[str, Any], name: str, default: None = None,
+                lo: int = ..., hi: int = ...) -> int | None: ...
     @staticmethod
     def int_arg(args: dict[str, Any], name: str, default: int | None = None,
                 lo: int = -(2**62), hi: int = 2**62) -> int | None:
-        value = args.get(name, default)
+        value = args.get(name)
+        if value is None:
+            value = default
         if value is None:
             return None
         if isinstance(value, str) and value.strip().lstrip("-").isdecimal() and len(value.strip()) <= 20:
@@ -211,10 +227,20 @@ class ToolContext:
             raise InvalidParam(f"{name} must be between {lo} and {hi}", param=name, value=value)
         return value
 
+    @overload
+    @staticmethod
+    def str_arg(args: dict[str, Any], name: str, default: str,
+                choices: tuple[str, ...] | list[str] | None = None) -> str: ...
+    @overload
+    @staticmethod
+    def str_arg(args: dict[str, Any], name: str, default: None = None,
+                choices: tuple[str, ...] | list[str] | None = None) -> str | None: ...
     @staticmethod
     def str_arg(args: dict[str, Any], name: str, default: str | None = None,
                 choices: tuple[str, ...] | list[str] | None = None) -> str | None:
-        value = args.get(name, default)
+        value = args.get(name)
+        if value is None:
+            value = default
         if value is None:
             return None
         if not isinstance(value, str):
@@ -231,10 +257,20 @@ class ToolContext:
             raise InvalidParam(f"{name} must be a boolean", param=name)
         return value
 
+    @overload
+    @staticmethod
+    def num_arg(args: dict[str, Any], name: str, default: float,
+                lo: float = ..., hi: float = ...) -> float: ...
+    @overload
+    @staticmethod
+    def num_arg(args: dict[str, Any], name: str, default: None = None,
+                lo: float = ..., hi: float = ...) -> float | None: ...
     @staticmethod
     def num_arg(args: dict[str, Any], name: str, default: float | None = None,
                 lo: float = float("-inf"), hi: float = float("inf")) -> float | None:
-        value = args.get(name, default)
+        value = args.get(name)
+        if value is None:
+            value = default
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:

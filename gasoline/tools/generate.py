@@ -109,7 +109,7 @@ def test_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
                    result["script"], {k: v for k, v in result.items() if k != "script"})
 
 
-def har_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+def har_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any] | Deferred[Any]:
     n = _n(ctx, args, DEFAULT_ENTRIES)
     bodies = _url_filter(ctx, args, newest(ctx, NETWORK_BODIES, n, args))
     waterfall = _url_filter(ctx, args, newest(ctx, WATERFALL, n, args))

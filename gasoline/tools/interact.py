@@ -541,7 +541,7 @@ def _page_script(ctx: Any, args: dict[str, Any], script: str, key: str) -> Any:
 
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
-        inner = r.get("result") if isinstance(r.get("result"), dict) else r
+        inner = raw_inner if isinstance(raw_inner := r.get("result"), dict) else r
         return (f"{ctx.mode}: {inner.get('length', 0)} characters of {inner.get('url') or 'the page'}",
                 {"url": inner.get("url"), "title": inner.get("title"), key: inner.get(key),
                  "truncated": inner.get("truncated", False)})

@@ -80,7 +80,7 @@ def _console_match(ctx: ToolContext, args: dict[str, Any], errors_only: bool):
             return False
         if level is not None and lvl != level:
             return False
-        if min_rank is not None and _RANK.get(lvl, 0) < min_rank:
+        if min_rank is not None and _RANK.get(str(lvl), 0) < min_rank:
             return False
         if source is not None and source not in str(e.get("source", "")):
             return False
@@ -114,7 +114,7 @@ def observe_extension_logs(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
         lvl = e.get("level")
         if level is not None and lvl != level:
             return False
-        if min_rank is not None and _RANK.get(lvl, 0) < min_rank:
+        if min_rank is not None and _RANK.get(str(lvl), 0) < min_rank:
             return False
         if source is not None and source not in str(e.get("source", e.get("category", ""))):
             return False

@@ -20,6 +20,11 @@ from gasoline.relay.hub import (
 from gasoline.relay.testing import FakeCDPFailure, FakeExtensionLink, RecordingPeer
 
 
+def _request_timers(clock) -> list:
+    """Pending timers other than the idle reaper's (one per connected client)."""
+    return [c for c in clock.getDelayedCalls() if getattr(c.func, "__name__", "") != "_watch_idle"]
+
+
 @pytest.fixture
 def relay(clock):
     return Relay(clock)
@@ -275,7 +280,7 @@ def test_browser_close_closes_only_that_client_and_its_tabs(relay, ext, clock):
     assert created not in relay.targets and user_tab.tab_id in ext.tabs
     assert b.call("Runtime.evaluate", {"expression": "2"}, session=sb)["result"]["value"] \
         == f"{user_tab.tab_id}:2"
-    assert clock.getDelayedCalls() == []
+    assert _request_timers(clock) == []
 
 
 def test_detach_releases_the_tab_hold_and_notifies_only_that_client(relay, ext):
@@ -357,7 +362,7 @@ def test_vanished_extension_fails_pending_commands_with_a_clear_error(relay, ext
     assert err["code"] == -32602  # the target is gone with the extension
     err = a.error("Target.createTarget", {"url": "about:blank"})
     assert "not connected" in err["message"]
-    assert clock.getDelayedCalls() == []
+    assert _request_timers(clock) == []
 
 
 def test_an_unanswered_command_times_out_with_a_cdp_error(relay, ext, clock):
@@ -371,7 +376,7 @@ def test_an_unanswered_command_times_out_with_a_cdp_error(relay, ext, clock):
     clock.advance(0.2)
     assert "did not answer Runtime.evaluate" in a.peer.responses()[msg]["error"]["message"]
     assert relay.status()["pending"] == 0
-    assert clock.getDelayedCalls() == []
+    assert _request_timers(clock) == []
 
 
 def test_extension_errors_are_passed_through_as_cdp_errors(relay, ext):
@@ -510,7 +515,8 @@ def test_announcement_before_the_create_answer_still_attaches_once(relay, ext):
     ext._next_tab += 1
     from gasoline.relay.testing import FakeTab  # noqa: PLC0415
 
-    tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "", "a")
+    tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "",
+                  a.client.owner_key)
     ext.tabs[tab.tab_id] = tab
     ext.announce()  # announced first: the owner's auto-attach starts
     (attach,) = ext.unanswered
@@ -566,6 +572,6 @@ def test_a_created_tab_announced_again_after_an_extension_reconnect_still_closes
     second = FakeExtensionLink(relay)
     second.tabs = dict(ext.tabs)  # the same browser, a new link (the worker restarted)
     second.connect()
-    assert relay.targets[target_id].owner == "a"
+    assert relay.targets[target_id].owner == a.client.owner_key
     relay.client_lost(a.client)
     assert tab_id not in second.tabs

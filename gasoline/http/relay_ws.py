@@ -16,15 +16,18 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from gasoline.core.identity import DaemonIdentity, b64u
+from gasoline.core.validate import json_tokens
 from gasoline.http.relay import (
     CDP_PREFIX,
     EXTENSION_PATH,
     EXTENSION_PING_INTERVAL,
     EXTENSION_PING_TIMEOUT,
+    EXTENSION_MAX_JSON_TOKENS,
     MAX_CLIENT_MESSAGE,
     MAX_EXTENSION_MESSAGE,
 )
 from gasoline.relay.hub import CLIENT_ID, IRelayPeer, Relay, RelayRefused
+from gasoline.stream import MESSAGE_LIMIT, STALL_SECONDS, BoundedWriter, abort_transport
 
 log = Logger()
 
@@ -36,18 +39,43 @@ def _dumps(message: dict) -> bytes:
         return json.dumps(message).encode()
 
 
+def _notice(dropped: int) -> bytes:
+    return orjson.dumps({"method": "Gasoline.streamingPaused", "params": {
+        "dropped": dropped, "message": f"the reader was too slow: {dropped} messages were not "
+        "sent (the connection was paused at its buffer limit)"}})
+
+
+def stream_writer(protocol: WebSocketServerProtocol, limit: int = MESSAGE_LIMIT,
+                  stall: float = STALL_SECONDS) -> BoundedWriter:
+    """The connection's L{gasoline.stream.BoundedWriter}, registered as its transport's producer
+    in place of the HTTP channel that served the upgrade (which twisted.web leaves there)."""
+    transport = protocol.transport
+
+    def write(payload: bytes) -> None:
+        if protocol.state == WebSocketServerProtocol.STATE_OPEN:
+            protocol.sendMessage(payload, isBinary=False)
+
+    writer = BoundedWriter(protocol.factory.clock, write, lambda: abort_transport(transport),
+                           limit=limit, stall=stall, notice=_notice)
+    if getattr(transport, "producer", None) is not None:
+        transport.unregisterProducer()
+    return writer.attach(transport)
+
+
 @implementer(IRelayPeer)
 class _Peer:
-    """The relay's view of one autobahn connection."""
+    """The relay's view of one autobahn connection: messages go through its bounded writer."""
 
     def __init__(self, protocol: WebSocketServerProtocol) -> None:
         self.protocol = protocol
+        self.writer = stream_writer(protocol)
 
     def send(self, message: dict) -> None:
         if self.protocol.state == WebSocketServerProtocol.STATE_OPEN:
-            self.protocol.sendMessage(_dumps(message), isBinary=False)
+            self.writer.send(_dumps(message))
 
     def close(self, code: int, reason: str) -> None:
+        self.writer.close()
         self.protocol.sendClose(code, reason[:120])
 
 
@@ -89,6 +117,7 @@ class CDPClientProtocol(WebSocketServerProtocol):
 
     def onClose(self, wasClean, code, reason):
         if self.client is not None:
+            self.client.peer.writer.close()
             self.factory.relay.client_lost(self.client)
             self.client = None
 
@@ -121,14 +150,20 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
         return None
 
     def onOpen(self):
-        if self.proof is not None:
-            self.sendMessage(orjson.dumps({"method": "Gasoline.proof",
-                                           "params": {"proof": self.proof}}))
         self.peer = _Peer(self)
+        if self.proof is not None:
+            self.peer.writer.send(orjson.dumps({"method": "Gasoline.proof",
+                                                "params": {"proof": self.proof}}))
         self.factory.relay.extension_attached(self.peer)
 
     def onMessage(self, payload, isBinary):
         if self.peer is None or isBinary:
+            return
+        if json_tokens(payload) > EXTENSION_MAX_JSON_TOKENS:
+            # The same structural limit as HTTP bodies (scaled for Chrome's big answers): no
+            # message costs the reactor more than a bounded time to decode.
+            log.warn("relay: the extension sent a message of more than {n} JSON values; dropped",
+                     n=EXTENSION_MAX_JSON_TOKENS)
             return
         try:
             message = orjson.loads(payload)
@@ -139,6 +174,7 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
 
     def onClose(self, wasClean, code, reason):
         if self.peer is not None:
+            self.peer.writer.close()
             self.factory.relay.extension_lost(self.peer)
             self.peer = None
 
@@ -148,6 +184,7 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool) -> Web
     factory.protocol = protocol
     factory.relay = relay
     factory.identity = None
+    factory.clock = clock
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
         perMessageCompressionAccept=lambda offers: None,  # loopback: compression only costs

@@ -410,3 +410,47 @@ def test_a_closed_events_stream_leaves_nothing_behind(app, clock):
     assert writer.closed and writer.pending_bytes == 0
     assert writer not in resource.open and len(agent.listeners) == 0
     assert not writer._pending  # the buffer itself is gone, not just counted as empty
+
+
+# -- WebSocket messages: the structural JSON limit and a size cap -----------------------------------
+
+
+def _client_frame(payload: bytes) -> bytes:
+    """One masked text frame (mask key 0: the payload goes as is)."""
+    n = len(payload)
+    head = b"\x81" + (bytes([0x80 | n]) if n < 126 else
+                      b"\xfe" + n.to_bytes(2, "big") if n < 65536 else
+                      b"\xff" + n.to_bytes(8, "big"))
+    return head + b"\0\0\0\0" + payload
+
+
+def test_a_websocket_message_of_too_many_json_values_is_refused_without_decoding(clock):
+    from gasoline.core.validate import MAX_JSON_TOKENS  # noqa: PLC0415
+
+    relay = Relay(clock)
+    transport, _ = _ws(clock, b"cdp", cdp_client_resource(relay, clock), "/cdp/c1")
+    transport.clear()
+    body = b'{"id":1,"method":"Runtime.evaluate","params":{"x":[' + b",".join(
+        [b"0"] * (MAX_JSON_TOKENS + 1)) + b"]}}"
+    transport.protocol.dataReceived(_client_frame(body))
+    out = transport.value()
+    assert b"more than %d JSON values" % MAX_JSON_TOKENS in out
+    assert relay.counts["command_errors"] == 1 and "c1" in relay.clients
+    relay.client_lost(relay.clients["c1"])
+
+
+def test_a_websocket_message_over_the_size_cap_closes_the_connection(clock):
+    from gasoline.http.relay import MAX_CLIENT_MESSAGE  # noqa: PLC0415
+
+    relay = Relay(clock)
+    transport, _ = _ws(clock, b"cdp", cdp_client_resource(relay, clock), "/cdp/c2")
+    transport.clear()
+    head = b"\x81\xff" + (MAX_CLIENT_MESSAGE + 1).to_bytes(8, "big") + b"\0\0\0\0"
+    transport.protocol.dataReceived(head + b" " * 1024)  # the length alone is refused
+    out = transport.value()
+    # Refused on its header: a close frame "message too big" (1009), or a dropped connection.
+    assert (out[:1] == b"\x88" and int.from_bytes(out[2:4], "big") == 1009) \
+        or transport.disconnecting, out
+    assert "c2" not in relay.clients or transport.disconnecting
+    for call in clock.getDelayedCalls():
+        call.cancel()

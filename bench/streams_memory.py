@@ -1,7 +1,9 @@
 """
 Memory of slow readers (issue 28 item 4): streams that never read, while a page floods errors.
 
-The real daemon (``twistd -n gasoline``, default options, port 0) gets, before the flood:
+The real daemon (``twistd -n gasoline``, default options, port 0) first takes ``--warm`` console
+errors with no stream open (its console buffer, 100 000 entries by default, is then full: what the
+flood adds to the store from there on is steady state, not growth), then gets, before the flood:
 
  - ``--agents`` agents (connector form: ``X-Gasoline-Client`` + ``X-Gasoline-Connection``), each
    subscribed to error events at the highest rate limit, each with a ``GET /mcp`` stream and a
@@ -20,6 +22,11 @@ Printed: RSS at the start, peak RSS over the start, RSS after the streams closed
 ``bench/results/streams_memory-*.json``. The bound is stated in docs/operations.md ("Slow readers").
 
     .venv/bin/python bench/streams_memory.py [--agents 10] [--seconds 30] [--settle 5]
+                                             [--baseline DIR]
+
+``--baseline DIR`` runs the daemon of another checkout (``PYTHONPATH=DIR``, as bench/ingest.py
+does), e.g. the tree before the bounded writer, to compare (mind the machine's memory: without
+the bound the paused CDP client alone grew by gigabytes in tens of seconds).
 """
 
 from __future__ import annotations
@@ -133,10 +140,11 @@ def paused_cdp_client(port: int) -> socket.socket:
     return sock
 
 
-def flood(port: int, until: float, counts: list[int], ext: FakeExtension | None) -> None:
+def flood(port: int, until: float, counts: list[int], ext: FakeExtension | None,
+          most: int | None = None) -> None:
     conn = HTTPConnection("127.0.0.1", port)
     n = 0
-    while time.monotonic() < until:
+    while time.monotonic() < until and (most is None or n * BATCH < most):
         entries = [{"level": "error", "type": "console", "message": f"TypeError: flood {n}-{k} "
                     + "y" * 120, "url": "https://app.example.test/", "tabId": 1,
                     "ts": "2026-11-27T10:00:00.000Z"} for k in range(BATCH)]
@@ -164,28 +172,45 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=10,
                         help="agents, each with an unread GET /mcp and GET /events stream")
-    parser.add_argument("--seconds", type=float, default=30.0, help="length of the flood")
+    parser.add_argument("--seconds", type=float, default=40.0,
+                        help="length of the flood (longer than the 30 s stall time)")
+    parser.add_argument("--warm", type=int, default=110_000,
+                        help="console errors posted before the streams open (fills the buffer)")
     parser.add_argument("--settle", type=float, default=5.0,
                         help="seconds after the streams close before RSS is read again")
+    parser.add_argument("--baseline", metavar="DIR", help="run another checkout's daemon")
+    parser.add_argument("--no-cdp", action="store_true",
+                        help="no paused CDP client (a control: the flood alone)")
     args = parser.parse_args()
 
     state = Path(tempfile.mkdtemp(prefix="gasoline-bench-streams-"))
-    daemon = DaemonProcess(state / "state").start()
+    env = {"PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else None
+    daemon = DaemonProcess(state / "state", env=env, startup_timeout=60).start()
     streams: list[socket.socket] = []
     ext = None
     try:
         port, pid = daemon.port, daemon.process.pid
+        warmed: list[int] = []
+        warmers = [threading.Thread(target=flood, args=(port, time.monotonic() + 600, warmed, None,
+                                                        args.warm // 4)) for _ in range(4)]
+        for t in warmers:
+            t.start()
+        for t in warmers:
+            t.join()
+        print(f"warm: {sum(warmed):,} console errors stored before the streams open; "
+              f"RSS {rss(pid) / 2**20:.1f} MiB", flush=True)
         ext = FakeExtension(port)
         for i in range(args.agents):
             streams += agent(port, i)
-        cdp = paused_cdp_client(port)
-        streams.append(cdp)
+        if not args.no_cdp:
+            streams.append(paused_cdp_client(port))
         time.sleep(1.0)
         start_rss = rss(pid)
         samples, health = [start_rss], []
         counts: list[int] = []
         until = time.monotonic() + args.seconds
-        senders = [threading.Thread(target=flood, args=(port, until, counts, ext if i == 0 else None))
+        senders = [threading.Thread(target=flood, args=(port, until, counts,
+                                                            ext if i == 0 and not args.no_cdp else None))
                    for i in range(4)]
         began = time.monotonic()
         for t in senders:
@@ -222,11 +247,12 @@ def main() -> int:
                  f"{rate:,.0f}", f"{median(health):.1f}", f"{percentile(health, 99):.1f}",
                  f"{max(health):.1f}", cut]]
         print_table(
-            f"Unread streams while a page floods errors ({args.seconds:.0f} s; RSS in MiB)",
+            f"Unread streams while a page floods errors ({args.seconds:.0f} s; RSS in MiB; "
+            f"{'baseline ' + args.baseline if args.baseline else 'this tree'})",
             ["agents", "streams", "RSS start", "peak over start", "RSS after close",
              "entries/s", "/health p50 ms", "p99 ms", "max ms", "streams cut"], rows)
         path = write_json("streams_memory", {
-            "args": vars(args), "rss_start": start_rss, "rss_peak": peak,
+            "args": vars(args), "tree": args.baseline or "this tree", "rss_start": start_rss, "rss_peak": peak,
             "peak_over_start": peak - start_rss, "rss_with_streams_end": with_streams,
             "rss_after_close": after, "entries_per_s": rate, "health_ms": health,
             "streams": 2 * args.agents + 1, "streams_cut_by_daemon": cut})

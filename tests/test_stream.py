@@ -99,7 +99,7 @@ def test_a_reader_that_takes_nothing_for_the_stall_time_is_disconnected_and_free
     assert not transport.disconnecting
     clock.advance(1)
     assert transport.disconnecting and writer.closed and writer.stalled
-    assert writer.pending_bytes == 0 and not writer._pending
+    assert writer.pending_bytes == 0 and writer.pending_units == 0 and not writer._buffer
     assert transport.producer is None  # unregistered
     assert not writer.send(b"late") and clock.getDelayedCalls() == []
 
@@ -120,7 +120,7 @@ def test_close_unregisters_and_releases_the_buffer_and_the_writer_itself():
         writer.send(b"y" * 10_000)
     assert writer.pending_bytes == 1_000_000
     writer.close()
-    assert transport.producer is None and writer.pending_bytes == 0 and not writer._pending
+    assert transport.producer is None and writer.pending_bytes == 0 and not writer._buffer
     assert clock.getDelayedCalls() == []
     ref = weakref.ref(writer)
     del writer
@@ -409,7 +409,7 @@ def test_a_closed_events_stream_leaves_nothing_behind(app, clock):
     channel.connectionLost(Failure(ConnectionDone()))
     assert writer.closed and writer.pending_bytes == 0
     assert writer not in resource.open and len(agent.listeners) == 0
-    assert not writer._pending  # the buffer itself is gone, not just counted as empty
+    assert not writer._buffer  # the buffer itself is gone, not just counted as empty
 
 
 # -- WebSocket messages: the structural JSON limit and a size cap -----------------------------------

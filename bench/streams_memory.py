@@ -13,7 +13,7 @@ flood adds to the store from there on is steady state, not growth), then gets, b
 
 then 4 keep-alive connections POST ``/logs`` (50 errors per request, the extension's headers) as
 fast as the daemon takes them for ``--seconds``, while the fake extension sends the tab's console
-events to the relay at the same rate. Sampled every 0.25 s: the daemon's RSS; every 0.5 s: a
+events (``Runtime.consoleAPICalled``) to the relay as fast as the daemon reads them. Sampled every 0.25 s: the daemon's RSS; every 0.5 s: a
 ``GET /health`` on a fresh connection (latency). Then every stream is closed and, after
 ``--settle`` seconds, RSS again.
 
@@ -140,8 +140,7 @@ def paused_cdp_client(port: int) -> socket.socket:
     return sock
 
 
-def flood(port: int, until: float, counts: list[int], ext: FakeExtension | None,
-          most: int | None = None) -> None:
+def flood(port: int, until: float, counts: list[int], most: int | None = None) -> None:
     conn = HTTPConnection("127.0.0.1", port)
     n = 0
     while time.monotonic() < until and (most is None or n * BATCH < most):
@@ -152,11 +151,15 @@ def flood(port: int, until: float, counts: list[int], ext: FakeExtension | None,
                                  EXTENSION_HEADERS)
         if status == 200:
             counts.append(BATCH)
-        if ext is not None:
-            for k in range(BATCH):
-                ext.console_event(n * BATCH + k)
         n += 1
     conn.close()
+
+
+def console_events(ext: FakeExtension, until: float) -> None:
+    n = 0
+    while time.monotonic() < until:
+        ext.console_event(n)
+        n += 1
 
 
 def health_ms(port: int) -> float:
@@ -191,7 +194,7 @@ def main() -> int:
     try:
         port, pid = daemon.port, daemon.process.pid
         warmed: list[int] = []
-        warmers = [threading.Thread(target=flood, args=(port, time.monotonic() + 600, warmed, None,
+        warmers = [threading.Thread(target=flood, args=(port, time.monotonic() + 600, warmed,
                                                         args.warm // 4)) for _ in range(4)]
         for t in warmers:
             t.start()
@@ -209,9 +212,10 @@ def main() -> int:
         samples, health = [start_rss], []
         counts: list[int] = []
         until = time.monotonic() + args.seconds
-        senders = [threading.Thread(target=flood, args=(port, until, counts,
-                                                            ext if i == 0 and not args.no_cdp else None))
-                   for i in range(4)]
+        senders = [threading.Thread(target=flood, args=(port, until, counts))
+                   for _ in range(4)]
+        if not args.no_cdp:
+            senders.append(threading.Thread(target=console_events, args=(ext, until)))
         began = time.monotonic()
         for t in senders:
             t.start()

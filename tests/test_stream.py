@@ -214,6 +214,38 @@ def open_mcp_get(app: Any, clock: Clock) -> OpenStream:
                       MCP_STREAM_LIMIT)
 
 
+def open_mcp_post_sse(app: Any, clock: Clock) -> OpenStream:
+    """A C{POST /mcp} tool call whose answer became an SSE stream (it sent progress first)."""
+    from twisted.internet.defer import Deferred  # noqa: PLC0415
+
+    from gasoline.mcp.tools import Tool  # noqa: PLC0415
+
+    held: dict[str, Any] = {}
+
+    def hold(ctx: Any, args: Any) -> Deferred:
+        held["ctx"] = ctx
+        ctx.notify_progress(0, 1)
+        held["answer"] = Deferred()
+        return held["answer"]
+
+    app.mcp.tools.add(Tool("hold", "hold", {"type": "object"}, hold))
+    session = app.mcp.open_session("C", "streamable")
+    app.mcp.handle(session, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t",
+                                                                             "version": "0"}}})
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "hold", "arguments": {}, "_meta": {"progressToken": "p"}}})
+    raw = "\r\n".join(["POST /mcp HTTP/1.1", "Host: 127.0.0.1:7890",
+                        "Accept: application/json, text/event-stream",
+                        "Content-Type: application/json", f"Mcp-Session-Id: {session.session_id}",
+                        "MCP-Protocol-Version: 2025-11-25", f"Content-Length: {len(body)}", "", ""]
+                       ).encode() + body
+    channel, transport = _http(GasolineSite(app.resource, reactor=clock), raw)
+    assert b"text/event-stream" in transport.value(), transport.value()
+    return OpenStream(transport, _request_writer(channel),
+                      lambda n: held["ctx"].notify_progress(1, 2, "m" * n), MCP_STREAM_LIMIT)
+
+
 def open_mcp_legacy_sse(app: Any, clock: Clock) -> OpenStream:
     channel, transport = _http(GasolineSite(app.resource, reactor=clock), _get("/mcp/sse"))
     sid = re.search(rb"/mcp/messages/([^\s]+)", transport.value()).group(1).decode()
@@ -270,6 +302,7 @@ def open_connector_stdout(app: Any, clock: Clock) -> OpenStream:
 STREAM_KINDS: dict[str, Callable[[Any, Clock], OpenStream]] = {
     "GET /events": open_events,
     "GET /mcp": open_mcp_get,
+    "POST /mcp answered as SSE": open_mcp_post_sse,
     "GET /mcp/sse (legacy)": open_mcp_legacy_sse,
     "CDP client WebSocket": open_cdp_client,
     "extension link WebSocket": open_extension_link,

@@ -52,7 +52,7 @@ HEALTHY = {"service-name": "gasoline", "version": "test"}
 def make_lines(max_length=64):
     got, too_long, eofs = [], [], []
     proto = StdioLines(got.append, lambda head, limit: too_long.append((head, limit)),
-                       lambda: eofs.append(1), max_length=max_length)
+                       lambda: eofs.append(1), max_length=max_length, clock=Clock())
     transport = StringTransport()
     proto.makeConnection(transport)
     return proto, transport, got, too_long, eofs
@@ -115,7 +115,7 @@ def test_any_chunking_of_stdin_gives_the_same_lines_and_too_long_reports(lines, 
     events = []
     proto = StdioLines(lambda line: events.append(("line", line)),
                        lambda head, limit: events.append(("too_long", head[:64])),
-                       lambda: None, max_length=64)
+                       lambda: None, max_length=64, clock=Clock())
     proto.makeConnection(StringTransport())
     data = b"".join(line + b"\n" for line in lines)
     pos = 0

@@ -110,9 +110,14 @@ def _connect(site):
     return channel, transport
 
 
+def _complete_a_request(channel) -> None:
+    channel.dataReceived(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+
+
 def test_idle_connections_are_closed_after_the_timeout():
     site, clock = _site()
     channel, transport = _connect(site)
+    _complete_a_request(channel)  # (a connection that never does is cut at the header deadline)
     clock.advance(IDLE_TIMEOUT - 1)
     assert not transport.disconnecting
     clock.advance(2)
@@ -126,6 +131,8 @@ def test_open_connections_are_capped_with_one_log_line():
     try:
         open_ = [_connect(site) for _ in range(3)]
         assert all(c is not None for c in open_)
+        for channel, _ in open_:  # connections that completed a request are never evicted
+            _complete_a_request(channel)
         assert [_connect(site) for _ in range(5)] == [None] * 5
         lines = [e for e in events if "connection cap" in e.get("log_format", "")]
         assert len(lines) == 1 and site.refused_connections == 5

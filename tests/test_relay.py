@@ -20,6 +20,11 @@ from gasoline.relay.hub import (
 from gasoline.relay.testing import FakeCDPFailure, FakeExtensionLink, RecordingPeer
 
 
+def _request_timers(clock) -> list:
+    """Pending timers other than the idle reaper's (one per connected client)."""
+    return [c for c in clock.getDelayedCalls() if getattr(c.func, "__name__", "") != "_watch_idle"]
+
+
 @pytest.fixture
 def relay(clock):
     return Relay(clock)
@@ -275,7 +280,7 @@ def test_browser_close_closes_only_that_client_and_its_tabs(relay, ext, clock):
     assert created not in relay.targets and user_tab.tab_id in ext.tabs
     assert b.call("Runtime.evaluate", {"expression": "2"}, session=sb)["result"]["value"] \
         == f"{user_tab.tab_id}:2"
-    assert clock.getDelayedCalls() == []
+    assert _request_timers(clock) == []
 
 
 def test_detach_releases_the_tab_hold_and_notifies_only_that_client(relay, ext):
@@ -357,7 +362,7 @@ def test_vanished_extension_fails_pending_commands_with_a_clear_error(relay, ext
     assert err["code"] == -32602  # the target is gone with the extension
     err = a.error("Target.createTarget", {"url": "about:blank"})
     assert "not connected" in err["message"]
-    assert clock.getDelayedCalls() == []
+    assert _request_timers(clock) == []
 
 
 def test_an_unanswered_command_times_out_with_a_cdp_error(relay, ext, clock):
@@ -371,7 +376,7 @@ def test_an_unanswered_command_times_out_with_a_cdp_error(relay, ext, clock):
     clock.advance(0.2)
     assert "did not answer Runtime.evaluate" in a.peer.responses()[msg]["error"]["message"]
     assert relay.status()["pending"] == 0
-    assert clock.getDelayedCalls() == []
+    assert _request_timers(clock) == []
 
 
 def test_extension_errors_are_passed_through_as_cdp_errors(relay, ext):
@@ -510,7 +515,8 @@ def test_announcement_before_the_create_answer_still_attaches_once(relay, ext):
     ext._next_tab += 1
     from gasoline.relay.testing import FakeTab
 
-    tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "", "a")
+    tab = FakeTab(ext._next_tab, f"{ext._next_tab:032X}", "about:blank", "",
+                  a.client.owner_key)
     ext.tabs[tab.tab_id] = tab
     ext.announce()  # announced first: the owner's auto-attach starts
     (attach,) = ext.unanswered
@@ -566,7 +572,7 @@ def test_a_created_tab_announced_again_after_an_extension_reconnect_still_closes
     second = FakeExtensionLink(relay)
     second.tabs = dict(ext.tabs)  # the same browser, a new link (the worker restarted)
     second.connect()
-    assert relay.targets[target_id].owner == "a"
+    assert relay.targets[target_id].owner == a.client.owner_key
     relay.client_lost(a.client)
     assert tab_id not in second.tabs
 
@@ -592,3 +598,92 @@ def test_a_cdp_client_is_told_when_the_extension_waits_for_the_user_to_pair(tmp_
         app.router.close()
         app.mcp.close_all()
         app.streaming.stop()
+
+
+# -- private tabs belong to the creator's connection (issue 29 item 4) ------------------------------
+
+
+def test_a_private_tab_whose_closing_failed_is_never_shown_to_a_later_client_with_the_same_id(
+        relay, ext):
+    a = Client(relay, "a")
+    target_id = a.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    tab_id = relay.targets[target_id].tab_id
+    ext.auto = False
+    relay.client_lost(a.client)  # the extension does not close it (the answer never comes)
+    (close,) = [m for m in ext.unanswered if m["method"] == "closeTab"]
+    ext.answer(close, error={"code": -32000, "message": "cannot close"})
+    ext.unanswered.clear()
+    ext.auto = True
+    assert tab_id in ext.tabs and target_id in relay.targets
+    again = Client(relay, "a")  # a later client picks the same id
+    again.call("Target.setDiscoverTargets", {"discover": True})
+    again.call("Target.setAutoAttach", {"autoAttach": True, "flatten": True})
+    assert again.call("Target.getTargets")["targetInfos"] == []
+    assert again.peer.events("Target.targetCreated") == []
+    assert again.peer.events("Target.attachedToTarget") == []
+    assert again.error("Target.attachToTarget", {"targetId": target_id, "flatten": True})["code"] \
+        == -32602
+    assert again.error("Target.closeTarget", {"targetId": target_id})["code"] == -32602
+    assert [t.target_id for t in relay.visible_targets(again.client)] == []
+    ext.announce()  # still listed: nobody sees it, and it is shut once more
+    assert again.call("Target.getTargets")["targetInfos"] == []
+
+
+def test_a_private_tab_listed_with_a_dead_connections_owner_is_closed_not_adopted(relay, ext):
+    a = Client(relay, "a")
+    second = FakeExtensionLink(relay)
+    second.tabs = {}
+    # A tab created by connection "a" of an earlier daemon run (or a 0.7.9 extension's plain id):
+    from gasoline.relay.testing import FakeTab
+
+    for owner in ("a", "a.0123456789abcdef"):
+        tab = FakeTab(500 + len(second.tabs), f"{500 + len(second.tabs):032X}", "about:blank", "",
+                      owner)
+        second.tabs[tab.tab_id] = tab
+    second.connect()
+    assert second.tabs == {}  # both closed by the relay
+    assert a.call("Target.getTargets")["targetInfos"] == []
+
+
+# -- idle CDP clients are reaped --------------------------------------------------------------------
+
+
+def test_idle_cdp_clients_are_disconnected_after_the_bound_and_free_their_slots(clock):
+    from gasoline.relay.hub import DEFAULT_CLIENT_IDLE_TIMEOUT
+
+    relay = Relay(clock)
+    FakeExtensionLink(relay).connect()
+    idle = [Client(relay, f"idle{i}") for i in range(relay.max_clients)]
+    with pytest.raises(RelayRefused):
+        Client(relay, "late")
+    busy = idle[0]
+    for _ in range(int(DEFAULT_CLIENT_IDLE_TIMEOUT // 60) + 1):
+        clock.advance(60)
+        busy.call("Browser.getVersion")  # a client that works is never reaped
+    assert [c.peer.closed[0] for c in idle[1:]] == [4408] * (relay.max_clients - 1)
+    assert busy.peer.closed is None and list(relay.clients) == ["idle0"]
+    late = Client(relay, "late")  # the slots are free again
+    assert late.client.client_id in relay.clients
+    clock.advance(DEFAULT_CLIENT_IDLE_TIMEOUT + 1)
+    assert relay.clients == {} and clock.getDelayedCalls() == []
+
+
+# -- WebSocket messages get the HTTP bodies' structural JSON limit ----------------------------------
+
+
+def test_a_cdp_message_of_too_many_json_values_is_refused_before_decoding(relay, ext, monkeypatch):
+    from gasoline.core.validate import MAX_JSON_TOKENS
+    from gasoline.relay import hub
+
+    a = Client(relay, "a")
+    decoded = []
+    real_loads = hub.orjson.loads
+    monkeypatch.setattr(hub.orjson, "loads", lambda b: decoded.append(len(b)) or real_loads(b))
+    body = b'{"id":1,"method":"Runtime.evaluate","params":{"x":[' + b",".join(
+        [b"0"] * (MAX_JSON_TOKENS + 1)) + b"]}}"
+    relay.client_text(a.client, body)
+    (reply,) = a.peer.sent[-1:]
+    assert reply["id"] is None and str(MAX_JSON_TOKENS) in reply["error"]["message"]
+    assert decoded == []  # never parsed
+    relay.client_text(a.client, b'{"id":2,"method":"Browser.getVersion"}')
+    assert a.peer.sent[-1]["id"] == 2 and "result" in a.peer.sent[-1]

@@ -154,6 +154,19 @@ def test_errors_are_counted_by_kind(tmp_path):
     assert state["agents"][0]["last_calls"][0]["outcome"] == "error"
 
 
+class StreamRequest(DummyRequest):
+    """A DummyRequest that takes the stream's push producer (DummyRequest's own
+    C{registerProducer} keeps resuming a push producer forever)."""
+
+    producer = None
+
+    def registerProducer(self, producer, streaming):
+        self.producer = producer
+
+    def unregisterProducer(self):
+        self.producer = None
+
+
 def _events(request: DummyRequest) -> list[dict]:
     text = b"".join(request.written).decode()
     return [json.loads(line[6:]) for line in text.split("\n") if line.startswith("data: ")]
@@ -162,7 +175,7 @@ def _events(request: DummyRequest) -> list[dict]:
 def test_the_stream_sends_the_state_then_each_change_and_keepalives_when_idle(tmp_path):
     app, clock, treq = make(tmp_path)
     page = page_of(app)
-    request = DummyRequest([b"ui", b"stream"])
+    request = StreamRequest([b"ui", b"stream"])
     page._stream(request)
     assert [e["agents"] for e in _events(request)] == [[]]
     page._tick()
@@ -186,10 +199,10 @@ def test_the_stream_sends_the_state_then_each_change_and_keepalives_when_idle(tm
 def test_open_streams_are_bounded(tmp_path):
     app, clock, treq = make(tmp_path)
     page = page_of(app)
-    requests = [DummyRequest([b"ui", b"stream"]) for _ in range(MAX_STREAMS)]
+    requests = [StreamRequest([b"ui", b"stream"]) for _ in range(MAX_STREAMS)]
     for r in requests:
         page._stream(r)
-    extra = DummyRequest([b"ui", b"stream"])
+    extra = StreamRequest([b"ui", b"stream"])
     page._stream(extra)
     assert extra.responseCode == 503
     assert len(page.streams) == MAX_STREAMS

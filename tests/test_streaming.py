@@ -466,9 +466,17 @@ def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[byt
     from twisted.web.test.requesthelper import DummyRequest
 
     class Request(DummyRequest):
+        producer = None
+
         @property
         def code(self) -> int:  # what twisted.web's Request calls it (the root reports it)
             return self.responseCode or 200
+
+        def registerProducer(self, producer, streaming):  # the stream's push producer
+            self.producer = producer
+
+        def unregisterProducer(self):
+            self.producer = None
 
     request = Request([b"events"])
     request.path = b"/events"

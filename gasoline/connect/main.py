@@ -236,7 +236,8 @@ def _connect(reactor, options: ConnectOptions):
         log.info("stdin closed; unregistering {client_id}", client_id=client_id)
         bridge.stdin_closed().addBoth(stop)
 
-    lines = StdioLines(bridge.line_received, bridge.line_too_long, eof, options["max-line"])
+    lines = StdioLines(bridge.line_received, bridge.line_too_long, eof, options["max-line"],
+                       clock=reactor)
     log.info("gasoline connect {version}: client {client_id} (connection {connection_id}) -> "
              "{url}", version=__version__, client_id=client_id, connection_id=connection_id,
              url=base_url)

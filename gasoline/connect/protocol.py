@@ -6,6 +6,11 @@ raised well above the 16 KiB default, and a longer line does not drop the connec
 end the agent's whole session): the line is discarded up to its newline and answered with a
 JSON-RPC error, and the lines after it are read normally. Stdin EOF and stdout closing are reported
 separately (C{IHalfCloseableProtocol}) so answers still pending can be written after EOF.
+
+Stdout is written through a L{gasoline.stream.BoundedWriter} (given a clock): an agent that stops
+reading makes the connector keep at most L{STDOUT_LIMIT} bytes of lines (later ones are dropped,
+and one C{notifications/message} warning says how many once it reads again); an agent that reads
+nothing for L{STDOUT_STALL_SECONDS} is treated as gone (stdin EOF).
 """
 
 from __future__ import annotations
@@ -13,12 +18,24 @@ from __future__ import annotations
 from typing import Callable
 
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
 from twisted.protocols.basic import LineReceiver
 from zope.interface import implementer
 
+from gasoline.stream import MESSAGE_LIMIT, BoundedWriter
+
 #: Default longest stdin line (bytes). Bigger requests get a JSON-RPC error.
 DEFAULT_MAX_LINE = 8 * 1024 * 1024
+#: Bytes of stdout lines kept while the agent does not read.
+STDOUT_LIMIT = MESSAGE_LIMIT
+#: Seconds the agent may read nothing of stdout (while lines wait) before it counts as gone.
+STDOUT_STALL_SECONDS = 120.0
+
+
+def _notice(dropped: int) -> bytes:
+    return (b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"warning",'
+            b'"logger":"gasoline","data":"gasoline connect: stdout was not read: %d messages '
+            b'were dropped"}}' % dropped)
 
 
 @implementer(IHalfCloseableProtocol)
@@ -32,6 +49,8 @@ class StdioLines(LineReceiver):
         on_too_long: Callable[[bytes, int], None],
         on_eof: Callable[[], None],
         max_length: int | None = None,
+        *,
+        clock: IReactorTime,
     ) -> None:
         self.on_line = on_line
         self.on_too_long = on_too_long
@@ -43,6 +62,19 @@ class StdioLines(LineReceiver):
         self._eof_reported = False
         self.lost = False
         self._lost_waiters: list[Deferred] = []
+        self.clock = clock
+        #: Stdout's bounded writer (set when the transport connects).
+        self.writer: BoundedWriter | None = None
+
+    def connectionMade(self) -> None:
+        transport = self.transport
+        assert transport is not None  # connectionMade: the transport is set
+        delimiter = self.delimiter
+        self.writer = BoundedWriter(
+            self.clock, lambda line: transport.write(line + delimiter),
+            transport.loseConnection, limit=STDOUT_LIMIT, stall=STDOUT_STALL_SECONDS,
+            notice=_notice, size=lambda line: len(line) + 1, on_stall=self._report_eof,
+        ).attach(transport)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -84,6 +116,8 @@ class StdioLines(LineReceiver):
 
     def connectionLost(self, reason=None) -> None:
         self.lost = True
+        if self.writer is not None:
+            self.writer.stopProducing()
         self._report_eof()
         waiters, self._lost_waiters = self._lost_waiters, []
         for d in waiters:
@@ -106,5 +140,5 @@ class StdioLines(LineReceiver):
 
     def write_line(self, data: bytes) -> None:
         """Write one protocol line (C{data} must not contain a newline)."""
-        if self.transport is not None and not self.lost:
-            self.transport.write(data + self.delimiter)
+        if self.writer is not None and not self.lost:
+            self.writer.send(data)

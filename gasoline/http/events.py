@@ -26,6 +26,7 @@ from twisted.web.server import NOT_DONE_YET
 from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.http.json import json_error
 from gasoline.http.keepalive import keepalive_service
+from gasoline.stream import SSE_LIMIT, request_writer, sse_notice
 
 if TYPE_CHECKING:
     from twisted.internet.interfaces import IReactorTime
@@ -40,15 +41,24 @@ def sse_item(item: dict[str, Any]) -> bytes:
         item, option=orjson.OPT_NON_STR_KEYS, default=str) + b"\n\n"
 
 
+def _notice(dropped: int) -> bytes:
+    return sse_notice(dropped, "events (they stay unread in the inbox; reconnect with "
+                      "Last-Event-ID to replay them)")
+
+
 class EventsResource(Resource):
     """Renders C{/events}; mounted at C{root.mounts[b"events"]}."""
 
     isLeaf = True
 
-    def __init__(self, streaming: Streaming, clock: IReactorTime) -> None:
+    def __init__(self, streaming: Streaming, clock: IReactorTime, limit: int = SSE_LIMIT) -> None:
         super().__init__()
         self.streaming = streaming
-        #: Open responses; each gets an SSE comment every
+        self.clock = clock
+        #: Bytes a paused stream keeps (L{gasoline.stream.BoundedWriter}); the events past it
+        #: stay in the agent's inbox (reconnect with C{Last-Event-ID} to read them).
+        self.limit = limit
+        #: Open streams (their L{gasoline.stream.BoundedWriter}); each gets an SSE comment every
         #: L{gasoline.http.keepalive.KEEPALIVE_SECONDS}.
         self.open: set[Any] = set()
         self.keepalive_service = keepalive_service(clock, self.open, "events-sse-keepalive",
@@ -85,14 +95,16 @@ class EventsResource(Resource):
         if state is None:
             return json_error(request, 404, f"unknown client {raw!r}")
         gone = [False]
+        stream: list[Any] = []
 
         def listener(item: dict[str, Any]) -> None:
             if not gone[0]:
-                request.write(sse_item(item))
+                stream[0].send(sse_item(item))
 
         def end() -> None:
             if not gone[0]:
                 gone[0] = True
+                stream[0].close()
                 request.finish()
 
         agent = self.streaming.listen(raw, listener, end)
@@ -103,15 +115,17 @@ class EventsResource(Resource):
         request.setHeader(b"content-type", b"text/event-stream")
         request.setHeader(b"cache-control", b"no-cache")
         request.setHeader(b"x-accel-buffering", b"no")
-        request.write(b"retry: 1000\n\n")
+        writer = request_writer(request, self.clock, limit=self.limit, notice=_notice)
+        stream.append(writer)
+        writer.send(b"retry: 1000\n\n")
         for item in agent.inbox.unread():
             if item["seq"] > since:
-                request.write(sse_item(item))
-        self.open.add(request)
+                writer.send(sse_item(item))
+        self.open.add(writer)
 
         def finished(_: Any) -> None:
             gone[0] = True
-            self.open.discard(request)
+            self.open.discard(writer)
             self.streaming.unlisten(raw, listener)
 
         request.notifyFinish().addBoth(finished)

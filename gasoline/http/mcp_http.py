@@ -46,16 +46,24 @@ from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
 from gasoline.mcp.session import EventStream, McpSession
+from gasoline.stream import request_writer, sse_notice
 
 log = Logger()
 
 #: Largest JSON-RPC body accepted (a 413 beyond it).
 MAX_BODY = 4 * 1024 * 1024
+#: Bytes a paused MCP SSE stream keeps for its reader (L{gasoline.stream.BoundedWriter}).
+MCP_STREAM_LIMIT = 4 * 1024 * 1024
 #: Reconnection delay suggested to SSE clients (the C{retry} field), in milliseconds.
 RETRY_MS = 1000
 _VERSIONS = frozenset(v.encode() for v in KNOWN_VERSIONS)
 _STATELESS = STATELESS_VERSION.encode()
 _JSON = b"application/json"
+
+
+def _notice(dropped: int) -> bytes:
+    return sse_notice(dropped, "messages (they stay in the stream's replay log: reconnect with "
+                      "Last-Event-ID)")
 
 
 def _sse_event(event_id: str, payload: bytes, event: bytes | None = None) -> bytes:
@@ -84,13 +92,17 @@ def _gasoline_error(request, error: GasolineError) -> bytes:
 
 
 class _Finisher:
-    """Finishes one streaming request at most once, and never after the client went away."""
+    """Finishes one streaming request at most once, and never after the client went away.
 
-    __slots__ = ("request", "done")
+    Everything it writes goes through a L{gasoline.stream.BoundedWriter} (the stream's bounded
+    send buffer, paused with the connection, dropped when its reader stalls)."""
 
-    def __init__(self, request) -> None:
+    __slots__ = ("request", "done", "writer")
+
+    def __init__(self, request, clock, limit: int = MCP_STREAM_LIMIT) -> None:
         self.request = request
         self.done = False
+        self.writer = request_writer(request, clock, limit=limit, notice=_notice)
         request.notifyFinish().addBoth(self._gone)
 
     def _gone(self, _: Any) -> None:
@@ -98,11 +110,12 @@ class _Finisher:
 
     def write(self, data: bytes) -> None:
         if not self.done:
-            self.request.write(data)
+            self.writer.send(data)
 
     def finish(self) -> None:
         if not self.done:
             self.done = True
+            self.writer.close()
             self.request.finish()
 
 
@@ -145,7 +158,7 @@ class _PostExchange:
         request = self.request
         _start_sse(request)
         self.stream = stream = self.session.new_stream()
-        finisher = self.finisher or _Finisher(request)
+        finisher = self.finisher or _Finisher(request, self.http.server.clock)
         self.finisher = finisher
         self.http.track(finisher)
 
@@ -153,7 +166,7 @@ class _PostExchange:
             finisher.write(_sse_event(event_id, payload))
 
         stream.attach(writer)
-        request.write(b"retry: %d\n" % RETRY_MS)
+        finisher.write(b"retry: %d\n" % RETRY_MS)
         stream.push(b"")
         stream.closer = finisher.finish
         request.notifyFinish().addBoth(lambda _: stream.detach(writer))
@@ -483,7 +496,7 @@ class McpHTTP(Resource):
             return exchange.sync_body
         if exchange.finisher is None:
             # Still working: answer on an SSE stream when the client takes one, else JSON later.
-            exchange.finisher = _Finisher(request)
+            exchange.finisher = _Finisher(request, self.server.clock)
             if sse_ok:
                 exchange.upgrade()
             request.notifyFinish().addErrback(exchange.client_gone)
@@ -507,7 +520,7 @@ class McpHTTP(Resource):
         if exchange.sync_body is not None:
             return exchange.sync_body
         if exchange.finisher is None:
-            exchange.finisher = _Finisher(request)
+            exchange.finisher = _Finisher(request, self.server.clock)
             request.notifyFinish().addErrback(exchange.client_gone)
         return NOT_DONE_YET
 
@@ -558,9 +571,9 @@ class McpHTTP(Resource):
         _start_sse(request)
         if session.transport == "streamable":
             request.setHeader(b"mcp-session-id", session.session_id.encode())
-        finisher = _Finisher(request)
+        finisher = _Finisher(request, self.server.clock)
         self.track(finisher)
-        request.write(b": gasoline stream\n\n")
+        finisher.write(b": gasoline stream\n\n")
 
         def writer(event_id: str, payload: bytes) -> None:
             finisher.write(_sse_event(event_id, payload))
@@ -603,9 +616,10 @@ class McpHTTP(Resource):
         except GasolineError as e:
             return _gasoline_error(request, e)
         _start_sse(request)
-        finisher = _Finisher(request)
+        finisher = _Finisher(request, self.server.clock)
         self.track(finisher)
-        request.write(b"event: endpoint\ndata: /mcp/messages/" + session.session_id.encode() + b"\n\n")
+        finisher.write(b"event: endpoint\ndata: /mcp/messages/" + session.session_id.encode()
+                       + b"\n\n")
 
         def writer(event_id: str, payload: bytes) -> None:
             finisher.write(_sse_event(event_id, payload, b"message"))

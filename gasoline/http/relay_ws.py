@@ -6,25 +6,29 @@ imports this module at their first request: autobahn is not loaded by an idle da
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.types import ConnectionDeny
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
 from gasoline.core.identity import DaemonIdentity, PairingError, b64u, unb64u
+from gasoline.core.validate import json_tokens
 from gasoline.http.relay_wire import (
     CDP_PREFIX,
     EXTENSION_PATH,
     EXTENSION_PING_INTERVAL,
     EXTENSION_PING_TIMEOUT,
+    EXTENSION_MAX_JSON_TOKENS,
     MAX_CLIENT_MESSAGE,
     MAX_EXTENSION_MESSAGE,
 )
 from gasoline.relay.hub import CLIENT_ID, IRelayPeer, Relay, RelayRefused
+from gasoline.stream import MESSAGE_LIMIT, STALL_SECONDS, BoundedWriter, abort_transport
 
 log = Logger()
 
@@ -36,18 +40,44 @@ def _dumps(message: dict) -> bytes:
         return json.dumps(message).encode()
 
 
+def _notice(dropped: int) -> bytes:
+    return orjson.dumps({"method": "Gasoline.streamingPaused", "params": {
+        "dropped": dropped, "message": f"the reader was too slow: {dropped} messages were not "
+        "sent (the connection was paused at its buffer limit)"}})
+
+
+def stream_writer(protocol: WebSocketServerProtocol, limit: int = MESSAGE_LIMIT,
+                  stall: float = STALL_SECONDS) -> BoundedWriter:
+    """The connection's L{gasoline.stream.BoundedWriter}, registered as its transport's producer
+    in place of the HTTP channel that served the upgrade (which twisted.web leaves there)."""
+    transport = protocol.transport
+
+    def write(payload: bytes) -> None:
+        if protocol.state == WebSocketServerProtocol.STATE_OPEN:
+            protocol.sendMessage(payload, isBinary=False)
+
+    writer = BoundedWriter(protocol.factory.clock, write, lambda: abort_transport(transport),
+                           limit=limit, stall=stall, notice=_notice)
+    if getattr(transport, "producer", None) is not None:
+        # The web server's TCP transport is a consumer (ITransport does not say so).
+        cast(Any, transport).unregisterProducer()
+    return writer.attach(transport)
+
+
 @implementer(IRelayPeer)
 class _Peer:
-    """The relay's view of one autobahn connection."""
+    """The relay's view of one autobahn connection: messages go through its bounded writer."""
 
     def __init__(self, protocol: WebSocketServerProtocol) -> None:
         self.protocol = protocol
+        self.writer = stream_writer(protocol)
 
     def send(self, message: dict) -> None:
         if self.protocol.state == WebSocketServerProtocol.STATE_OPEN:
-            self.protocol.sendMessage(_dumps(message), isBinary=False)
+            self.writer.send(_dumps(message))
 
     def close(self, code: int, reason: str) -> None:
+        self.writer.close()
         self.protocol.sendClose(code, reason[:120])
 
 
@@ -91,6 +121,7 @@ class CDPClientProtocol(WebSocketServerProtocol):
 
     def onClose(self, wasClean, code, reason):
         if self.client is not None:
+            self.client.peer.writer.close()
             self.factory.relay.client_lost(self.client)
             self.client = None
 
@@ -133,14 +164,20 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
         return None
 
     def onOpen(self):
-        if self.proof is not None:
-            self.sendMessage(orjson.dumps({"method": "Gasoline.proof",
-                                           "params": {"proof": self.proof}}))
         self.link = _Peer(self)
+        if self.proof is not None:
+            self.link.writer.send(orjson.dumps({"method": "Gasoline.proof",
+                                                "params": {"proof": self.proof}}))
         self.factory.relay.extension_attached(self.link)
 
     def onMessage(self, payload, isBinary):
         if self.link is None or isBinary:
+            return
+        if json_tokens(payload) > EXTENSION_MAX_JSON_TOKENS:
+            # The same structural limit as HTTP bodies (scaled for Chrome's big answers): no
+            # message costs the reactor more than a bounded time to decode.
+            log.warn("relay: the extension sent a message of more than {n} JSON values; dropped",
+                     n=EXTENSION_MAX_JSON_TOKENS)
             return
         try:
             message = orjson.loads(payload)
@@ -151,6 +188,7 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
 
     def onClose(self, wasClean, code, reason):
         if self.link is not None:
+            self.link.writer.close()
             self.factory.relay.extension_lost(self.link)
             self.link = None
 
@@ -158,15 +196,18 @@ class ExtensionLinkProtocol(WebSocketServerProtocol):
 class _RelayFactory(WebSocketServerFactory):
     """The relay, and for the extension link the daemon's identity, for the protocols."""
 
-    def __init__(self, relay: Relay, identity: DaemonIdentity | None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, relay: Relay, identity: DaemonIdentity | None, clock: IReactorTime,
+                 **kwargs: Any) -> None:
+        super().__init__(reactor=clock, **kwargs)
         self.relay = relay
         self.identity = identity
+        #: The clock of the streams' bounded writers (gasoline.stream).
+        self.clock = clock
 
 
 def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
              identity: DaemonIdentity | None = None) -> _RelayFactory:
-    factory = _RelayFactory(relay, identity, reactor=clock)
+    factory = _RelayFactory(relay, identity, clock)
     factory.protocol = protocol
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,

@@ -7,6 +7,12 @@ C{/logs}' 10 MB, plus one byte so "over the limit" stays detectable); the rest o
 off the connection and discarded, and C{body_length} counts every byte received. The guard
 (L{gasoline.http.guards.Guard}) then answers 413 JSON using the limit of the route
 (L{body_limit_for}), so a client always gets a JSON answer, never a dropped connection.
+
+Connections (L{GasolineChannel}, L{GasolineSite}): a request's headers must all arrive within
+L{HEADER_DEADLINE} seconds of the connection opening (or of the first byte of a later request on
+it), however often bytes trickle in; a connection that never completes a request's headers is
+aborted then. At the connection cap, a new connection evicts the oldest connection that has not
+yet completed a request's headers, so such connections can never hold the cap (slowloris).
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 from io import BytesIO
 
 from twisted.logger import Logger
-from twisted.web import server
+from twisted.web import http, server
+
+from gasoline.stream import abort_transport
 
 _log = Logger()
 
@@ -103,16 +111,89 @@ class GasolineRequest(server.Request):
 IDLE_TIMEOUT = 60
 #: Open connections accepted at once; more are closed at once (one log line per episode).
 MAX_CONNECTIONS = 1000
+#: Seconds from a connection's opening (or from the first byte of a later request on it) to the end
+#: of the request's headers: an absolute deadline, not an idle timer that each byte resets.
+HEADER_DEADLINE = 10.0
+
+
+class GasolineChannel(http.HTTPChannel):
+    """An C{HTTPChannel} with an absolute deadline for each request's headers
+    (L{HEADER_DEADLINE}); see the module docstring.
+
+    @ivar proven: at least one request's headers were received on this connection.
+    """
+
+    header_deadline = HEADER_DEADLINE
+    proven = False
+    _deadline = None
+    #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
+    _between_requests = False
+    #: Called once when the channel completes its first request's headers (the site's bookkeeping).
+    on_proven = None
+
+    def connectionMade(self):
+        super().connectionMade()
+        self._arm()
+
+    def dataReceived(self, data):
+        if self._between_requests:
+            self._between_requests = False
+            self._arm()
+        super().dataReceived(data)
+
+    def allHeadersReceived(self):
+        self._disarm()
+        if not self.proven:
+            self.proven = True
+            if self.on_proven is not None:
+                self.on_proven(self)
+        super().allHeadersReceived()
+
+    def requestDone(self, request):
+        super().requestDone(request)
+        if not self.requests and self.transport is not None:
+            self._between_requests = True  # the keep-alive idle timer governs the wait
+
+    def connectionLost(self, reason):
+        self._disarm()
+        super().connectionLost(reason)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.callLater(self.header_deadline, self._too_slow)
+
+    def _disarm(self) -> None:
+        deadline, self._deadline = self._deadline, None
+        if deadline is not None and deadline.active():
+            deadline.cancel()
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        transport = self.transport
+        if transport is not None:
+            _log.debug("request headers not complete after {s} s: connection closed",
+                       s=self.header_deadline)
+            abort_transport(transport)
 
 
 class GasolineSite(server.Site):
     """C{Site} with L{GasolineRequest}, no tracebacks in error pages, an access log of server
     errors only, an idle timeout (L{IDLE_TIMEOUT}) and a cap on open connections
-    (L{MAX_CONNECTIONS}): past the cap a new connection is closed as soon as it is accepted, so
-    idle sockets can never use up the process's file descriptors."""
+    (L{MAX_CONNECTIONS}): past the cap a new connection evicts the oldest connection that has not
+    completed a request's headers, or, if there is none, is closed as soon as it is accepted, so
+    idle sockets can never use up the process's file descriptors, and connections that never
+    complete a request can never hold the cap. Every request's headers have a deadline
+    (L{GasolineChannel})."""
 
     requestFactory = GasolineRequest
     displayTracebacks = False
+    header_deadline = HEADER_DEADLINE
+
+    def protocol(self):
+        # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
+        channel = GasolineChannel()
+        channel.header_deadline = self.header_deadline
+        return channel
 
     def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
                  **kwargs) -> None:
@@ -122,10 +203,21 @@ class GasolineSite(server.Site):
         self.open_connections = 0
         #: Connections refused at the cap since start.
         self.refused_connections = 0
+        #: Connections evicted at the cap because they had not completed a request's headers.
+        self.evicted_connections = 0
+        #: Open connections that have not completed a request's headers yet, oldest first.
+        self._unproven: dict[GasolineChannel, None] = {}
         self._at_cap = False
 
     def buildProtocol(self, addr):
-        if self.open_connections >= self.max_connections:
+        if self.open_connections >= self.max_connections and self._unproven:
+            oldest = next(iter(self._unproven))
+            del self._unproven[oldest]
+            self.evicted_connections += 1
+            if oldest.transport is not None:
+                oldest.transport.abortConnection()
+            # Its slot frees when the abort completes; this connection takes it meanwhile.
+        elif self.open_connections >= self.max_connections:
             self.refused_connections += 1
             if not self._at_cap:
                 self._at_cap = True
@@ -138,16 +230,22 @@ class GasolineSite(server.Site):
         if channel is None:
             return None
         self.open_connections += 1
+        self._unproven[channel] = None
+        channel.on_proven = self._proven
         lost = channel.connectionLost
 
         def connection_lost(reason, _lost=lost):
             self.open_connections -= 1
+            self._unproven.pop(channel, None)
             if self._at_cap and self.open_connections < self.max_connections * 0.9:
                 self._at_cap = False
             return _lost(reason)
 
         channel.connectionLost = connection_lost
         return channel
+
+    def _proven(self, channel: GasolineChannel) -> None:
+        self._unproven.pop(channel, None)
 
     def getContentFile(self, length):
         return BytesIO()

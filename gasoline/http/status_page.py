@@ -44,6 +44,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
 from gasoline.http.json import json_body, json_error
+from gasoline.stream import request_writer
 
 log = Logger()
 
@@ -53,6 +54,9 @@ TICK = 1.0
 KEEPALIVE = 15.0
 #: Open streams at most (a page per tab is the expected use).
 MAX_STREAMS = 16
+#: Bytes a paused status stream keeps (L{gasoline.stream.BoundedWriter}): a few states; a reader
+#: that does not keep up misses intermediate states, and one that takes nothing is dropped.
+STREAM_LIMIT = 256 * 1024
 #: Recent tool calls shown per agent.
 LAST_CALLS = 5
 
@@ -338,9 +342,10 @@ class StatusPage:
         request.setHeader(b"content-type", b"text/event-stream")
         request.setHeader(b"x-accel-buffering", b"no")
         data, compared = self.state_bytes()
-        request.write(b"retry: 2000\nevent: state\ndata: " + data + b"\n\n")
-        self.streams[request] = [compared, 0.0]
-        request.notifyFinish().addBoth(lambda _: self.streams.pop(request, None))
+        writer = request_writer(request, self.clock, limit=STREAM_LIMIT)
+        writer.send(b"retry: 2000\nevent: state\ndata: " + data + b"\n\n")
+        self.streams[writer] = [compared, 0.0]
+        request.notifyFinish().addBoth(lambda _: self.streams.pop(writer, None))
         return _Pending()
 
     def _tick(self) -> None:
@@ -350,7 +355,7 @@ class StatusPage:
             if not self.streams:
                 return
             data, compared = self.state_bytes()
-            for request, sent in list(self.streams.items()):
+            for writer, sent in list(self.streams.items()):
                 sent[1] += TICK
                 if compared != sent[0]:
                     message = b"event: state\ndata: " + data + b"\n\n"
@@ -359,10 +364,7 @@ class StatusPage:
                 else:
                     continue
                 sent[0], sent[1] = compared, 0.0
-                try:
-                    request.write(message)
-                except Exception:
-                    self.streams.pop(request, None)
+                writer.send(message)
         except Exception:
             log.failure("status page tick failed")
 

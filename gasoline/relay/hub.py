@@ -18,7 +18,10 @@ Isolation
    are attached to it, and of those only to sessions that enabled the event's domain.
  - B{Visibility}: a client sees the targets the extension exposes (tracked tabs with the pilot
    enabled) plus the tabs it created itself with C{Target.createTarget}; tabs another client
-   created are invisible to it.
+   created are invisible to it. A created tab belongs to the client's I{connection} (its
+   L{CDPClient.owner_key}, not its id): it is closed when that connection ends, and a tab whose
+   closing failed is closed again when the extension lists it, never shown to a later client
+   that reuses the id.
 
 Shared state on one tab
 =======================
@@ -62,6 +65,7 @@ from gasoline.common import (
     PARSE_ERROR,
     SERVER_ERROR,
 )
+from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 
 log = Logger()
 
@@ -72,6 +76,9 @@ SESSION_NOT_FOUND = -32001
 DEFAULT_REQUEST_TIMEOUT = 30.0
 #: CDP clients connected at once.
 DEFAULT_MAX_CLIENTS = 16
+#: Seconds a CDP client may send no command before it is disconnected (close code 4408), so idle
+#: connections cannot hold the relay's slots.
+DEFAULT_CLIENT_IDLE_TIMEOUT = 300.0
 #: A client id in a C{/cdp/<id>} path.
 CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The (emulated) browser context every target belongs to.
@@ -159,7 +166,8 @@ class Target:
     tab_id: int
     url: str = ""
     title: str = ""
-    #: The client id that created this tab with C{Target.createTarget} (C{None}: a user's tab).
+    #: The L{CDPClient.owner_key} of the connection that created this tab with
+    #: C{Target.createTarget} (C{None}: a user's tab).
     owner: str | None = None
     #: Runtime execution contexts per Chrome session (C{None}: the tab itself), id -> description.
     contexts: dict[str | None, dict[int, dict]] = attrs.Factory(dict)
@@ -223,6 +231,13 @@ class CDPClient:
     created: set[str] = attrs.Factory(set)
     closed: bool = False
     commands: int = 0
+    #: This connection's key for the tabs it creates (the client id and a random part: a later
+    #: connection with the same id never owns them).
+    owner_key: str = attrs.Factory(lambda self: f"{self.client_id}.{secrets.token_hex(8)}",
+                                   takes_self=True)
+    #: When the client last sent a message (the relay's clock), for the idle reaper.
+    last_active: float = 0.0
+    idle_timer: Any = None
 
     def send(self, message: dict) -> None:
         if not self.closed:
@@ -242,6 +257,8 @@ class Relay:
     clock: IReactorTime
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     max_clients: int = DEFAULT_MAX_CLIENTS
+    #: Seconds without a message after which a client is disconnected (0: never).
+    client_idle_timeout: float = DEFAULT_CLIENT_IDLE_TIMEOUT
     #: Called with the number of connected clients whenever it changes (metrics, tests).
     on_clients_changed: Callable[[int], None] | None = None
     #: Why the extension is not connected when the daemon knows better than "not connected"
@@ -294,7 +311,7 @@ class Relay:
     def visible_targets(self, client: CDPClient | None) -> list[Target]:
         """Targets C{client} may see (C{None}: anyone, i.e. only the user's exposed tabs)."""
         return [t for t in self.targets.values()
-                if t.owner is None or (client is not None and t.owner == client.client_id)]
+                if t.owner is None or (client is not None and t.owner == client.owner_key)]
 
     # ------------------------------------------------------------------------- extension side
 
@@ -412,9 +429,13 @@ class Relay:
                 target = Target(target_id=target_id, tab_id=item["tabId"], url=url, title=title,
                                 owner=self._owner_of(item))
                 self.targets[target_id] = target
-                owner = self.clients.get(target.owner) if target.owner is not None else None
+                owner = self._owner_client(target.owner)
                 if owner is not None:  # (again) a tab of a connected client: it closes with it
                     owner.created.add(target_id)
+                elif target.owner is not None:
+                    # Its creator's connection is gone (closing it at disconnect failed, or the
+                    # daemon restarted): close it now; nobody else may see it meanwhile.
+                    self._fire_and_forget("closeTab", {"tabId": target.tab_id})
                 self._target_appeared(target)
             elif (target.url, target.title) != (url, title):
                 target.url, target.title = url, title
@@ -427,9 +448,16 @@ class Relay:
         owner = item.get("owner")
         return owner if isinstance(owner, str) and owner else None
 
+    def _owner_client(self, owner: str | None) -> CDPClient | None:
+        """The connected client whose connection created a tab of owner C{owner}, if any."""
+        if owner is None:
+            return None
+        client = self.clients.get(owner.rpartition(".")[0])
+        return client if client is not None and client.owner_key == owner else None
+
     def _clients_seeing(self, target: Target) -> list[CDPClient]:
         return [c for c in self.clients.values()
-                if not c.closed and (target.owner is None or target.owner == c.client_id)]
+                if not c.closed and (target.owner is None or target.owner == c.owner_key)]
 
     def _attached(self, client: CDPClient, target: Target) -> bool:
         return any(s.target is target and s.kind == "page" for s in client.sessions.values())
@@ -459,7 +487,7 @@ class Relay:
             for session in [s for s in client.sessions.values()
                             if s.target is target and s.parent is None]:
                 self._detach_session(client, session, chrome=False)
-            if client.discover and (target.owner is None or target.owner == client.client_id):
+            if client.discover and (target.owner is None or target.owner == client.owner_key):
                 for kind in ("page", "tab"):
                     if filter_matches(client.discover_filter, kind):
                         client.send({"method": "Target.targetDestroyed", "params": {
@@ -570,16 +598,34 @@ class Relay:
             raise RelayRefused(4004, f"Client id {client_id} is already connected")
         if len(self.clients) >= self.max_clients:
             raise RelayRefused(4029, f"Too many CDP clients (at most {self.max_clients})")
-        client = CDPClient(client_id=client_id, peer=peer)
+        client = CDPClient(client_id=client_id, peer=peer, last_active=self.clock.seconds())
         self.clients[client_id] = client
+        self._watch_idle(client)
         self._notify_extension_clients()
         return client
+
+    def _watch_idle(self, client: CDPClient) -> None:
+        """Disconnect C{client} once it has sent nothing for L{client_idle_timeout} seconds."""
+        if self.client_idle_timeout <= 0 or client.closed:
+            return
+        due = client.last_active + self.client_idle_timeout - self.clock.seconds()
+        if due > 0:
+            client.idle_timer = self.clock.callLater(due, self._watch_idle, client)
+            return
+        client.idle_timer = None
+        log.info("relay: CDP client {id} sent nothing for {s:.0f} s; disconnected",
+                 id=client.client_id, s=self.client_idle_timeout)
+        self._close_client(client, 4408, f"Idle for {self.client_idle_timeout:.0f} s "
+                           "(no command): disconnected; reconnect to continue")
 
     def client_lost(self, client: CDPClient) -> None:
         """The client's connection closed: release its sessions and close the tabs it created."""
         if self.clients.get(client.client_id) is not client:
             return
         client.closed = True
+        timer, client.idle_timer = client.idle_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
         del self.clients[client.client_id]
         for session in [s for s in client.sessions.values() if s.parent is None]:
             self._detach_session(client, session, chrome=True, notify=False)
@@ -596,7 +642,19 @@ class Relay:
         peer.close(code, reason)
 
     def client_text(self, client: CDPClient, text: str | bytes) -> None:
-        """One WebSocket text message from a CDP client: parse it, answer malformed input."""
+        """One WebSocket text message from a CDP client: parse it, answer malformed input.
+
+        A message with more JSON values than an HTTP body may carry
+        (L{gasoline.core.validate.MAX_JSON_TOKENS}) is refused before it is decoded."""
+        client.last_active = self.clock.seconds()
+        raw = text.encode() if isinstance(text, str) else text
+        if isinstance(raw, (bytes, bytearray, memoryview)) and json_tokens(raw) > MAX_JSON_TOKENS:
+            self.counts["commands"] += 1
+            self.counts["command_errors"] += 1
+            client.send({"id": None, "error": {
+                "code": INVALID_REQUEST, "message": f"Message has more than {MAX_JSON_TOKENS} "
+                "JSON values (the same limit as HTTP request bodies)"}})
+            return
         try:
             message = orjson.loads(text)
         except (orjson.JSONDecodeError, TypeError):
@@ -611,6 +669,7 @@ class Relay:
         """One parsed command from C{client}; the answer is sent to it when ready."""
         if client.closed:
             return
+        client.last_active = self.clock.seconds()
         self.counts["commands"] += 1
         if not isinstance(message, dict):
             self.counts["command_errors"] += 1
@@ -869,7 +928,7 @@ class Relay:
             raise CDPError("Invalid parameters: url: string value expected", INVALID_PARAMS)
         d = self._send_extension("createTab", {"url": url or "about:blank",
                                                "background": params.get("background") is True,
-                                               "owner": client.client_id})
+                                               "owner": client.owner_key})
 
         def created(result: dict):
             target_id, tab_id = result.get("targetId"), result.get("tabId")
@@ -884,11 +943,11 @@ class Relay:
                 # Only its owner can see it: announce it to the owner and answer after the
                 # owner's auto-attach, as Chrome does.
                 target = Target(target_id=target_id, tab_id=tab_id, url=str(result.get("url") or url),
-                                title=str(result.get("title") or ""), owner=client.client_id)
+                                title=str(result.get("title") or ""), owner=client.owner_key)
                 self.targets[target_id] = target
                 pending = self._announce(client, target)
             else:  # the extension's announcement came first (and announced it)
-                target.owner = client.client_id
+                target.owner = client.owner_key
                 in_flight = client.attaching.get((target_id, None))
                 pending = _waiter(in_flight) if in_flight is not None else _succeed(None)
             return pending.addBoth(lambda _: {"targetId": target_id})
@@ -897,7 +956,7 @@ class Relay:
 
     def _close_target(self, client: CDPClient, params):
         target, _kind = self._visible_target(client, params.get("targetId"))
-        if target.owner != client.client_id:
+        if target.owner != client.owner_key:
             raise CDPError("Gasoline relay: a client may close only the tabs it created "
                            "(Target.createTarget); this is one of the user's tabs")
         d = self._send_extension("closeTab", {"tabId": target.tab_id})

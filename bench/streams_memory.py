@@ -1,0 +1,278 @@
+"""
+Memory of slow readers (issue 28 item 4): streams that never read, while a page floods errors.
+
+The real daemon (``twistd -n gasoline``, default options, port 0) first takes ``--warm`` console
+errors with no stream open (its console buffer, 100 000 entries by default, is then full: what the
+flood adds to the store from there on is steady state, not growth), then gets, before the flood:
+
+ - ``--agents`` agents (connector form: ``X-Gasoline-Client`` + ``X-Gasoline-Connection``), each
+   subscribed to error events at the highest rate limit, each with a ``GET /mcp`` stream and a
+   ``GET /events`` stream on raw sockets that are never read;
+ - a fake extension (pairing, the CDP link, one tab) and one CDP client attached to that tab with
+   ``Runtime.enable``, which then stops reading (a paused client);
+
+then 4 keep-alive connections POST ``/logs`` (50 errors per request, the extension's headers) as
+fast as the daemon takes them for ``--seconds``, while the fake extension sends the tab's console
+events (``Runtime.consoleAPICalled``) to the relay as fast as the daemon reads them. Sampled every 0.25 s: the daemon's RSS; every 0.5 s: a
+``GET /health`` on a fresh connection (latency). Then every stream is closed and, after
+``--settle`` seconds, RSS again.
+
+Printed: RSS at the start, peak RSS over the start, RSS after the streams closed, entries/s,
+``/health`` p50/p99/max, whether the daemon cut the stalled readers. Written to
+``bench/results/streams_memory-*.json``. The bound is stated in docs/operations.md ("Slow readers").
+
+    .venv/bin/python bench/streams_memory.py [--agents 10] [--seconds 30] [--settle 5]
+                                             [--baseline DIR]
+
+``--baseline DIR`` runs the daemon of another checkout (``PYTHONPATH=DIR``, as bench/ingest.py
+does), e.g. the tree before the bounded writer, to compare (mind the machine's memory: without
+the bound the paused CDP client alone grew by gigabytes in tens of seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _common import HTTPConnection, median, percentile, print_table, rss, write_json  # noqa: E402
+
+from support import DaemonProcess, open_link, pair  # noqa: E402
+
+from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+
+BATCH = 50
+TAB = {"tabId": 1, "targetId": "0" * 31 + "1", "url": "https://app.example.test/", "title": "app"}
+
+
+def _mcp(port: int, body: dict, headers: dict[str, str]) -> tuple[int, bytes]:
+    conn = HTTPConnection("127.0.0.1", port)
+    try:
+        return conn.request("POST", "/mcp", json.dumps(body).encode(), {
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            **headers})
+    finally:
+        conn.close()
+
+
+def agent(port: int, i: int) -> list[socket.socket]:
+    """One subscribed agent; its two streams, opened and never read."""
+    headers = {"X-Gasoline-Client": f"bench-agent-{i}", "X-Gasoline-Connection": f"conn{i}"}
+    status, body = _mcp(port, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}}, headers)
+    assert status == 200, body
+    _mcp(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+    status, body = _mcp(port, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "configure", "arguments": {"what": "streaming", "enabled": True,
+                                           "subscribe": ["error"], "filters": {"rate_limit": 100}}}},
+                        headers)
+    assert status == 200 and b'"isError":false' in body.replace(b" ", b""), body
+    streams = []
+    for path in ("/mcp", f"/events?client=bench-agent-{i}"):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a reader that takes nothing
+        lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Accept: text/event-stream",
+                 *(f"{k}: {v}" for k, v in headers.items()), "", ""]
+        s.sendall("\r\n".join(lines).encode())
+        streams.append(s)
+    return streams
+
+
+class FakeExtension:
+    """The extension's side of the CDP link: one tab, answers every request, sends events."""
+
+    def __init__(self, port: int) -> None:
+        session, key = pair(port)
+        self.ws = open_link(port, session, key)
+        self.ws.send(json.dumps({"method": "hello", "params": {
+            "product": "Chrome/142.0.0.0", "userAgent": "bench", "targets": [TAB]}}))
+        self.lock = threading.Lock()
+        self.stop = False
+        self.thread = threading.Thread(target=self._answer, daemon=True)
+        self.thread.start()
+
+    def _answer(self) -> None:
+        self.ws.settimeout(0.5)
+        while not self.stop:
+            try:
+                message = json.loads(self.ws.recv())
+            except Exception:
+                continue
+            if "id" in message:
+                with self.lock:
+                    self.ws.send(json.dumps({"id": message["id"], "result": {}}))
+
+    def console_event(self, n: int) -> None:
+        text = json.dumps({"method": "event", "params": {
+            "tabId": 1, "method": "Runtime.consoleAPICalled", "params": {
+                "type": "error", "executionContextId": 1, "timestamp": time.time() * 1000,
+                "args": [{"type": "string", "value": f"bench error {n} " + "x" * 200}]}}})
+        with self.lock:
+            self.ws.send(text)
+
+
+def paused_cdp_client(port: int) -> socket.socket:
+    """A CDP client attached to the tab with Runtime enabled, then reading nothing (raw socket)."""
+    import websocket
+
+    ws = websocket.create_connection(f"ws://127.0.0.1:{port}/cdp/bench-paused", timeout=10)
+    ws.send(json.dumps({"id": 1, "method": "Target.attachToTarget",
+                        "params": {"targetId": TAB["targetId"], "flatten": True}}))
+    session = None
+    while session is None:
+        message = json.loads(ws.recv())
+        if message.get("id") == 1:
+            session = message["result"]["sessionId"]
+    ws.send(json.dumps({"id": 2, "method": "Runtime.enable", "sessionId": session}))
+    while json.loads(ws.recv()).get("id") != 2:
+        pass
+    sock = ws.sock
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    return sock
+
+
+def flood(port: int, until: float, counts: list[int], most: int | None = None) -> None:
+    conn = HTTPConnection("127.0.0.1", port)
+    n = 0
+    while time.monotonic() < until and (most is None or n * BATCH < most):
+        entries = [{"level": "error", "type": "console", "message": f"TypeError: flood {n}-{k} "
+                    + "y" * 120, "url": "https://app.example.test/", "tabId": 1,
+                    "ts": "2026-11-27T10:00:00.000Z"} for k in range(BATCH)]
+        status, _ = conn.request("POST", "/logs", json.dumps({"entries": entries}).encode(),
+                                 EXTENSION_HEADERS)
+        if status == 200:
+            counts.append(BATCH)
+        n += 1
+    conn.close()
+
+
+def console_events(ext: FakeExtension, until: float) -> None:
+    n = 0
+    while time.monotonic() < until:
+        ext.console_event(n)
+        n += 1
+
+
+def health_ms(port: int) -> float:
+    started = time.perf_counter()
+    conn = HTTPConnection("127.0.0.1", port, timeout=30)
+    status, _ = conn.request("GET", "/health", b"", {})
+    conn.close()
+    assert status == 200
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=10,
+                        help="agents, each with an unread GET /mcp and GET /events stream")
+    parser.add_argument("--seconds", type=float, default=40.0,
+                        help="length of the flood (longer than the 30 s stall time)")
+    parser.add_argument("--warm", type=int, default=110_000,
+                        help="console errors posted before the streams open (fills the buffer)")
+    parser.add_argument("--settle", type=float, default=5.0,
+                        help="seconds after the streams close before RSS is read again")
+    parser.add_argument("--baseline", metavar="DIR", help="run another checkout's daemon")
+    parser.add_argument("--no-cdp", action="store_true",
+                        help="no paused CDP client (a control: the flood alone)")
+    args = parser.parse_args()
+
+    state = Path(tempfile.mkdtemp(prefix="gasoline-bench-streams-"))
+    env = {"PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else None
+    daemon = DaemonProcess(state / "state", env=env, startup_timeout=60).start()
+    streams: list[socket.socket] = []
+    ext = None
+    try:
+        port, pid = daemon.port, daemon.process.pid
+        warmed: list[int] = []
+        warmers = [threading.Thread(target=flood, args=(port, time.monotonic() + 600, warmed,
+                                                        args.warm // 4)) for _ in range(4)]
+        for t in warmers:
+            t.start()
+        for t in warmers:
+            t.join()
+        print(f"warm: {sum(warmed):,} console errors stored before the streams open; "
+              f"RSS {rss(pid) / 2**20:.1f} MiB", flush=True)
+        ext = FakeExtension(port)
+        for i in range(args.agents):
+            streams += agent(port, i)
+        if not args.no_cdp:
+            streams.append(paused_cdp_client(port))
+        time.sleep(1.0)
+        start_rss = rss(pid)
+        samples, health = [start_rss], []
+        counts: list[int] = []
+        until = time.monotonic() + args.seconds
+        senders = [threading.Thread(target=flood, args=(port, until, counts))
+                   for _ in range(4)]
+        if not args.no_cdp:
+            senders.append(threading.Thread(target=console_events, args=(ext, until)))
+        began = time.monotonic()
+        for t in senders:
+            t.start()
+        next_health = time.monotonic()
+        while any(t.is_alive() for t in senders):
+            samples.append(rss(pid))
+            if time.monotonic() >= next_health:
+                health.append(health_ms(port))
+                next_health += 0.5
+            time.sleep(0.25)
+        elapsed = time.monotonic() - began
+        peak = max(samples)
+        with_streams = rss(pid)
+        cut = 0
+        for s in streams:  # did the daemon drop the reader that took nothing?
+            s.setblocking(False)
+            try:
+                while True:
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        cut += 1
+                        break
+            except (BlockingIOError, ConnectionResetError) as e:
+                cut += isinstance(e, ConnectionResetError)
+            s.close()
+        streams = []
+        time.sleep(args.settle)
+        after = rss(pid)
+        mib = 1 / (1024 * 1024)
+        rate = sum(counts) / elapsed
+        rows = [[args.agents, 2 * args.agents + 1, f"{start_rss * mib:.1f}",
+                 f"{(peak - start_rss) * mib:.1f}", f"{after * mib:.1f}",
+                 f"{rate:,.0f}", f"{median(health):.1f}", f"{percentile(health, 99):.1f}",
+                 f"{max(health):.1f}", cut]]
+        print_table(
+            f"Unread streams while a page floods errors ({args.seconds:.0f} s; RSS in MiB; "
+            f"{'baseline ' + args.baseline if args.baseline else 'this tree'})",
+            ["agents", "streams", "RSS start", "peak over start", "RSS after close",
+             "entries/s", "/health p50 ms", "p99 ms", "max ms", "streams cut"], rows)
+        path = write_json("streams_memory", {
+            "args": vars(args), "tree": args.baseline or "this tree", "rss_start": start_rss, "rss_peak": peak,
+            "peak_over_start": peak - start_rss, "rss_with_streams_end": with_streams,
+            "rss_after_close": after, "entries_per_s": rate, "health_ms": health,
+            "streams": 2 * args.agents + 1, "streams_cut_by_daemon": cut})
+        print(f"wrote {path}")
+    finally:
+        for s in streams:
+            s.close()
+        if ext is not None:
+            ext.stop = True
+            try:
+                ext.ws.close()
+            except Exception:
+                pass
+        daemon.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

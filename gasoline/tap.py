@@ -374,7 +374,6 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     cap = MAX_CONNECTIONS if fds is None or fds[0] < 0 else \
         max(16, min(MAX_CONNECTIONS, fds[0] - 128))
     site = GasolineSite(gasoline.resource, max_connections=cap)
-    site.displayTracebacks = False
     if needs_tls(config.listen):
         _tls.require()  # makeService without postOptions (the tac file, embedding)
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,

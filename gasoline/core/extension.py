@@ -80,9 +80,9 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
-    #: The daemon identity (gasoline.core.identity.DaemonIdentity, set by C{app.build_http}):
+    #: The daemon identity (gasoline.core.identity.DaemonIdentity, passed by C{app.build}):
     #: pairing state for C{/health} and C{configure health}.
-    identity: Any = attrs.field(default=None, init=False)
+    identity: Any = attrs.field(default=None, kw_only=True)
     #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at
     #: C{q-1} with the process, so the extension forgets the ids it has seen when this changes.
     instance: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)

@@ -4,12 +4,13 @@ The root of the HTTP surface: request guards, then dispatch by the first path se
 Each API is its own object with its own Klein app (ingest, MCP, admin, ...). The root is a leaf
 resource that runs the guards of extension-protocol.md §1 for every request, then hands the request,
 with its full path intact, to the resource mounted for the path's first segment (or to the fallback,
-the extension ingest API). Mounting is explicit: C{app.build} fills C{mounts}.
+the extension ingest API). Mounting is explicit: C{app.build_http} passes every mount (and the
+C{on_response} hook) at construction; nothing is set on the root afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -20,14 +21,16 @@ from gasoline.http.json import json_error
 class GasolineRoot(Resource):
     isLeaf = True
 
-    def __init__(self, guard, fallback: Resource | None = None) -> None:
+    def __init__(self, guard, fallback: Resource | None = None, *,
+                 mounts: Mapping[bytes, Resource] | None = None,
+                 on_response: Callable[[bytes, int], None] | None = None) -> None:
         super().__init__()
         #: first path segment (bytes) -> resource that renders every path under it
-        self.mounts: dict[bytes, Resource] = {}
+        self.mounts: dict[bytes, Resource] = dict(mounts or {})
         self.fallback = fallback
         self.guard = guard
         #: Called as C{on_response(path, code)} once each request is answered (C{/metrics}).
-        self.on_response: Callable[[bytes, int], None] | None = None
+        self.on_response = on_response
 
     def render(self, request):
         body = self._render(request)

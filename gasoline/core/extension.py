@@ -32,7 +32,6 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from zope.interface import implementer
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.common import rfc3339  # re-exported
@@ -43,7 +42,6 @@ from gasoline.core.lifecycle import StopHook
 from gasoline.core.redact import Redactor
 from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
-from gasoline.interfaces import IExtensionLink
 
 log = Logger()
 
@@ -57,7 +55,6 @@ MAX_COMMANDS_PER_SYNC = 50
 MAX_EXTENSION_LOGS_PER_SYNC = 500
 
 
-@implementer(IExtensionLink)
 @attrs.define(eq=False)
 class ExtensionLink:
     """See the module docstring. C{store} is the telemetry store (for C{extension_logs})."""

@@ -246,6 +246,8 @@ class GasolineEndpointService(Service):
         self._pending: Deferred | None = None
         self._port: IListeningPort | None = None
         self._observers: list[Deferred] = []
+        #: The endpoint was asked to listen (by the privileged start, or by the start).
+        self._listen_called = False
 
     def when_listening(self) -> Deferred:
         """A Deferred that fires with the listening port (C{IListeningPort}) once the endpoint
@@ -265,8 +267,9 @@ class GasolineEndpointService(Service):
                 d.callback(outcome)
 
     def privilegedStartService(self) -> None:
-        if self._pending is not None or self._port is not None:
+        if self._listen_called:
             return
+        self._listen_called = True
         super().privilegedStartService()
         result: list = []
         pending = self._endpoint.listen(self._factory)
@@ -299,12 +302,12 @@ class GasolineEndpointService(Service):
         self._notify(outcome)
 
     def startService(self) -> None:
-        if self._pending is None and self._port is None:
-            self.privilegedStartService()
+        self.privilegedStartService()  # once: a no-op after twistd's privileged start
         super().startService()
 
     def stopService(self):
         super().stopService()
+        self._listen_called = False
         if self._pending is not None:
             self._pending.cancel()
         port, self._port = self._port, None

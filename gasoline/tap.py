@@ -24,7 +24,7 @@ if "twisted.scripts.twistd" in sys.modules:
     _tls.defer()
 
 from twisted.application.service import IService, MultiService, Service
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
@@ -248,17 +248,22 @@ class GasolineEndpointService(Service):
         self._observers: list[Deferred] = []
         #: The endpoint was asked to listen (by the privileged start, or by the start).
         self._listen_called = False
+        #: Why the last listen failed (for a L{when_listening} asked afterwards).
+        self._failure: Failure | None = None
 
     def when_listening(self) -> Deferred:
         """A Deferred that fires with the listening port (C{IListeningPort}) once the endpoint
         listens, fails if listening fails, and is cancelled if the service stops first."""
         if self._port is not None:
             return succeed(self._port)
+        if self._failure is not None:
+            return fail(self._failure)
         d: Deferred = Deferred()
         self._observers.append(d)
         return d
 
     def _notify(self, outcome) -> None:
+        self._failure = outcome if isinstance(outcome, Failure) else None
         observers, self._observers = self._observers, []
         for d in observers:
             if isinstance(outcome, Failure):
@@ -270,6 +275,7 @@ class GasolineEndpointService(Service):
         if self._listen_called:
             return
         self._listen_called = True
+        self._failure = None
         super().privilegedStartService()
         result: list = []
         pending = self._endpoint.listen(self._factory)

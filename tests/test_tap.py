@@ -191,4 +191,8 @@ def test_a_listen_that_fails_later_is_logged_and_writes_no_daemon_json(tmp_path)
     assert not (tmp_path / "daemon.json").exists()
     assert late and late[0].check(CannotListenError)
     assert failures and all(f.check(CannotListenError) for f in failures)
+    # Asked after the failure, the answer is the failure, not a Deferred that never fires.
+    after: list = []
+    listening.when_listening().addErrback(after.append)
+    assert after and after[0].check(CannotListenError)
     listening.stopService()

@@ -11,25 +11,35 @@ on an C{ssl:} endpoint. So:
     C{gasoline serve}) before Twisted's reactor and endpoints are imported, makes
     pyOpenSSL look absent to them (C{sys.modules["OpenSSL"] = None}: an C{import} raises
     C{ImportError}, which Twisted treats as "no TLS");
-  - L{require}, called before anything uses TLS, lifts that and gives the modules that already
-    decided what they would have had: C{posixbase}'s C{tls}/C{ssl} (C{listenSSL},
-    C{connectSSL}) and C{endpoints}' TLS names (C{wrapClientTLS}, C{ssl:} strings).
+  - L{require}, called before anything uses TLS, lifts that and has the two modules that already
+    decided run their own import-time decision again (C{importlib.reload}: the module's code
+    re-runs in the same module namespace, so its functions, and the methods of classes already
+    built from it, such as the running reactor's, see what it binds now): C{posixbase}
+    (C{listenSSL}, C{connectSSL}) and C{endpoints} (C{wrapClientTLS}, C{ssl:} strings). Nothing
+    here reads or writes a name of Twisted's; Twisted's own code binds them.
 
 What stays without TLS for the process' life: C{startTLS} on plain TCP connections (the classes of
 C{twisted.internet.tcp} are built at import; nothing in the daemon upgrades a connection), and any
-module that decided at import and is not patched here: C{twisted.web.client} must therefore be
+module that decided at import and is not reloaded here: C{twisted.web.client} must therefore be
 imported only after L{require} (L{require} refuses to go on if it was imported while deferred).
 A process where pyOpenSSL is already loaded (the test suite, an embedding program) is left alone.
+A reload builds new classes in those modules: objects made before L{require} keep the old ones
+(an C{isinstance} check across the two would fail; nothing in the daemon makes one), and the
+running reactor does not start to provide C{IReactorSSL} (its C{listenSSL} works all the same).
 Twisted is pinned (pyproject.toml); C{tests/test_tls_deferred.py} runs a TLS handshake through every
-patched path in a deferred process, so an upgrade that moves these names fails there.
+such path in a deferred process, so an upgrade that changes where the decision is made fails
+there.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 #: Modules that decide about TLS at import and that L{require} cannot fix afterwards.
 _UNFIXABLE = ("twisted.web.client",)
+#: Modules that decide about TLS at import and that L{require} has decide again (reload).
+_DECIDED = ("twisted.internet.posixbase", "twisted.internet.endpoints")
 
 
 def deferred() -> bool:
@@ -59,29 +69,9 @@ def require() -> None:
         raise RuntimeError(f"{', '.join(stale)} was imported while TLS was deferred; import it "
                            "after gasoline._tls.require()")
     del sys.modules["OpenSSL"]
-    from OpenSSL.SSL import Error as SSLError
+    import OpenSSL.SSL  # noqa: F401  (fails here, clearly, if pyOpenSSL is missing)
 
-    from twisted.internet import ssl
-    from twisted.protocols import _sni, tls
-
-    posixbase = sys.modules.get("twisted.internet.posixbase")
-    if posixbase is not None and getattr(posixbase, "tls", None) is None:
-        posixbase.tls = tls  # type: ignore[attr-defined]
-        posixbase.ssl = ssl  # type: ignore[attr-defined]
-    endpoints = sys.modules.get("twisted.internet.endpoints")
-    if endpoints is not None and getattr(endpoints, "TLSMemoryBIOFactory", None) is None:
-        # What endpoints' "else:" branch binds when pyOpenSSL imports.
-        names = dict(
-            SSLError=SSLError, Certificate=ssl.Certificate,
-            CertificateOptions=ssl.CertificateOptions, KeyPair=ssl.KeyPair,
-            PrivateCertificate=ssl.PrivateCertificate,
-            optionsForClientTLS=ssl.optionsForClientTLS,
-            trustRootFromCertificates=ssl.trustRootFromCertificates,
-            SNIConnectionCreator=_sni.SNIConnectionCreator,
-            _TLSServerEndpoint=_sni.TLSServerEndpoint,
-            autoReloadingDirectoryOfPEMs=_sni.autoReloadingDirectoryOfPEMs,
-            _TLSMemoryBIOFactory=tls.TLSMemoryBIOFactory,
-            TLSMemoryBIOFactory=tls.TLSMemoryBIOFactory,
-        )
-        for name, value in names.items():
-            setattr(endpoints, name, value)
+    for name in _DECIDED:
+        module = sys.modules.get(name)
+        if module is not None:
+            importlib.reload(module)

@@ -34,7 +34,8 @@ from gasoline.core.identity import DaemonIdentity
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier
-from gasoline.core.persist import DiskHealth, wire_journals
+from gasoline.core.files import DiskHealth
+from gasoline.core.persist import wire_journals
 from gasoline.core.redact import Redactor
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
@@ -126,11 +127,14 @@ def _global_noise(config: Config, clock: IReactorTime, services: MultiService,
 
 
 def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
-                 stop: Callable[[], Any] | None = None) -> Daemon:
+                 stop: Callable[[], Any] | None = None, *,
+                 on_latency: Callable[[str, float], None] | None = None) -> Daemon:
     """The domain collaborators, their timers added to C{services}.
 
     @param stop: stops the whole daemon (C{POST /shutdown}, C{configure restart}); C{None}
         when the daemon cannot stop itself (unit tests, embedding).
+    @param on_latency: called as C{on_latency(type, seconds)} for each extension answer
+        (L{Metrics.observe_query}).
     """
     # Each write reaches the subscribers (streaming hub, shared logs) on the next reactor turn
     # (NOTIFY_INTERVAL, above).
@@ -150,11 +154,16 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
 
     noise_global, noise_file = _global_noise(config, clock, services, persistence.health)
 
+    # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing"); the
+    # extension link reports its pairing state (/health, configure health).
+    identity = DaemonIdentity.from_state_dir(config.state_dir, clock)
+
     # The extension: liveness, settings, the /sync command channel; and the query router that
     # owns extension-bound calls (q-<n>, one owner each).
-    extension = ExtensionLink(clock, store, CommandQueue(clock), redactor=Redactor().redact_value)
+    extension = ExtensionLink(clock, store, CommandQueue(clock), redactor=Redactor().redact_value,
+                              identity=identity)
     extension.service().setServiceParent(services)
-    router = QueryRouter(clock, extension, registry=registry)
+    router = QueryRouter(clock, extension, registry=registry, on_latency=on_latency)
     router.service().setServiceParent(services)
 
     return Daemon(
@@ -202,63 +211,69 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
                relay: Relay | None = None, proxy: ProxyManager | None = None) -> GasolineRoot:
     """The HTTP surface: guards for every request, then one API per first path segment; the
     extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too; with
-    C{relay}, the CDP hub relay's routes."""
+    C{relay}, the CDP hub relay's routes.
+
+    Every API is built first and the root last, with all its mounts: nothing is set on a
+    component after it is built. The daemon identity is the one L{build_daemon} gave the
+    extension link.
+    """
     config = daemon.config
-    # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing").
-    identity = DaemonIdentity.from_state_dir(config.state_dir, daemon.clock)
-    daemon.extension.identity = identity
+    identity = daemon.extension.identity
+    assert identity is not None  # build_daemon gives the link the daemon's identity
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown, identity=identity)
-    mcp_http = McpHTTP(mcp)
+    mcp_http = McpHTTP(mcp, session_binder=proxy.bind if proxy is not None else None)
     mcp_http.keepalive_service.setServiceParent(services)
-    root = GasolineRoot(guard=Guard.from_config(config), fallback=ingest.resource())
-    root.mounts[b"health"] = HealthAPI(daemon).resource()
-    root.mounts[b"clients"] = ClientsAPI(daemon.registry).resource()
-    root.mounts[b"mcp"] = mcp_http
-    root.mounts[b"pairing"] = PairingAPI(
-        identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource()
-    root.mounts[b"session"] = ProxyAPI(proxy).resource()
-    if proxy is not None:
+    mounts: dict[bytes, Any] = {
+        b"health": HealthAPI(daemon).resource(),
+        b"clients": ClientsAPI(daemon.registry).resource(),
+        b"mcp": mcp_http,
+        b"pairing": PairingAPI(
+            identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource(),
+        b"session": ProxyAPI(proxy).resource(),
+    }
+    if proxy is not None and metrics is not None:
         from gasoline.proxy.metrics import register as register_proxy_metrics
 
-        mcp_http.session_binder = proxy.bind
-        if metrics is not None:
-            register_proxy_metrics(metrics, proxy)
+        register_proxy_metrics(metrics, proxy)
     if metrics is not None:
-        _add_metrics(daemon, mcp, metrics, root, mcp_http, ingest)
+        mounts[b"metrics"] = _metrics_resource(daemon, mcp, metrics, mcp_http, ingest)
     if streaming is not None:
         events = EventsResource(streaming, daemon.clock)
         events.keepalive_service.setServiceParent(services)
-        root.mounts[b"events"] = events
+        mounts[b"events"] = events
     if relay is not None:
         # The CDP hub relay (docs/relay.md): discovery, /cdp/<client-id>, the extension's link.
-        root.mounts[b"json"] = root.mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
-        root.mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
-        root.mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
-    _add_status_page(daemon, mcp, services, root, identity, streaming, relay, proxy)
-    return root
+        mounts[b"json"] = mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
+        mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
+        mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
+    mounts[b""] = mounts[b"ui"] = _status_page(daemon, mcp, services, identity, streaming,
+                                               relay, proxy)
+    return GasolineRoot(guard=Guard.from_config(config), fallback=ingest.resource(),
+                        mounts=mounts,
+                        on_response=metrics.request_done if metrics is not None else None)
 
 
-def _add_status_page(daemon: Daemon, mcp: McpServer, services: MultiService, root: GasolineRoot,
-                     identity: DaemonIdentity, streaming: Streaming | None, relay: Relay | None,
-                     proxy: ProxyManager | None) -> None:
+def _status_page(daemon: Daemon, mcp: McpServer, services: MultiService,
+                 identity: DaemonIdentity, streaming: Streaming | None, relay: Relay | None,
+                 proxy: ProxyManager | None) -> Any:
     """The live status page (docs/status-page.md): C{GET /} and C{/ui/...}, one Klein app."""
     status = StatusPage(daemon, identity=identity, tools=mcp.tools, streaming=streaming,
                         relay=relay, proxy=proxy, api_key=daemon.config.api_key)
     status.timer.setServiceParent(services)
-    root.mounts[b""] = root.mounts[b"ui"] = status.resource()
+    return status.resource()
 
 
-def _add_metrics(daemon: Daemon, mcp: McpServer, metrics: Metrics, root: GasolineRoot,
-                 mcp_http: McpHTTP, ingest: IngestAPI) -> None:
-    """Wire C{metrics} to the components and mount C{GET /metrics} (see gasoline.metrics)."""
+def _metrics_resource(daemon: Daemon, mcp: McpServer, metrics: Metrics, mcp_http: McpHTTP,
+                      ingest: IngestAPI) -> Any:
+    """Register the daemon's collector with C{metrics}; the C{GET /metrics} resource (see
+    gasoline.metrics). The router's latency hook and the root's response hook are passed to
+    them at construction (L{build}, L{build_http})."""
     metrics.registry.register(DaemonCollector(
         metrics, store=daemon.store, registry=daemon.registry, tools=mcp.tools,
         router=daemon.router, extension=daemon.extension, sse=mcp_http, ingest=ingest,
     ))
-    daemon.router.on_latency = metrics.observe_query
-    root.on_response = metrics.request_done
-    root.mounts[b"metrics"] = metrics.resource()
+    return metrics.resource()
 
 
 def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> ProxyManager | None:
@@ -303,13 +318,16 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     @param extend_mcp: adds tools, resources and prompts to the MCP server (tests only).
     """
     services = MultiService()
-    daemon = build_daemon(config, clock, services, stop)
+    # Built in dependency order, each collaborator passed at construction: the metric registry
+    # first (the query router reports latencies to it), then the domain, streaming, the MCP
+    # server, the relay, the proxy and the HTTP surface over all of them.
+    metrics = metrics if metrics is not None else Metrics()
+    daemon = build_daemon(config, clock, services, stop, on_latency=metrics.observe_query)
     sessions: dict[str, McpSession] = {}
     streaming = build_streaming(daemon, sessions, services)
     tools = GasolineTools(daemon, streaming=streaming, launcher=_browser_launcher(config, clock))
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)
-    metrics = metrics if metrics is not None else Metrics()
     register_streaming_metrics(metrics, streaming)
     relay = Relay(clock, not_connected_why=lambda: (
         f"{WAITING_FOR_PAIRING}. {PAIR_FIX}" if daemon.extension.waiting_for_pairing else None))

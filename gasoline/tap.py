@@ -23,14 +23,14 @@ from gasoline import _tls
 if "twisted.scripts.twistd" in sys.modules:
     _tls.defer()
 
-from twisted.application.internet import StreamServerEndpointService
 from twisted.application.service import IService, MultiService, Service
-from twisted.internet.defer import CancelledError
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
-from twisted.internet.interfaces import IStreamServerEndpoint
+from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
 from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
+from twisted.python.failure import Failure
 
 from gasoline import __version__
 from gasoline.app import (
@@ -44,7 +44,7 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.common import positive_duration, positive_int
-from gasoline.core.persist import make_private_dir, write_atomic
+from gasoline.core.files import make_private_dir, write_atomic
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
 from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
@@ -353,35 +353,108 @@ class ListenFailed(SystemExit, Exception):
     """
 
 
-class GasolineEndpointService(StreamServerEndpointService):
-    """Listen on C{--listen} through Twisted's own endpoint service.
+class GasolineEndpointService(Service):
+    """Listen on C{--listen}: C{endpoint.listen(factory)} when the service starts (privileged
+    start, as Twisted's C{StreamServerEndpointService} does), C{stopListening} when it stops.
 
-    A listen failure at start-up becomes one L{ListenFailed} line that names the port and says
-    whether a Gasoline daemon answers there; a pending listen is cancelled on stop.
+    Written here, over the endpoint's public C{listen}, rather than subclassing Twisted's
+    endpoint service, whose listen result and "fail at once" switch are private: a listen
+    failure at start-up becomes one L{ListenFailed} line that names the port and says whether a
+    Gasoline daemon answers there; a pending listen is cancelled on stop; L{when_listening}
+    gives the listening port to whoever needs it (L{DaemonInfoService}).
     """
 
     def __init__(self, endpoint: IStreamServerEndpoint, factory, spec: str,
                  probe: Callable[[str, int], str]) -> None:
-        super().__init__(endpoint, factory)
+        self._endpoint = endpoint
+        self._factory = factory
         self._spec = spec
         self._probe = probe
-        # Fail start-up at once (twistd's strports services do the same).
-        self._raiseSynchronously = True
+        #: The endpoint's listen result while the port is not yet listening.
+        self._pending: Deferred | None = None
+        self._port: IListeningPort | None = None
+        self._observers: list[Deferred] = []
+        #: The endpoint was asked to listen (by the privileged start, or by the start).
+        self._listen_called = False
+        #: Why the last listen failed (for a L{when_listening} asked afterwards).
+        self._failure: Failure | None = None
+
+    def when_listening(self) -> Deferred:
+        """A Deferred that fires with the listening port (C{IListeningPort}) once the endpoint
+        listens, fails if listening fails, and is cancelled if the service stops first."""
+        if self._port is not None:
+            return succeed(self._port)
+        if self._failure is not None:
+            return fail(self._failure)
+        d: Deferred = Deferred()
+        self._observers.append(d)
+        return d
+
+    def _notify(self, outcome) -> None:
+        self._failure = outcome if isinstance(outcome, Failure) else None
+        observers, self._observers = self._observers, []
+        for d in observers:
+            if isinstance(outcome, Failure):
+                d.errback(outcome)
+            else:
+                d.callback(outcome)
 
     def privilegedStartService(self) -> None:
-        try:
-            super().privilegedStartService()
-        except CannotListenError as err:
-            host = err.interface or "127.0.0.1"
-            who = self._probe(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", err.port)
-            raise ListenFailed(port_in_use(host, err.port, self._spec, who)) from None
+        if self._listen_called:
+            return
+        self._listen_called = True
+        self._failure = None
+        super().privilegedStartService()
+        result: list = []
+        pending = self._endpoint.listen(self._factory)
+        pending.addBoth(result.append)  # consumes a failure: handled below or logged
+        if result and isinstance(result[0], Failure):
+            # Listening failed at once (a taken port): fail start-up with one line.
+            self._notify(result[0])
+            err = result[0].value
+            if isinstance(err, CannotListenError):
+                host = err.interface or "127.0.0.1"
+                who = self._probe(host if host not in ("", "0.0.0.0", "::") else "127.0.0.1",
+                                  err.port)
+                raise ListenFailed(port_in_use(host, err.port, self._spec, who))
+            result[0].raiseException()
+        if result:
+            self._listened(result[0])
+            return
+        self._pending = pending
+        pending.addCallback(lambda _: self._listened(result[0]))
+
+    def _listened(self, outcome) -> None:
+        self._pending = None
+        if isinstance(outcome, Failure):
+            if not outcome.check(CancelledError):
+                log.failure("listening on {spec}", outcome, spec=self._spec)
+            self._notify(outcome)
+            return
+        self._port = outcome
+        self._notify(outcome)
+
+    def startService(self) -> None:
+        self.privilegedStartService()  # once: a no-op after twistd's privileged start
+        super().startService()
+
+    def stopService(self):
+        super().stopService()
+        self._listen_called = False
+        if self._pending is not None:
+            self._pending.cancel()
+        port, self._port = self._port, None
+        if port is not None:
+            return port.stopListening()
+        return None
 
 
 class DaemonInfoService(Service):
     """Writes C{<state-dir>/daemon.json} (pid, port, url) once the port listens; removes it on
     stop if it is still this process's."""
 
-    def __init__(self, listening: GasolineEndpointService, state_dir: Path, spec: str) -> None:
+    def __init__(self, listening: GasolineEndpointService | None, state_dir: Path,
+                 spec: str) -> None:
         self._listening = listening
         self._state_dir = state_dir
         self._spec = spec
@@ -392,9 +465,8 @@ class DaemonInfoService(Service):
 
     def startService(self) -> None:
         super().startService()
-        waiting = self._listening._waitingForPort
-        if waiting is not None:
-            waiting.addCallback(self._write).addErrback(
+        if self._listening is not None:
+            self._listening.when_listening().addCallback(self._write).addErrback(
                 lambda f: None if f.check(CancelledError) else log.failure("daemon.json", f))
 
     def _write(self, port):
@@ -476,31 +548,59 @@ class GasolineService(MultiService):
 
 
 def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = None) -> IService:
-    """Build the daemon: its components on the reactor's clock, behind C{--listen}.
+    """Build the daemon from its parsed command line: L{build_service} with the options'
+    L{Config} and log limits.
+
+    Without C{reactor} (twistd, the tac files: the process that runs the daemon), the global
+    reactor is the clock, and once the daemon is built its object graph is frozen out of the
+    collector's generations (L{freeze_startup_heap}). With a C{reactor} (tests, benchmarks on a
+    memory reactor or a C{task.Clock}), nothing process-wide is touched.
 
     @param extend_mcp: adds tools, resources and prompts to the MCP server (the test suite's
         conformance fixtures, through C{tests/conformance.tac}).
     """
-    real = reactor is None
+    daemon_process = reactor is None
     if reactor is None:
         from twisted.internet import (
             reactor,  # the one place this is allowed
         )
-    config = options.config() if isinstance(options, Options) else options
-    if isinstance(options, Options):
-        named = ("--state-dir" if options["state-dir"] else "GASOLINE_STATE_DIR"
-                 if os.environ.get("GASOLINE_STATE_DIR") else "the default state dir")
-    else:
-        named = "the state dir"
+    config = options.config()
+    named = ("--state-dir" if options["state-dir"] else "GASOLINE_STATE_DIR"
+             if os.environ.get("GASOLINE_STATE_DIR") else "the default state dir")
     check_state_dir(Path(config.state_dir), named)
-    if real:
+    if daemon_process:
         check_port_free(config.listen, _probe_gasoline)
+    top = build_service(config, reactor, limits=log_limits(options),
+                        extend_mcp=extend_mcp)
+    if daemon_process:
+        freeze_startup_heap()
+    return top
+
+
+def freeze_startup_heap() -> None:
+    """Move everything built so far (modules, classes, the daemon's object graph) out of the
+    collector's generations: it lives as long as the process, and full collections rescanning
+    it cost ~26 ms each, which showed up as tail latency in every benchmark. Only the daemon's
+    own process does this (L{makeService} on the global reactor); C{gc.get_freeze_count()}
+    tells later code that it did (L{gasoline.core.identity})."""
+    gc.freeze()
+
+
+def build_service(config: Config, reactor, *, limits: LogLimits | None = None,
+                  extend_mcp: ExtendMcp | None = None) -> GasolineService:
+    """The daemon built from C{config} on C{reactor} (its clock and the reactor its endpoint
+    listens with), behind C{config.listen}; nothing process-wide is changed beyond the
+    file-descriptor limit (L{raise_nofile_limit}).
+
+    @param limits: the C{--log-dir} rotation and retention limits (the defaults if not given).
+    @param extend_mcp: as L{makeService}'s.
+    """
     gasoline = build(config, reactor, stop=_reactor_stopper(reactor), extend_mcp=extend_mcp)
     top = GasolineService(gasoline)
     if config.log_dir is not None:
         # Started first and stopped last: server.log sees the whole lifecycle.
-        limits = log_limits(options) if isinstance(options, Options) else LogLimits()
-        logs = LogService(config.log_dir, reactor, limits=limits, publisher=globalLogPublisher)
+        logs = LogService(config.log_dir, reactor, limits=limits or LogLimits(),
+                          publisher=globalLogPublisher)
         logs.attach(gasoline)
         logs.setServiceParent(top)
     gasoline.services.setServiceParent(top)
@@ -510,15 +610,10 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     cap = MAX_CONNECTIONS if fds is None or fds[0] < 0 else \
         max(16, min(MAX_CONNECTIONS, fds[0] - 128))
     site = GasolineSite(gasoline.resource, max_connections=cap)
-    site.displayTracebacks = False
     if needs_tls(config.listen):
         _tls.require()  # makeService without postOptions (the tac file, embedding)
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,
                                         config.listen, _probe_gasoline)
     listening.setServiceParent(top)
     DaemonInfoService(listening, config.state_dir, config.listen).setServiceParent(top)
-    # Everything built so far (modules, classes, the object graph) lives as long as the process.
-    # Moving it out of the collector's generations keeps full collections from rescanning it:
-    # ~26 ms per full collection otherwise, which showed up as tail latency in every benchmark.
-    gc.freeze()
     return top

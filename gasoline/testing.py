@@ -1,6 +1,8 @@
 """
 In-memory doubles that ship with the package (house style: fakes live beside the code), for tests
-and benchmarks: L{FakeExtension} (the browser extension's /sync loop over any HTTP client),
+and benchmarks: L{FakeSessionTools} (the second implementation of
+L{gasoline.interfaces.ISessionTools}, beside the session proxy's), L{FakeExtension} (the browser
+extension's /sync loop over any HTTP client),
 L{StubHTTP} (an in-memory HTTP client of the daemon's own site, built on public Twisted and treq
 APIs) with L{stub_request}, the headers the published extension sends, and L{DaemonProcess}, the real
 daemon as a subprocess on port 0 (for the test suite and the benchmarks alike). Helpers that bind
@@ -27,6 +29,48 @@ from twisted.internet.interfaces import IStreamClientEndpoint
 from twisted.test import iosim
 from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
+
+from gasoline.interfaces import ISessionTools
+
+@implementer(ISessionTools)
+class FakeSessionTools:
+    """Extra tools for one MCP session without the session proxy: each tool answers its
+    arguments back as text (C{"<name> <arguments as JSON>"}); C{progress_seen} keeps the
+    C{notifications/progress} params the session passed on.
+
+    Set it as a session's C{extra_tools} to see what the MCP layer does with a session's own
+    tools (listing after the server's, calls through the registry's processing) without child
+    servers.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        from gasoline.mcp.tools import Tool
+
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.progress_seen: list[dict[str, Any]] = []
+        self._tools = {
+            name: Tool(name=name, description=f"fake session tool {name}",
+                       input_schema={"type": "object"}, handler=self._answer(name), proxied=True)
+            for name in names
+        }
+
+    def _answer(self, name: str) -> Callable[[Any, dict[str, Any]], Any]:
+        def handler(ctx: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+            self.calls.append((name, arguments))
+            text = f"{name} {json.dumps(arguments, sort_keys=True)}"
+            return {"content": [{"type": "text", "text": text}]}
+
+        return handler
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [tool.definition() for tool in self._tools.values()]
+
+    def get(self, name: str) -> Any:
+        return self._tools.get(name)
+
+    def progress(self, params: dict[str, Any]) -> None:
+        self.progress_seen.append(params)
+
 
 #: Headers the published 0.7.9 extension sends on its routes.
 EXTENSION_HEADERS = {

@@ -9,16 +9,13 @@ import stat
 
 import pytest
 from twisted.internet.task import Clock
-from zope.interface.verify import verifyObject
 
 from gasoline.core.clients import (
     ClientRegistry,
-    ClientState,
     client_id_for_cwd,
     new_client_id,
 )
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
-from gasoline.interfaces import IClientRegistry, IClientState
 
 
 def make(tmp_path=None, ttl=60.0, max_clients=3, clock=None):
@@ -30,15 +27,6 @@ def expired_after(clock, registry, seconds):
     """Advance C{seconds}; the ids C{registry.expire} removes then."""
     clock.advance(seconds)
     return registry.expire(clock.seconds())
-
-
-def test_client_state_provides_iclientstate():
-    assert verifyObject(IClientState, ClientState("a", 0.0, 0.0))
-
-
-def test_client_registry_provides_iclientregistry():
-    _, registry = make()
-    assert verifyObject(IClientRegistry, registry)
 
 
 def test_client_id_for_cwd_is_first_12_hex_of_sha256_of_abspath(tmp_path):

@@ -97,7 +97,7 @@ def test_only_plain_http_loopback_daemons_are_tried():
     assert daemon_port({"--port": "99999"}) is None
 
 
-# -- the first exchange's JSON, without the json module -----------------------------------------
+# -- the first exchange's JSON -------------------------------------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -139,8 +139,10 @@ def test_loads_turns_hostile_nesting_into_value_error():
         loads(b'{"a": 1} {"b": 2}')
 
 
-def test_the_first_exchange_imports_neither_json_nor_re_nor_twisted():
-    """What C{gasoline connect} imports before it answers initialize (the cost of start-up)."""
+def test_the_first_exchange_imports_no_twisted_and_no_private_module():
+    """What C{gasoline connect} imports before it answers initialize (the cost of start-up):
+    neither Twisted, attrs nor orjson, and no private module of CPython's (C{_json},
+    C{_socket}, ... are imported by the public modules, never by name here)."""
     import subprocess
     import sys
 
@@ -149,8 +151,19 @@ def test_the_first_exchange_imports_neither_json_nor_re_nor_twisted():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     assert "gasoline.connect.fast" in loaded
-    for heavy in ("json", "re", "enum", "socket", "twisted", "attrs", "orjson", "hashlib"):
+    for heavy in ("twisted", "attrs", "orjson", "treq", "klein"):
         assert heavy not in loaded, f"{heavy} is imported before initialize is answered"
+    import ast
+    import inspect
+
+    import gasoline.connect.fast
+
+    tree = ast.parse(inspect.getsource(gasoline.connect.fast))
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names]
+    imported += [node.module for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module]
+    assert [name for name in imported if name.startswith("_") and name != "__future__"] == []
 
 
 def test_a_multi_line_daemon_answer_is_written_as_one_line():

@@ -921,3 +921,20 @@ def test_adopted_session_is_ended_even_if_stopped_before_connecting():
     registered.callback({"client_id": "c1"})
     assert daemon.unregistrations == 1 and closed.called
     assert daemon.methods() == []  # no replay once closing
+
+
+def test_the_connectors_http_connections_are_quiet_and_go_where_the_url_says():
+    """The connector's Agent endpoints (public APIs only): the daemon's host and port, and a
+    connection factory that logs no "Starting factory" line on stderr."""
+    from twisted.internet.protocol import Factory, Protocol
+    from twisted.internet.testing import MemoryReactorClock
+    from twisted.web.client import URI
+
+    reactor = MemoryReactorClock()
+    factory = Factory.forProtocol(Protocol)
+    assert factory.noisy
+    endpoints = connect_main._quiet_endpoints(reactor)
+    endpoints.endpointForURI(URI.fromBytes(b"http://127.0.0.1:4321/mcp")).connect(factory)
+    assert factory.noisy is False
+    [(host, port, *_)] = reactor.tcpClients
+    assert (host, port) == ("127.0.0.1", 4321)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from twisted.internet import task
 from twisted.logger import capturedLogs
-from zope.interface.verify import verifyObject
 
 from gasoline.core.notify import Notifier
 from gasoline.core.store import CONSOLE, TelemetryStore
-from gasoline.interfaces import INotifier
 
 
 def one_turn(clock: task.Clock) -> None:
@@ -35,10 +33,6 @@ def subscribed(**options):
 def publish(n, events):
     for event in events:
         n.publish(event)
-
-
-def test_notifier_provides_inotifier():
-    assert verifyObject(INotifier, Notifier(task.Clock()))
 
 
 def test_events_are_delivered_on_a_later_turn_in_order():

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
-from zope.interface.verify import verifyObject
 
 from gasoline.app import Config, build
 from gasoline.core.clients import ClientRegistry
@@ -28,7 +27,6 @@ from gasoline.core.extension import ExtensionLink
 from gasoline.core.errors import CommandCancelled, ExtensionError
 from gasoline.core.router import QueryRouter
 from gasoline.core.store import TelemetryStore
-from gasoline.interfaces import IQueryRouter
 from gasoline.testing import EXTENSION_HEADERS, stub_treq
 
 
@@ -86,10 +84,6 @@ def w():
     world.connect()
     yield world
     world.close()
-
-
-def test_router_provides_iqueryrouter(w):
-    assert verifyObject(IQueryRouter, w.router)
 
 
 def test_two_owners_concurrently_each_get_their_own_result(w):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import orjson
 import pytest
 from twisted.internet import task
-from zope.interface.verify import verifyObject
 
 from gasoline.core.store import (
     ACTIONS,
@@ -21,7 +20,6 @@ from gasoline.core.store import (
     BufferWrite,
     TelemetryStore,
 )
-from gasoline.interfaces import ITelemetryStore
 
 
 class RecordingJournal:
@@ -47,10 +45,6 @@ def make(buffers=None):
 
 def ws(kind, conn="c1", **extra):
     return {"type": "websocket", "event": kind, "id": conn, **extra}
-
-
-def test_store_provides_itelemetrystore():
-    assert verifyObject(ITelemetryStore, TelemetryStore(task.Clock()))
 
 
 @pytest.mark.parametrize(

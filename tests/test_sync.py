@@ -10,7 +10,6 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
-from zope.interface.verify import verifyObject
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.app import Config, build
@@ -18,7 +17,6 @@ from gasoline.core.commands import Command, CommandQueue
 from gasoline.core.extension import ExtensionLink
 from gasoline.core.store import EXTENSION_LOGS, TelemetryStore
 from gasoline.http.request import GasolineSite
-from gasoline.interfaces import ICommandQueue, IExtensionLink
 from gasoline.testing import EXTENSION_HEADERS, stub_answer
 from gasoline.testing import stub_treq as StubTreq
 
@@ -56,10 +54,6 @@ def not_fired(d) -> bool:
 
 
 # -- CommandQueue --------------------------------------------------------------------------------
-
-
-def test_command_queue_provides_interface():
-    assert verifyObject(ICommandQueue, CommandQueue(Clock()))
 
 
 def test_enqueued_commands_get_sequential_q_ids_and_frozen_fields():
@@ -237,10 +231,6 @@ def test_command_is_a_frozen_value():
 
 
 # -- ExtensionLink -------------------------------------------------------------------------------
-
-
-def test_extension_link_provides_interface():
-    assert verifyObject(IExtensionLink, make_link())
 
 
 def test_sync_with_a_command_waiting_answers_at_once_with_fast_poll():

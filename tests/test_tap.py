@@ -135,3 +135,113 @@ def test_the_real_daemon_starts_with_pinned_extension_ids_and_refuses_others(tmp
     with daemon:
         assert _health_with_origin(daemon.url, "chrome-extension://goodid") == 200
         assert _health_with_origin(daemon.url, "chrome-extension://otherid") == 403
+
+
+def test_a_service_built_for_tests_leaves_the_collector_alone(tmp_path):
+    """C{gc.freeze()} is the daemon process's (makeService on the global reactor): building a
+    daemon on a memory reactor, as every test does, freezes nothing."""
+    import gc
+
+    before = gc.get_freeze_count()
+    makeService(_options(tmp_path), MemoryReactorClock())
+    assert gc.get_freeze_count() == before
+
+
+def test_build_service_takes_a_config(tmp_path):
+    """The service is built from a L{Config} (no Options needed: embedding, tests); the log
+    limits are a separate argument."""
+    from gasoline.config import Config
+    from gasoline.logs import LogLimits
+    from gasoline.tap import build_service
+
+    reactor = MemoryReactorClock()
+    config = Config(listen="tcp:0:interface=127.0.0.1", state_dir=tmp_path,
+                    log_dir=tmp_path / "logs")
+    service = build_service(config, reactor, limits=LogLimits(client_max_bytes=1234))
+    assert isinstance(service, GasolineService)
+    service.privilegedStartService()
+    service.startService()
+    [(port, factory, _backlog, interface)] = reactor.tcpServers
+    assert factory.resource is service.gasoline.resource
+    assert json.loads((tmp_path / "daemon.json").read_text())["listen"] == config.listen
+    service.stopService()
+
+
+def test_daemon_json_waits_for_a_slow_listen_and_names_its_port(tmp_path):
+    """daemon.json is written when the endpoint's listen fires (observed through the service's
+    public L{when_listening}), with the port it listened on."""
+    from twisted.internet.defer import Deferred
+
+    from gasoline.tap import DaemonInfoService, GasolineEndpointService
+
+    pending: list[Deferred] = []
+
+    class SlowEndpoint:
+        def listen(self, factory):
+            pending.append(Deferred())
+            return pending[-1]
+
+    class Port:
+        stopped = False
+
+        def getHost(self):
+            class A:
+                host, port = "127.0.0.1", 5151
+            return A()
+
+        def stopListening(self):
+            self.stopped = True
+
+    listening = GasolineEndpointService(SlowEndpoint(), object(), "tcp:0", lambda h, p: "")
+    info = DaemonInfoService(listening, tmp_path, "tcp:0")
+    listening.startService()
+    info.startService()
+    assert not (tmp_path / "daemon.json").exists()
+    port = Port()
+    pending[0].callback(port)
+    assert json.loads((tmp_path / "daemon.json").read_text())["port"] == 5151
+    listening.when_listening().addCallback(lambda p: setattr(port, "seen", p is port))
+    assert port.seen
+    info.stopService()
+    listening.stopService()
+    assert port.stopped and not (tmp_path / "daemon.json").exists()
+
+
+def test_a_listen_that_fails_later_is_logged_and_writes_no_daemon_json(tmp_path):
+    from twisted.internet.defer import Deferred
+    from twisted.logger import globalLogPublisher
+
+    from gasoline.tap import DaemonInfoService, GasolineEndpointService
+
+    pending: list[Deferred] = []
+
+    class SlowEndpoint:
+        def listen(self, factory):
+            pending.append(Deferred())
+            return pending[-1]
+
+    failures: list = []
+
+    def observe(event):
+        if event.get("log_failure") is not None:
+            failures.append(event["log_failure"])
+
+    listening = GasolineEndpointService(SlowEndpoint(), object(), "tcp:0", lambda h, p: "")
+    info = DaemonInfoService(listening, tmp_path, "tcp:0")
+    listening.startService()
+    info.startService()
+    late: list = []
+    listening.when_listening().addErrback(late.append)
+    globalLogPublisher.addObserver(observe)
+    try:
+        pending[0].errback(CannotListenError("127.0.0.1", 0, OSError(98, "in use")))
+    finally:
+        globalLogPublisher.removeObserver(observe)
+    assert not (tmp_path / "daemon.json").exists()
+    assert late and late[0].check(CannotListenError)
+    assert failures and all(f.check(CannotListenError) for f in failures)
+    # Asked after the failure, the answer is the failure, not a Deferred that never fires.
+    after: list = []
+    listening.when_listening().addErrback(after.append)
+    assert after and after[0].check(CannotListenError)
+    listening.stopService()

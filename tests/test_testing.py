@@ -69,3 +69,59 @@ def test_stub_request_says_which_request_went_unanswered():
     http = StubHTTP(_Echo())
     with pytest.raises(AssertionError, match="no response to GET http://127.0.0.1:7890/later"):
         stub_request(http, "GET", "http://127.0.0.1:7890/later")
+
+
+# -- FakeSessionTools: the MCP layer's session tools without the session proxy ---------------------
+
+
+def _mcp(server, session, method, params, id=1):
+    from gasoline.mcp import jsonrpc
+
+    out: list = []
+    message = (jsonrpc.request(id, method, params) if id is not None
+               else jsonrpc.notification(method, params))
+    server.handle(session, message).addCallback(out.append)
+    return out[0] if out else None
+
+
+def test_a_sessions_own_tools_are_listed_after_the_servers_and_called_through_it(app):
+    """The MCP layer talks to a session's extra tools only through ISessionTools: the fake
+    (not the proxy) is listed after Gasoline's tools, called by name, and gets progress."""
+    from zope.interface.verify import verifyObject
+
+    from gasoline.interfaces import ISessionTools
+    from gasoline.testing import FakeSessionTools
+
+    server = app.mcp
+    fake = FakeSessionTools(["fake_echo", "observe"])
+    assert verifyObject(ISessionTools, fake)
+    session = server.open_session("agent-a", "streamable")
+    session.extra_tools = fake
+    init = _mcp(server, session, "initialize", {"protocolVersion": "2025-06-18",
+                                                "capabilities": {}, "clientInfo": {}})
+    assert init["result"]["capabilities"]["tools"] == {"listChanged": True}
+    _mcp(server, session, "notifications/initialized", {}, id=None)
+
+    names = [t["name"] for t in _mcp(server, session, "tools/list", {})["result"]["tools"]]
+    own = [t["name"] for t in server.tools.definitions()]
+    assert names == own + ["fake_echo", "observe"]
+
+    answer = _mcp(server, session, "tools/call", {"name": "fake_echo", "arguments": {"x": 1}})
+    assert answer["result"]["content"][0]["text"] == 'fake_echo {"x": 1}'
+    # The server's own tool of the same name wins: the fake's is never called.
+    _mcp(server, session, "tools/call", {"name": "observe", "arguments": {"what": "errors"}})
+    assert fake.calls == [("fake_echo", {"x": 1})]
+
+    _mcp(server, session, "notifications/progress", {"progressToken": "t", "progress": 1},
+         id=None)
+    assert fake.progress_seen == [{"progressToken": "t", "progress": 1}]
+
+    # Another session without extra tools sees none of them.
+    other = server.open_session("agent-b", "streamable")
+    _mcp(server, other, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "clientInfo": {}})
+    _mcp(server, other, "notifications/initialized", {}, id=None)
+    assert "fake_echo" not in [t["name"] for t in
+                               _mcp(server, other, "tools/list", {})["result"]["tools"]]
+    unknown = _mcp(server, other, "tools/call", {"name": "fake_echo", "arguments": {}})
+    assert "Unknown tool" in unknown["error"]["message"]

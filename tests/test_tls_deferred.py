@@ -48,6 +48,8 @@ from gasoline import _tls
 deferred = _tls.defer()
 import gasoline.tap  # the daemon's imports: reactor, endpoints, klein, autobahn, the tools
 from twisted.internet import endpoints, reactor
+# Taken before require(), as gasoline.tap takes serverFromString: they must see TLS afterwards.
+from twisted.internet.endpoints import serverFromString, wrapClientTLS
 before = sorted({m.split(".")[0] for m, mod in list(sys.modules.items())
                  if mod is not None and m.split(".")[0] in ("OpenSSL", "cryptography")})
 _tls.require()
@@ -69,11 +71,11 @@ class Collect(protocol.Protocol):
 
 @defer.inlineCallbacks
 def main(reactor):
-    server = endpoints.serverFromString(
+    server = serverFromString(
         reactor, "ssl:0:interface=127.0.0.1:privateKey=%(key)s:certKey=%(cert)s")
     port = yield server.listen(protocol.Factory.forProtocol(Echo))
     trust = ssl.Certificate.loadPEM(open(%(cert)r, "rb").read())
-    client = endpoints.wrapClientTLS(
+    client = wrapClientTLS(
         ssl.optionsForClientTLS("localhost", trustRoot=trust),
         endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", port.getHost().port))
     proto = yield endpoints.connectProtocol(client, Collect())

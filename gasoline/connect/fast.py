@@ -3,10 +3,11 @@ The connector's first exchange, before Twisted is imported.
 
 An agent starts C{gasoline connect} and waits for the answer to its C{initialize} before it does
 anything else; importing Twisted, treq and the bridge is most of the connector's start-up time.
-So C{gasoline connect} first does this, with the interpreter's built-in modules only (C{_socket},
-C{_signal}, C{_sha256}, C{_json}: even C{socket}, C{signal}, C{json} and orjson pull in C{re},
-C{enum}, C{dataclasses} or C{inspect}; C{json} alone costs ~15 ms of a ~45 ms start here, measured
-with C{python -X importtime}):
+So C{gasoline connect} first does this, with the standard library's small public modules only
+(C{socket}, C{signal}, C{hashlib}, C{json}: no Twisted, attrs or orjson). It used CPython's private
+C{_socket}, C{_signal}, C{_sha256} and C{_json} to save the C{enum} and C{re} imports those pull
+in; C{_sha256} is C{_sha2} since 3.12, so that saving is given up for names that stay (see
+docs/clients-and-connector.md for the measured cost):
 
  1. read the agent's first stdin line;
  2. if it is an C{initialize} request and the daemon answers on its loopback port, POST it to
@@ -25,18 +26,11 @@ needed. Only JSON-RPC lines are ever written to stdout.
 
 from __future__ import annotations
 
-import _json
-import _signal
-import _socket
+import json
 import os
-
-try:
-    from _sha256 import sha256  # Python 3.11
-except ImportError:  # pragma: no cover  (3.12 renamed it)
-    try:
-        from _sha2 import sha256
-    except ImportError:
-        from hashlib import sha256
+import signal
+import socket
+from hashlib import sha256
 
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
 MAX_FIRST_LINE = 1 << 20
@@ -49,35 +43,13 @@ _VALUE_OPTIONS = {"--client-id", "--port", "-p", "--url", "--state-dir", "--boun
 _FLAGS = {"--no-autostart"}
 
 
-class _Decoding:
-    """The settings C{_json.make_scanner} reads (those of C{json.JSONDecoder()}): the C scanner
-    parses exactly what C{json.loads} parses, without importing C{json} (and so C{re})."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = float
-    memo: dict = {}
-
-
-_scan = _json.make_scanner(_Decoding())  # type: ignore[arg-type]  # typeshed asks for a JSONDecoder; its attributes suffice
-
-
 def loads(data: bytes):
-    """C{json.loads} of a UTF-8 document, on the C scanner alone; C{ValueError} when it is not
-    exactly one JSON value (surrounded by JSON whitespace at most), or nested too deeply."""
-    text = data.decode("utf-8").strip(" \t\n\r")
+    """C{json.loads} of a UTF-8 document; C{ValueError} when it is not exactly one JSON value, or
+    nested too deeply."""
     try:
-        value, end = _scan(text, 0)
-    except StopIteration:
-        raise ValueError("not a JSON document") from None
+        return json.loads(data.decode("utf-8"))
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-    if end != len(text):
-        raise ValueError("extra data after the JSON document")
-    return value
 
 
 class Prelude:
@@ -161,7 +133,7 @@ def post_mcp(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, str,
             f"Content-Length: {len(body)}"]
     head += [f"{k}: {v}" for k, v in headers.items()]
     request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-    s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.settimeout(TIMEOUT)
         s.connect(("127.0.0.1", port))
@@ -218,8 +190,8 @@ def _remember(signum: int, _frame) -> None:
 def hold_signals() -> None:
     """Once the agent has its answer it may stop the connector at any moment, before Twisted's
     handlers are installed: remember SIGTERM/SIGINT instead of dying without unregistering."""
-    for signum in (_signal.SIGTERM, _signal.SIGINT):
-        _signal.signal(signum, _remember)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _remember)
 
 
 def resend(reactor) -> None:

@@ -116,13 +116,40 @@ def _log_to_stderr() -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
-def _quiet_factory():
-    from twisted.web.client import _HTTP11ClientFactory
+def _quiet_endpoints(reactor):
+    """The endpoints Twisted's C{Agent} would use (C{HostnameEndpoint}, wrapped in TLS with the
+    browser-like policy for C{https}), whose connection factories are not C{noisy}: no
+    "Starting factory" line per connection on stderr. (C{Factory.noisy} is public; the pool's
+    factory class is not, so the switch is made where the endpoint receives the factory.)"""
+    from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+    from twisted.web.iweb import IAgentEndpointFactory
+    from zope.interface import implementer
 
-    class Quiet(_HTTP11ClientFactory):
-        noisy = False
+    class Quiet:
+        def __init__(self, endpoint):
+            self._endpoint = endpoint
 
-    return Quiet
+        def connect(self, factory):
+            factory.noisy = False
+            return self._endpoint.connect(factory)
+
+    @implementer(IAgentEndpointFactory)
+    class Endpoints:
+        policy = None
+
+        def endpointForURI(self, uri):
+            host = uri.host.decode("idna") if isinstance(uri.host, bytes) else uri.host
+            endpoint = HostnameEndpoint(reactor, host, uri.port)
+            if uri.scheme == b"https":
+                if self.policy is None:
+                    from twisted.web.client import BrowserLikePolicyForHTTPS
+
+                    self.policy = BrowserLikePolicyForHTTPS()
+                endpoint = wrapClientTLS(self.policy.creatorForNetloc(uri.host, uri.port),
+                                         endpoint)
+            return Quiet(endpoint)
+
+    return Endpoints()
 
 
 def _skip_tls(base_url: str) -> None:
@@ -185,7 +212,6 @@ def _connect(reactor, options: ConnectOptions):
     from gasoline.connect.protocol import StdioLines
 
     log = Logger(namespace="gasoline.connect")
-    _QuietFactory = _quiet_factory()
     client_id, cwd = resolve_client_id(options["client-id"])
     prelude = options.get("prelude")
     init_message = prelude.init_message if prelude is not None else None
@@ -195,8 +221,8 @@ def _connect(reactor, options: ConnectOptions):
 
     pool = HTTPConnectionPool(reactor, persistent=True)
     pool.maxPersistentPerHost = 4
-    pool._factory = _QuietFactory  # no "Starting factory" lines per connection on stderr
-    http = HTTPClient(Agent(reactor, pool=pool))
+    # No "Starting factory" lines per connection on stderr (_quiet_endpoints).
+    http = HTTPClient(Agent.usingEndpointFactory(reactor, _quiet_endpoints(reactor), pool=pool))
     daemon = DaemonHTTP(http, base_url, reactor, client_id, connection_id, options["api-key"])
     spawner = None
     port = loopback_port(base_url)

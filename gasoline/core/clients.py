@@ -40,12 +40,10 @@ import orjson
 from twisted.application.internet import TimerService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.core.files import DiskHealth, make_private_dir, read_nofollow, write_atomic
-from gasoline.interfaces import IClientRegistry, IClientState
 
 log = Logger()
 
@@ -85,10 +83,9 @@ def validate_client_id(client_id: Any) -> str:
     return client_id
 
 
-@implementer(IClientState)
 @attrs.define
 class ClientState:
-    """Everything that belongs to one agent."""
+    """Everything that belongs to one agent: never visible to another."""
 
     client_id: str
     connected_at: float
@@ -185,7 +182,6 @@ class _RegistryTimer(TimerService):
         return d
 
 
-@implementer(IClientRegistry)
 class ClientRegistry:
     """Client ids -> L{ClientState}, with TTL expiry, a live-client limit and disk persistence."""
 

@@ -23,10 +23,8 @@ import attrs
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from zope.interface import implementer
 
 from gasoline.core.hooks import add_hook
-from gasoline.interfaces import ICommandQueue
 
 log = Logger()
 
@@ -77,7 +75,6 @@ class _Waiter:
     timer: IDelayedCall | None = None
 
 
-@implementer(ICommandQueue)
 @attrs.define(eq=False)
 class CommandQueue:
     """Commands waiting for the extension; see the module docstring."""

@@ -32,7 +32,6 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from zope.interface import implementer
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.common import rfc3339  # re-exported
@@ -43,7 +42,6 @@ from gasoline.core.lifecycle import StopHook
 from gasoline.core.redact import Redactor
 from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
-from gasoline.interfaces import IExtensionLink
 
 if TYPE_CHECKING:
     from gasoline.core.identity import DaemonIdentity
@@ -71,7 +69,6 @@ NOT_CONNECTED_FIX = ("Open the browser with the Gasoline extension and make sure
                      "point at this daemon's port.")
 
 
-@implementer(IExtensionLink)
 @attrs.define(eq=False)
 class ExtensionLink:
     """See the module docstring. C{store} is the telemetry store (for C{extension_logs})."""
@@ -94,9 +91,9 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
-    #: The daemon identity (gasoline.core.identity.DaemonIdentity, set by C{app.build_http}):
+    #: The daemon identity (gasoline.core.identity.DaemonIdentity, passed by C{app.build}):
     #: pairing state for C{/health} and C{configure health}.
-    identity: DaemonIdentity | None = attrs.field(default=None, init=False)
+    identity: DaemonIdentity | None = attrs.field(default=None, kw_only=True)
     #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at
     #: C{q-1} with the process, so the extension forgets the ids it has seen when this changes.
     instance: str = attrs.field(factory=lambda: secrets.token_hex(8), init=False)

@@ -32,15 +32,14 @@ from typing import Any, Callable
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
-from zope.interface import implementer
 
-from gasoline.interfaces import INotifier
 
 log = Logger()
 
 
-@implementer(INotifier)
 class Notifier:
+    """In-process fan-out of events to subscribers; see the module docstring."""
+
     def __init__(self, clock: IReactorTime, max_pending: int = 10_000, batch: int = 1_000,
                  interval: float = 0.0) -> None:
         if max_pending < 1 or batch < 1:

@@ -8,10 +8,7 @@ disk health, the journals). C{sequence.json} (every journaled buffer's head) is 
 it only matters for a journal written before sequence markers existed.
 
 The file primitives and L{gasoline.core.files.DiskHealth} live in L{gasoline.core.files}, the
-journals in L{gasoline.core.journal}. C{make_private_dir}, C{write_atomic}, C{DiskHealth} and
-C{thread_runner} are re-exported here for modules that still import them from this one
-(C{gasoline.tap}, C{gasoline.app}, C{gasoline.tools}); new code imports them from
-L{gasoline.core.files}.
+journals in L{gasoline.core.journal}.
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ import orjson
 from gasoline.core.files import (
     DiskHealth,
     describe,
-    make_private_dir,
     prepare_state_dir,
     read_nofollow,
     thread_runner,
@@ -42,11 +38,7 @@ from gasoline.core.journal import MiB, BufferJournal
 if TYPE_CHECKING:
     from gasoline.core.store import TelemetryStore
 
-__all__ = [
-    "SEQUENCE_FILE", "Persistence", "wire_journals",
-    # Re-exported for modules that import them from here (see the module docstring).
-    "DiskHealth", "make_private_dir", "thread_runner", "write_atomic",
-]
+__all__ = ["SEQUENCE_FILE", "Persistence", "wire_journals"]
 
 log = Logger()
 

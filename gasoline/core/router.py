@@ -44,7 +44,6 @@ from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
 from gasoline.core.commands import Command, command_number
 from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-exported
@@ -58,7 +57,6 @@ from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-export
     QueueFull,
 )
 from gasoline.core.lifecycle import StopHook
-from gasoline.interfaces import IQueryRouter
 
 if TYPE_CHECKING:
     from gasoline.core.clients import ClientRegistry
@@ -177,7 +175,6 @@ def _status_of(failure: Failure) -> str:
     return ERROR
 
 
-@implementer(IQueryRouter)
 @attrs.define(eq=False)
 class QueryRouter:
     """Routes extension-bound commands to their owners; see the module docstring.
@@ -248,7 +245,15 @@ class QueryRouter:
         tab_id: int | None = None,
         timeout: float | None = None,
     ) -> Deferred:
-        """See L{IQueryRouter.call}. Every refusal comes back as a failed Deferred."""
+        """Ask the extension to run one command for C{owner}; wait for its result.
+
+        @return: a Deferred firing with the extension's C{result} value; failing with
+            C{ExtensionDisconnected} at once when the extension is not connected (and later, if it
+            goes away), C{QueueFull} past the per-client or total limit, C{ExtensionTimeout} after
+            C{timeout} seconds, or a C{GasolineError} carrying the extension's error text.
+            Cancelling it removes the command (it is not delivered any more). Every refusal comes
+            back as a failed Deferred.
+        """
         try:
             pending = self._start(owner, type, params, tab_id, timeout, self.default_timeout, None)
         except GasolineError as e:
@@ -263,7 +268,11 @@ class QueryRouter:
         tab_id: int | None = None,
         timeout: float | None = None,
     ) -> str:
-        """See L{IQueryRouter.submit}: the correlation id, at once."""
+        """Async mode: queue the command and return its correlation id at once.
+
+        @raise ExtensionDisconnected: the extension is not connected.
+        @raise QueueFull: past the per-client or total limit.
+        """
         correlation_id = f"{type}-{self._next_correlation}-{secrets.token_hex(4)}"
         self._next_correlation += 1
         pending = self._start(owner, type, params, tab_id, timeout, self.async_timeout,
@@ -366,7 +375,11 @@ class QueryRouter:
     # -- giving up (all through Deferred.cancel -> _Pending.cleanup) ------------------------------
 
     def cancel(self, owner: str, command_id: str) -> bool:
-        """See L{IQueryRouter.cancel}. C{command_id} may be a C{q-<n>} id or a correlation id."""
+        """The owner gave up on one command (C{notifications/cancelled}); C{command_id} may be a
+        C{q-<n>} id or an async correlation id. Another client's id is ignored.
+
+        @return: True if one of C{owner}'s commands was cancelled.
+        """
         mine = self._owned.get(owner)
         if not mine or not isinstance(command_id, str):
             return False
@@ -381,7 +394,7 @@ class QueryRouter:
         return True
 
     def client_gone(self, owner: str) -> int:
-        """See L{IQueryRouter.client_gone}."""
+        """The client went away: cancel every command it is waiting for. @return: how many."""
         mine = list(self._owned.get(owner, {}).values())
         for pending in mine:
             pending.deferred.cancel()
@@ -507,7 +520,12 @@ class QueryRouter:
     # -- reading (only the caller's own) ----------------------------------------------------------
 
     def command_result(self, owner: str, correlation_id: str) -> dict[str, Any]:
-        """See L{IQueryRouter.command_result}."""
+        """The outcome of C{owner}'s async command: a dict with C{status} (pending, complete,
+        error, timeout, expired, cancelled) and C{result} or C{error}.
+
+        @raise GasolineError: code C{no_data} for an unknown id I{and} for another client's id
+            (the same answer, so ids cannot be probed).
+        """
         now = self.clock.seconds()
         self._purge(owner, now)
         outcome = None
@@ -518,7 +536,7 @@ class QueryRouter:
         return outcome.to_json(now)
 
     def pending_commands(self, owner: str) -> list[dict[str, Any]]:
-        """See L{IQueryRouter.pending_commands}."""
+        """The caller's own commands still waiting for the extension (list of dicts)."""
         now = self.clock.seconds()
         acked = self.commands.acked_upto
         out = []
@@ -539,7 +557,7 @@ class QueryRouter:
         return out
 
     def failed_commands(self, owner: str) -> list[dict[str, Any]]:
-        """See L{IQueryRouter.failed_commands}: kept for C{result_ttl}, newest last."""
+        """The caller's own recently failed commands, kept for C{result_ttl}, newest last."""
         failed = self._failed.get(owner)
         if not failed:
             return []

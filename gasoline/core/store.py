@@ -20,12 +20,10 @@ from typing import Any, Iterable, Protocol
 import attrs
 import orjson
 from twisted.internet.interfaces import IReactorTime
-from zope.interface import implementer
 
 from gasoline.core.boundaries import TestBoundaries
 from gasoline.core.notify import Notifier
 from gasoline.core.ring import ReadResult, RingBuffer
-from gasoline.interfaces import ITelemetryStore
 
 #: Buffer names, as used in cursors, C{/health} and tool arguments.
 CONSOLE = "console"
@@ -123,9 +121,11 @@ def _encode(entry: dict[str, Any]) -> bytes:
     return bytes(memoryview(orjson.dumps(entry)))
 
 
-@implementer(ITelemetryStore)
 class TelemetryStore:
-    """The shared buffers. All methods run on the reactor thread; none blocks."""
+    """The shared telemetry buffers every client reads. Entries are JSON objects, kept as
+    compact JSON C{bytes} in ring buffers (L{gasoline.core.ring.RingBuffer}) and decoded on read;
+    each write publishes one L{BufferWrite} to the notifier. All methods run on the reactor
+    thread; none blocks."""
 
     def __init__(
         self,

@@ -51,7 +51,7 @@ def _error(request, err: GasolineError) -> bytes:
 
 
 class ClientsAPI:
-    """The C{/clients} routes over an L{gasoline.interfaces.IClientRegistry}."""
+    """The C{/clients} routes over the L{gasoline.core.clients.ClientRegistry}."""
 
     app = Klein()
 

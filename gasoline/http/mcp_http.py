@@ -32,7 +32,7 @@ Host and Origin are checked for every path by the root resource's guard before t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -230,7 +230,8 @@ class McpHTTP(Resource):
     # Shadows twisted.web's unused Resource.server (typed None there).
     server: McpServer  # type: ignore[assignment]
 
-    def __init__(self, server: McpServer, max_body: int = MAX_BODY) -> None:
+    def __init__(self, server: McpServer, max_body: int = MAX_BODY, *,
+                 session_binder: Callable[[str, McpSession], Any] | None = None) -> None:
         super().__init__()
         self.server = server
         self.max_body = max_body
@@ -241,9 +242,9 @@ class McpHTTP(Resource):
         self.keepalive_service = keepalive_service(server.clock, self.open_streams,
                                                    "mcp-sse-keepalive", "SSE")
         #: C{bind(proxy_session_id, mcp_session)}: a connector connection that sends
-        #: C{X-Gasoline-Proxy-Session} sees that proxy session's tools (set by the app when the
+        #: C{X-Gasoline-Proxy-Session} sees that proxy session's tools (passed by the app when the
         #: daemon has proxy servers; raises a GasolineError for an unknown id).
-        self.session_binder: Any = None
+        self.session_binder = session_binder
 
     def track(self, finisher: "_Finisher") -> None:
         """Count C{finisher}'s response as an open SSE stream until it ends."""

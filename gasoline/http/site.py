@@ -9,13 +9,14 @@ extension-protocol.md §1 run with that route's policy; a method the route does 
 Only then is the request handed, with its full path intact, to the resource mounted for the path's
 first segment (or to the fallback, the extension ingest API). Because the raw path has no
 percent-encoding, no empty and no dot segment, Twisted's decoded C{postpath} (what Klein and the
-resources route on) is exactly the raw path the table matched. Mounting is explicit: C{app.build}
-fills C{mounts}.
+resources route on) is exactly the raw path the table matched. Mounting is explicit: C{app.build_http}
+passes every mount (and the C{on_response} hook) at construction; nothing is set on the root
+afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -27,17 +28,18 @@ from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable
 class GasolineRoot(Resource):
     isLeaf = True
 
-    def __init__(self, guard, fallback: Resource | None = None,
-                 routes: RouteTable = TABLE) -> None:
+    def __init__(self, guard, fallback: Resource | None = None, routes: RouteTable = TABLE, *,
+                 mounts: Mapping[bytes, Resource] | None = None,
+                 on_response: Callable[[bytes, int], None] | None = None) -> None:
         super().__init__()
         #: The route policy (gasoline.http.routes.ROUTES).
         self.routes = routes
         #: first path segment (bytes) -> resource that renders every path under it
-        self.mounts: dict[bytes, Resource] = {}
+        self.mounts: dict[bytes, Resource] = dict(mounts or {})
         self.fallback = fallback
         self.guard = guard
         #: Called as C{on_response(path, code)} once each request is answered (C{/metrics}).
-        self.on_response: Callable[[bytes, int], None] | None = None
+        self.on_response = on_response
 
     def render(self, request):
         body = self._render(request)

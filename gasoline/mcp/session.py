@@ -116,7 +116,7 @@ class McpSession:
 
     session_id: str
     client_id: str
-    #: The agent's L{gasoline.interfaces.IClientState}.
+    #: The agent's L{gasoline.core.clients.ClientState}.
     state: Any
     #: C{"streamable"}, C{"connector"} or C{"sse"}.
     transport: str

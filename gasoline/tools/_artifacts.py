@@ -12,7 +12,7 @@ from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
-from gasoline.core.persist import thread_runner
+from gasoline.core.files import thread_runner
 from gasoline.core.redact import redact_value
 
 MAX_ARTIFACT_BYTES = 5 * 1024 * 1024

@@ -206,15 +206,20 @@ def pinned_client_factory(reactor: Any) -> ClientFactory:
         Agent,
         BrowserLikePolicyForHTTPS,
         HTTPConnectionPool,
-        _HTTP11ClientFactory,
     )
     from twisted.web.iweb import IAgentEndpointFactory
 
     policy = BrowserLikePolicyForHTTPS()
 
-    class _QuietFactory(_HTTP11ClientFactory):
-        # No "Starting factory _HTTP11ClientFactory ..." line per checked link in the daemon log.
-        noisy = False
+    class _Quiet:
+        # No "Starting factory _HTTP11ClientFactory ..." line per checked link in the daemon log
+        # (Factory.noisy is public; the pool's factory class is not).
+        def __init__(self, endpoint: Any) -> None:
+            self._endpoint = endpoint
+
+        def connect(self, factory: Any) -> Any:
+            factory.noisy = False
+            return self._endpoint.connect(factory)
 
     @implementer(IAgentEndpointFactory)
     class _Pinned:
@@ -230,12 +235,12 @@ def pinned_client_factory(reactor: Any) -> ClientFactory:
             endpoint_type = TCP6ClientEndpoint if ip.version == 6 else TCP4ClientEndpoint
             endpoint = endpoint_type(reactor, address, uri.port, timeout=DEFAULT_TIMEOUT)
             if uri.scheme == b"https":
-                return wrapClientTLS(policy.creatorForNetloc(uri.host, uri.port), endpoint)
-            return endpoint
+                return _Quiet(wrapClientTLS(policy.creatorForNetloc(uri.host, uri.port),
+                                            endpoint))
+            return _Quiet(endpoint)
 
     def client_for(pins: dict[str, str]) -> Any:
         pool = HTTPConnectionPool(reactor, persistent=False)
-        pool._factory = _QuietFactory
         return HTTPClient(Agent.usingEndpointFactory(reactor, _Pinned(dict(pins)), pool=pool))
 
     return client_for

@@ -37,7 +37,7 @@ from gasoline.analysis._util import (
 )
 from gasoline.core import paths
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.persist import thread_runner
+from gasoline.core.files import thread_runner
 from gasoline.core.screenshots import MIME_OF_EXT, image_content
 from gasoline.core.store import (
     ACTIONS,

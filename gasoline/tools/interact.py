@@ -27,7 +27,7 @@ from twisted.logger import Logger
 
 from gasoline.analysis import media
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.persist import thread_runner
+from gasoline.core.files import thread_runner
 from gasoline.core.screenshots import MAX_INLINE_IMAGE_CHARS, image_content
 from gasoline.tools._actions import (
     BROWSER_ACTION_TIMEOUT,

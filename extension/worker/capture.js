@@ -43,15 +43,15 @@ function captureItem(s, kind, payload, tabId) {
   if (item) queues.enqueue(kind, redactItem(kind, item)); // the one redactor, before anything leaves the browser
 }
 
-// What the pages handed over, by kind, and how much of it came from a tab no longer tracked by the
-// time it arrived (status snapshot: where capture stopped, when a page's data does not arrive).
-const pulled = { byKind: {}, untracked: 0 };
-let pages = null; // lib/pages.js, once installed
+// `pages`: lib/pages.js, once installed. `byKind`: what the pages handed over, by kind, and
+// `untracked`: how much of it came from a tab no longer tracked by the time it arrived (status
+// snapshot: where capture stopped, when a page's data does not arrive).
+const pulled = { pages: null, byKind: {}, untracked: 0 };
 
 /** Registers the capture listeners (once, at the worker's top level). */
 export function installCapture() {
   // Verdicts for every page, and pulls from tracked ones (lib/pages.js).
-  pages = installPageCapture({
+  pulled.pages = installPageCapture({
     loadSettings,
     onWarning: (tabId, message) => extLog('warn', `tab ${tabId}: ${message}`, 'capture'),
     onItems: (tabId, items, dropped) => {
@@ -83,8 +83,8 @@ export function installFailedLoads() {
 export function captureStatus() {
   return {
     queues: queues.snapshot(),
-    capturing_tabs: pages ? pages.capturingTabs() : [],
-    capture_starts: pages ? pages.starts() : {},
+    capturing_tabs: pulled.pages ? pulled.pages.capturingTabs() : [],
+    capture_starts: pulled.pages ? pulled.pages.starts() : {},
     pulled: Object.assign({ untracked: pulled.untracked }, pulled.byKind),
     dropped: queues.totalDropped(),
   };

@@ -34,7 +34,7 @@ export function syncSucceeded(data, now = Date.now()) {
 
 /**
  * A /sync failed with `error`: disconnected after two failures in a row, or at once when the daemon
- * is not the paired one (`error.state` set: lib/pairing.js NotPaired).
+ * is not the paired one (`notPaired`: the error is a lib/pairing.js NotPaired).
  */
 export function syncFailed(error, notPaired = false) {
   status.consecutiveFailures += 1;

@@ -75,22 +75,27 @@ class OptionError(SystemExit):
         self.message = message
 
 
-def _named(option: str, coerce: Callable[[str], object], fix: str) -> Callable[[str], object]:
-    """C{coerce}, whose error names C{--option}, the value and the fix (twistd reports a
-    coercion's ValueError as "Parameter type enforcement failed: <its text>")."""
+class _Named:
+    """A coercer: C{coerce}, whose error names C{--option}, the value and the fix (twistd reports
+    a coercion's ValueError as "Parameter type enforcement failed: <its text>"). Its
+    C{coerceDoc} and docstring are C{coerce}'s, for twistd's help."""
 
-    def named(value: str):
+    def __init__(self, option: str, coerce: Callable[[str], object], fix: str) -> None:
+        self.option = option
+        self.coerce = coerce
+        self.fix = fix
+        self.__doc__ = coerce.__doc__
+        self.coerceDoc = getattr(coerce, "coerceDoc", "")
+
+    def __call__(self, value: str) -> object:
         try:
-            return coerce(value)
+            return self.coerce(value)
         except (ValueError, TypeError, OverflowError) as e:
             reason = str(e) or "not a valid value"
             if reason.startswith("invalid literal for int()"):
                 reason = "not a whole number"
-            raise ValueError(f"--{option} {value!r}: {reason}; {fix}") from None
+            raise ValueError(f"--{self.option} {value!r}: {reason}; {self.fix}") from None
 
-    named.__doc__ = coerce.__doc__
-    named.coerceDoc = getattr(coerce, "coerceDoc", "")  # type: ignore[attr-defined]
-    return named
 
 
 def non_negative_int(value: str) -> int:
@@ -133,7 +138,7 @@ class Options(usage.Options):
             None,
             DEFAULT_BUFFERS[CONSOLE].entries,
             "Capacity of the console log buffer, in entries.",
-            _named("max-entries", positive_int, "give a whole number of entries, at least 1 "
+            _Named("max-entries", positive_int, "give a whole number of entries, at least 1 "
                    f"(default {DEFAULT_BUFFERS[CONSOLE].entries})"),
         ],
         [
@@ -142,7 +147,7 @@ class Options(usage.Options):
             DEFAULT_CLIENT_TTL,
             "How long a disconnected client's state is kept for a reconnect (seconds, or 90s, "
             "15m, 1h).",
-            _named("client-ttl", positive_duration, "give a positive duration: seconds, or "
+            _Named("client-ttl", positive_duration, "give a positive duration: seconds, or "
                    "90s, 15m, 1h"),
         ],
         [
@@ -150,22 +155,22 @@ class Options(usage.Options):
             None,
             DEFAULT_MAX_CLIENTS,
             "Maximum number of live clients.",
-            _named("max-clients", positive_int, "give a whole number, at least 1 (default "
+            _Named("max-clients", positive_int, "give a whole number, at least 1 (default "
                    f"{DEFAULT_MAX_CLIENTS})"),
         ],
         ["log-dir", None, None, "Directory for the daemon's logs: server.log, clients/<id>.log, "
          "shared/{console,network,websocket}.log (default: none)."],
         ["log-client-max-bytes", None, _LIMITS.client_max_bytes, "A client log rotates at "
          "this size (bytes, or 512k, 10MB, 10MiB), and when the client disconnects.",
-         _named("log-client-max-bytes", parse_size, _SIZE_FIX)],
+         _Named("log-client-max-bytes", parse_size, _SIZE_FIX)],
         ["log-shared-max-bytes", None, _LIMITS.shared_max_bytes, "A shared log rotates at this "
-         "size.", _named("log-shared-max-bytes", parse_size, _SIZE_FIX)],
+         "size.", _Named("log-shared-max-bytes", parse_size, _SIZE_FIX)],
         ["log-shared-max-age", None, _LIMITS.shared_max_age, "A shared log rotates this often "
-         "(seconds, or 15m, 1h).", _named("log-shared-max-age", parse_duration, _AGE_FIX)],
+         "(seconds, or 15m, 1h).", _Named("log-shared-max-age", parse_duration, _AGE_FIX)],
         ["log-server-max-bytes", None, _LIMITS.server_max_bytes, "server.log rotates at this "
-         "size.", _named("log-server-max-bytes", parse_size, _SIZE_FIX)],
+         "size.", _Named("log-server-max-bytes", parse_size, _SIZE_FIX)],
         ["log-retention", None, _LIMITS.retention, "Rotated logs older than this are deleted "
-         "(seconds, or 12h, 7d).", _named("log-retention", parse_duration, _AGE_FIX)],
+         "(seconds, or 12h, 7d).", _Named("log-retention", parse_duration, _AGE_FIX)],
         [
             "extension-id",
             None,
@@ -175,7 +180,7 @@ class Options(usage.Options):
         ],
         ["api-key", None, None, "Key required on MCP and admin routes (X-Gasoline-Key)."],
         ["tool-rate-limit", None, 100, "MCP tool calls allowed per minute per client (0: no "
-         "limit).", _named("tool-rate-limit", non_negative_int, "give a whole number of calls "
+         "limit).", _Named("tool-rate-limit", non_negative_int, "give a whole number of calls "
                            "per minute, or 0 for no limit (default 100)")],
         ["proxy-config", None, None, "Servers file for the session proxy ({\"mcpServers\": ...}, "
          "docs/proxy.md; default: $GASOLINE_PROXY_CONFIG, else no proxy)."],

@@ -258,7 +258,7 @@ def test_gasoline_status_prints_both_fingerprints(tmp_path, monkeypatch, capsys)
     import gasoline.admin_cli as admin_cli
 
     monkeypatch.setattr(admin_cli, "health", lambda url, opts: health)
-    assert status_cli(["--url", "http://127.0.0.1:1", "--state-dir", str(tmp_path)]) == 0
+    assert status_cli(["--url", "http://127.0.0.1:1"]) == 0
     out = capsys.readouterr().out
     assert f"daemon identity: {d.fingerprint}" in out
     assert f"pinned extension: {ext.fingerprint}" in out

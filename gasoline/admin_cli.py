@@ -10,13 +10,13 @@ the daemon answering there; otherwise the state dir (C{--state-dir}, else C{$GAS
 else the default one) names the daemon whose C{daemon.json} it holds. A state dir without a
 C{daemon.json}, or whose C{daemon.json} names a process that has exited or a port where another
 process answers, has no daemon running: the commands say so and never fall back to a default port
-(where another user's or another project's daemon may answer).
+(where another user's or another project's daemon may answer). The commands::
 
   gasoline status [--port N | --url U | --state-dir D] [--json]
       Is a daemon running, where, which version, with which pid, which clients are connected. Exit
       0 when it answers, 3 when none runs (the LSB "not running" status).
   gasoline doctor [--port N | --url U | --state-dir D] [--json]
-      The checks of C{configure {what:"doctor"}} (C{GET /doctor}: no client is registered for
+      The checks of C{configure {what:"doctor"}} (C{GET /health/doctor}: no client is registered for
       it), plus the local ones (state dir writable, daemon reachable). Exit 1 when any check fails.
   gasoline stop [--port N | --url U | --state-dir D] [--timeout S]
       A graceful stop (SIGTERM: the daemon flushes its journals and removes daemon.json) of that

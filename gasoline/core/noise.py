@@ -466,7 +466,7 @@ MAX_REDACT_INPUT = MAX_FINGERPRINT_INPUT + 8192
 def normalize_message(message: Any) -> str:
     """A message with its variable parts replaced: URLs, quoted strings, ids, numbers.
 
-    The message is redacted first, on its decoded values (L{redact_value}), and only then cut and
+    The message is redacted first, on its decoded values (C{gasoline.core.redact.redact_value}), and only then cut and
     templated: a template never shows more of a secret than the redacted message does (digits
     turned into C{<num>} would otherwise break a key's shape and let the rest through)."""
     return _template(redacted_message(message))

@@ -66,8 +66,9 @@ def daemon_command(port: int, state_dir: Path, api_key: str | None = None) -> li
     return argv
 
 
-class _Launcher(ProcessProtocol):
-    """Collects the twistd launcher's output; fires C{ended} with its exit code."""
+class CollectOutput(ProcessProtocol):
+    """Collects a launcher process's last 8 KiB of output (stdin closed at once); fires C{ended}
+    with its exit code. Also used by the C{launch_browser} tool (L{gasoline.tools._launch})."""
 
     def __init__(self) -> None:
         self.ended: Deferred = Deferred()
@@ -101,7 +102,7 @@ class Spawner:
     def __call__(self) -> Deferred:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         argv = daemon_command(self.port, self.state_dir, self.api_key)
-        launcher = _Launcher()
+        launcher = CollectOutput()
         shown = argv[:-2] + ["--api-key", "***"] if self.api_key else argv
         log.info("starting a Gasoline daemon: {argv}", argv=" ".join(shown))
         self.reactor.spawnProcess(

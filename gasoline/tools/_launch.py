@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.defer import Deferred
-from twisted.internet.protocol import ProcessProtocol
 
+from gasoline.connect.discovery import CollectOutput
 from gasoline.core.errors import GasolineError
 
 #: Seconds the detached launch may take (daemon check, browser start, pairing) before it fails.
@@ -35,24 +34,6 @@ class LaunchDisabled(GasolineError):
 class LaunchFailed(GasolineError):
     code = "launch_failed"
     retryable = False
-
-
-class _Collect(ProcessProtocol):
-    def __init__(self) -> None:
-        self.output = b""
-        self.ended: Deferred = Deferred()
-
-    def connectionMade(self) -> None:
-        assert self.transport is not None
-        self.transport.closeStdin()
-
-    def outReceived(self, data: bytes) -> None:
-        self.output = (self.output + data)[-8192:]
-
-    errReceived = outReceived
-
-    def processEnded(self, reason) -> None:
-        self.ended.callback(getattr(reason.value, "exitCode", None))
 
 
 class BrowserLauncher:
@@ -82,7 +63,7 @@ class BrowserLauncher:
     async def launch(self, url: str, *, headless: bool, pilot: bool, track_all: bool) -> str:
         """Run the command; what it printed. @raise LaunchFailed: it failed or took too long."""
         argv = self.argv(url, headless=headless, pilot=pilot, track_all=track_all)
-        proto = _Collect()
+        proto = CollectOutput()
         self.reactor.spawnProcess(proto, argv[0], argv, env=dict(os.environ),
                                   path=str(self.state_dir))
         try:

@@ -11,8 +11,8 @@ secret part of it, or the match itself when a check (L{is_card_number}, a basic 
 decodes to C{user:password}, a bearer token that is not prose) says it is no secret.
 
 This module is data and the checks the data needs; L{gasoline.core.redact_scan} compiles the
-table and runs it over text. The patterns are fixed, written here, in the syntax both Python's
-C{re} (the exact match) and RE2 (the scan's prefilter) read; user-supplied patterns never reach
+table and runs it over text. The patterns are fixed and written here, for Python's C{re} (the
+exact match; the scan derives its RE2 prefilter from them); user-supplied patterns never reach
 this module (noise rules use RE2, see L{gasoline.core.noise}).
 """
 

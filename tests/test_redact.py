@@ -12,16 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gasoline.core.redact import (
-    Redactor,
-    cap_text,
-    is_card_number,
-    is_sensitive_key,
-    luhn_valid,
-    redact_text,
-    redact_value,
-    secret_kinds,
-)
+from gasoline.core.redact import Redactor, cap_text, redact_text, redact_value, secret_kinds
+from gasoline.core.redact_keys import is_sensitive_key
+from gasoline.core.redact_shapes import is_card_number, luhn_valid
 
 # Filler text that cannot spell any trigger word (no e, o, s, w, digits, capitals, _ or @).
 SAFE_ALPHABET = "".join(c for c in string.ascii_lowercase if c not in "eosw") + " \n.,;:!?()-'\"/"

@@ -34,7 +34,7 @@ from gasoline.core import validate
 from gasoline.core.boundaries import check_test_id
 from gasoline.core.errors import GasolineError
 from gasoline.core.extension import ExtensionLink, rfc3339
-from gasoline.core.redact import redact_typed_values
+from gasoline.core.redact_fields import redact_typed_values
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.screenshots import MIME_OF_EXT, ScreenshotStore
 from gasoline.core.store import (

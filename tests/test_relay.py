@@ -10,13 +10,9 @@ import pytest
 from twisted.internet.task import Clock
 from zope.interface.verify import verifyObject
 
-from gasoline.relay.hub import (
-    BROWSER_TARGET_ID,
-    IRelayPeer,
-    Relay,
-    RelayRefused,
-    filter_matches,
-)
+from gasoline.relay.hub import Relay
+from gasoline.relay.model import IRelayPeer, RelayRefused
+from gasoline.relay.targets import BROWSER_TARGET_ID, filter_matches
 from gasoline.relay.testing import FakeCDPFailure, FakeExtensionLink, RecordingPeer
 
 

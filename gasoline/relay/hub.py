@@ -115,8 +115,8 @@ class Relay:
     target_domain: TargetDomain = attrs.field(init=False, default=attrs.Factory(
         lambda self: TargetDomain(clients=self.clients, targets=self.targets, link=self.link,
                                   sessions=self.tab_sessions), takes_self=True))
-    #: The methods answered on the root (and browser) session, by name.
-    _root_methods: dict[str, Handler] = attrs.field(init=False, default=attrs.Factory(
+    #: The methods the relay answers itself on the root (and a browser) session, by name.
+    root_methods: dict[str, Handler] = attrs.field(init=False, default=attrs.Factory(
         lambda self: {**self._browser_methods(), **self.target_domain.methods()}, takes_self=True))
     _commands: int = attrs.field(init=False, default=0)
     _command_errors: int = attrs.field(init=False, default=0)
@@ -364,6 +364,9 @@ class Relay:
             self._command_errors += 1
             client.send({"id": msg_id, **reply_session, "error": e.to_json()})
             return
+        except Exception:  # a defect: one answer to this command, never an error out of the relay
+            failed(Failure())
+            return
         if not isinstance(d, Deferred):
             answer(d)
             return
@@ -373,7 +376,7 @@ class Relay:
 
     def _root_command(self, client: CDPClient, method: str, params: dict) -> Any:
         """A command on the root (or a browser) session: answered by the relay itself."""
-        handler = self._root_methods.get(method)
+        handler = self.root_methods.get(method)
         if handler is None:
             raise CDPError(f"'{method}' wasn't found", METHOD_NOT_FOUND)
         return handler(client, params)

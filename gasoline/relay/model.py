@@ -3,7 +3,7 @@ The relay's vocabulary: what it knows of its peers (a L{CDPClient} per connectio
 L{Session}s, the L{Target}s the extension exposes), the errors it answers with, and the
 L{IRelayPeer} interface both kinds of connection provide.
 
-These are records with small lookups and no behaviour: the parts of the relay
+These are records with a few small helpers and no protocol logic: the parts of the relay
 (L{gasoline.relay.hub}, L{gasoline.relay.sessions}, L{gasoline.relay.targets}) change them, and
 the HTTP layer and the status page read them.
 """

@@ -4,7 +4,7 @@ The interfaces that are seams: each has a second implementation, an in-memory fa
 L{ISessionTools} is what the MCP layer (C{McpSession.extra_tools}) knows of a session's own tools:
 the session proxy implements it (L{gasoline.proxy.session.SessionTools}) and so does the in-memory
 L{gasoline.testing.FakeSessionTools}, which C{tests/test_testing.py} puts behind a real MCP
-server. (The relay's L{gasoline.relay.hub.IRelayPeer} is the other seam, beside its hub, with
+server. (The relay's L{gasoline.relay.model.IRelayPeer} is the other seam, beside its hub, with
 L{gasoline.relay.testing.FakeExtensionLink}.)
 
 The core's classes (telemetry store, notifier, command queue, extension link, client registry,

@@ -10,13 +10,9 @@ import pytest
 from twisted.internet.task import Clock
 from zope.interface.verify import verifyObject
 
-from gasoline.relay.hub import (
-    BROWSER_TARGET_ID,
-    IRelayPeer,
-    Relay,
-    RelayRefused,
-    filter_matches,
-)
+from gasoline.relay.hub import Relay
+from gasoline.relay.model import IRelayPeer, RelayRefused
+from gasoline.relay.targets import BROWSER_TARGET_ID, filter_matches
 from gasoline.relay.testing import FakeCDPFailure, FakeExtensionLink, RecordingPeer
 
 
@@ -687,3 +683,69 @@ def test_a_cdp_message_of_too_many_json_values_is_refused_before_decoding(relay,
     assert decoded == []  # never parsed
     relay.client_text(a.client, b'{"id":2,"method":"Browser.getVersion"}')
     assert a.peer.sent[-1]["id"] == 2 and "result" in a.peer.sent[-1]
+
+
+# -- hostile parameters to every method the relay answers itself ------------------------------------
+
+#: Every parameter the emulated methods read, and JSON values of every shape for them.
+_PARAMS = ("targetId", "sessionId", "url", "filter", "autoAttach", "flatten", "discover", "background")
+_HOSTILE = (None, True, False, 0, -1, 2**70, 1.5, "", "x", "TAB", [], [None], [5], [[]], [{}],
+            [{"type": []}], [{"type": "page", "exclude": []}], {}, {"a": [1]}, {"$gt": ""})
+
+
+def test_hostile_parameters_to_every_emulated_method_get_one_answer_never_an_internal_error(clock):
+    """Every method in the relay's own table, on the root and on a browser, tab and page session:
+    each parameter it reads, set to JSON of every shape, gets exactly one answer, a result or a
+    CDP error, and never the catch-all's "Internal relay error" (a defect). A fresh relay per
+    method, so what one call creates (tabs, sessions) does not slow the next method's calls."""
+    methods = sorted(Relay(clock).root_methods) + ["Runtime.runIfWaitingForDebugger"]
+    answered = 0
+    for kind in ("root", "browser", "tab", "page"):
+        for method in methods:
+            if method == "Browser.close":
+                continue  # it ends the connection (its own test covers it)
+            relay = Relay(clock)
+            ext = FakeExtensionLink(relay).connect()
+            tab = ext.add_tab()
+            a = Client(relay, "a")
+            tab_target_id = relay.targets[tab.target_id].tab_target_id
+
+            def open_session() -> str | None:
+                if kind == "browser":
+                    return a.call("Target.attachToBrowserTarget")["sessionId"]
+                if kind == "tab":
+                    return a.call("Target.attachToTarget",
+                                  {"targetId": tab_target_id, "flatten": True})["sessionId"]
+                return a.attach(tab.target_id) if kind == "page" else None
+
+            valid = {"targetId": tab.target_id, "autoAttach": True, "flatten": True,
+                     "discover": True, "url": "about:blank"}
+            session = open_session()
+            for key in _PARAMS:
+                for base in ({}, valid):
+                    for value in _HOSTILE:
+                        if session is not None and session not in a.client.sessions:
+                            session = open_session()  # a detach with valid params ended it
+                        a.peer.take()
+                        msg_id = a.send(method, {**base, key: value}, session)
+                        replies = [m for m in a.peer.take() if m.get("id") == msg_id]
+                        assert len(replies) == 1, (method, kind, key, value, replies)
+                        error = replies[0].get("error")
+                        assert error is None or error["message"] != "Internal relay error", (
+                            method, kind, key, value, error)
+                        answered += 1
+            assert a.peer.closed is None and relay.clients["a"] is a.client
+    assert answered == 4 * (len(methods) - 1) * len(_PARAMS) * 2 * len(_HOSTILE)
+
+
+def test_a_defect_in_a_handler_is_one_internal_error_answer_and_the_connection_goes_on(
+        relay, ext, monkeypatch):
+    a = Client(relay, "a")
+
+    def broken(client, params):
+        raise KeyError("a defect")
+
+    monkeypatch.setitem(relay.root_methods, "Target.getTargets", broken)
+    assert a.error("Target.getTargets") == {"code": -32000, "message": "Internal relay error"}
+    assert relay.counts["command_errors"] == 1
+    assert a.call("Browser.getVersion")["protocolVersion"] == "1.3"

@@ -27,7 +27,8 @@ from gasoline.http.relay_wire import (
     MAX_CLIENT_MESSAGE,
     MAX_EXTENSION_MESSAGE,
 )
-from gasoline.relay.hub import CLIENT_ID, IRelayPeer, Relay, RelayRefused
+from gasoline.relay.hub import CLIENT_ID, Relay
+from gasoline.relay.model import IRelayPeer, RelayRefused
 from gasoline.stream import MESSAGE_LIMIT, STALL_SECONDS, BoundedWriter, abort_transport
 
 log = Logger()

@@ -11,7 +11,8 @@ from typing import Any, Callable
 import attrs
 from zope.interface import implementer
 
-from gasoline.relay.hub import IRelayPeer, Relay
+from gasoline.relay.hub import Relay
+from gasoline.relay.model import IRelayPeer
 
 
 @implementer(IRelayPeer)

@@ -1,0 +1,171 @@
+"""
+The relay's vocabulary: what it knows of its peers (a L{CDPClient} per connection, each client's
+L{Session}s, the L{Target}s the extension exposes), the errors it answers with, and the
+L{IRelayPeer} interface both kinds of connection provide.
+
+These are records with a few small helpers and no protocol logic: the parts of the relay
+(L{gasoline.relay.hub}, L{gasoline.relay.sessions}, L{gasoline.relay.targets}) change them, and
+the HTTP layer and the status page read them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+import attrs
+from zope.interface import Interface
+
+from gasoline.common import INVALID_PARAMS, SERVER_ERROR
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.internet.interfaces import IDelayedCall
+
+#: The (emulated) browser context every target belongs to.
+BROWSER_CONTEXT_ID = "GASOLINE0DEFAULT0CONTEXT0000000"
+
+
+class IRelayPeer(Interface):
+    """One WebSocket peer of the relay (a CDP client or the extension), as the relay sees it."""
+
+    def send(message):
+        """Send C{message} (a JSON-able dict) as one text message; never raises."""
+
+    def close(code, reason):
+        """Close the connection with a WebSocket close C{code} and C{reason} (a str)."""
+
+
+class CDPError(Exception):
+    """A CDP error answer C{{"code": ..., "message": ...}}."""
+
+    def __init__(self, message: str, code: int = SERVER_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+class RelayRefused(Exception):
+    """A CDP client connection the relay refuses (C{close_code}, C{reason})."""
+
+    def __init__(self, close_code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.close_code = close_code
+        self.reason = reason
+
+
+def new_session_id() -> str:
+    """A client session id: random, never shared between clients."""
+    return secrets.token_hex(16).upper()
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+    """An integer that is not a C{bool} (JSON's numbers as ids and tab ids)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def auto_attach_flag(params: dict) -> bool:
+    """C{autoAttach} of C{Target.setAutoAttach}, checked: a boolean, and only flatten sessions."""
+    auto = params.get("autoAttach")
+    if not isinstance(auto, bool):
+        raise CDPError("Invalid parameters: autoAttach: boolean value expected", INVALID_PARAMS)
+    if auto and params.get("flatten") is not True:
+        raise CDPError("Only flatten sessions are supported by the Gasoline relay "
+                       "(Target.setAutoAttach needs flatten: true)", INVALID_PARAMS)
+    return auto
+
+
+@attrs.define(eq=False)
+class Target:
+    """A tab the relay knows about (from the extension's announcements)."""
+
+    target_id: str
+    tab_id: int
+    url: str = ""
+    title: str = ""
+    #: The L{CDPClient.owner_key} of the connection that created this tab with
+    #: C{Target.createTarget} (C{None}: a user's tab).
+    owner: str | None = None
+    #: Runtime execution contexts per Chrome session (C{None}: the tab itself), id -> description.
+    contexts: dict[str | None, dict[int, dict]] = attrs.Factory(dict)
+    #: Child targets Chrome attached, per Chrome child session id: the C{attachedToTarget} params
+    #: and the Chrome session they were announced on.
+    children: dict[str, tuple[str | None, dict]] = attrs.Factory(dict)
+
+    @property
+    def tab_target_id(self) -> str:
+        return "TAB" + self.target_id[3:] if len(self.target_id) > 3 else "TAB-" + self.target_id
+
+    def info(self, attached: bool, kind: str = "page") -> dict[str, Any]:
+        return {
+            "targetId": self.tab_target_id if kind == "tab" else self.target_id,
+            "type": kind,
+            "title": self.title,
+            "url": self.url,
+            "attached": attached,
+            "canAccessOpener": False,
+            "browserContextId": BROWSER_CONTEXT_ID,
+        }
+
+
+@attrs.define(eq=False)
+class Session:
+    """One client's session: a tab target, a page, a child of a page, or the browser."""
+
+    session_id: str
+    client: CDPClient
+    #: C{"page"}, C{"tab"} (puppeteer's tab target), C{"child"} or C{"browser"}.
+    kind: str
+    target: Target | None = None
+    #: The Chrome session on the tab (C{None} for the page itself, a child session id otherwise).
+    chrome_session: str | None = None
+    #: The session this one was announced on (C{None}: the client's root).
+    parent: Session | None = None
+    enabled: set[str] = attrs.Factory(set)
+    #: This session's C{Target.setAutoAttach} params (child auto-attach on a page, or page
+    #: auto-attach on a tab target); C{None} when off.
+    auto_attach: dict | None = None
+    #: Client session ids of the sessions announced on this one.
+    children: set[str] = attrs.Factory(set)
+    #: Chrome is holding the tab for this session (page sessions only).
+    holds_tab: bool = False
+
+
+@attrs.define(eq=False)
+class CDPClient:
+    """One connected CDP client."""
+
+    client_id: str
+    peer: IRelayPeer
+    sessions: dict[str, Session] = attrs.Factory(dict)
+    discover: bool = False
+    #: The C{filter} of C{Target.setDiscoverTargets} (C{None}: Chrome's default).
+    discover_filter: list | None = None
+    #: Root C{Target.setAutoAttach} params (C{None}: off).
+    auto_attach: dict | None = None
+    #: Auto-attaches under way: (target id, parent session id) -> the attach's Deferred.
+    attaching: dict[tuple[str, str | None], list[Deferred]] = attrs.Factory(dict)
+    #: Target ids this client created (C{Target.createTarget}).
+    created: set[str] = attrs.Factory(set)
+    closed: bool = False
+    commands: int = 0
+    #: This connection's key for the tabs it creates (the client id and a random part: a later
+    #: connection with the same id never owns them).
+    owner_key: str = attrs.Factory(lambda self: f"{self.client_id}.{secrets.token_hex(8)}",
+                                   takes_self=True)
+    #: When the client last sent a message (the relay's clock), for the idle reaper.
+    last_active: float = 0.0
+    idle_timer: IDelayedCall | None = None
+
+    def send(self, message: dict) -> None:
+        if not self.closed:
+            self.peer.send(message)
+
+    def session_for(self, target: Target, kind: str, parent: Session | None) -> Session | None:
+        for s in self.sessions.values():
+            if s.target is target and s.kind == kind and s.parent is parent:
+                return s
+        return None

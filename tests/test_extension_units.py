@@ -19,7 +19,8 @@ def test_the_extension_libraries_pass_their_node_tests():
     node = require_tool("node", why="the extension's unit tests run under node:test")
     files = sorted(TESTS.glob("*.test.mjs"))
     assert {f.name for f in files} >= {"policy.test.mjs", "redact.test.mjs", "settings.test.mjs", "queues.test.mjs",
-                                       "runner.test.mjs", "syncstate.test.mjs", "worker.test.mjs", "background.test.mjs"}
+                                       "runner.test.mjs", "syncstate.test.mjs", "worker.test.mjs", "background.test.mjs",
+                                       "failures.test.mjs"}
     run = subprocess.run([node, "--test", *map(str, files)], capture_output=True, text=True,
                          timeout=120, cwd=TESTS)
     report = run.stdout + run.stderr

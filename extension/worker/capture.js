@@ -47,6 +47,9 @@ function captureItem(s, kind, payload, tabId) {
 // `untracked`: how much of it came from a tab no longer tracked by the time it arrived (status
 // snapshot: where capture stopped, when a page's data does not arrive).
 const pulled = { pages: null, byKind: {}, untracked: 0 };
+// `counts`: how the failed-load listener's requests ended (lib/failures.js); `untracked`: how many
+// failures came from a tab not tracked when they were reported.
+const failedLoads = { counts: null, untracked: 0 };
 
 /** Registers the capture listeners (once, at the worker's top level). */
 export function installCapture() {
@@ -69,9 +72,10 @@ export function installCapture() {
 
 /** Registers the failed-load listener (lib/failures.js): what the page's hooks cannot see (an <img> or script 404, a blocked stylesheet). */
 export function installFailedLoads() {
-  installLoadFailures((tabId, entry) => {
+  failedLoads.counts = installLoadFailures((tabId, entry) => {
     loadSettings().then((s) => {
-      if (!isTrackedTab(s, tabId) || !s.captureNetwork) return;
+      if (!isTrackedTab(s, tabId)) { failedLoads.untracked += 1; return; }
+      if (!s.captureNetwork) return;
       captureItem(s, 'log', entry, tabId);
       captureItem(s, 'network_body', { ts: entry.ts, url: entry.url, method: entry.method, status: entry.status,
         content_type: '', duration: 0, initiator: entry.resource_type, error: entry.error }, tabId);
@@ -87,5 +91,6 @@ export function captureStatus() {
     capture_starts: pulled.pages ? pulled.pages.starts() : {},
     pulled: Object.assign({ untracked: pulled.untracked }, pulled.byKind),
     dropped: queues.totalDropped(),
+    failed_loads: Object.assign({ untracked: failedLoads.untracked }, failedLoads.counts ? failedLoads.counts() : {}),
   };
 }

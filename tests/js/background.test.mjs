@@ -27,7 +27,7 @@ test('every listener is registered while the worker script runs, before any brow
     'runtime.onMessage', 'runtime.onStartup', 'runtime.onInstalled', 'storage.onChanged', 'alarms.onAlarm',
     'tabs.onRemoved', 'tabs.onUpdated', 'tabs.onCreated',
     'webNavigation.onBeforeNavigate', 'webNavigation.onCommitted', 'webNavigation.onCompleted', 'webNavigation.onErrorOccurred',
-    'webRequest.onCompleted', 'webRequest.onErrorOccurred', 'debugger.onEvent', 'debugger.onDetach',
+    'webRequest.onResponseStarted', 'webRequest.onCompleted', 'webRequest.onErrorOccurred', 'debugger.onEvent', 'debugger.onDetach',
   ];
   for (const name of expected) assert.ok(registered.includes(name), `${name} is not registered: ${registered.join(', ')}`);
   // The worker, lib/pages.js and lib/cdp.js each follow the settings; one keep-alive alarm.

@@ -130,6 +130,7 @@ test("the popup's status: connection, pairing, this run, and each capture queue'
   assert.deepEqual(Object.keys(snap), [
     'connected', 'last_sync_at', 'last_error', 'entries', 'server_url', 'server_version', 'ai_controlled', 'pairing',
     'ext_session_id', 'version', 'queues', 'capturing_tabs', 'capture_starts', 'pulled', 'dropped',
+    'failed_loads',
   ]);
   assert.equal(snap.version, '0.0.1-test');
   assert.match(snap.ext_session_id, /^ext_\d+_[a-z0-9]+$/);
@@ -137,4 +138,6 @@ test("the popup's status: connection, pairing, this run, and each capture queue'
   assert.deepEqual(Object.keys(snap.queues).sort(), ['action', 'log', 'network_body', 'perf', 'ws']);
   assert.deepEqual(snap.queues.log, { buffered: 0, sent: 0, dropped: 0, rejected: 0, backoff_ms: 0 });
   assert.deepEqual([snap.capturing_tabs, snap.pulled, snap.dropped], [[], { untracked: 0 }, 0]);
+  // The failed-load listener is not installed here (no chrome.webRequest): only the tab filter's count.
+  assert.deepEqual(snap.failed_loads, { untracked: 0 });
 });

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from io import BytesIO
 
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web import http, server
 
 from gasoline.stream import abort_transport
@@ -77,6 +79,8 @@ class GasolineRequest(server.Request):
 
     #: Every body byte received, kept or discarded.
     body_length = 0
+    #: The kept body (at most L{MAX_BODY} bytes), also C{content}; set when the length is known.
+    kept_body: BytesIO | None = None
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -87,17 +91,17 @@ class GasolineRequest(server.Request):
 
     def gotLength(self, length):
         self.body_length = 0
-        self.content = BytesIO()
+        self.content = self.kept_body = BytesIO()
         _no_delay(self.channel)
 
     def handleContentChunk(self, data: bytes) -> None:
         received = self.body_length
         self.body_length = received + len(data)
         room = MAX_BODY - received
-        if room <= 0:
+        kept = self.kept_body
+        if room <= 0 or kept is None:  # (gotLength, which sets it, comes first)
             return
-        # Twisted types Request.content as None; gotLength has made it a file by now.
-        self.content.write(data if len(data) <= room else data[:room])  # type: ignore[attr-defined]
+        kept.write(data if len(data) <= room else data[:room])
 
     @property
     def oversize(self) -> bool:
@@ -154,7 +158,7 @@ class GasolineChannel(http.HTTPChannel):
         if not self.requests and self.transport is not None:
             self._between_requests = True  # the keep-alive idle timer governs the wait
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._disarm()
         super().connectionLost(reason)
 
@@ -214,8 +218,7 @@ class GasolineSite(server.Site):
             oldest = next(iter(self._unproven))
             del self._unproven[oldest]
             self.evicted_connections += 1
-            if oldest.transport is not None:
-                oldest.transport.abortConnection()
+            abort_transport(oldest.transport)
             # Its slot frees when the abort completes; this connection takes it meanwhile.
         elif self.open_connections >= self.max_connections:
             self.refused_connections += 1

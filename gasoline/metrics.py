@@ -32,6 +32,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from twisted.web.resource import Resource
 
+from gasoline.http.routes import ROUTES
+
 if TYPE_CHECKING:
     from gasoline.core.clients import ClientRegistry
     from gasoline.core.extension import ExtensionLink
@@ -51,13 +53,9 @@ REJECT_REASONS = {
     421: "misdirected", 429: "rate_limited", 503: "unavailable",
 }
 #: Route labels: the first path segment when it is one of these, else C{other} (the label set
-#: must not grow with whatever paths a scanner tries).
-KNOWN_ROUTES = frozenset({
-    "logs", "network-bodies", "network-body", "enhanced-actions", "network-waterfall",
-    "websocket-events", "performance-snapshots", "extension-logs", "api", "sync",
-    "pending-queries", "query-result", "dom-result", "screenshots", "test-boundary", "snapshot",
-    "clear", "shutdown", "health", "clients", "mcp", "metrics", "events",
-})
+#: must not grow with whatever paths a scanner tries). The first segment of every route of the
+#: route table (L{gasoline.http.routes.ROUTES}); C{/} itself is C{root}.
+KNOWN_ROUTES = frozenset(route.segments[0] for route in ROUTES if route.segments)
 
 
 def route_label(path: bytes) -> str:

@@ -294,7 +294,7 @@ def open_connector_stdout(app: Any, clock: Clock) -> OpenStream:
                       STDOUT_LIMIT, STDOUT_STALL_SECONDS)
 
 
-#: Every kind of stream the daemon and the connector write (issue 28 item 4). A new kind of stream
+#: Every kind of stream the daemon and the connector write. A new kind of stream
 #: gets an opener here; the source scan below fails for one written any other way.
 STREAM_KINDS: dict[str, Callable[[Any, Clock], OpenStream]] = {
     "GET /events": open_events,

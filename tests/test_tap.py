@@ -88,7 +88,7 @@ def test_the_shutdown_hook_reaches_the_reactor(tmp_path):
     assert reactor.hasStopped
 
 
-# -- --extension-id (issue 28 §6) -----------------------------------------------------------------
+# -- --extension-id: the extension ids the daemon accepts ------------------------------------------
 
 
 def test_extension_id_alone_parses_and_reaches_the_config(tmp_path, monkeypatch):

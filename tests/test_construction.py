@@ -6,7 +6,6 @@ daemon's hooks are the ones passed at construction."""
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 
 import pytest
@@ -94,10 +93,6 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
-#: Each source is parsed once for both passes.
-_parse = functools.lru_cache(maxsize=None)(ast.parse)
-
-
 def _sources() -> dict[str, str]:
     """C{path -> source} of every Python file of L{SCANNED}."""
     from pathlib import Path
@@ -115,7 +110,7 @@ def _own_private_names(sources: dict[str, str]) -> set[str]:
     modules = {PurePosixPath(path).stem for path in sources}
     own = set()
     for source in sources.values():
-        for node in ast.walk(_parse(source)):
+        for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 own.add(node.name)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -140,7 +135,7 @@ def _foreign_private_names(path: str, source: str, own: set[str]) -> set[tuple[s
     """
     found = set()
     foreign: dict[str, str] = {}  # local name -> the other library's module or object
-    tree = _parse(source)
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:

@@ -18,7 +18,7 @@ new state dir (which creates the identity key, in a child process) and started a
 daemon after use (the extension paired, opened its CDP link and posted a batch, every tool called
 once: not idle, for scale); the stack's own
 floor (twistd alone, and a hello-world Klein app under twistd); side by side with the published
-daemon's with ``--compare-reference`` (issue 16's target: under 40 MB).
+daemon's with ``--compare-reference`` (the target: under 40 MB idle).
 
     .venv/bin/python bench/memory.py [--entries 100000] [--no-persist] [--compare-reference]
                                      [--idle-only]

@@ -1,5 +1,5 @@
 """
-``observe errors`` latency under ingest (issue 4): 50 clients poll ``observe {what:"errors"}`` over
+``observe errors`` latency under ingest: 50 clients poll ``observe {what:"errors"}`` over
 ``POST /mcp`` (each with its own ``X-Gasoline-Client``, hence its own cursor) while a paced writer
 ingests 10 000 console entries/s through ``POST /logs``, against a real ``twistd -n gasoline``.
 Target: observe p99 < 50 ms.

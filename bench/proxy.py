@@ -1,5 +1,5 @@
 """
-Session proxy benchmark (issue 14).
+Session proxy benchmark: the time a proxied tool call adds.
 
 1. Overhead: the same ``tools/call`` (and, as the floor, an MCP ``ping``: answered by the child
    directly, by the daemon itself when proxied) made directly to a child server over stdio and

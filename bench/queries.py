@@ -1,5 +1,5 @@
 """
-Query routing benchmark (issue 4).
+Query routing benchmark: extension-bound commands through the daemon's router.
 
 10 clients x 100 concurrent ``analyze {what:"dom"}`` calls per round, each client with its own MCP
 session, through the daemon's MCP server, tools layer (redaction, cap, audit) and query router,

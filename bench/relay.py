@@ -16,7 +16,7 @@ directly (Chromium's browser endpoint, flat session) or through the relay (a fre
 
 The two paths alternate in blocks (direct, relay, direct, relay, ...) so drift hits both alike;
 every block of every configuration is kept, and the table reports p50/p99 of all calls of a path
-with the relay's extra time at p50 (relay p50 - direct p50) and the ratio. The target (issue 15) is
+with the relay's extra time at p50 (relay p50 - direct p50) and the ratio. The target is
 less than 2 ms extra at p50 for evaluate.
 """
 

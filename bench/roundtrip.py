@@ -1,5 +1,5 @@
 """
-MCP round-trip benchmark (issue 3).
+MCP round-trip benchmark: one tool call's time through the daemon.
 
 ``tools/call observe {what:"errors", limit:10}`` over 200 sequential calls, through the stdio
 connector (``gasoline connect``) and directly over ``POST /mcp``; median and p95. Also the connector's

@@ -1,5 +1,5 @@
 """
-Context streaming benchmark (issue 13, seed 004).
+Context streaming benchmark.
 
 The daemon's components run in this process on the real reactor (a background thread), listening
 on 127.0.0.1:0; the extension side is a separate process (``--generator``) posting ``/logs`` over

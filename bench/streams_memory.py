@@ -1,5 +1,5 @@
 """
-Memory of slow readers (issue 28 item 4): streams that never read, while a page floods errors.
+Memory of slow readers: streams that never read, while a page floods errors.
 
 The real daemon (``twistd -n gasoline``, default options, port 0) first takes ``--warm`` console
 errors with no stream open (its console buffer, 100 000 entries by default, is then full: what the

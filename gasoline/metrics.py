@@ -24,19 +24,30 @@ The full list of series, with their types and labels, is in C{docs/operations.md
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sized
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from twisted.web.resource import Resource
 
+from gasoline.http.routes import ROUTES
+
 if TYPE_CHECKING:
     from gasoline.core.clients import ClientRegistry
     from gasoline.core.extension import ExtensionLink
     from gasoline.core.router import QueryRouter
     from gasoline.core.store import TelemetryStore
+    from gasoline.http.ingest import IngestAPI
+    from gasoline.mcp.tools import ToolRegistry
+
+
+class OpenStreams(Protocol):
+    """What the collector reads of the MCP HTTP transport (L{gasoline.http.mcp_http.McpHTTP})."""
+
+    @property
+    def open_streams(self) -> Sized: ...
 
 PREFIX = "gasoline_"
 
@@ -51,13 +62,9 @@ REJECT_REASONS = {
     421: "misdirected", 429: "rate_limited", 503: "unavailable",
 }
 #: Route labels: the first path segment when it is one of these, else C{other} (the label set
-#: must not grow with whatever paths a scanner tries).
-KNOWN_ROUTES = frozenset({
-    "logs", "network-bodies", "network-body", "enhanced-actions", "network-waterfall",
-    "websocket-events", "performance-snapshots", "extension-logs", "api", "sync",
-    "pending-queries", "query-result", "dom-result", "screenshots", "test-boundary", "snapshot",
-    "clear", "shutdown", "health", "clients", "mcp", "metrics", "events",
-})
+#: must not grow with whatever paths a scanner tries). The first segment of every route of the
+#: route table (L{gasoline.http.routes.ROUTES}); C{/} itself is C{root}.
+KNOWN_ROUTES = frozenset(route.segments[0] for route in ROUTES if route.segments)
 
 
 def route_label(path: bytes) -> str:
@@ -186,10 +193,10 @@ class DaemonCollector:
     """
 
     def __init__(self, metrics: Metrics, *, store: TelemetryStore,
-                 registry: ClientRegistry | None = None, tools: Any = None,
+                 registry: ClientRegistry | None = None, tools: ToolRegistry | None = None,
                  router: QueryRouter | None = None, extension: ExtensionLink | None = None,
                  journals: Any = None,
-                 sse: Any = None, ingest: Any = None) -> None:
+                 sse: OpenStreams | None = None, ingest: IngestAPI | None = None) -> None:
         self.metrics = metrics
         self.store = store
         self.registry = registry
@@ -198,7 +205,6 @@ class DaemonCollector:
         self.extension = extension
         #: C{buffer name -> journal} (the store's C{journals} dict: it fills in as journals open).
         self.journals = journals if journals is not None else getattr(store, "journals", {})
-        #: An object with C{open_streams} (L{gasoline.http.mcp_http.McpHTTP}).
         self.sse = sse
         self.ingest = ingest
         #: Each buffer's C{head} when the daemon started: writes before a restart are not ours.
@@ -267,7 +273,7 @@ class DaemonCollector:
             calls.add_metric([name], n)
         errors = CounterMetricFamily("gasoline_tool_errors", "MCP tool calls that answered "
                                      "isError, by tool and error code.", labels=["tool", "code"])
-        for (name, code), n in list(getattr(tools, "tool_errors", {}).items()):
+        for (name, code), n in list(tools.tool_errors.items()):
             errors.add_metric([name, code], n)
         limited = CounterMetricFamily("gasoline_rate_limited_calls", "MCP tool calls refused by "
                                       "the per-client rate limit.")

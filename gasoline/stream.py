@@ -210,7 +210,8 @@ def request_writer(request: Any, clock: IReactorTime, *, limit: int = SSE_LIMIT,
     """A L{BoundedWriter} for one streaming twisted.web response (an SSE stream).
 
     Call C{writer.close()} before C{request.finish()}; the writer closes itself when the client
-    goes away.
+    goes away. On a L{gasoline.http.request.GasolineChannel} (the daemon's), a writer registered
+    while the connection's transport buffer is full starts paused.
     """
     def disconnect() -> None:
         channel = getattr(request, "channel", None)
@@ -218,8 +219,7 @@ def request_writer(request: Any, clock: IReactorTime, *, limit: int = SSE_LIMIT,
 
     writer = BoundedWriter(clock, request.write, disconnect, limit=limit, stall=stall,
                            notice=notice)
-    channel = getattr(request, "channel", None)
-    writer.attach(request, paused=bool(getattr(channel, "_waitingForTransport", False)))
+    writer.attach(request)
     request.notifyFinish().addBoth(lambda _: writer.close())
     return writer
 

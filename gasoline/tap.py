@@ -11,7 +11,7 @@ import gc
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import sys
 
@@ -104,6 +104,60 @@ def non_negative_int(value: str) -> int:
     if n < 0:
         raise ValueError("must be 0 or more")
     return n
+
+
+class ListenAddress(NamedTuple):
+    """Where an endpoint string listens (L{listen_address})."""
+
+    #: C{"tcp"} (also C{tcp6:}), C{"ssl"}, C{"unix"}, or C{"other"} (an endpoint plugin's).
+    kind: str
+    #: The TCP port (0: any free port); C{None} for other kinds.
+    port: int | None = None
+    #: The interface (C{""}: every interface); C{None} where there is none (C{unix:}).
+    interface: str | None = None
+
+
+#: Errors Twisted's endpoint parser raises for a bad description (an ssl: endpoint reads its
+#: certificate files while it is parsed; systemd: looks up its inherited descriptor).
+ENDPOINT_ERRORS = (ValueError, LookupError, TypeError, OSError)
+
+
+class _ListenRecorder:
+    """A stand-in reactor for L{listen_address}: it records the one listen an endpoint asks of
+    it (C{IReactorTCP.listenTCP}, C{IReactorSSL.listenSSL}, C{IReactorUNIX.listenUNIX}) and
+    opens nothing. (Twisted's C{MemoryReactor} does the same, but importing it loads trial,
+    unittest, pdb and doctest into the daemon.)"""
+
+    def __init__(self) -> None:
+        self.address = ListenAddress("other")
+
+    def listenTCP(self, port: int, factory: object, backlog: int = 50,
+                  interface: str = "") -> None:
+        self.address = ListenAddress("tcp", int(port), str(interface))
+
+    def listenSSL(self, port: int, factory: object, contextFactory: object, backlog: int = 50,
+                  interface: str = "") -> None:
+        self.address = ListenAddress("ssl", int(port), str(interface))
+
+    def listenUNIX(self, address: str, factory: object, backlog: int = 50, mode: int = 0o666,
+                   wantPID: int = 0) -> None:
+        self.address = ListenAddress("unix")
+
+
+def listen_address(description: str) -> ListenAddress:
+    """Where endpoint C{description} would listen, by Twisted's public API: C{serverFromString}
+    builds the endpoint against a L{_ListenRecorder}, and the endpoint's C{listen} tells it the
+    port and interface (nothing is opened). An endpoint that asks anything else of the reactor
+    (a plugin's, C{systemd:}) is C{"other"}.
+
+    @raise ValueError: (or another of L{ENDPOINT_ERRORS}) C{description} is not a valid endpoint.
+    """
+    from twisted.internet.protocol import Factory
+
+    recorder = _ListenRecorder()
+    endpoint = serverFromString(recorder, description)
+    endpoint.listen(Factory()).addErrback(lambda _: None)  # fired already: nothing waits
+    return recorder.address
 
 
 def _loopback(interface: str) -> bool:
@@ -220,19 +274,14 @@ class Options(usage.Options):
             raise OptionError(f"{text} (gasoline serve --help lists the options)") from None
 
     def postOptions(self) -> None:
-        from twisted.internet.endpoints import (
-            _parseServer,  # validation only
-        )
-
         if needs_tls(self["listen"]):
             _tls.require()  # an ssl: (or other non-plain) endpoint: TLS now, before parsing it
         try:
-            _kind, _args, kwargs = _parseServer(self["listen"], None)
-        except (ValueError, KeyError, TypeError) as e:
+            interface = listen_address(self["listen"]).interface
+        except ENDPOINT_ERRORS as e:
             raise usage.UsageError(f"--listen {self['listen']!r} is not a valid endpoint: {e}; "
                                    "e.g. tcp:7890:interface=127.0.0.1")
-        interface = kwargs.get("interface") if isinstance(kwargs, dict) else None
-        if interface is not None and not _loopback(str(interface)):
+        if interface is not None and not _loopback(interface):
             raise usage.UsageError(
                 f"--listen {self['listen']!r} listens on "
                 f"{'every interface' if interface in ('', '0.0.0.0', '::') else interface}, but "
@@ -307,18 +356,14 @@ def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:
     import errno
     import socket
 
-    from twisted.internet.endpoints import _parseServer
-
     try:
-        kind, args, kwargs = _parseServer(spec, None)
-    except (ValueError, KeyError, TypeError):
+        where = listen_address(spec)
+    except ENDPOINT_ERRORS:
         return
-    if kind not in ("TCP", "SSL") or not args:
+    port = where.port
+    if where.kind not in ("tcp", "ssl") or not port:
         return
-    port = int(args[0])
-    if port == 0:
-        return
-    host = str(kwargs.get("interface") or "0.0.0.0")
+    host = where.interface or "0.0.0.0"
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

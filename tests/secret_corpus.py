@@ -1,5 +1,5 @@
 """
-A corpus of secret shapes for the leak tests (issue 30 §1), written from the formats well-kept
+A corpus of secret shapes for the leak tests, written from the formats well-kept
 scanners document (gitleaks' config/gitleaks.toml rules and detect-secrets' plugins: prefixes,
 alphabets and lengths, as facts) and independently of Gasoline's own patterns.
 

@@ -142,7 +142,7 @@ def test_max_clients_counts_live_clients_only():
 
 
 def test_at_the_limit_a_registration_without_connection_gives_up_its_slot_lru():
-    """Issue 11 §5: a registered client with no live connection does not hold a slot against a
+    """A registered client with no live connection does not hold a slot against a
     newcomer; the least recently seen goes first and its state stays inheritable."""
     clock, registry = make(max_clients=2)
     registry.register("a").kv["x"] = 1
@@ -352,7 +352,7 @@ def test_registration_keeps_a_usable_working_directory_only(tmp_path):
 
 def test_a_brand_new_client_whose_session_came_first_inherits_nothing():
     """The connector's first MCP request may open the client's session before its POST /clients:
-    that registration finds the client's own live state, which is not inherited (issue 31)."""
+    that registration finds the client's own live state, which is not inherited."""
     clock, registry = make(ttl=60)
     registry.connect("fresh")
     assert registry.register("fresh").inherited is False

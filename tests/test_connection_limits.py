@@ -1,5 +1,5 @@
 """
-Connection-level limits (issue 28 item 5): an absolute deadline for a request's headers
+Connection-level limits: an absolute deadline for a request's headers
 (slowloris), a connection cap that connections which never complete a request cannot hold.
 """
 

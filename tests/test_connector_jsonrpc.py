@@ -1,5 +1,5 @@
 """
-The connector speaks JSON-RPC exactly (issue 11 §6): notifications are never answered, messages
+The connector speaks JSON-RPC exactly: notifications are never answered, messages
 that are neither requests, notifications nor responses get -32600, an invalid id is never echoed,
 and a batch the daemon refuses as a whole is answered at once instead of after the 30 s bound.
 """

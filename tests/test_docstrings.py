@@ -82,15 +82,31 @@ def test_the_check_sees_a_placeholder():
 _TRACKER_REFERENCE = re.compile(r"\b(?:[Ii]ssue|[Ss]eed)s? ?#?\d+\b")
 
 
-def test_the_package_describes_behaviour_not_issue_numbers():
-    """Comments and docstrings say what the code does and why, not which issue or seed asked for
-    it (the reader of the code has neither at hand)."""
+#: Files that still name an issue, with the reason they are not reworded here.
+_TRACKER_PENDING = {
+    # Being changed in parallel (the e2e flake; the sealed ingest bench): reworded at merge.
+    "tests/e2e/test_extension_firsthour.py",
+    "bench/ingest.py",
+}
+
+
+def test_the_package_tests_and_benches_describe_behaviour_not_issue_numbers():
+    """Comments and docstrings say what the code (a test: what it checks) does and why, not which
+    issue or seed asked for it (the reader of the code has neither at hand)."""
+    repo = PACKAGE.parent
+    files = [path for folder in ("gasoline", "tests", "bench")
+             for path in sorted((repo / folder).rglob("*.py"))
+             if path != Path(__file__).resolve()]  # (this file's examples are the check's own)
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in files:
+        rel = path.relative_to(repo).as_posix()
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if _TRACKER_REFERENCE.search(line):
-                found.append(f"{path.relative_to(PACKAGE).as_posix()}:{number}: {line.strip()[:80]}")
+            if _TRACKER_REFERENCE.search(line) and rel not in _TRACKER_PENDING:
+                found.append(f"{rel}:{number}: {line.strip()[:80]}")
     assert found == []
+    assert len(files) > 300
+    for rel in _TRACKER_PENDING:  # (an exception that is no longer needed goes)
+        assert _TRACKER_REFERENCE.search((repo / rel).read_text()), rel
 
 
 def test_the_check_sees_tracker_references():

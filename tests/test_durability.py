@@ -1,4 +1,4 @@
-"""Durability (issue 11 §4, issue 16 "Durable buffers and restart"): write-before-ack, kill -9,
+"""Durability: write-before-ack, kill -9,
 every buffer surviving a restart with its sequence numbers, private state files that never follow a
 symlink, and a full or read-only disk that every caller hears about."""
 

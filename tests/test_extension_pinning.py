@@ -1,4 +1,4 @@
-"""The daemon pins its extension (issue 29 items 1-3): the extension's own key, trust on first use,
+"""The daemon pins its extension: the extension's own key, trust on first use,
 sealed capture and commands, `gasoline pair`, pairing state bounded per purpose."""
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def test_pinned_extension_ids_refuse_other_extensions(tmp_path):
     r, body = call(treq, "GET", f"{URL}/health", headers={"Origin": "chrome-extension://otherid"})
     assert r.code == 403 and json.loads(body)["error"] == "forbidden: invalid origin"
     r, _ = call(treq, "GET", f"{URL}/health", headers={"Origin": "http://localhost:5173"})
-    assert r.code == 403  # a loopback page is a web page (issue 11 §1)
+    assert r.code == 403  # a loopback page is a web page
 
 
 def test_preflight_is_204_without_extension_header_or_key(tmp_path):

@@ -80,7 +80,7 @@ def test_health_lists_registered_clients(tmp_path):
 
 def test_with_an_api_key_health_lists_client_ids_only_to_key_holders(tmp_path):
     """GET /events and the MCP client header take a client id: with --api-key, a caller without
-    the key learns how many clients there are, never their ids (issue 28 §3)."""
+    the key learns how many clients there are, never their ids."""
     app, clock, treq = make(tmp_path, api_key="sekrit")
     app.registry.register("agent-a", now=clock.seconds())
     code, body = get(treq)

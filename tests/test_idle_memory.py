@@ -1,4 +1,4 @@
-"""What an idle daemon holds (issue 16: idle RSS): the modules it has not imported.
+"""What an idle daemon holds (its idle RSS): the modules it has not imported.
 
 Not an RSS threshold (that is bench/memory.py's job): the heavy modules an idle daemon must not
 import, checked in a real C{twistd -n gasoline} process, and the lazy tool tables that make it so

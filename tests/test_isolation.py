@@ -1,5 +1,5 @@
 """Three agents share one daemon: cursors, checkpoints, noise rules, tab filters and clears stay
-per client (seed 000). Everything goes through the real MCP server (``app.mcp.handle``)."""
+per client. Everything goes through the real MCP server (``app.mcp.handle``)."""
 
 from __future__ import annotations
 

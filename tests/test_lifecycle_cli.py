@@ -1,4 +1,4 @@
-"""``gasoline status | doctor | stop | identity`` act only on the daemon they name (issue 31).
+"""``gasoline status | doctor | stop | identity`` act only on the daemon they name.
 
 Every test that starts daemons starts two, on random ports, in two state dirs: the commands name
 one; the other must survive and answer. Nothing here binds, stops or talks to port 7890 (the

@@ -1,5 +1,5 @@
 """
-No page can wedge or starve the agents (issue 11 §3): an oversized entry never blocks a cursor,
+No page can wedge or starve the agents: an oversized entry never blocks a cursor,
 ``/test-boundary`` ids are bounded and stored by reference, one request's items and JSON values are
 bounded (413 naming the limit), idle connections time out, open connections are capped (one log
 line), and the file-descriptor soft limit is raised at start.

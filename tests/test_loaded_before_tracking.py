@@ -1,5 +1,5 @@
 """A tab tracked after it loaded: the agent's next answer says its load was not captured and how to
-reload (issue 31); once per agent, until the extension reports the tab reloaded."""
+reload; once per agent, until the extension reports the tab reloaded."""
 
 from __future__ import annotations
 

@@ -191,7 +191,7 @@ def test_foreign_origin_and_host_are_refused_before_mcp(client, app):
     response, _ = client.post(init_msg(), {"host": "evil.example.com"})
     assert response.code == 403
     assert app.mcp.sessions == {}
-    # A page on a loopback origin is a web page too (issue 11 §1).
+    # A page on a loopback origin is a web page too.
     response, _ = client.post(init_msg(), {"origin": "http://localhost:7890"})
     assert response.code == 403 and app.mcp.sessions == {}
 

@@ -58,7 +58,7 @@ async def _exercise(session: ClientSession, messages: list) -> dict:
     guide = await session.read_resource("gasoline://guide")
     assert guide.contents[0].mime_type == "text/markdown"
     assert "# Gasoline usage guide" in guide.contents[0].text
-    # configure streaming (issue 13; tests/test_streaming_sdk.py covers the pushes).
+    # configure streaming (tests/test_streaming_sdk.py covers the pushes).
     streaming = await session.call_tool("configure", {"what": "streaming",
                                                       "streaming_action": "status"})
     # Give the server->client stream a moment to deliver the log records.

@@ -191,7 +191,7 @@ _UNBUILT = {tool: [m for m in modes if m not in _TABLES[tool]]
 
 
 def test_every_listed_mode_is_built():
-    # configure streaming (issue 13) was the last unbuilt mode; a mode missing from its table
+    # Every mode of every tool's table is built; a mode missing from its table
     # still answers not_implemented (tests/test_tools_infra.py checks that path).
     assert {tool: missing for tool, missing in _UNBUILT.items() if missing} == {}
 
@@ -458,7 +458,7 @@ def test_before_cursor_pages_backwards_without_moving_the_cursor(server, app):
 
 
 def test_at_the_client_limit_the_least_recently_used_quiet_session_makes_room(tmp_path, clock):
-    """Only live clients hold slots (issue 11 §5): a quiet session (no stream, nothing in flight),
+    """Only live clients hold slots: a quiet session (no stream, nothing in flight),
     named or not, is closed for a newcomer, least recently used first; its state stays
     inheritable for the TTL. Sessions with an open stream or a request in flight are never."""
     app = build(Config(state_dir=tmp_path, persist=False, max_clients=2), clock)

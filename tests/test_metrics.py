@@ -168,6 +168,19 @@ def test_route_label_keeps_the_label_set_bounded():
     assert route_label(b"/\xff") == "other"
 
 
+def test_every_route_of_the_table_has_its_own_label():
+    """The labels come from the route table: a route added there is labelled, never C{other}."""
+    from gasoline.http.routes import ROUTES
+
+    for route in ROUTES:
+        path = "/" + "/".join("a/b" if s == "{*}" else "x" if s.startswith("{") else s
+                              for s in route.segments)
+        want = route.segments[0] if route.segments else "root"
+        assert route_label(path.encode()) == want, route.pattern
+    labels = {route_label(("/" + "/".join(r.segments)).encode()) for r in ROUTES}
+    assert {"pairing", "json", "status", "cdp", "ui", "extension", "root"} <= labels
+
+
 def test_relay_series_move_with_cdp_traffic(app):
     """The CDP relay's series (gasoline.relay.metrics): clients, the extension link, commands
     and their errors, events fanned out, requests to the extension and those pending."""

@@ -1,5 +1,5 @@
 """
-Web pages must not drive the daemon (issue 11 §1): the origin policy of L{gasoline.http.guards},
+Web pages must not drive the daemon: the origin policy of L{gasoline.http.guards},
 C{--allow-origin}, and C{POST /clients}' working-directory check.
 """
 

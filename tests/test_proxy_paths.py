@@ -1,4 +1,4 @@
-"""The proxy's own path check by canonical form (issue 30 §3), against a naive child server
+"""The proxy's own path check by canonical form, against a naive child server
 (tests/proxy/naive_server.py: it opens whatever it is given, in every reading a careless server
 makes of a string). Every spelling of a path out of the session's directory, enumerated
 systematically (plain, dot segments, ``..``, symlinks, ``~``, ``file:`` URLs of every case,

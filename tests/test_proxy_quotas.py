@@ -1,4 +1,4 @@
-"""The proxy is transparent, with quotas of its own (issue 30 §5): Gasoline's tool budget (the
+"""The proxy is transparent, with quotas of its own: Gasoline's tool budget (the
 per-client rate limit) and its 100 kB result cap apply to Gasoline's own tools only; a proxied
 server has the optional limits of its entry in the servers file (``callsPerMinute``,
 ``maxResultBytes``, ``cpuSeconds``, ``memoryMB``), reported as that server's error when hit.

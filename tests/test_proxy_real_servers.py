@@ -86,7 +86,7 @@ async def test_two_sessions_each_read_their_own_file_and_are_refused_the_other(t
 
 @pytest_twisted.ensureDeferred
 async def test_500_read_text_file_calls_in_a_minute_at_default_options_are_all_answered(tmp_path):
-    """Issue 30 §5: Gasoline's budget (100 calls per minute per client, the daemon's default)
+    """Gasoline's budget (100 calls per minute per client, the daemon's default)
     is for its own tools; an agent reading files through server-filesystem is not refused."""
     a, _ = _projects(tmp_path)
     d = Daemon(tmp_path, {"filesystem": _filesystem()}).start()
@@ -118,7 +118,7 @@ async def test_500_read_text_file_calls_in_a_minute_at_default_options_are_all_a
 
 @pytest_twisted.ensureDeferred
 async def test_a_1_mb_file_is_read_whole_through_the_proxy(tmp_path):
-    """Issue 30 §5: Gasoline's 100 kB result cap is for its own tools."""
+    """Gasoline's 100 kB result cap is for its own tools."""
     a, _ = _projects(tmp_path)
     line = "0123456789abcdefghijklmnopqrstuvwxyz-the-same-line-again-and-again\n"
     content = (line * (1024 * 1024 // len(line) + 1))[:1024 * 1024]

@@ -1,4 +1,4 @@
-"""No process a child server starts outlives the daemon's decision to end it (issue 30 §4), on the
+"""No process a child server starts outlives the daemon's decision to end it, on the
 paths where the daemon ends a child itself (the daemon's own death, ``kill -9`` included, is
 ``tests/test_proxy_daemon.py``): a server that fails to start is killed at once, and what it
 detached (``setsid`` after a double fork, outside the watchdog's process group) goes with it: the

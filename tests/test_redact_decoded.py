@@ -1,5 +1,5 @@
 """
-Redaction that holds on real payloads (issue 11 §2).
+Redaction that holds on real payloads.
 
 Secrets of every known shape, in every position a page can put them (after any whitespace or
 control character, in console arguments, headers, cookies, query strings, form and JSON bodies,

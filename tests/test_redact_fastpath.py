@@ -1,5 +1,5 @@
 """
-The redaction fast path (issue 14: the added latency of a proxied call) agrees with the full path.
+The redaction fast path (it bounds the added latency of a proxied call) agrees with the full path.
 
 L{Redactor.unchanged} may only say C{True} where L{Redactor.redact_value} (and
 L{Redactor.redact_text} for the extra texts) would give the input back unchanged;

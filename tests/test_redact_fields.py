@@ -1,5 +1,5 @@
 """
-One rule for "this input holds a secret" (issue 30 §2): the extension's C{isSensitiveField}
+One rule for "this input holds a secret": the extension's C{isSensitiveField}
 (extension/lib/redact.js, for the user's actions) and the daemon's L{is_sensitive_field} (for the
 agent's own actions and again at ingest) give the same answer on one table of fields, run by Node
 on the extension's own module.

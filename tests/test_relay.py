@@ -574,7 +574,7 @@ def test_a_created_tab_announced_again_after_an_extension_reconnect_still_closes
 
 
 def test_a_cdp_client_is_told_when_the_extension_waits_for_the_user_to_pair(tmp_path):
-    """The relay's "not connected" error names the pairing wait the daemon sees (issue 29)."""
+    """The relay's "not connected" error names the pairing wait the daemon sees."""
     from twisted.internet.task import Clock
 
     from gasoline.app import Config, build
@@ -596,7 +596,7 @@ def test_a_cdp_client_is_told_when_the_extension_waits_for_the_user_to_pair(tmp_
         app.streaming.stop()
 
 
-# -- private tabs belong to the creator's connection (issue 29 item 4) ------------------------------
+# -- private tabs belong to the creator's connection ----------------------------------------------
 
 
 def test_a_private_tab_whose_closing_failed_is_never_shown_to_a_later_client_with_the_same_id(

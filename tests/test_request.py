@@ -1,33 +1,55 @@
-"""The request class's per-connection socket tuning."""
+"""The daemon's HTTP channel's per-connection socket tuning."""
 
 from __future__ import annotations
 
-from gasoline.http.request import _no_delay
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.web.resource import Resource
+
+from gasoline.http.request import GasolineSite
 
 
-class _Transport:
-    def __init__(self):
-        self.calls = []
+class _TCPTransport(StringTransport):
+    def __init__(self, error: OSError | None = None):
+        super().__init__()
+        self.no_delay_calls: list[bool] = []
+        self._error = error
 
     def setTcpNoDelay(self, enabled):
-        self.calls.append(enabled)
+        self.no_delay_calls.append(enabled)
+        if self._error is not None:
+            raise self._error
 
 
-class _Channel:
-    def __init__(self, transport):
-        self.transport = transport
+REQUEST = b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
-def test_nagle_is_turned_off_once_per_connection():
-    transport = _Transport()
-    channel = _Channel(transport)
-    _no_delay(channel)
-    _no_delay(channel)  # a second request on the same keep-alive connection
-    assert transport.calls == [True]
+def _connect(transport: StringTransport):
+    site = GasolineSite(Resource(), reactor=Clock())
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
+    channel.makeConnection(transport)
+    return channel
+
+
+def test_nagle_is_turned_off_once_when_a_connection_opens():
+    transport = _TCPTransport()
+    channel = _connect(transport)
+    assert transport.no_delay_calls == [True]
+    channel.dataReceived(REQUEST)
+    channel.dataReceived(REQUEST)  # later requests on the same keep-alive connection
+    assert transport.no_delay_calls == [True]
+    assert transport.value().count(b"HTTP/1.1 404") == 2
 
 
 def test_a_transport_without_tcp_options_is_left_alone():
-    channel = _Channel(object())  # e.g. a UNIX socket transport
-    _no_delay(channel)
-    _no_delay(None)
-    assert channel._gasoline_no_delay is True
+    channel = _connect(StringTransport())  # e.g. a transport with no TCP options at all
+    channel.dataReceived(REQUEST)
+    assert channel.transport.value().startswith(b"HTTP/1.1 404")
+
+
+def test_a_socket_that_refuses_the_tcp_option_is_still_served():
+    transport = _TCPTransport(OSError(95, "Operation not supported"))  # a UNIX socket
+    channel = _connect(transport)
+    channel.dataReceived(REQUEST)
+    assert transport.no_delay_calls == [True] and transport.value().startswith(b"HTTP/1.1 404")

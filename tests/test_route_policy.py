@@ -1,5 +1,5 @@
 """
-The route policy, by enumeration (issue 28 §1-3): every route of a built daemon, discovered from its
+The route policy, by enumeration: every route of a built daemon, discovered from its
 resource tree and Klein apps, x spellings of its path x caller classes x with and without the API
 key, sent through Twisted's real HTTP parser (no sockets). Any 2xx (or WebSocket 101) that the
 table of L{gasoline.http.routes} does not allow fails, and so does a route the daemon serves that the

@@ -539,7 +539,7 @@ def test_tab_id_is_delivered_with_the_command(w):
     assert outcome(d).check(CancelledError)
 
 
-# -- the extension's own error codes: every one it can send is structured (issue 31) -------------------
+# -- the extension's own error codes: every one it can send is structured ----------------------------
 
 def _extension_codes() -> set[str]:
     """Every error code the extension's sources can put in a result: fail('x', ...),

@@ -1,5 +1,5 @@
 """``interact screenshot`` answers MCP ``image`` content an agent can see, size-bounded, plus the
-file's path (issue 31), checked with the official ``mcp`` SDK as the client of a real daemon whose
+file's path, checked with the official ``mcp`` SDK as the client of a real daemon whose
 extension is a thread speaking the real ``/sync`` and ``POST /screenshots`` protocol."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """
-Client slots and identity (issue 11 §5): only live clients hold slots (quiet sessions give way,
+Client slots and identity: only live clients hold slots (quiet sessions give way,
 least recently used first, keeping their state inheritable), closing a session releases its slot
 at once, and rate limits cannot be bypassed by switching client ids on one connection.
 """

@@ -1,5 +1,5 @@
 """Every start-up failure a user's input causes is one line naming the option (or environment
-variable) and the fix: no traceback, no twistd help dump, no truncated bytes repr (issue 31)."""
+variable) and the fix: no traceback, no twistd help dump, no truncated bytes repr."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def _get(path: str, *headers: str) -> bytes:
 
 
 def _request_writer(channel: Any) -> BoundedWriter:
-    producer = channel._requestProducer
+    producer = channel.requests[-1].producer  # the open request's registered producer
     assert isinstance(producer, BoundedWriter), f"the stream is written without the writer: {producer}"
     return producer
 
@@ -294,7 +294,7 @@ def open_connector_stdout(app: Any, clock: Clock) -> OpenStream:
                       STDOUT_LIMIT, STDOUT_STALL_SECONDS)
 
 
-#: Every kind of stream the daemon and the connector write (issue 28 item 4). A new kind of stream
+#: Every kind of stream the daemon and the connector write. A new kind of stream
 #: gets an opener here; the source scan below fails for one written any other way.
 STREAM_KINDS: dict[str, Callable[[Any, Clock], OpenStream]] = {
     "GET /events": open_events,
@@ -417,6 +417,24 @@ def test_the_scan_would_see_a_new_direct_stream_write(tmp_path):
     tree = ast.parse("def render(self, request):\n    request.write(b'data: x\\n\\n')\n")
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call))
     assert call.func.attr in _WRITES and ast.unparse(call.func.value) in _RECEIVERS
+
+
+def test_a_stream_opened_while_the_transport_is_full_starts_paused(app, clock):
+    """The connection's reader stopped reading before the stream opened: no C{pauseProducing}
+    will come for the new writer, so the channel pauses it when it registers."""
+    from tests.test_streaming import Agent
+
+    Agent(app, "A").subscribe(["error"])
+    channel, transport = _http(GasolineSite(app.resource, reactor=clock), b"")
+    channel.pauseProducing()  # what the transport does when its buffer is full
+    channel.dataReceived(_get(app.streaming.events_url("A")))
+    writer = _request_writer(channel)
+    assert writer.paused
+    for listener in list(app.streaming.agents["A"].listeners):
+        listener({"seq": 1, "event_type": "error", "message": "held"})
+    assert b"held" not in transport.value() and writer.pending_units >= 1
+    channel.resumeProducing()  # the reader took the buffer
+    assert b"held" in transport.value() and not writer.paused and writer.pending_units == 0
 
 
 def test_a_closed_events_stream_leaves_nothing_behind(app, clock):

@@ -1,4 +1,4 @@
-"""Context streaming (seed 004) on a Clock: subscriptions, matching, the inbox and its ways out."""
+"""Context streaming on a Clock: subscriptions, matching, the inbox and its ways out."""
 
 from __future__ import annotations
 
@@ -540,7 +540,7 @@ def test_events_route_refusals(app, clock, query, headers, status):
 
 def test_events_route_opens_only_with_the_token_the_subscribing_agent_got(app, clock):
     """Knowing a client id (GET /health listed them) used to be enough to read that agent's
-    events; the stream now needs the token of the agent's own events_url (issue 28 §3)."""
+    events; the stream now needs the token of the agent's own events_url."""
     a = Agent(app, "A")
     url = payload(a.tool("configure", {"what": "streaming", "subscribe": ["error"]}))["events_url"]
     assert url.startswith("/events?client=A&proof=")

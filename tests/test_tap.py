@@ -88,7 +88,7 @@ def test_the_shutdown_hook_reaches_the_reactor(tmp_path):
     assert reactor.hasStopped
 
 
-# -- --extension-id (issue 28 §6) -----------------------------------------------------------------
+# -- --extension-id: the extension ids the daemon accepts ------------------------------------------
 
 
 def test_extension_id_alone_parses_and_reaches_the_config(tmp_path, monkeypatch):
@@ -245,3 +245,42 @@ def test_a_listen_that_fails_later_is_logged_and_writes_no_daemon_json(tmp_path)
     listening.when_listening().addErrback(after.append)
     assert after and after[0].check(CannotListenError)
     listening.stopService()
+
+
+@pytest.mark.parametrize("description, kind, port, interface", [
+    ("tcp:7890:interface=127.0.0.1", "tcp", 7890, "127.0.0.1"),
+    ("tcp:0", "tcp", 0, ""),  # every interface
+    (r"tcp6:7891:interface=\:\:1", "tcp", 7891, "::1"),
+    ("unix:/run/gasoline.sock", "unix", None, None),
+])
+def test_listen_address_reads_an_endpoint_through_twisteds_public_parser(
+        description, kind, port, interface):
+    from gasoline.tap import ListenAddress, listen_address
+
+    assert listen_address(description) == ListenAddress(kind, port, interface)
+
+
+@pytest.mark.parametrize("description", ["nonsense:1", "tcp:many", "tcp:1:bogus=2",
+                                         r"tcp6:1:interface=::1"])
+def test_listen_address_refuses_what_twisted_cannot_listen_on(description):
+    from gasoline.tap import ENDPOINT_ERRORS, listen_address
+
+    with pytest.raises(ENDPOINT_ERRORS):
+        listen_address(description)
+
+
+def test_a_taken_port_is_found_before_anything_is_built():
+    """check_port_free reads the port and interface from the endpoint string (tcp: and tcp6:)."""
+    import socket
+
+    from gasoline.tap import check_port_free
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        with pytest.raises(ListenFailed) as raised:
+            check_port_free(f"tcp:{port}:interface=127.0.0.1", lambda host, p: "someone")
+        assert f"cannot listen on 127.0.0.1:{port}" in str(raised.value)
+        check_port_free("tcp:0:interface=127.0.0.1", lambda host, p: "someone")  # any port: free
+        check_port_free("unix:/nonexistent/x.sock", lambda host, p: "someone")  # not a TCP port

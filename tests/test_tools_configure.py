@@ -36,7 +36,7 @@ def test_configure_builds_every_mode_the_issue_lists_and_streaming():
               "describe_capabilities", "test_boundary_start", "test_boundary_end", "telemetry",
               "audit_log", "doctor", "recording_start", "recording_stop"}
     assert wanted <= set(MODES) <= set(CONFIGURE_MODES)
-    assert "streaming" in MODES  # issue 13 (tests/test_streaming.py)
+    assert "streaming" in MODES  # (tests/test_streaming.py tests the mode itself)
 
 
 def test_store_and_load_by_namespace_with_action_alias(app, s):

@@ -431,7 +431,7 @@ def test_page_scripts_run_in_chromium_and_extract_markdown_text_storage_and_stat
     assert out["check"] == {"k": None, "restored": "yes", "q": "typed", "tos": True}
 
 
-# -- the field's nature decides, for the agent's typing as for the user's (issue 30 §2) ----------
+# -- the field's nature decides, for the agent's typing as for the user's ------------------
 
 @pytest.mark.parametrize("element, secret", [
     ({"input_type": "password", "input_name": "pw", "input_id": "pw", "autocomplete": ""}, True),

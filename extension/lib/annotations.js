@@ -1,6 +1,7 @@
 // Gasoline — draw-mode annotations: the overlay's sink, and the worker's store of what the user
-// drew (chrome.storage.session). Split out of background.js; `initAnnotations` wires it to the
-// worker's settings, its in-tab runner and its log.
+// drew (chrome.storage.session). The service worker (background.js) calls `initAnnotations` to
+// wire it to the worker's settings, its in-tab runner and its log; worker/commands.js and
+// worker/messages.js read and clear the store.
 
 import { targetTab } from './policy.js';
 

@@ -1,6 +1,7 @@
 // Gasoline — what agents' commands may reach. The ONE place that decides which tabs a command may
-// target and what needs the AI Web Pilot; every command path (background.js, and any later module
-// such as a CDP relay) asks here instead of deciding on its own.
+// target and what needs the AI Web Pilot; every command path (worker/commands.js, runner.js,
+// tabs.js, links.js, screenshot.js, and lib/scripts.js, lib/annotations.js) asks here instead of
+// deciding on its own.
 //
 // * A command targets a tab the user tracks (popup: "Track this tab", or "Track every tab"); a
 //   command without a tab id targets the primary tracked tab. There is no fallback to "the active

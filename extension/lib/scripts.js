@@ -1,5 +1,5 @@
 // Gasoline — the `execute` command: an agent's script in the tracked tab's page world, or in a
-// user-script world of its own ("isolated"). Split out of background.js.
+// user-script world of its own ("isolated"). worker/commands.js runs it.
 
 import { targetTab } from './policy.js';
 import { redactUrl } from './redact.js';

@@ -1,6 +1,6 @@
 // Gasoline — which tabs are tracked: the user's choices (popup), kept in chrome.storage.local, and
-// their upkeep when tabs close or load. Split out of background.js; `installTracking` registers
-// the tab listeners once, at the worker's top level.
+// their upkeep when tabs close or load. `installTracking` registers the tab listeners once, at the
+// service worker's top level (background.js).
 
 import { STORAGE_KEYS, isTrackedTab } from './settings.js';
 

@@ -134,6 +134,12 @@ def _write_snapshot(path: str, header: bytes, lines: Sequence[bytes]) -> int:
     return written
 
 
+def _error(failure: Failure) -> BaseException:
+    """C{failure}'s exception (Twisted types C{Failure.value} as optional; a built Failure has one)."""
+    value = failure.value
+    return value if value is not None else Exception(failure.getErrorMessage())
+
+
 def _fsync_dup(fd: int, directory: str | None) -> None:
     """Sync a duplicated journal descriptor (and the directory, after a rename); close it."""
     try:
@@ -190,7 +196,7 @@ class BufferJournal(MultiService):
         super().__init__()
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
-        self.name = f"{buffer}-journal"  # type: ignore[assignment]  # Twisted types Service.name as None
+        self.setName(f"{buffer}-journal")
         self.buffer = buffer
         self.state_dir = Path(state_dir)
         self.path = self.state_dir / f"{buffer}.jsonl"
@@ -416,7 +422,7 @@ class BufferJournal(MultiService):
             if isinstance(result, Failure):
                 self._dirty = True
                 self.write_errors += 1
-                self.health.failed(self.what, self.path, result.value)
+                self.health.failed(self.what, self.path, _error(result))
             else:
                 self.syncs += 1
 
@@ -508,7 +514,7 @@ class BufferJournal(MultiService):
                 self._open()
             except OSError as e:
                 self._open_error = self.health.failed(self.what, self.path, e)
-        if failure.check(OSError):
+        if isinstance(failure.value, OSError):
             self.health.failed(self.what, self.compact_path, failure.value)
         else:
             log.failure("{what} {path}: compaction failed", failure, what=self.what,

@@ -69,7 +69,7 @@ class StopHook(Service):
 
     def __init__(self, stop: Callable[[], Any], name: str | None = None) -> None:
         self._stop = stop
-        self.name = name  # type: ignore[assignment]  # Twisted types Service.name as None
+        self.setName(name)
 
     def stopService(self) -> None:
         super().stopService()

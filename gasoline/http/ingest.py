@@ -413,11 +413,13 @@ class IngestAPI:
         # preview when it sent one, else the image itself when it is small enough.
         preview = field("preview_data_url")
         pm = _DATA_URL.match(preview) if isinstance(preview, str) else None
-        try:
-            small = base64.b64decode(preview[pm.end():], validate=True) if pm else b""
-        except (binascii.Error, ValueError):
-            small = b""
-        if small:
+        small = b""
+        if pm is not None:
+            try:
+                small = base64.b64decode(pm.string[pm.end():], validate=True)
+            except (binascii.Error, ValueError):
+                small = b""
+        if pm is not None and small:
             self.screenshots.keep_preview(path, small, MIME_OF_EXT[pm.group(1).lower()])
         else:
             self.screenshots.keep_preview(path, image, MIME_OF_EXT[ext])
@@ -449,8 +451,8 @@ class IngestAPI:
         test_id = payload.get("test_id")
         action = payload.get("action")
         problem = check_test_id(test_id)
-        if problem is not None:
-            raise PayloadError(problem)
+        if problem is not None or not isinstance(test_id, str):  # (check_test_id refuses non-str)
+            raise PayloadError(problem or "field 'test_id' must be a non-empty string")
         if action not in ("start", "end"):
             raise PayloadError("field 'action' must be \"start\" or \"end\"")
         now = self.clock.seconds()
@@ -483,21 +485,24 @@ class IngestAPI:
         ids_of = self.store.test_boundaries.ids_of
 
         logs = select(CONSOLE)
-        out = {
+        websocket_events = select(WEBSOCKET_EVENTS)
+        network_bodies = select(NETWORK_BODIES)
+        enhanced_actions = select(ACTIONS)
+        out: dict[str, Any] = {
             "timestamp": rfc3339(self.clock.seconds()),
             "test_id": test_id,
             "logs": logs,
-            "websocket_events": select(WEBSOCKET_EVENTS),
-            "network_bodies": select(NETWORK_BODIES),
-            "enhanced_actions": select(ACTIONS),
+            "websocket_events": websocket_events,
+            "network_bodies": network_bodies,
+            "enhanced_actions": enhanced_actions,
         }
         out["stats"] = {
             "total_logs": len(logs),
             "errors": sum(1 for e in logs if e.get("level") == "error"),
             "warnings": sum(1 for e in logs if e.get("level") == "warn"),
-            "websocket_events": len(out["websocket_events"]),
-            "network_bodies": len(out["network_bodies"]),
-            "enhanced_actions": len(out["enhanced_actions"]),
+            "websocket_events": len(websocket_events),
+            "network_bodies": len(network_bodies),
+            "enhanced_actions": len(enhanced_actions),
         }
         return json_body(request, out)
 

@@ -19,13 +19,16 @@ an extension the guard lets through for the ingest routes) gets 403 C{forbidden_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError
 from gasoline.http.json import json_body, read_json_object
+
+if TYPE_CHECKING:
+    from gasoline.proxy.session import ProxyManager
 
 log = Logger()
 
@@ -46,7 +49,7 @@ class ProxyAPI:
 
     app = Klein()
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: ProxyManager | None) -> None:
         self.manager = manager
 
     def resource(self):

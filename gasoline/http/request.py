@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from io import BytesIO
 
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.web import http, server
 
 from gasoline.stream import abort_transport
@@ -55,16 +57,13 @@ def body_length(request) -> int:
     return size
 
 
-def _no_delay(channel) -> None:
-    """Turn off Nagle's algorithm once per connection.
+def no_delay(transport: object) -> None:
+    """Turn off Nagle's algorithm on a new connection's C{transport} (where it has TCP options).
 
     Twisted leaves it on; a response larger than one TCP segment (an MCP result, C{/snapshot})
     then stalls about 40 ms at its tail, waiting for the peer's delayed ACK.
     """
-    if channel is None or getattr(channel, "_gasoline_no_delay", False):
-        return
-    channel._gasoline_no_delay = True
-    set_no_delay = getattr(channel.transport, "setTcpNoDelay", None)
+    set_no_delay = getattr(transport, "setTcpNoDelay", None)
     if set_no_delay is not None:
         try:
             set_no_delay(True)
@@ -77,27 +76,28 @@ class GasolineRequest(server.Request):
 
     #: Every body byte received, kept or discarded.
     body_length = 0
+    #: The kept body (at most L{MAX_BODY} bytes), also C{content}; set when the length is known.
+    kept_body: BytesIO | None = None
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
         # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
         # into request.args, and answer a malformed multipart body with a bare 400 and a dropped
         # connection instead of our JSON.
-        self._parsePOSTFormSubmission = False
+        kwargs.setdefault("parsePOSTFormSubmission", False)
+        super().__init__(*args, **kwargs)
 
     def gotLength(self, length):
         self.body_length = 0
-        self.content = BytesIO()
-        _no_delay(self.channel)
+        self.content = self.kept_body = BytesIO()
 
     def handleContentChunk(self, data: bytes) -> None:
         received = self.body_length
         self.body_length = received + len(data)
         room = MAX_BODY - received
-        if room <= 0:
+        kept = self.kept_body
+        if room <= 0 or kept is None:  # (gotLength, which sets it, comes first)
             return
-        # Twisted types Request.content as None; gotLength has made it a file by now.
-        self.content.write(data if len(data) <= room else data[:room])  # type: ignore[attr-defined]
+        kept.write(data if len(data) <= room else data[:room])
 
     @property
     def oversize(self) -> bool:
@@ -118,13 +118,17 @@ HEADER_DEADLINE = 10.0
 
 class GasolineChannel(http.HTTPChannel):
     """An C{HTTPChannel} with an absolute deadline for each request's headers
-    (L{HEADER_DEADLINE}); see the module docstring.
+    (L{HEADER_DEADLINE}), Nagle's algorithm off (L{no_delay}), and a streaming producer registered
+    while the transport's buffer is full starting paused; see the module docstring.
 
     @ivar proven: at least one request's headers were received on this connection.
+    @ivar transport_paused: the transport asked this channel to pause (its buffer is full) and
+        has not resumed it yet.
     """
 
     header_deadline = HEADER_DEADLINE
     proven = False
+    transport_paused = False
     _deadline = None
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
     _between_requests = False
@@ -133,7 +137,28 @@ class GasolineChannel(http.HTTPChannel):
 
     def connectionMade(self):
         super().connectionMade()
+        no_delay(self.transport)
         self._arm()
+
+    # -- IPushProducer, as the transport's producer --------------------------------------------
+
+    def pauseProducing(self) -> None:
+        self.transport_paused = True
+        super().pauseProducing()
+
+    def resumeProducing(self) -> None:
+        self.transport_paused = False
+        super().resumeProducing()
+
+    # -- IConsumer, for the requests' producers ------------------------------------------------
+
+    def registerProducer(self, producer, streaming) -> None:
+        """As C{HTTPChannel}'s, but a streaming producer registered while the transport is paused
+        is paused at once: no C{pauseProducing} would come for it until the transport's buffer
+        fills again (an SSE stream opened on a connection whose reader has stopped reading)."""
+        super().registerProducer(producer, streaming)
+        if streaming and self.transport_paused:
+            producer.pauseProducing()
 
     def dataReceived(self, data):
         if self._between_requests:
@@ -154,7 +179,7 @@ class GasolineChannel(http.HTTPChannel):
         if not self.requests and self.transport is not None:
             self._between_requests = True  # the keep-alive idle timer governs the wait
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._disarm()
         super().connectionLost(reason)
 
@@ -214,8 +239,7 @@ class GasolineSite(server.Site):
             oldest = next(iter(self._unproven))
             del self._unproven[oldest]
             self.evicted_connections += 1
-            if oldest.transport is not None:
-                oldest.transport.abortConnection()
+            abort_transport(oldest.transport)
             # Its slot frees when the abort completes; this connection takes it meanwhile.
         elif self.open_connections >= self.max_connections:
             self.refused_connections += 1

@@ -41,6 +41,7 @@ from gasoline.connect.discovery import DEFAULT_PORT
 
 if TYPE_CHECKING:
     from treq.client import HTTPClient
+    from twisted.internet.defer import Deferred
 
     from gasoline.launch.chromium import BrowserProcess
 
@@ -54,7 +55,7 @@ class BrowserOptions(usage.Options):
         "Start Chromium with Gasoline's extension already paired with the daemon (started if none "
         "runs), tracking the opened tab. The browser ends with this command (Ctrl-C), unless "
         "--detach.")
-    optParameters = [
+    optParameters: list[list[Any]] = [
         ["port", "p", None, f"Daemon port on 127.0.0.1 (default {DEFAULT_PORT}).", tcp_port],
         ["state-dir", None, None,
          "The daemon's state dir (default: $GASOLINE_STATE_DIR, else the platform's user state "
@@ -80,7 +81,7 @@ class BrowserOptions(usage.Options):
         --headless}): Twisted's parser stops at the first non-option, so the rest is moved
         behind them."""
         args = list(options if options is not None else sys.argv[1:])
-        takes_value = {f"--{name}" for name, *_ in self.optParameters} | {"-p"}
+        takes_value = {f"--{row[0]}" for row in self.optParameters} | {"-p"}
         flags_and_values: list[str] = []
         positional: list[str] = []
         i = 0
@@ -153,7 +154,7 @@ class Launch:
         self.browser: BrowserProcess | None = None
         self.profile: Path | None = None
         self.temporary_profile = False
-        self._cleaned = None
+        self._cleaned: Deferred[None] | None = None
         self._http: HTTPClient | None = None
         #: The launch grant of the extension's key in the daemon's state dir (removed at clean-up).
         self.grant: Path | None = None

@@ -436,7 +436,7 @@ class McpServer:
         return d
 
     def _failed(self, failure: Failure, rid: Any) -> dict[str, Any] | None:
-        if failure.check(JsonRpcError):
+        if isinstance(failure.value, JsonRpcError):
             # Gasoline's own faults and a proxied server's error.message / error.data alike.
             return redact_outgoing(failure.value.response(rid))
         if failure.check(CancelledError):

@@ -17,12 +17,18 @@ its events until one attaches (bounded: the oldest are dropped first).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 
 from gasoline.mcp.jsonrpc import encode
 from gasoline.mcp.outgoing import redact_outgoing
+
+if TYPE_CHECKING:
+    from twisted.internet.interfaces import IDelayedCall
+
+    from gasoline.core.clients import ClientState
+    from gasoline.interfaces import ISessionTools
 
 #: RFC 5424 severities as MCP names them, least severe first.
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -116,8 +122,8 @@ class McpSession:
 
     session_id: str
     client_id: str
-    #: The agent's L{gasoline.core.clients.ClientState}.
-    state: Any
+    #: The agent's own state (shared by its sessions).
+    state: ClientState
     #: C{"streamable"}, C{"connector"} or C{"sse"}.
     transport: str
     created_at: float
@@ -144,13 +150,13 @@ class McpSession:
     #: The transport connection the latest request came on (a rate-limit key beside the client
     #: id; set by the HTTP transport, None elsewhere).
     transport_key: str | None = None
-    #: The idle deadline (an C{IDelayedCall}), reset on every request.
-    idle_call: Any = None
+    #: The idle deadline, reset on every request.
+    idle_call: IDelayedCall | None = None
     #: Called once when the session ends (transport cleanup).
     on_close: list[Callable[["McpSession"], None]] = attrs.field(factory=list)
-    #: Tools this session sees beside the server's own (an L{gasoline.interfaces.ISessionTools},
-    #: e.g. a proxy session's aggregated tools), or None.
-    extra_tools: Any = None
+    #: Tools this session sees beside the server's own (e.g. a proxy session's aggregated
+    #: tools), or None.
+    extra_tools: ISessionTools | None = None
     _next_stream: int = 0
     _next_request: int = 0
 

@@ -427,7 +427,7 @@ def _error_code(result: dict[str, Any]) -> str | None:
 def _tool_failed(failure: Failure, name: str) -> Any:
     if failure.check(CancelledError, JsonRpcError):
         return failure
-    if failure.check(GasolineError):
+    if isinstance(failure.value, GasolineError):
         return error_result(failure.value)
     log.failure("tool {name} raised", failure, name=name)
     return error_result(

@@ -10,9 +10,13 @@ manager's C{on_call} hook.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from gasoline.metrics import Metrics
+    from gasoline.proxy.session import ProxyManager
 
 #: Buckets of the proxied call latency: a local child answers in about a millisecond, a remote
 #: server or a long tool in seconds; the default request timeout is 60 s.
@@ -23,8 +27,8 @@ CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 STATES = ("starting", "ready", "down")
 
 
-def register(metrics: Any, manager: Any) -> None:
-    """Add the proxy's series to C{metrics} (a L{gasoline.metrics.Metrics}) for C{manager}."""
+def register(metrics: Metrics, manager: ProxyManager) -> None:
+    """Add the proxy's series to C{metrics} for C{manager}."""
     latency = metrics.histogram(
         "proxy_call_seconds", "Proxied tools/call round trips (daemon to server and back), by "
         "server.", ["server"], buckets=CALL_BUCKETS)

@@ -440,10 +440,10 @@ class ServerPeer:
             self._send({"jsonrpc": "2.0", "id": rid, "result": result})
 
         def refused(f: Failure) -> None:
-            if f.check(JsonRpcError):
-                e = f.value
+            e = f.value
+            if isinstance(e, JsonRpcError):
                 error: dict[str, Any] = {"code": e.code, "message": e.message}
-                if getattr(e, "data", None) is not None:
+                if e.data is not None:
                     error["data"] = e.data
             elif f.check(CancelledError):
                 return

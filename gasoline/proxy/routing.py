@@ -33,6 +33,8 @@ from gasoline.proxy.peer import ServerPeer
 from gasoline.proxy.plan import SessionServer
 
 if TYPE_CHECKING:
+    from twisted.internet.interfaces import IDelayedCall
+
     from gasoline.proxy.session import ProxyManager
 
 #: C{protocolVersion} in the C{/session/init} answer (the newest the daemon speaks).
@@ -75,13 +77,13 @@ class ProxySession:
     bound: list[Any] = attrs.field(factory=list)
     last_used: float = 0.0
     closed: bool = False
-    idle_call: Any = None
+    idle_call: IDelayedCall | None = None
     _definitions: list[dict[str, Any]] | None = None
     #: Child progress token -> the agent's request context.
     _progress: dict[str, Any] = attrs.field(factory=dict)
     #: Calls in flight per server (their contexts; the newest last) for server->agent requests.
     _active: dict[str, list[Any]] = attrs.field(factory=dict)
-    _list_changed_call: Any = None
+    _list_changed_call: IDelayedCall | None = None
     _next_token: int = 0
     #: Progress token given to the agent on a relayed request -> (the child, its own token).
     _relay_progress: dict[str, tuple[Any, Any]] = attrs.field(factory=dict)

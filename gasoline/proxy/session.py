@@ -492,10 +492,9 @@ class _ProxyService(MultiService):
     """Saves the sessions (for a restart), then ends them all (stopping every child) when the
     daemon stops; its child service writes C{proxy-sessions.json} on a timer."""
 
-    name = "proxy-sessions"  # type: ignore[assignment]  # Twisted types Service.name as None
-
     def __init__(self, manager: ProxyManager) -> None:
         super().__init__()
+        self.setName("proxy-sessions")
         self._manager = manager
 
     def stopService(self):

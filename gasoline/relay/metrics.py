@@ -24,11 +24,14 @@ The series (listed in docs/operations.md):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gasoline.relay.hub import Relay
+
+if TYPE_CHECKING:
+    from gasoline.metrics import Metrics
 
 #: C{Relay.counts} key -> (counter name without C{_total}, help text).
 _COUNTERS = {
@@ -65,6 +68,6 @@ def families(relay: Relay) -> Iterable[Metric]:
         yield counter
 
 
-def register(metrics: Any, relay: Relay) -> None:
-    """Add the relay's series to C{metrics} (a L{gasoline.metrics.Metrics})."""
+def register(metrics: Metrics, relay: Relay) -> None:
+    """Add the relay's series to C{metrics}."""
     metrics.add_collector(lambda: families(relay))

@@ -8,17 +8,21 @@ histogram, observed once per buffer write that produced a notification (not once
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+if TYPE_CHECKING:
+    from gasoline.metrics import Metrics
+    from gasoline.streaming.hub import Streaming
 
 #: Seconds from a buffer write to its first notification written to a stream: the hub runs on the
 #: reactor turn after the write (target p99 < 10 ms, docs/streaming.md).
 NOTIFICATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
-def register(metrics: Any, streaming: Any) -> None:
-    """Add C{streaming}'s series to C{metrics} (a L{gasoline.metrics.Metrics})."""
+def register(metrics: Metrics, streaming: Streaming) -> None:
+    """Add C{streaming}'s series to C{metrics}."""
     latency = metrics.histogram(
         "streaming_notification_latency_seconds",
         "From a telemetry write to the first notification it produced being written to an "
@@ -28,8 +32,8 @@ def register(metrics: Any, streaming: Any) -> None:
     metrics.add_collector(lambda: families(streaming))
 
 
-def families(streaming: Any) -> Iterable[Metric]:
-    """The scrape-time series of C{streaming} (a L{gasoline.streaming.hub.Streaming})."""
+def families(streaming: Streaming) -> Iterable[Metric]:
+    """The scrape-time series of C{streaming}."""
     agents = list(streaming.agents.values())
     yield GaugeMetricFamily(
         "gasoline_streaming_agents", "Agents subscribed to context streaming.",

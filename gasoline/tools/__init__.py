@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from inspect import iscoroutine
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from twisted.internet.defer import Deferred
 
@@ -43,6 +43,10 @@ from gasoline.tools.schemas import (
     TOOL_MODES,
     mode_of,
 )
+
+if TYPE_CHECKING:
+    from gasoline.tools._launch import BrowserLauncher
+
 
 TOOL_MODULES = ("observe", "analyze", "generate", "configure", "interact")
 
@@ -103,7 +107,8 @@ class GasolineTools:
     """The five tools. Each dispatches C{what} to its mode table (the tool modules' C{MODES})."""
 
     def __init__(self, daemon: Daemon, tables: Mapping[str, dict[str, Handler]] | None = None,
-                 streaming: Streaming | None = None, launcher: Any = None) -> None:
+                 streaming: Streaming | None = None,
+                 launcher: BrowserLauncher | None = None) -> None:
         #: The domain collaborators every mode reads (C{ctx.app}).
         self.daemon = daemon
         #: Context streaming (C{configure streaming}, C{observe events}, the unread note); None

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
 from gasoline.analysis import media
@@ -82,9 +83,9 @@ class ScreenRecording:
     skipped: int = 0
     failures: int = 0
     errors: list[str] = attrs.field(factory=list)
-    timer: Any = None
+    timer: IDelayedCall | None = None
     done: bool = False
-    finished: Any = None
+    finished: Deferred[Any] | None = None
 
 
 def _active(ctx: Any) -> dict[str, ScreenRecording]:

@@ -349,10 +349,11 @@ def with_alias_notice(run: Callable[[Args], Any], translation: Translation) -> D
     results: list[Any] = []
 
     def failed(failure: Failure) -> Failure:
-        if failure.check(GasolineError):
-            failure.value.details["aliases"] = used
+        error = failure.value
+        if isinstance(error, GasolineError):
+            error.details["aliases"] = used
             if len(calls) > 1:
-                failure.value.details["done"] = len(results)
+                error.details["done"] = len(results)
         return failure
 
     def step(result: Any = None) -> Any:

@@ -23,6 +23,7 @@ from gasoline.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
     from gasoline.core.clients import ClientState
+    from gasoline.tools import GasolineTools
     from gasoline.mcp.server import RequestContext
     from gasoline.mcp.session import McpSession
 
@@ -70,10 +71,11 @@ class ToolContext:
     tool: str = ""
     mode: str = ""
     #: The dispatcher (L{gasoline.tools.GasolineTools}): mode tables and the tools' runtime state.
-    tools: Any = None
+    tools: GasolineTools | None = None
 
     @classmethod
-    def for_request(cls, app: Daemon, request: Any, tools: Any = None) -> "ToolContext":
+    def for_request(cls, app: Daemon, request: Any,
+                    tools: GasolineTools | None = None) -> "ToolContext":
         session = request.session
         return cls(app=app, request=request, state=session.state, client_id=session.client_id,
                    session=session, tools=tools)
@@ -90,12 +92,17 @@ class ToolContext:
     @property
     def runtime(self) -> ToolRuntime:
         """The tools' daemon-wide in-memory state."""
-        return self.tools.runtime
+        return self._dispatcher().runtime
 
     def mode_table(self, tool: str) -> dict[str, Any]:
         """The handlers of C{tool}'s modes as the dispatcher has them (how a sequence or a
         playback runs another tool's modes without importing that tool's module)."""
-        return self.tools.tables[tool]
+        return self._dispatcher().tables[tool]
+
+    def _dispatcher(self) -> GasolineTools:
+        if self.tools is None:
+            raise RuntimeError("this tool context was made without the dispatcher (tools=...)")
+        return self.tools
 
     @property
     def cwd(self) -> str | None:

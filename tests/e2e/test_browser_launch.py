@@ -1,4 +1,4 @@
-"""``gasoline browser``: one command gives an agent a paired, tracking browser (issue 33).
+"""``gasoline browser``: one command gives an agent a paired, tracking browser.
 
 ``gasoline browser --headless URL`` runs on a random free port with a temporary state dir and no
 daemon running: it starts the daemon (as the connector does), starts Debian's Chromium with the

@@ -1,4 +1,4 @@
-"""The daemon pins its extension, and capture is sealed (issue 29 items 1-3), in real Chromium.
+"""The daemon pins its extension, and capture is sealed, in real Chromium.
 
 - A second copy of the extension (another id: another path) that completes pairing by itself
   cannot take the CDP link, post capture or receive commands while the user's extension is pinned;

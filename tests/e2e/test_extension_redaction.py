@@ -1,5 +1,5 @@
 """
-The agent-typed password, end to end (issue 30 §2): a real daemon, Chromium with the unpacked
+The agent-typed password, end to end: a real daemon, Chromium with the unpacked
 extension, the official ``mcp`` SDK as the agent. A password field whose id and name say nothing
 (``#f2``) is typed into by the agent (``interact type``) and by the person at the keyboard (CDP
 ``Input.insertText``); ``observe actions`` shows both records carrying the field's nature

@@ -1,5 +1,5 @@
 """
-The extension's trust boundaries (issue 18), in Debian's Chromium with the real extension.
+The extension's trust boundaries, in Debian's Chromium with the real extension.
 
 1. Commands stay inside what the user allowed: only tracked tabs, the pilot gates reads that expose
    more than the capture stream, agents do not widen tracking, file: URLs and oversized parameters

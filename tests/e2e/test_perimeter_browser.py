@@ -1,5 +1,5 @@
 """
-A web page in a real Chromium cannot stop the daemon or take a client slot (issue 28, "Must show").
+A web page in a real Chromium cannot stop the daemon or take a client slot.
 
 The page is served on C{http://localhost:<port>} by a test HTTP server on port 0, the daemon is the
 real C{twistd -n gasoline} with its default options on another port 0. The page tries every way a

@@ -1,4 +1,4 @@
-"""The live status page in a real Chromium (issue 33).
+"""The live status page in a real Chromium.
 
 A real daemon; its extension is a real one, launched and paired by ``gasoline browser --headless``;
 agents are real ``gasoline connect`` processes. A second, extension-less Chromium opens

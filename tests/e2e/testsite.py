@@ -312,7 +312,7 @@ class Delayed(resource.Resource):
         return self.body
 
     def _finish(self, request, body: bytes):
-        if request.finished or request._disconnected:
+        if request.finished:  # (a disconnect cancelled this call: see notifyFinish above)
             return
         request.write(body)
         request.finish()

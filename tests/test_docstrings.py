@@ -84,8 +84,7 @@ _TRACKER_REFERENCE = re.compile(r"\b(?:[Ii]ssue|[Ss]eed)s? ?#?\d+\b")
 
 #: Files that still name an issue, with the reason they are not reworded here.
 _TRACKER_PENDING = {
-    # Being changed in parallel (the e2e flake; the sealed ingest bench): reworded at merge.
-    "tests/e2e/test_extension_firsthour.py",
+    # Being changed in parallel (the sealed ingest bench): reworded at merge.
     "bench/ingest.py",
 }
 

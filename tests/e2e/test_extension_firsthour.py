@@ -1,5 +1,5 @@
 """
-Issue 31 in Debian's Chromium with the real extension, a real daemon and the official ``mcp`` SDK:
+A new user's first hour, checked in Debian's Chromium with the real extension, a real daemon and the official ``mcp`` SDK:
 
 - ``interact back`` / ``forward`` after agent navigations (Chromium's ``tabs.goBack`` skips entries
   made without a user gesture; the extension steps the page's history instead);

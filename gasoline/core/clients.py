@@ -42,6 +42,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
+from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.core.files import DiskHealth, make_private_dir, read_nofollow, write_atomic
 
@@ -193,8 +194,12 @@ class ClientRegistry:
         state_dir: Path | None = None,
         tick: float = DEFAULT_TICK,
         health: DiskHealth | None = None,
+        client_key: ClientKey | None = None,
     ) -> None:
         self.clock = clock
+        #: Who may act as a client id: a caller naming one proves it with this key
+        #: (L{gasoline.http.client_proof}); an in-memory one when none is given.
+        self.client_key = client_key if client_key is not None else ClientKey.random()
         #: Where failing state writes are reported (gasoline.core.files.DiskHealth).
         self.health = health if health is not None else DiskHealth(clock)
         self.ttl = float(ttl)
@@ -212,9 +217,12 @@ class ClientRegistry:
     # -- identity and lifecycle ------------------------------------------------------------------
 
     def new_client_id(self) -> str:
+        """A random id no client has, in memory or on disk (a caller that names no client id
+        gets one: it must not land on state another client may come back for)."""
         while True:
             cid = new_client_id()
-            if cid not in self._clients:
+            if cid not in self._clients and (self.dir is None
+                                             or not self._path(cid).exists()):
                 return cid
 
     def live_count(self) -> int:

@@ -418,3 +418,34 @@ def test_no_module_but_client_proof_reads_the_client_header_for_an_agent():
     # The scan finds what it is meant to find.
     probe = "def f(request):\n    return request.getHeader(b'X-Gasoline-Client')\n"
     assert header_reads(probe, "m.py") == {("m.py", "f")}
+
+
+# -- gasoline client-proof -----------------------------------------------------------------------
+
+
+def test_the_client_proof_command_prints_the_headers_the_daemon_accepts(tmp_path, capsys):
+    from gasoline.cli import main
+
+    state = tmp_path / "state"
+    assert main(["client-proof", "my-app", "--state-dir", str(state)]) == 1
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "first start" in err  # it never makes a key itself
+    assert not state.exists()
+    clock = Clock()
+    app = build(Config(state_dir=state, persist=False), clock)
+    assert main(["client-proof", "my-app", "--state-dir", str(state)]) == 0
+    out = capsys.readouterr().out
+    headers = dict(line.split(": ", 1) for line in out.splitlines())
+    assert headers == client_headers(app, "my-app")
+    assert main(["client-proof", "my-app", "--state-dir", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == headers
+    # What it printed is what the daemon serves as my-app.
+    w = _Bare(app)
+    code, _ = World.call(w, "POST", "/mcp", init_msg(), headers)
+    assert code == 200 and any(s.client_id == "my-app" for s in app.mcp.sessions.values())
+    for bad in ("../x", "stateless", "gasoline-extension", ""):
+        assert main(["client-proof", bad, "--state-dir", str(state)]) == 2, bad
+        assert "client id" in capsys.readouterr().err
+    (state / "client-key").write_text("short\n")
+    assert main(["client-proof", "my-app", "--state-dir", str(state)]) == 1
+    assert "cannot read" in capsys.readouterr().err

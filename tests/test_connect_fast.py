@@ -83,6 +83,24 @@ def test_the_proof_is_the_daemons_and_without_the_key_nothing_is_sent(daemon, tm
     assert health["state_dir"] == str(daemon.state_dir)
 
 
+@pytest.mark.parametrize("xdg", [None, "", "/tmp/xdg-state-elsewhere"])
+def test_the_fast_paths_default_state_dir_is_the_connectors(monkeypatch, xdg):
+    """The fast path finds the default state dir without importing platformdirs on Linux: the
+    same dir as gasoline.common.default_state_dir (nothing is read or written there)."""
+    from gasoline.common import default_state_dir
+    from gasoline.connect.fast import state_dir
+
+    monkeypatch.delenv("GASOLINE_STATE_DIR", raising=False)
+    if xdg is None:
+        monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_STATE_HOME", xdg)
+    assert state_dir({}) == str(default_state_dir())
+    assert state_dir({"--state-dir": "/x"}) == "/x"
+    monkeypatch.setenv("GASOLINE_STATE_DIR", "/y")
+    assert state_dir({}) == "/y" == str(default_state_dir())
+
+
 def test_no_daemon_falls_back_with_nothing_written():
     import socket
 

@@ -32,6 +32,7 @@ class Client:
     def __init__(self, app) -> None:
         self.app = app
         self.stub = StubTreq(app.resource)
+        _APP[:] = [app]  # conn() proves client ids with this daemon's client key
 
     def request(self, method: str, body=None, headers=None, url=URL, raw: bytes | None = None):
         out: list = []

@@ -160,10 +160,10 @@ def _client_proof(rest: list[str]) -> int:
         return int(e.code or 0) if e.code in (0, None) else 2
     cid = opts.client_id
     if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$", cid) or cid == "stateless" \
-            or cid.startswith("gasoline-extension"):
+            or cid.startswith(("gasoline-extension", "anon-")):
         sys.stderr.write("gasoline client-proof: a client id is 1-64 characters of letters, "
-                         "digits, '.', '_' or '-' (not starting with '.' or '-'; not 'stateless' "
-                         "nor gasoline-extension...)\n")
+                         "digits, '.', '_' or '-' (not starting with '.' or '-'; not 'stateless', "
+                         "anon-... nor gasoline-extension...: the daemon reserves those)\n")
         return 2
     state_dir = opts.state_dir or default_state_dir()
     try:

@@ -312,11 +312,16 @@ def test_a_caller_without_an_id_gets_one_no_one_can_name_and_reserved_ids_are_re
     assert len(anonymous) == 1 and anonymous[0].client_id not in (w.a, w.b)
     # A stateless request without an id is the shared "stateless" client, which no header names;
     # nor does any agent name itself as the extension, even with a valid proof.
-    for reserved in ("stateless", "gasoline-extension", "gasoline-extension-offscreen"):
+    assert anonymous[0].client_id.startswith("anon-")
+    for reserved in ("stateless", "gasoline-extension", "gasoline-extension-offscreen",
+                     anonymous[0].client_id):
         code, answer = w.call("POST", "/mcp", init_msg(), client_headers(w.app, reserved))
         assert code == 400 and "reserves" in answer["error"]["message"], reserved
     code, _ = w.call("POST", "/mcp", init_msg(), {"X-Gasoline-Client": "gasoline-extension/0.7.9"})
     assert code == 400
+    # A proxy session opened without a proof is anonymous too.
+    code, body = w.call("POST", "/session/init", {"workingDirectory": str(w.dir_a)}, {})
+    assert code == 200 and w.app.proxy.sessions[body["sessionId"]].client_id.startswith("anon-")
     # The random ids handed out avoid ids with state on disk as well as live ones.
     registry = w.app.registry
     assert registry.dir is not None
@@ -443,7 +448,7 @@ def test_the_client_proof_command_prints_the_headers_the_daemon_accepts(tmp_path
     w = _Bare(app)
     code, _ = World.call(w, "POST", "/mcp", init_msg(), headers)
     assert code == 200 and any(s.client_id == "my-app" for s in app.mcp.sessions.values())
-    for bad in ("../x", "stateless", "gasoline-extension", ""):
+    for bad in ("../x", "stateless", "gasoline-extension", "anon-123", ""):
         assert main(["client-proof", bad, "--state-dir", str(state)]) == 2, bad
         assert "client id" in capsys.readouterr().err
     (state / "client-key").write_text("short\n")

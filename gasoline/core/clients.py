@@ -50,6 +50,8 @@ log = Logger()
 
 #: Client ids name files in the state dir, so they are restricted to a safe alphabet.
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+#: The ids given to callers that name none start with this (L{ClientRegistry.anonymous_client_id}).
+ANONYMOUS_PREFIX = "anon-"
 #: A registered client with no connection this long is the first to give up its slot at the limit.
 QUIET_AFTER = 60.0
 #: Seconds between timer ticks (persistence flush + expiry).
@@ -216,14 +218,20 @@ class ClientRegistry:
 
     # -- identity and lifecycle ------------------------------------------------------------------
 
-    def new_client_id(self) -> str:
-        """A random id no client has, in memory or on disk (a caller that names no client id
-        gets one: it must not land on state another client may come back for)."""
+    def new_client_id(self, prefix: str = "") -> str:
+        """A random id no client has, in memory or on disk (it must not land on state another
+        client may come back for): C{POST /clients} without an id gives one to its caller."""
         while True:
-            cid = new_client_id()
+            cid = prefix + new_client_id()
             if cid not in self._clients and (self.dir is None
                                              or not self._path(cid).exists()):
                 return cid
+
+    def anonymous_client_id(self) -> str:
+        """The id of a caller that names none (an MCP session without C{X-Gasoline-Client}, a
+        proxy session opened without a proof): L{new_client_id} under L{ANONYMOUS_PREFIX}, which
+        no caller may name (gasoline.http.client_proof), so no one else can act as it."""
+        return self.new_client_id(ANONYMOUS_PREFIX)
 
     def live_count(self) -> int:
         return sum(1 for s in self._clients.values() if s.live)

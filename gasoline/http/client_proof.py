@@ -16,12 +16,12 @@ routes, is not an agent id and is read by L{gasoline.http.ingest}.)
 from __future__ import annotations
 
 from gasoline.core.clientkey import ClientKey
-from gasoline.core.clients import CLIENT_ID_RE
+from gasoline.core.clients import ANONYMOUS_PREFIX, CLIENT_ID_RE
 from gasoline.core.errors import ClientProofRefused, InvalidParam
 
 #: Client ids the daemon gives callers that name none; naming them is refused (400), so an id a
-#: caller proves is never one of them (the random ids of L{gasoline.core.clients.new_client_id}
-#: are never handed to a live id, nor to one with state on disk).
+#: caller proves is never one of them: the shared C{stateless} client, and the C{anon-...} ids
+#: of L{gasoline.core.clients.ClientRegistry.anonymous_client_id}.
 RESERVED_IDS = frozenset({"stateless"})
 #: The extension names itself C{gasoline-extension[/...]} on its own routes; an agent id never
 #: does (it would be an agent id all the same, but no one should read it as the extension).
@@ -44,11 +44,11 @@ def claimed_client(request, key: ClientKey) -> str | None:
         return None
     client_id = raw.decode("utf-8", "replace")
     if not CLIENT_ID_RE.match(client_id) or client_id in RESERVED_IDS \
-            or client_id.startswith(RESERVED_PREFIX):
+            or client_id.startswith((RESERVED_PREFIX, ANONYMOUS_PREFIX)):
         raise InvalidParam(
             "X-Gasoline-Client must be a client id: 1-64 characters of letters, digits, '.', '_' "
             "or '-' (not starting with '.' or '-'), and not one the daemon reserves "
-            f"({', '.join(sorted(RESERVED_IDS))}, {RESERVED_PREFIX}...)", param="X-Gasoline-Client")
+            f"({', '.join(sorted(RESERVED_IDS))}, {ANONYMOUS_PREFIX}..., {RESERVED_PREFIX}...)", param="X-Gasoline-Client")
     if not key.verify(client_id, request.getHeader(b"x-gasoline-client-proof")):
         raise ClientProofRefused(_REFUSED.format(id=client_id), client_id=client_id)
     return client_id

@@ -166,7 +166,7 @@ class ProxyManager:
         now = self.clock.seconds()
         session = ProxySession(
             manager=self, session_id=session_id or secrets.token_hex(16),
-            client_id=client_id or self.mcp.registry.new_client_id(),
+            client_id=client_id or self.mcp.registry.anonymous_client_id(),
             working_directory=request.working_directory, client_info=request.client_info,
             capabilities=request.capabilities, preferences=request.preferences,
             created_at=now, last_used=now, servers=plan.servers)

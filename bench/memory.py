@@ -181,7 +181,7 @@ def idle_rss(reference: bool) -> list[dict]:
         with DaemonProcess(state_dir=Path(tmp) / "state") as d:
             time.sleep(3.0)
             rows.append(_rss_row("gasoline", d.process.pid))
-            use(d.port)
+            use(d.port, d.state_dir)
             time.sleep(3.0)
             rows.append(_rss_row("gasoline after use (pairing, CDP link, ingest, 1 call per tool)",
                                  d.process.pid))
@@ -239,7 +239,7 @@ def open_cdp_link(port: int, session: str) -> None:
         assert data.startswith(b"HTTP/1.1 101"), data[:300]
 
 
-def use(port: int) -> None:
+def use(port: int, state_dir: Path) -> None:
     """What a daemon in use has done: the extension paired (a challenge: ECDH with the daemon's
     key), opened its CDP relay link (it does at every start) and posted a batch; an agent
     initialized, listed the tools and called each once."""
@@ -262,8 +262,11 @@ def use(port: int) -> None:
         open_cdp_link(port, orjson.loads(reply)["session"])
         status, _ = conn.request("POST", "/logs", body(0), EXTENSION_HEADERS)
         assert status == 200, status
+        from gasoline.testing import client_headers
+
         headers = {"Content-Type": "application/json", "Accept": "application/json",
-                   "X-Gasoline-Client": "memory-bench", "X-Gasoline-Connection": "conn-memory"}
+                   **client_headers(state_dir, "memory-bench"),
+                   "X-Gasoline-Connection": "conn-memory"}
         messages = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                                 "clientInfo": {"name": "memory-bench", "version": "1"}}},

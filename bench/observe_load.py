@@ -36,15 +36,16 @@ from _common import (
 )
 from ingest import BATCH, batches
 
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, client_headers
 from gasoline.testing import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 
 
-def mcp_headers(client_id: str) -> dict[str, str]:
+def mcp_headers(client_id: str, state_dir: Path) -> dict[str, str]:
+    """The connector form for C{client_id}, proven with the daemon's client key."""
     return {"Content-Type": "application/json", "Accept": "application/json",
-            "X-Gasoline-Client": client_id, "X-Gasoline-Connection": f"conn-{client_id}"}
+            **client_headers(state_dir, client_id), "X-Gasoline-Connection": f"conn-{client_id}"}
 
 
 def rpc(conn: HTTPConnection, headers: dict, message: dict) -> tuple[int, dict | None]:
@@ -53,9 +54,9 @@ def rpc(conn: HTTPConnection, headers: dict, message: dict) -> tuple[int, dict |
 
 
 def poller(port: int, client_id: str, stop_at: float, interval: float, phase: float, out: list,
-           lock) -> None:
+           lock, state_dir: Path) -> None:
     conn = HTTPConnection("127.0.0.1", port)
-    headers = mcp_headers(client_id)
+    headers = mcp_headers(client_id, state_dir)
     rpc(conn, headers, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                         "params": {"protocolVersion": PROTOCOL, "capabilities": {},
                                    "clientInfo": {"name": client_id, "version": "1"}}})
@@ -121,7 +122,7 @@ def main() -> int:
             threads = [threading.Thread(target=writer, args=(d.port, args.rate, stop_at, sent))]
             threads += [threading.Thread(target=poller, args=(
                 d.port, f"load-{k}", stop_at, args.interval, args.interval * k / args.clients,
-                out, lock)) for k in range(args.clients)]
+                out, lock, d.state_dir)) for k in range(args.clients)]
             proc = psutil.Process(d.process.pid)
             cpu0 = proc.cpu_times()
             bench0 = psutil.Process().cpu_times()

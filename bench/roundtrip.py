@@ -235,11 +235,14 @@ def main() -> int:
         # limit is switched off for it (the reference has no comparable limit on these paths).
         with DaemonProcess(state_dir=Path(tmp) / "state", args=["--tool-rate-limit", "0"]) as d:
             seed_errors(d.port)
+            # The connectors are given the daemon's state dir, as one that starts its daemon
+            # has: the proof of their client id is made with its client key.
             ours_stdio = bench_stdio([gasoline_bin(), "connect", "--port", str(d.port),
-                                      "--client-id", "bench-stdio", "--no-autostart"], args.calls)
+                                      "--client-id", "bench-stdio", "--no-autostart",
+                                      "--state-dir", str(d.state_dir)], args.calls)
             ours_http = bench_http(d.port, args.calls, {}, session=True)
             connect = [gasoline_bin(), "connect", "--port", str(d.port), "--client-id",
-                       "bench-start", "--no-autostart"]
+                       "bench-start", "--no-autostart", "--state-dir", str(d.state_dir)]
             import os
 
             variants = {

@@ -47,7 +47,7 @@ from _common import HTTPConnection, median, percentile, print_table, rss, write_
 
 from support import DaemonProcess, open_link, pair  # noqa: E402
 
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS, client_headers  # noqa: E402
 
 BATCH = 50
 TAB = {"tabId": 1, "targetId": "0" * 31 + "1", "url": "https://app.example.test/", "title": "app"}
@@ -63,9 +63,14 @@ def _mcp(port: int, body: dict, headers: dict[str, str]) -> tuple[int, bytes]:
         conn.close()
 
 
-def agent(port: int, i: int) -> list[socket.socket]:
-    """One subscribed agent; its two streams, opened and never read."""
-    headers = {"X-Gasoline-Client": f"bench-agent-{i}", "X-Gasoline-Connection": f"conn{i}"}
+def agent(port: int, i: int, state_dir: Path) -> list[socket.socket]:
+    """One subscribed agent (its client id proven); its two streams, opened and never read."""
+    cid = f"bench-agent-{i}"
+    try:
+        named = client_headers(state_dir, cid)
+    except FileNotFoundError:  # a --baseline daemon from before client proofs: no key file
+        named = {"X-Gasoline-Client": cid}
+    headers = {**named, "X-Gasoline-Connection": f"conn{i}"}
     status, body = _mcp(port, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "bench", "version": "0"}}}, headers)
@@ -204,7 +209,7 @@ def main() -> int:
               f"RSS {rss(pid) / 2**20:.1f} MiB", flush=True)
         ext = FakeExtension(port)
         for i in range(args.agents):
-            streams += agent(port, i)
+            streams += agent(port, i, daemon.state_dir)
         if not args.no_cdp:
             streams.append(paused_cdp_client(port))
         time.sleep(1.0)

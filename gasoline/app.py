@@ -25,6 +25,7 @@ from gasoline.config import (  # noqa: F401  (re-exported: the tac file and test
     Config,
     default_state_dir,
 )
+from gasoline.core.clientkey import ClientKey
 from gasoline.core.clients import ClientRegistry
 from gasoline.core.commands import CommandQueue
 from gasoline.core.daemon import Daemon
@@ -147,8 +148,11 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     persistence = wire_journals(config.state_dir, clock, store, services, persist=config.persist)
 
     # Client identity and per-client state; TTL expiry and state files on a timer.
+    # The client key (<state-dir>/client-key, kept across restarts): a caller that names a
+    # client id proves it holds it (docs/security.md, "Who may act as a client id").
     registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir,
-                              health=persistence.health)
+                              health=persistence.health,
+                              client_key=ClientKey.from_state_dir(config.state_dir))
     registry.expiry_service.setName("client-registry")
     registry.expiry_service.setServiceParent(services)
 

@@ -7,6 +7,7 @@ The C{gasoline} console script::
   gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
   gasoline doctor|status|stop|identity   operations without an agent (L{gasoline.admin_cli})
   gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.identity})
+  gasoline client-proof ID [--state-dir D]  the headers that let an HTTP MCP client act as ID
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ commands:
   status    is a daemon running, where, which version, pid, who is connected
             (exit status 3 when none is)
   stop      stop a daemon gracefully (the pid its /health reports)
+  client-proof  print the headers an HTTP MCP client sends to act as a fixed client id
+            (gasoline client-proof ID [--state-dir DIR] [--json]): X-Gasoline-Client and its
+            X-Gasoline-Client-Proof, made with the daemon's <state-dir>/client-key
 
 doctor, status, stop and identity act only on the daemon named by --port N, --url URL or
 --state-dir DIR (default: $GASOLINE_STATE_DIR, else the platform's state dir, whose daemon.json
@@ -73,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return browser_main(rest)
     if command == "pair":
         return _pair(rest)
+    if command == "client-proof":
+        return _client_proof(rest)
     if command in ("doctor", "status", "stop", "identity"):
         from gasoline.admin_cli import COMMANDS  # standard library only
 
@@ -119,6 +125,64 @@ def _pair(rest: list[str]) -> int:
     code, text = pair_command(state_dir, opts.action, opts.fingerprint)
     (sys.stdout if code == 0 else sys.stderr).write(text + "\n")
     return code
+
+
+CLIENT_PROOF_USAGE = "usage: gasoline client-proof CLIENT_ID [--state-dir DIR] [--json]"
+
+
+def _client_proof(rest: list[str]) -> int:
+    """C{gasoline client-proof}: the two headers for a client id, from the state dir's client key
+    (made by the daemon at its first start; never made here)."""
+    import argparse
+    import json
+    import re
+    from pathlib import Path
+
+    from gasoline.common import (
+        CLIENT_PROOF_HEADER,
+        client_key_path,
+        client_proof,
+        default_state_dir,
+        read_client_key,
+    )
+
+    p = argparse.ArgumentParser(prog="gasoline client-proof", usage=CLIENT_PROOF_USAGE,
+                                description="Print the headers an HTTP MCP client sends to act "
+                                "as CLIENT_ID (docs/security.md, 'Who may act as a client id').")
+    p.add_argument("client_id", metavar="CLIENT_ID")
+    p.add_argument("--state-dir", type=Path,
+                   help="the daemon's state dir (default: $GASOLINE_STATE_DIR, else the "
+                   "platform's)")
+    p.add_argument("--json", action="store_true", help="print the headers as a JSON object")
+    try:
+        opts = p.parse_args(rest)
+    except SystemExit as e:
+        return int(e.code or 0) if e.code in (0, None) else 2
+    cid = opts.client_id
+    if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$", cid) or cid == "stateless" \
+            or cid.startswith(("gasoline-extension", "anon-")):
+        sys.stderr.write("gasoline client-proof: a client id is 1-64 characters of letters, "
+                         "digits, '.', '_' or '-' (not starting with '.' or '-'; not 'stateless', "
+                         "anon-... nor gasoline-extension...: the daemon reserves those)\n")
+        return 2
+    state_dir = opts.state_dir or default_state_dir()
+    try:
+        key = read_client_key(state_dir)
+    except FileNotFoundError:
+        sys.stderr.write(f"gasoline client-proof: {client_key_path(state_dir)} does not exist: "
+                         "the daemon makes it at its first start (start it, or pass the "
+                         "--state-dir it runs with)\n")
+        return 1
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"gasoline client-proof: cannot read {client_key_path(state_dir)}: "
+                         f"{getattr(e, 'strerror', None) or e}\n")
+        return 1
+    headers = {"X-Gasoline-Client": cid, CLIENT_PROOF_HEADER: client_proof(key, cid)}
+    if opts.json:
+        sys.stdout.write(json.dumps(headers) + "\n")
+    else:
+        sys.stdout.write("".join(f"{k}: {v}\n" for k, v in headers.items()))
+    return 0
 
 
 def _named_daemon_problem(opts, state_dir) -> str | None:

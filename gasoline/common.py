@@ -1,8 +1,8 @@
 """
 What the daemon and the stdio connector must agree on, in one place: where the state lives, how a
 project's client id is made, how timestamps are written, how option values are parsed, the
-JSON-RPC 2.0 error codes (MCP, the connector and the CDP relay speak JSON-RPC) and how a quoted
-string from an agent is unquoted.
+JSON-RPC 2.0 error codes (MCP, the connector and the CDP relay speak JSON-RPC), how a quoted
+string from an agent is unquoted, and how a caller proves the client id it names (L{client_proof}).
 
 The connector (L{gasoline.connect}) imports nothing else of the daemon, so this module imports
 only the standard library (C{platformdirs} lazily) and L{gasoline.durations}.
@@ -10,8 +10,12 @@ only the standard library (C{platformdirs} lazily) and L{gasoline.durations}.
 
 from __future__ import annotations
 
+import base64
+import errno
 import hashlib
+import hmac
 import os
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,6 +30,66 @@ def default_state_dir() -> Path:
     import platformdirs  # the connector needs it only when it starts a daemon
 
     return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
+
+
+#: The daemon's client key, in its state dir (L{gasoline.core.clientkey}; docs/security.md,
+#: "Who may act as a client id").
+CLIENT_KEY_FILE = "client-key"
+#: The header that carries a client id's proof (with C{X-Gasoline-Client: <client id>}).
+CLIENT_PROOF_HEADER = "X-Gasoline-Client-Proof"
+#: What the HMAC of a client id is taken over: this label, then the id (UTF-8).
+CLIENT_PROOF_LABEL = b"gasoline-client-v1\0"
+#: Bytes of a client key.
+CLIENT_KEY_BYTES = 32
+
+
+def client_proof(key: bytes, client_id: str) -> str:
+    """The proof that a caller holds the daemon's client key, for C{client_id}:
+    base64url (no padding) of C{HMAC-SHA256(key, "gasoline-client-v1\\0" + client_id)}."""
+    mac = hmac.new(key, CLIENT_PROOF_LABEL + client_id.encode("utf-8", "surrogateescape"),
+                   hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
+
+
+def encode_client_key(key: bytes) -> bytes:
+    """The client key file's contents: one base64url line."""
+    return base64.urlsafe_b64encode(key).rstrip(b"=") + b"\n"
+
+
+def decode_client_key(data: bytes) -> bytes:
+    """The key in a client key file's contents; C{ValueError} when they are not one."""
+    text = data.strip()
+    try:
+        key = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
+    except (ValueError, TypeError):
+        raise ValueError("the client key file is not base64url") from None
+    if len(key) != CLIENT_KEY_BYTES or encode_client_key(key).strip() != text:
+        raise ValueError(f"the client key file does not hold {CLIENT_KEY_BYTES} bytes")
+    return key
+
+
+def client_key_path(state_dir: str | os.PathLike[str]) -> Path:
+    """C{<state_dir>/client-key}."""
+    return Path(state_dir) / CLIENT_KEY_FILE
+
+
+def read_client_key(state_dir: str | os.PathLike[str]) -> bytes:
+    """The client key of the daemon whose state dir is C{state_dir}. A symbolic link or anything
+    but a regular file there is refused. @raise OSError: unreadable. @raise ValueError: not a
+    key."""
+    path = client_key_path(state_dir)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
+                          str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "is not a regular file", str(path))
+        return decode_client_key(f.read(4096))
 
 
 def client_id_for_cwd(path: str | os.PathLike[str]) -> str:

@@ -4,7 +4,8 @@ and benchmarks: L{FakeSessionTools} (the second implementation of
 L{gasoline.interfaces.ISessionTools}, beside the session proxy's), L{FakeExtension} (the browser
 extension's /sync loop over any HTTP client),
 L{StubHTTP} (an in-memory HTTP client of the daemon's own site, built on public Twisted and treq
-APIs) with L{stub_request}, the headers the published extension sends, and L{DaemonProcess}, the real
+APIs) with L{stub_request}, the headers the published extension sends, L{client_headers} (what a
+caller sends to act as a client id), and L{DaemonProcess}, the real
 daemon as a subprocess on port 0 (for the test suite and the benchmarks alike). Helpers that bind
 sockets in this process, skip tests or read CI variables live in the test suite
 (C{tests/support.py}).
@@ -70,6 +71,26 @@ class FakeSessionTools:
 
     def progress(self, params: dict[str, Any]) -> None:
         self.progress_seen.append(params)
+
+
+def client_headers(source: Any, client_id: str) -> dict[str, str]:
+    """C{X-Gasoline-Client: client_id} and its C{X-Gasoline-Client-Proof}: what a caller sends to
+    act as C{client_id} (gasoline.http.client_proof).
+
+    C{source} holds the daemon's client key: a built daemon (L{gasoline.app.Gasoline}, its
+    L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.ClientRegistry}, a
+    L{gasoline.core.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
+    C{client-key} file)."""
+    from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
+
+    registry = getattr(getattr(source, "daemon", source), "registry", source)
+    key = getattr(registry, "client_key", source)
+    if hasattr(key, "proof"):
+        proof = key.proof(client_id)
+    else:
+        state_dir = getattr(source, "state_dir", source)
+        proof = client_proof(read_client_key(state_dir), client_id)
+    return {"X-Gasoline-Client": client_id, CLIENT_PROOF_HEADER: proof}
 
 
 #: Headers the published 0.7.9 extension sends on its routes.

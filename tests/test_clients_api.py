@@ -9,22 +9,42 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.clients import client_id_for_cwd
+from gasoline.testing import client_headers
 
 
 def make(tmp_path, **config):
     clock = Clock()
     app = build(Config(state_dir=tmp_path, **config), clock)
+    _APP[:] = [app]
     return clock, app, StubTreq(app.resource)
 
 
-def call(treq, method, path, body=None, raw=None):
+_APP: list = []
+
+
+def _acting_as(method, path, body):
+    """The client id a request acts as (it proves it, as the connector does)."""
+    if method == "DELETE" and path.startswith("/clients/"):
+        return path.rsplit("/", 1)[1]
+    if method == "POST" and isinstance(body, dict):
+        if isinstance(body.get("client_id"), str):
+            return body["client_id"]
+        if isinstance(body.get("cwd"), str):
+            return client_id_for_cwd(body["cwd"])
+    return None
+
+
+def call(treq, method, path, body=None, raw=None, prove=True):
     kwargs = {}
     if body is not None:
         kwargs["data"] = json.dumps(body).encode()
     if raw is not None:
         kwargs["data"] = raw
-    d = treq.request(method, "http://127.0.0.1:7890" + path,
-                     headers={"Content-Type": "application/json"}, **kwargs)
+    headers = {"Content-Type": "application/json"}
+    acting = _acting_as(method, path, body) if prove else None
+    if acting:
+        headers.update(client_headers(_APP[0], acting))
+    d = treq.request(method, "http://127.0.0.1:7890" + path, headers=headers, **kwargs)
     treq.flush()
     response = d.result if not hasattr(d.result, "raiseException") else d.result.raiseException()
     content = treq.content(response)

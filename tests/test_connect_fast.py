@@ -40,7 +40,8 @@ def run(argv, data: bytes):
 def test_initialize_is_answered_by_the_daemon_and_the_rest_handed_over(daemon):
     rest = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n{"jsonrpc":"2.0","id":8,'
     prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-1",
-                            "--no-autostart"], json.dumps(INIT).encode() + b"\n" + rest)
+                            "--state-dir", str(daemon.state_dir), "--no-autostart"],
+                           json.dumps(INIT).encode() + b"\n" + rest)
     answer = orjson.loads(written)
     assert written.endswith(b"\n") and written.count(b"\n") == 1
     assert answer["id"] == 7 and answer["result"]["serverInfo"]["name"] == "gasoline"
@@ -52,6 +53,52 @@ def test_initialize_is_answered_by_the_daemon_and_the_rest_handed_over(daemon):
     with urllib.request.urlopen(f"{daemon.url}/health", timeout=5) as resp:
         ids = [c["id"] for c in json.loads(resp.read())["clients"]["list"]]
     assert "fast-1" in ids
+
+
+def test_the_proof_is_the_daemons_and_without_the_key_nothing_is_sent(daemon, tmp_path):
+    """The fast path proves its client id with the key of the state dir it is given (the same
+    HMAC as gasoline.common.client_proof); without a readable key, or with another state dir's
+    key (the daemon answers 403), it falls back having written nothing, and the daemon has no
+    session for that id."""
+    from gasoline.common import client_proof as proof_of, read_client_key
+    from gasoline.connect.fast import client_proof
+
+    key = read_client_key(daemon.state_dir)
+    assert client_proof({"--state-dir": str(daemon.state_dir)}, "fast-2") == proof_of(key, "fast-2")
+    assert client_proof({"--state-dir": str(tmp_path)}, "fast-2") is None
+    data = json.dumps(INIT).encode() + b"\n"
+    prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-2",
+                            "--state-dir", str(tmp_path)], data)
+    assert written == b"" and prelude.init_message is None and prelude.leftover == data
+    (tmp_path / "client-key").write_bytes(b"A" * 43 + b"\n")  # a key, not the daemon's
+    assert client_proof({"--state-dir": str(tmp_path)}, "fast-2") is not None
+    prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-2",
+                            "--state-dir", str(tmp_path)], data)
+    assert written == b"" and prelude.init_message is None and prelude.leftover == data
+    import urllib.request
+
+    with urllib.request.urlopen(f"{daemon.url}/health", timeout=5) as resp:
+        health = json.loads(resp.read())
+    assert "fast-2" not in [c["id"] for c in health["clients"]["list"]]
+    assert health["state_dir"] == str(daemon.state_dir)
+
+
+@pytest.mark.parametrize("xdg", [None, "", "/tmp/xdg-state-elsewhere"])
+def test_the_fast_paths_default_state_dir_is_the_connectors(monkeypatch, xdg):
+    """The fast path finds the default state dir without importing platformdirs on Linux: the
+    same dir as gasoline.common.default_state_dir (nothing is read or written there)."""
+    from gasoline.common import default_state_dir
+    from gasoline.connect.fast import state_dir
+
+    monkeypatch.delenv("GASOLINE_STATE_DIR", raising=False)
+    if xdg is None:
+        monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_STATE_HOME", xdg)
+    assert state_dir({}) == str(default_state_dir())
+    assert state_dir({"--state-dir": "/x"}) == "/x"
+    monkeypatch.setenv("GASOLINE_STATE_DIR", "/y")
+    assert state_dir({}) == "/y" == str(default_state_dir())
 
 
 def test_no_daemon_falls_back_with_nothing_written():
@@ -166,7 +213,7 @@ def test_the_first_exchange_imports_no_twisted_and_no_private_module():
     assert [name for name in imported if name.startswith("_") and name != "__future__"] == []
 
 
-def test_a_multi_line_daemon_answer_is_written_as_one_line():
+def test_a_multi_line_daemon_answer_is_written_as_one_line(tmp_path):
     """The daemon's answer is passed on as its own bytes, with JSON's CR/LF whitespace removed."""
     import socket
     import threading
@@ -192,7 +239,9 @@ def test_a_multi_line_daemon_answer_is_written_as_one_line():
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        prelude, written = run(["--port", str(port), "--client-id", "fast-ml"],
+        (tmp_path / "client-key").write_bytes(b"A" * 43 + b"\n")
+        prelude, written = run(["--port", str(port), "--client-id", "fast-ml",
+                                "--state-dir", str(tmp_path)],
                                json.dumps(INIT).encode() + b"\n")
     finally:
         thread.join(5)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -292,7 +293,8 @@ class RawConnector:
         return json.loads(line)
 
     def stderr(self) -> str:
-        self._err.flush()
+        if not self._err.closed:
+            self._err.flush()
         return self.stderr_path.read_text(errors="replace")
 
     def kill(self) -> None:
@@ -467,6 +469,63 @@ def test_connector_uses_the_api_key_of_a_keyed_daemon(tmp_path):
             assert refused.close() == 0
         finally:
             refused.kill()
+
+
+def test_the_connector_proves_its_id_with_the_key_of_the_daemons_state_dir(daemon, tmp_path):
+    """The daemon runs on a state dir the connector was not told about (its default points
+    elsewhere): the connector reads the key where the daemon's /health says and its agent is
+    served as its id, while a caller with the id alone is refused; nothing but protocol lines
+    reach stdout."""
+    elsewhere = tmp_path / "connector-default-state"
+    elsewhere.mkdir()
+    env = dict(os.environ, GASOLINE_STATE_DIR=str(elsewhere))
+    assert Path(daemon.state_dir) != elsewhere and (Path(daemon.state_dir) / "client-key").exists()
+    c = RawConnector(connector_argv("--port", str(daemon.port), "--client-id", "proven",
+                                    "--no-autostart"), tmp_path, env=env)
+    try:
+        c.send(INIT)
+        assert "result" in c.recv()
+        c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        c.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "configure", "arguments": {"what": "streaming", "subscribe": ["error"]}}})
+        answer = c.recv()
+        assert answer["id"] == 1 and answer["result"]["isError"] is False, answer
+        listed = {x["id"]: x["connected"] for x in get_json(daemon.url + "/clients")["list"]}
+        assert listed["proven"] is True
+        # A caller with only the id (no key) is refused on the daemon's HTTP API.
+        req = urllib.request.Request(daemon.url + "/clients/proven", method="DELETE",
+                                     headers={"X-Gasoline-Client": "proven"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=5)
+        assert refused.value.code == 403
+        assert c.close() == 0
+    finally:
+        c.kill()
+    assert all(json.loads(line).get("jsonrpc") == "2.0" for line in c.raw)
+    assert "cannot read the daemon's client key" not in c.stderr(), c.stderr()
+    assert f"the daemon's state dir is {daemon.state_dir}" in c.stderr()
+
+
+def test_a_connector_that_cannot_read_the_key_says_so_on_stderr_and_its_agent_gets_errors(
+        tmp_path):
+    """The key file is gone (the daemon holds its key in memory): the connector cannot prove
+    its id, says why on stderr, and answers its agent with JSON-RPC errors on stdout."""
+    with DaemonProcess(state_dir=tmp_path / "state") as d:
+        (Path(d.state_dir) / "client-key").unlink()
+        c = RawConnector(connector_argv("--port", str(d.port), "--client-id", "keyless",
+                                        "--no-autostart", "--bound", "3"), tmp_path)
+        try:
+            c.send(INIT)
+            answer = c.recv(timeout=30)
+            assert answer["id"] == 0 and "error" in answer, answer
+            assert c.close() == 0
+        finally:
+            c.kill()
+        assert all(json.loads(line).get("jsonrpc") == "2.0" for line in c.raw)
+        err = c.stderr()
+        assert "cannot read the daemon's client key" in err and "client-key" in err, err
+        listed = [x["id"] for x in get_json(d.url + "/health")["clients"]["list"]]
+        assert "keyless" not in listed
 
 
 def test_every_request_piped_before_eof_is_answered_even_if_stdout_is_read_late(daemon, tmp_path):

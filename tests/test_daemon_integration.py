@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, client_headers
 from support import DaemonProcess, twistd_path
 
 pytestmark = pytest.mark.integration
@@ -262,7 +262,7 @@ def test_log_dir_holds_the_seed_layout_as_plain_json_lines(tmp_path):
             headers=EXTENSION_HEADERS)
         assert status == 200
         headers = {"accept": "application/json, text/event-stream", "content-type": "application/json",
-                   "x-gasoline-client": "log-agent"}
+                   **client_headers(d, "log-agent")}
         status, _, answer = http("POST", f"{d.url}/mcp", {
             "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},

@@ -85,6 +85,7 @@ def test_allowed_origin_is_echoed_never_star(tmp_path, origin):
     assert header(r, "Access-Control-Allow-Headers") == ALLOW_HEADERS
     assert b"X-Gasoline-Key" in ALLOW_HEADERS and b"DELETE" in ALLOW_METHODS
     assert b"Mcp-Session-Id" in ALLOW_HEADERS and b"MCP-Protocol-Version" in ALLOW_HEADERS
+    assert b"X-Gasoline-Client-Proof" in ALLOW_HEADERS
 
 
 def test_cors_headers_are_on_error_responses_too(tmp_path):

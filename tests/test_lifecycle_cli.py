@@ -19,7 +19,7 @@ import pytest
 
 from gasoline import admin_cli
 from gasoline.cli import main as cli_main
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, client_headers
 from support import DaemonProcess, listening_sockets
 
 pytestmark = [pytest.mark.integration]
@@ -127,10 +127,12 @@ def test_status_doctor_identity_stop_act_on_the_named_daemon_only(two, naming):
 
 def test_status_lists_connected_clients_only_and_doctor_registers_nobody(two):
     named, bystander = two
-    get(named.url + "/clients", body={"client_id": "left"})
-    req = urllib.request.Request(named.url + "/clients/left", method="DELETE")
+    get(named.url + "/clients", client_headers(named, "left"), body={"client_id": "left"})
+    req = urllib.request.Request(named.url + "/clients/left", method="DELETE",
+                                 headers=client_headers(named, "left"))
     urllib.request.urlopen(req, timeout=10).read()
-    assert get(named.url + "/clients", body={"client_id": "here"})["inherited"] is False
+    assert get(named.url + "/clients", client_headers(named, "here"),
+               body={"client_id": "here"})["inherited"] is False
     for _ in range(2):
         assert gasoline("doctor", "--port", str(named.port)).returncode == 1
     out = gasoline("status", "--port", str(named.port), "--json")
@@ -164,7 +166,10 @@ def test_doctor_names_the_pairing_wait_and_what_to_do(two):
     assert "Pair with this daemon" in check["fix"] and "gasoline identity" in check["fix"]
     out = gasoline("status", "--port", str(named.port))
     assert "extension: waiting for the user to pair it" in out.stdout, out.stdout
-    mcp = {"X-Gasoline-Client": "pairing-agent", "MCP-Protocol-Version": "2026-07-28",
+    # The headers of a hand-wired HTTP MCP client with a fixed id: `gasoline client-proof`.
+    out = gasoline("client-proof", "pairing-agent", "--state-dir", str(named.state_dir), "--json")
+    assert out.returncode == 0, out.stderr
+    mcp = {**json.loads(out.stdout), "MCP-Protocol-Version": "2026-07-28",
            "Accept": "application/json, text/event-stream"}
 
     def call(name, **arguments):

@@ -12,6 +12,7 @@ from gasoline.testing import stub_treq as StubTreq
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
+from gasoline.testing import client_headers
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.tools import Tool
 
@@ -31,6 +32,7 @@ class Client:
     def __init__(self, app) -> None:
         self.app = app
         self.stub = StubTreq(app.resource)
+        _APP[:] = [app]  # conn() proves client ids with this daemon's client key
 
     def request(self, method: str, body=None, headers=None, url=URL, raw: bytes | None = None):
         out: list = []
@@ -96,7 +98,12 @@ def messages(chunks: list[bytes]) -> list[dict]:
 
 @pytest.fixture
 def app(tmp_path, clock):
-    return build(Config(state_dir=tmp_path, persist=False, max_clients=50), clock)
+    built = build(Config(state_dir=tmp_path, persist=False, max_clients=50), clock)
+    _APP[:] = [built]  # conn() proves client ids with this daemon's client key
+    return built
+
+
+_APP: list = []
 
 
 @pytest.fixture
@@ -413,7 +420,13 @@ def test_delete_ends_open_streams(client):
 
 
 def conn(client_id, connection="c1"):
-    return {"x-gasoline-client": client_id, "x-gasoline-connection": connection}
+    """The connector form's headers for C{client_id}, with its proof (when it is a well-formed
+    id: a malformed one is refused before any proof is read)."""
+    try:
+        proof = client_headers(_APP[0], client_id)
+    except (IndexError, UnicodeError):
+        proof = {"X-Gasoline-Client": client_id}
+    return {**proof, "x-gasoline-connection": connection}
 
 
 def test_connector_initialize_and_call_with_plain_json_and_no_session_header(client, app):
@@ -473,7 +486,8 @@ def test_connector_get_streams_that_connections_notifications(client, app):
 
 def test_connector_with_a_malformed_client_id_is_400(client):
     response, body = client.post(init_msg(), conn("../../etc"))
-    assert response.code == 400 and "client_id" in json.loads(body)["error"]["message"]
+    assert response.code == 400 and "X-Gasoline-Client must be a client id" in \
+        json.loads(body)["error"]["message"]
 
 
 def test_too_many_clients_is_429(tmp_path, clock):

@@ -6,6 +6,8 @@ import json
 
 import pytest
 import treq
+
+from gasoline.testing import client_headers
 from gasoline.testing import stub_treq as StubTreq
 
 from gasoline.core.store import CONSOLE
@@ -188,9 +190,12 @@ def test_notification_flood_does_not_disturb_another_session(legacy, app):
 def test_each_sse_session_gets_its_own_client_unless_it_names_one(legacy, app):
     _, one = legacy.open()
     _, two = legacy.open()
-    _, named = legacy.open({"x-gasoline-client": "repo-x"})
+    _, named = legacy.open(client_headers(app, "repo-x"))
     ids = [app.mcp.sessions[endpoint(c).rsplit("/", 1)[1]].client_id for c in (one, two, named)]
     assert ids[0] != ids[1] and ids[2] == "repo-x"
+    # Naming an id without its proof is refused, never served as another id.
+    refused, _ = legacy.open({"x-gasoline-client": "repo-x"})
+    assert refused.code == 403
 
 
 def test_open_streams_get_keepalive_comments_until_they_close(legacy, app, clock):

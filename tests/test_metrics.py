@@ -12,15 +12,15 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.metrics import Metrics, route_label
-from gasoline.testing import EXTENSION_HEADERS, stub_treq
+from gasoline.testing import EXTENSION_HEADERS, client_headers, stub_treq
 
-MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-               "x-gasoline-client": "metrics-agent"}
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 class Http:
     def __init__(self, app) -> None:
         self.stub = stub_treq(app.resource)
+        self.app = app
 
     def request(self, method: str, path: str, body=None, headers=None):
         out: list = []
@@ -52,7 +52,7 @@ def app(tmp_path):
 
 
 def _mcp(http: Http, rid: int, method: str, params: dict, sid: str | None = None):
-    headers = dict(MCP_HEADERS)
+    headers = {**MCP_HEADERS, **client_headers(http.app, "metrics-agent")}
     if sid:
         headers["mcp-session-id"] = sid
     return http.request("POST", "/mcp", {"jsonrpc": "2.0", "id": rid, "method": method,

@@ -15,7 +15,8 @@ from gasoline.app import Config, build
 from gasoline.http.guards import normalize_origin
 from gasoline.testing import stub_treq as StubTreq
 from gasoline.tap import OptionError, Options
-from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing import EXTENSION_HEADERS, client_headers
+from gasoline.common import client_id_for_cwd
 from test_guards import URL, call, header, make
 
 INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -83,7 +84,8 @@ def test_requests_without_origin_work_as_before(tmp_path):
     app, treq = make(tmp_path)
     r, body = call(treq, "POST", f"{URL}/mcp", data=INIT, headers=MCP_HEADERS)
     assert r.code == 200 and json.loads(body)["result"]["serverInfo"]
-    r, _ = call(treq, "POST", f"{URL}/clients", data=json.dumps({"cwd": str(tmp_path)}).encode())
+    r, _ = call(treq, "POST", f"{URL}/clients", data=json.dumps({"cwd": str(tmp_path)}).encode(),
+                headers=client_headers(app, client_id_for_cwd(str(tmp_path))))
     assert r.code == 200
 
 

@@ -11,6 +11,7 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.common import client_id_for_cwd
+from gasoline.testing import client_headers
 
 
 def make(tmp_path, servers=None, proxy=None, **config):
@@ -41,7 +42,13 @@ def call(stub, method, path, body=None, headers=None):
 
 def test_init_on_a_clock_answers_with_every_child_down_and_its_reason(tmp_path):
     clock, app, stub = make(tmp_path)
-    code, info = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)})
+    # The connector's client id (the working directory's hash) only with its proof.
+    cid = client_id_for_cwd(str(tmp_path))
+    code, refused = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)},
+                         {"X-Gasoline-Client": cid})
+    assert code == 403 and refused["error"] == "client_proof" and app.proxy.sessions == {}
+    code, info = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)},
+                      client_headers(app, cid))
     assert code == 200
     fs = info["servers"]["fs"]
     assert fs["status"] == "down" and "cannot start processes" in fs["error"]
@@ -93,7 +100,7 @@ def test_a_connector_connection_binds_to_a_session_and_an_unknown_one_is_refused
     sid = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)})[1]["sessionId"]
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}}
-    connector = {"X-Gasoline-Client": "abc123", "X-Gasoline-Connection": "c1"}
+    connector = {**client_headers(app, "abc123"), "X-Gasoline-Connection": "c1"}
     code, answer = call(stub, "POST", "/mcp", init,
                         {**connector, "X-Gasoline-Proxy-Session": "nope"})
     assert code == 404 and answer["error"]["data"]["error"] == "unknown_session"
@@ -110,7 +117,7 @@ def test_a_connector_connection_binds_to_a_session_and_an_unknown_one_is_refused
 def test_a_connection_opened_before_its_proxy_session_is_bound_on_a_later_request(tmp_path):
     """The connector's fast initialize opens its MCP session before it knows the proxy session."""
     _, app, stub = make(tmp_path)
-    connector = {"X-Gasoline-Client": "abc123", "X-Gasoline-Connection": "c1"}
+    connector = {**client_headers(app, "abc123"), "X-Gasoline-Connection": "c1"}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}}
     assert call(stub, "POST", "/mcp", init, connector)[0] == 200

@@ -24,6 +24,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from gasoline.testing import client_headers
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.filterwarnings("ignore:The logging capability is deprecated"),
@@ -82,11 +84,12 @@ def _body(result) -> tuple[str, dict]:
     return summary, json.loads(payload) if payload else {}
 
 
-async def _agents(url: str, ids: list[str], body) -> list:
-    """Run C{body(session)} for one MCP session per client id, concurrently."""
+async def _agents(daemon, ids: list[str], body) -> list:
+    """Run C{body(session)} for one MCP session per client id (proven), concurrently."""
+    url = daemon.url + "/mcp"
 
     async def one(client_id: str):
-        http = create_mcp_http_client(headers={"X-Gasoline-Client": client_id})
+        http = create_mcp_http_client(headers=client_headers(daemon, client_id))
         async with http:
             async with streamable_http_client(url, http_client=http) as (read, write):
                 async with ClientSession(read, write) as session:
@@ -105,7 +108,7 @@ def test_two_agents_concurrent_analyze_dom_each_get_their_own_answer(daemon, fak
             for i in range(5)))
         return [(r.is_error, _body(r)) for r in results]
 
-    out = asyncio.run(asyncio.wait_for(_agents(daemon.url + "/mcp", list(selectors), body), 60))
+    out = asyncio.run(asyncio.wait_for(_agents(daemon, list(selectors), body), 60))
     for client_id, results in zip(selectors, out):
         for i, (is_error, (summary, data)) in enumerate(results):
             want = f"{selectors[client_id]}-{i}"
@@ -132,13 +135,13 @@ def test_an_agent_cannot_fetch_another_agents_command_result(daemon, fake_extens
                 await asyncio.sleep(0.05)
             return data
 
-        [mine] = await _agents(daemon.url + "/mcp", ["agent-a"], a)
+        [mine] = await _agents(daemon, ["agent-a"], a)
 
         async def b(client_id, session):
             return await session.call_tool("observe", {"what": "command_result",
                                                        "correlation_id": started["cid"]})
 
-        [theirs] = await _agents(daemon.url + "/mcp", ["agent-b"], b)
+        [theirs] = await _agents(daemon, ["agent-b"], b)
         return mine, theirs
 
     mine, theirs = asyncio.run(asyncio.wait_for(main(), 60))
@@ -157,7 +160,7 @@ def test_interact_click_reaches_the_extension_and_is_recorded_as_an_ai_action(da
         return click, actions, shot
 
     [(click, actions, shot)] = asyncio.run(asyncio.wait_for(
-        _agents(daemon.url + "/mcp", ["agent-a"], body), 60))
+        _agents(daemon, ["agent-a"], body), 60))
     # The screenshot command was answered through POST /screenshots with query_id.
     assert shot.is_error is False, shot.content[0].text
     path = _body(shot)[1]["path"]
@@ -208,7 +211,7 @@ def test_link_validation_in_the_daemon_resolves_pins_and_guards(daemon, local_si
         return refused, allowed
 
     [(refused, allowed)] = asyncio.run(asyncio.wait_for(
-        _agents(daemon.url + "/mcp", ["agent-a"], body), 60))
+        _agents(daemon, ["agent-a"], body), 60))
     _, r = _body(refused)
     assert r["refused"] == 2 and r["checked"] == 2
     _, a = _body(allowed)

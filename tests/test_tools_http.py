@@ -12,6 +12,7 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE, NETWORK_BODIES
+from gasoline.testing import client_headers
 
 URL = "http://localhost/mcp"
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -20,7 +21,7 @@ HEADERS = {"content-type": "application/json", "accept": "application/json, text
 class Agent:
     def __init__(self, app, client_id: str) -> None:
         self.stub = StubTreq(app.resource)
-        self.headers = {**HEADERS, "x-gasoline-client": client_id}
+        self.headers = {**HEADERS, **client_headers(app, client_id)}
         self.n = 0
         response, _ = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},

@@ -13,6 +13,7 @@ from _mcp_calls import start as _start
 from gasoline.app import Config, build
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.core.lifecycle import SHUTDOWN_DELAY
+from gasoline.testing import client_headers
 from gasoline.tools import _playback as playback
 from support import DaemonProcess
 
@@ -348,9 +349,10 @@ def test_restart_without_a_stop_hook_is_unavailable(app):
         == "invalid_param"
 
 
-def _mcp(url, client, body, session_id=None):
+def _mcp(d, client, body, session_id=None):
+    url = d.url
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-               "x-gasoline-client": client}
+               **client_headers(d, client)}
     if session_id:
         headers["mcp-session-id"] = session_id
     req = urllib.request.Request(f"{url}/mcp", data=json.dumps(body).encode(), headers=headers,
@@ -363,16 +365,16 @@ def _mcp(url, client, body, session_id=None):
     return (json.loads(raw) if raw.strip() else None), sid
 
 
-def _agent(url, client):
-    _, sid = _mcp(url, client, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+def _agent(d, client):
+    _, sid = _mcp(d, client, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": client, "version": "1"}}})
-    _mcp(url, client, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+    _mcp(d, client, {"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
     return sid
 
 
-def _configure(url, client, sid, **args):
-    out, _ = _mcp(url, client, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+def _configure(d, client, sid, **args):
+    out, _ = _mcp(d, client, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                                 "params": {"name": "configure", "arguments": args}}, sid)
     result = out["result"]
     return result["isError"], json.loads(result["content"][0]["text"].partition("\n")[2])
@@ -383,16 +385,16 @@ def test_restart_stops_the_real_daemon_only_when_the_caller_is_alone(tmp_path):
     d = DaemonProcess(state_dir=tmp_path / "state")
     d.start()
     try:
-        a = _agent(d.url, "agent-a")
-        _agent(d.url, "agent-b")  # a second agent connects
-        failed, body = _configure(d.url, "agent-a", a, what="restart", confirm=True)
+        a = _agent(d, "agent-a")
+        _agent(d, "agent-b")  # a second agent connects
+        failed, body = _configure(d, "agent-a", a, what="restart", confirm=True)
         assert failed and body["error"] == "other_clients_connected"
         assert d.process.poll() is None
         # B leaves (DELETE /mcp ends its session); now A is alone and the restart goes ahead.
-        req = urllib.request.Request(f"{d.url}/mcp", method="DELETE", headers={
-            "x-gasoline-client": "agent-b"})
+        req = urllib.request.Request(f"{d.url}/mcp", method="DELETE",
+                                     headers=client_headers(d, "agent-b"))
         urllib.request.urlopen(req, timeout=10).close()
-        failed, body = _configure(d.url, "agent-a", a, what="restart", confirm=True)
+        failed, body = _configure(d, "agent-a", a, what="restart", confirm=True)
         assert not failed and body["restarted"] is True, body
         assert d.process.wait(10) == 0
         assert not d.info_path.exists()

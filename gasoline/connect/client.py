@@ -4,7 +4,9 @@ The connector's HTTP side: talking to one daemon with treq.
 L{DaemonHTTP} wraps a treq C{HTTPClient} (C{treq.testing.StubTreq} in tests) and knows the daemon's
 routes: C{GET /health}, C{POST /clients}, C{DELETE /clients/<id>}, the MCP connector form
 C{POST /mcp} and the C{GET /mcp} server->client SSE stream (both with C{X-Gasoline-Client} and
-C{X-Gasoline-Connection}). Connection-level failures (refused, reset, timed out) fail the returned
+C{X-Gasoline-Connection}). Every request that acts as the client id carries its proof
+(C{X-Gasoline-Client-Proof}, L{gasoline.connect.proof}): the MCP requests, C{POST /clients},
+C{DELETE /clients/<id>} and C{POST /session/init}. Connection-level failures (refused, reset, timed out) fail the returned
 Deferreds; HTTP-level answers, whatever their status, succeed with a L{Reply}.
 """
 
@@ -24,6 +26,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
 
 from gasoline.connect.errors import RegistrationRefused
+from gasoline.connect.proof import ClientKeyFile
 from gasoline.sse import SSEEvent, SSEParser
 
 __all__ = ["DaemonHTTP", "RegistrationRefused", "Reply", "SSEEvent", "SSEParser", "Stream"]
@@ -67,8 +70,12 @@ class DaemonHTTP:
         client_id: str,
         connection_id: str,
         api_key: str | None = None,
+        key_file: ClientKeyFile | None = None,
     ) -> None:
         self.http = http
+        #: The daemon's client key (its proofs of C{client_id}); one that finds no key (no
+        #: state dir known) until the daemon's C{/health} names its state dir.
+        self.key_file = key_file if key_file is not None else ClientKeyFile(None)
         self.api_key = api_key
         self.base_url = base_url.rstrip("/")
         self.clock = clock
@@ -87,9 +94,20 @@ class DaemonHTTP:
             headers["X-Gasoline-Key"] = [self.api_key]
         return headers
 
+    def _client_headers(self, **extra: str) -> dict[str, list[str]]:
+        """L{_headers} plus C{X-Gasoline-Client} and its proof: the request acts as this
+        connector's client id."""
+        headers = self._headers(**extra)
+        headers.update(self.key_file.headers(self.client_id))
+        return headers
+
+    def _refused(self, response) -> None:
+        """A 403 may be a refused proof: read the key again before the next request."""
+        if response.code == 403:
+            self.key_file.forget()
+
     def _mcp_headers(self, accept: str) -> dict[str, list[str]]:
-        headers = self._headers(Accept=accept)
-        headers["X-Gasoline-Client"] = [self.client_id]
+        headers = self._client_headers(Accept=accept)
         headers["X-Gasoline-Connection"] = [self.connection_id]
         if self.proxy_session:
             headers["X-Gasoline-Proxy-Session"] = [self.proxy_session]
@@ -125,7 +143,7 @@ class DaemonHTTP:
             if capabilities:
                 body["capabilities"] = capabilities
             d = self.http.request("POST", self._url("/session/init"), data=orjson.dumps(body),
-                                  headers=self._headers(Content_Type="application/json"))
+                                  headers=self._client_headers(Content_Type="application/json"))
             # Children start before the answer: allow for slow servers.
             d.addTimeout(PROXY_INIT_TIMEOUT, self.clock)
             response = yield d
@@ -183,6 +201,7 @@ class DaemonHTTP:
         except Exception:
             data = None  # something holds the port but does not speak Gasoline's /health
         if isinstance(data, dict) and data.get("service-name") == "gasoline":
+            self.key_file.daemon_state_dir(data.get("state_dir"))
             return data
         return {"_not_gasoline": True, "status": getattr(response, "code", None)}
 
@@ -195,10 +214,11 @@ class DaemonHTTP:
             "POST",
             self._url("/clients"),
             data=orjson.dumps(body),
-            headers=self._headers(Content_Type="application/json"),
+            headers=self._client_headers(Content_Type="application/json"),
         )
         d.addTimeout(ADMIN_TIMEOUT, self.clock)
         response = yield d
+        self._refused(response)
         raw = yield treq.content(response)
         try:
             data = orjson.loads(raw)
@@ -215,7 +235,7 @@ class DaemonHTTP:
         yield self._delete_quietly("/mcp", self._mcp_headers("*/*"), "the MCP session")
         yield self.close_proxy_session()
         d = self.http.request("DELETE", self._url(f"/clients/{self.client_id}"),
-                              headers=self._headers())
+                              headers=self._client_headers())
         d.addTimeout(ADMIN_TIMEOUT, self.clock)
         response = yield d
         yield treq.content(response)
@@ -237,6 +257,7 @@ class DaemonHTTP:
         if stateless:
             headers["MCP-Protocol-Version"] = [STATELESS_VERSION]
         response = yield self.http.request("POST", self._url("/mcp"), data=body, headers=headers)
+        self._refused(response)
         ctype = _content_type(response)
         if ctype == "text/event-stream":
             parser = SSEParser()

@@ -10,10 +10,11 @@ in; C{_sha256} is C{_sha2} since 3.12, so that saving is given up for names that
 docs/clients-and-connector.md for the measured cost):
 
  1. read the agent's first stdin line;
- 2. if it is an C{initialize} request and the daemon answers on its loopback port, POST it to
-    C{/mcp} in the connector form (the same C{X-Gasoline-Client} / C{X-Gasoline-Connection}
-    headers the bridge uses, so it is the same MCP session) and write the daemon's answer to
-    stdout;
+ 2. if it is an C{initialize} request, the daemon's client key can be read in the state dir
+    (C{--state-dir}, C{$GASOLINE_STATE_DIR} or the default) and the daemon answers on its loopback
+    port, POST it to C{/mcp} in the connector form (the same C{X-Gasoline-Client} /
+    C{X-Gasoline-Client-Proof} / C{X-Gasoline-Connection} headers the bridge uses, so it is the
+    same MCP session) and write the daemon's answer to stdout;
  3. hand everything to the Twisted connector (L{gasoline.connect.main}), which adopts the session
     (the bridge keeps the C{initialize} for replay after a daemon restart, as if it had sent it)
     and carries on with the bytes read after that first line.
@@ -30,6 +31,7 @@ import json
 import os
 import signal
 import socket
+import sys
 from hashlib import sha256
 
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
@@ -113,6 +115,43 @@ def client_id(options: dict[str, str]) -> str | None:
     except OSError:
         return None
     return sha256(os.path.abspath(cwd).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def state_dir(options: dict[str, str]) -> str:
+    """--state-dir, else $GASOLINE_STATE_DIR, else the platform's (gasoline.common's rule)."""
+    explicit = options.get("--state-dir") or os.environ.get("GASOLINE_STATE_DIR")
+    if explicit:
+        return explicit
+    if sys.platform.startswith("linux"):
+        # platformdirs' rule on Linux (XDG), without its ~20 ms import; a test compares them.
+        base = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
+        return os.path.join(base, "gasoline")
+    import platformdirs
+
+    return platformdirs.user_state_dir("gasoline", appauthor=False)
+
+
+def client_proof(options: dict[str, str], cid: str) -> str | None:
+    """The proof of C{cid} under the client key in the state dir (gasoline.common.client_proof,
+    with the standard library only); None when the key cannot be read there."""
+    import base64
+    import hmac
+
+    path = os.path.join(state_dir(options), "client-key")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            text = os.read(fd, 4096).strip()
+        finally:
+            os.close(fd)
+        key = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
+    except (OSError, ValueError):
+        return None
+    if len(key) != 32:
+        return None
+    mac = hmac.new(key, b"gasoline-client-v1\0" + cid.encode("utf-8", "surrogateescape"),
+                   sha256).digest()
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
 
 
 def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
@@ -221,9 +260,13 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
             or message.get("id") is None:
         return Prelude(read)
     connection_id = os.urandom(8).hex()
+    proof = client_proof(options, cid)
+    if proof is None:
+        return Prelude(read)  # the ordinary path finds the daemon's key, or says why not
     headers = {"Accept": "application/json, text/event-stream",
                "Content-Type": "application/json",
-               "X-Gasoline-Client": cid, "X-Gasoline-Connection": connection_id}
+               "X-Gasoline-Client": cid, "X-Gasoline-Client-Proof": proof,
+               "X-Gasoline-Connection": connection_id}
     api_key = options.get("--api-key") or os.environ.get("GASOLINE_API_KEY")
     if api_key:
         headers["X-Gasoline-Key"] = api_key

@@ -6,7 +6,9 @@ C{gasoline connect}: the stdio MCP connector an agent's MCP configuration spawns
                      [--api-key KEY]
 
 Identity: C{--client-id}, else the first 12 hex chars of SHA-256 of the working directory, else a
-random id. Nothing but JSON-RPC lines is ever written to stdout: Twisted's log goes to stderr, and
+random id; every request that acts as it carries its proof, made with the daemon's client key
+(C{<state-dir>/client-key}: C{--state-dir}, else the default, else the state dir the daemon's
+C{/health} names; L{gasoline.connect.proof}). Nothing but JSON-RPC lines is ever written to stdout: Twisted's log goes to stderr, and
 C{sys.stdout} itself points at stderr so a stray C{print} cannot corrupt the protocol.
 
 This is a separate program, so (unlike library code) it resolves the global reactor itself.
@@ -209,6 +211,7 @@ def _connect(reactor, options: ConnectOptions):
     from gasoline.connect.bridge import Bridge
     from gasoline.connect.client import DaemonHTTP
     from gasoline.connect.discovery import Discovery, Spawner
+    from gasoline.connect.proof import ClientKeyFile
     from gasoline.connect.protocol import StdioLines
 
     log = Logger(namespace="gasoline.connect")
@@ -223,11 +226,14 @@ def _connect(reactor, options: ConnectOptions):
     pool.maxPersistentPerHost = 4
     # No "Starting factory" lines per connection on stderr (_quiet_endpoints).
     http = HTTPClient(Agent.usingEndpointFactory(reactor, _quiet_endpoints(reactor), pool=pool))
-    daemon = DaemonHTTP(http, base_url, reactor, client_id, connection_id, options["api-key"])
+    # The state dir this connector starts daemons with, where it reads the daemon's client key
+    # (its client id's proof) until a daemon's /health names another (gasoline.connect.proof).
+    state_dir = Path(options["state-dir"]) if options["state-dir"] else default_state_dir()
+    daemon = DaemonHTTP(http, base_url, reactor, client_id, connection_id, options["api-key"],
+                        key_file=ClientKeyFile(state_dir))
     spawner = None
     port = loopback_port(base_url)
     if not options["no-autostart"] and port is not None:
-        state_dir = Path(options["state-dir"]) if options["state-dir"] else default_state_dir()
         spawner = Spawner(reactor, port, state_dir, api_key=options["api-key"])
     discovery = Discovery(reactor, daemon, spawner)
 

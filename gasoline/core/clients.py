@@ -42,6 +42,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
+from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.core.files import DiskHealth, make_private_dir, read_nofollow, write_atomic
 
@@ -49,6 +50,8 @@ log = Logger()
 
 #: Client ids name files in the state dir, so they are restricted to a safe alphabet.
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+#: The ids given to callers that name none start with this (L{ClientRegistry.anonymous_client_id}).
+ANONYMOUS_PREFIX = "anon-"
 #: A registered client with no connection this long is the first to give up its slot at the limit.
 QUIET_AFTER = 60.0
 #: Seconds between timer ticks (persistence flush + expiry).
@@ -193,8 +196,12 @@ class ClientRegistry:
         state_dir: Path | None = None,
         tick: float = DEFAULT_TICK,
         health: DiskHealth | None = None,
+        client_key: ClientKey | None = None,
     ) -> None:
         self.clock = clock
+        #: Who may act as a client id: a caller naming one proves it with this key
+        #: (L{gasoline.http.client_proof}); an in-memory one when none is given.
+        self.client_key = client_key if client_key is not None else ClientKey.random()
         #: Where failing state writes are reported (gasoline.core.files.DiskHealth).
         self.health = health if health is not None else DiskHealth(clock)
         self.ttl = float(ttl)
@@ -211,11 +218,20 @@ class ClientRegistry:
 
     # -- identity and lifecycle ------------------------------------------------------------------
 
-    def new_client_id(self) -> str:
+    def new_client_id(self, prefix: str = "") -> str:
+        """A random id no client has, in memory or on disk (it must not land on state another
+        client may come back for): C{POST /clients} without an id gives one to its caller."""
         while True:
-            cid = new_client_id()
-            if cid not in self._clients:
+            cid = prefix + new_client_id()
+            if cid not in self._clients and (self.dir is None
+                                             or not self._path(cid).exists()):
                 return cid
+
+    def anonymous_client_id(self) -> str:
+        """The id of a caller that names none (an MCP session without C{X-Gasoline-Client}, a
+        proxy session opened without a proof): L{new_client_id} under L{ANONYMOUS_PREFIX}, which
+        no caller may name (gasoline.http.client_proof), so no one else can act as it."""
+        return self.new_client_id(ANONYMOUS_PREFIX)
 
     def live_count(self) -> int:
         return sum(1 for s in self._clients.values() if s.live)

@@ -81,6 +81,16 @@ class UnknownClient(GasolineError):
     code = "unknown_client"
 
 
+class ClientProofRefused(GasolineError):
+    """A caller named a client id (C{X-Gasoline-Client}) without its proof (403): the client id
+    is whoever holds the daemon's client key (gasoline.core.clientkey)."""
+
+    code = "client_proof"
+    retry = ("Send X-Gasoline-Client-Proof with X-Gasoline-Client: `gasoline client-proof <id> "
+             "[--state-dir DIR]` prints it (HMAC-SHA256 of the id under <state-dir>/client-key; "
+             "docs/security.md), or send no X-Gasoline-Client to get a client id of your own.")
+
+
 class ExtensionDisconnected(GasolineError):
     code = "extension_disconnected"
     retry = "Open the browser with the Gasoline extension and make sure it points at this daemon."

@@ -75,6 +75,9 @@ class HealthAPI:
             "version": __version__,
             # gasoline status / gasoline stop: which process answers on this port.
             "pid": os.getpid(),
+            # The connector reads the client key there (<state_dir>/client-key) when the daemon
+            # it reaches is not one it started (docs/mcp.md); the path is no secret, the key is.
+            "state_dir": str(g.config.state_dir),
             "logs": {
                 "entries": len(console),
                 "max_entries": console.capacity,

@@ -13,6 +13,10 @@ C{/clients}: register, list and unregister agents (the daemon's admin surface)::
                            (another terminal with the same id) ends; 404 C{unknown_client}
 
 The identity rule is the registry's: C{client_id} if given, else the hash of C{cwd}, else random.
+Registering or unregistering a client id the caller chose (C{client_id}, the hash of C{cwd}, the
+path's id) needs that id's proof (C{X-Gasoline-Client: <id>} and C{X-Gasoline-Client-Proof},
+L{gasoline.http.client_proof}), else 403 C{client_proof}; a C{POST} with neither C{client_id} nor
+C{cwd} takes the proven C{X-Gasoline-Client} when one is sent, else a fresh random id.
 """
 
 from __future__ import annotations
@@ -23,7 +27,16 @@ from typing import Any
 from klein import Klein
 from twisted.logger import Logger
 
-from gasoline.core.errors import GasolineError, InvalidParam, TooManyClients, UnknownClient
+from gasoline.common import client_id_for_cwd
+from gasoline.core.clients import validate_client_id
+from gasoline.core.errors import (
+    ClientProofRefused,
+    GasolineError,
+    InvalidParam,
+    TooManyClients,
+    UnknownClient,
+)
+from gasoline.http.client_proof import claimed_client, require_client
 from gasoline.http.json import json_body, read_json_object
 
 log = Logger()
@@ -31,7 +44,7 @@ log = Logger()
 #: A registration body is tiny; anything larger is refused without parsing.
 MAX_BODY = 64 * 1024
 
-_STATUS = {TooManyClients: 429, UnknownClient: 404, InvalidParam: 400}
+_STATUS = {TooManyClients: 429, UnknownClient: 404, InvalidParam: 400, ClientProofRefused: 403}
 
 
 def check_cwd(cwd: Any) -> None:
@@ -71,7 +84,13 @@ class ClientsAPI:
                 raise InvalidParam("client_id must be a string")
             if cwd is not None:
                 check_cwd(cwd)
-            state = self.registry.register(client_id or None, cwd=cwd or None)
+            key = self.registry.client_key
+            named = client_id or (client_id_for_cwd(cwd) if cwd else None)
+            if named is not None:
+                require_client(request, key, validate_client_id(named))
+            else:
+                named = claimed_client(request, key)
+            state = self.registry.register(named, cwd=cwd or None)
         except GasolineError as e:
             return _error(request, e)
         log.info("client {client_id} registered (inherited={inherited})",
@@ -99,6 +118,7 @@ class ClientsAPI:
     @app.route("/clients/<client_id>", methods=["DELETE"])
     def unregister(self, request, client_id):
         try:
+            require_client(request, self.registry.client_key, client_id)
             state = self.registry.unregister(client_id)
         except GasolineError as e:
             return _error(request, e)

@@ -51,10 +51,12 @@ from gasoline.http.routes import Key, Origins, Route
 
 ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
 #: The extension's headers (extension-protocol.md §1), then the MCP streamable-HTTP headers a
-#: browser-based MCP client must be allowed to send, and the connector's connection id.
+#: browser-based MCP client must be allowed to send, and the connector's connection id and
+#: client id proof (gasoline.http.client_proof).
 ALLOW_HEADERS = (
     b"Content-Type, X-Gasoline-Client, X-Gasoline-Extension-Version, X-Gasoline-Key, "
-    b"Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, X-Gasoline-Connection, Authorization"
+    b"Mcp-Session-Id, MCP-Protocol-Version, Last-Event-ID, X-Gasoline-Connection, Authorization, "
+    b"X-Gasoline-Client-Proof"
 )
 
 _LOOPBACK_HOSTS = frozenset({b"localhost", b"127.0.0.1", b"[::1]"})

@@ -16,7 +16,9 @@ unknown or ended session is a 404. C{GET /mcp} (C{Accept:
 text/event-stream}) opens the server→client stream; C{DELETE /mcp} ends the session. An
 C{MCP-Protocol-Version} header naming a revision we do not speak is a 400.
 
-B{Connector form (the C{gasoline connect} bridge, contract in docs/mcp.md)}: C{X-Gasoline-Client: <client id>} and C{X-Gasoline-Connection: <per-process id>}, no
+B{Connector form (the C{gasoline connect} bridge, contract in docs/mcp.md)}: C{X-Gasoline-Client: <client id>} with its
+C{X-Gasoline-Client-Proof} (L{gasoline.http.client_proof}: without a valid proof the request is a
+403, never served as another id) and C{X-Gasoline-Connection: <per-process id>}, no
 C{Mcp-Session-Id}: the session is keyed by (client id, connection id) and (re)created by
 C{initialize} (a request on a connection without one is a 404, or, with
 C{MCP-Protocol-Version: 2026-07-28}, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); C{GET /mcp} with the
@@ -40,7 +42,8 @@ from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-from gasoline.core.errors import GasolineError, TooManyClients
+from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
+from gasoline.http.client_proof import claimed_client
 from gasoline.http.keepalive import keepalive_service
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
@@ -85,7 +88,8 @@ def _error_body(request, status: int, code: int, message: str, id: Any = None) -
 
 
 def _gasoline_error(request, error: GasolineError) -> bytes:
-    status = 429 if isinstance(error, TooManyClients) else 400
+    status = 429 if isinstance(error, TooManyClients) else \
+        403 if isinstance(error, ClientProofRefused) else 400
     request.setResponseCode(status)
     request.setHeader(b"content-type", _JSON)
     return jsonrpc.encode(jsonrpc.error(None, INVALID_REQUEST, error.message, error.to_json()))
@@ -312,11 +316,15 @@ class McpHTTP(Resource):
         return None
 
     def _connector_key(self, request) -> tuple[str, str] | None:
-        client = request.getHeader(b"x-gasoline-client")
+        """C{(client id, connection id)} of a connector-form request (its client id proven:
+        L{claimed_client}), or C{None} for the plain form.
+
+        @raise GasolineError: a client id named without its proof (403), or malformed (400)."""
+        client = claimed_client(request, self.server.registry.client_key)
         if client is None:
             return None
         conn = request.getHeader(b"x-gasoline-connection") or b"default"
-        return client.decode("utf-8", "replace"), conn.decode("utf-8", "replace")
+        return client, conn.decode("utf-8", "replace")
 
     def _stateless_client(self, request, key: tuple[str, str] | None) -> str | None | bool:
         """For a non-initialize request: the client a stateless (2026-07-28) answer is for
@@ -341,7 +349,10 @@ class McpHTTP(Resource):
 
     def _find(self, request) -> tuple[McpSession | None, bytes | None]:
         """The session a non-initialize request names, or the error body to answer."""
-        key = self._connector_key(request)
+        try:
+            key = self._connector_key(request)
+        except GasolineError as e:
+            return None, _gasoline_error(request, e)
         if key is not None:
             session = self.connections.get(key)
             if session is None or session.closed:
@@ -420,10 +431,10 @@ class McpHTTP(Resource):
         except jsonrpc.JsonRpcError as e:
             return _error_body(request, 400, PARSE_ERROR, e.message)
         is_init = isinstance(obj, dict) and obj.get("method") == "initialize"
-        key = self._connector_key(request)
         new_session = False
-        stateless = False if is_init else self._stateless_client(request, key)
         try:
+            key = self._connector_key(request)
+            stateless = False if is_init else self._stateless_client(request, key)
             if stateless is not False:
                 if isinstance(obj, list):
                     return _error_body(request, 400, INVALID_REQUEST,
@@ -609,11 +620,9 @@ class McpHTTP(Resource):
         if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
             return _error_body(request, 406, INVALID_REQUEST,
                                "Not Acceptable: GET /mcp/sse needs Accept: text/event-stream")
-        client = request.getHeader(b"x-gasoline-client")
         try:
             session = self.server.open_session(
-                client.decode("utf-8", "replace") if client else None, "sse"
-            )
+                claimed_client(request, self.server.registry.client_key), "sse")
         except GasolineError as e:
             return _gasoline_error(request, e)
         _start_sse(request)

@@ -1,7 +1,9 @@
 """
 C{/session}: the session-based MCP proxy's routes (C{docs/proxy.md})::
 
-  POST   /session/init          body C{{workingDirectory, clientInfo?, capabilities?, preferences?}}
+  POST   /session/init          body C{{workingDirectory, clientInfo?, capabilities?, preferences?}};
+                                the agent's client id is the one C{X-Gasoline-Client} names with
+                                its proof (L{gasoline.http.client_proof}; else 403), or a fresh one
                                 -> 200 C{{sessionId, protocolVersion, capabilities, servers, tools}}
                                    once every enabled server started (or failed, with its reason)
                                 -> 400 C{invalid_param} / C{bad_json} / C{invalid_project_config}
@@ -25,6 +27,7 @@ from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError
+from gasoline.http.client_proof import claimed_client
 from gasoline.http.json import json_body, read_json_object
 
 if TYPE_CHECKING:
@@ -35,7 +38,7 @@ log = Logger()
 #: An init body is small; anything larger is refused without parsing.
 MAX_BODY = 64 * 1024
 
-_STATUS = {"forbidden_origin": 403, "too_many_sessions": 429, "too_many_children": 429, "unknown_session": 404,
+_STATUS = {"forbidden_origin": 403, "client_proof": 403, "too_many_sessions": 429, "too_many_children": 429, "unknown_session": 404,
            "proxy_disabled": 404, "too_many_clients": 429}
 
 
@@ -69,8 +72,9 @@ class ProxyAPI:
     def init(self, request):
         try:
             manager = self._manager(request)
+            client_id = claimed_client(request, manager.mcp.registry.client_key)
             body = read_json_object(request, MAX_BODY)
-            d = manager.create(body)
+            d = manager.create(body, client_id=client_id)
         except GasolineError as e:
             return _error(request, e)
 

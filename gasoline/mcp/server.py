@@ -208,7 +208,8 @@ class McpServer:
 
     def open_session(self, client_id: str | None, transport: str,
                      session_id: str | None = None) -> McpSession:
-        """A new session for C{client_id} (a fresh id from the registry when None), with a fresh
+        """A new session for C{client_id} (a fresh anonymous id from the registry when None, one
+        no caller can name), with a fresh
         random session id unless C{session_id} names one (a session opened on the client's
         behalf before it connects, e.g. by C{POST /session/init}).
 
@@ -216,7 +217,7 @@ class McpServer:
         """
         anonymous = client_id is None
         if client_id is None:
-            client_id = self.registry.new_client_id()
+            client_id = self.registry.anonymous_client_id()
         try:
             state = self.registry.connect(client_id)
         except TooManyClients:

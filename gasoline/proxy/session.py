@@ -29,7 +29,7 @@ from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
 
-from gasoline.common import client_id_for_cwd
+from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.core.documents import JsonDocument
 from gasoline.core.errors import GasolineError
 from gasoline.core.ratelimit import SlidingWindowLimiter
@@ -147,20 +147,26 @@ class ProxyManager:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def create(self, body: dict[str, Any], *, session_id: str | None = None,
-               restored: dict[str, Any] | None = None) -> Deferred:
+               restored: dict[str, Any] | None = None,
+               client_id: str | None = None) -> Deferred:
         """Validate a C{/session/init} body, open the session, start its children; fire with
         the session once every enabled child answered C{initialize} and C{tools/list} (or
         failed: a failed server is listed with its error). Raise L{ProxyError} on bad input
         and L{SessionLimit} or L{ChildLimit} when a limit would be passed.
 
         C{restored} (L{restore}): the saved MCP state and tool lists of a session a previous
-        daemon had; its children then start on the first call, not now."""
+        daemon had; its children then start on the first call, not now.
+
+        C{client_id}: the agent's client id, one the caller proved (C{X-Gasoline-Client}, see
+        L{gasoline.http.client_proof}); C{None} gives the session a fresh id of its own (the
+        working directory's hash, the connector's id there, is never given to a caller that
+        did not prove it)."""
         plan = self.plan(SessionRequest.from_body(body))
         request = plan.request
         now = self.clock.seconds()
         session = ProxySession(
             manager=self, session_id=session_id or secrets.token_hex(16),
-            client_id=client_id_for_cwd(request.working_directory),
+            client_id=client_id or self.mcp.registry.anonymous_client_id(),
             working_directory=request.working_directory, client_info=request.client_info,
             capabilities=request.capabilities, preferences=request.preferences,
             created_at=now, last_used=now, servers=plan.servers)
@@ -477,7 +483,10 @@ class ProxyManager:
             mcp_state = dict(raw_mcp) if isinstance(raw_mcp := item.get("mcp"), dict) else {}
             mcp_state["tools"] = item.get("tools") if isinstance(item.get("tools"), dict) else {}
             try:
-                self.create(body, session_id=item["sessionId"], restored=mcp_state)
+                saved_id = item.get("clientId")
+                self.create(body, session_id=item["sessionId"], restored=mcp_state,
+                            client_id=saved_id if isinstance(saved_id, str)
+                            and CLIENT_ID_RE.match(saved_id) else None)
             except GasolineError as e:
                 log.warn("proxy session {sid} not restored: {err}", sid=item["sessionId"],
                          err=e.message)

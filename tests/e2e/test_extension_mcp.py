@@ -29,6 +29,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from gasoline.testing import client_headers
+
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.browser,
@@ -83,10 +85,10 @@ async def call(session: ClientSession, tool: str, args: dict[str, Any]) -> tuple
 
 def agents(daemon, client_ids: list[str], body: Callable[[str, ClientSession], Awaitable[Any]]) -> list[Any]:
     """Run ``body(client_id, session)`` for one SDK session per client id, all at the same time
-    (``X-Gasoline-Client`` names each agent); return their results in order."""
+    (``X-Gasoline-Client`` names each agent, with its proof); return their results in order."""
 
     async def one(client_id: str):
-        http = create_mcp_http_client(headers={"X-Gasoline-Client": client_id})
+        http = create_mcp_http_client(headers=client_headers(daemon, client_id))
         async with (
             http,
             streamable_http_client(daemon.url + "/mcp", http_client=http) as (read, write),

@@ -79,7 +79,7 @@ def mcp_tool(url: str, tool: str, arguments: dict, timeout: float = 40) -> dict:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
     request = urllib.request.Request(url + "/mcp", data=json.dumps(message).encode(), method="POST", headers={
         "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        "X-Gasoline-Client": "e2e-pinning", "MCP-Protocol-Version": "2026-07-28"})
+        "MCP-Protocol-Version": "2026-07-28"})  # no client id: the shared stateless client
     with urllib.request.urlopen(request, timeout=timeout) as r:
         return json.loads(r.read())
 

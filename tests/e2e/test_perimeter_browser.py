@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import Chromium, wait_until
 
+from gasoline.testing import client_headers
+
 SHUTDOWN_SPELLINGS = ["/shutdown", "/%73hutdown", "/%73%68%75%74%64%6f%77%6e", "//shutdown",
                       "/./shutdown", "/x/../shutdown", "/SHUTDOWN", "/shutdown/", "/%2fshutdown",
                       "/%2e/shutdown", "/shutdown;x", "/shutdown%00"]
@@ -123,7 +125,7 @@ def test_a_localhost_page_cannot_stop_the_daemon_or_take_a_slot(chromium_bin, da
             "clientInfo": {"name": "agent", "version": "1"}}}).encode()
         request = urllib.request.Request(daemon.url + "/mcp", data=init, method="POST", headers={
             "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "X-Gasoline-Client": "agent-after-the-page"})
+            **client_headers(daemon, "agent-after-the-page")})
         with urllib.request.urlopen(request, timeout=10) as resp:
             assert resp.status == 200
     finally:

@@ -1,4 +1,4 @@
-"""Who may act as a client id (docs/security.md, "Who may act as a client id"; issue 28).
+"""Who may act as a client id (docs/security.md, "Who may act as a client id").
 
 A caller that names a client id must prove it (C{X-Gasoline-Client-Proof}, an HMAC of the id
 under the daemon's C{<state-dir>/client-key}). The class is enumerated: every agent route of the

@@ -124,6 +124,7 @@ def _quiet_endpoints(reactor):
     "Starting factory" line per connection on stderr. (C{Factory.noisy} is public; the pool's
     factory class is not, so the switch is made where the endpoint receives the factory.)"""
     from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
+    from twisted.internet.interfaces import IStreamClientEndpoint
     from twisted.web.iweb import IAgentEndpointFactory
     from zope.interface import implementer
 
@@ -141,7 +142,7 @@ def _quiet_endpoints(reactor):
 
         def endpointForURI(self, uri):
             host = uri.host.decode("idna") if isinstance(uri.host, bytes) else uri.host
-            endpoint = HostnameEndpoint(reactor, host, uri.port)
+            endpoint: IStreamClientEndpoint = HostnameEndpoint(reactor, host, uri.port)
             if uri.scheme == b"https":
                 if self.policy is None:
                     from twisted.web.client import BrowserLikePolicyForHTTPS

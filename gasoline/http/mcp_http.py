@@ -34,7 +34,7 @@ Host and Origin are checked for every path by the root resource's guard before t
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -326,7 +326,8 @@ class McpHTTP(Resource):
         conn = request.getHeader(b"x-gasoline-connection") or b"default"
         return client, conn.decode("utf-8", "replace")
 
-    def _stateless_client(self, request, key: tuple[str, str] | None) -> str | None | bool:
+    def _stateless_client(self, request,
+                         key: tuple[str, str] | None) -> str | None | Literal[False]:
         """For a non-initialize request: the client a stateless (2026-07-28) answer is for
         (C{None}: no identity given), or C{False} when the request is for a session (2025-11-25:
         it is found, or refused by L{_find}).
@@ -432,6 +433,7 @@ class McpHTTP(Resource):
             return _error_body(request, 400, PARSE_ERROR, e.message)
         is_init = isinstance(obj, dict) and obj.get("method") == "initialize"
         new_session = False
+        session: McpSession | None
         try:
             key = self._connector_key(request)
             stateless = False if is_init else self._stateless_client(request, key)

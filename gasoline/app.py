@@ -60,6 +60,7 @@ from gasoline.metrics import DaemonCollector, Metrics
 from gasoline.relay.hub import Relay
 from gasoline.relay.metrics import register as register_relay_metrics
 from gasoline.streaming.hub import Streaming
+from gasoline.streaming.metrics import latency_observer as streaming_latency
 from gasoline.streaming.metrics import register as register_streaming_metrics
 from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
@@ -185,12 +186,15 @@ ExtendMcp = Callable[[ToolRegistry, ResourceRegistry, PromptRegistry], None]
 
 
 def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
-                    services: MultiService) -> Streaming:
+                    services: MultiService,
+                    on_latency: Callable[[float], None] | None = None) -> Streaming:
     """Context streaming: the store's notifier feeds each subscribed agent's inbox (off the
     ingest path); the inbox drains to the agent's own MCP session in C{sessions} (the MCP
-    server's table), to C{observe events} and to C{GET /events}."""
+    server's table), to C{observe events} and to C{GET /events}.
+
+    @param on_latency: observes each write's notification latency (C{/metrics})."""
     streaming = Streaming(daemon.clock, daemon.store.notifier, daemon.registry, sessions,
-                          redact_text=Redactor().redact_value)
+                          redact_text=Redactor().redact_value, on_latency=on_latency)
     streaming.service().setServiceParent(services)
     return streaming
 
@@ -328,7 +332,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     metrics = metrics if metrics is not None else Metrics()
     daemon = build_daemon(config, clock, services, stop, on_latency=metrics.observe_query)
     sessions: dict[str, McpSession] = {}
-    streaming = build_streaming(daemon, sessions, services)
+    streaming = build_streaming(daemon, sessions, services, streaming_latency(metrics))
     tools = GasolineTools(daemon, streaming=streaming, launcher=_browser_launcher(config, clock))
     mcp = build_mcp(daemon, tools, extend_mcp, sessions)
     mcp.service.setServiceParent(services)

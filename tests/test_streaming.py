@@ -12,7 +12,7 @@ from twisted.internet.defer import CancelledError
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.streaming.events import classify
-from gasoline.streaming.hub import Inbox
+from gasoline.streaming.inbox import Inbox
 from gasoline.streaming.subscription import Matcher, Subscription, parse
 from gasoline.core.errors import InvalidParam
 

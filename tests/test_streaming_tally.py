@@ -352,14 +352,14 @@ def test_writes_only_counted_are_counted_at_the_fold(app, clock):
     err = {"level": "error", "type": "console", "url": "https://x/", "message": "m"}
     app.store.add(CONSOLE, [dict(err)] * 2)
     clock.advance(0)
-    assert app.streaming.agents["A"] in app.streaming._tally
+    assert app.streaming.agents["A"] in app.streaming.dispatcher.tally
     for _ in range(5):
         app.store.add(CONSOLE, [dict(err)] * 3)
         clock.advance(0)
-    assert app.streaming._tally.deferred_entries == 15  # their URLs kept, not counted yet
+    assert app.streaming.dispatcher.tally.deferred_entries == 15  # their URLs kept, not counted yet
     assert app.streaming.events_classified == 2
     assert app.streaming.agents["A"].throttled_total == 16  # reading folds: exact
-    assert app.streaming._tally.deferred_entries == 0
+    assert app.streaming.dispatcher.tally.deferred_entries == 0
     clock.advance(1.0)
 
 

@@ -8,7 +8,7 @@ histogram, observed once per buffer write that produced a notification (not once
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -21,14 +21,20 @@ if TYPE_CHECKING:
 NOTIFICATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
-def register(metrics: Metrics, streaming: Streaming) -> None:
-    """Add C{streaming}'s series to C{metrics}."""
+def latency_observer(metrics: Metrics) -> Callable[[float], None]:
+    """The notification latency histogram, added to C{metrics}: what the hub is built with as its
+    C{on_latency}."""
     latency = metrics.histogram(
         "streaming_notification_latency_seconds",
         "From a telemetry write to the first notification it produced being written to an "
         "agent's stream (one observation per write).",
         buckets=NOTIFICATION_BUCKETS)
-    streaming.on_latency = latency.observe
+    observe: Callable[[float], None] = latency.observe
+    return observe
+
+
+def register(metrics: Metrics, streaming: Streaming) -> None:
+    """Add C{streaming}'s scrape-time series to C{metrics}."""
     metrics.add_collector(lambda: families(streaming))
 
 
@@ -70,4 +76,4 @@ def families(streaming: Streaming) -> Iterable[Metric]:
     yield dropped
 
 
-__all__ = ["register", "families", "NOTIFICATION_BUCKETS"]
+__all__ = ["latency_observer", "register", "families", "NOTIFICATION_BUCKETS"]

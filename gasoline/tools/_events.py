@@ -16,7 +16,8 @@ from typing import Any
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import GasolineError, InvalidParam
-from gasoline.streaming.hub import MAX_WAIT_MS, PROGRESS_EVERY, UNTRUSTED
+from gasoline.streaming.hub import MAX_WAIT_MS, PROGRESS_EVERY
+from gasoline.streaming.redaction import UNTRUSTED
 from gasoline.streaming.subscription import ALL, ALL_WARNING, parse
 
 DEFAULT_EVENTS = 100

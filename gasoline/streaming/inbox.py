@@ -1,0 +1,187 @@
+"""
+One subscribed agent's state: its bounded inbox and everything that waits on it.
+
+L{Inbox} is the source of truth of context streaming (bounded, drop-oldest, monotonic sequence
+numbers starting at 1). L{AgentStream} is one subscribed agent: its subscription and compiled
+matcher, its inbox, its one-second rate window and the notices pending for it, and who is waiting
+for its next item (C{observe events} long-polls, C{GET /events} listeners). It holds state only:
+the hub (L{gasoline.streaming.hub}) keeps the table of agents, the dispatcher
+(L{gasoline.streaming.dispatch}) fills the inboxes and L{gasoline.streaming.delivery} lets their
+items out.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Callable
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall
+from twisted.logger import Logger
+
+from gasoline.streaming.subscription import Matcher, Subscription
+from gasoline.streaming.tally import Key
+
+log = Logger()
+
+#: Items an agent's inbox holds (the oldest leave first).
+DEFAULT_INBOX = 100
+
+#: A C{GET /events} listener: called with each new inbox item.
+Listener = Callable[[dict[str, Any]], None]
+
+
+class Inbox:
+    """Bounded, drop-oldest, with monotonic sequence numbers (starting at 1)."""
+
+    __slots__ = ("capacity", "items", "last_seq", "acked", "dropped")
+
+    def __init__(self, capacity: int = DEFAULT_INBOX) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        #: (seq, data) oldest first; C{data} already carries C{seq}.
+        self.items: deque[tuple[int, dict[str, Any]]] = deque()
+        self.last_seq = 0
+        #: Newest acknowledged sequence number.
+        self.acked = 0
+        #: Items dropped by overflow, in all.
+        self.dropped = 0
+
+    def append(self, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """Add C{data} (a copy with C{seq}); return it and how many old items left to make room."""
+        self.last_seq += 1
+        item = dict(data)
+        item["seq"] = self.last_seq
+        self.items.append((self.last_seq, item))
+        dropped = 0
+        while len(self.items) > self.capacity:
+            self.items.popleft()
+            dropped += 1
+        self.dropped += dropped
+        return item, dropped
+
+    def after(self, seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        """Up to C{limit} items newer than C{seq}, oldest first, and whether more remain."""
+        out = [item for s, item in self.items if s > seq]
+        return out[:limit], len(out) > limit
+
+    def ack(self, seq: int) -> int:
+        """Forget every item up to C{seq}; return how many left."""
+        n = 0
+        while self.items and self.items[0][0] <= seq:
+            self.items.popleft()
+            n += 1
+        self.acked = max(self.acked, min(seq, self.last_seq))
+        return n
+
+    def unread(self) -> list[dict[str, Any]]:
+        """The items not yet acknowledged, oldest first."""
+        return [item for _, item in self.items]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class AgentStream:
+    """One subscribed agent: its matcher, inbox, rate window, waiters and listeners."""
+
+    def __init__(self, client_id: str, subscription: Subscription, raw: Any,
+                 inbox_size: int, settle: Callable[[], None] = lambda: None) -> None:
+        self.client_id = client_id
+        self.subscription = subscription
+        self.matcher = Matcher(subscription)
+        #: The matcher's verdict on bucket keys (L{gasoline.streaming.tally}), made by the hub's
+        #: current L{KeySpec<gasoline.streaming.tally.KeySpec>} (None until the hub next reads
+        #: its agent table).
+        self.test: Callable[[Key], bool] | None = None
+        #: Brings the throttled counts up to date (the dispatcher's tally fold).
+        self._settle = settle
+        #: The saved form the matcher was built from (a change rebuilds it).
+        self.raw = raw
+        self.inbox = Inbox(inbox_size)
+        self.window_start = float("-inf")
+        self.window_count = 0
+        #: Throttled / overflowed since the last notice.
+        self.throttled = 0
+        self.overflowed = 0
+        self._throttled_total = 0
+        #: The C{rate_limit_exceeded} notice, due at the end of the window; the C{buffer_full}
+        #: notice, due on the next reactor turn.
+        self.notice_call: IDelayedCall | None = None
+        self.full_call: IDelayedCall | None = None
+        #: The unread C{buffer_full} notice (its count grows while it is unread).
+        self.full_notice: dict[str, Any] | None = None
+        self.waiters: list[Deferred[None]] = []
+        self.listeners: list[Listener] = []
+        #: listener -> what ends its stream when the subscription ends (GET /events).
+        self.enders: dict[Any, Callable[[], None]] = {}
+        self.pushed = 0
+        #: C{notifications/resources/updated} sent and not yet followed by a read.
+        self.resource_told = False
+
+    @property
+    def throttled_total(self) -> int:
+        """Events throttled by the rate limit, in all (exact: tallied events are counted
+        first)."""
+        self._settle()
+        return self._throttled_total
+
+    def counted(self, n: int) -> None:
+        """C{n} more of this agent's matched events were over its rate limit."""
+        self.throttled += n
+        self._throttled_total += n
+
+    def reconfigure(self, subscription: Subscription, raw: Any) -> None:
+        """A new subscription (its matcher compiled now; its key predicate comes with the hub's
+        next key spec). The inbox and its sequence numbers are kept."""
+        self.subscription = subscription
+        self.matcher = Matcher(subscription)
+        self.test = None
+        self.raw = raw
+
+    def wake(self) -> None:
+        """Fire (with None) every long-poll waiting for an item."""
+        if self.waiters:
+            waiters, self.waiters = self.waiters, []
+            for d in waiters:
+                if not d.called:
+                    d.callback(None)
+
+    def unwait(self, d: Deferred[None]) -> None:
+        """C{d} no longer waits (it fired, timed out or was cancelled)."""
+        _discard(self.waiters, d)
+
+    def listen(self, listener: Listener, end: Callable[[], None] | None = None) -> None:
+        """Call C{listener(item)} for each new item; C{end()} when the subscription ends."""
+        self.listeners.append(listener)
+        if end is not None:
+            self.enders[listener] = end
+
+    def unlisten(self, listener: Listener) -> None:
+        """C{listener} hears no more (its stream is gone)."""
+        _discard(self.listeners, listener)
+        self.enders.pop(listener, None)
+
+    def end(self) -> None:
+        """The subscription ended (unsubscribed, expired, daemon stopping): cancel the pending
+        notices, release the long-polls and end every listener's stream."""
+        for call in (self.notice_call, self.full_call):
+            if call is not None and call.active():
+                call.cancel()
+        self.notice_call = self.full_call = None
+        self.wake()
+        enders, self.enders = self.enders, {}
+        self.listeners = []
+        for end in enders.values():
+            try:
+                end()
+            except Exception:
+                log.failure("ending an events stream failed")
+
+
+def _discard(items: list[Any], value: Any) -> None:
+    try:
+        items.remove(value)
+    except ValueError:
+        pass

@@ -466,10 +466,14 @@ def seal_key_of(key: bytes) -> bytes:
     return hmac.new(key, _SEAL_KEY_LABEL, hashlib.sha256).digest()
 
 
+#: L{request_aad} in one formatting operation (the ingest path builds one per request).
+_REQUEST_AAD = _SEAL_REQUEST_LABEL + b"%s %s\n%s\n%d"
+
+
 def request_aad(method: bytes, path: bytes, session: bytes, seq: int) -> bytes:
     """What a sealed request authenticates besides its body: its method, path, session and
     sequence number (also the last 8 bytes of its IV: L{request_iv})."""
-    return _SEAL_REQUEST_LABEL + method + b" " + path + b"\n" + session + b"\n" + str(seq).encode()
+    return _REQUEST_AAD % (method, path, session, seq)
 
 
 def request_iv(seq: int) -> bytes:
@@ -481,6 +485,7 @@ def request_iv(seq: int) -> bytes:
 #: How far behind the highest sequence number seen a request may arrive (the worker sends several
 #: requests at once; they may arrive out of order) and still be accepted, once each.
 REPLAY_WINDOW = 256
+_WINDOW_MASK = (1 << REPLAY_WINDOW) - 1
 #: Link openings remembered per session (one per CDP link the worker opens).
 MAX_LINK_NONCES = 64
 
@@ -526,17 +531,39 @@ class Replayed(PairingError):
     """A sealed request whose sequence number was already used (or is too old)."""
 
 
+class _NotImportedYet(Exception):
+    """Stands for C{cryptography}'s C{InvalidTag} until L{_aesgcm} imported it (never raised)."""
+
+
+#: What a failed decryption raises: C{cryptography.exceptions.InvalidTag} once L{_aesgcm} ran
+#: (it runs before any decryption).
+_InvalidTag: type[Exception] = _NotImportedYet
+
+
+def _aesgcm(key: bytes) -> AESGCM:
+    """An AES-256-GCM cipher of C{key} (C{cryptography} is imported here, lazily: see above)."""
+    global _InvalidTag
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    _InvalidTag = InvalidTag
+    return AESGCM(key)
+
+
 class Session:
     """One paired connection: its key K, the extension key it belongs to (C{None}: an extension
     that proved no key, allowed only while no extension is pinned), its last use."""
 
-    __slots__ = ("id", "key", "extension", "used", "_aead", "launched", "checked", "seq_top",
-                 "seq_seen", "link_nonces")
+    __slots__ = ("id", "key", "extension", "used", "_aead", "_sid", "launched", "checked",
+                 "seq_top", "seq_seen", "link_nonces")
 
     def __init__(self, sid: str, key: bytes, extension: str | None, used: float,
                  launched: bytes | None = None) -> None:
         self.id, self.key, self.extension, self.used = sid, key, extension, used
+        #: The session's cipher, made once (at its first sealed request): building an C{AESGCM}
+        #: and its first use cost more than opening a batch.
         self._aead: AESGCM | None = None
+        self._sid = sid.encode()
         #: The extension key of a launched browser's session (its grant is checked again at
         #: most once per L{PIN_REFRESH} s), else C{None}.
         self.launched = launched
@@ -551,27 +578,28 @@ class Session:
 
     @property
     def aead(self) -> AESGCM:
-        if self._aead is None:
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        aead = self._aead
+        if aead is None:
+            aead = self._aead = _aesgcm(seal_key_of(self.key))
+        return aead
 
-            self._aead = AESGCM(seal_key_of(self.key))
-        return self._aead
-
-    def open(self, method: bytes, path: bytes, body: bytes) -> tuple[bytes, bytes]:
-        """C{(plaintext, iv)} of a sealed request body; L{PairingError} when it does not open."""
-        from cryptography.exceptions import InvalidTag
-
+    def open(self, method: bytes, path: bytes, body: bytes | memoryview) -> tuple[bytes, bytes]:
+        """C{(plaintext, iv)} of a sealed request body (bytes, or a view of them: the ciphertext
+        is read in place); L{PairingError} when it does not open."""
         if len(body) < _IV + _TAG:
             raise PairingError("a sealed body is at least 28 bytes (IV and tag)")
-        iv = body[:_IV]
+        iv = bytes(body[:_IV])
         seq = int.from_bytes(iv[4:], "big")
         if seq < 1:
             raise PairingError("a sealed request's sequence number (the IV's last 8 bytes) "
                                "starts at 1")
+        aead = self._aead
+        if aead is None:
+            aead = self.aead
         try:
-            plain = self.aead.decrypt(iv, body[_IV:],
-                                      request_aad(method, path, self.id.encode(), seq))
-        except InvalidTag:
+            plain = aead.decrypt(iv, memoryview(body)[_IV:],
+                                 _REQUEST_AAD % (method, path, self._sid, seq))
+        except _InvalidTag:
             raise PairingError("the sealed body does not open under this session's key (or was "
                                "sealed for another route)") from None
         self._accept(seq)  # only once it opened: a forged number cannot move the window
@@ -580,13 +608,14 @@ class Session:
     def _accept(self, seq: int) -> None:
         """Accept request number C{seq} once; L{Replayed} for one already opened, or one more
         than L{REPLAY_WINDOW} behind the highest."""
-        if seq > self.seq_top:
-            shift = seq - self.seq_top
-            self.seq_seen = ((self.seq_seen << shift) | 1) & ((1 << REPLAY_WINDOW) - 1) \
+        top = self.seq_top
+        if seq > top:
+            shift = seq - top
+            self.seq_seen = ((self.seq_seen << shift) | 1) & _WINDOW_MASK \
                 if shift < REPLAY_WINDOW else 1
             self.seq_top = seq
             return
-        behind = self.seq_top - seq
+        behind = top - seq
         if behind >= REPLAY_WINDOW:
             raise Replayed(f"sealed request number {seq} is too old (the session is at "
                            f"{self.seq_top}; at most {REPLAY_WINDOW} behind are accepted): "
@@ -968,10 +997,16 @@ class DaemonIdentity:
         """The live session C{sid} (C{None}: unknown, idle too long, or not the pinned
         extension's now that one is pinned)."""
         self._refresh_pins()
-        table = next((t for t in (self._pinned, self._launched) if sid in t), self._sessions)
+        table = self._pinned
         entry = table.get(sid)
         if entry is None:
-            return None
+            table = self._launched
+            entry = table.get(sid)
+            if entry is None:
+                table = self._sessions
+                entry = table.get(sid)
+                if entry is None:
+                    return None
         now = self.clock.seconds()
         if entry.used < now - self.session_idle:
             del table[sid]
@@ -1041,9 +1076,14 @@ class DaemonIdentity:
         if request.getHeader(SEALED_HEADER) != b"1":
             return 400, ("a request naming a pairing session must be sealed (X-Gasoline-Sealed: 1, "
                          "AES-256-GCM under the session key)"), {"code": "not_sealed"}
-        body = request.content.read() if request.content is not None else b""
         try:
-            plain, iv = session.open(request.method, request.path, body)
+            content = request.content
+            if isinstance(content, io.BytesIO):  # twisted.web's: the body is opened in place
+                with content.getbuffer() as view:
+                    plain, iv = session.open(request.method, request.path, view)
+            else:
+                plain, iv = session.open(request.method, request.path,
+                                         content.read() if content is not None else b"")
         except Replayed as e:
             self.refused["replayed_request"] = self.refused.get("replayed_request", 0) + 1
             return 400, str(e), {"code": "replayed"}

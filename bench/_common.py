@@ -144,6 +144,16 @@ class ReferenceDaemon:
 # -- a minimal keep-alive HTTP/1.1 client (fast enough not to be the bottleneck) -----------------
 
 
+def build_request(host_header: bytes, method: str, path: str, body: bytes,
+                  headers: dict[str, str]) -> bytes:
+    """The bytes of one HTTP/1.1 request (what L{HTTPConnection.send_raw} sends)."""
+    head = [f"{method} {path} HTTP/1.1".encode(), b"Host: " + host_header]
+    for k, v in headers.items():
+        head.append(f"{k}: {v}".encode())
+    head.append(f"Content-Length: {len(body)}".encode())
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
+
+
 class HTTPConnection:
     def __init__(self, host: str, port: int, timeout: float = 30.0) -> None:
         self.host_header = f"{host}:{port}".encode()
@@ -152,11 +162,7 @@ class HTTPConnection:
         self._buf = b""
 
     def build(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-        head = [f"{method} {path} HTTP/1.1".encode(), b"Host: " + self.host_header]
-        for k, v in headers.items():
-            head.append(f"{k}: {v}".encode())
-        head.append(f"Content-Length: {len(body)}".encode())
-        return b"\r\n".join(head) + b"\r\n\r\n" + body
+        return build_request(self.host_header, method, path, body, headers)
 
     def request(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         return self.send_raw(self.build(method, path, body, headers))

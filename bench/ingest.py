@@ -1,5 +1,5 @@
 """
-Ingest benchmark (issue 2): the reference workload against ``twistd -n gasoline``.
+Ingest benchmark: the reference workload against ``twistd -n gasoline``.
 
 4 keep-alive connections POST ``/logs`` with 50 console entries per request (~270 B each, the
 extension's format and headers) for a fixed time. Reports entries/s, POST latency p50/p95/p99, the
@@ -18,13 +18,16 @@ machine other processes load too, only such side-by-side medians can be compared
 
     .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8
 
-``--sealed`` makes this tree's load a paired extension's (issue 29): the bench pairs with the
+``--sealed`` makes this tree's load a paired extension's (sealed bodies): the bench pairs with the
 daemon as the extension does (its own key, pinned on first use) and every ``POST /logs`` is sealed
 (AES-256-GCM under the session key). Each request is sealed as it is sent, with the session's
 next request number: the daemon refuses a sealed request it has already opened (replay), so
-bodies sealed once before the load cannot be sent again. Sealing runs in the load's client
-threads (one AES-GCM pass of a batch, microseconds beside the daemon's work on it). With ``--baseline`` that is the paired run "sealed ingest (this
-tree) vs today's (the baseline's plain ingest)":
+a request sealed once is sent once. The requests of a timed phase are sealed, and built into the
+bytes sent, before it starts (L{Sealer}), so that the load loop does no more per request than the
+plain load's: the load generator shares the cores with the daemon, and a slower generator makes
+fewer entries/s and, as the daemon then wakes up for fewer requests at a time, more daemon CPU per
+entry. With ``--baseline`` that is the paired run "sealed ingest (this tree) vs today's (the
+baseline's plain ingest)":
 
     .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8 --sealed
 """
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     HTTPConnection,
+    build_request,
     ReferenceDaemon,
     cpu_seconds,
     median,
@@ -71,28 +75,33 @@ class Sealer:
     the load's threads share the session, as the worker's parallel requests do).
 
     L{preseal} seals the requests of a timed phase before it starts, numbered in the order the
-    load's threads will take them: sealing inside the load loop (one lock, one GIL, on the
-    daemon's two cores) made the load generator, not the daemon, the bottleneck of a sealed run.
-    A request is still sent once only (the daemon refuses replays)."""
+    load's threads will take them, and builds the bytes each is sent as: sealing (or building a
+    request) inside the load loop (one lock, one GIL, on the daemon's two cores) made the load
+    generator, not the daemon, the bottleneck of a sealed run. A request is still sent once only
+    (the daemon refuses replays)."""
 
-    def __init__(self, ext) -> None:
+    def __init__(self, ext, host_header: bytes) -> None:
         self.ext = ext
+        self.host_header = host_header
         self.lock = threading.Lock()
-        self.ready: collections.deque[tuple[bytes, dict]] = collections.deque()
+        self.ready: collections.deque[bytes] = collections.deque()
+
+    def _request(self, body: bytes) -> bytes:
+        headers, sealed, _ = self.ext.seal("POST", "/logs", body)
+        return build_request(self.host_header, "POST", "/logs", sealed, headers)
 
     def preseal(self, bodies: list[bytes], count: int) -> None:
         for i in range(count):
-            headers, sealed, _ = self.ext.seal("POST", "/logs", bodies[i % len(bodies)])
-            self.ready.append((sealed, headers))
+            self.ready.append(self._request(bodies[i % len(bodies)]))
 
-    def __call__(self, body: bytes) -> tuple[bytes, dict]:
+    def __call__(self, body: bytes) -> bytes:
+        """The next sealed request (its bytes), sealed now if none is ready."""
         try:
             return self.ready.popleft()  # atomic: threads take the numbers in order
         except IndexError:
             pass
         with self.lock:
-            headers, sealed, _ = self.ext.seal("POST", "/logs", body)
-        return sealed, headers
+            return self._request(body)
 
 
 def sealed_requests(port: int, bodies: list[bytes]) -> Sealer:
@@ -110,7 +119,7 @@ def sealed_requests(port: int, bodies: list[bytes]) -> Sealer:
     conn.close()
     if status != 200 or not ext.finish(json.loads(text)):
         raise RuntimeError(f"pairing failed: {status} {text[:200]!r}")
-    return Sealer(ext)
+    return Sealer(ext, conn.host_header)
 
 
 def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONNECTIONS,
@@ -127,8 +136,7 @@ def load(port: int, bodies: list[bytes], seconds: float, connections: int = CONN
         lat: list[float] = []
         i = offset
         while time.perf_counter() < stop_at:
-            raw = (raws[i % len(raws)] if sealed is None
-                   else conn.build("POST", "/logs", *sealed(bodies[i % len(bodies)])))
+            raw = raws[i % len(raws)] if sealed is None else sealed(bodies[i % len(bodies)])
             t0 = time.perf_counter()
             status, _ = conn.send_raw(raw)
             lat.append((time.perf_counter() - t0) * 1000.0)

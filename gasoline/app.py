@@ -31,7 +31,7 @@ from gasoline.core.commands import CommandQueue
 from gasoline.core.daemon import Daemon
 from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import PAIR_FIX, WAITING_FOR_PAIRING, ExtensionLink
-from gasoline.core.identity import DaemonIdentity
+from gasoline.core.pairing import DaemonIdentity
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier

@@ -6,7 +6,7 @@ The C{gasoline} console script::
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
   gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
   gasoline doctor|status|stop|identity   operations without an agent (L{gasoline.admin_cli})
-  gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.identity})
+  gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.pins})
   gasoline client-proof ID [--state-dir D]  the headers that let an HTTP MCP client act as ID
 """
 
@@ -98,7 +98,7 @@ def _pair(rest: list[str]) -> int:
     import argparse
     from pathlib import Path
 
-    from gasoline.core.identity import pair_command
+    from gasoline.core.pins import pair_command
 
     p = argparse.ArgumentParser(prog="gasoline pair", usage=PAIR_USAGE)
     p.add_argument("action", nargs="?", choices=("accept", "forget"))

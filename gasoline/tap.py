@@ -632,7 +632,7 @@ def freeze_startup_heap() -> None:
     collector's generations: it lives as long as the process, and full collections rescanning
     it cost ~26 ms each, which showed up as tail latency in every benchmark. Only the daemon's
     own process does this (L{makeService} on the global reactor); C{gc.get_freeze_count()}
-    tells later code that it did (L{gasoline.core.identity})."""
+    tells later code that it did (L{gasoline.core.identity.freeze_cryptography})."""
     gc.freeze()
 
 

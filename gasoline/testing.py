@@ -819,7 +819,8 @@ class PairedExtensionKeys:
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec, utils
 
-        from gasoline.core.identity import b64u, extension_transcript
+        from gasoline.core.identity import b64u
+        from gasoline.core.pins import extension_transcript
 
         eph = ec.generate_private_key(ec.SECP256R1())
         eph_raw = _raw_point(eph.public_key())
@@ -841,9 +842,8 @@ class PairedExtensionKeys:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        from gasoline.core.identity import (
-            challenge_proof, derive_session_key, seal_key_of,
-        )
+        from gasoline.core.identity import challenge_proof, derive_session_key
+        from gasoline.core.seal import seal_key_of
 
         eph, eph_raw, nonce = self._pending
         peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.daemon_key)
@@ -858,7 +858,7 @@ class PairedExtensionKeys:
 
     def seal(self, method: str, path: str, body: bytes) -> tuple[dict[str, str], bytes, bytes]:
         """C{(headers, sealed body, iv)} of a request of this session (its next request number)."""
-        from gasoline.core.identity import request_aad, request_iv
+        from gasoline.core.seal import request_aad, request_iv
 
         assert self.session is not None, "pair first"
         self.seq += 1
@@ -871,13 +871,14 @@ class PairedExtensionKeys:
 
     def open_answer(self, request_iv: bytes, body: bytes) -> bytes:
         """The plaintext of a sealed answer to the request sealed with C{request_iv}."""
-        from gasoline.core.identity import response_aad
+        from gasoline.core.seal import response_aad
 
         return self._aead.decrypt(body[:12], body[12:], response_aad(request_iv))
 
     def link_query(self, nonce: bytes) -> str:
         """The query string the extension's CDP link opens with."""
-        from gasoline.core.identity import b64u, extension_link_proof
+        from gasoline.core.identity import b64u
+        from gasoline.core.seal import extension_link_proof
 
         assert self.key is not None, "pair first"
         return (f"session={self.session}&nonce={nonce.decode()}"

@@ -126,7 +126,8 @@ def open_link(port: int, session: str, key: bytes,
 
     import websocket  # websocket-client
 
-    from gasoline.core.identity import LINK_BODY, b64u, response_proof
+    from gasoline.core.identity import b64u, response_proof
+    from gasoline.core.pairing import LINK_BODY
 
     nonce = b64u(os.urandom(24))
     ws = websocket.create_connection(

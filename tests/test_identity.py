@@ -1,4 +1,4 @@
-"""The daemon identity and the pairing handshake (gasoline.core.identity, /pairing, signed /sync)."""
+"""The daemon identity and the pairing handshake (gasoline.core.identity and .pairing, /pairing, signed /sync)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.task import Clock
 
 from gasoline.cli import main as cli_main
-from gasoline.core.identity import (
-    DaemonIdentity,
-    b64u,
-    challenge_proof,
-    derive_session_key,
-    fingerprint_of,
-)
+from gasoline.core.identity import b64u, challenge_proof, derive_session_key, fingerprint_of
+from gasoline.core.pairing import DaemonIdentity
 from gasoline.testing import EXTENSION_HEADERS, PairedExtensionKeys
 from gasoline.testing import stub_request
 
@@ -221,7 +216,7 @@ def test_a_started_daemon_imports_cryptography_only_at_the_first_challenge(tmp_p
     code = f"""
 import sys, json
 from twisted.internet.task import Clock
-from gasoline.core.identity import DaemonIdentity
+from gasoline.core.pairing import DaemonIdentity
 identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
 before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
 from cryptography.exceptions import InvalidTag
@@ -250,7 +245,7 @@ def test_a_first_start_creates_the_key_without_importing_cryptography(tmp_path):
     code = f"""
 import sys, json
 from twisted.internet.task import Clock
-from gasoline.core.identity import DaemonIdentity
+from gasoline.core.pairing import DaemonIdentity
 identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
 before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
 from cryptography.exceptions import InvalidTag

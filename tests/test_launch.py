@@ -16,7 +16,8 @@ from twisted.internet.task import Clock
 from twisted.python import usage
 from twisted.python.failure import Failure
 
-from gasoline.core.identity import DaemonIdentity, fingerprint_of
+from gasoline.core.identity import fingerprint_of
+from gasoline.core.pairing import DaemonIdentity
 from gasoline.launch import prepair
 from gasoline.launch.chromium import (
     BrowserProcess,

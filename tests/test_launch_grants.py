@@ -1,5 +1,5 @@
 """Launched browsers beside the pinned extension: `gasoline browser` grants the launched extension's
-key for the launch (gasoline.core.identity launch grants) without displacing the user's pin."""
+key for the launch (gasoline.core.pins launch grants) without displacing the user's pin."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ import pytest
 from test_identity import Daemon, Extension
 
 from gasoline.cli import main as cli_main
-from gasoline.core.identity import (
+from gasoline.core.identity import PairingError, b64u
+from gasoline.core.pairing import MAX_LAUNCHED_SESSIONS
+from gasoline.core.pins import (
     LAUNCHED_DIR,
     MAX_LAUNCHED,
-    MAX_LAUNCHED_SESSIONS,
     PIN_FILE,
-    PairingError,
-    b64u,
     launch_grant_path,
     live_launch_grants,
     read_launch_grant,

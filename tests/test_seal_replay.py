@@ -1,15 +1,23 @@
 """Replay protection of sealed requests: each request of a pairing session carries its number
 (the IV's last 8 bytes, authenticated as associated data); the daemon opens each number once,
-within a sliding window (gasoline.core.identity.Session)."""
+within a sliding window (gasoline.core.seal.Session)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import random
 
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 from test_identity import Daemon, Extension
+from twisted.internet.task import Clock
 
-from gasoline.core.identity import REPLAY_WINDOW, PairingError, Replayed, Session
+from gasoline.core.identity import PairingError
+from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.seal import REPLAY_WINDOW, Replayed, Session, request_aad, seal_key_of
+from gasoline.testing import PairedExtensionKeys
 
 
 def logs(d: Daemon) -> list[str]:
@@ -113,7 +121,9 @@ def test_a_recorded_cdp_link_opening_is_refused_when_sent_again():
     from cryptography.hazmat.primitives.asymmetric import ec
     from twisted.internet.task import Clock
 
-    from gasoline.core.identity import MAX_LINK_NONCES, DaemonIdentity, b64u, extension_link_proof
+    from gasoline.core.identity import b64u
+    from gasoline.core.pairing import DaemonIdentity
+    from gasoline.core.seal import MAX_LINK_NONCES, extension_link_proof
     from gasoline.testing import PairedExtensionKeys
 
     ident = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), Clock())
@@ -128,3 +138,96 @@ def test_a_recorded_cdp_link_opening_is_refused_when_sent_again():
         fresh = b64u(os.urandom(24)).encode()
         assert ident.link_proof(ext.session, fresh, extension_link_proof(ext.key, fresh)) is not None
     assert len(ident.session(ext.session).link_nonces) == MAX_LINK_NONCES
+
+
+def _sealed(key: bytes, sid: str, seq: int, body: bytes, path: bytes = b"/logs") -> bytes:
+    """A request body sealed as the extension seals it (lib/pairing.js), request number C{seq}."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    iv = os.urandom(4) + seq.to_bytes(8, "big")
+    return iv + AESGCM(seal_key_of(key)).encrypt(iv, body, request_aad(b"POST", path, sid.encode(),
+                                                                        seq))
+
+
+def test_open_enumerated_over_real_sealed_bodies_as_bytes_and_as_views():
+    """Session.open (the path every sealed request takes) against a plain set model: numbers
+    ahead, behind within the window, at its edge, past it, duplicates, and forged or tampered
+    bodies, which never move the window; each body given as bytes and as a memoryview (the
+    daemon opens twisted.web's body buffer in place)."""
+    key = os.urandom(32)
+    s = Session("sid-1", key, None, 0.0)
+    seen: set[int] = set()
+    top = 0
+    rng = random.Random(5)
+    numbers = ([rng.randint(1, 60) for _ in range(200)]
+               + [700, 700 - REPLAY_WINDOW + 1, 700 - REPLAY_WINDOW, 699, 3000, 2999, 3001])
+    for i, seq in enumerate(numbers):
+        body = json.dumps({"n": seq, "i": i}).encode()
+        sealed = _sealed(key, "sid-1", seq, body)
+        given = memoryview(sealed) if i % 2 else sealed
+        if i % 7 == 3:  # tampered: one ciphertext byte changed; refused, the window unchanged
+            bad = bytearray(sealed)
+            bad[20] ^= 1
+            with pytest.raises(PairingError, match="does not open") as e:
+                s.open(b"POST", b"/logs", memoryview(bytes(bad)) if i % 2 else bytes(bad))
+            assert not isinstance(e.value, Replayed)
+        if i % 11 == 5:  # sealed for another route: refused, the window unchanged
+            with pytest.raises(PairingError, match="does not open"):
+                s.open(b"POST", b"/sync", given)
+        expected_ok = seq not in seen and (seq > top or top - seq < REPLAY_WINDOW)
+        try:
+            plain, iv = s.open(b"POST", b"/logs", given)
+        except Replayed:
+            assert not expected_ok, (seq, top)
+            continue
+        assert expected_ok, (seq, top)
+        assert plain == body and iv == sealed[:12] and type(iv) is bytes
+        seen.add(seq)
+        top = max(top, seq)
+    assert s.seq_top == top == 3001
+
+
+class _Request:
+    """The parts of a twisted.web request that DaemonIdentity.admit reads."""
+
+    def __init__(self, headers: dict[bytes, bytes], content) -> None:
+        self.headers, self.content = headers, content
+        self.method, self.path = b"POST", b"/logs"
+        self.answer_headers: dict[bytes, bytes] = {}
+
+    def getHeader(self, name: bytes) -> bytes | None:
+        return self.headers.get(name)
+
+    def setHeader(self, name: bytes, value: bytes) -> None:
+        self.answer_headers[name] = value
+
+
+@pytest.mark.parametrize("content", ["bytesio", "file"])
+def test_admit_opens_the_body_in_place_or_from_any_file(tmp_path, content):
+    """twisted.web's body (a BytesIO) is opened in place and released after; any other file
+    object is read. Either way the route reads the plaintext, and the original buffer stays
+    usable after (nothing holds a view of it)."""
+    identity = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), Clock())
+    ext = PairedExtensionKeys(identity.public_key)
+    assert ext.finish(identity.challenge(ext.challenge()))
+    body = json.dumps({"entries": [{"level": "info", "message": "in place"}]}).encode()
+    headers, sealed, _ = ext.seal("POST", "/logs", body)
+    if content == "bytesio":
+        original = io.BytesIO()
+        original.write(sealed)  # as GasolineRequest.handleContentChunk fills it
+        original.seek(0)
+    else:
+        path = tmp_path / "body"
+        path.write_bytes(sealed)
+        original = open(path, "rb")  # closed below
+    request = _Request({k.lower().encode(): v.encode() for k, v in headers.items()}, original)
+    assert identity.admit(request) is None
+    assert request.content.read() == body
+    assert request.gasoline_sealed[1] == sealed[:12]
+    if content == "bytesio":
+        original.write(b"more")  # would raise BufferError while a view of it were exported
+    original.close()
+    # the same bytes again: a replay, refused
+    again = _Request(request.headers, io.BytesIO(sealed))
+    refused = identity.admit(again)
+    assert refused is not None and refused[2]["code"] == "replayed"

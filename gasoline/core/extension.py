@@ -44,7 +44,7 @@ from gasoline.core.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
 
 if TYPE_CHECKING:
-    from gasoline.core.identity import DaemonIdentity
+    from gasoline.core.pairing import DaemonIdentity
     from gasoline.core.store import TelemetryStore
 
 log = Logger()
@@ -91,7 +91,7 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
-    #: The daemon identity (gasoline.core.identity.DaemonIdentity, passed by C{app.build}):
+    #: The daemon identity (gasoline.core.pairing.DaemonIdentity, passed by C{app.build}):
     #: pairing state for C{/health} and C{configure health}.
     identity: DaemonIdentity | None = attrs.field(default=None, kw_only=True)
     #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at

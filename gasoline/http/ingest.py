@@ -49,7 +49,7 @@ from gasoline.core.validate import PayloadError
 from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
-    from gasoline.core.identity import DaemonIdentity
+    from gasoline.core.pairing import DaemonIdentity
 
 log = Logger()
 
@@ -148,7 +148,7 @@ class IngestAPI:
     shutdown: Shutdown
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL
-    #: The daemon identity (gasoline.core.identity): signs C{/sync} answers to paired extensions.
+    #: The daemon identity (gasoline.core.pairing): signs C{/sync} answers to paired extensions.
     identity: DaemonIdentity | None = None
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)

@@ -24,7 +24,7 @@ from twisted.logger import Logger
 from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
-from gasoline.core.identity import DaemonIdentity
+from gasoline.core.pairing import DaemonIdentity
 from gasoline.http.json import json_body, json_error
 from gasoline.http.relay_wire import CDP_PREFIX
 from gasoline.relay.hub import Relay

@@ -16,7 +16,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from gasoline.core.identity import DaemonIdentity, PairingError, b64u, unb64u
+from gasoline.core.identity import PairingError, b64u, unb64u
+from gasoline.core.pairing import DaemonIdentity
 from gasoline.core.validate import json_tokens
 from gasoline.http.relay_wire import (
     CDP_PREFIX,

@@ -133,7 +133,7 @@ class StatusPage:
     def _extension(self, now: float) -> dict[str, Any]:
         link = self.daemon.extension
         settings = link.settings or {}
-        # The identity's public read-only summary (gasoline.core.identity.DaemonIdentity.summary).
+        # The identity's public read-only summary (gasoline.core.pairing.DaemonIdentity.summary).
         pairing = self.identity.summary() if self.identity is not None else {}
         return {
             "connected": bool(link.connected),

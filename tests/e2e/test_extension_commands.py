@@ -21,7 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from gasoline.core.identity import ChallengeRefused, DaemonIdentity, PairingError
+from gasoline.core.identity import PairingError
+from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
 from harness import EXTENSION_DIR, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

@@ -73,11 +73,9 @@ def client_key_path(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / CLIENT_KEY_FILE
 
 
-def read_client_key(state_dir: str | os.PathLike[str]) -> bytes:
-    """The client key of the daemon whose state dir is C{state_dir}. A symbolic link or anything
-    but a regular file there is refused. @raise OSError: unreadable. @raise ValueError: not a
-    key."""
-    path = client_key_path(state_dir)
+def read_nofollow(path: str | os.PathLike[str], limit: int = -1) -> bytes:
+    """The bytes of the regular file C{path} (at most C{limit}); a symbolic link there is
+    refused (C{ELOOP}), and so is anything but a regular file (C{EINVAL})."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -89,7 +87,14 @@ def read_client_key(state_dir: str | os.PathLike[str]) -> bytes:
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(errno.EINVAL, "is not a regular file", str(path))
-        return decode_client_key(f.read(4096))
+        return f.read(limit)
+
+
+def read_client_key(state_dir: str | os.PathLike[str]) -> bytes:
+    """The client key of the daemon whose state dir is C{state_dir}. A symbolic link or anything
+    but a regular file there is refused. @raise OSError: unreadable. @raise ValueError: not a
+    key."""
+    return decode_client_key(read_nofollow(client_key_path(state_dir), 4096))
 
 
 def client_id_for_cwd(path: str | os.PathLike[str]) -> str:

@@ -27,8 +27,9 @@ from gasoline.common import (
     client_proof,
     decode_client_key,
     encode_client_key,
+    read_nofollow,
 )
-from gasoline.core.files import make_private_dir, read_nofollow, unlink_quietly, write_new
+from gasoline.core.files import make_private_dir, unlink_quietly, write_new
 
 log = Logger()
 

@@ -41,10 +41,10 @@ from twisted.application.internet import TimerService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from gasoline.common import client_id_for_cwd
+from gasoline.common import client_id_for_cwd, read_nofollow
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
-from gasoline.core.files import DiskHealth, make_private_dir, read_nofollow, write_atomic
+from gasoline.core.files import DiskHealth, make_private_dir, write_atomic
 
 log = Logger()
 

@@ -20,11 +20,11 @@ from twisted.application.service import Service
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import read_nofollow
 from gasoline.core.files import (
     DiskHealth,
     describe,
     make_private_dir,
-    read_nofollow,
     write_atomic,
 )
 

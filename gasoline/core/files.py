@@ -167,21 +167,6 @@ def write_new(path: Path | str, data: bytes) -> None:
         raise
 
 
-def read_nofollow(path: Path | str) -> bytes:
-    """The bytes of the regular file C{path}; a symbolic link there is refused (C{ELOOP})."""
-    try:
-        fd = os.open(path, os.O_RDONLY | NOFOLLOW | CLOEXEC)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
-                          str(path)) from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "is not a regular file", str(path))
-        return f.read()
-
-
 def make_private_dir(path: Path | str) -> Path:
     """C{mkdir -p} with mode 0700 for what it creates; return the path."""
     path = Path(path)

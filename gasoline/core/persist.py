@@ -25,11 +25,11 @@ from twisted.logger import Logger
 
 import orjson
 
+from gasoline.common import read_nofollow
 from gasoline.core.files import (
     DiskHealth,
     describe,
     prepare_state_dir,
-    read_nofollow,
     thread_runner,
     write_atomic,
 )

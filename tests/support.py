@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.web.resource import Resource
 
 # The real daemon as a subprocess is shared with the benchmarks: it lives in the package.
+from gasoline.http.request import GasolineSite
 from gasoline.testing import DaemonProcess, reap, twistd_path  # noqa: F401 (re-exported)
 
 #: True when running under CI (``CI=true``): tests that need an external tool fail without it.
@@ -165,3 +170,21 @@ def listening_sockets(port: int) -> set[str] | None:
             if int(fields[1].rsplit(":", 1)[1], 16) == port:
                 found.add(fields[9])
     return found if seen_any else None
+
+
+def site_on_clock(**kwargs):
+    """A L{GasolineSite} over an empty resource on a L{Clock} (its timers advance by hand), and
+    that clock."""
+    clock = Clock()
+    return GasolineSite(Resource(), reactor=clock, **kwargs), clock
+
+
+def connect(site):
+    """One accepted connection of C{site} over a C{StringTransport}: C{(channel, transport)}, or
+    C{None} when the site refuses it (the connection cap)."""
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
+    if channel is None:
+        return None
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    return channel, transport

@@ -5,28 +5,11 @@ Connection-level limits: an absolute deadline for a request's headers
 
 from __future__ import annotations
 
-from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionAborted
-from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
-from twisted.web.resource import Resource
 
-from gasoline.http.request import HEADER_DEADLINE, IDLE_TIMEOUT, GasolineSite
-
-
-def _site(**kwargs):
-    clock = Clock()
-    return GasolineSite(Resource(), reactor=clock, **kwargs), clock
-
-
-def _connect(site):
-    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
-    if channel is None:
-        return None
-    transport = StringTransport()
-    channel.makeConnection(transport)
-    return channel, transport
+from gasoline.http.request import HEADER_DEADLINE, IDLE_TIMEOUT
+from support import connect, site_on_clock
 
 
 def _deliver_aborts(connections) -> None:
@@ -41,8 +24,8 @@ REQUEST = b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 def test_headers_trickled_one_line_at_a_time_hit_an_absolute_deadline():
-    site, clock = _site()
-    channel, transport = _connect(site)
+    site, clock = site_on_clock()
+    channel, transport = connect(site)
     channel.dataReceived(b"GET /health HTTP/1.1\r\n")
     for i in range(int(HEADER_DEADLINE) - 1):  # a header line every second: the idle timer
         clock.advance(1)                          # never fires
@@ -54,23 +37,23 @@ def test_headers_trickled_one_line_at_a_time_hit_an_absolute_deadline():
 
 
 def test_a_slowloris_at_the_idle_timeout_pace_is_cut_long_before_it():
-    site, clock = _site()
-    channel, transport = _connect(site)
+    site, clock = site_on_clock()
+    channel, transport = connect(site)
     channel.dataReceived(b"GET / HTTP/1.1\r\n")
     clock.advance(HEADER_DEADLINE + 0.1)  # one header line every 20 s would keep an idle timer
     assert transport.disconnecting and HEADER_DEADLINE < 20 < IDLE_TIMEOUT
 
 
 def test_a_connection_that_sends_nothing_is_cut_at_the_header_deadline():
-    site, clock = _site()
-    _, transport = _connect(site)
+    site, clock = site_on_clock()
+    _, transport = connect(site)
     clock.advance(HEADER_DEADLINE + 0.1)
     assert transport.disconnecting
 
 
 def test_complete_requests_are_not_cut_and_each_later_request_gets_its_own_deadline():
-    site, clock = _site()
-    channel, transport = _connect(site)
+    site, clock = site_on_clock()
+    channel, transport = connect(site)
     channel.dataReceived(REQUEST)
     assert b"404" in transport.value()
     clock.advance(HEADER_DEADLINE * 3)  # idle between requests: the idle timeout governs
@@ -81,8 +64,8 @@ def test_complete_requests_are_not_cut_and_each_later_request_gets_its_own_deadl
 
 
 def test_a_request_completed_in_time_is_answered(monkeypatch):
-    site, clock = _site()
-    channel, transport = _connect(site)
+    site, clock = site_on_clock()
+    channel, transport = connect(site)
     channel.dataReceived(b"GET /nothing HTTP/1.1\r\n")
     clock.advance(HEADER_DEADLINE - 1)
     channel.dataReceived(b"Host: 127.0.0.1\r\n\r\n")
@@ -91,14 +74,14 @@ def test_a_request_completed_in_time_is_answered(monkeypatch):
 
 
 def test_connections_that_never_complete_a_request_cannot_hold_the_cap():
-    site, clock = _site(max_connections=5)
+    site, clock = site_on_clock(max_connections=5)
     slow = []
     for _ in range(10):
         while site.open_connections < site.max_connections:  # the attacker fills the cap again
-            channel, transport = _connect(site)
+            channel, transport = connect(site)
             channel.dataReceived(b"GET / HTTP/1.1\r\n")  # and never more
             slow.append((channel, transport))
-        got = _connect(site)  # the extension, an agent, a CDP client: it always gets in
+        got = connect(site)  # the extension, an agent, a CDP client: it always gets in
         assert got is not None
         _deliver_aborts(slow)
         got[0].dataReceived(REQUEST)
@@ -110,20 +93,20 @@ def test_connections_that_never_complete_a_request_cannot_hold_the_cap():
 
 
 def test_at_the_cap_with_only_proven_connections_a_new_one_is_refused():
-    site, clock = _site(max_connections=3)
-    proven = [_connect(site) for _ in range(3)]
+    site, clock = site_on_clock(max_connections=3)
+    proven = [connect(site) for _ in range(3)]
     for channel, _ in proven:
         channel.dataReceived(REQUEST)
-    assert _connect(site) is None and site.refused_connections == 1
+    assert connect(site) is None and site.refused_connections == 1
     assert not any(t.disconnecting for _, t in proven)
 
 
 def test_the_evicted_connection_is_the_oldest_unproven_one_not_a_proven_one():
-    site, clock = _site(max_connections=3)
-    a = _connect(site)
+    site, clock = site_on_clock(max_connections=3)
+    a = connect(site)
     a[0].dataReceived(REQUEST)
-    b = _connect(site)           # unproven, older
+    b = connect(site)           # unproven, older
     clock.advance(1)
-    c = _connect(site)           # unproven, newer
-    assert _connect(site) is not None
+    c = connect(site)           # unproven, newer
+    assert connect(site) is not None
     assert (a[1].disconnecting, b[1].disconnecting, c[1].disconnecting) == (False, True, False)

@@ -11,19 +11,16 @@ import json
 
 import orjson
 import pytest
-from twisted.internet.address import IPv4Address
-from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
 from twisted.logger import globalLogPublisher
-from twisted.web.resource import Resource
 
 from gasoline.core.boundaries import MAX_TEST_ID_LENGTH
 from gasoline.core.store import CONSOLE
 from gasoline.core.validate import MAX_BATCH_ITEMS, MAX_JSON_TOKENS
-from gasoline.http.request import IDLE_TIMEOUT, GasolineSite
+from gasoline.http.request import IDLE_TIMEOUT
 from gasoline.tap import raise_nofile_limit
 from gasoline.testing import EXTENSION_HEADERS
 from gasoline.tools._reader import READ_BUDGET
+from support import connect, site_on_clock
 from test_guards import URL, call as http, make
 from test_tools_observe import ok, s  # noqa: F401  (s: a fixture)
 
@@ -96,27 +93,13 @@ def test_millions_of_tiny_items_are_refused_before_parsing(tmp_path, item):
     assert len(app.store.buffers[CONSOLE]) == 0
 
 
-def _site(**kwargs):
-    clock = Clock()
-    return GasolineSite(Resource(), reactor=clock, **kwargs), clock
-
-
-def _connect(site):
-    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
-    if channel is None:
-        return None
-    transport = StringTransport()
-    channel.makeConnection(transport)
-    return channel, transport
-
-
 def _complete_a_request(channel) -> None:
     channel.dataReceived(b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 
 
 def test_idle_connections_are_closed_after_the_timeout():
-    site, clock = _site()
-    channel, transport = _connect(site)
+    site, clock = site_on_clock()
+    channel, transport = connect(site)
     _complete_a_request(channel)  # (a connection that never does is cut at the header deadline)
     clock.advance(IDLE_TIMEOUT - 1)
     assert not transport.disconnecting
@@ -125,20 +108,20 @@ def test_idle_connections_are_closed_after_the_timeout():
 
 
 def test_open_connections_are_capped_with_one_log_line():
-    site, clock = _site(max_connections=3)
+    site, clock = site_on_clock(max_connections=3)
     events = []
     globalLogPublisher.addObserver(events.append)
     try:
-        open_ = [_connect(site) for _ in range(3)]
+        open_ = [connect(site) for _ in range(3)]
         assert all(c is not None for c in open_)
         for channel, _ in open_:  # connections that completed a request are never evicted
             _complete_a_request(channel)
-        assert [_connect(site) for _ in range(5)] == [None] * 5
+        assert [connect(site) for _ in range(5)] == [None] * 5
         lines = [e for e in events if "connection cap" in e.get("log_format", "")]
         assert len(lines) == 1 and site.refused_connections == 5
         channel, _ = open_[0]
         channel.connectionLost(None)
-        assert _connect(site) is not None
+        assert connect(site) is not None
     finally:
         globalLogPublisher.removeObserver(events.append)
     for c in clock.getDelayedCalls():

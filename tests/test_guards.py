@@ -239,7 +239,7 @@ def test_small_body_passes_through_the_capped_request(tmp_path):
         b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body),
     )
     assert raw.startswith(b"HTTP/1.1 200 ")
-    assert b'\r\n{"received":1,"rejected":0,"entries":1}\r\n' in raw
+    assert raw.endswith(b'\r\n\r\n{"received":1,"rejected":0,"entries":1}')
     assert not request.oversize
 
 

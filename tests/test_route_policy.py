@@ -25,6 +25,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
 from gasoline.app import Config, build
+from gasoline.http.direct import DirectRoutes
 from gasoline.http.request import GasolineSite
 from gasoline.http.routes import ROUTES, Key, Origins, Route, find_route
 
@@ -244,7 +245,7 @@ def test_the_shutdown_route_is_only_reached_canonically(tmp_path):
 
 
 def _klein_rules(resource) -> list[tuple[str, set[str]]]:
-    app = resource._app
+    app = resource.app if isinstance(resource, DirectRoutes) else resource._app
     out = []
     for rule in app.url_map.iter_rules():
         methods = set(rule.methods or ()) - {"HEAD", "OPTIONS"}
@@ -269,7 +270,7 @@ def test_every_route_the_daemon_serves_is_in_the_table(tmp_path):
     served: list[tuple[str, set[str]]] = []
     resources = [root.fallback, *root.mounts.values()]
     for segment, resource in [(None, root.fallback), *root.mounts.items()]:
-        if isinstance(resource, KleinResource):
+        if isinstance(resource, (KleinResource, DirectRoutes)):
             served += _klein_rules(resource)
         else:
             assert segment in HAND_ROUTED, (

@@ -46,6 +46,7 @@ from gasoline.core.store import (
     TelemetryStore,
 )
 from gasoline.core.validate import PayloadError
+from gasoline.http.direct import DirectRoutes
 from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ def _time_ms(value: Any) -> float | None:
 
 @attrs.define(eq=False, slots=False)  # Klein binds its app on the instance's __dict__
 class IngestAPI:
-    """The extension's HTTP API; mount C{IngestAPI(...).app.resource()}."""
+    """The extension's HTTP API; mount C{IngestAPI(...).resource()}."""
 
     app = Klein()
 
@@ -160,8 +161,10 @@ class IngestAPI:
     def commands(self):
         return self.extension.commands
 
-    def resource(self):
-        return self.app.resource()
+    def resource(self) -> DirectRoutes:
+        """The API's resource: its fixed routes answered directly (the capture routes are the
+        daemon's hot path), any other path through Klein."""
+        return DirectRoutes(self.app, self.error_answer)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -533,20 +536,22 @@ class IngestAPI:
         return json_error(request, 405, f"method {request.method.decode()} not allowed here",
                           allowed=allowed)
 
-    @app.handle_errors(PayloadError)
-    def bad_payload(self, request, failure):
-        if isinstance(failure.value, validate.PayloadTooLarge):
-            return json_error(request, 413, str(failure.value), limit=failure.value.limit)
-        return json_error(request, 400, str(failure.value))
-
-    @app.handle_errors(GasolineError)
-    def domain_error(self, request, failure):
-        return json_body(request, failure.value.to_json(),
-                         getattr(failure.value, "http_status", 400))
-
     @app.handle_errors(Exception)
-    def internal_error(self, request, failure):
-        if failure.check(CancelledError):
+    def failed(self, request, failure):
+        return self.error_answer(request, failure)
+
+    def error_answer(self, request, failure) -> bytes | None:
+        """The answer to a route that failed (through Klein or L{DirectRoutes}): 400 or 413 for a
+        bad payload, a domain error's own status, else 500 (logged); C{None} for a route
+        cancelled because its connection went away."""
+        error = failure.value
+        if isinstance(error, validate.PayloadTooLarge):
+            return json_error(request, 413, str(error), limit=error.limit)
+        if isinstance(error, PayloadError):
+            return json_error(request, 400, str(error))
+        if isinstance(error, GasolineError):
+            return json_body(request, error.to_json(), getattr(error, "http_status", 400))
+        if isinstance(error, CancelledError):
             return None
         log.failure("ingest route {path} failed", failure, path=request.path)
         return json_error(request, 500, "internal error")

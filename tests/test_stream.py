@@ -368,6 +368,8 @@ _RECEIVERS = {"request", "transport", "protocol", "self", "channel", "self.reque
 ALLOWED = {
     ("gasoline/http/relay_ws.py", "write"): "the WebSocket writer's sink (stream_writer)",
     ("gasoline/connect/protocol.py", "connectionMade"): "stdout's writer's sink",
+    ("gasoline/http/direct.py", "write"): "one whole answer (a Deferred's bytes), then finish: "
+                                          "not a stream (Klein writes the same way)",
 }
 
 

@@ -30,7 +30,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.interfaces import IConsumer, IDelayedCall, IPushProducer, IReactorTime
 from zope.interface import implementer
 
 #: Bytes a paused stream keeps for its reader, per kind of stream (docs/operations.md, "Streams").
@@ -75,12 +75,12 @@ class BoundedWriter:
         self.dropped = 0
         self.dropped_total = 0
         self.stalled = False
-        self._consumer: Any = None
+        self._consumer: IConsumer | None = None
         self._timer: IDelayedCall | None = None
 
     # -- the stream's side ---------------------------------------------------------------------
 
-    def attach(self, consumer: Any, paused: bool = False) -> BoundedWriter:
+    def attach(self, consumer: IConsumer, paused: bool = False) -> BoundedWriter:
         """Register with C{consumer} (C{registerProducer(self, True)}); C{paused}: the consumer's
         buffer is already full (no C{pauseProducing} will come for it). Returns C{self}."""
         consumer.registerProducer(self, True)

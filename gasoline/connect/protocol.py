@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Callable
 
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
+from twisted.internet.interfaces import IConsumer, IHalfCloseableProtocol, IReactorTime
 from twisted.protocols.basic import LineReceiver
 from zope.interface import implementer
 
@@ -74,7 +74,7 @@ class StdioLines(LineReceiver):
             self.clock, lambda line: transport.write(line + delimiter),
             transport.loseConnection, limit=STDOUT_LIMIT, stall=STDOUT_STALL_SECONDS,
             notice=_notice, size=lambda line: len(line) + 1, on_stall=self._report_eof,
-        ).attach(transport)
+        ).attach(IConsumer(transport))  # stdio is a consumer (ITransport does not say so)
 
     # -- reading ----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import orjson
 from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.types import ConnectionDeny
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IConsumer, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -63,7 +63,7 @@ def stream_writer(protocol: WebSocketServerProtocol, limit: int = MESSAGE_LIMIT,
     if getattr(transport, "producer", None) is not None:
         # The web server's TCP transport is a consumer (ITransport does not say so).
         cast(Any, transport).unregisterProducer()
-    return writer.attach(transport)
+    return writer.attach(IConsumer(transport))
 
 
 @implementer(IRelayPeer)

@@ -658,7 +658,7 @@ async def launch_browser(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     Off unless the daemon runs with C{--allow-launch-browser}."""
     from gasoline.tools._launch import LaunchDisabled
 
-    launcher = getattr(ctx.tools, "launcher", None)
+    launcher = ctx.tools.launcher if ctx.tools is not None else None
     if launcher is None:
         raise LaunchDisabled("interact launch_browser is off: the daemon was not started with "
                              "--allow-launch-browser")

@@ -37,7 +37,7 @@ rq.GasolineSite.__init__ = init
 import gasoline.tap as tap  # noqa: E402 (after the patch above)
 tap.GasolineSite = rq.GasolineSite
 from _workload import batches  # noqa: E402
-from gasoline.testing import EXTENSION_HEADERS  # noqa: E402
+from gasoline.testing import EXTENSION_HEADERS, response_body  # noqa: E402
 
 class SealedQueue(list):
     """Sealed requests, each sent once (the daemon refuses a replayed request number)."""
@@ -47,17 +47,9 @@ def _exchange(proto, tr, raw: bytes) -> bytes:
     proto.dataReceived(raw)
     out = tr.value()
     tr.clear()
-    head, _, body = out.partition(b"\r\n\r\n")
-    if not head.startswith(b"HTTP/1.1 200"):
+    if not out.startswith(b"HTTP/1.1 200"):
         raise SystemExit(out[:300])
-    if b"transfer-encoding: chunked" in head.lower():
-        data = b""
-        while True:
-            size, _, body = body.partition(b"\r\n")
-            if not int(size, 16):
-                return data
-            data, body = data + body[:int(size, 16)], body[int(size, 16) + 2:]
-    return body
+    return response_body(out)
 
 
 def _raw(method: str, path: str, body: bytes, headers: dict) -> bytes:

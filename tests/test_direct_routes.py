@@ -24,7 +24,7 @@ from gasoline.http.direct import DirectRoutes
 from gasoline.http.json import json_error
 from gasoline.http.request import GasolineSite
 from gasoline.http.site import GasolineRoot
-from gasoline.testing import EXTENSION_HEADERS, stub_request, stub_treq
+from gasoline.testing import EXTENSION_HEADERS, response_body, stub_request, stub_treq
 from support import connect
 
 URL = "http://127.0.0.1:7890"
@@ -94,18 +94,6 @@ def _status(raw: bytes) -> int:
     return int(raw.split(b" ", 2)[1])
 
 
-def _body(raw: bytes) -> bytes:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    if b"Transfer-Encoding: chunked" not in head:
-        return body
-    out = b""
-    while True:
-        size, _, body = body.partition(b"\r\n")
-        if not int(size, 16):
-            return out
-        out, body = out + body[:int(size, 16)], body[int(size, 16) + 2:]
-
-
 def test_only_the_fixed_routes_are_direct(toy):
     app, _ = toy
     resource = DirectRoutes(app.app, app.on_error)
@@ -127,9 +115,9 @@ def test_bytes_are_the_answer_as_returned(toy):
 def test_a_variable_path_and_an_unknown_one_go_through_klein(toy):
     app, site = toy
     _, transport = _get(site, b"/item/abc")
-    assert _body(transport.value()) == b"item abc" and app.klein_calls == 1
+    assert response_body(transport.value()) == b"item abc" and app.klein_calls == 1
     _, transport = _get(site, b"/any-method", b"PUT")
-    assert _body(transport.value()) == b"any" and app.klein_calls == 2
+    assert response_body(transport.value()) == b"any" and app.klein_calls == 2
     _, transport = _get(site, b"/nowhere")
     assert _status(transport.value()) == 404  # Klein's own answer (this app maps no errors)
     _, transport = _get(site, b"/bytes", b"DELETE")  # a method the route does not have
@@ -153,7 +141,7 @@ def test_a_deferred_answer_is_written_when_it_fires(toy):
     assert transport.value() == b"" and len(app.later) == 1
     app.later[0].callback(b"done later")
     raw = transport.value()
-    assert _status(raw) == 200 and _body(raw) == b"done later"
+    assert _status(raw) == 200 and response_body(raw) == b"done later"
     # the connection serves the next request (the first one finished)
     transport.clear()
     channel.dataReceived(b"GET /bytes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")

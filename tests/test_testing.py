@@ -8,7 +8,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.http.request import GasolineRequest, GasolineSite
-from gasoline.testing import StubHTTP, stub_answer, stub_request
+from gasoline.testing import StubHTTP, response_body, stub_answer, stub_request
 
 
 class _Echo(Resource):
@@ -125,3 +125,13 @@ def test_a_sessions_own_tools_are_listed_after_the_servers_and_called_through_it
                                _mcp(server, other, "tools/list", {})["result"]["tools"]]
     unknown = _mcp(server, other, "tools/call", {"name": "fake_echo", "arguments": {}})
     assert "Unknown tool" in unknown["error"]["message"]
+
+
+@pytest.mark.parametrize("raw,body", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", b"hello"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3;x=y\r\n!!!\r\n0\r\n\r\n",
+     b"hello!!!"),
+    (b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", b""),
+])
+def test_response_body_reads_both_framings(raw, body):
+    assert response_body(raw) == body

@@ -19,6 +19,7 @@ class StubDaemon:
     stamps look like real ones), and C{treq}, an in-memory HTTP client of its resource."""
 
     def __init__(self, state_dir: Path, **config: Any) -> None:
+        self.state_dir = state_dir
         self.clock = Clock()
         self.clock.advance(1_700_000_000)
         self.app = build(Config(state_dir=state_dir, persist=False, **config), self.clock)

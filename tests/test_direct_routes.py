@@ -95,8 +95,8 @@ def _status(raw: bytes) -> int:
 
 
 def test_only_the_fixed_routes_are_direct(toy):
-    app, _ = toy
-    resource = DirectRoutes(app.app, app.on_error)
+    app, site = toy
+    resource = site.resource
     assert set(resource.endpoints) == {
         (m, p) for p in (b"/bytes", b"/later", b"/raises", b"/wrong-type")
         for m in (b"GET", b"HEAD")} | {(b"POST", b"/bytes")}
@@ -215,7 +215,6 @@ class Pair:
     def __init__(self, tmp_path) -> None:
         self.direct = StubDaemon(tmp_path / "direct")
         self.via_klein = StubDaemon(tmp_path / "klein")
-        self.direct.state_dir, self.via_klein.state_dir = tmp_path / "direct", tmp_path / "klein"
         root = self.via_klein.app.resource
         assert isinstance(root.fallback, DirectRoutes)
         self.klein_treq = stub_treq(GasolineRoot(root.guard, root.fallback.klein, root.routes,

@@ -21,7 +21,7 @@ one place the API turns failures into answers (its Klein error handler calls the
 
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable
 
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
@@ -35,7 +35,7 @@ log = Logger()
 
 #: What an API makes of a failed handler: the answer's body, or C{None} when there is no one
 #: left to answer (the handler was cancelled because its connection went away).
-ErrorAnswer = Callable[[object, Failure], Union[bytes, None]]
+ErrorAnswer = Callable[[object, Failure], bytes | None]
 
 
 class DirectRoutes(Resource):

@@ -39,9 +39,9 @@ async function dispatch(cmd) {
     case 'draw_mode': return drawMode(cmd);
     case 'annotations': return listAnnotations(params);
     case 'annotation_detail': return annotationDetail(params);
-    case 'page_info': {
+    case 'page_info': case 'snapshot': {
       const tab = await targetTab(cmd);
-      const info = await inTab(tab.id, 'page_info', params);
+      const info = await inTab(tab.id, type, params);
       return Object.assign({ tab_id: tab.id, tracked: true }, info);
     }
     case 'dom': case 'a11y': case 'dom_action': case 'highlight': case 'subtitle': case 'waterfall':

@@ -120,3 +120,16 @@ def test_a_ref_becomes_a_selector_tied_to_the_callers_last_snapshot_document(h):
     assert cmd.params == {"selector": "ref=e3@doc7"}
     with pytest.raises(GasolineError):
         h.run(MODES, "snapshot", {"ref": "e3", "diff": True}, client_id="A", tool="observe")
+
+
+def test_fill_form_fields_take_refs(h):
+    snap(h, page(TREE, document="doc9"), client="A")
+    d = h.run(interact.MODES, "fill_form", {"fields": [{"ref": "e4", "value": "x"}, {"selector": "#b", "value": True}]},
+              client_id="A", tool="interact")
+    [cmd] = h.commands()
+    assert cmd.params == {"action": "type", "selector": "ref=e4@doc9", "text": "x"}
+    h.answer(cmd, {"success": True})
+    [cmd] = h.commands()
+    assert cmd.params["selector"] == "#b"
+    h.answer(cmd, {"success": True, "checked": True})
+    fired(d)

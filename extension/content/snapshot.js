@@ -293,10 +293,11 @@
         if (!role) {
           // Not in the tree itself: its children are (inline text joins the parent's).
           if (svg) continue;
-          if (hidden) { visit(el, depth, cursor, nameCovered, true); continue; }
+          // A <label>'s text is its control's name: said on the control's line, not again.
+          const quiet = hidden || hiddenHere || (el.tagName === 'LABEL' && !!el.control);
           const block = style && style.display !== 'inline' && style.display !== 'contents';
           if (block) flush();
-          visit(el, depth, cursor, nameCovered, false);
+          visit(el, depth, cursor, nameCovered, quiet);
           if (block) flush();
           continue;
         }

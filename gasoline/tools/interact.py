@@ -366,14 +366,18 @@ def _form_fields(ctx: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
     fields = args.get("fields")
     if fields is None:
         raise MissingParam("interact fill_form needs 'fields': {selector: value} or "
-                           "[{selector, value, action?}]", param="fields")
+                           "[{selector or ref, value, action?}]", param="fields")
     items: list[dict[str, Any]] = []
     if isinstance(fields, dict):
         items = [{"selector": k, "value": v} for k, v in fields.items()]
     elif isinstance(fields, list):
         for item in fields:
+            if isinstance(item, dict) and not isinstance(item.get("selector"), str) \
+                    and isinstance(item.get("ref"), str):
+                item = {**item, "selector": ref_selector(ctx, args, item["ref"])}
             if not isinstance(item, dict) or not isinstance(item.get("selector"), str):
-                raise InvalidParam("each field must be an object with a 'selector'", param="fields")
+                raise InvalidParam("each field must be an object with a 'selector' or a 'ref'",
+                                   param="fields")
             items.append(item)
     else:
         raise InvalidParam("fields must be an object or an array", param="fields")

@@ -105,7 +105,7 @@ def test_refs_are_stable_and_act_inside_the_shadow_root_and_the_iframe(browser, 
     assert browser.cdp.evaluate(page, "document.getElementById('frame').contentDocument.getElementById('frame-out').textContent") == "frame clicked framed"
     assert act("get_text", ref_of(second, 'button "Sign in"'))["text"] == "Sign in"
     # A subtree: the node of a ref and what is under it.
-    sub = run(browser, page, "snapshot", {"selector": "ref=" + ref_of(second, 'list')})["tree"].splitlines()
+    sub = run(browser, page, "snapshot", {"selector": "ref=" + re.search(r"^  - list \[ref=(e\d+)\]$", second, re.M).group(1)})["tree"].splitlines()
     assert sub[0].startswith("- list [ref=") and len(sub) == 4
     assert sub[1].startswith("  - listitem [ref=") and sub[1].endswith("]: new item")
     # A removed element's ref, an unknown ref, a ref written for another document.
@@ -127,3 +127,31 @@ def test_a_fresh_document_refuses_refs_as_stale(browser, site, snapshot_page):
     # No snapshot taken in this document yet: the ref can only be from a page that is gone.
     stale = run(browser, page, "dom_action", {"action": "click", "selector": "ref=" + ref})
     assert stale["error"] == "stale_ref"
+
+
+def test_aria_widgets_states_focus_and_acting_on_them_by_ref(browser, snapshot_page):
+    page = snapshot_page
+    browser.cdp.evaluate(page, "document.getElementById('email').focus(); 1")
+    tree = run(browser, page, "snapshot", {})["tree"]
+    bare = [re.sub(r" \[ref=e\d+\]", "", line) for line in tree.splitlines()]
+    # An ARIA listbox and its options (aria-selected), aria-expanded, a <select> with its value and
+    # options, aria-labelledby, aria-level, a click handler on a plain <div>, the focused field.
+    assert '  - listbox "Fruit"' in bare
+    assert '    - option "Apple" [selected]' in bare and '    - option "Pear"' in bare
+    assert '  - button "Menu" [expanded]' in bare
+    assert '  - combobox "Size": Large' in bare and '    - option "Large" [selected]' in bare
+    assert '  - spinbutton "Quantity": 3' in bare
+    assert '  - heading "Custom heading" [level=5]' in bare
+    assert '  - generic "Open card" [cursor=pointer]' in bare
+    assert '    - textbox "Email" [focused]: ada@example.com' in bare
+
+    def act(action, ref, **extra):
+        return run(browser, page, "dom_action", {"action": action, "selector": "ref=" + ref, **extra})
+
+    assert act("select", ref_of(tree, 'combobox "Size"'), value="Small")["value"] == "Small"
+    assert act("click", ref_of(tree, 'generic "Open card"'))["success"] is True
+    assert act("check", ref_of(tree, 'checkbox "Remember me"'), checked=False)["checked"] is False
+    after = run(browser, page, "snapshot", {})["tree"]
+    assert re.search(r'- combobox "Size" \[ref=e\d+\]: Small', after)
+    assert re.search(r'- generic "card opened" \[cursor=pointer\] \[ref=e\d+\]', after)
+    assert re.search(r'- checkbox "Remember me" \[ref=e\d+\]', after)

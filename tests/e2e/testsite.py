@@ -344,6 +344,12 @@ SNAPSHOT_PAGE = """<!doctype html>
   <button disabled>Disabled action</button>
 </form>
 <p id="status">not signed in</p>
+<div role="listbox" aria-label="Fruit"><div role="option" aria-selected="true">Apple</div><div role="option">Pear</div></div>
+<button aria-expanded="true">Menu</button>
+<select id="size" aria-label="Size"><option>Small</option><option selected>Large</option></select>
+<span id="qty-label">Quantity</span> <input id="qty" type="number" value="3" aria-labelledby="qty-label">
+<div role="heading" aria-level="5">Custom heading</div>
+<div onclick="this.textContent = 'card opened'" id="card">Open card</div>
 <ul id="items"><li>first item</li><li>second item</li></ul>
 <div hidden><button>Hidden button</button></div>
 <div style="display:none"><button>Not displayed</button></div>

@@ -133,3 +133,15 @@ def test_fill_form_fields_take_refs(h):
     assert cmd.params["selector"] == "#b"
     h.answer(cmd, {"success": True, "checked": True})
     fired(d)
+
+
+def test_analyze_snapshot_is_the_same_mode(h):
+    from gasoline.tools import analyze
+
+    d = h.run(analyze.MODES, "snapshot", {"max_nodes": 2}, client_id="A", tool="analyze")
+    [cmd] = h.commands()
+    assert (cmd.type, cmd.params) == ("snapshot", {})
+    h.answer(cmd, page(TREE))
+    out = fired(d)
+    summary, meta = parse(out)
+    assert meta["next_offset"] == 2 and out["content"][1]["text"].splitlines()[:2] == TREE[:2]

@@ -43,6 +43,11 @@
   const refFor = (el) => {
     let ref = refOf.get(el);
     if (!ref) {
+      // A long-lived page that keeps replacing its content (an infinite list) leaves refs of
+      // collected elements behind: forget those now and then.
+      if (elementOf.size >= 20000 && issued % 5000 === 0) {
+        for (const [r, weak] of elementOf) if (!weak.deref()) elementOf.delete(r);
+      }
       issued += 1;
       ref = 'e' + issued;
       refOf.set(el, ref);

@@ -155,3 +155,11 @@ def test_aria_widgets_states_focus_and_acting_on_them_by_ref(browser, snapshot_p
     assert re.search(r'- combobox "Size" \[ref=e\d+\]: Small', after)
     assert re.search(r'- generic "card opened" \[cursor=pointer\] \[ref=e\d+\]', after)
     assert re.search(r'- checkbox "Remember me" \[ref=e\d+\]', after)
+
+
+def test_the_walk_stops_at_its_hard_cap_and_says_so(browser, snapshot_page):
+    page = snapshot_page
+    browser.cdp.evaluate(page, "const ul = document.getElementById('items');"
+                               "ul.insertAdjacentHTML('beforeend', '<li>x</li>'.repeat(20100)); 1")
+    snap = browser.cdp.evaluate(page, "(() => { const s = __gasolineCommands.run('snapshot', {}); return s; })()", timeout=60)
+    assert snap["capped"] is True and snap["nodes"] == 20000 == len(snap["tree"].splitlines())

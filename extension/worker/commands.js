@@ -39,9 +39,9 @@ async function dispatch(cmd) {
     case 'draw_mode': return drawMode(cmd);
     case 'annotations': return listAnnotations(params);
     case 'annotation_detail': return annotationDetail(params);
-    case 'page_info': case 'snapshot': {
+    case 'page_info': {
       const tab = await targetTab(cmd);
-      const info = await inTab(tab.id, type, params);
+      const info = await inTab(tab.id, 'page_info', params);
       return Object.assign({ tab_id: tab.id, tracked: true }, info);
     }
     case 'dom': case 'a11y': case 'dom_action': case 'highlight': case 'subtitle': case 'waterfall':
@@ -50,6 +50,11 @@ async function dispatch(cmd) {
       // AI-driven actions are recorded by the daemon (source:"ai", with the client that asked),
       // which knows who asked; recording them here too would list each one twice.
       return inTab(tab.id, type, params);
+    }
+    case 'snapshot': {
+      // The agents' page snapshot (content/snapshot.js); the daemon keeps diff bases per tab.
+      const snapTab = await targetTab(cmd);
+      return Object.assign({ tab_id: snapTab.id }, await inTab(snapTab.id, 'snapshot', params));
     }
     default:
       return { error: 'unknown_query_type', message: `unknown command type ${type}` };

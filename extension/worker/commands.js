@@ -51,6 +51,11 @@ async function dispatch(cmd) {
       // which knows who asked; recording them here too would list each one twice.
       return inTab(tab.id, type, params);
     }
+    case 'snapshot': {
+      // The agents' page snapshot (content/snapshot.js); the daemon keeps diff bases per tab.
+      const snapTab = await targetTab(cmd);
+      return Object.assign({ tab_id: snapTab.id }, await inTab(snapTab.id, 'snapshot', params));
+    }
     default:
       return { error: 'unknown_query_type', message: `unknown command type ${type}` };
   }

@@ -48,6 +48,23 @@ names the daemon running for it); they never fall back to another port (gasoline
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A reader that goes away (C{gasoline doctor | head}) ends the command
+    quietly, without a C{BrokenPipeError} traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        # Nothing more can reach the reader: point stdout at /dev/null so the interpreter's own
+        # flush at exit fails no more (the recipe of Python's signal module documentation).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         (sys.stdout if args else sys.stderr).write(USAGE)  # asked for: stdout, exit 0

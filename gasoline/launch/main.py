@@ -77,6 +77,13 @@ class BrowserOptions(usage.Options):
          "process ends it and removes its profile when it is closed)."],
     ]
 
+    def opt_version(self) -> None:
+        """Print Gasoline's version and exit."""
+        from gasoline import __version__
+
+        print(f"gasoline {__version__}")
+        raise SystemExit(0)
+
     def parseOptions(self, options=None):
         """As usual, but the URL may come before the options too (C{gasoline browser URL
         --headless}): Twisted's parser stops at the first non-option, so the rest is moved

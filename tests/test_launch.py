@@ -38,11 +38,12 @@ def offered_by(state_dir) -> dict:
 def test_prepaired_settings_are_exactly_what_the_popup_and_tracking_would_write():
     identity = {"key": "K", "fingerprint": "F"}
     settings = prepair.prepaired_settings("http://127.0.0.1:4321", identity, 12, "http://x/",
-                                          pilot=True, track_all=False)
+                                          pilot=True, track_all=False, headless=True)
     assert settings == {
         "serverUrl": "http://127.0.0.1:4321", "gasolineDaemonIdentity": identity,
         "trackedTabId": 12, "trackedTabUrl": "http://x/", "gasolineTrackAllTabs": False,
         "aiWebPilotEnabled": True,
+        "gasolineLaunchedBy": {"by": "gasoline browser", "headless": True},
     }
     # Every key is one the extension reads (extension/lib/settings.js STORAGE_KEYS).
     source = (extension_dir() / "lib" / "settings.js").read_text()

@@ -100,6 +100,8 @@ async function syncOnce() {
       capture_actions: s.captureActions,
       dropped_items: drops.dropped,
       loaded_before_tracking: (await loadedBeforeTracking()).filter((id) => isTrackedTab(s, id)),
+      // How this browser was started, so the daemon's hints fit it (`--pilot`, not the popup).
+      launched: s.launchedBy,
     },
     extension_logs: logs,
     in_progress: commands.inProgress(),

@@ -259,7 +259,7 @@ class Launch:
                                                    os.getpid())
         settings = prepair.prepaired_settings(
             base, identity, tab, options["url"], pilot=options["pilot"],
-            track_all=options["track-all"])
+            track_all=options["track-all"], headless=options["headless"])
         await prepair.apply(self.browser, worker, settings)
         await self._until_connected(worker, tab)
         await self.browser.evaluate(

@@ -64,10 +64,11 @@ def pinned_identity(state_dir: Path, offered: dict[str, Any] | None, server_url:
 
 
 def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, tab_url: str,
-                       *, pilot: bool, track_all: bool) -> dict[str, Any]:
+                       *, pilot: bool, track_all: bool, headless: bool = False) -> dict[str, Any]:
     """Exactly what L{apply} writes to C{chrome.storage.local} (keys of extension/lib/settings.js):
     C{serverUrl}, C{gasolineDaemonIdentity} (the pinned identity), C{trackedTabId} /
-    C{trackedTabUrl} (the opened tab), C{gasolineTrackAllTabs} and C{aiWebPilotEnabled}."""
+    C{trackedTabUrl} (the opened tab), C{gasolineTrackAllTabs}, C{aiWebPilotEnabled} and
+    C{gasolineLaunchedBy} (how the browser was started)."""
     return {
         "serverUrl": server_url,
         "gasolineDaemonIdentity": identity,
@@ -75,6 +76,9 @@ def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, t
         "trackedTabUrl": tab_url,
         "gasolineTrackAllTabs": bool(track_all),
         "aiWebPilotEnabled": bool(pilot),
+        # The extension sends it with its settings: the daemon's hints then name this command's
+        # options (--pilot) instead of a popup a headless browser does not have.
+        "gasolineLaunchedBy": {"by": "gasoline browser", "headless": bool(headless)},
     }
 
 

@@ -243,7 +243,9 @@ def test_allowing_it_needs_a_reactor_that_starts_processes(tmp_path):
 
 
 def test_launch_browser_runs_the_launcher_with_the_agents_choices(tmp_path):
-    from _mcp_calls import call, session_for
+    from _mcp_calls import call, parsed, session_for, start
+
+    from gasoline.tools.interact import CAPTURE_WAIT
 
     app = _app(tmp_path)
     calls = []
@@ -254,10 +256,13 @@ def test_launch_browser_runs_the_launcher_with_the_agents_choices(tmp_path):
             return "gasoline browser: detached (pid 1, browser pid 2, tab 3)"
 
     app.tools.launcher = FakeLauncher()
-    failed, summary, payload = call(app, session_for(app, "a"), "interact", {
+    out = start(app, session_for(app, "a"), "interact", {
         "what": "launch_browser", "url": "http://example.test/", "headless": True,
         "track_all": True})
+    app.clock.advance(CAPTURE_WAIT)  # no extension syncs here: answered after the bound
+    failed, summary, payload = parsed(out)
     assert not failed, payload
+    assert payload["capture_flowing"] is False and "observe may see nothing yet" in summary
     assert calls == [("http://example.test/", {"headless": True, "pilot": True, "track_all": True})]
     assert payload["launched"] is True and "detached" in payload["output"]
     failed, _, payload = call(app, session_for(app, "a"), "interact",
@@ -279,3 +284,35 @@ def test_the_launcher_runs_gasoline_browser_detached_on_this_daemons_port(tmp_pa
     assert argv[argv.index("--port") + 1] == "43210"
     assert argv[argv.index("--state-dir") + 1] == str(tmp_path)
     assert "--headless" in argv and "--pilot" not in argv and argv[-2:] == ["--", "http://x/"]
+
+
+def test_launch_browser_answers_once_the_launched_pages_capture_is_flowing(tmp_path):
+    """The answer waits for the launched extension's sync on the page, then its next one (what
+    the page logged while loading is delivered by then): an observe right after sees it."""
+    from _mcp_calls import parsed, session_for, start
+
+    app = _app(tmp_path)
+
+    class FakeLauncher:
+        async def launch(self, url, **flags):
+            return "gasoline browser: detached (pid 1, browser pid 2, tab 3)"
+
+    app.tools.launcher = FakeLauncher()
+    link = app.extension
+    out = start(app, session_for(app, "a"), "interact",
+                {"what": "launch_browser", "url": "http://example.test/app?x=1"})
+    app.clock.advance(0.5)
+    assert out == []
+    link.settings = {"tracked_tab_id": 3, "tracked_tab_url": "about:blank"}
+    link.touch()  # the extension syncs before the tab navigated: not yet
+    app.clock.advance(0.5)
+    assert out == []
+    link.settings = {"tracked_tab_id": 3, "tracked_tab_url": "http://example.test/app?x=1"}
+    link.touch()  # on the page
+    app.clock.advance(0.5)
+    assert out == []  # its load-time capture comes with the next round
+    link.touch()
+    app.clock.advance(0.1)
+    failed, summary, payload = parsed(out)
+    assert not failed and payload["capture_flowing"] is True, payload
+    assert 1400 <= payload["waited_ms"] <= 2000

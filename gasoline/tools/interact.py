@@ -670,10 +670,46 @@ async def launch_browser(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     pilot = ctx.bool_arg(args, "pilot", True)
     track_all = ctx.bool_arg(args, "track_all", False)
     text = await launcher.launch(url, headless=headless, pilot=pilot, track_all=track_all)
+    flowing, waited = await _capture_flowing(ctx, url)
     return ctx.ok(f"launched a browser at {url} (paired with this daemon, tracking its tab"
-                  f"{', pilot on' if pilot else ''}{', headless' if headless else ''})",
+                  f"{', pilot on' if pilot else ''}{', headless' if headless else ''})"
+                  + ("" if flowing else f"; its capture had not reached the daemon after "
+                     f"{waited / 1000:g} s (observe may see nothing yet)"),
                   {"launched": True, "url": url, "headless": headless, "pilot": pilot,
-                   "track_all": track_all, "output": text})
+                   "track_all": track_all, "output": text, "capture_flowing": flowing,
+                   "waited_ms": waited})
+
+
+#: How long C{launch_browser} waits for the launched page's capture to reach the daemon.
+CAPTURE_WAIT = 10.0
+_CAPTURE_POLL = 0.05
+
+
+async def _capture_flowing(ctx: Any, url: str) -> tuple[bool, int]:
+    """Wait (at most L{CAPTURE_WAIT}) until the launched extension has synced with its tracked
+    tab on a page (no longer C{about:blank}), then for its next sync: what the page logged while loading has then been
+    delivered, so an C{observe} right after the answer sees it. C{(flowing, waited ms)}."""
+    from twisted.internet.task import deferLater
+
+    link = getattr(ctx.app, "extension", None)
+    start = ctx.now()
+    if link is None:
+        return False, 0
+    at_url: float | None = None
+    while ctx.now() - start < CAPTURE_WAIT:
+        settings = link.settings or {}
+        last = link.last_sync
+        if link.connected and last is not None and last > start:
+            shown = str(settings.get("tracked_tab_url") or "")
+            # The tab left about:blank (the launcher navigates it last; a redirect may change
+            # the URL, so any page counts).
+            if at_url is None and (url == "about:blank" or (shown and not shown.startswith(
+                    "about:"))):
+                at_url = last
+            elif at_url is not None and last > at_url:
+                return True, int((ctx.now() - start) * 1000)
+        await deferLater(ctx.clock, _CAPTURE_POLL, lambda: None)
+    return False, int((ctx.now() - start) * 1000)
 
 
 # -- screen recording (frames + timeline) -------------------------------------------------------------

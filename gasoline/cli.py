@@ -4,6 +4,7 @@ The C{gasoline} console script::
   gasoline --version            print the version
   gasoline serve [twistd opts]  run the daemon in the foreground (same as C{twistd -n gasoline})
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
+  gasoline setup CLIENT         register that connector with an MCP client (L{gasoline.setup_cli})
   gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
   gasoline doctor|status|stop|identity   operations without an agent (L{gasoline.admin_cli})
   gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.pins})
@@ -20,6 +21,9 @@ USAGE = """usage: gasoline [--version] <command> [options]
 
 commands:
   serve     run the daemon in the foreground (twistd -n gasoline [options])
+  setup     register the connector with an MCP client: claude, claude-desktop, cursor,
+            vscode, windsurf (its command line where it has one, else its config file;
+            --print shows it and changes nothing; gasoline setup --help)
   connect   stdio MCP connector: forwards an agent's MCP session to the daemon
             (gasoline connect --help)
   browser   start Chromium with Gasoline's extension, already paired with the daemon
@@ -94,6 +98,10 @@ def _main(argv: list[str] | None) -> int:
         from gasoline.launch.main import main as browser_main
 
         return browser_main(rest)
+    if command == "setup":
+        from gasoline.setup_cli import main as setup_main  # standard library only
+
+        return setup_main(rest)
     if command == "pair":
         return _pair(rest)
     if command == "client-proof":

@@ -47,6 +47,10 @@ DEFAULT_PORT = 7890
 NOT_RUNNING = 3
 #: The headers the extension's routes (C{GET /pairing}) ask for.
 EXTENSION_CLIENT = "gasoline-extension/cli"
+#: Linux's process table: whether a pid is a zombie, what command it runs. Where it is missing
+#: (macOS, Windows) the commands fall back: a pid that answers C{kill(pid, 0)} is alive, and the
+#: daemon's own C{/health} is trusted for what it is.
+PROC = Path("/proc")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -354,14 +358,14 @@ def _alive(pid: int) -> bool:
     except (OverflowError, ValueError):
         return False
     try:  # a zombie (our own unreaped child, in tests) has exited
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+        return (PROC / str(pid) / "stat").read_text().split(") ")[-1][:1] != "Z"
     except OSError:
         return True
 
 
 def _looks_like_gasoline(pid: int) -> bool:
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return True  # no /proc here: trust the daemon's own /health
     return b"gasoline" in cmdline or b"twistd" in cmdline

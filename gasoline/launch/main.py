@@ -135,6 +135,13 @@ def main(argv: list[str]) -> int:
     except usage.UsageError as e:
         sys.stderr.write(f"gasoline browser: {e}\n\n{options}\n")
         return 2
+    from gasoline.launch.chromium import pipe_supported
+
+    if not pipe_supported():
+        sys.stderr.write("gasoline browser: this platform cannot hand the browser its private "
+                         "DevTools pipe (Windows): load the extension unpacked in Chrome and pair "
+                         "it in its popup instead (README, \"The browser extension\")\n")
+        return 1
     if options["detach"]:
         return _detach(argv, options)
     from twisted.internet.task import react

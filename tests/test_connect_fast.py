@@ -278,3 +278,35 @@ def test_a_multi_line_daemon_answer_is_written_as_one_line(tmp_path):
     assert written.endswith(b"\n") and written.count(b"\n") == 1
     assert json.loads(written) == answer
     assert prelude.init_message == INIT
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.binary(max_size=300))
+def test_the_first_exchanges_hmac_is_hmacs(key, message):
+    import hashlib
+    import hmac
+
+    from gasoline.connect.fast import hmac_sha256
+
+    assert hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).digest()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.text(max_size=64), st.sampled_from(["", "\n", "=\n"]))
+def test_the_first_exchanges_proof_is_the_daemons(tmp_path_factory, key, cid, tail):
+    from gasoline.common import client_proof as proof_of, encode_client_key, read_client_key
+    from gasoline.connect.fast import client_proof
+
+    state = tmp_path_factory.mktemp("key")
+    encoded = encode_client_key(key).strip()
+    (state / "client-key").write_bytes(encoded + tail.encode())
+    got = client_proof({"--state-dir": str(state)}, cid)
+    if tail == "=\n":  # padding the daemon never writes, and refuses to read
+        with pytest.raises(ValueError):
+            read_client_key(state)
+        assert got is None
+        return
+    assert read_client_key(state) == key
+    assert got == proof_of(key, cid)
+    (state / "client-key").write_bytes(encoded[:-2] + b"!!")
+    assert client_proof({"--state-dir": str(state)}, cid) is None

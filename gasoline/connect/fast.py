@@ -133,12 +133,22 @@ def state_dir(options: dict[str, str]) -> str:
     return platformdirs.user_state_dir("gasoline", appauthor=False)
 
 
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104) with C{hashlib.sha256}, already imported here: the C{hmac} module
+    would add its own imports to every connector's start (a test compares it with C{hmac})."""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(bytes(k ^ 0x36 for k in key) + message).digest()
+    return sha256(bytes(k ^ 0x5C for k in key) + inner).digest()
+
+
 def client_proof(options: dict[str, str], cid: str, directory: str | None = None) -> str | None:
     """The proof of C{cid} under the client key in C{directory} (default: the options' state
     dir; gasoline.common.client_proof, with the standard library only); None when the key cannot
-    be read there."""
-    import base64
-    import hmac
+    be read there. Base64url through C{binascii} (the C{base64} module's own imports are not
+    needed for two conversions)."""
+    import binascii
 
     path = os.path.join(directory or state_dir(options), "client-key")
     try:
@@ -147,14 +157,20 @@ def client_proof(options: dict[str, str], cid: str, directory: str | None = None
             text = os.read(fd, 4096).strip()
         finally:
             os.close(fd)
-        key = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
-    except (OSError, ValueError):
+        standard = text.translate(_FROM_URLSAFE) + b"=" * (-len(text) % 4)
+        key = binascii.a2b_base64(standard, strict_mode=True)
+    except (OSError, ValueError, binascii.Error):
         return None
-    if len(key) != 32:
-        return None
-    mac = hmac.new(key, b"gasoline-client-v1\0" + cid.encode("utf-8", "surrogateescape"),
-                   sha256).digest()
-    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
+    if len(key) != 32 or binascii.b2a_base64(key, newline=False).translate(
+            _TO_URLSAFE).rstrip(b"=") != text:
+        return None  # as gasoline.common.decode_client_key: exactly a 32-byte key's encoding
+    mac = hmac_sha256(key, b"gasoline-client-v1\0" + cid.encode("utf-8", "surrogateescape"))
+    encoded = binascii.b2a_base64(mac, newline=False).translate(_TO_URLSAFE)
+    return encoded.rstrip(b"=").decode("ascii")
+
+
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:

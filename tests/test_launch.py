@@ -287,11 +287,19 @@ def test_the_launcher_runs_gasoline_browser_detached_on_this_daemons_port(tmp_pa
 
 
 def test_launch_browser_answers_once_the_launched_pages_capture_is_flowing(tmp_path):
-    """The answer waits for the launched extension's sync on the page, then its next one (what
-    the page logged while loading is delivered by then): an observe right after sees it."""
+    """The answer waits for the launched extension's sync on the page (its sync held from before
+    the navigation is answered at once, so the next one comes), then for the page's capture to
+    arrive and go quiet: an observe right after the answer sees what the page logged."""
     from _mcp_calls import parsed, session_for, start
 
+    from gasoline.core.store import CONSOLE
+    from gasoline.tools.interact import CAPTURE_FIRST, CAPTURE_QUIET
+
     app = _app(tmp_path)
+
+    def step(clock, seconds):
+        """Advance in small steps, as time passes (each poll of the wait runs)."""
+        clock.pump([0.01] * int(round(seconds / 0.01)))
 
     class FakeLauncher:
         async def launch(self, url, **flags):
@@ -299,20 +307,36 @@ def test_launch_browser_answers_once_the_launched_pages_capture_is_flowing(tmp_p
 
     app.tools.launcher = FakeLauncher()
     link = app.extension
+    held = link.sync({"settings": {"tracked_tab_id": 3, "tracked_tab_url": "about:blank"}})
+    step(app.clock, 0.1)
+    assert not held.called  # the long poll holds it
     out = start(app, session_for(app, "a"), "interact",
                 {"what": "launch_browser", "url": "http://example.test/app?x=1"})
-    app.clock.advance(0.5)
-    assert out == []
-    link.settings = {"tracked_tab_id": 3, "tracked_tab_url": "about:blank"}
-    link.touch()  # the extension syncs before the tab navigated: not yet
-    app.clock.advance(0.5)
-    assert out == []
-    link.settings = {"tracked_tab_id": 3, "tracked_tab_url": "http://example.test/app?x=1"}
-    link.touch()  # on the page
-    app.clock.advance(0.5)
-    assert out == []  # its load-time capture comes with the next round
-    link.touch()
-    app.clock.advance(0.1)
+    step(app.clock, 0.1)
+    assert held.called and out == []  # answered at once: the extension syncs again
+    link.sync({"settings": {"tracked_tab_id": 3, "tracked_tab_url": "about:blank"}})
+    step(app.clock, 0.5)
+    assert out == []  # the tab has not navigated yet
+    link.sync({"settings": {"tracked_tab_id": 3,
+                            "tracked_tab_url": "http://example.test/app?x=1"}})
+    step(app.clock, 0.1)
+    app.store.add(CONSOLE, [{"level": "error", "message": "boom"}])  # the page's capture
+    step(app.clock, CAPTURE_QUIET / 2)
+    app.store.add(CONSOLE, [{"level": "error", "message": "boom 2"}])
+    step(app.clock, CAPTURE_QUIET / 2)
+    assert out == []  # still arriving
+    step(app.clock, CAPTURE_QUIET + 0.1)
     failed, summary, payload = parsed(out)
     assert not failed and payload["capture_flowing"] is True, payload
-    assert 1400 <= payload["waited_ms"] <= 2000
+    assert payload["waited_ms"] < 2000
+
+    # A page that captures nothing: flowing once shown for CAPTURE_FIRST seconds.
+    out = start(app, session_for(app, "b"), "interact",
+                {"what": "launch_browser", "url": "http://example.test/quiet"})
+    step(app.clock, 0.1)
+    link.sync({"settings": {"tracked_tab_id": 4, "tracked_tab_url": "http://example.test/quiet"}})
+    step(app.clock, CAPTURE_FIRST - 0.5)
+    assert out == []
+    step(app.clock, 1.0)
+    failed, _, payload = parsed(out)
+    assert not failed and payload["capture_flowing"] is True, payload

@@ -35,7 +35,7 @@ export function wakeSync() {
   else loop.woken = true; // mid-poll: the next sleep is skipped, so nothing waits a full delay
 }
 
-function sleepOrWake(ms) {
+export function sleepOrWake(ms) {
   if (loop.woken) { loop.woken = false; return Promise.resolve(); }
   return new Promise((resolve) => {
     const timer = setTimeout(() => { loop.wake = null; resolve(); }, ms);

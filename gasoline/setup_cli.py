@@ -1,5 +1,5 @@
 """
-C{gasoline setup CLIENT}: register the connector (C{gasoline connect}) with an MCP client.
+C{gasoline setup CLIENT}: register the connector (C{gasoline connect}) with an MCP client::
 
     gasoline setup claude|claude-desktop|cursor|vscode|windsurf [--scope user|project]
                    [--name gasoline] [--port N] [--state-dir DIR] [--print] [--config PATH]

@@ -74,10 +74,35 @@ SESSION_HEADER = b"x-gasoline-session"
 SESSION_STATUS_HEADER = b"x-gasoline-session-status"
 #: Sessions of the pinned extension kept at once (it has one worker; a restarted worker re-pairs).
 MAX_PINNED_SESSIONS = 8
-#: Challenges of any other key (or none): a burst, then this many per second. The pinned
-#: extension's own challenges are never counted, so a flood cannot lock it out.
+#: Challenges of any other key (or none): a burst, then this many per second. Challenges that
+#: claim the pinned extension's key have a bucket of their own (the same numbers), and a token
+#: they take is given back when the signature holds: the pinned extension's own challenges are
+#: never counted, a flood of others cannot lock it out, and no claim costs a signature check
+#: without a token (a claim is only a claim until its signature is checked).
 CHALLENGE_BURST = 16
 CHALLENGE_RATE = 4.0
+
+
+class _Bucket:
+    """A token bucket on the daemon's clock: C{burst} tokens, refilled at C{rate} per second."""
+
+    __slots__ = ("burst", "rate", "tokens", "at")
+
+    def __init__(self, burst: int, rate: float, now: float) -> None:
+        self.burst, self.rate = burst, rate
+        self.tokens, self.at = float(burst), now
+
+    def take(self, now: float) -> int:
+        """Take one token: 0, or the seconds to wait (nothing taken then)."""
+        self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1.0:
+            return max(1, math.ceil((1.0 - self.tokens) / self.rate))
+        self.tokens -= 1.0
+        return 0
+
+    def give_back(self) -> None:
+        self.tokens = min(float(self.burst), self.tokens + 1.0)
 #: Sessions of launched browsers' extension keys kept at once.
 MAX_LAUNCHED_SESSIONS = 8
 
@@ -124,8 +149,10 @@ class DaemonIdentity:
         self.session_idle = session_idle
         self.challenge_burst = challenge_burst
         self.challenge_rate = challenge_rate
-        self._tokens = float(challenge_burst)
-        self._tokens_at = clock.seconds()
+        #: Tokens for challenges of any other key (or none), and for those that claim the
+        #: pinned key (given back when the signature holds): taken before any signature check.
+        self._others = _Bucket(challenge_burst, challenge_rate, clock.seconds())
+        self._claims = _Bucket(challenge_burst, challenge_rate, clock.seconds())
         #: Refused challenges since start, by reason (C{/health}).
         self.refused: dict[str, int] = {}
         self.pins = ExtensionPins(pin_file, clock)
@@ -223,18 +250,21 @@ class DaemonIdentity:
         self.refused[reason] = self.refused.get(reason, 0) + 1
         return error
 
-    def _take_token(self) -> None:
-        now = self.clock.seconds()
-        self._tokens = min(float(self.challenge_burst),
-                           self._tokens + (now - self._tokens_at) * self.challenge_rate)
-        self._tokens_at = now
-        if self._tokens < 1.0:
-            retry = max(1, math.ceil((1.0 - self._tokens) / self.challenge_rate))
-            raise self._refuse("rate_limited", ChallengeRefused(
-                429, "pairing_rate_limited", "too many pairing challenges: try again in "
-                f"{retry} s (the pinned extension's own challenges are not limited)",
+    def _take_token(self, claims_pinned: bool) -> None:
+        """One token of the caller's bucket, before any signature check; 429 when it is empty."""
+        bucket = self._claims if claims_pinned else self._others
+        retry = bucket.take(self.clock.seconds())
+        if not retry:
+            return
+        if claims_pinned:
+            raise self._refuse("rate_limited_claims", ChallengeRefused(
+                429, "pairing_rate_limited", "too many pairing challenges claiming the pinned "
+                f"extension's key whose signature did not verify: try again in {retry} s",
                 retry_after=retry))
-        self._tokens -= 1.0
+        raise self._refuse("rate_limited", ChallengeRefused(
+            429, "pairing_rate_limited", "too many pairing challenges: try again in "
+            f"{retry} s (the pinned extension's own challenges are not limited)",
+            retry_after=retry))
 
     def challenge(self, payload: Any) -> dict[str, Any]:
         """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>,
@@ -253,11 +283,14 @@ class DaemonIdentity:
         self._refresh_pins()
         pinned = self.pins.pinned
         ours = ext_key is not None and pinned is not None and b64u(ext_key) == pinned["key"]
-        if not ours:
-            self._take_token()  # the pinned extension is never rate limited
+        # Every challenge takes a token before its signature is checked (one ECDSA verify, then
+        # one ECDH): a claim of the pinned key from its own bucket, given back once it verifies.
+        self._take_token(claims_pinned=ours)
         if ext_key is not None:
             verify_extension_signature(ext_key, signature,
                                         extension_transcript(ephemeral, nonce))
+            if ours:
+                self._claims.give_back()  # the pinned extension itself: never counted
         granted = None
         if ext_key is not None and not ours and self.launch_dir is not None:
             granted = read_launch_grant(self.launch_dir, ext_key)

@@ -26,6 +26,8 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import read_nofollow
+from gasoline.core.files import StateFileError, describe
 from gasoline.core.identity import (
     ALGORITHM,
     IDENTITY_FILE,
@@ -107,6 +109,16 @@ class _Bucket:
 MAX_LAUNCHED_SESSIONS = 8
 
 
+#: An identity file is a few hundred bytes; more is not a key.
+_MAX_KEY_FILE = 64 * 1024
+_IDENTITY_FIX = ("restore it from a backup, or move it aside to make a new one at the next start "
+                 "(the extension then shows the new fingerprint to compare, and pairs again)")
+
+
+class IdentityFileError(StateFileError):
+    """C{identity.pem} is there but is not a key the daemon can use."""
+
+
 class ChallengeRefused(PairingError):
     """A challenge the daemon will not answer: C{status} 403 (another extension is pinned) or 429
     (too many challenges; C{retry_after} seconds)."""
@@ -173,9 +185,12 @@ class DaemonIdentity:
         path = Path(state_dir) / IDENTITY_FILE
         pin_file = Path(state_dir) / PIN_FILE
         try:
-            data = path.read_bytes()
+            data = read_nofollow(path, _MAX_KEY_FILE)
         except FileNotFoundError:
             data = None
+        except OSError as e:
+            raise IdentityFileError(f"{path} cannot be read ({describe(e)}); {_IDENTITY_FIX}"
+                                    ) from None
         if data is None:
             data = create_key_file(state_dir)
         public = public_key_from_pem(data)
@@ -183,8 +198,13 @@ class DaemonIdentity:
             identity = cls(lambda: load_key(data, path), clock, public_key=public,
                            pin_file=pin_file, launch_dir=Path(state_dir))
         else:  # a key file in a form the reader above does not know: cryptography reads it
-            identity = cls(load_key(data, path), clock, pin_file=pin_file,
-                           launch_dir=Path(state_dir))
+            try:
+                key = load_key(data, path)
+            except Exception as e:  # cryptography's ValueError, UnsupportedAlgorithm, TypeError
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise IdentityFileError(f"{path} is not a usable P-256 private key ({why}); "
+                                        f"{_IDENTITY_FIX}") from None
+            identity = cls(key, clock, pin_file=pin_file, launch_dir=Path(state_dir))
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing); "
                  "pinned extension {ext}", fp=identity.fingerprint,
                  ext=identity.pins.fingerprint or "none yet")
@@ -281,6 +301,9 @@ class DaemonIdentity:
             ext_key = unb64u(payload.get("ext_key"), "ext_key")
             signature = unb64u(payload.get("ext_sig"), "ext_sig")
         self._refresh_pins()
+        if self.pins.corrupt is not None:
+            raise self._refuse("pin_file_corrupt", ChallengeRefused(
+                503, "pin_file_corrupt", self.pins.corrupt))
         pinned = self.pins.pinned
         ours = ext_key is not None and pinned is not None and b64u(ext_key) == pinned["key"]
         # Every challenge takes a token before its signature is checked (one ECDSA verify, then
@@ -421,6 +444,9 @@ class DaemonIdentity:
         sid = request.getHeader(SESSION_HEADER)
         if sid is None:
             pinned = self.pinned_fingerprint
+            if self.pins.corrupt is not None:  # which extension is pinned is unknown
+                self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1
+                return 503, self.pins.corrupt, {"code": "pin_file_corrupt"}
             if pinned is None:
                 return None
             self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1

@@ -14,21 +14,17 @@
 // * input actions: the value of a field whose type, name, id or autocomplete says it is secret
 //   (password, one-time-code, cc-*, …) is redacted, and so are keys typed into it.
 
+import SECRET_NAMES from './secret-names.js';
+
 const MARK = (kind) => `[REDACTED:${kind}]`;
 
-const SENSITIVE_KEYS = new Set([
-  'password', 'passwd', 'pwd', 'pass', 'passphrase', 'secret', 'token', 'access_token', 'refresh_token',
-  'id_token', 'auth_token', 'authorization', 'proxy_authorization', 'cookie', 'set_cookie', 'api_key',
-  'apikey', 'x_api_key', 'client_secret', 'private_key', 'privatekey', 'session', 'sessionid',
-  'session_id', 'sessid', 'jsessionid', 'phpsessid', 'connect_sid', 'csrf_token', 'xsrf_token',
-  'x_csrf_token', 'x_xsrf_token', 'credentials', 'credential', 'aws_secret_access_key', 'secret_key',
-  'access_key_secret', 'account_key', 'sig', 'signature', 'otp', 'pin', 'cvv', 'cvc', 'csc', 'ssn',
-  'card_number', 'cardnumber', 'cc_number', 'ccnumber', 'new_password', 'current_password', 'old_password',
-]);
-const SENSITIVE_SUFFIXES = ['password', 'passwd', 'secret', 'token', 'apikey', 'api_key', 'private_key',
-  'sessionid', 'session_id', 'cookie', 'credentials'];
-// In URLs more names carry secrets: OAuth codes and tickets ride in the query or the fragment.
-const URL_KEYS = new Set(['code', 'auth', 'key', 'ticket', 'oauth_token', 'oauth_verifier', 'state_token', 'saml_response', 'samlresponse', 'x_amz_signature', 'x_amz_credential', 'x_amz_security_token']);
+// The names whose values are secret: one list, shared with the daemon (lib/secret-names.json,
+// which the daemon reads; secret-names.js is generated from it).
+const SENSITIVE_KEYS = new Set(SECRET_NAMES.keys);
+const SENSITIVE_SUFFIXES = SECRET_NAMES.suffixes;
+// In URLs and forms more names carry secrets: OAuth codes and tickets ride in the query or the
+// fragment (too common as JSON keys to redact there).
+const URL_KEYS = new Set(SECRET_NAMES.params);
 
 const normKey = (name) => String(name).trim().replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase().replace(/[-.\s]/g, '_');
 

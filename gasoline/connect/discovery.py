@@ -28,6 +28,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 
+from gasoline.common import make_private_dir, make_private_file
+
 log = Logger()
 
 DEFAULT_PORT = 7890
@@ -100,7 +102,11 @@ class Spawner:
         self.env = env
 
     def __call__(self) -> Deferred:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # The state dir and the daemon's log, private before twistd opens the log (it keeps the
+        # mode of the file it finds, for its rotated files too; daemonized, it sets umask 077
+        # only after opening it).
+        make_private_dir(self.state_dir)
+        make_private_file(self.state_dir / "daemon.log")
         argv = daemon_command(self.port, self.state_dir, self.api_key)
         launcher = CollectOutput()
         shown = argv[:-2] + ["--api-key", "***"] if self.api_key else argv

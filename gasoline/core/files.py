@@ -35,6 +35,8 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorThreads, IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import make_private_dir
+
 log = Logger()
 
 #: C{os.open} flags: refuse a symbolic link / close on C{exec} (0 where the platform lacks them).
@@ -199,13 +201,6 @@ def unreadable(path: Path | str, why: str, lost: str) -> str:
             "remove it, or fix its permissions")
     log.warn("{line}", line=line)
     return line
-
-
-def make_private_dir(path: Path | str) -> Path:
-    """C{mkdir -p} with mode 0700 for what it creates; return the path."""
-    path = Path(path)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
 
 
 def prepare_state_dir(path: Path | str) -> list[str]:

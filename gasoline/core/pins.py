@@ -41,7 +41,7 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-from gasoline.common import read_nofollow
+from gasoline.common import make_private_dir, read_nofollow
 from gasoline.core.files import StateFileError, set_aside, unreadable
 from gasoline.core.identity import PairingError, b64u, fingerprint_of, unb64u
 
@@ -148,7 +148,7 @@ def write_launch_grant(state_dir: Path, key: bytes, pid: int) -> Path:
         raise PairingError(f"{MAX_LAUNCHED} launched browsers already hold a grant of this daemon "
                            "(end one of them first)")
     folder = Path(state_dir) / LAUNCHED_DIR
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(folder)
     path = launch_grant_path(state_dir, fingerprint_of(key))
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -347,7 +347,7 @@ def write_pin_file(path: Path, pinned: dict[str, Any] | None,
     """Write the pin file atomically (0600). A few hundred bytes, written when an extension is
     first pinned, first refused, or by C{gasoline pair}."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(path.parent)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

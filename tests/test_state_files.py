@@ -221,3 +221,42 @@ def test_a_pin_file_corrupted_while_running_fails_closed_until_pair_forget(tmp_p
     newcomer = PairedExtensionKeys(ident.public_key)
     assert newcomer.finish(ident.challenge(newcomer.challenge()))  # pinned anew
     top.stopService()
+
+
+def test_an_identity_whose_private_part_is_damaged_refuses_pairing_with_the_line(tmp_path):
+    """The start reads only the public key (cryptography is imported at the first challenge): a
+    key file whose public part reads but whose private part is damaged is found then, and each
+    challenge is refused (503) with the line naming the file and the fix, never a traceback."""
+    from twisted.internet.task import Clock
+
+    from gasoline.core.pairing import DaemonIdentity
+
+    DaemonIdentity.from_state_dir(tmp_path / "good", Clock())
+    pem = (tmp_path / "good" / "identity.pem").read_bytes()
+    damaged = None
+    for n in range(40, len(pem) - 40):
+        candidate = pem[:n] + bytes([pem[n] ^ 0x21]) + pem[n + 1:]
+        state = tmp_path / f"d{n}"
+        state.mkdir()
+        (state / "identity.pem").write_bytes(candidate)
+        try:
+            ident = DaemonIdentity.from_state_dir(state, Clock())
+        except Exception:
+            continue  # refused at start: the other test's case
+        try:
+            ident._private_key()
+        except ChallengeRefused:
+            damaged = (state, ident)
+            break
+    assert damaged is not None
+    state, _ = damaged
+    ident = DaemonIdentity.from_state_dir(state, Clock())  # a fresh start on that file
+    with Logged() as logged:
+        for _ in range(3):
+            with pytest.raises(ChallengeRefused) as refused:
+                ident.challenge(PairedExtensionKeys(ident.public_key).challenge())
+            assert refused.value.status == 503 and refused.value.code == "identity_file_corrupt"
+            assert str(state / "identity.pem") in str(refused.value)
+            assert "move it aside" in str(refused.value)
+    assert len([line for line in logged.lines if "identity.pem" in line]) == 1
+    assert ident.pins.pinned is None  # nothing pinned over a key that cannot answer

@@ -177,6 +177,8 @@ class DaemonIdentity:
         self._launched: OrderedDict[str, Session] = OrderedDict()
         self.launch_dir = launch_dir
         self.max_launched_sessions = max_launched_sessions
+        #: The key file (C{None}: a key given in memory), named when it cannot be used.
+        self.identity_path: Path | None = None
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
@@ -205,6 +207,7 @@ class DaemonIdentity:
                 raise IdentityFileError(f"{path} is not a usable P-256 private key ({why}); "
                                         f"{_IDENTITY_FIX}") from None
             identity = cls(key, clock, pin_file=pin_file, launch_dir=Path(state_dir))
+        identity.identity_path = path
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing); "
                  "pinned extension {ext}", fp=identity.fingerprint,
                  ext=identity.pins.fingerprint or "none yet")
@@ -212,9 +215,20 @@ class DaemonIdentity:
 
     def _private_key(self) -> Any:
         if callable(self._key):
-            key = self._key()
-            if raw_public_key(key) != self.public_key:
-                raise ValueError("the identity file changed since the daemon started")
+            try:
+                key = self._key()
+                if raw_public_key(key) != self.public_key:
+                    raise ValueError("it changed since the daemon started")
+            except Exception as e:  # cryptography's ValueError, UnsupportedAlgorithm, ...
+                # Its public key read at start, its private key does not load (a damaged body):
+                # pairing is refused with the one line, never a traceback per challenge.
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                line = (f"{self.identity_path or IDENTITY_FILE} is not a usable P-256 private "
+                        f"key ({why}); {_IDENTITY_FIX}")
+                if self.refused.get("identity_file_corrupt", 0) == 0:
+                    log.error("{line}", line=line)
+                raise self._refuse("identity_file_corrupt", ChallengeRefused(
+                    503, "identity_file_corrupt", line)) from None
             self._key = key
             freeze_cryptography()
         return self._key

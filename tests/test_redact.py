@@ -377,7 +377,7 @@ def test_credentials_in_console_text_are_redacted(line, kind):
     assert redact_text(out) == out  # idempotent
 
 
-@pytest.mark.parametrize("line", [
+BENIGN_COMMAND_TEXT = [
     "ssh -p 22 deploy@host", "docker run -p 8080:80 web", "mysql -p mydb", "mysql -u root -p",
     "mkdir -p /tmp/build", "cp -a src dst", "tar -xpf a.tar", "use --token to authenticate",
     "--password-file /etc/pw", "run --password $DB_PASSWORD", "set --token <token>",
@@ -385,7 +385,10 @@ def test_credentials_in_console_text_are_redacted(line, kind):
     '<input type="password" value="">', "curl -u $USER:$TOKEN https://api.test/",
     "curl -u admin https://api.test/", "npm:lodash@4.17.21", "http://example.com/a/user@host",
     "mongo --port 27017 -p", "ls -a -p /var", "pip download -p 3 pkg",
-])
+]
+
+
+@pytest.mark.parametrize("line", BENIGN_COMMAND_TEXT)
 def test_command_lines_and_html_without_a_credential_are_unchanged(line):
     assert redact_text(line) == line
 
@@ -397,3 +400,29 @@ def test_a_secret_inside_a_span_the_command_rule_declined_is_still_found():
     assert redact_text(f"twine upload -p {token}") == "twine upload -p [REDACTED:github_token]"
     assert redact_text(f'<input type="text" value="{token}">') == \
         '<input type="text" value="[REDACTED:github_token]">'
+
+
+def test_the_extension_redacts_the_same_credential_text_before_it_leaves_the_browser():
+    """The extension's text rules (extension/lib/redact.js, run by Node) find the same credentials
+    in console text, so they are not journaled in clear either, and leave the same lines alone."""
+    import subprocess
+    from pathlib import Path
+
+    from support import require_tool
+
+    node = require_tool("node", why="runs the extension's lib/redact.js")
+    lib = Path(__file__).resolve().parent.parent / "extension" / "lib" / "redact.js"
+    secret = "Zq8xV3kT7mW2pL9r"
+    lines = [line.format(secret) for line, _ in CREDENTIAL_TEXT] + BENIGN_COMMAND_TEXT
+    script = (f"import {{ redactText }} from {json.dumps(lib.as_uri())};\n"
+              "const lines = JSON.parse(process.argv[1]);\n"
+              "process.stdout.write(JSON.stringify(lines.map((l) => redactText(l))));\n")
+    done = subprocess.run([node, "--input-type=module", "-e", script, json.dumps(lines)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    theirs = json.loads(done.stdout)
+    n = len(CREDENTIAL_TEXT)
+    leaks = [out for out in theirs[:n] if secret in out or "[REDACTED:" not in out]
+    assert leaks == []
+    changed = [(line, out) for line, out in zip(BENIGN_COMMAND_TEXT, theirs[n:]) if out != line]
+    assert changed == []

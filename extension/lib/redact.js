@@ -89,6 +89,32 @@ const TEXT_RULES = [
   [/\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\b/g, () => MARK('jwt')],
   // card numbers: 13-19 digits (spaces or dashes between groups) starting like a card (2-6), Luhn-valid
   [/\b[2-6](?:[ -]?\d){12,18}\b/g, (m) => { const d = m.replace(/\D/g, ''); return d.length >= 13 && d.length <= 19 && luhn(d) ? MARK('card') : m; }],
+  // Credentials in console text, as the daemon's scan finds them (gasoline/core/redact_shapes.py):
+  // a password input's value in HTML,
+  [/<input\s[^<>]{0,4096}/gi, (tag) => (/\stype\s*=\s*\\?["']?password(?![\w-])/i.test(tag)
+    ? tag.replace(/(\svalue\s*=\s*)(?:(\\?")((?:[^"\\]|\\[^"])*)(\\?")|(\\?')((?:[^'\\]|\\[^'])*)(\\?')|([^\s"'>\\]+))/gi,
+      (m, pre, q1, v1, e1, q2, v2, e2, v3) => {
+        const value = v1 ?? v2 ?? v3;
+        if (!value || value.startsWith('[REDACTED:')) return m;
+        return v1 !== undefined ? `${pre}${q1}${MARK('password')}${e1}` : v2 !== undefined ? `${pre}${q2}${MARK('password')}${e2}` : `${pre}${MARK('password')}`;
+      })
+    : tag)],
+  // --password X, --db-password X, --token X, --api-key X (a variable or a placeholder is kept),
+  [/(--(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase|secret|token|api-?key|auth-?token|access-?token|client-?secret)\s+["']?)(?!\[REDACTED:)([^\s"'$<>{}[\]`-][^\s"'`]{3,4095})/gi,
+    (m, pre, value) => `${pre}${MARK(kindOf(pre.replace(/[\s"']/g, '').replace(/^-+/, '')))}`],
+  // a password flag after the command it belongs to, on the same line (mysql -pSECRET; sshpass,
+  // docker login, mongo -p X; sqlcmd -P X; redis-cli -a X; curl -u user:pass; httpie -a user:pass)
+  [/\b(mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump|mariadb-admin)\b([^\r\n|;&]{0,300}?\s-p)(?!\[REDACTED:)([^\s"'$<>`-][^\s"'`]{0,4095})/g,
+    (m, cmd, mid) => `${cmd}${mid}${MARK('password')}`],
+  [/\b(sshpass|(?:docker|podman|buildah|nerdctl)\s+login|helm\s+registry\s+login|mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b([^\r\n|;&]{0,300}?\s-p\s+["']?)(?!\[REDACTED:)([^\s"'$<>`-][^\s"'`]{0,4095})/g,
+    (m, cmd, mid) => `${cmd}${mid}${MARK('password')}`],
+  [/\b(sqlcmd\b[^\r\n|;&]{0,300}?\s-P\s+["']?|redis-cli\b[^\r\n|;&]{0,300}?\s-a\s+["']?)(?!\[REDACTED:)([^\s"'$<>`-][^\s"'`]{0,4095})/g,
+    (m, pre) => `${pre}${MARK('password')}`],
+  [/(\bcurl\b[^\r\n|;&]{0,300}?\s(?:-u|-U|--user|--proxy-user)(?:\s+|=)["']?[^\s:"'$]{0,256}:|(?:^|\s)https?(?![\w:/.-])[^\r\n|;&]{0,300}?\s(?:-a|--auth)(?:\s+|=)["']?[^\s:"'$]{0,256}:)(?!\[REDACTED:)([^\s"'$`][^\s"'`]{0,4095})/g,
+    (m, pre) => `${pre}${MARK('password')}`],
+  // scheme://user:password@host (an empty user too) in free text
+  [/(\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s/:@"'<>]{0,256}:)(?!\[REDACTED:)([^\s/@"'<>]{1,256})(?=@)/g,
+    (m, pre) => `${pre}${MARK('credentials')}`],
 ];
 
 function redactPlainText(text) {

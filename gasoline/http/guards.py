@@ -149,6 +149,9 @@ def json_values_refusal(request) -> bytes | None:
     content = request.content
     if content is None:
         return None
+    received = getattr(request, "body_length", None)  # (GasolineRequest: the bytes received)
+    if isinstance(received, int) and received <= _TOKEN_CHECK_FROM:
+        return None  # a body (or a sealed body's plaintext, shorter) this short is under it
     if isinstance(content, BytesIO):
         with content.getbuffer() as view:
             if view.nbytes <= _TOKEN_CHECK_FROM:

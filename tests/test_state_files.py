@@ -260,3 +260,30 @@ def test_an_identity_whose_private_part_is_damaged_refuses_pairing_with_the_line
             assert "move it aside" in str(refused.value)
     assert len([line for line in logged.lines if "identity.pem" in line]) == 1
     assert ident.pins.pinned is None  # nothing pinned over a key that cannot answer
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage\n", b"\x00\xff"])
+def test_the_connector_sets_aside_a_pid_file_twistd_would_refuse(tmp_path, content):
+    """gasoline.pid is the connector's (twistd's --pidfile): one that holds no number made twistd
+    refuse to start ("contains non-numeric value") on every attempt. The connector moves it aside
+    with one line; a number (live or stale) is left for twistd to judge."""
+    from gasoline.connect.discovery import Spawner
+
+    class Recording:
+        spawned = 0
+
+        def spawnProcess(self, *args, **kwargs):
+            Recording.spawned += 1
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "gasoline.pid").write_bytes(content)
+    with Logged() as logged:
+        Spawner(Recording(), 7891, state)()
+    assert not (state / "gasoline.pid").exists()
+    assert (state / "gasoline.pid.corrupt").read_bytes() == content
+    mine = [line for line in logged.lines if "gasoline.pid" in line]
+    assert len(mine) == 1 and "remove that file" in mine[0] and Recording.spawned == 1
+    (state / "gasoline.pid").write_bytes(b"12345\n")
+    Spawner(Recording(), 7891, state)()
+    assert (state / "gasoline.pid").read_bytes() == b"12345\n"

@@ -4,6 +4,14 @@
 // brings new commands (worker/commands.js). Chrome may stop the worker at any time: an alarm
 // restarts the loop (background.js), and the command bookkeeping lives in chrome.storage.session
 // (worker/syncstate.js). After each poll the loop publishes the popup's status (`gasolineStatus`).
+//
+// Commands at interactive speed (the push path): the daemon holds a poll until a command is
+// queued and asks for the next poll at once (`next_poll_ms` 0), so one poll is always waiting and
+// a queued command reaches the worker the moment it is queued. A result does not wait for that
+// held poll: it goes out at once on a sync of its own (a *results push*: `command_results` only,
+// no settings, which the daemon then keeps), answered at once, which also brings any command
+// queued meanwhile. Every sync says `command_push: true`, so the daemon holds the next poll at
+// once after handing out commands.
 
 import { DEFAULT_SERVER_URL, isTrackedTab } from '../lib/settings.js';
 import { NotPaired } from '../lib/pairing.js';
@@ -26,8 +34,10 @@ export const IDLE_POLL_MS = 3000;
 const HEALTH_EVERY_MS = 10000;
 
 // `running`: a loop is under way; `wake`: cuts its sleep short; `lastHealthAt`: when /health was
-// last read; `lastStatusText`: the status last published.
-const loop = { running: false, wake: null, lastHealthAt: 0, lastStatusText: '' };
+// last read; `lastStatusText`: the status last published; `pushing`: a results push is in flight,
+// `pushAgain`: results came while it was (one more push follows); `sending`: the ids of the results
+// some sync in flight carries (neither sync sends a result the other one carries).
+const loop = { running: false, wake: null, lastHealthAt: 0, lastStatusText: '', pushing: false, pushAgain: false, sending: new Set(), pushed: 0 };
 
 /** Poll now (a result is ready, the settings changed). */
 export function wakeSync() {
@@ -66,16 +76,37 @@ export function pollDelayMs(delay, { idle, connected, resultsWaiting }) {
   return delay;
 }
 
-/** A command's result: kept until a poll delivers it, which it starts. */
+/**
+ * A command's result: kept until a sync delivers it. It starts one at once: the loop's next poll
+ * when the loop sleeps, else a results push (the loop's poll may be held by the daemon for 5 s).
+ */
 async function deliverResult(result) {
   if (result) await addResult(result);
-  wakeSync();
+  if (loop.wake) loop.wake();
+  else pushResults();
 }
 
-async function syncOnce() {
-  const s = await loadSettings();
+/** Sends the results waiting on syncs of their own until none is left (one push at a time). */
+export async function pushResults() {
+  if (loop.pushing) { loop.pushAgain = true; return; }
+  loop.pushing = true;
+  try {
+    do {
+      loop.pushAgain = false;
+      await syncOnce({ push: true });
+    } while (loop.pushAgain);
+  } catch (_) {
+    // Not delivered: they stay kept, and the loop's next poll carries them.
+  } finally {
+    loop.pushing = false;
+  }
+}
+
+async function syncOnce({ push = false } = {}) {
   const st = await loadSyncState();
-  const results = st.results.slice();
+  const results = st.results.filter((r) => !loop.sending.has(r.id));
+  if (push) return results.length ? pushOnce(st, results) : null;
+  const s = await loadSettings();
   const logs = pendingLogs();
   const ownLogs = logs.length;
   const drops = queues.dropReport();
@@ -103,12 +134,39 @@ async function syncOnce() {
     },
     extension_logs: logs,
     in_progress: commands.inProgress(),
+    command_push: true,
   };
+  const data = await exchange(st, body, results);
+  // Delivered: forget what we sent.
+  logsDelivered(ownLogs);
+  queues.dropsReported(drops.dropped);
+  syncSucceeded(data);
+  return nextPollMs(data);
+}
+
+/** A results push: the results, the commands in progress and the ack; no settings, no logs. */
+async function pushOnce(st, results) {
+  const body = { ext_session_id: EXT_SESSION_ID, extension_version: VERSION, in_progress: commands.inProgress(), command_push: true };
+  await exchange(st, body, results);
+  loop.pushed += results.length;
+}
+
+/**
+ * One /sync carrying `body` and `results`: its sealed answer opened, the results delivered, its
+ * new commands queued. Returns the answer.
+ */
+async function exchange(st, body, results) {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
-
-  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
-  const raw = await resp.arrayBuffer();
+  for (const r of results) loop.sending.add(r.id);
+  let resp;
+  let raw;
+  try {
+    resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+    raw = await resp.arrayBuffer();
+  } finally {
+    for (const r of results) loop.sending.delete(r.id);
+  }
   if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
   // The command channel: an answer not sealed under this session's key, for this very request, is
   // not the paired daemon's: it is not parsed and its commands are not run.
@@ -118,15 +176,10 @@ async function syncOnce() {
     throw new NotPaired('mismatch', 'an answer to /sync was not sealed by the paired Gasoline daemon: its commands were not run');
   }
   const data = JSON.parse(new TextDecoder().decode(plain));
-
-  // Delivered: forget what we sent.
-  logsDelivered(ownLogs);
-  queues.dropsReported(drops.dropped);
   resultsDelivered(st, results);
-  syncSucceeded(data);
   for (const cmd of acceptCommands(st, data)) commands.enqueue(cmd, deliverResult);
   await saveSyncState();
-  return nextPollMs(data);
+  return data;
 }
 
 /** Reads the daemon's /health (the popup shows it; failures are reported through the polls). */
@@ -200,6 +253,8 @@ export function statusSnapshot() {
     },
     ext_session_id: EXT_SESSION_ID,
     version: VERSION,
+    // Command results delivered by a results push (not waiting for the loop's next poll).
+    results_pushed: loop.pushed,
     // queues, capturing_tabs, capture_starts, pulled, dropped
     ...captureStatus(),
   };

@@ -287,20 +287,31 @@ def test_after_handing_out_commands_only_an_extension_that_pushes_results_is_ask
     d.cancel()
 
 
-def test_a_results_push_without_settings_keeps_them(clock, link):
+def test_pushes_are_answered_at_once_while_the_poll_stays_held(clock, link):
     cmd = link.commands.enqueue("dom", {}, "agent")
     results = []
     link.commands.on_result(results.append)
     d = link.sync({"settings": {"tracked_tab_id": 7, "pilot_enabled": True}, "command_push": True,
                    "last_command_ack": cmd.id})
     assert not_fired(d)  # the poll is held while the command runs
-    push = fired(link.sync({"command_push": True, "in_progress": [],
+    # A results push.
+    push = fired(link.sync({"command_push": True, "hold": False, "in_progress": [],
                             "command_results": [{"id": cmd.id, "status": "complete", "result": {"ok": 1}}]}))
     assert push["commands"] == [] and [r["id"] for r in results] == [cmd.id]
-    assert link.settings == {"tracked_tab_id": 7, "pilot_enabled": True}
+    assert link.settings == {"tracked_tab_id": 7, "pilot_enabled": True}  # none sent: kept
+    # A settings push: the tracked page changed.
+    pushed = fired(link.sync({"command_push": True, "hold": False,
+                              "settings": {"tracked_tab_id": 7, "tracked_tab_url": "http://a.test/2"}}))
+    assert pushed["commands"] == [] and link.settings["tracked_tab_url"] == "http://a.test/2"
+    assert not_fired(d) and link.commands.waiting == 1
     # A command queued now answers the held poll at once.
     nxt = link.commands.enqueue("dom", {}, "agent")
     assert [c["id"] for c in fired(d)["commands"]] == [nxt.id]
+    # Only hold false makes a sync a push.
+    link.commands.ack(nxt.id)
+    held = link.sync({"command_push": True, "hold": 0})
+    assert not_fired(held)
+    held.cancel()
 
 
 def test_with_long_polls_off_the_answers_ask_for_a_pause(clock):

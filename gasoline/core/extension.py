@@ -16,8 +16,9 @@ One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
     is always waiting and a queued command goes out the moment it is queued (a pause between
     polls would be a quantum every command waits out). After handing out commands the answer says
     200 ms (the published extension reports a result on its next poll, which must not be held),
-    or 0 to an extension that says C{command_push} (it sends each result on a request of its own
-    the moment it is ready, so its next poll can be held at once);
+    or 0 to an extension that says C{command_push} (it sends each result, and each settings change,
+    the moment it is ready on a sync of its own marked C{hold: false}, answered at once, so its
+    next poll can be held at once);
  6. commands are re-sent on every sync until acknowledged or expired; one sync hands out at most
     C{max_commands} (the oldest; C{next_poll_ms} 0 says more are waiting), so every sync, and
     the batch of results the extension answers it with, stays a short reactor turn: one agent's
@@ -248,11 +249,14 @@ class ExtensionLink:
         if isinstance(ack, str):
             self.commands.ack(ack)
         push = request.get("command_push") is True
+        # A push (C{hold: false}): the extension tells something now (a result, a settings change)
+        # while its poll is held; it is answered at once.
+        now = request.get("hold") is False
 
         commands = self.commands.deliverable()
         # A sync that reports results is answered at once: the published extension has one sync
         # in flight at a time, so holding it would delay its next result by up to 5 s.
-        if commands or reported or self.long_poll <= 0:
+        if commands or reported or now or self.long_poll <= 0:
             return succeed(self._response(commands, push))
         d = self.commands.wait(self.long_poll)
         d.addCallback(lambda _: self._response(self.commands.deliverable(), push))

@@ -65,6 +65,7 @@ from gasoline.tools._shared import (
     require_str,
     timeout_of,
 )
+from gasoline.tools import _interactive_list as interactive_list
 from gasoline.tools.schemas import MODE_PROPERTIES
 
 log = Logger()
@@ -172,10 +173,7 @@ def browser_action(ctx: Any, args: dict[str, Any]) -> Any:
 def dom_action_params(ctx: Any, args: dict[str, Any], action: str) -> dict[str, Any]:
     params: dict[str, Any] = {"action": action}
     if action == "list_interactive":
-        limit = ctx.int_arg(args, "limit", None, 1, 500)
-        if limit is not None:
-            params["limit"] = limit
-        return params
+        return interactive_list.params(ctx, args)
     if action == "wait_for":
         selector = ctx.str_arg(args, "selector") or ctx.str_arg(args, "wait_for")
         if not selector:
@@ -242,12 +240,17 @@ def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
         if action == "list_interactive":
-            _remember_elements(ctx, r)
-            count = r.get("count")
-            if not isinstance(count, int):
-                count = len(lst(r.get("elements")))
-            return (f"{count} interactive element(s)",
-                    {"result": r})
+            r = interactive_list.shape(ctx, args, r, ctx.runtime.interactive_lists)
+            _remember_elements(ctx, {"elements": [
+                {"element_id": eid, "selector": sel} for eid, sel in
+                interactive_list.selectors(ctx.runtime.interactive_lists, ctx.client_id).items()]})
+            summary = f"{r['count']} interactive element(s)"
+            if r.get("diff"):
+                summary += (f": {len(r['elements'])} new, {r['unchanged']} unchanged, "
+                            f"{len(r.get('gone', []))} gone")
+            elif r.get("next_offset") is not None:
+                summary += f" (these from {r.get('offset', 0)}; next_offset {r['next_offset']})"
+            return summary, {"result": r}
         if not read_only:
             extra = {}
             if action == "scroll_to" and isinstance(r.get("scroll_y"), (int, float)):

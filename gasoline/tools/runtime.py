@@ -29,6 +29,9 @@ class ToolRuntime:
     screen_recordings: dict[str, Any] = attrs.field(factory=dict)
     #: element id -> selector, from C{interact {what:"list_interactive"}}.
     interact_elements: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: client id -> the element ids handed out for its current page
+    #: (L{gasoline.tools._interactive_list.KnownElements}).
+    interactive_lists: dict[str, Any] = attrs.field(factory=dict)
     #: tab id -> URL, from the last C{observe {what:"tabs"}} answer.
     tab_urls: dict[Any, str] = attrs.field(factory=dict)
     #: client id -> (persisted form, parsed L{gasoline.core.noise.NoiseRules}).

@@ -334,9 +334,9 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
         assert shot["query_id"] == "q-5" and shot["correlation_id"] == "c-5"
         assert shot["data_url"].startswith("data:image/jpeg;base64,")
 
-        def idle_poll():  # the loop's poll after the last result (a results push carries no settings)
+        def idle_poll():  # the loop's poll after the last result (not a push: hold false)
             with fake.lock:
-                polls = [s for s in fake.syncs if "settings" in s and s.get("last_command_ack") == "q-9"]
+                polls = [s for s in fake.syncs if s.get("hold") is not False and s.get("last_command_ack") == "q-9"]
             return next((s for s in reversed(polls) if s["in_progress"] == []), None)
 
         last = wait_until(idle_poll, 10, interval=0.2, what="a poll with nothing in progress")
@@ -359,7 +359,7 @@ def test_push_path_a_held_poll_takes_each_command_at_once_and_results_do_not_wai
     the daemon does, and asks for the next one at once (``next_poll_ms`` 0). Each command, queued
     while a poll is held, is handed out by that held poll; the extension re-polls at once, and a
     result goes out on a sync of its own (a results push: no settings) while that next poll is still
-    held, instead of waiting for it."""
+    held, instead of waiting for it. A settings change (the pilot) goes out at once the same way."""
     sw = browser.service_worker()
     _, page, _ = browser.new_page(site.url + "/commands.html")
     tab = browser.tab_id_for(sw, site.url + "/commands.html")
@@ -382,6 +382,17 @@ def test_push_path_a_held_poll_takes_each_command_at_once_and_results_do_not_wai
             wait_until(lambda: step["id"] in fake.results(), 15, interval=0.02, what=f"{step['id']}'s result",
                        describe=fake.summary)
         results = fake.results()
+        # The pilot turned off while a poll is held: a push tells the stand-in at once.
+        wait_until(lambda: fake.held, 15, interval=0.02, what="a held poll", describe=fake.summary)
+        browser.storage_set(sw, {"aiWebPilotEnabled": False}, pair=False)
+
+        def pilot_off_pushed():
+            with fake.lock:
+                return any(s.get("hold") is False and s["settings"]["pilot_enabled"] is False and m["held_at_arrival"] >= 1
+                           for s, m in zip(fake.syncs, fake.sync_meta))
+
+        wait_until(pilot_off_pushed, 4, interval=0.02, what="a push with the pilot off while the poll is held",
+                   describe=fake.summary)
         with fake.lock:
             syncs, meta = list(fake.syncs), list(fake.sync_meta)
 
@@ -397,7 +408,7 @@ def test_push_path_a_held_poll_takes_each_command_at_once_and_results_do_not_wai
     # The slow command's result came on a results push while the loop's next poll was held.
     carrying = [(s, m) for s, m in zip(syncs, meta) if any(r["id"] == "q-5" for r in s.get("command_results", []))]
     push, push_meta = carrying[0]
-    assert "settings" not in push and "extension_logs" not in push, push
+    assert push.get("hold") is False and "extension_logs" not in push, push
     assert push_meta["held_at_arrival"] >= 1, push_meta
     # Each result was delivered once.
     delivered = [r["id"] for s in syncs for r in s.get("command_results", [])]

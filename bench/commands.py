@@ -14,7 +14,7 @@ its extension, in a browser of its own), e.g. ``main`` exported with
 in alternating rounds, so the machine's changing load falls on both alike.
 
 ``--bytes`` also prints the bytes an agent reads (the text of the tool results) for a few typical
-calls, with the same setups.
+calls, with the same setups (after the timed rounds: the session has made calls already).
 
     .venv/bin/python bench/commands.py [--rounds 20] [--baseline /tmp/gasoline-main] [--bytes]
 """
@@ -130,17 +130,33 @@ def mode_call(setup: Setup, mode: str, i: int) -> float:
     return ms
 
 
-#: Typical calls whose answer sizes (the text an agent reads) are compared.
+#: Typical calls whose answer sizes (the text an agent reads) are compared, in a session that has
+#: already made calls (what every later call of an agent's session reads). Before them the tracked
+#: tab visits /bench.html (console output, five fetches, a WebSocket) and then /agent.html, which
+#: makes one fetch of its own: the current page is /agent.html.
 BYTE_CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("interact get_text", "interact", {"what": "get_text", "selector": "#greeting"}),
     ("interact click", "interact", {"what": "click", "selector": "text=Send greeting"}),
+    ("interact type", "interact", {"what": "type", "selector": "#who", "text": "Ada"}),
     ("interact execute_js", "interact", {"what": "execute_js", "script": "return 1"}),
     ("analyze dom", "analyze", {"what": "dom", "selector": "#fruits li"}),
     ("interact list_interactive", "interact", {"what": "list_interactive"}),
+    ("list_interactive again (diff)", "interact", {"what": "list_interactive", "diff": True}),
     ("observe errors", "observe", {"what": "errors"}),
     ("observe network_bodies", "observe", {"what": "network_bodies"}),
     ("observe vitals", "observe", {"what": "vitals"}),
 ]
+
+
+def byte_sizes(setup: "Setup") -> dict[str, int]:
+    site = setup.site.url
+    setup.call("interact", {"what": "navigate", "url": site + "/bench.html?bytes"})
+    time.sleep(1.0)
+    setup.call("interact", {"what": "navigate", "url": site + "/agent.html?bytes"})
+    setup.call("interact", {"what": "execute_js", "world": "main",
+                            "script": "return fetch('/api/ok?bytes=1', {method: 'POST', body: 'b'}).then((r) => r.status)"})
+    time.sleep(2.0)  # the bodies and the performance snapshots reach the daemon
+    return {name: answer_bytes(setup.call(tool, call_args)[1]) for name, tool, call_args in BYTE_CALLS}
 
 
 def answer_bytes(result: dict) -> int:
@@ -184,9 +200,7 @@ def main() -> int:
                         samples[s.label][m].append(ms)
         if args.bytes:
             for s in setups:
-                s.call("interact", {"what": "navigate", "url": site.url + "/agent.html?bytes"})
-                for name, tool, call_args in BYTE_CALLS:
-                    sizes[s.label][name] = answer_bytes(s.call(tool, call_args)[1])
+                sizes[s.label] = byte_sizes(s)
     finally:
         for s in setups:
             s.stop()
@@ -213,9 +227,11 @@ def main() -> int:
     data: dict[str, Any] = {"rounds": args.rounds, "load_average": [load[0], load_after[0]], "modes": report,
                             "setups": {s.label: str(s.tree) for s in setups}}
     if args.bytes:
-        print_table("bytes an agent reads (text content of the tool result)",
-                    ["call"] + [s.label for s in setups],
-                    [[name] + [sizes[s.label][name] for s in setups] for name, _, _ in BYTE_CALLS])
+        rows = [[name] + [sizes[s.label][name] for s in setups] for name, _, _ in BYTE_CALLS]
+        rows.append(["median"] + [int(median(list(sizes[s.label].values()))) for s in setups])
+        rows.append(["total"] + [sum(sizes[s.label].values()) for s in setups])
+        print_table("bytes an agent reads per call (text content of the tool result)",
+                    ["call"] + [s.label for s in setups], rows)
         data["answer_bytes"] = sizes
     print(f"\nwrote {write_json('commands', data)}")
     return 0

@@ -140,15 +140,19 @@ def _snapshot(url, tab=7, lcp=1000.0):
 
 def test_vitals_read_the_current_page_by_default(app):
     app.store.add_performance([_snapshot("http://app.test/a", lcp=900.0), _snapshot(PAGE + "?v=3", lcp=1200.0),
-                               _snapshot("http://app.test/c", tab=8)])
+                               _snapshot(PAGE + "?v=2", lcp=1300.0), _snapshot("http://app.test/c", tab=8)])
     s = session_for(app, "agent")
     # No tracked page yet: every page.
-    assert call(app, s, "observe", {"what": "vitals"})[2]["count"] == 3
+    assert call(app, s, "observe", {"what": "vitals"})[2]["count"] == 4
     connect(app)
+    # The current page's latest load (the newest snapshot of that page: another query string).
     summary, data = call(app, s, "observe", {"what": "vitals"})[1:]
-    assert [p["url"] for p in data["pages"]] == [PAGE + "?v=3"]
+    assert [p["url"] for p in data["pages"]] == [PAGE + "?v=2"]
     assert summary.startswith(f"web vitals of the current page {PAGE}") and 'scope:"all"' in summary
-    assert call(app, s, "observe", {"what": "vitals", "scope": "all"})[2]["count"] == 3
+    # The tracked URL's own snapshot when there is one.
+    connect(app, url=PAGE + "?v=3")
+    assert [p["url"] for p in call(app, s, "observe", {"what": "vitals"})[2]["pages"]] == [PAGE + "?v=3"]
+    assert call(app, s, "observe", {"what": "vitals", "scope": "all"})[2]["count"] == 4
     connect(app, url="http://app.test/new")
     summary, data = call(app, s, "observe", {"what": "vitals"})[1:]
     assert data["pages"] == [] and summary.startswith("no web vitals yet for the current page")

@@ -8,6 +8,9 @@ as the published extension sends, is not ruled out by its tab) and its page URL
 (C{page_url}; a performance snapshot's C{url}) is that page; an entry without a page URL is kept
 by its tab alone.
 
+C{observe vitals} shows the current page's latest load: the snapshot of the tracked URL itself,
+else the newest one of the same page.
+
 C{scope: "all"} reads everything since the agent connected (the earlier default); C{tab_id} or
 C{url} name what to read explicitly, and then no page scope applies. With no tracked tab the
 default reads everything and says so (C{scope: "current_page"} asked for explicitly then is an

@@ -46,6 +46,13 @@ def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         except Exception:  # a malformed snapshot: show it raw rather than fail the read
             pages.append({"url": snap.get("url"), "raw": snap})
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    if on_page is not None:
+        # The current page's latest load: the snapshot of the tracked URL itself, else the newest
+        # of the same page (another query string).
+        tracked = (getattr(ctx.app.extension, "settings", None) or {}).get("tracked_tab_url")
+        exact = [p for p in pages if p.get("url") == tracked]
+        limit = 1
+        pages = exact or pages
     pages = pages[:limit]
     data: dict[str, Any] = {"count": len(pages), "pages": pages}
     if applied:

@@ -231,3 +231,27 @@ def test_list_interactive_bad_paging_is_a_clear_error(h, args):
     with pytest.raises(GasolineError) as e:
         h.run(INTERACT, "list_interactive", args, tool="interact")
     assert e.value.code == "invalid_param"
+
+
+# -- DOM action answers -----------------------------------------------------------------------------
+
+
+def _dom(h, mode, args, result):
+    d = h.run(INTERACT, mode, args, tool="interact")
+    [cmd] = h.commands()
+    h.answer(cmd, result)
+    return parse(fired(d))
+
+
+def test_dom_action_answers_do_not_echo_the_call(h):
+    element = {"tag": "button", "selectors": {"css": "#send", "role": {"role": "button", "name": "Send"}}}
+    summary, data = _dom(h, "get_text", {"selector": "#out"}, {
+        "success": True, "action": "get_text", "selector": "#out", "text": "done", "element": element})
+    assert summary == "text of '#out'" and data["result"] == {"success": True, "text": "done"}
+    # An action keeps which element its selector reached.
+    summary, data = _dom(h, "click", {"selector": "text=Send"}, {
+        "success": True, "action": "click", "selector": "text=Send", "element": element})
+    assert summary == "click 'text=Send' done" and data["result"] == {"success": True, "element": element}
+    # A failure is passed on whole.
+    failed = {"success": False, "error": "element_not_found", "action": "click", "selector": "#nope"}
+    assert _dom(h, "click", {"selector": "#nope"}, failed)[1]["result"] == failed

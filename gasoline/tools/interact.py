@@ -216,6 +216,20 @@ def dom_action_params(ctx: Any, args: dict[str, Any], action: str) -> dict[str, 
     return params
 
 
+#: What a DOM action's answer echoes of the call (the mode, the selector: the summary names it).
+_ECHOED = ("action", "selector")
+
+
+def _lean(result: dict[str, Any], read_only: bool) -> dict[str, Any]:
+    """A DOM action's answer without what the agent sent (C{action}, C{selector}) and, for a read,
+    without the element's description (the value read is the answer; an action keeps it: which
+    element a C{text=} or C{role=} selector reached)."""
+    if result.get("success") is not True:
+        return result
+    drop = _ECHOED + ("element",) if read_only else _ECHOED
+    return {k: v for k, v in result.items() if k not in drop}
+
+
 def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
     action = ctx.mode
     read_only = action in READ_ONLY_DOM_ACTIONS
@@ -256,6 +270,7 @@ def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
             if action == "scroll_to" and isinstance(r.get("scroll_y"), (int, float)):
                 extra["scroll_y"] = r["scroll_y"]
             record(ctx, kind, r, **fields, **extra)
+        r = _lean(r, read_only)
         if action == "get_text":
             return f"text of {selector!r}", {"result": r}
         if action in ("get_value", "get_attribute"):

@@ -7,12 +7,14 @@ unpacked extension, and the official ``mcp`` SDK as the agent.
   the daemon learns the tracked page's new URL after a navigation from a push;
 - lean answers: the untrusted-content note once per session and tool; ``observe network_bodies``
   of the current page by default, everything with ``scope: "all"``; ``list_interactive`` in pages
-  (``offset``) and as a diff after the page grew.
+  (``offset``) and as a diff after the page grew; ``observe vitals`` of the current page by default.
 
 Round-trip times are measured by ``bench/commands.py``, not asserted here.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 from harness import daemon_get, wait_until
@@ -77,6 +79,13 @@ def test_network_bodies_of_the_current_page_and_list_interactive_pages_and_diffs
     wait_until(both_bodies, 20, interval=0.2, what="both pages' bodies in the daemon")
 
     async def body(client_id, session):
+        # Both pages' performance snapshots (each sent once its load settled).
+        for _ in range(100):
+            every_page = await call(session, "observe", {"what": "vitals", "scope": "all"})
+            if {p["url"] for p in every_page[1]["pages"]} >= {first, second}:
+                break
+            await asyncio.sleep(0.2)
+        vitals = await call(session, "observe", {"what": "vitals"})
         current = await call(session, "observe", {"what": "network_bodies"})
         everything = await call(session, "observe", {"what": "network_bodies", "scope": "all", "after_cursor": 0})
         first_page = await call(session, "interact", {"what": "list_interactive", "limit": 2})
@@ -86,9 +95,12 @@ def test_network_bodies_of_the_current_page_and_list_interactive_pages_and_diffs
                    " b.textContent = 'Late button'; document.body.append(b); return true"})
         diff = await call(session, "interact", {"what": "list_interactive", "diff": True})
         clicked = await call(session, "interact", {"what": "click", "element_id": diff[1]["result"]["elements"][0]["element_id"]})
-        return current, everything, first_page, rest, diff, clicked
+        return every_page, vitals, current, everything, first_page, rest, diff, clicked
 
-    [(current, everything, first_page, rest, diff, clicked)] = agents(ext_daemon, ["e2e-lean"], body)
+    [(every_page, vitals, current, everything, first_page, rest, diff, clicked)] = agents(ext_daemon, ["e2e-lean"], body)
+    assert {p["url"] for p in every_page[1]["pages"]} >= {first, second}, every_page
+    assert [p["url"] for p in vitals[1]["pages"]] == [second], vitals
+    assert vitals[0].startswith(f"web vitals of the current page {second}")
     tags = lambda data: [e["url"].rsplit("=", 1)[-1] for e in data["entries"] if "/api/ok?from=" in e["url"]]  # noqa: E731
     assert tags(current[1]) == ["second"], current
     assert current[1]["filters"]["scope"] == "current_page" and current[1]["filters"]["page"] == second

@@ -222,7 +222,8 @@ class ScriptedDaemon:
                             if acked in ids:
                                 outer.commands = outer.commands[ids.index(acked) + 1:]
                         cmds = list(outer.commands)
-                        if not cmds and not body.get("command_results") and outer.hold > 0.2:
+                        if (not cmds and not body.get("command_results") and body.get("hold") is not False
+                                and outer.hold > 0.2):
                             meta["was_held"] = True
                             outer.held += 1
                             outer.added.wait_for(lambda: outer.commands, timeout=outer.hold)

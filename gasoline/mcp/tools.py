@@ -126,6 +126,11 @@ class ToolRegistry:
         #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
         #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
         self.observers: list[Any] = []
+        #: Add fields to every result's C{_meta}: C{provider(session) -> dict | None}, called
+        #: after redaction (their values are the daemon's own counters, never page text) on
+        #: every call, proxied or not (C{_meta.data_counts}, L{gasoline.tools}). They run on the
+        #: reactor thread and must be cheap: counters, no scans.
+        self.meta_providers: list[Callable[[Any], dict[str, Any] | None]] = []
         self._audit: OrderedDict[str, deque[AuditRecord]] = OrderedDict()
 
     def add(self, tool: Tool) -> None:
@@ -330,6 +335,8 @@ class ToolRegistry:
 
         def done(result: Any) -> Any:
             result = self.finish(result, capped=not tool.proxied)
+            if self.meta_providers and isinstance(result, dict):
+                _add_meta(result, self.meta_providers, session)
             failed = isinstance(result, dict) and result.get("isError") is True
             code = None
             if failed:
@@ -401,6 +408,25 @@ def _redact_block(redactor: Redactor, block: dict[str, Any]) -> dict[str, Any]:
             if key in resource:
                 out["resource"][key] = resource[key]
     return out
+
+
+def _add_meta(result: dict[str, Any], providers: list[Callable[[Any], dict[str, Any] | None]],
+               session: Any) -> None:
+    """Merge every provider's fields into C{result["_meta"]} (made a dict if it is not one: a
+    proxied server's non-object C{_meta} is kept under C{_meta.server})."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict):
+        meta = {} if meta is None else {"server": meta}
+    for provider in providers:
+        try:
+            extra = provider(session)
+        except Exception:
+            log.failure("result meta provider {p!r} failed", p=provider)
+            continue
+        if extra:
+            meta.update(extra)
+    if meta:
+        result["_meta"] = meta
 
 
 def _stop_reporter(result: Any, reporter: Any) -> Any:

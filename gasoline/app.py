@@ -50,6 +50,7 @@ from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
 from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.proxy_api import ProxyAPI
+from gasoline.http.reads import LogsResource
 from gasoline.http.site import GasolineRoot
 from gasoline.http.status_page import StatusPage
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
@@ -230,6 +231,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     assert identity is not None  # build_daemon gives the link the daemon's identity
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown, identity=identity)
+    ingest_resource = ingest.resource()
     mcp_http = McpHTTP(mcp, session_binder=proxy.bind if proxy is not None else None)
     mcp_http.keepalive_service.setServiceParent(services)
     mounts: dict[bytes, Any] = {
@@ -239,6 +241,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         b"pairing": PairingAPI(
             identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource(),
         b"session": ProxyAPI(proxy).resource(),
+        # GET /logs: a cursor read for agents; POST and DELETE stay the extension's ingest.
+        b"logs": LogsResource(mcp, ingest_resource),
     }
     if proxy is not None and metrics is not None:
         from gasoline.proxy.metrics import register as register_proxy_metrics
@@ -257,7 +261,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
     mounts[b""] = mounts[b"ui"] = _status_page(daemon, mcp, services, identity, streaming,
                                                relay, proxy)
-    return GasolineRoot(guard=Guard.from_config(config), fallback=ingest.resource(),
+    return GasolineRoot(guard=Guard.from_config(config), fallback=ingest_resource,
                         mounts=mounts,
                         on_response=metrics.request_done if metrics is not None else None)
 

@@ -171,6 +171,8 @@ ROUTES: tuple[Route, ...] = (
     Route("/clients", ("GET", "POST"), _A),
     Route("/clients/{client}", ("GET", "DELETE"), _A),
     Route("/events", GET, _A),
+    # A cursor read of the console log (gasoline.http.reads); POST/DELETE /logs are the extension's.
+    Route("/logs", GET, _A),
     Route("/session/init", POST, _A),
     Route("/session/{session}", ("GET", "DELETE"), _A),
     Route("/session/{session}/destroy", ("POST", "DELETE"), _A),

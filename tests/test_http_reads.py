@@ -102,3 +102,12 @@ def test_api_key_is_required_and_the_extension_routes_are_unchanged(tmp_path):
     assert code == 200 and body["received"] == 2
     code, body = d.read("agent-a", **{"X-Gasoline-Key": "k" * 32})
     assert code == 200 and len(body["entries"]) == 2
+
+
+def test_a_preflight_is_judged_by_the_route_it_asks_for(tmp_path):
+    d = Daemon(tmp_path)
+    ext = {"Origin": "chrome-extension://abcdefghijklmnop"}
+    code, _ = d.request("OPTIONS", "/logs", {**ext, "Access-Control-Request-Method": "POST"})
+    assert code == 204  # the extension's POST /logs
+    code, _ = d.request("OPTIONS", "/logs", {**ext, "Access-Control-Request-Method": "GET"})
+    assert code == 403  # GET /logs is an agent's: no extension origin

@@ -157,6 +157,19 @@ class ToolRegistry:
             records = records[-limit:]
         return [r.to_json() for r in records]
 
+    def audit_event(self, client_id: str, tool: str, mode: str, details: dict[str, Any],
+                    outcome: str = "ok", error: str | None = None) -> None:
+        """Record something done for C{client_id} that is not one of its tool calls (a proxy
+        session started, ended, a proxied server restarted) in its audit log, and tell the
+        observers that have C{audit_event(client_id, record)} (the log dir's client logs)."""
+        now = self.clock.seconds() if self.clock is not None else 0.0
+        record = AuditRecord(now, tool, mode, self._audit_params(details), 0.0, outcome, error)
+        self._record(client_id, record)
+        for observer in self.observers:
+            hook = getattr(observer, "audit_event", None)
+            if hook is not None:
+                _notify(hook, client_id, record.to_json())
+
     def _record(self, client_id: str, record: AuditRecord) -> None:
         log_ = self._audit.get(client_id)
         if log_ is None:

@@ -18,6 +18,7 @@ children (stdin closed, SIGTERM, SIGKILL, reaped).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -144,6 +145,24 @@ class ProxyManager:
             "shared": len(self.shared),
         }
 
+    # -- audit ---------------------------------------------------------------------------------
+
+    def audit(self, session: ProxySession, mode: str, details: dict[str, Any],
+              outcome: str = "ok", error: str | None = None) -> None:
+        """Record a session event in its agent's tool audit (C{configure audit_log}, the log
+        dir's C{clients/<id>.log}) as tool C{proxy}; proxied calls are recorded there by the
+        tool registry itself, as C{<server>__<tool>}."""
+        tools = getattr(self.mcp, "tools", None)
+        hook = getattr(tools, "audit_event", None)
+        if hook is None:
+            return
+        # The session id is a bearer credential (it opens the session's routes): the audit
+        # keeps a reference that tells sessions apart without granting anything.
+        ref = hashlib.sha256(session.session_id.encode()).hexdigest()[:12]
+        hook(session.client_id, "proxy", mode,
+             {"ref": ref, "working_directory": session.working_directory, **details},
+             outcome, error)
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def create(self, body: dict[str, Any], *, session_id: str | None = None,
@@ -178,6 +197,8 @@ class ProxyManager:
         self._arm_idle(session)
         if self.document is not None:
             self.document.mark_dirty()
+        self.audit(session, "session_restored" if restored is not None else "session_start",
+                   {"servers": sorted(n for n, e in session.servers.items() if e.enabled)})
         if restored is not None:
             return succeed(session)
         return self._start_children(session)
@@ -308,8 +329,15 @@ class ProxyManager:
         peer = self._new_peer(name, server, command, args, env, cwd, caps, on_request,
                               on_notification, on_state)
 
-        def restarted(_: ServerPeer) -> None:
+        def restarted(child: ServerPeer) -> None:
             self.restart_counts[name] = self.restart_counts.get(name, 0) + 1
+            users = [session] if session is not None else [
+                s for s in self.sessions.values() if name in s.servers]
+            for user in users:
+                self.audit(user, "server_restart", {
+                    "server": name, "shared": session is None,
+                    "restarts": getattr(child, "restarts", None),
+                    "after": getattr(child, "last_error", None)})
 
         peer.on_restart = restarted
         return peer
@@ -400,6 +428,7 @@ class ProxyManager:
         session.closed = True
         log.info("proxy session {sid} ({wd}) {why}", sid=session_id,
                  wd=session.working_directory, why=why)
+        self.audit(session, "session_end", {"why": why})
         call, session.idle_call = session.idle_call, None
         if call is not None and call.active():
             call.cancel()

@@ -344,6 +344,7 @@ class Streaming:
                 "last_seq": agent.inbox.last_seq, "acknowledged": agent.inbox.acked,
                 "dropped": agent.inbox.dropped, "throttled": agent.throttled_total,
                 "pushed": agent.pushed, "inbox_capacity": agent.inbox.capacity,
+                "queued": agent.queued, "delivered_late": agent.queued_total,
                 "stream": None if session is None else session.transport}
 
     # -- GET /events listeners -------------------------------------------------------------------

@@ -26,6 +26,9 @@ log = Logger()
 
 #: Items an agent's inbox holds (the oldest leave first).
 DEFAULT_INBOX = 100
+#: Matched events over the rate limit an C{over_limit: "queue"} agent keeps for the next windows
+#: (the oldest leave first, counted as throttled).
+QUEUE_CAPACITY = 100
 
 #: A C{GET /events} listener: called with each new inbox item.
 Listener = Callable[[dict[str, Any]], None]
@@ -119,6 +122,14 @@ class AgentStream:
         self.pushed = 0
         #: C{notifications/resources/updated} sent and not yet followed by a read.
         self.resource_told = False
+        #: C{over_limit: "queue"}: matched events over the rate limit, C{(data, level)} oldest
+        #: first, let out by the rate at the next windows (None: C{drop}).
+        self.queue: deque[tuple[dict[str, Any], str]] | None = \
+            deque() if subscription.queues else None
+        #: Events that went through the queue (delivered late), and the call that lets the
+        #: next window's share out.
+        self.queued_total = 0
+        self.drain_call: IDelayedCall | None = None
 
     @property
     def throttled_total(self) -> int:
@@ -139,6 +150,17 @@ class AgentStream:
         self.matcher = Matcher(subscription)
         self.test = None
         self.raw = raw
+        if subscription.queues and self.queue is None:
+            self.queue = deque()
+        elif not subscription.queues and self.queue is not None:
+            # Back to C{drop}: what waited is dropped and counted as throttled.
+            self.counted(len(self.queue))
+            self.queue = None
+
+    @property
+    def queued(self) -> int:
+        """Events waiting in the over-limit queue now."""
+        return len(self.queue) if self.queue is not None else 0
 
     def wake(self) -> None:
         """Fire (with None) every long-poll waiting for an item."""
@@ -166,10 +188,12 @@ class AgentStream:
     def end(self) -> None:
         """The subscription ended (unsubscribed, expired, daemon stopping): cancel the pending
         notices, release the long-polls and end every listener's stream."""
-        for call in (self.notice_call, self.full_call):
+        for call in (self.notice_call, self.full_call, self.drain_call):
             if call is not None and call.active():
                 call.cancel()
-        self.notice_call = self.full_call = None
+        self.notice_call = self.full_call = self.drain_call = None
+        if self.queue is not None:
+            self.queue.clear()
         self.wake()
         enders, self.enders = self.enders, {}
         self.listeners = []

@@ -37,7 +37,11 @@ MAX_SLOW_MS = 600_000
 MAX_MATCH_URL = 4096
 ALL_WARNING = ("subscribed to 'all': every event type is streamed, which can be many events per "
                "second; prefer the types you need (rate limit {rate}/s)")
-FILTER_KEYS = ("severity", "url_pattern", "exclude_pattern", "rate_limit", "slow_ms")
+FILTER_KEYS = ("severity", "url_pattern", "exclude_pattern", "rate_limit", "slow_ms",
+               "over_limit")
+#: What happens to matched events over the rate limit: counted and dropped (the default), or
+#: queued (bounded, L{gasoline.streaming.inbox.QUEUE_CAPACITY}) and delivered after the window.
+OVER_LIMIT = ("drop", "queue")
 
 
 def _re2_options() -> Any:
@@ -96,15 +100,21 @@ class Subscription:
     exclude_pattern: str | None = None
     rate_limit: int = DEFAULT_RATE
     slow_ms: int = DEFAULT_SLOW_MS
+    over_limit: str = "drop"
 
     @property
     def all(self) -> bool:
         return ALL in self.types
 
+    @property
+    def queues(self) -> bool:
+        """Over-limit events are queued and delivered after the window (C{over_limit: queue})."""
+        return self.over_limit == "queue"
+
     def filters(self) -> dict[str, Any]:
         return {"severity": self.severity, "url_pattern": self.url_pattern,
                 "exclude_pattern": self.exclude_pattern, "rate_limit": self.rate_limit,
-                "slow_ms": self.slow_ms}
+                "slow_ms": self.slow_ms, "over_limit": self.over_limit}
 
     def to_json(self) -> dict[str, Any]:
         return {"enabled": True, "subscribe": list(self.types), "filters": self.filters()}
@@ -188,8 +198,14 @@ def parse(args: dict[str, Any]) -> Subscription | None:
     rate = _int(filters, "rate_limit", DEFAULT_RATE_ALL if ALL in types else DEFAULT_RATE,
                 MIN_RATE, MAX_RATE)
     slow = _int(filters, "slow_ms", DEFAULT_SLOW_MS, 1, MAX_SLOW_MS)
+    over_limit = filters.get("over_limit")
+    if over_limit is None:
+        over_limit = "drop"
+    if over_limit not in OVER_LIMIT:
+        raise InvalidParam(f"filters.over_limit must be one of {', '.join(OVER_LIMIT)}",
+                           param="filters.over_limit", valid=list(OVER_LIMIT))
     return Subscription(tuple(types), severity, patterns["url_pattern"],
-                        patterns["exclude_pattern"], rate, slow)
+                        patterns["exclude_pattern"], rate, slow, over_limit)
 
 
 def search_set(pattern: str) -> Any:

@@ -227,13 +227,16 @@ STREAMING_PROPERTIES: dict[str, Any] = {
         "description": "streaming: the event types to receive."},
     "filters": {"type": "object", "description": "streaming: severity (low|medium|high|critical, "
                 "the minimum), url_pattern / exclude_pattern (RE2, at most 100 characters), "
-                "rate_limit (1-100 events per second), slow_ms (network_slow budget).",
+                "rate_limit (1-100 events per second), slow_ms (network_slow budget), "
+                "over_limit (drop | queue: events over the rate limit are dropped and counted, "
+                "or queued, at most 100, and sent after the window).",
                 "properties": {
                     "severity": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
                     "url_pattern": {"type": "string", "maxLength": 100},
                     "exclude_pattern": {"type": "string", "maxLength": 100},
                     "rate_limit": {"type": "integer", "minimum": 1, "maximum": 100},
-                    "slow_ms": {"type": "integer", "minimum": 1}}},
+                    "slow_ms": {"type": "integer", "minimum": 1},
+                    "over_limit": {"type": "string", "enum": ["drop", "queue"]}}},
 }
 #: C{observe {what:"events"}} (gasoline.tools._events).
 EVENTS_PROPERTIES: dict[str, Any] = {

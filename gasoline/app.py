@@ -197,6 +197,12 @@ def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
     streaming = Streaming(daemon.clock, daemon.store.notifier, daemon.registry, sessions,
                           redact_text=Redactor().redact_value, on_latency=on_latency)
     streaming.service().setServiceParent(services)
+    # dom_change: the extension link carries the agents' DOM watches to the extension and hands
+    # what it reports back to the hub.
+    link = daemon.extension
+    if hasattr(link, "set_dom_watches"):
+        streaming.watches.publish = link.set_dom_watches
+        link.on_dom_changes = streaming.publish_dom
     return streaming
 
 

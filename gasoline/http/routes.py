@@ -191,6 +191,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/enhanced-actions", POST, _E),
     Route("/network-waterfall", POST, _E),
     Route("/websocket-events", POST, _E),
+    Route("/dom-changes", POST, _E),
     Route("/performance-snapshots", POST, _E),
     Route("/extension-logs", POST, _E),
     Route("/api/extension-status", POST, _E),

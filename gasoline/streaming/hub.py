@@ -42,6 +42,7 @@ from twisted.internet.interfaces import IReactorTime
 from gasoline.core.lifecycle import StopHook
 from gasoline.streaming.delivery import Delivery
 from gasoline.streaming.dispatch import Dispatcher
+from gasoline.streaming.domwatch import DomWatches
 from gasoline.streaming.events import SOURCE_BUFFERS, audit_events, buffers_for
 from gasoline.streaming.inbox import DEFAULT_INBOX, AgentStream, Listener
 from gasoline.streaming.redaction import UNTRUSTED, EventRedactor
@@ -97,6 +98,9 @@ class Streaming:
         self._wanted_types: frozenset[str] | None = frozenset()
         self._refreshed = float("-inf")
         self._stale = True
+        #: The agents' DOM watches (C{dom_change}); C{watches.publish} is set by the app to the
+        #: extension link's setter.
+        self.watches = DomWatches()
         #: Set when an agent was added, removed or reconfigured: L{active} has the dispatcher
         #: make a new key spec.
         self._spec_stale = True
@@ -143,6 +147,7 @@ class Streaming:
             if agent is not None:
                 self._drop(agent)
             self._stale = self._spec_stale = True
+            self.active()
             return None
         raw = subscription.to_json()
         state.subscriptions[STATE_KEY] = raw
@@ -155,6 +160,7 @@ class Streaming:
             self.dispatcher.leave(agent)  # counted with the old filters up to here
             agent.reconfigure(subscription, raw)
         self._stale = self._spec_stale = True
+        self.active()  # the extension learns a new DOM watch now, not at the next write
         return agent
 
     def _new_agent(self, client_id: str, subscription: Subscription, raw: Any) -> AgentStream:
@@ -218,6 +224,7 @@ class Streaming:
             if self._spec_stale:
                 self._spec_stale = False
                 self.dispatcher.respec(self._active)
+            self.watches.update(self._active)
         return self._active
 
     # -- the notifier's subscriber (off the ingest path) ---------------------------------------
@@ -243,6 +250,24 @@ class Streaming:
             return
         self.writes_seen += 1
         self.dispatcher.write(write, agents)
+
+    def publish_dom(self, report: dict[str, Any]) -> int:
+        """The extension reported DOM watches met (C{POST /dom-changes}): each change is a
+        C{dom_change} event for the one agent whose watch it is (rate limit, notices and inbox
+        as for every event). Return how many events were made."""
+        agents = self.active()
+        if not agents:
+            return 0
+        by_agent: dict[str, list[Any]] = {}
+        for client_id, event in self.watches.events(report, self.clock.seconds()):
+            by_agent.setdefault(client_id, []).append(event)
+        n = 0
+        for client_id, events in by_agent.items():
+            agent = self.agents.get(client_id)
+            if agent is not None and agent in agents:
+                self.dispatcher.dispatch(events, (agent,))
+                n += len(events)
+        return n
 
     def publish_audit(self, violations: Iterable[Any], url: str, tab_id: Any) -> int:
         """An accessibility audit ran: its violations become C{accessibility_violation} events.

@@ -20,7 +20,13 @@ import attrs
 import re2
 
 from gasoline.core.errors import InvalidParam
-from gasoline.streaming.events import EVENT_TYPES, SEVERITIES, SEVERITY_RANK, StreamEvent
+from gasoline.streaming.events import (
+    ALL_TYPES,
+    EVENT_TYPES,
+    SEVERITIES,
+    SEVERITY_RANK,
+    StreamEvent,
+)
 
 ALL = "all"
 MAX_TYPES = 10
@@ -39,6 +45,11 @@ ALL_WARNING = ("subscribed to 'all': every event type is streamed, which can be 
                "second; prefer the types you need (rate limit {rate}/s)")
 FILTER_KEYS = ("severity", "url_pattern", "exclude_pattern", "rate_limit", "slow_ms",
                "over_limit")
+#: C{dom_change} watches: at most this many per agent; selector and text lengths.
+MAX_WATCHES = 10
+MAX_SELECTOR = 300
+MAX_WATCH_TEXT = 200
+CONDITIONS = ("appears", "disappears", "text_matches")
 #: What happens to matched events over the rate limit: counted and dropped (the default), or
 #: queued (bounded, L{gasoline.streaming.inbox.QUEUE_CAPACITY}) and delivered after the window.
 OVER_LIMIT = ("drop", "queue")
@@ -101,6 +112,8 @@ class Subscription:
     rate_limit: int = DEFAULT_RATE
     slow_ms: int = DEFAULT_SLOW_MS
     over_limit: str = "drop"
+    #: C{dom_change}: C{(selector, condition, text)} watched in the tracked tab.
+    watches: tuple[tuple[str, str, str | None], ...] = ()
 
     @property
     def all(self) -> bool:
@@ -116,8 +129,16 @@ class Subscription:
                 "exclude_pattern": self.exclude_pattern, "rate_limit": self.rate_limit,
                 "slow_ms": self.slow_ms, "over_limit": self.over_limit}
 
+    def watch_json(self) -> list[dict[str, Any]]:
+        return [{"selector": sel, "condition": cond, **({"text": text} if text else {})}
+                for sel, cond, text in self.watches]
+
     def to_json(self) -> dict[str, Any]:
-        return {"enabled": True, "subscribe": list(self.types), "filters": self.filters()}
+        out: dict[str, Any] = {"enabled": True, "subscribe": list(self.types),
+                               "filters": self.filters()}
+        if self.watches:
+            out["watch"] = self.watch_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> "Subscription | None":
@@ -126,7 +147,7 @@ class Subscription:
             return None
         try:
             return parse({"enabled": True, "subscribe": data.get("subscribe"),
-                          "filters": data.get("filters") or {}})
+                          "filters": data.get("filters") or {}, "watch": data.get("watch")})
         except InvalidParam:
             return None
 
@@ -204,8 +225,56 @@ def parse(args: dict[str, Any]) -> Subscription | None:
     if over_limit not in OVER_LIMIT:
         raise InvalidParam(f"filters.over_limit must be one of {', '.join(OVER_LIMIT)}",
                            param="filters.over_limit", valid=list(OVER_LIMIT))
+    watches = _watches(args.get("watch"), "dom_change" in types)
     return Subscription(tuple(types), severity, patterns["url_pattern"],
-                        patterns["exclude_pattern"], rate, slow, over_limit)
+                        patterns["exclude_pattern"], rate, slow, over_limit, watches)
+
+
+def _watches(raw: Any, wanted: bool) -> tuple[tuple[str, str, str | None], ...]:
+    """Validate C{watch}: what C{dom_change} watches (required with it, refused without it)."""
+    if raw is None or raw == []:
+        if wanted:
+            raise InvalidParam("dom_change needs watch: a list of {selector, condition: appears | "
+                               "disappears | text_matches, text?}", param="watch")
+        return ()
+    if not wanted:
+        raise InvalidParam("watch is for dom_change: add it to subscribe", param="watch")
+    if not isinstance(raw, list):
+        raise InvalidParam("watch must be a list of {selector, condition, text?}", param="watch")
+    if len(raw) > MAX_WATCHES:
+        raise InvalidParam(f"watch lists {len(raw)} selectors; at most {MAX_WATCHES}",
+                           param="watch")
+    out: list[tuple[str, str, str | None]] = []
+    for i, item in enumerate(raw):
+        where = f"watch[{i}]"
+        if not isinstance(item, dict):
+            raise InvalidParam(f"{where} must be an object {{selector, condition, text?}}",
+                               param=where)
+        unknown = [k for k in item if k not in ("selector", "condition", "text")]
+        if unknown:
+            raise InvalidParam(f"{where}: unknown field {str(unknown[0])[:40]!r}", param=where)
+        selector = item.get("selector")
+        if not isinstance(selector, str) or not selector.strip() \
+                or len(selector) > MAX_SELECTOR:
+            raise InvalidParam(f"{where}.selector must be a CSS or semantic selector (text=, "
+                               f"role=, label=, ...) of 1-{MAX_SELECTOR} characters",
+                               param=f"{where}.selector")
+        condition = item.get("condition", "appears")
+        if condition not in CONDITIONS:
+            raise InvalidParam(f"{where}.condition must be one of {', '.join(CONDITIONS)}",
+                               param=f"{where}.condition", valid=list(CONDITIONS))
+        text = item.get("text")
+        if condition == "text_matches":
+            if not isinstance(text, str) or not text or len(text) > MAX_WATCH_TEXT:
+                raise InvalidParam(f"{where}.text (1-{MAX_WATCH_TEXT} characters, matched as a "
+                                   "substring of the element's text) is required with "
+                                   "text_matches", param=f"{where}.text")
+        elif text is not None:
+            raise InvalidParam(f"{where}.text is only for text_matches", param=f"{where}.text")
+        watch = (selector, condition, text if condition == "text_matches" else None)
+        if watch not in out:
+            out.append(watch)
+    return tuple(out)
 
 
 def search_set(pattern: str) -> Any:
@@ -342,8 +411,10 @@ class Matcher:
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
-        #: None: every type (C{all}).
-        self.types = None if subscription.all else frozenset(subscription.types)
+        #: The types matched: C{all} is every type but the opt-in ones (L{OPT_IN_TYPES}), which
+        #: an agent names itself (C{["all", "websocket_message"]}).
+        named = frozenset(t for t in subscription.types if t != ALL)
+        self.types: frozenset[str] | None = (ALL_TYPES | named) if subscription.all else named
         self.min_rank = SEVERITY_RANK[subscription.severity]
         self.include = (_Search("url_pattern", subscription.url_pattern)
                         if subscription.url_pattern else None)

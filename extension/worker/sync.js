@@ -16,6 +16,7 @@ import { extLog, pendingLogs, logsDelivered } from './log.js';
 import { connection, wasDown, syncSucceeded, syncFailed, noteHealth, updateBadge } from './status.js';
 import { queues, captureStatus } from './capture.js';
 import { commands } from './commands.js';
+import { applyDomWatches } from './domwatch.js';
 import { loadSyncState, saveSyncState, addResult, resultsDelivered, acceptCommands } from './syncstate.js';
 
 const SYNC_TIMEOUT_MS = 8000;
@@ -124,6 +125,7 @@ async function syncOnce() {
   queues.dropsReported(drops.dropped);
   resultsDelivered(st, results);
   syncSucceeded(data);
+  applyDomWatches(data.dom_watches).catch(() => {});
   for (const cmd of acceptCommands(st, data)) commands.enqueue(cmd, deliverResult);
   await saveSyncState();
   return nextPollMs(data);

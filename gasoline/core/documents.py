@@ -21,6 +21,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import read_nofollow
+from gasoline.core.atrest import MAGIC
 from gasoline.core.files import (
     DiskHealth,
     describe,
@@ -45,6 +46,8 @@ class JsonDocument:
     poll: bool = False
     #: Where a failing write is reported (logged once with a back-off; C{configure doctor}).
     health: DiskHealth | None = None
+    #: C{--state-key-file}: the file is sealed (L{gasoline.core.atrest}).
+    at_rest: Any = None
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)
     _error: str | None = attrs.field(default=None, init=False)
@@ -58,12 +61,20 @@ class JsonDocument:
         except OSError as e:
             log.warn("could not read {path}: {why}", path=str(self.path), why=describe(e))
             return None
+        sealed = self.at_rest is not None and raw.startswith(MAGIC)
+        if sealed:
+            opened = self.at_rest.open_blob(raw, b"document")
+            if opened is None:
+                log.warn("ignoring {path}: it does not open with the state key", path=str(self.path))
+                return None
+            raw = opened
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             log.warn("ignoring {path}: not valid JSON", path=str(self.path))
             return None
-        self._written = raw
+        # A file written in clear before the key is rewritten sealed at the next flush.
+        self._written = raw if sealed or self.at_rest is None else None
         return value
 
     def mark_dirty(self) -> None:
@@ -83,7 +94,8 @@ class JsonDocument:
             return False
         try:
             make_private_dir(self.path.parent)
-            write_atomic(self.path, body)
+            write_atomic(self.path, body if self.at_rest is None
+                         else self.at_rest.seal_blob(body, b"document"))
         except OSError as e:
             self._error = describe(e)
             if self.health is not None:

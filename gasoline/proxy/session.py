@@ -75,7 +75,7 @@ class ProxyManager:
 
     def __init__(self, reactor: Any, config: ProxyConfig, mcp: Any,
                  state_dir: Path | None = None, environ: dict[str, str] | None = None,
-                 client_timeout: float = 60.0, http: Any = None) -> None:
+                 client_timeout: float = 60.0, http: Any = None, at_rest: Any = None) -> None:
         self.reactor = reactor
         #: The HTTP client of remote servers by C{url} (None: each has its own treq client).
         self.http = http
@@ -104,7 +104,7 @@ class ProxyManager:
         self.service = _ProxyService(self)
         if state_dir is not None:
             self.document = JsonDocument(Path(state_dir) / "proxy-sessions.json",
-                                         self._persisted, poll=True)
+                                         self._persisted, poll=True, at_rest=at_rest)
             self.document.service(reactor).setServiceParent(self.service)
 
     # -- counting ------------------------------------------------------------------------------

@@ -300,7 +300,11 @@ class Options(usage.Options):
             from gasoline.proxy.config import ProxyConfigError, load
 
             try:
-                load(proxy)  # refuse to start on an invalid file (unknown fields included)
+                # Refuse to start on an invalid file (unknown fields included), or on a network
+                # policy this machine cannot enforce.
+                from gasoline.proxy.netpolicy import check as check_network
+
+                check_network(load(proxy))
             except ProxyConfigError as e:
                 raise usage.UsageError(f"--proxy-config: {e}")
         self["proxy-config"] = proxy

@@ -383,7 +383,7 @@ class ProxyManager:
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,
             on_request=on_request, on_notification=on_notification, on_state=on_state,
-            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb)
+            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb, network=server.network)
 
 
     def get(self, session_id: str) -> ProxySession:

@@ -214,14 +214,9 @@ def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
 
     @param on_latency: observes each write's notification latency (C{/metrics})."""
     streaming = Streaming(daemon.clock, daemon.store.notifier, daemon.registry, sessions,
-                          redact_text=Redactor().redact_value, on_latency=on_latency)
+                          redact_text=Redactor().redact_value, on_latency=on_latency,
+                          extension=daemon.extension)
     streaming.service().setServiceParent(services)
-    # dom_change: the extension link carries the agents' DOM watches to the extension and hands
-    # what it reports back to the hub.
-    link = daemon.extension
-    if hasattr(link, "set_dom_watches"):
-        streaming.watches.publish = link.set_dom_watches
-        link.on_dom_changes = streaming.publish_dom
     return streaming
 
 

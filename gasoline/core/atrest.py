@@ -29,13 +29,16 @@ import os
 import stat
 from pathlib import Path
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from typing import TYPE_CHECKING, Any
 
 from gasoline.common import read_nofollow
 from gasoline.core.files import write_atomic
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+# cryptography is imported by the first AtRest (only with --state-key-file): an idle daemon
+# without the option never loads it.
 
 CHECK_FILE = "state-key.check"
 _CHECK_TEXT = b"gasoline state key check v1"
@@ -81,7 +84,7 @@ class LineSealer:
 
     __slots__ = ("salt", "_aead", "_aad", "_count")
 
-    def __init__(self, aead: AESGCM, salt: bytes, aad: bytes) -> None:
+    def __init__(self, aead: Any, salt: bytes, aad: bytes) -> None:
         self.salt = salt
         self._aead = aead
         self._aad = aad
@@ -106,6 +109,10 @@ class AtRest:
     def _aead(self, purpose: bytes, salt: bytes) -> AESGCM:
         hit = self._keys.get((purpose, salt))
         if hit is None:
+            from cryptography.hazmat.primitives import hashes
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
             if len(self._keys) >= _MAX_KEYS:
                 self._keys.clear()
             derived = HKDF(hashes.SHA256(), 32, salt, b"gasoline-at-rest-v1:" + purpose
@@ -129,8 +136,11 @@ class AtRest:
         if len(raw) < _SALT + _NONCE + 16:
             return None
         salt, nonce, sealed = raw[:_SALT], raw[_SALT:_SALT + _NONCE], raw[_SALT + _NONCE:]
+        aead = self._aead(purpose, salt)
+        from cryptography.exceptions import InvalidTag
+
         try:
-            return self._aead(purpose, salt).decrypt(nonce, sealed, purpose + salt)
+            return aead.decrypt(nonce, sealed, purpose + salt)
         except InvalidTag:
             return None
 

@@ -106,8 +106,8 @@ class ExtensionLink:
     #: their version (it changes with the list).
     dom_watches: list[dict[str, Any]] = attrs.field(factory=list, init=False)
     dom_version: int = attrs.field(default=0, init=False)
-    #: Called with each C{POST /dom-changes} body (the streaming hub's L{publish_dom}).
-    on_dom_changes: Callable[[dict[str, Any]], int] | None = attrs.field(default=None, init=False)
+    #: Called with each C{POST /dom-changes} body (the streaming hub's C{publish_dom}).
+    _dom_hooks: list[Callable[[dict[str, Any]], int]] = attrs.field(factory=list, init=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -279,10 +279,13 @@ class ExtensionLink:
         self.dom_version += 1
         self.commands.wake()
 
+    def on_dom_changes(self, hook: Callable[[dict[str, Any]], int]) -> Callable[[], None]:
+        """Call C{hook(report)} with each report of DOM watches met (it returns the events made)."""
+        return add_hook(self._dom_hooks, hook)
+
     def dom_changes(self, report: dict[str, Any]) -> int:
         """The extension reports DOM watches met; return how many events they made."""
-        hook = self.on_dom_changes
-        return hook(report) if hook is not None else 0
+        return sum(hook(report) for hook in list(self._dom_hooks))
 
     def add_extension_logs(self, logs: list[Any]) -> int:
         """Redact and keep extension debug log entries (dicts only); return how many were kept."""

@@ -73,11 +73,12 @@ class LogsResource(Resource):
         d: Deferred = self.mcp.handle(session, jsonrpc.request(1, "tools/call", {
             "name": "observe", "arguments": arguments}))
         done = [False]
+        gone_away = [False]
 
         def answer(response: Any) -> None:
             done[0] = True
             self.mcp.close_session(session)
-            if request._disconnected:
+            if gone_away[0]:
                 return
             request.write(_body(request, response))
             request.finish()
@@ -85,13 +86,14 @@ class LogsResource(Resource):
         def failed(failure: Any) -> None:
             done[0] = True
             self.mcp.close_session(session)
-            if not failure.check(Exception) or request._disconnected:
+            if not failure.check(Exception) or gone_away[0]:
                 return
             log.failure("GET /logs failed", failure)
             request.write(json_error(request, 500, "internal error (see the daemon log)"))
             request.finish()
 
         def gone(_: Any) -> None:
+            gone_away[0] = True
             if not done[0]:
                 d.cancel()
 

@@ -71,7 +71,8 @@ class Streaming:
                  sessions: Mapping[str, Any],
                  redact_text: Callable[[str], str] | None = None,
                  inbox_size: int = DEFAULT_INBOX,
-                 on_latency: Callable[[float], None] | None = None) -> None:
+                 on_latency: Callable[[float], None] | None = None,
+                 extension: Any = None) -> None:
         """
         @param sessions: the MCP server's session table (session id ->
             L{gasoline.mcp.session.McpSession}): the agents' streams.
@@ -80,6 +81,9 @@ class Streaming:
         @param on_latency: called with the seconds from a write (C{BufferWrite.at}) to its
             first notification being written, once per write that produced any (C{/metrics}'s
             histogram).
+        @param extension: the extension link (L{gasoline.core.extension.ExtensionLink}): it
+            carries the agents' DOM watches to the extension and hands back what it reports
+            (C{dom_change}); None: no DOM watches.
         """
         self.clock = clock
         self.registry = registry
@@ -98,9 +102,10 @@ class Streaming:
         self._wanted_types: frozenset[str] | None = frozenset()
         self._refreshed = float("-inf")
         self._stale = True
-        #: The agents' DOM watches (C{dom_change}); C{watches.publish} is set by the app to the
-        #: extension link's setter.
-        self.watches = DomWatches()
+        #: The agents' DOM watches (C{dom_change}), published to the extension link.
+        self.watches = DomWatches(getattr(extension, "set_dom_watches", None))
+        if extension is not None and hasattr(extension, "on_dom_changes"):
+            extension.on_dom_changes(self.publish_dom)
         #: Set when an agent was added, removed or reconfigured: L{active} has the dispatcher
         #: make a new key spec.
         self._spec_stale = True

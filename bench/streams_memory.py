@@ -194,6 +194,7 @@ def subscription_memory(n: int) -> dict[str, float]:
     from gasoline.core.store import CONSOLE
     from gasoline.mcp import jsonrpc
     from gasoline.streaming.inbox import DEFAULT_INBOX, QUEUE_CAPACITY
+    from gasoline.streaming.subscription import parse
 
     clock = Clock()
     clock.advance(1_700_000_000)
@@ -208,11 +209,12 @@ def subscription_memory(n: int) -> dict[str, float]:
             sessions.append(session)
 
         def subscribe(over_limit: str) -> None:
-            for i, session in enumerate(sessions):
-                app.mcp.handle(session, jsonrpc.request(i + 1, "tools/call", {
-                    "name": "configure", "arguments": {
-                        "what": "streaming", "subscribe": ["error"],
-                        "filters": {"rate_limit": 100, "over_limit": over_limit}}}))
+            # What configure {what:"streaming"} does, without the tool call around it (its
+            # audit record and answer are the call's cost, not the subscription's).
+            for session in sessions:
+                app.streaming.configure(session.state, parse({
+                    "subscribe": ["error"],
+                    "filters": {"rate_limit": 100, "over_limit": over_limit}}))
 
         def errors(k: int, tag: str) -> None:
             app.store.add(CONSOLE, [{"level": "error", "type": "console", "tabId": 1,
@@ -225,11 +227,8 @@ def subscription_memory(n: int) -> dict[str, float]:
             gc.collect()
             return tracemalloc.get_traced_memory()[0]
 
-        for i, session in enumerate(sessions):
-            # A first tool call of each agent (its audit log, rate-limit window): not the
-            # subscription's cost.
-            app.mcp.handle(session, jsonrpc.request(10_000 + i, "tools/call", {
-                "name": "configure", "arguments": {"what": "health"}}))
+        # The agent table is read once before (its refresh timer, not the subscription).
+        app.streaming.active()
         tracemalloc.start()
         base = measure()
         subscribe("drop")

@@ -13,7 +13,7 @@ items out.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
@@ -43,8 +43,9 @@ class Inbox:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        #: (seq, data) oldest first; C{data} already carries C{seq}.
-        self.items: deque[tuple[int, dict[str, Any]]] = deque()
+        #: (seq, data) oldest first; C{data} already carries C{seq}. An empty tuple until the
+        #: first item (an empty deque takes a 64-slot block, ~760 bytes, per subscribed agent).
+        self.items: Sequence[tuple[int, dict[str, Any]]] = ()
         self.last_seq = 0
         #: Newest acknowledged sequence number.
         self.acked = 0
@@ -56,10 +57,13 @@ class Inbox:
         self.last_seq += 1
         item = dict(data)
         item["seq"] = self.last_seq
-        self.items.append((self.last_seq, item))
+        items = self.items
+        if not isinstance(items, deque):
+            items = self.items = deque()
+        items.append((self.last_seq, item))
         dropped = 0
-        while len(self.items) > self.capacity:
-            self.items.popleft()
+        while len(items) > self.capacity:
+            items.popleft()
             dropped += 1
         self.dropped += dropped
         return item, dropped
@@ -72,8 +76,9 @@ class Inbox:
     def ack(self, seq: int) -> int:
         """Forget every item up to C{seq}; return how many left."""
         n = 0
-        while self.items and self.items[0][0] <= seq:
-            self.items.popleft()
+        items = self.items
+        while isinstance(items, deque) and items and items[0][0] <= seq:
+            items.popleft()
             n += 1
         self.acked = max(self.acked, min(seq, self.last_seq))
         return n
@@ -88,6 +93,12 @@ class Inbox:
 
 class AgentStream:
     """One subscribed agent: its matcher, inbox, rate window, waiters and listeners."""
+
+    # Slots: one per subscribed agent, kept small (docs/streaming.md, "Memory per subscription").
+    __slots__ = ("client_id", "subscription", "matcher", "test", "_settle", "raw", "inbox",
+                 "window_start", "window_count", "throttled", "overflowed", "_throttled_total",
+                 "notice_call", "full_call", "full_notice", "waiters", "listeners", "enders",
+                 "pushed", "resource_told", "queue", "queued_total", "drain_call")
 
     def __init__(self, client_id: str, subscription: Subscription, raw: Any,
                  inbox_size: int, settle: Callable[[], None] = lambda: None) -> None:

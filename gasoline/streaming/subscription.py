@@ -134,8 +134,16 @@ class Subscription:
                 for sel, cond, text in self.watches]
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"enabled": True, "subscribe": list(self.types),
-                               "filters": self.filters()}
+        """The saved form (the client state keeps it): the filters that differ from their
+        defaults only (L{from_json} reads the rest as defaults), so an agent with the usual
+        filters keeps a small dict."""
+        defaults = {"severity": DEFAULT_SEVERITY, "url_pattern": None, "exclude_pattern": None,
+                    "rate_limit": DEFAULT_RATE_ALL if self.all else DEFAULT_RATE,
+                    "slow_ms": DEFAULT_SLOW_MS, "over_limit": "drop"}
+        filters = {k: v for k, v in self.filters().items() if v != defaults[k]}
+        out: dict[str, Any] = {"enabled": True, "subscribe": list(self.types)}
+        if filters:
+            out["filters"] = filters
         if self.watches:
             out["watch"] = self.watch_json()
         return out
@@ -403,6 +411,23 @@ class _Search:
         return bool(self._set.Match(text[:MAX_MATCH_URL]))
 
 
+#: Read-only parts many agents' matchers have alike (type sets, predicates without patterns),
+#: made once and shared: a subscription without patterns holds references, not copies
+#: (docs/streaming.md, "Memory per subscription"). Bounded: cleared when full.
+_SHARED: dict[Any, Any] = {}
+_MAX_SHARED = 512
+
+
+def _shared(key: Any, value: Any = None) -> Any:
+    """C{_SHARED[key]}, set to C{value} (or, for C{("types", set)}, to C{key}) the first time."""
+    hit = _SHARED.get(key)
+    if hit is None:
+        if len(_SHARED) >= _MAX_SHARED:
+            _SHARED.clear()
+        hit = _SHARED[key] = key if value is None else value
+    return hit
+
+
 class Matcher:
     """A subscription with its patterns compiled once: L{matches} runs the seed's order."""
 
@@ -414,7 +439,8 @@ class Matcher:
         #: The types matched: C{all} is every type but the opt-in ones (L{OPT_IN_TYPES}), which
         #: an agent names itself (C{["all", "websocket_message"]}).
         named = frozenset(t for t in subscription.types if t != ALL)
-        self.types: frozenset[str] | None = (ALL_TYPES | named) if subscription.all else named
+        self.types: frozenset[str] | None = _shared(
+            ("types", (ALL_TYPES | named) if subscription.all else named))[1]
         self.min_rank = SEVERITY_RANK[subscription.severity]
         self.include = (_Search("url_pattern", subscription.url_pattern)
                         if subscription.url_pattern else None)
@@ -437,10 +463,17 @@ class Matcher:
         include = self.include.url if self.include is not None else None
         exclude = self.exclude
         if include is None and exclude is None:
+            # The same few predicates for every agent without patterns (shared, not per agent).
+            key = ("predicate", budgets, min_rank, slow_ms if budgets else None)
+            hit = _SHARED.get(key)
+            if hit is not None:
+                return hit
             if not budgets:
-                return (lambda e: True) if min_rank == 0 else (lambda e: e.rank >= min_rank)
-            return lambda e: (e.duration_ms is None or e.duration_ms > slow_ms) \
-                and e.rank >= min_rank
+                made = (lambda e: True) if min_rank == 0 else (lambda e: e.rank >= min_rank)
+            else:
+                made = lambda e: (e.duration_ms is None or e.duration_ms > slow_ms) \
+                    and e.rank >= min_rank  # noqa: E731
+            return _shared(key, made)
         exclude_url = exclude.url if exclude is not None else None
         exclude_text = exclude.text if exclude is not None else None
 
@@ -467,10 +500,17 @@ class Matcher:
         include = self.include.url if self.include is not None else None
         exclude = self.exclude.url if self.exclude is not None else None
         if include is None and exclude is None:
+            cache_key = ("key_test", types, min_rank, bpos)
+            hit = _SHARED.get(cache_key)
+            if hit is not None:
+                return hit
             if types is None:
-                return lambda key: (key[4] is None or key[4] > bpos) and key[1] >= min_rank
-            return lambda key: key[0] in types and (key[4] is None or key[4] > bpos) \
-                and key[1] >= min_rank
+                made = lambda key: (key[4] is None or key[4] > bpos) \
+                    and key[1] >= min_rank  # noqa: E731
+            else:
+                made = lambda key: key[0] in types and (key[4] is None or key[4] > bpos) \
+                    and key[1] >= min_rank  # noqa: E731
+            return _shared(cache_key, made)
 
         def test(key: tuple) -> bool:
             kind, rank, url, xmask, didx = key

@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from twisted.internet.defer import Deferred
+from klein import Klein
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, InvalidParam, TooManyClients
 from gasoline.http.client_proof import claimed_client
@@ -41,23 +41,43 @@ _STATUS = {"rate_limited": 429, "too_many_clients": 429, "internal_error": 500}
 
 
 class LogsResource(Resource):
-    """C{/logs}: C{GET} reads through the caller's cursor; other methods go to C{ingest}."""
+    """C{/logs}: C{GET} reads through the caller's cursor (L{CursorReads}, a Klein app, which
+    writes the answer); other methods go to C{ingest}, unchanged."""
 
     isLeaf = True
 
     def __init__(self, mcp: Any, ingest: Resource) -> None:
         super().__init__()
-        self.mcp = mcp
+        self.reads = CursorReads(mcp).resource()
         self.ingest = ingest
 
     def render(self, request):
-        if request.method not in (b"GET", b"HEAD"):
-            return self.ingest.render(request)
-        if request.method == b"HEAD":
-            # A read moves the cursor: a HEAD must not, and has no body to carry the entries.
-            request.setHeader(b"allow", b"GET, POST, DELETE")
-            return json_error(request, 405, "HEAD /logs would move your cursor: use GET",
-                              allowed=["GET", "POST", "DELETE"])
+        if request.method in (b"GET", b"HEAD"):
+            return self.reads.render(request)
+        return self.ingest.render(request)
+
+
+class CursorReads:
+    """C{GET /logs} as a Klein app (Klein writes the answer, and cancels the read if the
+    client goes away first)."""
+
+    app = Klein()
+
+    def __init__(self, mcp: Any) -> None:
+        self.mcp = mcp
+
+    def resource(self) -> Resource:
+        return self.app.resource()
+
+    @app.route("/logs", methods=["HEAD"])
+    def head(self, request):
+        # A read moves the cursor: a HEAD must not, and has no body to carry the entries.
+        request.setHeader(b"allow", b"GET, POST, DELETE")
+        return json_error(request, 405, "HEAD /logs would move your cursor: use GET",
+                          allowed=["GET", "POST", "DELETE"])
+
+    @app.route("/logs", methods=["GET"])
+    def read(self, request):
         try:
             client_id = claimed_client(request, self.mcp.registry.client_key)
             if client_id is None:
@@ -72,34 +92,20 @@ class LogsResource(Resource):
             return json_body(request, e.to_json(), status)
         d: Deferred = self.mcp.handle(session, jsonrpc.request(1, "tools/call", {
             "name": "observe", "arguments": arguments}))
-        done = [False]
-        gone_away = [False]
 
-        def answer(response: Any) -> None:
-            done[0] = True
+        def closed(result: Any) -> Any:
             self.mcp.close_session(session)
-            if gone_away[0]:
-                return
-            request.write(_body(request, response))
-            request.finish()
+            return result
 
-        def failed(failure: Any) -> None:
-            done[0] = True
-            self.mcp.close_session(session)
-            if not failure.check(Exception) or gone_away[0]:
-                return
+        def failed(failure: Any) -> Any:
+            if failure.check(CancelledError):
+                return failure  # the client went away: nobody to answer
             log.failure("GET /logs failed", failure)
-            request.write(json_error(request, 500, "internal error (see the daemon log)"))
-            request.finish()
+            return json_error(request, 500, "internal error (see the daemon log)")
 
-        def gone(_: Any) -> None:
-            gone_away[0] = True
-            if not done[0]:
-                d.cancel()
-
-        request.notifyFinish().addErrback(gone)
-        d.addCallbacks(answer, failed)
-        return NOT_DONE_YET
+        d.addBoth(closed)
+        d.addCallbacks(lambda response: _body(request, response), failed)
+        return d
 
 
 def _arguments(request) -> dict[str, Any]:

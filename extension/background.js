@@ -14,6 +14,7 @@
 //   content-side handlers; worker/tabs.js, screenshot.js, links.js the worker-side ones).
 // * worker/daemon.js: HTTP to the daemon, only once it proved it is the paired one (lib/pairing.js).
 // * worker/messages.js: the popup's, the options page's and the overlay's messages.
+// * worker/domwatch.js: the agents' DOM watches (dom_change) in the tracked tabs.
 
 import { extensionKey, b64u } from './lib/pairing.js';
 import { initPolicy } from './lib/policy.js';
@@ -29,6 +30,7 @@ import { queues, installCapture, installFailedLoads } from './worker/capture.js'
 import { inTab } from './worker/tabs.js';
 import { syncLoop, wakeSync, sendExtensionStatus } from './worker/sync.js';
 import { installMessages } from './worker/messages.js';
+import { installDomWatch } from './worker/domwatch.js';
 
 const KEEPALIVE_ALARM = 'gasoline-keepalive';
 
@@ -70,6 +72,7 @@ function ensureAlive() {
 }
 
 installCapture();
+installDomWatch();
 installLoadTracking();
 installFailedLoads();
 // The CDP hub relay's link to the daemon (lib/cdp.js, docs/relay.md).

@@ -42,6 +42,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd, read_nofollow
+from gasoline.core.atrest import MAGIC
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.core.files import DiskHealth, describe, make_private_dir, set_aside, unreadable, write_atomic
@@ -197,8 +198,11 @@ class ClientRegistry:
         tick: float = DEFAULT_TICK,
         health: DiskHealth | None = None,
         client_key: ClientKey | None = None,
+        at_rest: Any = None,
     ) -> None:
         self.clock = clock
+        #: C{--state-key-file}: state files are sealed (L{gasoline.core.atrest}).
+        self.at_rest = at_rest
         #: Who may act as a client id: a caller naming one proves it with this key
         #: (L{gasoline.http.client_proof}); an in-memory one when none is given.
         self.client_key = client_key if client_key is not None else ClientKey.random()
@@ -211,6 +215,8 @@ class ClientRegistry:
         #: Serialized state last written per client (skip rewriting unchanged files).
         self._written: dict[str, bytes] = {}
         self._to_delete: set[str] = set()
+        #: Clients whose state file was read in clear while a state key is set.
+        self._clear_files: set[str] = set()
         self.expiry_service = _RegistryTimer(self, tick)
         #: At the limit, called in turn until one frees a slot (returns True): the MCP server
         #: closes its least recently used quiet session (L{gasoline.mcp.server}).
@@ -469,11 +475,20 @@ class ClientRegistry:
             repr(float(now)).encode(),
             body,
         )
+        if self.at_rest is not None:
+            payload = self.at_rest.seal_blob(payload, b"client")
         write_atomic(self._path(client_id), payload)
 
     def _read(self, client_id: str) -> dict[str, Any] | None:
         try:
             raw = read_nofollow(self._path(client_id))
+            if raw.startswith(MAGIC):
+                opened = self.at_rest.open_blob(raw, b"client") if self.at_rest else None
+                if opened is None:
+                    raise orjson.JSONDecodeError("sealed state that does not open", "", 0)
+                raw = opened
+            elif self.at_rest is not None:
+                self._clear_files.add(client_id)  # written before the key: rewrite it sealed
             data = orjson.loads(raw)
         except FileNotFoundError:
             return None
@@ -504,7 +519,11 @@ class ClientRegistry:
             self._to_delete.add(state.client_id)
             return False
         state.load_json(data["state"])
-        self._written[state.client_id] = self._encode(state)
+        if state.client_id in self._clear_files:
+            self._clear_files.discard(state.client_id)
+            state.mark_dirty()  # rewritten sealed at the next tick
+        else:
+            self._written[state.client_id] = self._encode(state)
         return True
 
     def sweep_disk(self) -> builtins.list[str]:

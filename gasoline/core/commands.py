@@ -281,6 +281,11 @@ class CommandQueue:
         self._drop(waiter)
         waiter.deferred.callback(None)
 
+    def wake(self) -> None:
+        """Answer every held long poll now (something other than a command changed: the DOM
+        watches the answer carries)."""
+        self._wake()
+
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:

@@ -49,7 +49,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
 from gasoline.http.client_proof import claimed_client
-from gasoline.http.keepalive import keepalive_service
+from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
@@ -80,10 +80,7 @@ def _sse_event(event_id: str, payload: bytes, event: bytes | None = None) -> byt
 
 
 def _start_sse(request) -> None:
-    request.setResponseCode(200)
-    request.setHeader(b"content-type", b"text/event-stream")
-    request.setHeader(b"cache-control", b"no-cache")
-    request.setHeader(b"x-accel-buffering", b"no")
+    start_sse(request)
 
 
 def _error_body(request, status: int, code: int, message: str, id: Any = None) -> bytes:

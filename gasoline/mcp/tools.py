@@ -126,6 +126,11 @@ class ToolRegistry:
         #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
         #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
         self.observers: list[Any] = []
+        #: Add fields to every result's C{_meta}: C{provider(session) -> dict | None}, called
+        #: after redaction (their values are the daemon's own counters, never page text) on
+        #: every call, proxied or not (C{_meta.data_counts}, L{gasoline.tools}). They run on the
+        #: reactor thread and must be cheap: counters, no scans.
+        self.meta_providers: list[Callable[[Any], dict[str, Any] | None]] = []
         self._audit: OrderedDict[str, deque[AuditRecord]] = OrderedDict()
 
     def add(self, tool: Tool) -> None:
@@ -151,6 +156,19 @@ class ToolRegistry:
         if limit is not None:
             records = records[-limit:]
         return [r.to_json() for r in records]
+
+    def audit_event(self, client_id: str, tool: str, mode: str, details: dict[str, Any],
+                    outcome: str = "ok", error: str | None = None) -> None:
+        """Record something done for C{client_id} that is not one of its tool calls (a proxy
+        session started, ended, a proxied server restarted) in its audit log, and tell the
+        observers that have C{audit_event(client_id, record)} (the log dir's client logs)."""
+        now = self.clock.seconds() if self.clock is not None else 0.0
+        record = AuditRecord(now, tool, mode, self._audit_params(details), 0.0, outcome, error)
+        self._record(client_id, record)
+        for observer in self.observers:
+            hook = getattr(observer, "audit_event", None)
+            if hook is not None:
+                _notify(hook, client_id, record.to_json())
 
     def _record(self, client_id: str, record: AuditRecord) -> None:
         log_ = self._audit.get(client_id)
@@ -330,6 +348,8 @@ class ToolRegistry:
 
         def done(result: Any) -> Any:
             result = self.finish(result, capped=not tool.proxied)
+            if self.meta_providers and isinstance(result, dict):
+                _add_meta(result, self.meta_providers, session)
             failed = isinstance(result, dict) and result.get("isError") is True
             code = None
             if failed:
@@ -401,6 +421,25 @@ def _redact_block(redactor: Redactor, block: dict[str, Any]) -> dict[str, Any]:
             if key in resource:
                 out["resource"][key] = resource[key]
     return out
+
+
+def _add_meta(result: dict[str, Any], providers: list[Callable[[Any], dict[str, Any] | None]],
+               session: Any) -> None:
+    """Merge every provider's fields into C{result["_meta"]} (made a dict if it is not one: a
+    proxied server's non-object C{_meta} is kept under C{_meta.server})."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict):
+        meta = {} if meta is None else {"server": meta}
+    for provider in providers:
+        try:
+            extra = provider(session)
+        except Exception:
+            log.failure("result meta provider {p!r} failed", p=provider)
+            continue
+        if extra:
+            meta.update(extra)
+    if meta:
+        result["_meta"] = meta
 
 
 def _stop_reporter(result: Any, reporter: Any) -> Any:

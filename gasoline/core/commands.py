@@ -259,7 +259,8 @@ class CommandQueue:
 
     def wake(self) -> None:
         """Answer every waiting long poll now (with whatever is deliverable, maybe nothing): the
-        extension then syncs again at once, with its current settings."""
+        extension then syncs again at once, with its current settings (C{launch_browser}), or
+        takes what else changed (the DOM watches the answer carries)."""
         self._wake()
 
     @property
@@ -280,11 +281,6 @@ class CommandQueue:
         waiter.timer = None
         self._drop(waiter)
         waiter.deferred.callback(None)
-
-    def wake(self) -> None:
-        """Answer every held long poll now (something other than a command changed: the DOM
-        watches the answer carries)."""
-        self._wake()
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []

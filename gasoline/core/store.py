@@ -23,6 +23,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from gasoline.core.boundaries import TestBoundaries
 from gasoline.core.notify import Notifier
+from gasoline.core.redacted import ReadCache
 from gasoline.core.ring import ReadResult, RingBuffer
 
 #: Buffer names, as used in cursors, C{/health} and tool arguments.
@@ -140,6 +141,10 @@ class TelemetryStore:
         self.buffers: dict[str, RingBuffer[bytes]] = {
             name: RingBuffer(spec.entries, spec.max_bytes) for name, spec in specs.items()
         }
+        #: Per buffer, the redacted form of each entry read and its noise verdicts, kept so a
+        #: stored entry is redacted once, not once per agent and read (L{ReadCache}; made on the
+        #: first read of the buffer).
+        self.read_caches: dict[str, ReadCache] = {}
         self.notifier = notifier if notifier is not None else Notifier(clock)
         self.journals: dict[str, Journal] = {}
         self.last_write: dict[str, float | None] = {name: None for name in specs}
@@ -254,6 +259,13 @@ class TelemetryStore:
             has_more=raw.has_more,
         )
 
+    def read_cache(self, buffer_name: str) -> ReadCache:
+        """The L{ReadCache} of C{buffer_name} (its slots follow the ring's)."""
+        cache = self.read_caches.get(buffer_name)
+        if cache is None:
+            cache = self.read_caches[buffer_name] = ReadCache(self.buffers[buffer_name].capacity)
+        return cache
+
     def note_read(self, buffer_name: str) -> None:
         """A client read C{buffer_name} (tools that read the rings directly say so here)."""
         self.reads[buffer_name] = self.reads.get(buffer_name, 0) + 1
@@ -272,6 +284,7 @@ class TelemetryStore:
         removed = 0
         for name in names:
             removed += self.buffers[name].clear()
+            self.read_caches.pop(name, None)
             journal = self.journals.get(name)
             if journal is not None:
                 journal.cleared()

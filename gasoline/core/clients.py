@@ -250,7 +250,8 @@ class ClientRegistry:
                 log.info("client limit hit: {cid} refused, {n} clients already connected",
                          cid=client_id, n=self.max_clients)
                 raise TooManyClients(
-                    f"{self.max_clients} clients are already connected (the maximum)",
+                    f"{self.max_clients} clients are already connected and none is idle "
+                    f"(--max-clients {self.max_clients}: the daemon's option)",
                     max_clients=self.max_clients,
                 )
         if state is not None:

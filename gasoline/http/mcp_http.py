@@ -357,8 +357,10 @@ class McpHTTP(Resource):
         if key is not None:
             session = self.connections.get(key)
             if session is None or session.closed:
+                notice = self.server.reclaim_notice(client_id=key[0])
                 return None, _error_body(
                     request, 404, SESSION_NOT_FOUND,
+                    f"Session not found: {notice}" if notice else
                     "Session not found: this connection has no MCP session; send initialize",
                 )
             return session, None
@@ -368,7 +370,9 @@ class McpHTTP(Resource):
                                      "Bad Request: Mcp-Session-Id header is required")
         session = self.server.sessions.get(sid.decode("latin-1"))
         if session is None or session.transport != "streamable":
+            notice = self.server.reclaim_notice(session_id=sid.decode("latin-1"))
             return None, _error_body(request, 404, SESSION_NOT_FOUND,
+                                     f"Session not found: {notice}" if notice else
                                      "Session not found: unknown or ended Mcp-Session-Id")
         return session, None
 

@@ -15,6 +15,7 @@ C{initialize}); tool failures are C{isError: true} results (see L{gasoline.mcp.t
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from typing import Any, Callable
 
 import attrs
@@ -62,6 +63,19 @@ DEFAULT_IDLE_TIMEOUT = 3600.0
 #: room, least recently used first (clients such as the TypeScript SDK never send DELETE /mcp);
 #: its client's state stays inheritable for the client TTL. This long a quiet spell is preferred.
 RECLAIM_AFTER = 300.0
+#: ... and a named client's session (C{X-Gasoline-Client}: an agent's connector, which ends its
+#: sessions itself) quieter than this is never closed for another client: agents that are working
+#: (a call every few seconds, or minutes of thinking) keep their sessions, and a newcomer past
+#: C{--max-clients} is refused instead (429 C{too_many_clients}), so live sessions never push
+#: each other out. An anonymous session (an SDK client that never sends C{DELETE /mcp} leaves
+#: them behind) goes at once while no reclaimed session has come back; once one does (a request
+#: on it, or its client initializing again), the same floor holds for every session for
+#: L{PRESSURE_WINDOW}, extended by every refusal. A reclaimed session's next request is told why
+#: (L{McpServer.reclaim_notice}).
+RECLAIM_MIN_QUIET = 120.0
+PRESSURE_WINDOW = 300.0
+#: Reclaimed sessions remembered for that notice.
+RECLAIMED_KEPT = 1000
 #: How long a tool waits for the client to answer a sampling/elicitation request.
 CLIENT_REQUEST_TIMEOUT = 60.0
 
@@ -199,6 +213,12 @@ class McpServer:
         self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
+        #: A session is closed for another client only after this long without a request.
+        self.reclaim_min_quiet = RECLAIM_MIN_QUIET
+        #: Session ids and client ids of sessions closed for another client -> why (bounded).
+        self._reclaimed: OrderedDict[str, str] = OrderedDict()
+        #: Until when every session keeps the quiet floor (a reclaimed client came back).
+        self._pressure_until = float("-inf")
         # At the client limit the registry asks us for a quiet session to close.
         reclaimers = getattr(registry, "reclaimers", None)
         if isinstance(reclaimers, list):
@@ -218,9 +238,13 @@ class McpServer:
         anonymous = client_id is None
         if client_id is None:
             client_id = self.registry.anonymous_client_id()
+        if "client:" + client_id in self._reclaimed:
+            self._under_pressure()  # a reclaimed client initializing again
         try:
             state = self.registry.connect(client_id)
         except TooManyClients:
+            if self.clock.seconds() < self._pressure_until:
+                self._under_pressure()
             # A registry without reclaimers (a test double) still gets one quiet session closed.
             if isinstance(getattr(self.registry, "reclaimers", None), list) \
                     or not self.reclaim_idle():
@@ -270,20 +294,54 @@ class McpServer:
         client's state stays in the registry for the TTL (the same client id inherits it). A
         client with another live session keeps its slot, so closing such a session frees nothing
         and it is tried last. True if a session was closed."""
+        now = self.clock.seconds()
+        floor = self.reclaim_min_quiet
+        pressed = now < self._pressure_until
         candidates = [
             s for s in self.sessions.values()
             if not s.closed and not s.in_flight and not s.outgoing and s.transport != "sse"
             and s.standalone.writer is None
             and all(stream.writer is None for stream in s.streams.values())
+            and (now - s.last_seen >= floor or (s.anonymous and not pressed))
         ]
         if not candidates:
             return False
         victim = min(candidates, key=lambda s: (getattr(s.state, "connections", 1) > 1,
                                                 s.last_seen))
-        log.info("client limit reached: closing idle anonymous MCP session {sid} ({cid})",
-                 sid=victim.session_id, cid=victim.client_id)
+        quiet = now - victim.last_seen
+        log.info("client limit reached: closing MCP session {sid} ({cid}), idle for {t:.0f} s",
+                 sid=victim.session_id, cid=victim.client_id, t=quiet)
+        notice = (f"this session was closed after {quiet:.0f} s without a request to make room "
+                  f"for another client (--max-clients reached); send initialize to start a new "
+                  f"one (your client state is kept)")
+        for key in (victim.session_id, "client:" + victim.client_id):
+            self._reclaimed.pop(key, None)
+            self._reclaimed[key] = notice
+        while len(self._reclaimed) > RECLAIMED_KEPT:
+            self._reclaimed.popitem(last=False)
         self.close_session(victim)
         return True
+
+    def reclaim_notice(self, session_id: str | None = None,
+                       client_id: str | None = None) -> str | None:
+        """Why the session C{session_id} (or the latest session of C{client_id}) is gone, when it
+        was closed to make room for another client (L{reclaim_idle}); said once."""
+        for key in (session_id, None if client_id is None else "client:" + client_id):
+            if key is not None and key in self._reclaimed:
+                self._under_pressure()
+                return self._reclaimed.pop(key)
+        return None
+
+    def _under_pressure(self) -> None:
+        """A reclaimed client came back, or a newcomer was refused while one had: live clients
+        outnumber the slots, so no session is closed for another before the quiet floor."""
+        until = self.clock.seconds() + PRESSURE_WINDOW
+        if until > self._pressure_until:
+            if self._pressure_until < self.clock.seconds():
+                log.info("client limit: a client whose session was reclaimed came back; for "
+                         "{w:.0f} s no session is closed for another before {q:.0f} s quiet",
+                         w=PRESSURE_WINDOW, q=self.reclaim_min_quiet)
+            self._pressure_until = until
 
     def touch(self, session: McpSession) -> None:
         """Activity on C{session}: push its idle deadline back and touch the agent's state."""

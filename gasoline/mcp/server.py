@@ -27,6 +27,7 @@ from twisted.python.failure import Failure
 from gasoline import __version__
 from gasoline.core.errors import TooManyClients
 from gasoline.core.lifecycle import StopHook
+from gasoline.core.turns import DaemonBusy, TurnBudget
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -41,7 +42,7 @@ from gasoline.mcp.jsonrpc import (
 from gasoline.mcp.outgoing import redact_outgoing, redacting
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.session import LOG_LEVELS, McpSession
-from gasoline.mcp.tools import ToolRegistry
+from gasoline.mcp.tools import ToolRegistry, error_result
 
 log = Logger()
 
@@ -183,8 +184,11 @@ class McpServer:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         server_name: str = "gasoline",
         sessions: dict[str, McpSession] | None = None,
+        turns: TurnBudget | None = None,
     ) -> None:
         self.clock = clock
+        #: Agents' tool calls run within the reactor turn's budget (capture first).
+        self.turns = turns if turns is not None else TurnBudget(clock)
         self.registry = registry
         self.tools = tools
         self.resources = resources
@@ -388,6 +392,7 @@ class McpServer:
     def close_all(self) -> None:
         for session in list(self.sessions.values()):
             self.close_session(session)
+        self.turns.stop()
 
     def resource_updated(self, uri: str) -> int:
         """Tell every session subscribed to C{uri}; return how many were told."""
@@ -624,7 +629,13 @@ class McpServer:
             tool = ctx.session.extra_tools.get(name)
         if tool is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-        return self.tools.call(ctx, tool, arguments)
+        try:
+            # Capture first: within the reactor turn's budget, or in a later turn, or refused
+            # busy (gasoline.core.turns).
+            return self.turns.submit(lambda: self.tools.call(ctx, tool, arguments))
+        except DaemonBusy as e:
+            self.tools.errors[e.code] = self.tools.errors.get(e.code, 0) + 1
+            return error_result(e)
 
     def _resources_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         return {"resources": self.resources.definitions()}

@@ -40,6 +40,7 @@ from gasoline.core.persist import wire_journals
 from gasoline.core.redact import Redactor
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.workers import WorkerPool
 from gasoline.core.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI
 from gasoline.http.clients_api import ClientsAPI
@@ -170,14 +171,28 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     extension.service().setServiceParent(services)
     router = QueryRouter(clock, extension, registry=registry, on_latency=on_latency)
     router.service().setServiceParent(services)
+    workers = _worker_pool(clock, services)
 
     return Daemon(
         config=config, clock=clock, started_at=clock.seconds(), store=store, registry=registry,
         extension=extension, router=router, noise_global=noise_global, noise_file=noise_file,
         screenshots=ScreenshotStore(config.state_dir, health=persistence.health),
         shutdown=Shutdown(clock, stop), journal=persistence.journals.get(CONSOLE),
-        persistence=persistence,
+        persistence=persistence, workers=workers,
     )
+
+
+def _worker_pool(clock: IReactorTime, services: MultiService) -> WorkerPool | None:
+    """The process pool for CPU-heavy work (one worker per core, started on first use), on a
+    reactor that can start processes; C{None} otherwise (a test's clock: the work runs
+    inline)."""
+    from twisted.internet.interfaces import IReactorProcess
+
+    if not IReactorProcess.providedBy(clock):
+        return None
+    pool = WorkerPool(clock)
+    pool.service().setServiceParent(services)
+    return pool
 
 
 #: Adds tools, resources and prompts to the daemon's MCP registries (the test suite's

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import orjson
 
 from gasoline.core.redact import Redactor
+from gasoline.core.redact_scan import no_candidates
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
 ENTRY_DEPTH = 2
@@ -96,6 +97,11 @@ def redact_entry(redactor: Redactor, raw: bytes) -> bytes:
     """C{raw} (one stored entry's JSON) redacted at L{ENTRY_DEPTH}; C{raw} itself when nothing
     changed (no second copy kept)."""
     entry = orjson.loads(raw)
+    # The redactor's own proof that the walk would change nothing (one walk building nothing,
+    # one scan over every string), at the entry's depth: most entries have nothing to redact.
+    strings: list[str] = []
+    if redactor._plain(entry, ENTRY_DEPTH, strings) and (not strings or no_candidates(strings)):
+        return raw
     redacted = redactor._walk(entry, ENTRY_DEPTH)
     if redacted == entry:
         return raw

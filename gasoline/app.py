@@ -40,6 +40,7 @@ from gasoline.core.persist import wire_journals
 from gasoline.core.redact import Redactor
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.redacted import Offload
 from gasoline.core.workers import WorkerPool
 from gasoline.core.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI
@@ -172,6 +173,8 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     router = QueryRouter(clock, extension, registry=registry, on_latency=on_latency)
     router.service().setServiceParent(services)
     workers = _worker_pool(clock, services)
+    if workers is not None:
+        store.offload = Offload(workers, store.read_cache)
 
     return Daemon(
         config=config, clock=clock, started_at=clock.seconds(), store=store, registry=registry,

@@ -117,3 +117,42 @@ async def test_a_worker_killed_during_a_tool_call_is_one_error_answer_and_the_da
             app.mcp.close_all()
             await app.services.stopService()
         assert app.daemon.workers._workers == []
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_large_body_is_redacted_in_a_worker_before_its_first_read():
+    """A 1 MB JSON body costs ~200 ms of redaction: it is done in a worker process when stored,
+    and the first read takes it from the cache (the same text the reactor would have made)."""
+    from twisted.internet.task import deferLater
+
+    from gasoline.core.redacted import OFFLOAD_MIN, REDACTOR, redact_entry
+    from gasoline.core.store import NETWORK_BODIES
+
+    secret = "ghp_" + "a1B2c3D4e5" * 4
+    body = orjson.dumps({"items": [{"id": i, "note": "lorem ipsum " * 8} for i in range(3000)],
+                         "token": "s3cr3t-value", "nested": f"Authorization: token {secret}"})
+    assert len(body) > OFFLOAD_MIN
+    with tempfile.TemporaryDirectory(prefix="gasoline-workers-") as tmp:
+        app = build(Config(state_dir=Path(tmp), persist=False), reactor)
+        app.services.startService()
+        try:
+            app.store.add(NETWORK_BODIES, [{"url": "http://x/api", "method": "GET",
+                                            "status": 200, "response_body": body.decode()}])
+            cache = app.store.read_cache(NETWORK_BODIES)
+            for _ in range(200):
+                if cache.offloaded:
+                    break
+                await deferLater(reactor, 0.05, lambda: None)
+            assert cache.offloaded == 1 and cache.redactions == 0
+            raw = app.store.buffers[NETWORK_BODIES].get(0)
+            assert cache.redacted(0, raw) == redact_entry(REDACTOR, raw)  # the same text
+            assert cache.redactions == 0 and cache.hits == 1  # served, not redacted again
+            s = session_for(app, "me")
+            answer = (await app.mcp.handle(s, jsonrpc.request(1, "tools/call", {
+                "name": "observe", "arguments": {"what": "network_bodies"}})))["result"]
+            text = answer["content"][0]["text"]
+            assert not answer["isError"] and "s3cr3t-value" not in text and secret not in text
+            assert cache.redactions == 0
+        finally:
+            app.mcp.close_all()
+            await app.services.stopService()

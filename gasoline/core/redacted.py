@@ -111,7 +111,7 @@ def redact_entry(redactor: Redactor, raw: bytes) -> bytes:
 class ReadCache:
     """Per ring slot: C{[seq, stored bytes, redacted bytes, noise verdicts]}."""
 
-    __slots__ = ("capacity", "redactor", "_slots", "redactions", "hits")
+    __slots__ = ("capacity", "redactor", "_slots", "redactions", "hits", "offloaded")
 
     def __init__(self, capacity: int, redactor: Redactor | None = None) -> None:
         self.capacity = capacity
@@ -120,6 +120,8 @@ class ReadCache:
         #: Entries redacted (cache misses) and served from the cache, for the figures.
         self.redactions = 0
         self.hits = 0
+        #: Entries whose redaction came from a worker process (L{put}).
+        self.offloaded = 0
 
     def _slot(self, seq: int, raw: bytes) -> list[Any]:
         i = seq % self.capacity
@@ -151,5 +153,66 @@ class ReadCache:
             verdict = verdicts[key] = bool(test(entry))
         return verdict
 
+    def put(self, seq: int, raw: bytes, redacted: bytes) -> bool:
+        """Keep C{redacted} (made elsewhere: a worker process, L{Offload}) as the redacted form
+        of the entry stored as C{raw} at C{seq}, unless its slot already holds it or a newer
+        entry. C{True} when kept."""
+        i = seq % self.capacity
+        slot = self._slots[i]
+        if slot is not None and slot[0] >= seq:
+            return False
+        self._slots[i] = [seq, raw, redacted, None]
+        self.offloaded += 1
+        return True
+
     def clear(self) -> None:
         self._slots = [None] * self.capacity
+
+
+def redact_json(text: str) -> str | None:
+    """A worker's job (L{Offload}): L{redact_entry} of one stored entry's JSON text, as text;
+    C{None} when nothing changed."""
+    raw = text.encode("utf-8")
+    out = redact_entry(REDACTOR, raw)
+    return None if out is raw else out.decode("utf-8")
+
+
+#: Entries at least this large (bytes of JSON: a big network body) are redacted in a worker
+#: process as soon as they are stored, not on the reactor at their first read.
+OFFLOAD_MIN = 64 * 1024
+#: ... unless this many jobs already wait for a worker (then the first read does it).
+OFFLOAD_QUEUE = 64
+
+
+class Offload:
+    """Redacts large stored entries in the worker pool ahead of their first read
+    (L{gasoline.core.store.TelemetryStore.offload}): a 1 MB JSON body costs ~200 ms of redaction,
+    which the reactor must not spend. A read that comes first redacts the entry itself, as
+    always; the worker's answer then finds the slot filled and is dropped."""
+
+    def __init__(self, pool: Any, cache_of: Callable[[str], ReadCache],
+                 min_bytes: int = OFFLOAD_MIN) -> None:
+        self.pool = pool
+        self.cache_of = cache_of
+        self.min_bytes = min_bytes
+        self.submitted = 0
+        self.skipped = 0
+
+    def __call__(self, buffer: str, first_seq: int, encoded: list[bytes]) -> None:
+        for i, raw in enumerate(encoded):
+            if len(raw) < self.min_bytes:
+                continue
+            if self.pool.queued >= OFFLOAD_QUEUE or self.pool.stopped:
+                self.skipped += 1
+                continue
+            seq = first_seq + i
+            cache = self.cache_of(buffer)
+            try:
+                d = self.pool.run("gasoline.core.redacted:redact_json", raw.decode("utf-8"))
+            except Exception:
+                self.skipped += 1
+                continue
+            self.submitted += 1
+            d.addCallback(lambda text, seq=seq, raw=raw, cache=cache: cache.put(
+                seq, raw, raw if text is None else text.encode("utf-8")))
+            d.addErrback(lambda failure: None)  # the first read redacts it instead

@@ -15,7 +15,7 @@ Derived views, updated on write:
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import attrs
 import orjson
@@ -153,6 +153,10 @@ class TelemetryStore:
         #: CI test boundaries: console entries ingested while a test runs carry its id.
         self.test_boundaries = TestBoundaries()
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
+        #: Told C{(buffer, first_seq, encoded)} after each network-bodies write: redacts the
+        #: large ones in a worker process ahead of their first read (L{Offload}; C{None}: no
+        #: worker pool).
+        self.offload: Callable[[str, int, list[bytes]], None] | None = None
         #: Reads per buffer (C{gasoline_client_reads_total} on C{/metrics}).
         self.reads: dict[str, int] = dict.fromkeys(specs, 0)
         #: Why the journal could not take the latest L{add}'s batch (C{None}: durable, or no
@@ -174,6 +178,8 @@ class TelemetryStore:
         self.last_persist_error = journal.append(encoded, first) if journal is not None else None
         if buffer_name == WEBSOCKET_EVENTS:
             self._track_websocket(entries, now)
+        elif buffer_name == NETWORK_BODIES and self.offload is not None:
+            self.offload(buffer_name, first, encoded)
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
         return first, head
 

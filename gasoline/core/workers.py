@@ -45,7 +45,7 @@ from gasoline.core.errors import GasolineError
 log = Logger()
 
 #: Modules a job may name (the worker checks again before importing).
-ALLOWED = ("gasoline.analysis", "gasoline.core.redact")
+ALLOWED = ("gasoline.analysis", "gasoline.core.redact", "gasoline.core.redacted")
 #: Seconds a job may run before its worker is killed.
 JOB_TIMEOUT = 60.0
 _CHUNK = 60_000
@@ -165,6 +165,11 @@ class WorkerPool:
         self.failed = 0
         self.crashed = 0
         self.started = 0
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting for a worker."""
+        return len(self._queue)
 
     @property
     def busy(self) -> int:

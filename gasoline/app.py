@@ -143,7 +143,9 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     # Each write reaches the subscribers (streaming hub, shared logs) on the next reactor turn
     # (NOTIFY_INTERVAL, above).
     notifier = Notifier(clock, interval=NOTIFY_INTERVAL)
-    store = TelemetryStore(clock, config.buffer_specs(), notifier)
+    workers = _worker_pool(clock, services)
+    store = TelemetryStore(clock, config.buffer_specs(), notifier,
+                           offload=Offload(workers) if workers is not None else None)
 
     # Durability (gasoline.core.persist): the state dir (0700, warned about when loose), disk
     # health for every state write, and one journal per telemetry buffer, reloaded here (a
@@ -172,9 +174,6 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     extension.service().setServiceParent(services)
     router = QueryRouter(clock, extension, registry=registry, on_latency=on_latency)
     router.service().setServiceParent(services)
-    workers = _worker_pool(clock, services)
-    if workers is not None:
-        store.offload = Offload(workers, store.read_cache)
 
     return Daemon(
         config=config, clock=clock, started_at=clock.seconds(), store=store, registry=registry,

@@ -190,15 +190,13 @@ class Offload:
     which the reactor must not spend. A read that comes first redacts the entry itself, as
     always; the worker's answer then finds the slot filled and is dropped."""
 
-    def __init__(self, pool: Any, cache_of: Callable[[str], ReadCache],
-                 min_bytes: int = OFFLOAD_MIN) -> None:
+    def __init__(self, pool: Any, min_bytes: int = OFFLOAD_MIN) -> None:
         self.pool = pool
-        self.cache_of = cache_of
         self.min_bytes = min_bytes
         self.submitted = 0
         self.skipped = 0
 
-    def __call__(self, buffer: str, first_seq: int, encoded: list[bytes]) -> None:
+    def __call__(self, cache: ReadCache, first_seq: int, encoded: list[bytes]) -> None:
         for i, raw in enumerate(encoded):
             if len(raw) < self.min_bytes:
                 continue
@@ -206,7 +204,6 @@ class Offload:
                 self.skipped += 1
                 continue
             seq = first_seq + i
-            cache = self.cache_of(buffer)
             try:
                 d = self.pool.run("gasoline.core.redacted:redact_json", raw.decode("utf-8"))
             except Exception:

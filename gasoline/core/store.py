@@ -133,6 +133,7 @@ class TelemetryStore:
         clock: IReactorTime,
         buffers: dict[str, BufferSpec] | None = None,
         notifier: Notifier | None = None,
+        offload: Callable[[ReadCache, int, list[bytes]], None] | None = None,
     ) -> None:
         self._clock = clock
         specs = dict(DEFAULT_BUFFERS)
@@ -153,10 +154,10 @@ class TelemetryStore:
         #: CI test boundaries: console entries ingested while a test runs carry its id.
         self.test_boundaries = TestBoundaries()
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
-        #: Told C{(buffer, first_seq, encoded)} after each network-bodies write: redacts the
-        #: large ones in a worker process ahead of their first read (L{Offload}; C{None}: no
-        #: worker pool).
-        self.offload: Callable[[str, int, list[bytes]], None] | None = None
+        #: Told C{(read cache, first_seq, encoded)} after each network-bodies write: redacts
+        #: the large ones in a worker process ahead of their first read
+        #: (L{gasoline.core.redacted.Offload}; C{None}: no worker pool).
+        self.offload = offload
         #: Reads per buffer (C{gasoline_client_reads_total} on C{/metrics}).
         self.reads: dict[str, int] = dict.fromkeys(specs, 0)
         #: Why the journal could not take the latest L{add}'s batch (C{None}: durable, or no
@@ -179,7 +180,7 @@ class TelemetryStore:
         if buffer_name == WEBSOCKET_EVENTS:
             self._track_websocket(entries, now)
         elif buffer_name == NETWORK_BODIES and self.offload is not None:
-            self.offload(buffer_name, first, encoded)
+            self.offload(self.read_cache(buffer_name), first, encoded)
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
         return first, head
 

@@ -119,3 +119,20 @@ def test_an_idle_daemon_answers_every_call_at_once(tmp_path, clock):
         assert start(app, s, "observe", {"what": "errors"}, rid=i)
     assert app.mcp.turns.deferred == 0
     app.mcp.close_all()
+
+
+def test_a_queued_call_that_is_cancelled_never_runs(costly, clock):
+    app = costly
+    sessions = [session_for(app, f"agent-{k}") for k in range(8)]
+    answers = [start(app, s, "observe", {"what": "errors"}, rid=k) for k, s in enumerate(sessions)]
+    per_turn = int(round(TURN_BUDGET / COST))
+    assert app.mcp.turns.queued == 8 - per_turn
+    last = sessions[-1]
+    app.mcp.handle(last, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 7}})
+    assert app.mcp.turns.queued == 8 - per_turn - 1
+    while app.mcp.turns.queued:
+        turn(clock)
+    assert all(a and a[0] is not None for a in answers[:-1])
+    assert answers[-1] in ([], [None])  # no answer for a cancelled request
+    assert app.mcp.tools.calls["observe"] == 7  # and it never ran

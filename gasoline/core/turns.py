@@ -97,11 +97,15 @@ class TurnBudget:
             raise DaemonBusy(
                 f"the daemon is busy: {len(self._queue)} tool calls are waiting behind the "
                 f"browser's capture", retry_after_ms=retry_ms)
-        d: Deferred = Deferred()
+        d: Deferred = Deferred(canceller=self._cancelled)
         self._queue.append((now, call, d))
         self.deferred += 1
         self._end_turn_later()
         return d
+
+    def _cancelled(self, d: Deferred) -> None:
+        """A queued call was cancelled (its request was): it never runs."""
+        self._queue = deque(item for item in self._queue if item[2] is not d)
 
     def _run(self, call: Callable[[], Any]) -> Deferred:
         start = self.timer()

@@ -41,6 +41,8 @@ from gasoline.core.persist import wire_journals
 from gasoline.core.redact import Redactor
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.redacted import Offload
+from gasoline.core.workers import WorkerPool
 from gasoline.core.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI
 from gasoline.http.clients_api import ClientsAPI
@@ -160,7 +162,9 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     # Each write reaches the subscribers (streaming hub, shared logs) on the next reactor turn
     # (NOTIFY_INTERVAL, above).
     notifier = Notifier(clock, interval=NOTIFY_INTERVAL)
-    store = TelemetryStore(clock, config.buffer_specs(), notifier)
+    workers = _worker_pool(clock, services)
+    store = TelemetryStore(clock, config.buffer_specs(), notifier,
+                           offload=Offload(workers) if workers is not None else None)
 
     # Durability (gasoline.core.persist): the state dir (0700, warned about when loose), disk
     # health for every state write, and one journal per telemetry buffer, reloaded here (a
@@ -199,8 +203,21 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
         extension=extension, router=router, noise_global=noise_global, noise_file=noise_file,
         screenshots=ScreenshotStore(config.state_dir, health=persistence.health),
         shutdown=Shutdown(clock, stop), journal=persistence.journals.get(CONSOLE),
-        persistence=persistence,
+        persistence=persistence, workers=workers,
     )
+
+
+def _worker_pool(clock: IReactorTime, services: MultiService) -> WorkerPool | None:
+    """The process pool for CPU-heavy work (one worker per core, started on first use), on a
+    reactor that can start processes; C{None} otherwise (a test's clock: the work runs
+    inline)."""
+    from twisted.internet.interfaces import IReactorProcess
+
+    if not IReactorProcess.providedBy(clock):
+        return None
+    pool = WorkerPool(clock)
+    pool.service().setServiceParent(services)
+    return pool
 
 
 #: Adds tools, resources and prompts to the daemon's MCP registries (the test suite's

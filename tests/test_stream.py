@@ -370,6 +370,10 @@ ALLOWED = {
     ("gasoline/connect/protocol.py", "connectionMade"): "stdout's writer's sink",
     ("gasoline/http/direct.py", "write"): "one whole answer (a Deferred's bytes), then finish: "
                                           "not a stream (Klein writes the same way)",
+    ("gasoline/core/workers.py", "write"): "a worker's stdin, one job at a time (the pool hands a "
+                                           "job only to an idle worker; a stalled one is killed "
+                                           "at the job's timeout): not a stream",
+    ("gasoline/core/workers.py", "writeSequence"): "the same sink (AMP's writeSequence)",
 }
 
 

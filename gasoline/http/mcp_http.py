@@ -370,8 +370,10 @@ class McpHTTP(Resource):
         if key is not None:
             session = self.connections.get(key)
             if session is None or session.closed:
+                notice = self.server.reclaim_notice(client_id=key[0])
                 return None, _error_body(
                     request, 404, SESSION_NOT_FOUND,
+                    f"Session not found: {notice}" if notice else
                     "Session not found: this connection has no MCP session; send initialize",
                 )
             return session, None
@@ -386,7 +388,10 @@ class McpHTTP(Resource):
             return None, _gasoline_error(request, e)
         if session is None or session.transport != "streamable" or (
                 named is not None and session.client_id != named):
+            notice = (self.server.reclaim_notice(session_id=sid.decode("latin-1"))
+                      if session is None else None)
             return None, _error_body(request, 404, SESSION_NOT_FOUND,
+                                     f"Session not found: {notice}" if notice else
                                      "Session not found: unknown or ended Mcp-Session-Id")
         return session, None
 

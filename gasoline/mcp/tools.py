@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 from gasoline.core.errors import GasolineError
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.core.redact import Redactor, cap_text
+from gasoline.core.redacted import RedactedText
 from gasoline.mcp.jsonrpc import JsonRpcError
 from gasoline.mcp.progress import start_for
 
@@ -209,6 +210,14 @@ class ToolRegistry:
         content = result.get("content")
         if not isinstance(content, list):
             content = []
+        if _composed(result, content):
+            # Built by compose_text from redacted pieces only (entries redacted once, when first
+            # read; the rest as this method would): only the cap is left to apply.
+            if capped:
+                for block in content:
+                    if len(block["text"]) > self.result_cap // 4:
+                        block["text"] = cap_text(block["text"], self.result_cap)
+            return result
         if self._unchanged(result, content):
             if not capped:
                 return result
@@ -398,6 +407,18 @@ class ToolRegistry:
 _RESULT_FIELDS = ("structuredContent", "_meta")
 #: Binary fields of content blocks (base64): kept as they are.
 _BINARY = ("data", "blob")
+
+
+def _composed(result: dict[str, Any], content: list[Any]) -> bool:
+    """Whether C{result} is only text blocks whose text is a L{RedactedText} (and nothing
+    else an agent reads: no other block field, no C{structuredContent}, no C{_meta})."""
+    if not content or any(result.get(key) is not None for key in _RESULT_FIELDS):
+        return False
+    for block in content:
+        if type(block) is not dict or len(block) != 2 or block.get("type") != "text" \
+                or type(block.get("text")) is not RedactedText:
+            return False
+    return True
 
 
 def _without_binary(block: dict[str, Any]) -> dict[str, Any]:

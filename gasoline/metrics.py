@@ -35,10 +35,8 @@ from twisted.web.resource import Resource
 from gasoline.http.routes import ROUTES
 
 if TYPE_CHECKING:
-    from gasoline.core.clients import ClientRegistry
     from gasoline.core.extension import ExtensionLink
-    from gasoline.core.router import QueryRouter
-    from gasoline.core.store import TelemetryStore
+    from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
     from gasoline.http.ingest import IngestAPI
     from gasoline.mcp.tools import ToolRegistry
 
@@ -188,9 +186,9 @@ class DaemonCollector:
     simply contributes no series.
     """
 
-    def __init__(self, metrics: Metrics, *, store: TelemetryStore,
-                 registry: ClientRegistry | None = None, tools: ToolRegistry | None = None,
-                 router: QueryRouter | None = None, extension: ExtensionLink | None = None,
+    def __init__(self, metrics: Metrics, *, store: ITelemetryStore,
+                 registry: IClientRegistry | None = None, tools: ToolRegistry | None = None,
+                 router: IQueryRouter | None = None, extension: ExtensionLink | None = None,
                  journals: Any = None,
                  sse: OpenStreams | None = None, ingest: IngestAPI | None = None) -> None:
         self.metrics = metrics
@@ -245,7 +243,7 @@ class DaemonCollector:
         yield reads
         ws = GaugeMetricFamily("gasoline_websocket_connections", "WebSocket connections the "
                                "page has open, as seen by the extension.")
-        ws.add_metric([], len(store.websocket_connections))
+        ws.add_metric([], len(store.websocket_status()["active"]))
         yield ws
 
     def _clients(self) -> Iterable[Metric]:

@@ -24,7 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gasoline import __version__
-from gasoline.core.errors import TooManyClients
+from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.lifecycle import StopHook
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
@@ -160,7 +160,7 @@ class McpServer:
     def __init__(
         self,
         clock: IReactorTime,
-        registry: Any,
+        registry: IClientRegistry,
         tools: ToolRegistry,
         resources: ResourceRegistry,
         prompts: PromptRegistry | None = None,
@@ -200,9 +200,7 @@ class McpServer:
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
         # At the client limit the registry asks us for a quiet session to close.
-        reclaimers = getattr(registry, "reclaimers", None)
-        if isinstance(reclaimers, list):
-            reclaimers.append(self.reclaim_idle)
+        registry.add_reclaimer(self.reclaim_idle)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -218,14 +216,7 @@ class McpServer:
         anonymous = client_id is None
         if client_id is None:
             client_id = self.registry.anonymous_client_id()
-        try:
-            state = self.registry.connect(client_id)
-        except TooManyClients:
-            # A registry without reclaimers (a test double) still gets one quiet session closed.
-            if isinstance(getattr(self.registry, "reclaimers", None), list) \
-                    or not self.reclaim_idle():
-                raise
-            state = self.registry.connect(client_id)
+        state = self.registry.connect(client_id)
         now = self.clock.seconds()
         if session_id is not None and session_id in self.sessions:
             raise ValueError(f"MCP session {session_id} already exists")
@@ -278,8 +269,7 @@ class McpServer:
         ]
         if not candidates:
             return False
-        victim = min(candidates, key=lambda s: (getattr(s.state, "connections", 1) > 1,
-                                                s.last_seen))
+        victim = min(candidates, key=lambda s: (s.state.connections > 1, s.last_seen))
         log.info("client limit reached: closing idle anonymous MCP session {sid} ({cid})",
                  sid=victim.session_id, cid=victim.client_id)
         self.close_session(victim)

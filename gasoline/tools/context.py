@@ -22,7 +22,7 @@ from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
-    from gasoline.core.clients import ClientState
+    from gasoline.core.interfaces import IClientState, IQueryRouter
     from gasoline.tools import GasolineTools
     from gasoline.mcp.server import RequestContext
     from gasoline.mcp.session import McpSession
@@ -62,8 +62,8 @@ class ToolContext:
     app: Daemon
     #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
     request: RequestContext | None
-    #: The caller's L{gasoline.core.clients.ClientState}.
-    state: ClientState
+    #: The caller's state (L{gasoline.core.interfaces.IClientState}).
+    state: IClientState
     client_id: str
     #: The caller's L{gasoline.mcp.session.McpSession} (None in unit tests).
     session: McpSession | None = None
@@ -114,7 +114,7 @@ class ToolContext:
         return None
 
     @property
-    def router(self) -> Any:
+    def router(self) -> IQueryRouter:
         return self.app.router
 
     @property

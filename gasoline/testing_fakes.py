@@ -75,6 +75,27 @@ class MemoryClientState:
     def mark_dirty(self) -> None:
         self.dirty += 1
 
+    def come_back(self, now: float, cwd: str | None) -> None:
+        """Registered again: live, inheriting what it had if it had gone."""
+        self.inherited = self.inherited or self.gone
+        self.gone = False
+        self.touch(now)
+        self.cwd = cwd or self.cwd
+
+    def opened(self) -> None:
+        """One more connection uses this id."""
+        self.connections += 1
+
+    def closed(self) -> None:
+        """One connection ended; with none left the client is gone."""
+        self.connections = max(0, self.connections - 1)
+        self.leave()
+
+    def leave(self) -> None:
+        """The client is leaving: gone once no connection uses the id."""
+        if self.connections == 0:
+            self.gone = True
+
     def to_json(self) -> dict[str, Any]:
         return {"client_id": self.client_id, "cursors": dict(self.cursors),
                 "checkpoints": self.checkpoints, "noise_rules": self.noise_rules, "kv": self.kv,
@@ -131,10 +152,7 @@ class MemoryClientRegistry:
             state = self.clients[client_id] = MemoryClientState(
                 client_id, connected_at=now, last_seen=now, cwd=cwd)
             return state
-        state.inherited = state.inherited or state.gone
-        state.gone = False
-        state.touch(now)
-        state.cwd = cwd or state.cwd
+        state.come_back(now, cwd)
         return state
 
     def get(self, client_id: str) -> MemoryClientState | None:
@@ -146,23 +164,20 @@ class MemoryClientRegistry:
             state = self.register(client_id, now)
         else:
             state.touch(self._now(now))
-        state.connections += 1
+        state.opened()
         return state
 
     def disconnect(self, client_id: str, now: float | None = None) -> None:
         state = self.clients.get(client_id)
         if state is None:
             return
-        state.connections = max(0, state.connections - 1)
-        if state.connections == 0:
-            state.gone = True
+        state.closed()
 
     def unregister(self, client_id: str, now: float | None = None) -> MemoryClientState:
         state = self.clients.get(client_id)
         if state is None:
             raise UnknownClient(f"no client {client_id!r}", client_id=client_id)
-        if state.connections == 0:
-            state.gone = True
+        state.leave()
         return state
 
     def add_reclaimer(self, reclaim: Callable[[], bool]) -> None:
@@ -320,6 +335,11 @@ class FakeCommand:
     result: Any = None
     error: dict[str, Any] | None = None
 
+    def settle(self, status: str, result: Any = None,
+               error: dict[str, Any] | None = None) -> None:
+        """The command ended with C{status} (and its C{result} or C{error})."""
+        self.status, self.result, self.error = status, result, error
+
 
 @implementer(IQueryRouter)
 class FakeQueryRouter:
@@ -343,7 +363,7 @@ class FakeQueryRouter:
         number = len(self.commands) + 1
 
         def cancelled(_: Deferred[Any]) -> None:
-            command.status = "cancelled"
+            command.settle("cancelled")
             self.stats["cancelled"] += 1
 
         command = FakeCommand(f"q-{number}", owner, type, dict(params or {}), tab_id, timeout,
@@ -374,7 +394,7 @@ class FakeQueryRouter:
     def answer(self, result: Any = None, command: FakeCommand | None = None) -> FakeCommand:
         """The extension answers C{command} (default: the oldest pending one) with C{result}."""
         command = command if command is not None else self.waiting()[0]
-        command.status, command.result = "complete", result
+        command.settle("complete", result=result)
         self.stats["complete"] += 1
         command.deferred.callback(result)
         return command
@@ -382,7 +402,7 @@ class FakeQueryRouter:
     def fail(self, error: GasolineError, command: FakeCommand | None = None) -> FakeCommand:
         """The extension's C{error} for C{command} (default: the oldest pending one)."""
         command = command if command is not None else self.waiting()[0]
-        command.status, command.error = "error", error.to_json()
+        command.settle("error", error=error.to_json())
         self.stats["error"] += 1
         command.deferred.errback(error)
         return command

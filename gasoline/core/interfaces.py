@@ -166,6 +166,7 @@ class IQueryRouter(Interface):
     """Extension-bound commands, each owned by the client that asked: only it gets the result."""
 
     stats: dict[str, int] = attribute("Counters: calls, complete, error, timeout, ...")
+    per_client_limit: int = attribute("How many commands one client may have waiting.")
 
     def call(owner: str, type: str, params: dict[str, Any] | None = None,
              tab_id: int | None = None, timeout: float | None = None) -> Deferred[Any]:

@@ -123,7 +123,7 @@ class ToolContext:
 
     def data_age(self, buffer: str | None = None) -> float | None:
         """Seconds since C{buffer} (or any buffer) was last written; None if never."""
-        last = getattr(self.app.store, "last_write", {}) or {}
+        last = self.app.store.last_write
         if buffer is not None:
             ts = last.get(buffer)
         else:
@@ -346,9 +346,7 @@ def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> No
         ctx.state.kv[key] = value
     else:
         ctx.state.kv.pop(key, None)
-    mark = getattr(ctx.state, "mark_dirty", None)
-    if mark is not None:
-        mark()
+    ctx.state.mark_dirty()
 
 
 def decode_entries(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None = None

@@ -204,3 +204,32 @@ def test_with_nothing_to_reclaim_the_limit_refuses_the_newcomer():
         server.open_session("B", "streamable")
     busy.in_flight.clear()
     server.close_all()
+
+
+# -- the HTTP layer on the fake registry ------------------------------------------------------
+
+def test_the_clients_api_registers_and_releases_clients_in_the_registry_it_is_given():
+    from treq.testing import StubTreq
+
+    from gasoline.http.clients_api import ClientsAPI
+    from gasoline.testing import client_headers
+
+    registry = MemoryClientRegistry()
+    treq = StubTreq(ClientsAPI(registry).resource())
+
+    def call(method, path, body=None, headers=None):
+        d = treq.request(method, "http://127.0.0.1/" + path, headers=headers or {},
+                         data=json.dumps(body).encode() if body is not None else None)
+        treq.flush()
+        out = []
+        d.addCallback(lambda r: r.json().addCallback(lambda j: out.append((r.code, j))))
+        treq.flush()
+        return out[0]
+
+    code, answer = call("POST", "clients", {"client_id": "A"}, client_headers(registry, "A"))
+    assert code == 200 and answer["client_id"] == "A" and registry.get("A").live
+    code, refused = call("POST", "clients", {"client_id": "B"})  # no proof of holding "B"
+    assert code >= 400 and registry.get("B") is None
+    assert call("GET", "clients")[1]["list"] == [registry.get("A").summary()]
+    code, gone = call("DELETE", "clients/A", headers=client_headers(registry, "A"))
+    assert code == 200 and gone["gone"] is True and not registry.get("A").live

@@ -121,6 +121,8 @@ class MemoryClientRegistry:
         self.reclaimers: list[Callable[[], bool]] = []
         #: Ids whose state L{save_now} was asked to write, in order.
         self.saved: list[str] = []
+        #: What L{save_now} answers: None (written), or why the disk refused it.
+        self.save_error: str | None = None
         self._clock = clock
         self._anonymous = 0
 
@@ -185,7 +187,7 @@ class MemoryClientRegistry:
 
     def save_now(self, client_id: str) -> str | None:
         self.saved.append(client_id)
-        return None
+        return self.save_error
 
     def list(self) -> Sequence[MemoryClientState]:
         return list(self.clients.values())

@@ -233,3 +233,17 @@ def test_the_clients_api_registers_and_releases_clients_in_the_registry_it_is_gi
     assert call("GET", "clients")[1]["list"] == [registry.get("A").summary()]
     code, gone = call("DELETE", "clients/A", headers=client_headers(registry, "A"))
     assert code == 200 and gone["gone"] is True and not registry.get("A").live
+
+
+def test_configure_store_says_so_when_the_registry_could_not_write_the_state(app, core):
+    from gasoline.tools.configure import MODES as CONFIGURE
+
+    ctx = core.ctx(app, "A", "store")
+    stored = body(CONFIGURE["store"](ctx, {"what": "store", "key": "k", "value": 1}))
+    assert stored and core.registry.saved == ["A"]
+    core.registry.save_error = "disk full"
+    with pytest.raises(GasolineError) as refused:
+        CONFIGURE["store"](ctx, {"what": "store", "key": "k", "value": 2})
+    assert refused.value.code == "not_persisted" and "disk full" in refused.value.message
+    assert core.registry.saved == ["A", "A"]
+    assert core.registry.get("A").kv["default"]["k"] == 2  # kept in memory all the same

@@ -67,18 +67,18 @@ class ToolContext:
     client_id: str
     #: The caller's L{gasoline.mcp.session.McpSession} (None in unit tests).
     session: McpSession | None = None
-    #: The tool being called and its mode (set by the dispatcher).
+    #: The tool being called and its mode (given by the dispatcher).
     tool: str = ""
     mode: str = ""
     #: The dispatcher (L{gasoline.tools.GasolineTools}): mode tables and the tools' runtime state.
     tools: GasolineTools | None = None
 
     @classmethod
-    def for_request(cls, app: Daemon, request: Any,
-                    tools: GasolineTools | None = None) -> "ToolContext":
+    def for_request(cls, app: Daemon, request: Any, tools: GasolineTools | None = None, *,
+                    tool: str = "", mode: str = "") -> "ToolContext":
         session = request.session
         return cls(app=app, request=request, state=session.state, client_id=session.client_id,
-                   session=session, tools=tools)
+                   session=session, tools=tools, tool=tool, mode=mode)
 
     # -- basics ------------------------------------------------------------------------------
 

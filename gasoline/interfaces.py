@@ -7,9 +7,11 @@ L{gasoline.testing.FakeSessionTools}, which C{tests/test_testing.py} puts behind
 server. (The relay's L{gasoline.relay.model.IRelayPeer} is the other seam, beside its hub, with
 L{gasoline.relay.testing.FakeExtensionLink}.)
 
-The core's classes (telemetry store, notifier, command queue, extension link, client registry,
-query router) have one implementation each and are used directly, by their concrete types: an
-interface with a single implementer and no fake only restated their docstrings.
+The client state the layers above the core hold (client registry, per-client state, telemetry
+store, query router) is typed by the interfaces of L{gasoline.core.interfaces}, each with its real
+implementation and an in-memory fake in L{gasoline.testing_fakes}. The core's other classes
+(notifier, command queue, extension link) have one implementation each and are used by their
+concrete types.
 """
 
 from __future__ import annotations

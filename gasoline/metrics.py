@@ -10,7 +10,7 @@ happens (the extension round-trip histogram, HTTP requests and rejects by route 
 that costs one dict increment per request.
 
 Features that land later (context streaming, the session proxy, the CDP relay) add their own series
-without touching this module: either create them through L{Metrics.counter}, L{Metrics.gauge} or
+without touching this module: either create them through L{Metrics.counter} or
 L{Metrics.histogram} (all prefixed C{gasoline_}, in this registry), or hand L{Metrics.add_collector}
 a function that yields metric families at scrape time::
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sized
 from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from twisted.web.resource import Resource
@@ -35,10 +35,8 @@ from twisted.web.resource import Resource
 from gasoline.http.routes import ROUTES
 
 if TYPE_CHECKING:
-    from gasoline.core.clients import ClientRegistry
     from gasoline.core.extension import ExtensionLink
-    from gasoline.core.router import QueryRouter
-    from gasoline.core.store import TelemetryStore
+    from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
     from gasoline.http.ingest import IngestAPI
     from gasoline.mcp.tools import ToolRegistry
 
@@ -101,10 +99,6 @@ class Metrics:
     def counter(self, name: str, documentation: str, labels: Iterable[str] = ()) -> Counter:
         """A counter C{gasoline_<name>} in this registry (C{_total} is added if missing)."""
         return Counter(self._name(name), documentation, list(labels), registry=self.registry)
-
-    def gauge(self, name: str, documentation: str, labels: Iterable[str] = ()) -> Gauge:
-        """A gauge C{gasoline_<name>} in this registry."""
-        return Gauge(self._name(name), documentation, list(labels), registry=self.registry)
 
     def histogram(self, name: str, documentation: str, labels: Iterable[str] = (),
                   buckets: Iterable[float] = LATENCY_BUCKETS) -> Histogram:
@@ -192,9 +186,9 @@ class DaemonCollector:
     simply contributes no series.
     """
 
-    def __init__(self, metrics: Metrics, *, store: TelemetryStore,
-                 registry: ClientRegistry | None = None, tools: ToolRegistry | None = None,
-                 router: QueryRouter | None = None, extension: ExtensionLink | None = None,
+    def __init__(self, metrics: Metrics, *, store: ITelemetryStore,
+                 registry: IClientRegistry | None = None, tools: ToolRegistry | None = None,
+                 router: IQueryRouter | None = None, extension: ExtensionLink | None = None,
                  journals: Any = None,
                  sse: OpenStreams | None = None, ingest: IngestAPI | None = None) -> None:
         self.metrics = metrics
@@ -249,7 +243,7 @@ class DaemonCollector:
         yield reads
         ws = GaugeMetricFamily("gasoline_websocket_connections", "WebSocket connections the "
                                "page has open, as seen by the extension.")
-        ws.add_metric([], len(store.websocket_connections))
+        ws.add_metric([], len(store.websocket_status()["active"]))
         yield ws
 
     def _clients(self) -> Iterable[Metric]:

@@ -890,15 +890,6 @@ class PairedExtensionKeys:
 
         return self._aead.decrypt(body[:12], body[12:], response_aad(request_iv))
 
-    def link_query(self, nonce: bytes) -> str:
-        """The query string the extension's CDP link opens with."""
-        from gasoline.core.identity import b64u
-        from gasoline.core.seal import extension_link_proof
-
-        assert self.key is not None, "pair first"
-        return (f"session={self.session}&nonce={nonce.decode()}"
-                f"&proof={b64u(extension_link_proof(self.key, nonce))}")
-
 
 def _raw_point(public: Any) -> bytes:
     from cryptography.hazmat.primitives import serialization

@@ -388,3 +388,20 @@ def test_a_flush_tick_writes_a_bounded_number_of_files_least_recently_written_fi
         registry.get(cid).cursors["console"] += 1
         registry.get(cid).mark_dirty()
     assert registry.flush(force=True) == len(ids)
+
+
+def test_a_persisting_registry_and_its_states_provide_their_interfaces(tmp_path):
+    """The registry with a state dir, and a state it restored from disk, as the layers above
+    hold them (gasoline.core.interfaces; the fakes are checked in tests/test_interfaces.py)."""
+    from zope.interface.verify import verifyObject
+
+    from gasoline.core.interfaces import IClientRegistry, IClientState
+
+    clock, registry = make(tmp_path)
+    registry.register("saved").kv["k"] = 1
+    registry.flush(force=True)
+    assert verifyObject(IClientRegistry, registry)
+    _, again = make(tmp_path, clock=clock)
+    restored = again.register("saved")
+    assert restored.inherited and restored.kv == {"k": 1}
+    assert verifyObject(IClientState, restored)

@@ -1,7 +1,8 @@
 """Construction, not mutation: the composition root (C{gasoline.app}) and the tap
 (C{gasoline.tap}) pass every collaborator when they build an object and never set an attribute
 (or an item of an attribute, C{root.mounts[b"x"] = ...}) on an object afterwards; the built
-daemon's hooks are the ones passed at construction."""
+daemon's hooks are the ones passed at construction. The same scan covers every other module of
+the package but those listed in C{NOT_YET}."""
 
 from __future__ import annotations
 
@@ -20,8 +21,22 @@ from gasoline.metrics import Metrics
 COMPOSITION = [gasoline.app, gasoline.tap]
 
 
+def _unpacked(targets: list[ast.expr]) -> list[ast.expr]:
+    """The assignment targets inside tuples and lists (C{a.x, (b.y, *c.z) = ...})."""
+    out: list[ast.expr] = []
+    for target in targets:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            out += _unpacked(list(target.elts))
+        elif isinstance(target, ast.Starred):
+            out += _unpacked([target.value])
+        else:
+            out.append(target)
+    return out
+
+
 def _mutations(name: str, source: str) -> list[str]:
-    """Every C{x.y = ...}, C{x.y += ...} and C{x.y[k] = ...} whose C{x} is not C{self}."""
+    """Every C{x.y = ...}, C{x.y += ...} and C{x.y[k] = ...} whose C{x} is not C{self}, tuple
+    targets included (C{x.y, x.z = ...})."""
     tree = ast.parse(source)
     found = []
     for node in ast.walk(tree):
@@ -31,7 +46,7 @@ def _mutations(name: str, source: str) -> list[str]:
             targets = [node.target]
         else:
             continue
-        for target in targets:
+        for target in _unpacked(targets):
             base = target.value if isinstance(target, ast.Subscript) else target
             if not isinstance(base, ast.Attribute):
                 continue
@@ -47,6 +62,53 @@ def test_the_composition_sets_nothing_on_a_built_object(module):
     assert _mutations(module.__name__, inspect.getsource(module)) == []
 
 
+#: Modules of gasoline/ that still set an attribute (or an item of one) on an object other than
+#: C{self}: hooks patched on after building (C{ctx.tool = ...}, C{timer.clock = ...},
+#: C{channel.on_proven = ...}), request facts stamped on the request, and domain code updating
+#: the records it owns (C{state.gone_at = now}, C{session.closed = True}). The scan skips them;
+#: once one passes, drop it from here (C{_mutations} of a module lists what is left).
+NOT_YET = frozenset({
+    "_tls.py", "admin_cli.py", "cli.py", "connect/bridge.py", "connect/client.py",
+    "connect/main.py", "core/clients.py", "core/commands.py", "core/files.py", "core/journal.py",
+    "core/noise.py", "core/pairing.py", "core/persist.py", "core/redact_scan.py", "core/router.py",
+    "core/screenshots.py", "core/store.py", "core/workers.py", "tools/_interactive_list.py", "http/guards.py", "http/ingest.py",
+    "http/keepalive.py", "http/mcp_http.py", "http/relay_ws.py", "http/request.py",
+    "http/status_page.py", "logs.py", "mcp/outgoing.py", "mcp/progress.py", "mcp/server.py",
+    "proxy/metrics.py", "proxy/remote.py", "proxy/routing.py", "proxy/session.py",
+    "relay/hub.py", "relay/sessions.py", "relay/targets.py", "streaming/delivery.py",
+    "streaming/dispatch.py", "streaming/hub.py", "streaming/subscription.py", "testing.py",
+    "tools/__init__.py", "tools/_commands.py", "tools/_links.py", "tools/_page_views.py",
+    "tools/_playback.py", "tools/_reader.py", "tools/_screen_recording.py", "tools/_shared.py",
+    "tools/_snapshot.py", "tools/_state.py", "tools/aliases.py", "tools/analyze.py",
+    "tools/configure.py", "tools/context.py",
+})
+
+
+def _package_modules() -> list[str]:
+    from pathlib import Path
+
+    root = Path(gasoline.app.__file__).parent
+    return sorted(f.relative_to(root).as_posix() for f in root.rglob("*.py"))
+
+
+@pytest.mark.parametrize("module", [m for m in _package_modules() if m not in NOT_YET])
+def test_no_module_of_the_package_sets_anything_on_another_object(module):
+    """The rule of the composition root, over every module of gasoline/ but L{NOT_YET}:
+    collaborators and hooks arrive at construction; an object changes its own attributes
+    (C{self.x = ...}), or through its own methods, never from outside."""
+    from pathlib import Path
+
+    source = (Path(gasoline.app.__file__).parent / module).read_text(encoding="utf-8")
+    assert _mutations(module, source) == []
+
+
+def test_most_of_the_package_keeps_the_construction_rule():
+    """The scan covers the whole package, and the modules outside it are the smaller part."""
+    modules = _package_modules()
+    assert len(modules) > 150 and {"app.py", "tap.py", "core/interfaces.py"} <= set(modules)
+    assert len(NOT_YET & set(modules)) < len(modules) / 2
+
+
 def test_the_check_finds_a_mutation():
     """The check above can fail: it finds each form in a module that has them."""
     source = ("def f(root, router, x):\n"
@@ -54,9 +116,11 @@ def test_the_check_finds_a_mutation():
               "    router.on_latency = 2\n"
               "    x.count += 1\n"
               "    local = {}\n"
-              "    local[b'a'] = 1\n")
+              "    local[b'a'] = 1\n"
+              "    x.status, (self.mine, *x.rest) = 1, (2, 3)\n")
     assert [m.split(": ", 1)[1] for m in _mutations("fake", source)] == [
-        "root.mounts[b'a'] = ...", "router.on_latency = ...", "x.count = ..."]
+        "root.mounts[b'a'] = ...", "router.on_latency = ...", "x.count = ...",
+        "x.status = ...", "x.rest = ..."]
 
 
 def test_the_built_daemon_has_its_hooks_from_construction(tmp_path):

@@ -40,12 +40,14 @@ import orjson
 from twisted.application.internet import TimerService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd, read_nofollow
 from gasoline.core.atrest import MAGIC
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.core.files import DiskHealth, describe, make_private_dir, set_aside, unreadable, write_atomic
+from gasoline.core.interfaces import IClientRegistry, IClientState
 
 log = Logger()
 
@@ -89,6 +91,7 @@ def validate_client_id(client_id: Any) -> str:
     return client_id
 
 
+@implementer(IClientState)
 @attrs.define
 class ClientState:
     """Everything that belongs to one agent: never visible to another."""
@@ -188,6 +191,7 @@ class _RegistryTimer(TimerService):
         return d
 
 
+@implementer(IClientRegistry)
 class ClientRegistry:
     """Client ids -> L{ClientState}, with TTL expiry, a live-client limit and disk persistence."""
 
@@ -225,6 +229,11 @@ class ClientRegistry:
         #: At the limit, called in turn until one frees a slot (returns True): the MCP server
         #: closes its least recently used quiet session (L{gasoline.mcp.server}).
         self.reclaimers: list[Callable[[], bool]] = []
+
+    def add_reclaimer(self, reclaim: Callable[[], bool]) -> None:
+        """At the limit, C{reclaim()} is asked (after the registrations without a connection) to
+        free a slot; it returns True when it did."""
+        self.reclaimers.append(reclaim)
 
     # -- identity and lifecycle ------------------------------------------------------------------
 

@@ -11,16 +11,14 @@ from typing import TYPE_CHECKING
 import attrs
 from twisted.internet.interfaces import IReactorTime
 
-from gasoline.core.clients import ClientRegistry
 from gasoline.core.documents import JsonDocument
 from gasoline.core.extension import ExtensionLink
+from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
 from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
 from gasoline.core.journal import BufferJournal
 from gasoline.core.persist import Persistence
-from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
-from gasoline.core.store import TelemetryStore
 from gasoline.core.workers import WorkerPool
 
 if TYPE_CHECKING:  # the configuration imports the domain (buffer specs): no cycle at run time
@@ -36,13 +34,13 @@ class Daemon:
     #: When the daemon was built (C{clock.seconds()}).
     started_at: float
     #: The shared telemetry ring buffers.
-    store: TelemetryStore
+    store: ITelemetryStore
     #: Client identity and per-client state.
-    registry: ClientRegistry
+    registry: IClientRegistry
     #: The browser extension link: liveness, settings, the command queue.
     extension: ExtensionLink
     #: Extension-bound calls, routed to the client that asked.
-    router: QueryRouter
+    router: IQueryRouter
     #: The daemon-wide noise rules (each client's rules consult them after its own)...
     noise_global: NoiseRules
     #: ... and the file that keeps them (C{<state_dir>/noise-global.json}).

@@ -172,17 +172,6 @@ def load_key(data: bytes, path: Path) -> Any:
     return key
 
 
-def load_or_create_key(state_dir: Path) -> Any:
-    """Read C{<state_dir>/identity.pem} (a C{cryptography} P-256 private key), or create it (0600)
-    in this process. Blocking: start-up and the C{gasoline identity} command only."""
-    path = Path(state_dir) / IDENTITY_FILE
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        data = _store_key(path, _new_key_pem())
-    return load_key(data, path)
-
-
 #: What the short-lived child runs to create a key (L{create_key_file}): cryptography only, the
 #: PKCS#8 PEM on stdout.
 _CHILD = """\

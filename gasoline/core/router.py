@@ -44,6 +44,7 @@ from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from gasoline.core.commands import Command, command_number
 from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-exported
@@ -56,6 +57,7 @@ from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-export
     InvalidParam,
     QueueFull,
 )
+from gasoline.core.interfaces import IQueryRouter
 from gasoline.core.lifecycle import StopHook
 
 if TYPE_CHECKING:
@@ -175,6 +177,7 @@ def _status_of(failure: Failure) -> str:
     return ERROR
 
 
+@implementer(IQueryRouter)
 @attrs.define(eq=False)
 class QueryRouter:
     """Routes extension-bound commands to their owners; see the module docstring.

@@ -20,8 +20,10 @@ from typing import Any, Callable, Iterable, Protocol
 import attrs
 import orjson
 from twisted.internet.interfaces import IReactorTime
+from zope.interface import implementer
 
 from gasoline.core.boundaries import TestBoundaries
+from gasoline.core.interfaces import ITelemetryStore
 from gasoline.core.notify import Notifier
 from gasoline.core.redacted import ReadCache
 from gasoline.core.ring import ReadResult, RingBuffer
@@ -122,6 +124,7 @@ def _encode(entry: dict[str, Any]) -> bytes:
     return bytes(memoryview(orjson.dumps(entry)))
 
 
+@implementer(ITelemetryStore)
 class TelemetryStore:
     """The shared telemetry buffers every client reads. Entries are JSON objects, kept as
     compact JSON C{bytes} in ring buffers (L{gasoline.core.ring.RingBuffer}) and decoded on read;

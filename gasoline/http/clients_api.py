@@ -29,6 +29,7 @@ from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
 from gasoline.core.clients import validate_client_id
+from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.errors import (
     ClientProofRefused,
     GasolineError,
@@ -64,11 +65,11 @@ def _error(request, err: GasolineError) -> bytes:
 
 
 class ClientsAPI:
-    """The C{/clients} routes over the L{gasoline.core.clients.ClientRegistry}."""
+    """The C{/clients} routes over the client registry (L{IClientRegistry})."""
 
     app = Klein()
 
-    def __init__(self, registry) -> None:
+    def __init__(self, registry: IClientRegistry) -> None:
         self.registry = registry
 
     def resource(self):

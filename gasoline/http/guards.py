@@ -221,10 +221,6 @@ class Guard:
             return OriginKind.EXTENSION
         return OriginKind.OTHER
 
-    def origin_allowed(self, origin: bytes, route: Route, host: bytes | None = None) -> bool:
-        """May a browser at C{origin} use C{route}?"""
-        return self.origin_kind(origin, host) in _ACCEPTS[route.origins]
-
     def check(self, request, route: Route) -> bytes | None:
         """C{None} to go on, else the body of the refusal (status and headers already set)."""
         host = request.getHeader(b"host")

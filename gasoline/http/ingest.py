@@ -43,8 +43,8 @@ from gasoline.core.store import (
     NETWORK_BODIES,
     WATERFALL,
     WEBSOCKET_EVENTS,
-    TelemetryStore,
 )
+from gasoline.core.interfaces import ITelemetryStore
 from gasoline.core.validate import PayloadError
 from gasoline.http.direct import DirectRoutes
 from gasoline.http.guards import json_values_refusal
@@ -149,7 +149,7 @@ class IngestAPI:
     app = Klein()
 
     clock: IReactorTime
-    store: TelemetryStore
+    store: ITelemetryStore
     extension: ExtensionLink
     screenshots: ScreenshotStore
     #: The daemon's graceful stop (C{POST /shutdown}).

@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 
 from gasoline import __version__
 from gasoline.core.errors import TooManyClients
+from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.lifecycle import StopHook
 from gasoline.core.turns import DaemonBusy, TurnBudget
 from gasoline.mcp import jsonrpc
@@ -175,7 +176,7 @@ class McpServer:
     def __init__(
         self,
         clock: IReactorTime,
-        registry: Any,
+        registry: IClientRegistry,
         tools: ToolRegistry,
         resources: ResourceRegistry,
         prompts: PromptRegistry | None = None,
@@ -224,9 +225,7 @@ class McpServer:
         #: Until when every session keeps the quiet floor (a reclaimed client came back).
         self._pressure_until = float("-inf")
         # At the client limit the registry asks us for a quiet session to close.
-        reclaimers = getattr(registry, "reclaimers", None)
-        if isinstance(reclaimers, list):
-            reclaimers.append(self.reclaim_idle)
+        registry.add_reclaimer(self.reclaim_idle)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -245,15 +244,12 @@ class McpServer:
         if "client:" + client_id in self._reclaimed:
             self._under_pressure()  # a reclaimed client initializing again
         try:
+            # At the limit the registry has asked its reclaimers (ours: reclaim_idle) already.
             state = self.registry.connect(client_id)
         except TooManyClients:
             if self.clock.seconds() < self._pressure_until:
                 self._under_pressure()
-            # A registry without reclaimers (a test double) still gets one quiet session closed.
-            if isinstance(getattr(self.registry, "reclaimers", None), list) \
-                    or not self.reclaim_idle():
-                raise
-            state = self.registry.connect(client_id)
+            raise
         now = self.clock.seconds()
         if session_id is not None and session_id in self.sessions:
             raise ValueError(f"MCP session {session_id} already exists")
@@ -310,7 +306,7 @@ class McpServer:
         ]
         if not candidates:
             return False
-        victim = min(candidates, key=lambda s: (getattr(s.state, "connections", 1) > 1,
+        victim = min(candidates, key=lambda s: (s.state.connections > 1,
                                                 s.last_seen))
         quiet = now - victim.last_seen
         log.info("client limit reached: closing MCP session {sid} ({cid}), idle for {t:.0f} s",

@@ -27,7 +27,7 @@ from gasoline.mcp.outgoing import redact_outgoing
 if TYPE_CHECKING:
     from twisted.internet.interfaces import IDelayedCall
 
-    from gasoline.core.clients import ClientState
+    from gasoline.core.interfaces import IClientState
     from gasoline.interfaces import ISessionTools
 
 #: RFC 5424 severities as MCP names them, least severe first.
@@ -123,7 +123,7 @@ class McpSession:
     session_id: str
     client_id: str
     #: The agent's own state (shared by its sessions).
-    state: ClientState
+    state: IClientState
     #: C{"streamable"}, C{"connector"} or C{"sse"}.
     transport: str
     created_at: float

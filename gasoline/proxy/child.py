@@ -261,10 +261,6 @@ class ChildServer(ServerPeer):
         ]
         return d
 
-    def kill_now(self) -> None:
-        """End the server and everything it started at once (daemon shutdown fallback)."""
-        self._kill_all(self.pid)
-
     # -- process -------------------------------------------------------------------------------
 
     def _open(self) -> None:

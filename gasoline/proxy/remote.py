@@ -525,7 +525,3 @@ class RemoteServer(ServerPeer):
             return None
 
         return d.addBoth(close_pool).addBoth(lambda _: None)
-
-    def kill_now(self) -> None:
-        self._live = False
-        self._close_streams()

@@ -49,7 +49,7 @@ from gasoline.streaming.redaction import UNTRUSTED, EventRedactor
 from gasoline.streaming.subscription import Subscription
 
 if TYPE_CHECKING:
-    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.interfaces import IClientRegistry
     from gasoline.core.notify import Notifier
 
 #: The key of the streaming subscription in C{ClientState.subscriptions}.
@@ -67,7 +67,7 @@ MAX_NOTE = 240
 class Streaming:
     """Every agent's streaming state. All methods run on the reactor thread."""
 
-    def __init__(self, clock: IReactorTime, notifier: Notifier, registry: ClientRegistry,
+    def __init__(self, clock: IReactorTime, notifier: Notifier, registry: IClientRegistry,
                  sessions: Mapping[str, Any],
                  redact_text: Callable[[str], str] | None = None,
                  inbox_size: int = DEFAULT_INBOX,

@@ -162,9 +162,7 @@ class GasolineTools:
             if handler is None:
                 raise NotImplementedMode(f"{target} {{what:\"{what}\"}} is not implemented yet",
                                          tool=target, mode=what)
-            ctx = ToolContext.for_request(self.daemon, request, self)
-            ctx.tool = target
-            ctx.mode = what
+            ctx = ToolContext.for_request(self.daemon, request, self, tool=target, mode=what)
             result = handler(ctx, args)
             # Unread browser events (context streaming) are mentioned in every other tool's result.
             if iscoroutine(result):

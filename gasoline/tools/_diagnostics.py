@@ -104,7 +104,7 @@ def configure_telemetry(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
         "buffers": ctx.app.store.stats(),
         "your_rate_limit": reg.limiter.usage(ctx.client_id)
         if reg is not None and reg.limiter is not None else None,
-        "router": router.health() if router is not None and hasattr(router, "health") else None,
+        "router": router.health(),
         "extension_syncs": getattr(ctx.app.extension, "syncs", None),
     }
     total = sum(data["calls_per_tool"].values())

@@ -440,8 +440,8 @@ async def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> d
     seq = resolve_sequence(ctx, ref)
     steps = validate_steps(seq["steps"])  # stored steps are checked again: they may be old
     router = ctx.router
-    limit = getattr(router, "per_client_limit", None)
-    if limit is not None and router.pending_count(ctx.client_id) >= limit:
+    limit = router.per_client_limit
+    if router.pending_count(ctx.client_id) >= limit:
         from gasoline.core.errors import QueueFull
 
         raise QueueFull(f"you already have {limit} commands waiting for the extension",

@@ -134,9 +134,7 @@ def _persist_now(ctx: ToolContext, what: str, name: str, *, daemon_wide: bool = 
     if daemon_wide:
         error = ctx.app.noise_file.save_now()
     else:
-        registry = getattr(ctx.app, "registry", None)
-        save = getattr(registry, "save_now", None)
-        error = save(ctx.client_id) if save is not None else None
+        error = ctx.app.registry.save_now(ctx.client_id)
     if error is not None:
         raise GasolineError(
             f"{what} {name}: NOT persisted ({error}); the value is kept in memory for this "

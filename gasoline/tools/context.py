@@ -23,7 +23,7 @@ from gasoline.core.redacted import REDACTOR as _REDACTOR, RedactedEntries, compo
 from gasoline.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
-    from gasoline.core.clients import ClientState
+    from gasoline.core.interfaces import IClientState, IQueryRouter
     from gasoline.tools import GasolineTools
     from gasoline.mcp.server import RequestContext
     from gasoline.mcp.session import McpSession
@@ -64,23 +64,23 @@ class ToolContext:
     app: Daemon
     #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
     request: RequestContext | None
-    #: The caller's L{gasoline.core.clients.ClientState}.
-    state: ClientState
+    #: The caller's state (L{gasoline.core.interfaces.IClientState}).
+    state: IClientState
     client_id: str
     #: The caller's L{gasoline.mcp.session.McpSession} (None in unit tests).
     session: McpSession | None = None
-    #: The tool being called and its mode (set by the dispatcher).
+    #: The tool being called and its mode (given by the dispatcher).
     tool: str = ""
     mode: str = ""
     #: The dispatcher (L{gasoline.tools.GasolineTools}): mode tables and the tools' runtime state.
     tools: GasolineTools | None = None
 
     @classmethod
-    def for_request(cls, app: Daemon, request: Any,
-                    tools: GasolineTools | None = None) -> "ToolContext":
+    def for_request(cls, app: Daemon, request: Any, tools: GasolineTools | None = None, *,
+                    tool: str = "", mode: str = "") -> "ToolContext":
         session = request.session
         return cls(app=app, request=request, state=session.state, client_id=session.client_id,
-                   session=session, tools=tools)
+                   session=session, tools=tools, tool=tool, mode=mode)
 
     # -- basics ------------------------------------------------------------------------------
 
@@ -116,7 +116,7 @@ class ToolContext:
         return None
 
     @property
-    def router(self) -> Any:
+    def router(self) -> IQueryRouter:
         return self.app.router
 
     @property
@@ -125,7 +125,7 @@ class ToolContext:
 
     def data_age(self, buffer: str | None = None) -> float | None:
         """Seconds since C{buffer} (or any buffer) was last written; None if never."""
-        last = getattr(self.app.store, "last_write", {}) or {}
+        last = self.app.store.last_write
         if buffer is not None:
             ts = last.get(buffer)
         else:
@@ -386,9 +386,7 @@ def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> No
         ctx.state.kv[key] = value
     else:
         ctx.state.kv.pop(key, None)
-    mark = getattr(ctx.state, "mark_dirty", None)
-    if mark is not None:
-        mark()
+    ctx.state.mark_dirty()
 
 
 def decode_entries(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None = None

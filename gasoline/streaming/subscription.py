@@ -431,8 +431,7 @@ def _shared(key: Any, value: Any = None) -> Any:
 class Matcher:
     """A subscription with its patterns compiled once: L{matches} runs the seed's order."""
 
-    __slots__ = ("subscription", "types", "min_rank", "include", "exclude", "slow_ms", "simple",
-                 "_after_type")
+    __slots__ = ("subscription", "types", "min_rank", "include", "exclude", "slow_ms", "simple")
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
@@ -450,44 +449,6 @@ class Matcher:
         #: No severity floor and no pattern: past the type (and a C{network_slow} event's
         #: budget) every event matches, so throttled events can be counted without matching.
         self.simple = self.min_rank == 0 and self.include is None and self.exclude is None
-        self._after_type = (self._predicate(True), self._predicate(False))
-
-    def after_type(self, budgets: bool) -> Callable[[StreamEvent], bool]:
-        """L{matches} for events already known to be of this subscription's types: only the
-        checks this subscription has, in the seed's order. With C{budgets} false the events are
-        known to carry no duration (no C{network_slow} among them)."""
-        return self._after_type[0 if budgets else 1]
-
-    def _predicate(self, budgets: bool) -> Callable[[StreamEvent], bool]:
-        min_rank, slow_ms = self.min_rank, self.slow_ms
-        include = self.include.url if self.include is not None else None
-        exclude = self.exclude
-        if include is None and exclude is None:
-            # The same few predicates for every agent without patterns (shared, not per agent).
-            key = ("predicate", budgets, min_rank, slow_ms if budgets else None)
-            hit = _SHARED.get(key)
-            if hit is not None:
-                return hit
-            if not budgets:
-                made = (lambda e: True) if min_rank == 0 else (lambda e: e.rank >= min_rank)
-            else:
-                made = lambda e: (e.duration_ms is None or e.duration_ms > slow_ms) \
-                    and e.rank >= min_rank  # noqa: E731
-            return _shared(key, made)
-        exclude_url = exclude.url if exclude is not None else None
-        exclude_text = exclude.text if exclude is not None else None
-
-        def predicate(e: StreamEvent) -> bool:
-            if budgets and e.duration_ms is not None and e.duration_ms <= slow_ms:
-                return False
-            if e.rank < min_rank:
-                return False
-            if include is not None and not include(e.url):
-                return False
-            return exclude_url is None or exclude_text is None \
-                or not (exclude_url(e.url) or exclude_text(e.message))
-
-        return predicate
 
     def key_test(self, xbit: int, bpos: int) -> Callable[[tuple], bool]:
         """L{matches} for an event's bucket key instead of the event (see

@@ -274,7 +274,10 @@ def subscription_memory(n: int, distinct: bool) -> dict[str, Any]:
     def per_agent(figures: tuple[int, int]) -> list[float]:
         return [(figures[k] - base[k]) / n for k in (0, 1)]
 
-    return {"agents": n, "distinct": distinct, "subscription_bytes": per_agent(subscribed),
+    import gasoline
+
+    return {"agents": n, "distinct": distinct, "gasoline": str(Path(gasoline.__file__).parent),
+            "subscription_bytes": per_agent(subscribed),
             "full_inbox_bytes": per_agent(full_inbox),
             "full_inbox_and_queue_bytes": per_agent(full_queue), "queued": queued}
 
@@ -308,6 +311,8 @@ def subscriptions_main(args: argparse.Namespace) -> int:
     print_table(f"Memory per streaming subscription ({args.subscriptions} agents; bytes per agent, "
                 f"tracemalloc; load average {load[0]:.1f})",
                 ["state", "tree, subscriptions", "requested", "in 16-byte blocks"], rows)
+    for name, figures in results.items():
+        print(f"{name}: gasoline from {figures['gasoline']}")
     print("alike: every agent {subscribe: [error], filters: {rate_limit: 100}}; distinct: "
           "each its own slow_ms as well (no two alike)")
     print(f"wrote {write_json('subscription_memory', {'agents': args.subscriptions, 'load': load, 'baseline': args.baseline, 'results': results})}")

@@ -28,7 +28,16 @@ Printed: RSS at the start, peak RSS over the start, RSS after the streams closed
 ``task.Clock``, ``tracemalloc``): N agents with an MCP session each, then the bytes per agent added
 by subscribing (empty inbox), by a full inbox (100 error events, each agent's own copy with its
 ``seq``), and by a full ``over_limit: "queue"`` queue (100 more, shared with the other agents' copies
-of the same redacted event). The figures are in docs/streaming.md ("Memory per subscription").
+of the same redacted event), for agents that subscribe alike and for agents whose subscriptions all
+differ, each in a fresh process. Each figure is given as tracemalloc reports it (the sizes asked
+for) and in pymalloc's 16-byte blocks (what the allocator hands out); a full collection before each
+reading empties CPython's free lists, which would otherwise hide or keep blocks. With
+``--baseline DIR`` the same measurement runs first on that checkout's ``gasoline`` (paired). Not
+measured: RE2's own memory for ``url_pattern`` / ``exclude_pattern`` (native, outside
+tracemalloc; these subscriptions have none). The figures are in docs/streaming.md ("Memory per
+subscription").
+
+    .venv/bin/python bench/streams_memory.py --subscriptions 50 [--baseline DIR]
 
 ``--baseline DIR`` runs the daemon of another checkout (``PYTHONPATH=DIR``, as bench/ingest.py
 does), e.g. the tree before the bounded writer, to compare (mind the machine's memory: without

@@ -28,7 +28,16 @@ Printed: RSS at the start, peak RSS over the start, RSS after the streams closed
 ``task.Clock``, ``tracemalloc``): N agents with an MCP session each, then the bytes per agent added
 by subscribing (empty inbox), by a full inbox (100 error events, each agent's own copy with its
 ``seq``), and by a full ``over_limit: "queue"`` queue (100 more, shared with the other agents' copies
-of the same redacted event). The figures are in docs/streaming.md ("Memory per subscription").
+of the same redacted event), for agents that subscribe alike and for agents whose subscriptions all
+differ, each in a fresh process. Each figure is given as tracemalloc reports it (the sizes asked
+for) and in pymalloc's 16-byte blocks (what the allocator hands out); a full collection before each
+reading empties CPython's free lists, which would otherwise hide or keep blocks. With
+``--baseline DIR`` the same measurement runs first on that checkout's ``gasoline`` (paired). Not
+measured: RE2's own memory for ``url_pattern`` / ``exclude_pattern`` (native, outside
+tracemalloc; these subscriptions have none). The figures are in docs/streaming.md ("Memory per
+subscription").
+
+    .venv/bin/python bench/streams_memory.py --subscriptions 50 [--baseline DIR]
 
 ``--baseline DIR`` runs the daemon of another checkout (``PYTHONPATH=DIR``, as bench/ingest.py
 does), e.g. the tree before the bounded writer, to compare (mind the machine's memory: without
@@ -39,12 +48,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -183,8 +194,19 @@ def health_ms(port: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def subscription_memory(n: int) -> dict[str, float]:
-    """Bytes per agent: subscribed (empty inbox), full inbox, full over-limit queue."""
+def _pool_bytes(snapshot: Any) -> int:
+    """The traced blocks' sizes as the allocator hands them out: pymalloc serves requests of up
+    to 512 bytes in 16-byte size classes (tracemalloc reports the size asked for)."""
+    return sum(-(-t.size // 16) * 16 if t.size <= 512 else t.size for t in snapshot.traces)
+
+
+def subscription_memory(n: int, distinct: bool) -> dict[str, Any]:
+    """Bytes per agent: subscribed (empty inbox), full inbox, full over-limit queue.
+
+    With C{distinct} every agent's subscription differs (its own C{slow_ms}, 1001, 1002, ...,
+    which an C{error} subscription never reads but keeps and saves): no two agents can share a
+    subscription, its saved form or its matcher, only what every subscription to the same event
+    types has alike. Without it every agent subscribes alike (a fleet of agents of one kind)."""
     import gc
     import tracemalloc
 
@@ -210,11 +232,14 @@ def subscription_memory(n: int) -> dict[str, float]:
 
         def subscribe(over_limit: str) -> None:
             # What configure {what:"streaming"} does, without the tool call around it (its
-            # audit record and answer are the call's cost, not the subscription's).
-            for session in sessions:
-                app.streaming.configure(session.state, parse({
-                    "subscribe": ["error"],
-                    "filters": {"rate_limit": 100, "over_limit": over_limit}}))
+            # audit record and answer are the call's cost, not the subscription's). The
+            # arguments are built per agent, as each call's JSON would be.
+            for i, session in enumerate(sessions):
+                filters = {"rate_limit": 100, "over_limit": over_limit}
+                if distinct:
+                    filters["slow_ms"] = 1001 + i
+                app.streaming.configure(session.state, parse({"subscribe": ["error"],
+                                                              "filters": filters}))
 
         def errors(k: int, tag: str) -> None:
             app.store.add(CONSOLE, [{"level": "error", "type": "console", "tabId": 1,
@@ -223,9 +248,16 @@ def subscription_memory(n: int) -> dict[str, float]:
                                     for j in range(k)])
             clock.advance(0)
 
-        def measure() -> int:
+        def measure() -> tuple[int, int]:
+            # A full collection also empties CPython's free lists (dicts, lists, tuples,
+            # floats): a block parked in one would be counted as held, and a block taken from
+            # one (allocated before tracing began) would not be counted at all.
             gc.collect()
-            return tracemalloc.get_traced_memory()[0]
+            snapshot = tracemalloc.take_snapshot()
+            figures = tracemalloc.get_traced_memory()[0], _pool_bytes(snapshot)
+            del snapshot  # (it is traced itself: gone before the next measure)
+            gc.collect()
+            return figures
 
         # The agent table is read once before (its refresh timer, not the subscription).
         app.streaming.active()
@@ -247,9 +279,53 @@ def subscription_memory(n: int) -> dict[str, float]:
         app.extension.stop()
         app.router.close()
     assert queued == n * QUEUE_CAPACITY, queued
-    return {"agents": n, "subscription_bytes": (subscribed - base) / n,
-            "full_inbox_bytes": (full_inbox - base) / n,
-            "full_inbox_and_queue_bytes": (full_queue - base) / n}
+
+    def per_agent(figures: tuple[int, int]) -> list[float]:
+        return [(figures[k] - base[k]) / n for k in (0, 1)]
+
+    import gasoline
+
+    return {"agents": n, "distinct": distinct, "gasoline": str(Path(gasoline.__file__).parent),
+            "subscription_bytes": per_agent(subscribed),
+            "full_inbox_bytes": per_agent(full_inbox),
+            "full_inbox_and_queue_bytes": per_agent(full_queue), "queued": queued}
+
+
+def subscriptions_main(args: argparse.Namespace) -> int:
+    """Each tree (the baseline's, then this one) and each kind of subscription in a fresh
+    process (the module-level shared tables start empty, nothing carries over)."""
+    import subprocess
+
+    trees = ([("baseline", str(Path(args.baseline).resolve()))] if args.baseline else []) \
+        + [("this tree", None)]
+    results: dict[str, dict[str, Any]] = {}
+    for label, path in trees:
+        for distinct in (False, True):
+            env = dict(os.environ)
+            if path is not None:
+                env["PYTHONPATH"] = path
+            out = subprocess.run(
+                [sys.executable, __file__, "--subscriptions", str(args.subscriptions),
+                 "--one", "distinct" if distinct else "alike"],
+                env=env, check=True, capture_output=True, text=True).stdout
+            results[f"{label}, {'distinct' if distinct else 'alike'}"] = json.loads(
+                out.strip().splitlines()[-1])
+    load = os.getloadavg()
+    rows = []
+    for state, key in (("subscribed, empty inbox", "subscription_bytes"),
+                       ("full inbox (100 events)", "full_inbox_bytes"),
+                       ("full inbox + full queue", "full_inbox_and_queue_bytes")):
+        for name, figures in results.items():
+            rows.append([state, name, f"{figures[key][0]:,.0f}", f"{figures[key][1]:,.0f}"])
+    print_table(f"Memory per streaming subscription ({args.subscriptions} agents; bytes per agent, "
+                f"tracemalloc; load average {load[0]:.1f})",
+                ["state", "tree, subscriptions", "requested", "in 16-byte blocks"], rows)
+    for name, figures in results.items():
+        print(f"{name}: gasoline from {figures['gasoline']}")
+    print("alike: every agent {subscribe: [error], filters: {rate_limit: 100}}; distinct: "
+          "each its own slow_ms as well (no two alike)")
+    print(f"wrote {write_json('subscription_memory', {'agents': args.subscriptions, 'load': load, 'baseline': args.baseline, 'results': results})}")
+    return 0
 
 
 def main() -> int:
@@ -267,17 +343,13 @@ def main() -> int:
                         help="no paused CDP client (a control: the flood alone)")
     parser.add_argument("--subscriptions", type=int, metavar="N",
                         help="measure the memory of N streaming subscriptions instead")
+    parser.add_argument("--one", choices=("alike", "distinct"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.subscriptions:
-        figures = subscription_memory(args.subscriptions)
-        print_table(f"Memory per streaming subscription ({args.subscriptions} agents, bytes "
-                    "per agent, tracemalloc)", ["state", "bytes per agent"], [
-                        ["subscribed, empty inbox", f"{figures['subscription_bytes']:,.0f}"],
-                        ["full inbox (100 events)", f"{figures['full_inbox_bytes']:,.0f}"],
-                        ["full inbox + full queue (100 + 100)",
-                         f"{figures['full_inbox_and_queue_bytes']:,.0f}"]])
-        print(f"wrote {write_json('subscription_memory', figures)}")
+    if args.one:
+        print(json.dumps(subscription_memory(args.subscriptions, args.one == "distinct")))
         return 0
+    if args.subscriptions:
+        return subscriptions_main(args)
 
     state = Path(tempfile.mkdtemp(prefix="gasoline-bench-streams-"))
     env = {"PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else None

@@ -482,6 +482,7 @@ def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[byt
 
     class Request(DummyRequest):
         producer = None
+        content = None  # a GET without a body (twisted.web's Request sets it; DummyRequest not)
 
         @property
         def code(self) -> int:  # what twisted.web's Request calls it (the root reports it)

@@ -46,7 +46,7 @@ from gasoline.streaming.domwatch import DomWatches
 from gasoline.streaming.events import SOURCE_BUFFERS, audit_events, buffers_for
 from gasoline.streaming.inbox import DEFAULT_INBOX, AgentStream, Listener
 from gasoline.streaming.redaction import UNTRUSTED, EventRedactor
-from gasoline.streaming.subscription import Subscription
+from gasoline.streaming.subscription import Matcher, Subscription
 
 if TYPE_CHECKING:
     from gasoline.core.interfaces import IClientRegistry
@@ -92,6 +92,8 @@ class Streaming:
         self.delivery = Delivery(sessions)
         #: Fills the inboxes from writes, within the agents' rate limits.
         self.dispatcher = Dispatcher(clock, self.delivery, EventRedactor(redact_text), on_latency)
+        #: What brings an agent's throttled count up to date: one bound method for all agents.
+        self._fold = self.dispatcher.tally.fold
         #: Keys the C{GET /events} proofs (L{events_token}); new each run of the daemon.
         self.events_secret = os.urandom(32)
         self.agents: dict[str, AgentStream] = {}
@@ -163,14 +165,24 @@ class Streaming:
                                                                    raw)
         else:
             self.dispatcher.leave(agent)  # counted with the old filters up to here
-            agent.reconfigure(subscription, raw)
+            agent.reconfigure(subscription, raw, self._matcher(subscription))
         self._stale = self._spec_stale = True
         self.active()  # the extension learns a new DOM watch now, not at the next write
         return agent
 
     def _new_agent(self, client_id: str, subscription: Subscription, raw: Any) -> AgentStream:
-        return AgentStream(client_id, subscription, raw, self.inbox_size,
-                           self.dispatcher.tally.fold)
+        return AgentStream(client_id, subscription, raw, self.inbox_size, self._fold,
+                           self._matcher(subscription))
+
+    def _matcher(self, subscription: Subscription) -> Matcher | None:
+        """The matcher of a subscribed agent whose subscription equals C{subscription}, if any:
+        agents that subscribe alike share one subscription and one matcher (both immutable)
+        instead of a copy each (docs/streaming.md, "Memory per subscription"). A scan of the
+        agent table, on subscribing only."""
+        for other in self.agents.values():
+            if other.subscription == subscription:
+                return other.matcher
+        return None
 
     def agent(self, state: Any) -> AgentStream | None:
         """C{state}'s agent stream if it is subscribed (restoring it from the state if needed)."""
@@ -192,7 +204,7 @@ class Streaming:
             agent = self.agents[client_id] = self._new_agent(client_id, subscription, raw)
         else:
             self.dispatcher.leave(agent)
-            agent.reconfigure(subscription, raw)
+            agent.reconfigure(subscription, raw, self._matcher(subscription))
         self._stale = self._spec_stale = True
         return agent
 
@@ -314,7 +326,7 @@ class Streaming:
         if agent is None:
             d.callback(None)
             return d
-        agent.waiters.append(d)
+        agent.add_waiter(d)
 
         def timed_out() -> None:
             if not d.called:

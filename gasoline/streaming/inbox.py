@@ -32,6 +32,8 @@ QUEUE_CAPACITY = 100
 
 #: A C{GET /events} listener: called with each new inbox item.
 Listener = Callable[[dict[str, Any]], None]
+#: The window start of an agent that has had no event yet (one float for every agent).
+_NEVER = float("-inf")
 
 
 class Inbox:
@@ -101,10 +103,16 @@ class AgentStream:
                  "pushed", "resource_told", "queue", "queued_total", "drain_call")
 
     def __init__(self, client_id: str, subscription: Subscription, raw: Any,
-                 inbox_size: int, settle: Callable[[], None] = lambda: None) -> None:
+                 inbox_size: int, settle: Callable[[], None] = lambda: None,
+                 matcher: Matcher | None = None) -> None:
+        """
+        @param matcher: an equal subscription's matcher (another agent's), shared instead of
+            compiling another: a matcher and its subscription are immutable (a pattern's
+            remembered verdicts are the same for every agent). None: compile one.
+        """
         self.client_id = client_id
-        self.subscription = subscription
-        self.matcher = Matcher(subscription)
+        self.matcher = matcher = _matcher(subscription, matcher)
+        self.subscription = matcher.subscription
         #: The matcher's verdict on bucket keys (L{gasoline.streaming.tally}), made by the hub's
         #: current L{KeySpec<gasoline.streaming.tally.KeySpec>} (None until the hub next reads
         #: its agent table).
@@ -114,7 +122,7 @@ class AgentStream:
         #: The saved form the matcher was built from (a change rebuilds it).
         self.raw = raw
         self.inbox = Inbox(inbox_size)
-        self.window_start = float("-inf")
+        self.window_start = _NEVER
         self.window_count = 0
         #: Throttled / overflowed since the last notice.
         self.throttled = 0
@@ -126,10 +134,14 @@ class AgentStream:
         self.full_call: IDelayedCall | None = None
         #: The unread C{buffer_full} notice (its count grows while it is unread).
         self.full_notice: dict[str, Any] | None = None
-        self.waiters: list[Deferred[None]] = []
-        self.listeners: list[Listener] = []
-        #: listener -> what ends its stream when the subscription ends (GET /events).
-        self.enders: dict[Any, Callable[[], None]] = {}
+        #: Long-polls waiting for the next item, and C{GET /events} listeners: an empty tuple
+        #: until the first one (most subscribed agents have neither, and an empty list is 56
+        #: bytes); a list from then on (L{add_waiter}, L{listen}).
+        self.waiters: Sequence[Deferred[None]] = ()
+        self.listeners: Sequence[Listener] = ()
+        #: listener -> what ends its stream when the subscription ends (GET /events); None
+        #: until a listener gives one.
+        self.enders: dict[Any, Callable[[], None]] | None = None
         self.pushed = 0
         #: C{notifications/resources/updated} sent and not yet followed by a read.
         self.resource_told = False
@@ -154,11 +166,13 @@ class AgentStream:
         self.throttled += n
         self._throttled_total += n
 
-    def reconfigure(self, subscription: Subscription, raw: Any) -> None:
-        """A new subscription (its matcher compiled now; its key predicate comes with the hub's
-        next key spec). The inbox and its sequence numbers are kept."""
-        self.subscription = subscription
-        self.matcher = Matcher(subscription)
+    def reconfigure(self, subscription: Subscription, raw: Any,
+                    matcher: Matcher | None = None) -> None:
+        """A new subscription (its matcher compiled now, or C{matcher}, an equal subscription's;
+        its key predicate comes with the hub's next key spec). The inbox and its sequence
+        numbers are kept."""
+        self.matcher = matcher = _matcher(subscription, matcher)
+        self.subscription = subscription = matcher.subscription
         self.test = None
         self.raw = raw
         if subscription.queues and self.queue is None:
@@ -173,10 +187,17 @@ class AgentStream:
         """Events waiting in the over-limit queue now."""
         return len(self.queue) if self.queue is not None else 0
 
+    def add_waiter(self, d: Deferred[None]) -> None:
+        """C{d} waits for the next item (L{wake} fires it)."""
+        waiters = self.waiters
+        if not isinstance(waiters, list):
+            waiters = self.waiters = []
+        waiters.append(d)
+
     def wake(self) -> None:
         """Fire (with None) every long-poll waiting for an item."""
         if self.waiters:
-            waiters, self.waiters = self.waiters, []
+            waiters, self.waiters = self.waiters, ()
             for d in waiters:
                 if not d.called:
                     d.callback(None)
@@ -187,14 +208,20 @@ class AgentStream:
 
     def listen(self, listener: Listener, end: Callable[[], None] | None = None) -> None:
         """Call C{listener(item)} for each new item; C{end()} when the subscription ends."""
-        self.listeners.append(listener)
+        listeners = self.listeners
+        if not isinstance(listeners, list):
+            listeners = self.listeners = []
+        listeners.append(listener)
         if end is not None:
+            if self.enders is None:
+                self.enders = {}
             self.enders[listener] = end
 
     def unlisten(self, listener: Listener) -> None:
         """C{listener} hears no more (its stream is gone)."""
         _discard(self.listeners, listener)
-        self.enders.pop(listener, None)
+        if self.enders is not None:
+            self.enders.pop(listener, None)
 
     def end(self) -> None:
         """The subscription ended (unsubscribed, expired, daemon stopping): cancel the pending
@@ -206,8 +233,8 @@ class AgentStream:
         if self.queue is not None:
             self.queue.clear()
         self.wake()
-        enders, self.enders = self.enders, {}
-        self.listeners = []
+        enders, self.enders = self.enders or {}, None
+        self.listeners = ()
         for end in enders.values():
             try:
                 end()
@@ -215,8 +242,16 @@ class AgentStream:
                 log.failure("ending an events stream failed")
 
 
-def _discard(items: list[Any], value: Any) -> None:
-    try:
-        items.remove(value)
-    except ValueError:
-        pass
+def _matcher(subscription: Subscription, shared: Matcher | None) -> Matcher:
+    """C{shared} when it is C{subscription}'s (an equal one's), else a new matcher."""
+    if shared is not None and shared.subscription == subscription:
+        return shared
+    return Matcher(subscription)
+
+
+def _discard(items: Sequence[Any], value: Any) -> None:
+    if isinstance(items, list):
+        try:
+            items.remove(value)
+        except ValueError:
+            pass

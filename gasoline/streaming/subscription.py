@@ -234,7 +234,8 @@ def parse(args: dict[str, Any]) -> Subscription | None:
         raise InvalidParam(f"filters.over_limit must be one of {', '.join(OVER_LIMIT)}",
                            param="filters.over_limit", valid=list(OVER_LIMIT))
     watches = _watches(args.get("watch"), "dom_change" in types)
-    return Subscription(tuple(types), severity, patterns["url_pattern"],
+    # The types as one tuple shared by every subscription that lists the same ones.
+    return Subscription(_shared(tuple(types)), severity, patterns["url_pattern"],
                         patterns["exclude_pattern"], rate, slow, over_limit, watches)
 
 
@@ -411,15 +412,18 @@ class _Search:
         return bool(self._set.Match(text[:MAX_MATCH_URL]))
 
 
-#: Read-only parts many agents' matchers have alike (type sets, predicates without patterns),
-#: made once and shared: a subscription without patterns holds references, not copies
-#: (docs/streaming.md, "Memory per subscription"). Bounded: cleared when full.
+#: Read-only parts many agents' subscriptions and matchers have alike (the tuple of types a
+#: subscription lists, type sets, predicates without patterns), made once and shared: a
+#: subscription without patterns holds references, not copies (docs/streaming.md, "Memory per
+#: subscription"). Bounded: cleared when full. (A tuple of types cannot equal the other keys,
+#: which start with a word that is no event type.)
 _SHARED: dict[Any, Any] = {}
 _MAX_SHARED = 512
 
 
 def _shared(key: Any, value: Any = None) -> Any:
-    """C{_SHARED[key]}, set to C{value} (or, for C{("types", set)}, to C{key}) the first time."""
+    """C{_SHARED[key]}, set to C{value} (or, without one, to C{key}: an immutable value
+    interned) the first time."""
     hit = _SHARED.get(key)
     if hit is None:
         if len(_SHARED) >= _MAX_SHARED:

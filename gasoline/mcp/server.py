@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 from gasoline import __version__
 from gasoline.core.errors import TooManyClients
 from gasoline.core.lifecycle import StopHook
+from gasoline.core.session_ids import session_label
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -241,7 +242,7 @@ class McpServer:
         self.sessions[session.session_id] = session
         session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
         log.info("MCP session {sid} opened for client {cid} ({transport})",
-                 sid=session.session_id[:8], cid=client_id, transport=transport)
+                 sid=session_label(session.session_id), cid=client_id, transport=transport)
         self._tell_observers("session_opened", session)
         return session
 
@@ -281,7 +282,7 @@ class McpServer:
         victim = min(candidates, key=lambda s: (getattr(s.state, "connections", 1) > 1,
                                                 s.last_seen))
         log.info("client limit reached: closing idle anonymous MCP session {sid} ({cid})",
-                 sid=victim.session_id, cid=victim.client_id)
+                 sid=session_label(victim.session_id), cid=victim.client_id)
         self.close_session(victim)
         return True
 
@@ -296,7 +297,8 @@ class McpServer:
 
     def _idle(self, session: McpSession) -> None:
         session.idle_call = None
-        log.info("MCP session {sid} idle for {t}s: closed", sid=session.session_id, t=self.idle_timeout)
+        log.info("MCP session {sid} idle for {t}s: closed", sid=session_label(session.session_id),
+                 t=self.idle_timeout)
         self.close_session(session)
 
     def close_session(self, session: McpSession) -> None:
@@ -323,7 +325,7 @@ class McpServer:
             except Exception:
                 log.failure("session close hook failed")
         log.info("MCP session {sid} of client {cid} closed after {t:.0f} s",
-                 sid=session.session_id[:8], cid=session.client_id,
+                 sid=session_label(session.session_id), cid=session.client_id,
                  t=self.clock.seconds() - session.created_at)
         self._tell_observers("session_closed", session)
 
@@ -543,7 +545,7 @@ class McpServer:
                 INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}"
             )
         ctx.session.log_level = level
-        ctx.log("info", {"message": f"log level set to {level}", "session": ctx.session.session_id})
+        ctx.log("info", {"message": f"log level set to {level}", "session": session_label(ctx.session.session_id)})
         return {}
 
     def _tools_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:

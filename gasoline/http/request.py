@@ -11,18 +11,37 @@ off the connection and discarded, and C{body_length} counts every byte received.
 Connections (L{GasolineChannel}, L{GasolineSite}): a request's headers must all arrive within
 L{HEADER_DEADLINE} seconds of the connection opening (or of the first byte of a later request on
 it), however often bytes trickle in; a connection that never completes a request's headers is
-aborted then. At the connection cap, a new connection evicts the oldest connection that has not
-yet completed a request's headers, so such connections can never hold the cap (slowloris).
+aborted then.
+
+One request-body policy, applied by the channel when a request's headers are in and before any of
+its body is read (L{GasolineChannel.allHeadersReceived}):
+
+ - the route policy and the guards (the root's L{gasoline.http.site.GasolineRoot.policy}: the
+   canonical path, the route, its methods, C{Host}, C{Origin}, browser requests, the declared
+   C{Content-Length} against the route's limit, C{--api-key}) are decided on the headers; a
+   refusal is answered at once (the same JSON and headers the late check would give, plus
+   C{Connection: close}) and the connection is closed without reading the body;
+ - the body has a deadline (L{BodyPolicy}): after a grace period it must keep arriving at a
+   minimum average rate, and it must be complete within an absolute cap, else the connection is
+   aborted. Time the daemon itself spent not reading (its reactor was busy) is not counted
+   against the client;
+ - a connection is I{proven} only once its first request is complete, body included: at the
+   connection cap, a new connection evicts the oldest connection that has not completed a
+   request yet, so connections that trickle headers or bodies can never hold the cap
+   (slowloris, slow POST).
 """
 
 from __future__ import annotations
 
 from io import BytesIO
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
+
+from twisted.web.http_headers import Headers
 
 from gasoline.stream import abort_transport
 
@@ -114,6 +133,79 @@ MAX_CONNECTIONS = 1000
 #: Seconds from a connection's opening (or from the first byte of a later request on it) to the end
 #: of the request's headers: an absolute deadline, not an idle timer that each byte resets.
 HEADER_DEADLINE = 10.0
+#: Seconds a request's body may take before the minimum rate applies.
+BODY_GRACE = 10.0
+#: After the grace period the body must have come at least this fast on average (bytes a second,
+#: counted from the end of the headers): 1 byte every 20 s is cut at once, a 10 MB body from the
+#: extension over loopback takes milliseconds.
+BODY_MIN_RATE = 64 * 1024
+#: Seconds from the end of the headers to the end of the body, whatever the rate.
+BODY_DEADLINE = 60.0
+#: How often a body still arriving is checked once the grace period is over.
+BODY_CHECK_EVERY = 1.0
+
+
+class BodyPolicy:
+    """The body deadline of L{GasolineChannel}: a grace period, then a minimum average rate, and
+    an absolute cap (C{None} in a field turns that part off; L{OFF} turns it all off)."""
+
+    __slots__ = ("grace", "min_rate", "deadline", "every")
+
+    def __init__(self, grace: float | None = BODY_GRACE, min_rate: int | None = BODY_MIN_RATE,
+                 deadline: float | None = BODY_DEADLINE,
+                 every: float = BODY_CHECK_EVERY) -> None:
+        self.grace = grace
+        self.min_rate = min_rate
+        self.deadline = deadline
+        self.every = every
+
+    def first_check(self) -> float | None:
+        """Seconds after the headers of the first check, or C{None} (no deadline at all)."""
+        times = [t for t in (self.grace, self.deadline) if t is not None]
+        if not times:
+            return None
+        return min(times) if self.min_rate is not None else (self.deadline or min(times))
+
+    def too_slow(self, elapsed: float, received: int) -> str | None:
+        """Why a body that has received C{received} bytes C{elapsed} seconds after its headers
+        is too slow, or C{None}."""
+        if self.deadline is not None and elapsed >= self.deadline:
+            return f"not complete {self.deadline:g} s after its headers"
+        if self.min_rate is not None and self.grace is not None and elapsed > self.grace \
+                and received < self.min_rate * (elapsed - self.grace):
+            return (f"{received} bytes in {elapsed:.0f} s (the minimum is {self.min_rate} bytes "
+                    f"a second after {self.grace:g} s)")
+        return None
+
+
+OFF = BodyPolicy(None, None, None)
+
+
+class _Head:
+    """A request whose headers are in and whose body is not: what the route policy and the
+    guards read (and what a refusal sets) before the body is read (L{GasolineRoot.policy})."""
+
+    content = None
+
+    def __init__(self, request, method: bytes, uri: bytes, length: int | None) -> None:
+        self.method = method
+        self.uri = uri
+        self.path = uri.split(b"?", 1)[0]
+        self.requestHeaders = request.requestHeaders
+        self.responseHeaders = Headers()
+        #: What the headers declare (a chunked body counts 0 here; its size is checked later).
+        self.body_length = length or 0
+        self.code = 200
+
+    def getHeader(self, name: bytes) -> bytes | None:
+        values = self.requestHeaders.getRawHeaders(name)
+        return values[-1] if values else None
+
+    def setHeader(self, name: bytes, value: bytes) -> None:
+        self.responseHeaders.setRawHeaders(name, [value])
+
+    def setResponseCode(self, code: int) -> None:
+        self.code = code
 
 
 class GasolineChannel(http.HTTPChannel):
@@ -121,15 +213,30 @@ class GasolineChannel(http.HTTPChannel):
     (L{HEADER_DEADLINE}), Nagle's algorithm off (L{no_delay}), and a streaming producer registered
     while the transport's buffer is full starting paused; see the module docstring.
 
-    @ivar proven: at least one request's headers were received on this connection.
+    @ivar proven: at least one request (headers and body) was received on this connection.
     @ivar transport_paused: the transport asked this channel to pause (its buffer is full) and
         has not resumed it yet.
     """
 
     header_deadline = HEADER_DEADLINE
+    #: The body deadline (L{BodyPolicy}); the site sets its own.
+    body_policy = BodyPolicy()
+    #: Decide the route policy and the guards on the headers of a request with a body.
+    policy_on_headers = True
     proven = False
     transport_paused = False
     _deadline = None
+    #: The body deadline's timer, when it is set: (delayed call, when it is due).
+    _body_timer = None
+    #: When the current body's headers ended, and how many body bytes have come since.
+    _body_started = 0.0
+    _body_received = 0
+    #: A refusal was answered on the headers: everything else the client sends is dropped.
+    _discarding = False
+    #: Body bytes of the refused request still to come (C{None}: unknown, chunked).
+    _discard_left: int | None = None
+    #: The site's clock (its reactor), for the body deadline.
+    _clock: IReactorTime | None = None
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
     _between_requests = False
     #: Called once when the channel completes its first request's headers (the site's bookkeeping).
@@ -161,18 +268,134 @@ class GasolineChannel(http.HTTPChannel):
             producer.pauseProducing()
 
     def dataReceived(self, data):
+        if self._discarding:
+            self._discard(data)
+            return
         if self._between_requests:
             self._between_requests = False
             self._arm()
         super().dataReceived(data)
 
+    def rawDataReceived(self, data):
+        # Raw mode: a request's body (or, while one is being answered, the next request's bytes,
+        # which twisted.web buffers and plays back later).
+        if self._discarding:
+            self._discard(data)
+            return
+        if self._body_timer is not None:
+            self._body_received += len(data)
+        super().rawDataReceived(data)
+
     def allHeadersReceived(self):
         self._disarm()
+        super().allHeadersReceived()
+        if self.length == 0:
+            return  # no body: the request is complete (allContentReceived comes next)
+        if self.policy_on_headers and self._refused_on_headers():
+            return
+        self._arm_body()
+
+    def allContentReceived(self):
+        self._disarm_body()
         if not self.proven:
             self.proven = True
             if self.on_proven is not None:
                 self.on_proven(self)
-        super().allHeadersReceived()
+        super().allContentReceived()
+
+    # -- the request-body policy ----------------------------------------------------------------
+
+    def _refused_on_headers(self) -> bool:
+        """Run the root's route policy and guards on the headers of the request now being read;
+        on a refusal answer it, close the connection and drop the body. True if refused."""
+        site = getattr(self, "site", None)
+        decide = getattr(getattr(site, "resource", None), "policy", None)
+        method = getattr(self, "_command", b"")
+        if decide is None or method == b"OPTIONS" or not self.requests:
+            return False
+        head = _Head(self.requests[-1], method, getattr(self, "_path", b""), self.length)
+        try:
+            body = decide(head)
+        except Exception:
+            _log.failure("the route policy failed on a request's headers")
+            return False
+        if body is None:
+            return False
+        if site is not None:
+            site.refused_on_headers += 1
+        lines = [b"HTTP/1.1 %d %s" % (head.code, http.RESPONSES.get(head.code, b"Refused"))]
+        for name, values in head.responseHeaders.getAllRawHeaders():
+            lines.extend(name + b": " + value for value in values)
+        lines += [b"Content-Length: %d" % len(body), b"Connection: close", b"", b""]
+        self._discarding = True
+        self._discard_left = self.length  # None: chunked, its end is not looked for
+        transport = self.transport
+        if transport is not None:
+            transport.write(b"\r\n".join(lines) + body)
+            # Close our side only, and read (and drop) the body the client is still sending:
+            # closing at once would reset the connection under a client that writes its whole
+            # body before reading, and it would never see the answer. The body deadline bounds
+            # this as it bounds any body.
+            lose_write = getattr(transport, "loseWriteConnection", None)
+            if lose_write is not None and self._discard_left is not None:
+                lose_write()
+                self._arm_body()
+            else:
+                transport.loseConnection()
+        return True
+
+    def _discard(self, data: bytes) -> None:
+        """Drop body bytes of a request refused on its headers; close once all have come."""
+        self._body_received += len(data)
+        left = self._discard_left
+        if left is None:
+            return
+        self._discard_left = left = left - len(data)
+        if left <= 0 and self.transport is not None:
+            self._disarm_body()
+            self.transport.loseConnection()
+
+    def _arm_body(self) -> None:
+        self._disarm_body()
+        first = self.body_policy.first_check()
+        if first is None:
+            return
+        self._body_started = self._now()
+        self._body_received = 0
+        self._body_timer = (self.callLater(first, self._check_body), self._body_started + first)
+
+    def _now(self) -> float:
+        clock = self._clock
+        return clock.seconds() if clock is not None else 0.0
+
+    def _disarm_body(self) -> None:
+        timer, self._body_timer = self._body_timer, None
+        if timer is not None and timer[0].active():
+            timer[0].cancel()
+
+    def _check_body(self) -> None:
+        timer = self._body_timer
+        if timer is None:
+            return
+        now = self._now()
+        late = now - timer[1]
+        if late > self.body_policy.every:
+            # The reactor was busy (not reading): that time is not the client's.
+            self._body_started += late
+        elapsed = now - self._body_started
+        why = self.body_policy.too_slow(elapsed, self._body_received)
+        transport = self.transport
+        if why is not None:
+            self._body_timer = None
+            if transport is not None:
+                site = getattr(self, "site", None)
+                if site is not None:
+                    site.slow_bodies += 1
+                _log.debug("request body too slow ({why}): connection closed", why=why)
+                abort_transport(transport)
+            return
+        every = self.body_policy.every
+        self._body_timer = (self.callLater(every, self._check_body), now + every)
 
     def requestDone(self, request):
         super().requestDone(request)
@@ -181,6 +404,7 @@ class GasolineChannel(http.HTTPChannel):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._disarm()
+        self._disarm_body()
         super().connectionLost(reason)
 
     def _arm(self) -> None:
@@ -205,19 +429,26 @@ class GasolineSite(server.Site):
     """C{Site} with L{GasolineRequest}, no tracebacks in error pages, an access log of server
     errors only, an idle timeout (L{IDLE_TIMEOUT}) and a cap on open connections
     (L{MAX_CONNECTIONS}): past the cap a new connection evicts the oldest connection that has not
-    completed a request's headers, or, if there is none, is closed as soon as it is accepted, so
-    idle sockets can never use up the process's file descriptors, and connections that never
-    complete a request can never hold the cap. Every request's headers have a deadline
-    (L{GasolineChannel})."""
+    completed a request (headers and body), or, if there is none, is closed as soon as it is
+    accepted, so idle sockets can never use up the process's file descriptors, and connections
+    that never complete a request can never hold the cap. Every request's headers and body have
+    a deadline, and the route policy is decided on the headers (L{GasolineChannel})."""
 
     requestFactory = GasolineRequest
     displayTracebacks = False
     header_deadline = HEADER_DEADLINE
+    #: The body deadline of every request (L{BodyPolicy}; L{OFF} turns it off).
+    body_policy = BodyPolicy()
+    #: Decide the route policy and the guards on a request's headers, before its body.
+    policy_on_headers = True
 
     def protocol(self):
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
         channel = GasolineChannel()
         channel.header_deadline = self.header_deadline
+        channel.body_policy = self.body_policy
+        channel.policy_on_headers = self.policy_on_headers
+        channel._clock = self.reactor
         return channel
 
     def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
@@ -228,9 +459,13 @@ class GasolineSite(server.Site):
         self.open_connections = 0
         #: Connections refused at the cap since start.
         self.refused_connections = 0
-        #: Connections evicted at the cap because they had not completed a request's headers.
+        #: Connections evicted at the cap because they had not completed a request.
         self.evicted_connections = 0
-        #: Open connections that have not completed a request's headers yet, oldest first.
+        #: Requests refused on their headers, their bodies never read.
+        self.refused_on_headers = 0
+        #: Connections aborted because a request's body came too slowly (L{BodyPolicy}).
+        self.slow_bodies = 0
+        #: Open connections that have not completed a request yet, oldest first.
         self._unproven: dict[GasolineChannel, None] = {}
         self._at_cap = False
 

@@ -51,7 +51,11 @@ class GasolineRoot(Resource):
                 request.notifyFinish().addBoth(lambda _: hook(request.path, request.code))
         return body
 
-    def _render(self, request):
+    def policy(self, request) -> bytes | None:
+        """The route policy and the guards: C{None} to go on, else the body of the refusal
+        (status and headers already set on C{request}). The channel runs it on the headers of a
+        request that has a body, before any of the body is read (L{gasoline.http.request}), and
+        L{render} runs it again on the whole request."""
         route = self.routes.resolve(request.path, request.method)
         if isinstance(route, NotCanonical):
             return json_error(request, 400, f"bad request: {route} (spell the route exactly)")
@@ -65,6 +69,12 @@ class GasolineRoot(Resource):
             request.setHeader(b"allow", ", ".join(route.methods).encode())
             return json_error(request, 405, f"method {request.method.decode('ascii', 'replace')}"
                               " not allowed here", allowed=list(route.methods))
+        return None
+
+    def _render(self, request):
+        refused = self.policy(request)
+        if refused is not None:
+            return refused
         segment = request.postpath[0] if request.postpath else b""
         target = self.mounts.get(segment, self.fallback)
         if target is None:

@@ -370,8 +370,8 @@ ALLOWED = {
     ("gasoline/connect/protocol.py", "connectionMade"): "stdout's writer's sink",
     ("gasoline/http/direct.py", "write"): "one whole answer (a Deferred's bytes), then finish: "
                                           "not a stream (Klein writes the same way)",
-    ("gasoline/http/request.py", "_refused_on_headers"): "one small refusal written on a "
-                                                          "request's headers, then the close",
+    ("gasoline/http/request.py", "_answer_and_drop"): "one small refusal written on a "
+                                                       "request's headers or mid-body, then the close",
 }
 
 

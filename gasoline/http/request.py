@@ -41,8 +41,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
 
+import orjson
 from twisted.web.http_headers import Headers
 
+from gasoline.core.inflight import InFlight
 from gasoline.stream import abort_transport
 
 _log = Logger()
@@ -91,12 +93,18 @@ def no_delay(transport: object) -> None:
 
 
 class GasolineRequest(server.Request):
-    """A request whose body buffer is capped at L{MAX_BODY}; see the module docstring."""
+    """A request whose body buffer is capped at L{MAX_BODY}, and whose kept bytes count in the
+    daemon's in-flight budget (L{gasoline.core.inflight}) until it is answered; see the module
+    docstring."""
 
     #: Every body byte received, kept or discarded.
     body_length = 0
     #: The kept body (at most L{MAX_BODY} bytes), also C{content}; set when the length is known.
     kept_body: BytesIO | None = None
+    #: A request body is dropped like any other holder when the budget needs room.
+    inflight_exempt = False
+    #: The body was dropped for the in-flight budget (a 503 was answered).
+    inflight_dropped = False
 
     def __init__(self, *args, **kwargs) -> None:
         # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
@@ -116,7 +124,39 @@ class GasolineRequest(server.Request):
         kept = self.kept_body
         if room <= 0 or kept is None:  # (gotLength, which sets it, comes first)
             return
-        kept.write(data if len(data) <= room else data[:room])
+        piece = data if len(data) <= room else data[:room]
+        budget = self._budget()
+        if budget is not None and not budget.take(self, len(piece)):
+            budget.refuse(self)
+            return
+        kept.write(piece)
+
+    def _budget(self):
+        site = getattr(self.channel, "site", None)
+        return getattr(site, "inflight", None)
+
+    def _release(self) -> None:
+        budget = self._budget()
+        if budget is not None:
+            budget.release(self)
+
+    def inflight_drop(self, why: str) -> None:
+        """The in-flight budget needs this body's room: drop what was kept, answer 503 at once
+        and drop the rest of the body (L{GasolineChannel.refuse_now})."""
+        self.inflight_dropped = True
+        self.kept_body = None
+        self.content = BytesIO()
+        channel = self.channel
+        if channel is not None and hasattr(channel, "refuse_now"):
+            channel.refuse_now(503, orjson.dumps({"error": why, "code": "in_flight_budget"}))
+
+    def finish(self):
+        self._release()
+        return super().finish()
+
+    def connectionLost(self, reason):
+        self._release()
+        return super().connectionLost(reason)
 
     @property
     def oversize(self) -> bool:
@@ -235,6 +275,8 @@ class GasolineChannel(http.HTTPChannel):
     _discarding = False
     #: Body bytes of the refused request still to come (C{None}: unknown, chunked).
     _discard_left: int | None = None
+    #: The current request's (method, target), from its request line.
+    _request_line: tuple[bytes, bytes] | None = None
     #: The site's clock (its reactor), for the body deadline.
     _clock: IReactorTime | None = None
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
@@ -286,6 +328,15 @@ class GasolineChannel(http.HTTPChannel):
             self._body_received += len(data)
         super().rawDataReceived(data)
 
+    def lineReceived(self, line):
+        # The request line, as twisted.web parses it (method, target, version), kept for the
+        # route policy on the headers (its own copy is private to it).
+        if self._request_line is None and line:
+            parts = line.split(b" ")
+            if len(parts) == 3:
+                self._request_line = (parts[0], parts[1])
+        super().lineReceived(line)
+
     def allHeadersReceived(self):
         self._disarm()
         super().allHeadersReceived()
@@ -297,6 +348,9 @@ class GasolineChannel(http.HTTPChannel):
 
     def allContentReceived(self):
         self._disarm_body()
+        self._request_line = None
+        if self._discarding:
+            return  # answered already (the in-flight budget dropped it): never processed
         if not self.proven:
             self.proven = True
             if self.on_proven is not None:
@@ -309,11 +363,14 @@ class GasolineChannel(http.HTTPChannel):
         """Run the root's route policy and guards on the headers of the request now being read;
         on a refusal answer it, close the connection and drop the body. True if refused."""
         site = getattr(self, "site", None)
-        decide = getattr(getattr(site, "resource", None), "policy", None)
-        method = getattr(self, "_command", b"")
-        if decide is None or method == b"OPTIONS" or not self.requests:
+        root = getattr(site, "resource", None)
+        decide = getattr(root, "policy", None)
+        if decide is None or self._request_line is None or not self.requests:
             return False
-        head = _Head(self.requests[-1], method, getattr(self, "_path", b""), self.length)
+        method, target = self._request_line
+        if method == b"OPTIONS":
+            return False
+        head = _Head(self.requests[-1], method, target, self.length)
         try:
             body = decide(head)
         except Exception:
@@ -323,26 +380,42 @@ class GasolineChannel(http.HTTPChannel):
             return False
         if site is not None:
             site.refused_on_headers += 1
-        lines = [b"HTTP/1.1 %d %s" % (head.code, http.RESPONSES.get(head.code, b"Refused"))]
-        for name, values in head.responseHeaders.getAllRawHeaders():
+        counted = getattr(root, "on_response", None)
+        if counted is not None:  # /metrics counts it as the late check would have
+            counted(head.path, head.code)
+        self._answer_and_drop(head.code, list(head.responseHeaders.getAllRawHeaders()), body,
+                              self.length)
+        self._arm_body()
+        return True
+
+    def refuse_now(self, code: int, body: bytes) -> None:
+        """Answer the request whose body is being read with C{code} and the JSON C{body} now,
+        and drop the rest of its body (the in-flight budget needed its room)."""
+        if self._discarding:
+            return
+        self._answer_and_drop(code, [(b"Content-Type", [b"application/json"])], body, None)
+
+    def _answer_and_drop(self, code: int, headers, body: bytes, left: int | None) -> None:
+        """Write one whole answer on the transport, then drop what the client still sends."""
+        lines = [b"HTTP/1.1 %d %s" % (code, http.RESPONSES.get(code, b"Refused"))]
+        for name, values in headers:
             lines.extend(name + b": " + value for value in values)
         lines += [b"Content-Length: %d" % len(body), b"Connection: close", b"", b""]
         self._discarding = True
-        self._discard_left = self.length  # None: chunked, its end is not looked for
+        self._discard_left = left  # None: not known (chunked, or part already read)
         transport = self.transport
-        if transport is not None:
-            transport.write(b"\r\n".join(lines) + body)
-            # Close our side only, and read (and drop) the body the client is still sending:
-            # closing at once would reset the connection under a client that writes its whole
-            # body before reading, and it would never see the answer. The body deadline bounds
-            # this as it bounds any body.
-            lose_write = getattr(transport, "loseWriteConnection", None)
-            if lose_write is not None and self._discard_left is not None:
-                lose_write()
-                self._arm_body()
-            else:
-                transport.loseConnection()
-        return True
+        if transport is None:
+            return
+        transport.write(b"\r\n".join(lines) + body)
+        # Close our side only, and read (and drop) the body the client is still sending:
+        # closing at once would reset the connection under a client that writes its whole
+        # body before reading, and it would never see the answer. The body deadline bounds
+        # this as it bounds any body.
+        lose_write = getattr(transport, "loseWriteConnection", None)
+        if lose_write is not None:
+            lose_write()
+        else:
+            transport.loseConnection()
 
     def _discard(self, data: bytes) -> None:
         """Drop body bytes of a request refused on its headers; close once all have come."""
@@ -452,10 +525,13 @@ class GasolineSite(server.Site):
         return channel
 
     def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
-                 **kwargs) -> None:
+                 inflight: InFlight | None = None, **kwargs) -> None:
         kwargs.setdefault("timeout", IDLE_TIMEOUT)
         super().__init__(resource, *args, **kwargs)
         self.max_connections = max_connections
+        #: The daemon-wide in-flight budget: the root's (shared with its WebSocket routes), else
+        #: one of the site's own.
+        self.inflight = inflight or getattr(resource, "inflight", None) or InFlight()
         self.open_connections = 0
         #: Connections refused at the cap since start.
         self.refused_connections = 0

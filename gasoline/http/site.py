@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
+from gasoline.core.inflight import InFlight
 from gasoline.http.json import json_error
 from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable
 
@@ -30,8 +31,12 @@ class GasolineRoot(Resource):
 
     def __init__(self, guard, fallback: Resource | None = None, routes: RouteTable = TABLE, *,
                  mounts: Mapping[bytes, Resource] | None = None,
-                 on_response: Callable[[bytes, int], None] | None = None) -> None:
+                 on_response: Callable[[bytes, int], None] | None = None,
+                 inflight: InFlight | None = None) -> None:
         super().__init__()
+        #: The daemon-wide in-flight budget (request bodies, unfinished WebSocket messages):
+        #: the site serving this root and the WebSocket routes mounted on it share it.
+        self.inflight = inflight or InFlight()
         #: The route policy (gasoline.http.routes.ROUTES).
         self.routes = routes
         #: first path segment (bytes) -> resource that renders every path under it

@@ -105,6 +105,12 @@ class GasolineRequest(server.Request):
     inflight_exempt = False
     #: The body was dropped for the in-flight budget (a 503 was answered).
     inflight_dropped = False
+    #: The site's in-flight budget (C{False}: not looked up yet; C{None}: none).
+    _inflight: InFlight | None | bool = False
+    #: What the headers declared (C{None}: chunked).
+    _declared: int | None = None
+    #: This body counts in the in-flight budget now.
+    _counted = False
 
     def __init__(self, *args, **kwargs) -> None:
         # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
@@ -115,6 +121,7 @@ class GasolineRequest(server.Request):
 
     def gotLength(self, length):
         self.body_length = 0
+        self._declared = length
         self.content = self.kept_body = BytesIO()
 
     def handleContentChunk(self, data: bytes) -> None:
@@ -125,20 +132,30 @@ class GasolineRequest(server.Request):
         if room <= 0 or kept is None:  # (gotLength, which sets it, comes first)
             return
         piece = data if len(data) <= room else data[:room]
-        budget = self._budget()
-        if budget is not None and not budget.take(self, len(piece)):
-            budget.refuse(self)
-            return
+        if received or len(data) != self._declared:
+            # A body still being read (it did not come whole in one read, which most do and which
+            # is handed to its route before the reactor reads anything else): it counts.
+            budget = self._budget()
+            if budget is not None:
+                if not budget.take(self, len(piece)):
+                    budget.refuse(self)
+                    return
+                self._counted = True
         kept.write(piece)
 
     def _budget(self):
-        site = getattr(self.channel, "site", None)
-        return getattr(site, "inflight", None)
+        budget = self._inflight
+        if budget is False:
+            site = getattr(self.channel, "site", None)
+            budget = self._inflight = getattr(site, "inflight", None)
+        return budget
 
     def _release(self) -> None:
-        budget = self._budget()
-        if budget is not None:
-            budget.release(self)
+        if self._counted:
+            self._counted = False
+            budget = self._budget()
+            if budget is not None:
+                budget.release(self)
 
     def inflight_drop(self, why: str) -> None:
         """The in-flight budget needs this body's room: drop what was kept, answer 503 at once
@@ -183,6 +200,11 @@ BODY_MIN_RATE = 64 * 1024
 BODY_DEADLINE = 60.0
 #: How often a body still arriving is checked once the grace period is over.
 BODY_CHECK_EVERY = 1.0
+#: A body declared longer than this (or of unknown length: chunked) is decided on its headers,
+#: before any of it is read. A shorter one is read first (it costs less to read it than to decide
+#: twice; it counts in the in-flight budget and has the body deadline), then decided by the same
+#: checks, on the whole request, before any route runs.
+POLICY_ON_HEADERS_FROM = 64 * 1024
 
 
 class BodyPolicy:
@@ -268,6 +290,8 @@ class GasolineChannel(http.HTTPChannel):
     _deadline = None
     #: The body deadline's timer, when it is set: (delayed call, when it is due).
     _body_timer = None
+    #: A request's body is being read (its headers are in, it is not complete).
+    _body_waiting = False
     #: When the current body's headers ended, and how many body bytes have come since.
     _body_started = 0.0
     _body_received = 0
@@ -288,6 +312,7 @@ class GasolineChannel(http.HTTPChannel):
         super().connectionMade()
         no_delay(self.transport)
         self._arm()
+        self._watch_request_line()
 
     # -- IPushProducer, as the transport's producer --------------------------------------------
 
@@ -317,6 +342,10 @@ class GasolineChannel(http.HTTPChannel):
             self._between_requests = False
             self._arm()
         super().dataReceived(data)
+        if self._body_waiting and self._body_timer is None:
+            # A body that did not come whole with its headers: now it has a deadline (most
+            # bodies do come whole, and cost no timer).
+            self._arm_body()
 
     def rawDataReceived(self, data):
         # Raw mode: a request's body (or, while one is being answered, the next request's bytes,
@@ -324,31 +353,40 @@ class GasolineChannel(http.HTTPChannel):
         if self._discarding:
             self._discard(data)
             return
-        if self._body_timer is not None:
+        if self._body_waiting:
             self._body_received += len(data)
         super().rawDataReceived(data)
 
-    def lineReceived(self, line):
-        # The request line, as twisted.web parses it (method, target, version), kept for the
-        # route policy on the headers (its own copy is private to it).
-        if self._request_line is None and line:
+    def _watch_request_line(self) -> None:
+        """Read the next request's line on its way to twisted.web (which keeps its own copy
+        private): the route policy on the headers needs its method and target. Only that line
+        goes through L{_request_line_received}; the header lines go straight to twisted.web."""
+        self.__dict__["lineReceived"] = self._request_line_received
+
+    def _request_line_received(self, line: bytes) -> None:
+        if line:  # (twisted.web skips one empty line before a request)
             parts = line.split(b" ")
-            if len(parts) == 3:
-                self._request_line = (parts[0], parts[1])
+            self._request_line = (parts[0], parts[1]) if len(parts) == 3 else None
+            self.__dict__.pop("lineReceived", None)
         super().lineReceived(line)
 
     def allHeadersReceived(self):
         self._disarm()
         super().allHeadersReceived()
-        if self.length == 0:
+        length = self.length
+        if length == 0:
             return  # no body: the request is complete (allContentReceived comes next)
-        if self.policy_on_headers and self._refused_on_headers():
+        self._body_waiting = True
+        self._body_received = 0
+        if self.policy_on_headers and (length is None or length > POLICY_ON_HEADERS_FROM) \
+                and self._refused_on_headers():
             return
-        self._arm_body()
 
     def allContentReceived(self):
+        self._body_waiting = False
         self._disarm_body()
         self._request_line = None
+        self._watch_request_line()
         if self._discarding:
             return  # answered already (the in-flight budget dropped it): never processed
         if not self.proven:
@@ -429,13 +467,13 @@ class GasolineChannel(http.HTTPChannel):
             self.transport.loseConnection()
 
     def _arm_body(self) -> None:
+        """Start the body deadline (in the reactor turn that read the headers)."""
         self._disarm_body()
         first = self.body_policy.first_check()
         if first is None:
             return
-        self._body_started = self._now()
-        self._body_received = 0
-        self._body_timer = (self.callLater(first, self._check_body), self._body_started + first)
+        self._body_started = now = self._now()
+        self._body_timer = (self.callLater(first, self._check_body), now + first)
 
     def _now(self) -> float:
         clock = self._clock

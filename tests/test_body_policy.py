@@ -264,3 +264,23 @@ async def test_health_is_answered_while_slow_bodies_fill_the_connection_cap(tmp_
         app.store.notifier.stop()
         if app.router is not None:
             app.router.close()
+
+
+def test_a_small_body_is_read_first_then_decided_and_still_has_the_deadline(tmp_path):
+    """A body of at most 64 KiB is read before the checks run (on the whole request): without
+    the key it is 401 once read; trickled, it is cut at the deadline like any other."""
+    w = World(tmp_path, api_key="k" * 32)
+    channel, transport = w.connect()
+    body = b"{}" + b" " * 1000
+    channel.dataReceived(head("POST", b"/clear", b"Content-Length: %d\r\n\r\n" % len(body)))
+    assert transport.value() == b""  # not decided yet: its body is read first
+    channel.dataReceived(body)
+    assert transport.value().startswith(b"HTTP/1.1 401 ") and w.site.refused_on_headers == 0
+    slow, slow_t = w.connect()
+    slow.dataReceived(head("POST", b"/logs", b"Content-Length: 10000\r\n\r\n{"))
+    for _ in range(int(BODY_GRACE / 5) + 2):
+        if lost(slow, slow_t):
+            break
+        w.clock.advance(5)
+        slow.dataReceived(b" ")
+    assert lost(slow, slow_t) and slow_t.value() == b""

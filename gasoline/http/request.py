@@ -14,7 +14,8 @@ it), however often bytes trickle in; a connection that never completes a request
 aborted then.
 
 One request-body policy, applied by the channel when a request's headers are in and before any of
-its body is read (L{GasolineChannel.allHeadersReceived}):
+its body is read (L{GasolineChannel.allHeadersReceived}; a body declared no longer than
+L{POLICY_ON_HEADERS_FROM} is read first and decided by the same checks on the whole request):
 
  - the route policy and the guards (the root's L{gasoline.http.site.GasolineRoot.policy}: the
    canonical path, the route, its methods, C{Host}, C{Origin}, browser requests, the declared

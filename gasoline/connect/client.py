@@ -25,9 +25,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
 
+from gasoline.common import session_label
 from gasoline.connect.errors import RegistrationRefused
 from gasoline.connect.proof import ClientKeyFile
-from gasoline.core.session_ids import session_label
 from gasoline.sse import SSEEvent, SSEParser
 
 __all__ = ["DaemonHTTP", "RegistrationRefused", "Reply", "SSEEvent", "SSEParser", "Stream"]

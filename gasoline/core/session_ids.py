@@ -16,18 +16,14 @@ L{gasoline.http.client_proof.require_owner}.
 
 from __future__ import annotations
 
-import hashlib
-
+from gasoline.common import session_label
 from gasoline.core.clients import ANONYMOUS_PREFIX
 
 #: Client ids the daemon gives callers that name none (besides C{anon-...}).
 _UNNAMED = frozenset({"stateless"})
 
 
-def session_label(session_id: str) -> str:
-    """What the daemon shows for C{session_id}: C{s-} + 12 hex digits of its SHA-256 (48 bits:
-    enough to tell sessions apart in a log, useless as the id)."""
-    return "s-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:12]
+__all__ = ["session_label", "session_owner"]
 
 
 def session_owner(client_id: str) -> str | None:

@@ -51,6 +51,7 @@ from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
+from gasoline.core.inflight import InFlight
 from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.reads import LogsResource
@@ -274,6 +275,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     ingest_resource = ingest.resource()
     mcp_http = McpHTTP(mcp, session_binder=proxy.bind if proxy is not None else None)
     mcp_http.keepalive_service.setServiceParent(services)
+    #: One budget for bytes in flight (request bodies, unfinished WebSocket messages).
+    inflight = InFlight(config.in_flight_limit)
     mounts: dict[bytes, Any] = {
         b"health": HealthAPI(daemon).resource(),
         b"clients": ClientsAPI(daemon.registry).resource(),
@@ -297,13 +300,30 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     if relay is not None:
         # The CDP hub relay (docs/relay.md): discovery, /cdp/<client-id>, the extension's link.
         mounts[b"json"] = mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
-        mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock)
-        mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
+        mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock, inflight)
+        mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity, inflight)
     mounts[b""] = mounts[b"ui"] = _status_page(daemon, mcp, services, identity, streaming,
                                                relay, proxy)
+    if metrics is not None:
+        metrics.add_collector(lambda: _inflight_series(inflight))
     return GasolineRoot(guard=Guard.from_config(config), fallback=ingest_resource,
-                        mounts=mounts,
+                        mounts=mounts, inflight=inflight,
                         on_response=metrics.request_done if metrics is not None else None)
+
+
+def _inflight_series(inflight: InFlight) -> Any:
+    """C{/metrics}: the in-flight budget (docs/operations.md)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    held = GaugeMetricFamily("gasoline_inflight_bytes", "Bytes of request bodies and unfinished "
+                             "WebSocket messages held now.")
+    held.add_metric([], inflight.held)
+    limit = GaugeMetricFamily("gasoline_inflight_limit_bytes", "The in-flight budget.")
+    limit.add_metric([], inflight.limit)
+    refused = CounterMetricFamily("gasoline_inflight_refused", "Requests and WebSocket "
+                                  "connections refused or cut at the in-flight budget.")
+    refused.add_metric([], inflight.refused)
+    return (held, limit, refused)
 
 
 def _status_page(daemon: Daemon, mcp: McpServer, services: MultiService,

@@ -231,3 +231,10 @@ def tcp_port(value: str) -> int:
     if not 0 < n < 65536:
         raise ValueError("must be a TCP port (1-65535)")
     return n
+
+
+def session_label(session_id: str) -> str:
+    """What is shown for a session id (an MCP or proxy session's, a credential): C{s-} + 12 hex
+    digits of its SHA-256 (48 bits: enough to tell sessions apart in a log, useless as the id).
+    The daemon and the connector log sessions by it (docs/security.md)."""
+    return "s-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:12]

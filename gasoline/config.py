@@ -11,6 +11,7 @@ import attrs
 
 from gasoline.common import default_state_dir
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec
+from gasoline.core.inflight import IN_FLIGHT_LIMIT
 
 DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
 DEFAULT_CLIENT_TTL = 3600.0
@@ -45,6 +46,9 @@ class Config:
     #: C{--state-key-file}: journals, client state and documents sealed at rest
     #: (L{gasoline.core.atrest}); None: written in clear.
     state_key_file: Path | None = None
+    #: Bytes of request bodies and unfinished WebSocket messages held at once
+    #: (gasoline.core.inflight; docs/operations.md, "Memory").
+    in_flight_limit: int = IN_FLIGHT_LIMIT
 
     def buffer_specs(self) -> dict[str, BufferSpec]:
         spec = DEFAULT_BUFFERS[CONSOLE]

@@ -209,13 +209,24 @@ def _post_raw(tmp_path, path: bytes, chunks, headers: bytes):
     return app, requests[0], transport.value()
 
 
-def test_body_beyond_the_largest_limit_is_discarded_not_buffered(tmp_path):
+def test_a_declared_body_beyond_the_limit_is_refused_on_its_headers_never_read(tmp_path):
     total = 12 * 1024 * 1024
     chunk = b"a" * (1024 * 1024)
     app, request, raw = _post_raw(
         tmp_path, b"/logs", [chunk] * 12, b"Content-Length: %d\r\n" % total
     )
-    assert request.body_length == total
+    assert request.body_length == 0 and request.buffered == 0  # not a byte of it kept
+    assert raw.startswith(b"HTTP/1.1 413 ")
+    assert b'"error":"request body too large' in raw and b"Connection: close" in raw
+
+
+def test_a_chunked_body_beyond_the_largest_limit_is_discarded_not_buffered(tmp_path):
+    piece = b"a" * (1024 * 1024)
+    chunks = [b"%x\r\n%s\r\n" % (len(piece), piece)] * 12 + [b"0\r\n\r\n"]
+    app, request, raw = _post_raw(
+        tmp_path, b"/logs", chunks, b"Transfer-Encoding: chunked\r\n"
+    )
+    assert request.body_length == 12 * len(piece)
     assert request.oversize
     assert request.buffered == MAX_BODY
     assert raw.startswith(b"HTTP/1.1 413 ")

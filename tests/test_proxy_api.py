@@ -57,9 +57,11 @@ def test_init_on_a_clock_answers_with_every_child_down_and_its_reason(tmp_path):
     session = app.proxy.sessions[sid]
     assert session.client_id == client_id_for_cwd(str(tmp_path))
     assert app.mcp.sessions[sid].extra_tools is not None
-    code, described = call(stub, "GET", f"/session/{sid}")
+    code, refused = call(stub, "GET", f"/session/{sid}")  # the id alone is not enough
+    assert code == 403 and refused["error"] == "session_owner"
+    code, described = call(stub, "GET", f"/session/{sid}", headers=client_headers(app, cid))
     assert code == 200 and described["servers"]["fs"]["status"] == "down"
-    code, ended = call(stub, "DELETE", f"/session/{sid}")
+    code, ended = call(stub, "DELETE", f"/session/{sid}", headers=client_headers(app, cid))
     assert (code, ended) == (200, {"sessionId": sid, "ended": True})
     assert sid not in app.mcp.sessions and app.proxy.sessions == {}
     app.services.stopService()
@@ -97,19 +99,25 @@ def test_the_api_key_guards_the_session_routes(tmp_path):
 
 def test_a_connector_connection_binds_to_a_session_and_an_unknown_one_is_refused(tmp_path):
     _, app, stub = make(tmp_path)
-    sid = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)})[1]["sessionId"]
+    sid = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)},
+               client_headers(app, "abc123"))[1]["sessionId"]
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}}
     connector = {**client_headers(app, "abc123"), "X-Gasoline-Connection": "c1"}
     code, answer = call(stub, "POST", "/mcp", init,
                         {**connector, "X-Gasoline-Proxy-Session": "nope"})
     assert code == 404 and answer["error"]["data"]["error"] == "unknown_session"
+    # Another client's connector cannot bind it (it would call the session's tools).
+    code, answer = call(stub, "POST", "/mcp", init, {
+        **client_headers(app, "other"), "X-Gasoline-Connection": "c2",
+        "X-Gasoline-Proxy-Session": sid})
+    assert code == 404 and answer["error"]["data"]["error"] == "session_owner"
     code, answer = call(stub, "POST", "/mcp", init, {**connector, "X-Gasoline-Proxy-Session": sid})
     assert code == 200 and answer["result"]["capabilities"]["tools"]["listChanged"] is True
     bound = [s for s in app.mcp.sessions.values() if s.transport == "connector"]
     assert len(bound) == 1 and bound[0].extra_tools is not None
     # Ending the connection leaves the session; ending the session unbinds the connection.
-    call(stub, "DELETE", f"/session/{sid}")
+    call(stub, "DELETE", f"/session/{sid}", headers=client_headers(app, "abc123"))
     assert bound[0].extra_tools is None and not bound[0].closed
     app.services.stopService()
 
@@ -123,7 +131,8 @@ def test_a_connection_opened_before_its_proxy_session_is_bound_on_a_later_reques
     assert call(stub, "POST", "/mcp", init, connector)[0] == 200
     session = next(s for s in app.mcp.sessions.values() if s.transport == "connector")
     assert session.extra_tools is None
-    sid = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)})[1]["sessionId"]
+    sid = call(stub, "POST", "/session/init", {"workingDirectory": str(tmp_path)},
+               client_headers(app, "abc123"))[1]["sessionId"]
     code, _ = call(stub, "POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "ping"},
                    {**connector, "X-Gasoline-Proxy-Session": sid})
     assert code == 200 and session.extra_tools is not None

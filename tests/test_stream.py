@@ -199,7 +199,7 @@ def open_events(app: Any, clock: Clock) -> OpenStream:
 
 
 def open_mcp_get(app: Any, clock: Clock) -> OpenStream:
-    session = app.mcp.open_session("B", "streamable")
+    session = app.mcp.open_session(None, "streamable")  # anonymous: its id is enough
     app.mcp.handle(session, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t",
                                                                              "version": "0"}}})
@@ -226,7 +226,7 @@ def open_mcp_post_sse(app: Any, clock: Clock) -> OpenStream:
         return held["answer"]
 
     app.mcp.tools.add(Tool("hold", "hold", {"type": "object"}, hold))
-    session = app.mcp.open_session("C", "streamable")
+    session = app.mcp.open_session(None, "streamable")  # anonymous: its id is enough
     app.mcp.handle(session, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t",
                                                                              "version": "0"}}})
@@ -374,6 +374,8 @@ ALLOWED = {
                                            "job only to an idle worker; a stalled one is killed "
                                            "at the job's timeout): not a stream",
     ("gasoline/core/workers.py", "writeSequence"): "the same sink (AMP's writeSequence)",
+    ("gasoline/http/request.py", "_answer_and_drop"): "one small refusal written on a "
+                                                       "request's headers or mid-body, then the close",
 }
 
 

@@ -25,6 +25,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
 
+from gasoline.common import session_label
 from gasoline.connect.errors import RegistrationRefused
 from gasoline.connect.proof import ClientKeyFile
 from gasoline.sse import SSEEvent, SSEParser
@@ -131,7 +132,7 @@ class DaemonHTTP:
         try:
             if self.proxy_session:
                 d = self.http.request("GET", self._url(f"/session/{self.proxy_session}"),
-                                      headers=self._headers())
+                                      headers=self._client_headers())
                 d.addTimeout(ADMIN_TIMEOUT, self.clock)
                 response = yield d
                 yield treq.content(response)
@@ -155,7 +156,8 @@ class DaemonHTTP:
         if response.code == 200 and isinstance(data, dict) and \
                 isinstance(data.get("sessionId"), str):
             self.proxy_session = data["sessionId"]
-            log.info("proxy session {sid}: {n} tool(s) from {servers}", sid=self.proxy_session,
+            log.info("proxy session {sid}: {n} tool(s) from {servers}",
+                     sid=session_label(self.proxy_session),
                      n=len(data.get("tools") or []), servers=", ".join(data.get("servers") or {}))
         elif not (isinstance(data, dict) and data.get("error") == "proxy_disabled"):
             log.warn("the daemon refused a proxy session (HTTP {code}): {data}",
@@ -167,7 +169,7 @@ class DaemonHTTP:
         sid, self.proxy_session = self.proxy_session, None
         if sid is None:
             return None
-        yield self._delete_quietly(f"/session/{sid}", self._headers(), "the proxy session")
+        yield self._delete_quietly(f"/session/{sid}", self._client_headers(), "the proxy session")
         return None
 
     @inlineCallbacks

@@ -91,6 +91,16 @@ class ClientProofRefused(GasolineError):
              "docs/security.md), or send no X-Gasoline-Client to get a client id of your own.")
 
 
+class SessionOwnerRefused(ClientProofRefused):
+    """A request used a session id (C{Mcp-Session-Id}, C{/mcp/messages/<id>}, C{/session/<id>})
+    without proving the client id that opened the session, or naming an id when the session was
+    opened without one (403): a session id is not a credential on its own."""
+
+    code = "session_owner"
+    retry = ("Use the session with the same identity that opened it: the same X-Gasoline-Client "
+             "and X-Gasoline-Client-Proof, or none at all if it was opened without them.")
+
+
 class ExtensionDisconnected(GasolineError):
     code = "extension_disconnected"
     retry = "Open the browser with the Gasoline extension and make sure it points at this daemon."

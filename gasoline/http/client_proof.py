@@ -8,7 +8,8 @@ C{client_proof}), never served as another id. A caller that names none is served
 an id the daemon gives it. Every route that acts as a client id the caller chose calls
 L{claimed_client}: the MCP connector form and legacy C{GET /mcp/sse} (L{gasoline.http.mcp_http}),
 C{POST /clients} and C{DELETE /clients/<id>} (L{gasoline.http.clients_api}), C{POST /session/init}
-(L{gasoline.http.proxy_api}); C{tests/test_client_proof.py} fails when any other module of the
+(L{gasoline.http.proxy_api}); every route that takes a session id checks that the caller is
+the session's owner (L{require_owner}); C{tests/test_client_proof.py} fails when any other module of the
 daemon reads the header. (The extension's header gate, C{gasoline-extension/...} on its own
 routes, is not an agent id and is read by L{gasoline.http.ingest}.)
 """
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.clients import ANONYMOUS_PREFIX, CLIENT_ID_RE
-from gasoline.core.errors import ClientProofRefused, InvalidParam
+from gasoline.core.errors import ClientProofRefused, InvalidParam, SessionOwnerRefused
+from gasoline.core.session_ids import session_label, session_owner
 
 #: Client ids the daemon gives callers that name none; naming them is refused (400), so an id a
 #: caller proves is never one of them: the shared C{stateless} client, and the C{anon-...} ids
@@ -63,3 +65,23 @@ def require_client(request, key: ClientKey, client_id: str) -> None:
             _REFUSED.format(id=client_id) if claimed is None else
             f"forbidden: client proof: this request acts as client id {client_id!r} but proves "
             f"{claimed!r}", client_id=client_id)
+
+
+def require_owner(request, key: ClientKey, client_id: str, session_id: str) -> None:
+    """Refuse (L{SessionOwnerRefused}, 403) unless C{request} may use the session C{session_id}
+    that was opened for C{client_id} (L{gasoline.core.session_ids}): it proves that client id, or,
+    for a session opened without one, names none. A named id with a wrong proof is refused by
+    L{claimed_client} itself."""
+    owner = session_owner(client_id)
+    claimed = claimed_client(request, key)
+    if claimed == owner:
+        return
+    label = session_label(session_id)
+    if owner is None:
+        raise SessionOwnerRefused(
+            f"forbidden: session {label} was opened without a client id; this request names "
+            f"client id {claimed!r}", client_id=claimed)
+    raise SessionOwnerRefused(
+        f"forbidden: session {label} belongs to a client id this request does not prove "
+        "(send the X-Gasoline-Client and X-Gasoline-Client-Proof that opened it)",
+        client_id=claimed)

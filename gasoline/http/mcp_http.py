@@ -48,7 +48,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
-from gasoline.http.client_proof import claimed_client
+from gasoline.http.client_proof import claimed_client, require_owner
 from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
@@ -362,7 +362,24 @@ class McpHTTP(Resource):
         return self._named_client(request)
 
     def _find(self, request) -> tuple[McpSession | None, bytes | None]:
-        """The session a non-initialize request names, or the error body to answer."""
+        """The session a request names, or the error body to answer: by C{Mcp-Session-Id} when
+        it sends one (whose owner it must prove, L{require_owner}), else the connector form's
+        connection."""
+        sid = request.getHeader(b"mcp-session-id")
+        if sid is not None:
+            session = self.server.sessions.get(sid.decode("latin-1"))
+            if session is None or session.transport != "streamable":
+                notice = (self.server.reclaim_notice(session_id=sid.decode("latin-1"))
+                          if session is None else None)
+                return None, _error_body(request, 404, SESSION_NOT_FOUND,
+                                         f"Session not found: {notice}" if notice else
+                                         "Session not found: unknown or ended Mcp-Session-Id")
+            try:
+                require_owner(request, self.server.registry.client_key, session.client_id,
+                              session.session_id)
+            except GasolineError as e:
+                return None, _gasoline_error(request, e)
+            return session, None
         try:
             key = self._connector_key(request)
         except GasolineError as e:
@@ -377,23 +394,8 @@ class McpHTTP(Resource):
                     "Session not found: this connection has no MCP session; send initialize",
                 )
             return session, None
-        sid = request.getHeader(b"mcp-session-id")
-        if sid is None:
-            return None, _error_body(request, 400, INVALID_REQUEST,
-                                     "Bad Request: Mcp-Session-Id header is required")
-        session = self.server.sessions.get(sid.decode("latin-1"))
-        try:
-            named = self._named_client(request)
-        except GasolineError as e:
-            return None, _gasoline_error(request, e)
-        if session is None or session.transport != "streamable" or (
-                named is not None and session.client_id != named):
-            notice = (self.server.reclaim_notice(session_id=sid.decode("latin-1"))
-                      if session is None else None)
-            return None, _error_body(request, 404, SESSION_NOT_FOUND,
-                                     f"Session not found: {notice}" if notice else
-                                     "Session not found: unknown or ended Mcp-Session-Id")
-        return session, None
+        return None, _error_body(request, 400, INVALID_REQUEST,
+                                 "Bad Request: Mcp-Session-Id header is required")
 
     def _open_connector(self, key: tuple[str, str]) -> McpSession:
         old = self.connections.pop(key, None)
@@ -457,8 +459,11 @@ class McpHTTP(Resource):
         is_init = isinstance(obj, dict) and obj.get("method") == "initialize"
         new_session = False
         session: McpSession | None
+        # A request naming a session is for that session (its owner checked by _find), whatever
+        # else it sends; the connector form is the one without Mcp-Session-Id.
+        named = request.getHeader(b"mcp-session-id") is not None
         try:
-            key = self._connector_key(request)
+            key = None if named else self._connector_key(request)
             stateless = False if is_init else self._stateless_client(request, key)
             if stateless is not False:
                 if isinstance(obj, list):
@@ -479,7 +484,7 @@ class McpHTTP(Resource):
                         return refused
                     if session is not None and session.extra_tools is None:
                         self._bind_late(request, session)
-            elif is_init and request.getHeader(b"mcp-session-id") is None:
+            elif is_init and not named:
                 # Each initialize is a session of its own, for the named client (its state
                 # shared by its sessions) or for a fresh anonymous id.
                 session = self.server.open_session(self._named_client(request), "streamable")
@@ -673,6 +678,11 @@ class McpHTTP(Resource):
         if session is None or session.transport != "sse":
             return _error_body(request, 404, SESSION_NOT_FOUND,
                                "Session not found: unknown or ended session id")
+        try:
+            require_owner(request, self.server.registry.client_key, session.client_id,
+                          session.session_id)
+        except GasolineError as e:
+            return _gasoline_error(request, e)
         body = self._body(request)
         if body is None:
             return self._too_large(request)

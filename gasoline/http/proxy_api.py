@@ -13,7 +13,9 @@ C{/session}: the session-based MCP proxy's routes (C{docs/proxy.md})::
   DELETE /session/{id}          -> 200 C{{sessionId, ended: true}} once its children are reaped;
   POST   /session/{id}/destroy     404 C{unknown_session}
 
-The session id is also the MCP session: C{POST /mcp} with C{Mcp-Session-Id: <sessionId>}.
+The session id is also the MCP session: C{POST /mcp} with C{Mcp-Session-Id: <sessionId>}. Every
+route that takes the id needs the identity that opened the session (the same proven client id, or
+none when it was opened without one; else 403 C{session_owner}, see L{gasoline.core.session_ids}).
 Host, Origin and the optional API key are checked by the root's guard before this code runs; on top
 of that, these routes start processes, so a request carrying any C{Origin} (a browser: a page, or
 an extension the guard lets through for the ingest routes) gets 403 C{forbidden_origin}.
@@ -27,7 +29,8 @@ from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError
-from gasoline.http.client_proof import claimed_client
+from gasoline.core.session_ids import session_label
+from gasoline.http.client_proof import claimed_client, require_owner
 from gasoline.http.json import json_body, read_json_object
 
 if TYPE_CHECKING:
@@ -38,7 +41,7 @@ log = Logger()
 #: An init body is small; anything larger is refused without parsing.
 MAX_BODY = 64 * 1024
 
-_STATUS = {"forbidden_origin": 403, "client_proof": 403, "too_many_sessions": 429, "too_many_children": 429, "unknown_session": 404,
+_STATUS = {"forbidden_origin": 403, "client_proof": 403, "session_owner": 403, "too_many_sessions": 429, "too_many_children": 429, "unknown_session": 404,
            "proxy_disabled": 404, "too_many_clients": 429}
 
 
@@ -79,7 +82,7 @@ class ProxyAPI:
             return _error(request, e)
 
         def created(session) -> bytes:
-            log.info("proxy session {sid} opened for {wd}", sid=session.session_id,
+            log.info("proxy session {sid} opened for {wd}", sid=session_label(session.session_id),
                      wd=session.working_directory)
             request.setHeader(b"mcp-session-id", session.session_id.encode())
             return json_body(request, session.describe())
@@ -93,10 +96,18 @@ class ProxyAPI:
 
         return d.addCallbacks(created, failed)
 
+    def _owned(self, request, sid: str):
+        """The proxy session C{sid}, if C{request} is its owner (L{require_owner}: it proves the
+        client id that opened it, or names none when it was opened without one)."""
+        manager = self._manager(request)
+        session = manager.get(sid)
+        require_owner(request, manager.mcp.registry.client_key, session.client_id, sid)
+        return manager, session
+
     @app.route("/session/<sid>", methods=["GET"])
     def describe(self, request, sid: str):
         try:
-            session = self._manager(request).get(sid)
+            _, session = self._owned(request, sid)
         except GasolineError as e:
             return _error(request, e)
         return json_body(request, session.describe())
@@ -111,8 +122,7 @@ class ProxyAPI:
 
     def _end(self, request, sid: str):
         try:
-            manager = self._manager(request)
-            manager.get(sid)
+            manager, _ = self._owned(request, sid)
         except GasolineError as e:
             return _error(request, e)
         d = manager.destroy(sid, why="ended by DELETE /session")

@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.web.resource import IResource, Resource
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
+from gasoline.core.inflight import InFlight
 from gasoline.core.pairing import DaemonIdentity
 from gasoline.http.json import json_body, json_error
 from gasoline.http.relay_wire import CDP_PREFIX
@@ -57,18 +58,19 @@ class _OnFirstUse(Resource):
         return self._real.render(request)
 
 
-def cdp_client_resource(relay: Relay, clock) -> Resource:
-    """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
+def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None) -> Resource:
+    """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp});
+    C{inflight}: the daemon's in-flight budget, which unfinished messages count in."""
     def build() -> IResource:
         from gasoline.http import relay_ws  # autobahn: on first use
 
-        return relay_ws.cdp_client_resource(relay, clock)
+        return relay_ws.cdp_client_resource(relay, clock, inflight)
 
     return _OnFirstUse(build)
 
 
-def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None
-                            ) -> Resource:
+def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None,
+                            inflight: InFlight | None = None) -> Resource:
     """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
@@ -77,7 +79,7 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
     def build() -> IResource:
         from gasoline.http import relay_ws  # autobahn: on first use
 
-        return relay_ws.extension_link_resource(relay, clock, identity)
+        return relay_ws.extension_link_resource(relay, clock, identity, inflight)
 
     return _OnFirstUse(build)
 

@@ -13,10 +13,13 @@ from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
 from autobahn.websocket.types import ConnectionDeny
 from twisted.internet.interfaces import IConsumer, IReactorTime
+from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gasoline.core.identity import PairingError, b64u, unb64u
+from gasoline.core.inflight import InFlight
 from gasoline.core.pairing import DaemonIdentity
 from gasoline.core.validate import json_tokens
 from gasoline.http.relay_wire import (
@@ -83,7 +86,55 @@ class _Peer:
         self.protocol.sendClose(code, reason[:120])
 
 
-class CDPClientProtocol(WebSocketServerProtocol):
+#: The close code of a connection cut at the in-flight budget: RFC 6455's 1013 ("try again
+#: later") in the application range (autobahn sends only 1000 and 3000-4999), as the relay's own
+#: refusals are (4029 too many clients, 4408 idle).
+CLOSE_TRY_AGAIN = 4013
+
+
+class _InFlightMessages(WebSocketServerProtocol):
+    """Unfinished incoming messages count in the daemon's in-flight budget
+    (L{gasoline.core.inflight}) from their first byte to their delivery; a connection the budget
+    needs room from is closed with L{CLOSE_TRY_AGAIN} and its partial message freed."""
+
+    factory: _RelayFactory
+    inflight_exempt = False
+
+    def onMessageFrameData(self, payload: bytes) -> None:
+        budget = self.factory.inflight
+        if payload and budget is not None and not self.failedByMe \
+                and not budget.take(self, len(payload)):
+            budget.refuse(self)
+            return
+        super().onMessageFrameData(payload)
+
+    def onMessageEnd(self) -> None:
+        try:
+            super().onMessageEnd()
+        finally:
+            self._release()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self._release()
+        super().connectionLost(reason)
+
+    def _release(self) -> None:
+        budget = self.factory.inflight
+        if budget is not None:
+            budget.release(self)
+
+    def inflight_drop(self, why: str) -> None:
+        self.message_data = []
+        self.frame_data = []
+        log.info("WebSocket {peer} closed: {why}", peer=self.peer, why=why)
+        self.failedByMe = True  # autobahn ignores what the peer still sends
+        if self.state == WebSocketServerProtocol.STATE_OPEN:
+            self.sendClose(CLOSE_TRY_AGAIN, why[:120])
+        if self.transport is not None:
+            self.transport.loseConnection()  # after the close frame; no closing handshake
+
+
+class CDPClientProtocol(_InFlightMessages):
     """One CDP client connection (C{/cdp/<client-id>})."""
 
     factory: _RelayFactory
@@ -128,10 +179,13 @@ class CDPClientProtocol(WebSocketServerProtocol):
             self.client = None
 
 
-class ExtensionLinkProtocol(WebSocketServerProtocol):
+class ExtensionLinkProtocol(_InFlightMessages):
     """The extension's CDP link (C{/extension/cdp})."""
 
     factory: _RelayFactory
+    #: Counted in the in-flight budget but never cut for it: the link is the paired extension's,
+    #: one at a time, its messages bounded by MAX_EXTENSION_MESSAGE.
+    inflight_exempt = True
 
     #: The relay's side of this link (autobahn's own C{peer} is the address string).
     link: _Peer | None = None
@@ -199,17 +253,20 @@ class _RelayFactory(WebSocketServerFactory):
     """The relay, and for the extension link the daemon's identity, for the protocols."""
 
     def __init__(self, relay: Relay, identity: DaemonIdentity | None, clock: IReactorTime,
-                 **kwargs: Any) -> None:
+                 inflight: InFlight | None = None, **kwargs: Any) -> None:
         super().__init__(reactor=clock, **kwargs)
         self.relay = relay
         self.identity = identity
+        #: The daemon's in-flight budget (unfinished messages count in it), or None.
+        self.inflight = inflight
         #: The clock of the streams' bounded writers (gasoline.stream).
         self.clock = clock
 
 
 def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
-             identity: DaemonIdentity | None = None) -> _RelayFactory:
-    factory = _RelayFactory(relay, identity, clock)
+             identity: DaemonIdentity | None = None,
+             inflight: InFlight | None = None) -> _RelayFactory:
+    factory = _RelayFactory(relay, identity, clock, inflight)
     factory.protocol = protocol
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
@@ -223,17 +280,20 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
     return factory
 
 
-def cdp_client_resource(relay: Relay, clock) -> WebSocketResource:
+def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None
+                        ) -> WebSocketResource:
     """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
-    return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False))
+    return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False,
+                                      inflight=inflight))
 
 
-def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None
-                            ) -> WebSocketResource:
+def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None,
+                            inflight: InFlight | None = None) -> WebSocketResource:
     """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
     """
-    factory = _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True, identity)
+    factory = _factory(ExtensionLinkProtocol, relay, clock, MAX_EXTENSION_MESSAGE, True, identity,
+                       inflight)
     return WebSocketResource(factory)

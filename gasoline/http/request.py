@@ -11,19 +11,49 @@ off the connection and discarded, and C{body_length} counts every byte received.
 Connections (L{GasolineChannel}, L{GasolineSite}): a request's headers must all arrive within
 L{HEADER_DEADLINE} seconds of the connection opening (or of the first byte of a later request on
 it), however often bytes trickle in; a connection that never completes a request's headers is
-aborted then. At the connection cap, a new connection evicts the oldest connection that has not
-yet completed a request's headers, so such connections can never hold the cap (slowloris).
+aborted then.
+
+One request-body policy, applied by the channel when a request's headers are in and before any of
+its body is read (L{GasolineChannel.allHeadersReceived}; a body declared no longer than
+L{POLICY_ON_HEADERS_FROM} is read first and decided by the same checks on the whole request):
+
+ - the route policy and the guards (the root's L{gasoline.http.site.GasolineRoot.policy}: the
+   canonical path, the route, its methods, C{Host}, C{Origin}, browser requests, the declared
+   C{Content-Length} against the route's limit, C{--api-key}) are decided on the headers; a
+   refusal is answered at once (the same JSON and headers the late check would give, plus
+   C{Connection: close}) and the connection is closed without reading the body;
+ - the body has a deadline (L{BodyPolicy}): after a grace period it must keep arriving at a
+   minimum average rate, and it must be complete within an absolute cap, else the connection is
+   aborted. Time the daemon itself spent not reading (its reactor was busy) is not counted
+   against the client;
+ - a connection is I{proven} only once its first request is complete, body included: at the
+   connection cap, a new connection evicts the oldest connection that has not completed a
+   request yet, so connections that trickle headers or bodies can never hold the cap
+   (slowloris, slow POST).
 """
 
 from __future__ import annotations
 
 from io import BytesIO
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http, server
 
+import orjson
+from gasoline.core.inflight import InFlight
+from gasoline.http.body_policy import (  # noqa: F401 (re-exported: tests and benches import them)
+    BODY_CHECK_EVERY,
+    BODY_DEADLINE,
+    BODY_GRACE,
+    BODY_MIN_RATE,
+    OFF,
+    POLICY_ON_HEADERS_FROM,
+    BodyPolicy,
+    Head,
+)
 from gasoline.stream import abort_transport
 
 _log = Logger()
@@ -72,12 +102,24 @@ def no_delay(transport: object) -> None:
 
 
 class GasolineRequest(server.Request):
-    """A request whose body buffer is capped at L{MAX_BODY}; see the module docstring."""
+    """A request whose body buffer is capped at L{MAX_BODY}, and whose kept bytes count in the
+    daemon's in-flight budget (L{gasoline.core.inflight}) until it is answered; see the module
+    docstring."""
 
     #: Every body byte received, kept or discarded.
     body_length = 0
     #: The kept body (at most L{MAX_BODY} bytes), also C{content}; set when the length is known.
     kept_body: BytesIO | None = None
+    #: A request body is dropped like any other holder when the budget needs room.
+    inflight_exempt = False
+    #: The body was dropped for the in-flight budget (a 503 was answered).
+    inflight_dropped = False
+    #: The site's in-flight budget (C{False}: not looked up yet; C{None}: none).
+    _inflight: InFlight | None | bool = False
+    #: What the headers declared (C{None}: chunked).
+    _declared: int | None = None
+    #: This body counts in the in-flight budget now.
+    _counted = False
 
     def __init__(self, *args, **kwargs) -> None:
         # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
@@ -88,6 +130,7 @@ class GasolineRequest(server.Request):
 
     def gotLength(self, length):
         self.body_length = 0
+        self._declared = length
         self.content = self.kept_body = BytesIO()
 
     def handleContentChunk(self, data: bytes) -> None:
@@ -97,7 +140,49 @@ class GasolineRequest(server.Request):
         kept = self.kept_body
         if room <= 0 or kept is None:  # (gotLength, which sets it, comes first)
             return
-        kept.write(data if len(data) <= room else data[:room])
+        piece = data if len(data) <= room else data[:room]
+        if received or len(data) != self._declared:
+            # A body still being read (it did not come whole in one read, which most do and which
+            # is handed to its route before the reactor reads anything else): it counts.
+            budget = self._budget()
+            if budget is not None:
+                if not budget.take(self, len(piece)):
+                    budget.refuse(self)
+                    return
+                self._counted = True
+        kept.write(piece)
+
+    def _budget(self):
+        budget = self._inflight
+        if budget is False:
+            site = getattr(self.channel, "site", None)
+            budget = self._inflight = getattr(site, "inflight", None)
+        return budget
+
+    def _release(self) -> None:
+        if self._counted:
+            self._counted = False
+            budget = self._budget()
+            if budget is not None:
+                budget.release(self)
+
+    def inflight_drop(self, why: str) -> None:
+        """The in-flight budget needs this body's room: drop what was kept, answer 503 at once
+        and drop the rest of the body (L{GasolineChannel.refuse_now})."""
+        self.inflight_dropped = True
+        self.kept_body = None
+        self.content = BytesIO()
+        channel = self.channel
+        if channel is not None and hasattr(channel, "refuse_now"):
+            channel.refuse_now(503, orjson.dumps({"error": why, "code": "in_flight_budget"}))
+
+    def finish(self):
+        self._release()
+        return super().finish()
+
+    def connectionLost(self, reason):
+        self._release()
+        return super().connectionLost(reason)
 
     @property
     def oversize(self) -> bool:
@@ -115,21 +200,39 @@ MAX_CONNECTIONS = 1000
 #: of the request's headers: an absolute deadline, not an idle timer that each byte resets.
 HEADER_DEADLINE = 10.0
 
-
 class GasolineChannel(http.HTTPChannel):
     """An C{HTTPChannel} with an absolute deadline for each request's headers
     (L{HEADER_DEADLINE}), Nagle's algorithm off (L{no_delay}), and a streaming producer registered
     while the transport's buffer is full starting paused; see the module docstring.
 
-    @ivar proven: at least one request's headers were received on this connection.
+    @ivar proven: at least one request (headers and body) was received on this connection.
     @ivar transport_paused: the transport asked this channel to pause (its buffer is full) and
         has not resumed it yet.
     """
 
     header_deadline = HEADER_DEADLINE
+    #: The body deadline (L{BodyPolicy}); the site sets its own.
+    body_policy = BodyPolicy()
+    #: Decide the route policy and the guards on the headers of a request with a body.
+    policy_on_headers = True
     proven = False
     transport_paused = False
     _deadline = None
+    #: The body deadline's timer, when it is set: (delayed call, when it is due).
+    _body_timer = None
+    #: A request's body is being read (its headers are in, it is not complete).
+    _body_waiting = False
+    #: When the current body's headers ended, and how many body bytes have come since.
+    _body_started = 0.0
+    _body_received = 0
+    #: A refusal was answered on the headers: everything else the client sends is dropped.
+    _discarding = False
+    #: Body bytes of the refused request still to come (C{None}: unknown, chunked).
+    _discard_left: int | None = None
+    #: The current request's (method, target), from its request line.
+    _request_line: tuple[bytes, bytes] | None = None
+    #: The site's clock (its reactor), for the body deadline.
+    _clock: IReactorTime | None = None
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
     _between_requests = False
     #: Called once when the channel completes its first request's headers (the site's bookkeeping).
@@ -139,6 +242,7 @@ class GasolineChannel(http.HTTPChannel):
         super().connectionMade()
         no_delay(self.transport)
         self._arm()
+        self._watch_request_line()
 
     # -- IPushProducer, as the transport's producer --------------------------------------------
 
@@ -161,18 +265,178 @@ class GasolineChannel(http.HTTPChannel):
             producer.pauseProducing()
 
     def dataReceived(self, data):
+        if self._discarding:
+            self._discard(data)
+            return
         if self._between_requests:
             self._between_requests = False
             self._arm()
         super().dataReceived(data)
+        if self._body_waiting and self._body_timer is None:
+            # A body that did not come whole with its headers: now it has a deadline (most
+            # bodies do come whole, and cost no timer).
+            self._arm_body()
+
+    def rawDataReceived(self, data):
+        # Raw mode: a request's body (or, while one is being answered, the next request's bytes,
+        # which twisted.web buffers and plays back later).
+        if self._discarding:
+            self._discard(data)
+            return
+        if self._body_waiting:
+            self._body_received += len(data)
+        super().rawDataReceived(data)
+
+    def _watch_request_line(self) -> None:
+        """Read the next request's line on its way to twisted.web (which keeps its own copy
+        private): the route policy on the headers needs its method and target. Only that line
+        goes through L{_request_line_received}; the header lines go straight to twisted.web."""
+        self.__dict__["lineReceived"] = self._request_line_received
+
+    def _request_line_received(self, line: bytes) -> None:
+        if line:  # (twisted.web skips one empty line before a request)
+            parts = line.split(b" ")
+            self._request_line = (parts[0], parts[1]) if len(parts) == 3 else None
+            self.__dict__.pop("lineReceived", None)
+        super().lineReceived(line)
 
     def allHeadersReceived(self):
         self._disarm()
+        super().allHeadersReceived()
+        length = self.length
+        if length == 0:
+            return  # no body: the request is complete (allContentReceived comes next)
+        self._body_waiting = True
+        self._body_received = 0
+        if self.policy_on_headers and (length is None or length > POLICY_ON_HEADERS_FROM) \
+                and self._refused_on_headers():
+            return
+
+    def allContentReceived(self):
+        self._body_waiting = False
+        self._disarm_body()
+        self._request_line = None
+        self._watch_request_line()
+        if self._discarding:
+            return  # answered already (the in-flight budget dropped it): never processed
         if not self.proven:
             self.proven = True
             if self.on_proven is not None:
                 self.on_proven(self)
-        super().allHeadersReceived()
+        super().allContentReceived()
+
+    # -- the request-body policy ----------------------------------------------------------------
+
+    def _refused_on_headers(self) -> bool:
+        """Run the root's route policy and guards on the headers of the request now being read;
+        on a refusal answer it, close the connection and drop the body. True if refused."""
+        site = getattr(self, "site", None)
+        root = getattr(site, "resource", None)
+        decide = getattr(root, "policy", None)
+        if decide is None or self._request_line is None or not self.requests:
+            return False
+        method, target = self._request_line
+        if method == b"OPTIONS":
+            return False
+        head = Head(self.requests[-1], method, target, self.length)
+        try:
+            body = decide(head)
+        except Exception:
+            _log.failure("the route policy failed on a request's headers")
+            return False
+        if body is None:
+            return False
+        if site is not None:
+            site.refused_on_headers += 1
+        counted = getattr(root, "on_response", None)
+        if counted is not None:  # /metrics counts it as the late check would have
+            counted(head.path, head.code)
+        self._answer_and_drop(head.code, list(head.responseHeaders.getAllRawHeaders()), body,
+                              self.length)
+        self._arm_body()
+        return True
+
+    def refuse_now(self, code: int, body: bytes) -> None:
+        """Answer the request whose body is being read with C{code} and the JSON C{body} now,
+        and drop the rest of its body (the in-flight budget needed its room)."""
+        if self._discarding:
+            return
+        self._answer_and_drop(code, [(b"Content-Type", [b"application/json"])], body, None)
+
+    def _answer_and_drop(self, code: int, headers, body: bytes, left: int | None) -> None:
+        """Write one whole answer on the transport, then drop what the client still sends."""
+        lines = [b"HTTP/1.1 %d %s" % (code, http.RESPONSES.get(code, b"Refused"))]
+        for name, values in headers:
+            lines.extend(name + b": " + value for value in values)
+        lines += [b"Content-Length: %d" % len(body), b"Connection: close", b"", b""]
+        self._discarding = True
+        self._discard_left = left  # None: not known (chunked, or part already read)
+        transport = self.transport
+        if transport is None:
+            return
+        transport.write(b"\r\n".join(lines) + body)
+        # Close our side only, and read (and drop) the body the client is still sending:
+        # closing at once would reset the connection under a client that writes its whole
+        # body before reading, and it would never see the answer. The body deadline bounds
+        # this as it bounds any body.
+        lose_write = getattr(transport, "loseWriteConnection", None)
+        if lose_write is not None:
+            lose_write()
+        else:
+            transport.loseConnection()
+
+    def _discard(self, data: bytes) -> None:
+        """Drop body bytes of a request refused on its headers; close once all have come."""
+        self._body_received += len(data)
+        left = self._discard_left
+        if left is None:
+            return
+        self._discard_left = left = left - len(data)
+        if left <= 0 and self.transport is not None:
+            self._disarm_body()
+            self.transport.loseConnection()
+
+    def _arm_body(self) -> None:
+        """Start the body deadline (in the reactor turn that read the headers)."""
+        self._disarm_body()
+        first = self.body_policy.first_check()
+        if first is None:
+            return
+        self._body_started = now = self._now()
+        self._body_timer = (self.callLater(first, self._check_body), now + first)
+
+    def _now(self) -> float:
+        clock = self._clock
+        return clock.seconds() if clock is not None else 0.0
+
+    def _disarm_body(self) -> None:
+        timer, self._body_timer = self._body_timer, None
+        if timer is not None and timer[0].active():
+            timer[0].cancel()
+
+    def _check_body(self) -> None:
+        timer = self._body_timer
+        if timer is None:
+            return
+        now = self._now()
+        late = now - timer[1]
+        if late > self.body_policy.every:
+            # The reactor was busy (not reading): that time is not the client's.
+            self._body_started += late
+        elapsed = now - self._body_started
+        why = self.body_policy.too_slow(elapsed, self._body_received)
+        transport = self.transport
+        if why is not None:
+            self._body_timer = None
+            if transport is not None:
+                site = getattr(self, "site", None)
+                if site is not None:
+                    site.slow_bodies += 1
+                _log.debug("request body too slow ({why}): connection closed", why=why)
+                abort_transport(transport)
+            return
+        every = self.body_policy.every
+        self._body_timer = (self.callLater(every, self._check_body), now + every)
 
     def requestDone(self, request):
         super().requestDone(request)
@@ -181,6 +445,7 @@ class GasolineChannel(http.HTTPChannel):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._disarm()
+        self._disarm_body()
         super().connectionLost(reason)
 
     def _arm(self) -> None:
@@ -205,32 +470,46 @@ class GasolineSite(server.Site):
     """C{Site} with L{GasolineRequest}, no tracebacks in error pages, an access log of server
     errors only, an idle timeout (L{IDLE_TIMEOUT}) and a cap on open connections
     (L{MAX_CONNECTIONS}): past the cap a new connection evicts the oldest connection that has not
-    completed a request's headers, or, if there is none, is closed as soon as it is accepted, so
-    idle sockets can never use up the process's file descriptors, and connections that never
-    complete a request can never hold the cap. Every request's headers have a deadline
-    (L{GasolineChannel})."""
+    completed a request (headers and body), or, if there is none, is closed as soon as it is
+    accepted, so idle sockets can never use up the process's file descriptors, and connections
+    that never complete a request can never hold the cap. Every request's headers and body have
+    a deadline, and the route policy is decided on the headers (L{GasolineChannel})."""
 
     requestFactory = GasolineRequest
     displayTracebacks = False
     header_deadline = HEADER_DEADLINE
+    #: The body deadline of every request (L{BodyPolicy}; L{OFF} turns it off).
+    body_policy = BodyPolicy()
+    #: Decide the route policy and the guards on a request's headers, before its body.
+    policy_on_headers = True
 
     def protocol(self):
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
         channel = GasolineChannel()
         channel.header_deadline = self.header_deadline
+        channel.body_policy = self.body_policy
+        channel.policy_on_headers = self.policy_on_headers
+        channel._clock = self.reactor
         return channel
 
     def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
-                 **kwargs) -> None:
+                 inflight: InFlight | None = None, **kwargs) -> None:
         kwargs.setdefault("timeout", IDLE_TIMEOUT)
         super().__init__(resource, *args, **kwargs)
         self.max_connections = max_connections
+        #: The daemon-wide in-flight budget: the root's (shared with its WebSocket routes), else
+        #: one of the site's own.
+        self.inflight = inflight or getattr(resource, "inflight", None) or InFlight()
         self.open_connections = 0
         #: Connections refused at the cap since start.
         self.refused_connections = 0
-        #: Connections evicted at the cap because they had not completed a request's headers.
+        #: Connections evicted at the cap because they had not completed a request.
         self.evicted_connections = 0
-        #: Open connections that have not completed a request's headers yet, oldest first.
+        #: Requests refused on their headers, their bodies never read.
+        self.refused_on_headers = 0
+        #: Connections aborted because a request's body came too slowly (L{BodyPolicy}).
+        self.slow_bodies = 0
+        #: Open connections that have not completed a request yet, oldest first.
         self._unproven: dict[GasolineChannel, None] = {}
         self._at_cap = False
 

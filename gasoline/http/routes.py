@@ -104,6 +104,9 @@ class Route:
     #: the structural JSON limits are counted by the handler on what it parses (the plaintext
     #: of a sealed body), not by the guard on the ciphertext.
     sealed: tuple[str, ...] = ()
+    #: Does a method other than C{DELETE} destroy something (C{POST /clear}, C{/shutdown})? Every
+    #: C{DELETE} does. See L{destructive}.
+    destroys: bool = False
 
     def __attrs_post_init__(self) -> None:
         origins, key, browser = _DEFAULTS[self.caller]
@@ -179,18 +182,22 @@ ROUTES: tuple[Route, ...] = (
     Route("/logs", GET, _A),
     Route("/session/init", POST, _A),
     Route("/session/{session}", ("GET", "DELETE"), _A),
-    Route("/session/{session}/destroy", ("POST", "DELETE"), _A),
+    Route("/session/{session}/destroy", ("POST", "DELETE"), _A, destroys=True),
     # -- admin and CI (extension-protocol.md lists them as EXT routes; the extension never calls
     #    them: CI and the operator do)
     Route("/metrics", GET, _D),
     # `gasoline doctor`: the checks of configure doctor without registering a client
     Route("/health/doctor", GET, _D),
     Route("/snapshot", GET, _D),
-    Route("/clear", ("POST", "DELETE"), _D),
-    Route("/shutdown", POST, _D),
+    Route("/clear", ("POST", "DELETE"), _D, destroys=True),
+    Route("/shutdown", POST, _D, destroys=True),
     Route("/test-boundary", POST, _D),
     # -- the extension: the ingest API, pairing, the CDP link
-    Route("/logs", ("POST", "DELETE"), _E, sealed=POST),
+    Route("/logs", POST, _E, sealed=POST),
+    # Clears the console buffer, as /clear clears them all: an admin route, never the extension's
+    # (which never calls it), with the key when one is set. (A preflight is judged by the route
+    # of the method it asks for: gasoline.http.site.)
+    Route("/logs", DELETE, _D),
     Route("/network-bodies", POST, _E, sealed=POST),
     Route("/enhanced-actions", POST, _E, sealed=POST),
     Route("/network-waterfall", POST, _E, sealed=POST),
@@ -290,6 +297,15 @@ class RouteTable:
 
 #: The daemon's table.
 TABLE = RouteTable(ROUTES)
+
+
+def destructive(routes: tuple[Route, ...] = ROUTES) -> list[tuple[Route, str]]:
+    """Every (route, method) that destroys something: each C{DELETE}, and each method of a route
+    marked C{destroys}. Those that act on the daemon's shared data or life (the buffers, the
+    process) are admin routes with the key, like C{/clear}; the agent ones end only the caller's
+    own session or registration (their owner's proof, docs/security.md)."""
+    return [(route, method) for route in routes for method in route.methods
+            if method == "DELETE" or route.destroys]
 
 
 def find_route(segments: tuple[bytes, ...], method: bytes = b"GET") -> Route | None:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
+from gasoline.core.inflight import InFlight
 from gasoline.http.json import json_error
 from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable
 
@@ -30,8 +31,12 @@ class GasolineRoot(Resource):
 
     def __init__(self, guard, fallback: Resource | None = None, routes: RouteTable = TABLE, *,
                  mounts: Mapping[bytes, Resource] | None = None,
-                 on_response: Callable[[bytes, int], None] | None = None) -> None:
+                 on_response: Callable[[bytes, int], None] | None = None,
+                 inflight: InFlight | None = None) -> None:
         super().__init__()
+        #: The daemon-wide in-flight budget (request bodies, unfinished WebSocket messages):
+        #: the site serving this root and the WebSocket routes mounted on it share it.
+        self.inflight = inflight or InFlight()
         #: The route policy (gasoline.http.routes.ROUTES).
         self.routes = routes
         #: first path segment (bytes) -> resource that renders every path under it
@@ -51,7 +56,11 @@ class GasolineRoot(Resource):
                 request.notifyFinish().addBoth(lambda _: hook(request.path, request.code))
         return body
 
-    def _render(self, request):
+    def policy(self, request) -> bytes | None:
+        """The route policy and the guards: C{None} to go on, else the body of the refusal
+        (status and headers already set on C{request}). The channel runs it on the headers of a
+        request that has a body, before any of the body is read (L{gasoline.http.request}), and
+        L{render} runs it again on the whole request."""
         method = request.method
         if method == b"OPTIONS":
             # A preflight is judged by the policy of the route it asks for (one path can have
@@ -72,6 +81,12 @@ class GasolineRoot(Resource):
             request.setHeader(b"allow", ", ".join(route.methods).encode())
             return json_error(request, 405, f"method {request.method.decode('ascii', 'replace')}"
                               " not allowed here", allowed=list(route.methods))
+        return None
+
+    def _render(self, request):
+        refused = self.policy(request)
+        if refused is not None:
+            return refused
         segment = request.postpath[0] if request.postpath else b""
         target = self.mounts.get(segment, self.fallback)
         if target is None:

@@ -43,6 +43,7 @@ from twisted.web.server import NOT_DONE_YET
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
+from gasoline.core.session_ids import session_label
 from gasoline.http.json import json_body, json_error
 from gasoline.stream import request_writer
 
@@ -244,7 +245,8 @@ class StatusPage:
                                  "enabled": entry.enabled,
                                  "state": getattr(child, "state", None),
                                  "restarts": getattr(child, "restarts", 0)})
-            sessions.append({"id": session.session_id, "client": session.client_id,
+            # A label, never the id: the id is the session's credential (gasoline.core.session_ids).
+            sessions.append({"id": session_label(session.session_id), "client": session.client_id,
                              "project": session.working_directory, "children": children})
         return {"sessions": sessions, "shared": len(getattr(proxy, "shared", ()))}
 

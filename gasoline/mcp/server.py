@@ -29,6 +29,7 @@ from gasoline.core.errors import TooManyClients
 from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.lifecycle import StopHook
 from gasoline.core.turns import DaemonBusy, TurnBudget
+from gasoline.core.session_ids import session_label
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -265,7 +266,7 @@ class McpServer:
         self.sessions[session.session_id] = session
         session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
         log.info("MCP session {sid} opened for client {cid} ({transport})",
-                 sid=session.session_id[:8], cid=client_id, transport=transport)
+                 sid=session_label(session.session_id), cid=client_id, transport=transport)
         self._tell_observers("session_opened", session)
         return session
 
@@ -310,7 +311,7 @@ class McpServer:
                                                 s.last_seen))
         quiet = now - victim.last_seen
         log.info("client limit reached: closing MCP session {sid} ({cid}), idle for {t:.0f} s",
-                 sid=victim.session_id, cid=victim.client_id, t=quiet)
+                 sid=session_label(victim.session_id), cid=victim.client_id, t=quiet)
         notice = (f"this session was closed after {quiet:.0f} s without a request to make room "
                   f"for another client (--max-clients reached); send initialize to start a new "
                   f"one (your client state is kept)")
@@ -354,7 +355,8 @@ class McpServer:
 
     def _idle(self, session: McpSession) -> None:
         session.idle_call = None
-        log.info("MCP session {sid} idle for {t}s: closed", sid=session.session_id, t=self.idle_timeout)
+        log.info("MCP session {sid} idle for {t}s: closed", sid=session_label(session.session_id),
+                 t=self.idle_timeout)
         self.close_session(session)
 
     def close_session(self, session: McpSession) -> None:
@@ -381,7 +383,7 @@ class McpServer:
             except Exception:
                 log.failure("session close hook failed")
         log.info("MCP session {sid} of client {cid} closed after {t:.0f} s",
-                 sid=session.session_id[:8], cid=session.client_id,
+                 sid=session_label(session.session_id), cid=session.client_id,
                  t=self.clock.seconds() - session.created_at)
         self._tell_observers("session_closed", session)
 
@@ -602,7 +604,7 @@ class McpServer:
                 INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}"
             )
         ctx.session.log_level = level
-        ctx.log("info", {"message": f"log level set to {level}", "session": ctx.session.session_id})
+        ctx.log("info", {"message": f"log level set to {level}", "session": session_label(ctx.session.session_id)})
         return {}
 
     def _tools_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:

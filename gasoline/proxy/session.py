@@ -32,7 +32,8 @@ from twisted.logger import Logger
 
 from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.core.documents import JsonDocument
-from gasoline.core.errors import GasolineError
+from gasoline.core.errors import GasolineError, SessionOwnerRefused
+from gasoline.core.session_ids import session_label
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from gasoline.proxy.child import ChildServer, child_env
@@ -414,9 +415,15 @@ class ProxyManager:
         @raise UnknownSession: no such proxy session.
         """
         session = self.get(session_id)
+        if getattr(mcp_session, "client_id", None) != session.client_id:
+            # A proxy session's tools act as its client id: only a connection of that (proven)
+            # client may see them (gasoline.core.session_ids).
+            raise SessionOwnerRefused(
+                f"forbidden: proxy session {session_label(session_id)} belongs to another client "
+                "id than this connection's")
         live = [s for s in session.bound if not s.closed]
         if len(live) > MAX_BINDINGS:
-            raise ProxyError(f"proxy session {session_id} already has {MAX_BINDINGS} "
+            raise ProxyError(f"proxy session {session_label(session_id)} already has {MAX_BINDINGS} "
                              "connections", code="too_many_connections")
         session.touch()
         self._bind(session, mcp_session)
@@ -427,7 +434,7 @@ class ProxyManager:
         if session is None or session.closed:
             return succeed(None)
         session.closed = True
-        log.info("proxy session {sid} ({wd}) {why}", sid=session_id,
+        log.info("proxy session {sid} ({wd}) {why}", sid=session_label(session_id),
                  wd=session.working_directory, why=why)
         self.audit(session, "session_end", {"why": why})
         call, session.idle_call = session.idle_call, None
@@ -521,7 +528,7 @@ class ProxyManager:
                             client_id=saved_id if isinstance(saved_id, str)
                             and CLIENT_ID_RE.match(saved_id) else None)
             except GasolineError as e:
-                log.warn("proxy session {sid} not restored: {err}", sid=item["sessionId"],
+                log.warn("proxy session {sid} not restored: {err}", sid=session_label(item["sessionId"]),
                          err=e.message)
                 continue
             n += 1

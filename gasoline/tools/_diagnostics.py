@@ -10,6 +10,7 @@ from typing import Any
 from gasoline import __version__
 from gasoline.core.doctor import extension_check, doctor_checks
 from gasoline.core.errors import GasolineError
+from gasoline.core.session_ids import session_label
 from gasoline.tools.context import ToolContext
 from gasoline.tools.schemas import TOOL_MODES
 
@@ -46,7 +47,9 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "mcp_sessions": len(server.sessions) if server is not None else None,
         "you": {
             "client_id": ctx.client_id,
-            "session_id": getattr(session, "session_id", None),
+            # A label: the id is the session's credential (gasoline.core.session_ids).
+            "session_label": session_label(sid)
+            if isinstance(sid := getattr(session, "session_id", None), str) else None,
             "transport": getattr(session, "transport", None),
             "protocol_version": getattr(session, "protocol_version", None),
             "cursors": dict(ctx.state.cursors),

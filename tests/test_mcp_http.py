@@ -550,11 +550,12 @@ def test_a_plain_client_with_a_fixed_id_gets_a_session_per_initialize_and_delete
 
 def test_a_fixed_id_session_is_not_usable_by_another_client_id_or_without_the_proof(client, app):
     sid = client.initialize(headers=named("fixed-b"))
-    assert call(client, sid, 2, "tools/list", headers=named("fixed-c"))[0].code == 404
+    response, body = call(client, sid, 2, "tools/list", headers=named("fixed-c"))
+    assert response.code == 403 and json.loads(body)["error"]["data"]["error"] == "session_owner"
     response, body = call(client, sid, 2, "tools/list", headers={"X-Gasoline-Client": "fixed-b"})
     assert response.code == 403 and json.loads(body)["error"]["data"]["error"] == "client_proof"
     assert client.request("DELETE", headers={**named("fixed-c"), "mcp-session-id": sid})[0].code \
-        == 404
+        == 403
     assert app.registry.get("fixed-b").connections == 1
 
 

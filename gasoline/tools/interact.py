@@ -36,6 +36,7 @@ from gasoline.tools._actions import (
     execute_params,
     record,
 )
+from gasoline.tools._input import MODES as INPUT_MODES
 from gasoline.tools._commands import (
     newer_command,
     require_pilot,
@@ -710,4 +711,5 @@ MODES: dict[str, Any] = nulls_absent({
     "launch_browser": launch_browser,
     "record_start": record_start,
     "record_stop": record_stop,
+    **INPUT_MODES,  # hover, drag, key_press (modifiers, chords), dialog, emulate, resize
 })

@@ -19,6 +19,8 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/ws``             WebSocket echo
 - ``/agent.html``     elements the MCP round-trip tests act on, with a planted a11y violation
 - ``/broken.html``    an image, a script and a stylesheet that answer 404 (no fetch involved)
+- ``/actions/...``    pages for the real-input modes (hover, drag, keys, dialogs, upload, emulate,
+                      tabs a link opens; tests/e2e/actions_pages.py)
 - ``/tabs/<name>``    logs ``console.error('e2e tab error from <name>')`` on load (two-tab test)
 """
 
@@ -357,6 +359,9 @@ def build_site(clock=None) -> server.Site:
     root.putChild(b"agent.html", Page(AGENT_PAGE))
     root.putChild(b"tabs", TabPage())
     root.putChild(b"broken.html", Page(BROKEN_PAGE))
+    from actions_pages import resource as actions_resource
+
+    root.putChild(b"actions", actions_resource(Page))  # the real-input modes' pages
     site = server.Site(root)
     site.displayTracebacks = False
     return site

@@ -69,7 +69,7 @@ PAGES = {
     f.text().then((t) => { document.getElementById('file-out').textContent = f.name + ': ' + t.trim(); });
   });
 </script></body></html>""",
-    "emulate.html": HEAD.format(title="emulate", style="") + """
+    "emulate.html": HEAD.format(title="emulate", style='<meta name="viewport" content="width=device-width">') + """
 <p id="out">idle</p>
 <script>
   window.report = () => JSON.stringify({width: innerWidth, online: navigator.onLine,

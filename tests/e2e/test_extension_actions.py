@@ -20,6 +20,7 @@ Fails (not skips) under CI=true without Chromium (the ``browser`` fixture).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -112,3 +113,128 @@ def test_key_press_with_modifiers_reaches_page_handlers(browser, site, ext_daemo
     assert out["seen"] == "shift+tab"
     assert out["typed"] == "abC"
     assert error_of(out["bad"])["error"] == "invalid_param"
+
+
+def test_hover_opens_a_css_hover_menu(browser, site, ext_daemon):
+    url = site.url + "/actions/hover.html"
+    _, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+
+    async def body(client_id, session):
+        hidden = await session.call_tool("interact", {"what": "wait_for", "selector": "#settings", "timeout_ms": 300})
+        hovered = await call(session, "interact", {"what": "hover", "selector": "text=Account"})
+        entered = await text_of(session, "#out")
+        shown = await call(session, "interact", {"what": "wait_for", "selector": "#settings", "timeout_ms": 2000})
+        await call(session, "interact", {"what": "click", "selector": "#settings"})
+        return hidden, hovered, entered, shown, await text_of(session, "#out")
+
+    [(hidden, hovered, entered, shown, clicked)] = agents(ext_daemon, ["e2e-hover"], body)
+    assert error_of(hidden)["error"] == "timeout"  # the menu item is hidden until hovered
+    assert hovered[1]["result"]["element"]["tag"] == "div", hovered
+    assert entered == "entered"
+    assert shown[1]["result"]["success"] is True
+    assert clicked == "settings opened"
+
+
+def test_drag_completes_html5_and_pointer_drags(browser, site, ext_daemon):
+    url = site.url + "/actions/drag.html"
+    _, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+
+    async def body(client_id, session):
+        html5 = await call(session, "interact", {"what": "drag", "selector": "#card", "target": "#bin"})
+        pointer = await call(session, "interact", {"what": "drag", "selector": "#knob", "target": "#slot"})
+        missing = await session.call_tool("interact", {"what": "drag", "selector": "#card"})
+        return html5, pointer, missing, await text_of(session, "#html5-out"), await text_of(session, "#pointer-out")
+
+    [(html5, pointer, missing, html5_out, pointer_out)] = agents(ext_daemon, ["e2e-drag"], body)
+    assert html5[1]["result"]["html5_drag"] is True, html5
+    assert html5_out == "dropped card-42"
+    assert pointer[1]["result"]["html5_drag"] is False, pointer
+    assert pointer_out == "in slot"
+    assert error_of(missing)["error"] == "missing_param"
+
+
+def test_upload_sets_a_file_the_page_reads(browser, site, ext_daemon):
+    url = site.url + "/actions/upload.html"
+    _, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+    folder = ext_daemon.state_dir / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "note.txt").write_text("hello from the agent\n")
+
+    async def body(client_id, session):
+        up = await call(session, "interact", {"what": "upload", "selector": "#file",
+                                              "file_path": str(folder / "note.txt")})
+        outside = await session.call_tool("interact", {"what": "upload", "selector": "#file",
+                                                       "file_path": "/etc/hostname"})
+        for _ in range(20):
+            text = await text_of(session, "#file-out")
+            if text != "nothing":
+                break
+        return up, outside, text
+
+    [(up, outside, text)] = agents(ext_daemon, ["e2e-upload"], body)
+    assert up[1]["files"] == [{"name": "note.txt", "type": "text/plain", "size": 21}], up
+    assert text == "note.txt: hello from the agent"
+    assert error_of(outside)["error"] in ("path_refused", "invalid_param"), outside
+
+
+def test_emulation_is_visible_to_the_page_and_reset(browser, site, ext_daemon):
+    url = site.url + "/actions/emulate.html"
+    page, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+    report = lambda: json.loads(browser.cdp.evaluate(page, "report()"))  # noqa: E731
+    before = report()
+
+    async def body(client_id, session):
+        out = {}
+        out["resize"] = await call(session, "interact", {"what": "resize", "width": 480, "height": 700})
+        out["after_resize"] = report()
+        out["emulate"] = await call(session, "interact", {"what": "emulate", "offline": True,
+                                                          "color_scheme": "dark", "cpu_throttling": 2})
+        out["after_emulate"] = report()
+        out["fetch"] = await call(session, "interact", {"what": "execute_js", "script":
+                                  "fetch('/blank.html').then(() => 'online', () => 'failed')"})
+        out["device"] = await call(session, "interact", {"what": "emulate", "device": "iphone-13"})
+        out["after_device"] = report()
+        out["bad"] = await session.call_tool("interact", {"what": "emulate", "device": "nokia-3310"})
+        out["reset"] = await call(session, "interact", {"what": "emulate", "reset": True})
+        out["after_reset"] = report()
+        return out
+
+    [out] = agents(ext_daemon, ["e2e-emulate"], body)
+    assert out["after_resize"]["width"] == 480, out
+    assert out["after_emulate"] == {"width": 480, "online": False, "dark": True}, out
+    assert out["fetch"][1]["result"]["result"] == "failed", out["fetch"]
+    assert out["emulate"][1]["result"]["emulation"]["network"] == "offline"
+    assert out["after_device"]["width"] == 390
+    assert error_of(out["bad"])["error"] == "invalid_param"
+    assert out["after_reset"] == before, (before, out["after_reset"])
+
+
+def test_a_tab_opened_by_a_link_is_tracked_and_acted_in(browser, site, ext_daemon):
+    url = site.url + "/actions/opener.html"
+    _, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+
+    async def body(client_id, session):
+        await call(session, "interact", {"what": "click", "selector": "#open"})
+        child = None
+        for _ in range(50):
+            tabs = (await call(session, "observe", {"what": "tabs"}))[1]
+            entries = tabs.get("tabs") or tabs.get("entries") or []
+            child = next((t for t in entries if str(t.get("url", "")).endswith("/actions/child.html")), None)
+            if child and child.get("tracked"):
+                break
+            await asyncio.sleep(0.1)
+        switched = await call(session, "interact", {"what": "switch_tab", "tab_id": child["id"], "track": True})
+        await call(session, "interact", {"what": "click", "selector": "#go"})
+        text = await text_of(session, "#out")
+        return child, switched, text
+
+    [(child, switched, text)] = agents(ext_daemon, ["e2e-child-tab"], body)
+    assert child is not None and child["tracked"] is True, child
+    assert child.get("opener_tab_id") == tab, child
+    assert switched[1]["result"]["tab_id"] == child["id"], switched
+    assert text == "child clicked"

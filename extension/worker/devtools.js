@@ -17,7 +17,7 @@
 // * One attachment per tab, shared with the CDP relay (lib/debuggee.js).
 
 import { isTrackedTab } from '../lib/settings.js';
-import { attachTab, detachTab, forgetTab } from '../lib/debuggee.js';
+import { attachTab, detachTab, forgetTab, heldByOthers } from '../lib/debuggee.js';
 import { addTrackedTab } from '../lib/tracking.js';
 import { loadSettings } from './config.js';
 
@@ -56,6 +56,9 @@ export async function open(tabId) {
     s.ready.catch(() => { if (sessions.get(tabId) === s) sessions.delete(tabId); });
   }
   await s.ready;
+  // A relay client that shares the attachment may have disabled the Page domain (lib/cdp.js counts
+  // only its own clients): enable it again before relying on its dialog events.
+  if (heldByOthers(tabId, OWNER)) await send(tabId, 'Page.enable').catch(() => {});
   armIdle(tabId, s);
   return s;
 }

@@ -11,7 +11,7 @@ C{source: "ai"}, like C{click}); C{dialog} and C{emulate} are commands of their 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from gasoline.core.errors import InvalidParam, MissingParam
 from gasoline.tools._actions import record
@@ -26,10 +26,13 @@ COLOR_SCHEMES = ("dark", "light", "no-preference")
 MAX_KEY_CHARS = 200
 
 
-def _target(ctx: Any, args: dict[str, Any], required: bool = True) -> str | None:
-    from gasoline.tools.interact import target
+#: How a mode's element is named (C{selector}, C{element_id}, ...): L{gasoline.tools.interact}
+#: C{target}, given by L{modes} so that every interact mode reads its target the same way.
+_targets: list[Callable[..., str | None]] = []
 
-    return target(ctx, args, required)
+
+def _target(ctx: Any, args: dict[str, Any], required: bool = True) -> str | None:
+    return _targets[0](ctx, args, required)
 
 
 def _input_action(ctx: Any, args: dict[str, Any], params: dict[str, Any], kind: str,
@@ -228,6 +231,12 @@ def emulate(ctx: Any, args: dict[str, Any]) -> Any:
         return "emulating " + (", ".join(names) or "nothing"), {"result": r}
 
     return newer_command(ctx, args, "emulate", params, describe, f"interact {ctx.mode}")
+
+
+def modes(target: Callable[..., str | None]) -> dict[str, Any]:
+    """The modes, reading their target with C{target(ctx, args, required)}."""
+    _targets[:] = [target]
+    return dict(MODES)
 
 
 MODES: dict[str, Any] = {

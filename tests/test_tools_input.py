@@ -136,3 +136,26 @@ def test_the_extensions_dialog_codes_reach_the_agent_with_a_hint(h, code):
 def test_the_schema_lists_the_new_modes():
     assert {"hover", "drag", "dialog", "emulate", "resize", "key_press"} <= set(INTERACT_MODES)
     assert set(INTERACT_MODES) <= set(MODES)
+
+
+def test_performance_trace_sends_trace_and_summarizes_the_insights(h):
+    result = {"success": True, "lcp": {"time": 812.4, "element": "#hero", "phases": {
+        "ttfb": 100, "load_delay": 500, "load_duration": 150, "render_delay": 62.4}},
+        "layout_shifts": {"cls": 0.12, "by_element": [{"element": "#ad", "value": 0.1}]},
+        "long_tasks": {"count": 2, "total_blocking_time": 130}, "render_blocking": [{"url": "a.css"}]}
+    cmd, (summary, body) = one_command(h, "performance_trace", {"settle_ms": 500, "reload": False}, result)
+    assert (cmd.type, cmd.params) == ("trace", {"settle_ms": 500, "reload": False})
+    assert summary == ("trace: LCP 812 ms (#hero; largest phase load_delay 500 ms); CLS 0.12 (most from "
+                       "#ad); 2 long task(s), TBT 130 ms; 1 render-blocking request(s)")
+    assert body["trace"] == result
+    _, (summary, _) = one_command(h, "performance_trace", {}, {"success": True, "lcp": None})
+    assert summary == "trace: no LCP; CLS 0; 0 long task(s), TBT n/a; 0 render-blocking request(s)"
+
+
+def test_performance_trace_bounds_and_pilot(h):
+    with pytest.raises(InvalidParam):
+        run(h, "performance_trace", {"settle_ms": 60_000})
+    h.app.extension.settings["pilot_enabled"] = False
+    with pytest.raises(GasolineError) as e:
+        run(h, "performance_trace", {})
+    assert e.value.code == "pilot_disabled" and h.commands() == []

@@ -15,7 +15,7 @@ import * as devtools from './devtools.js';
 
 // Acting, and reads that expose more than the capture stream does (every tab's URL and title,
 // storage, cookie names and form values, fetching with the extension's privileges).
-const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode', 'tabs', 'state_capture', 'link_health', 'dialog', 'emulate']);
+const PILOT_COMMANDS = new Set(['execute', 'browser_action', 'dom_action', 'draw_mode', 'tabs', 'state_capture', 'link_health', 'dialog', 'emulate', 'trace']);
 const READ_ONLY_DOM_ACTIONS = new Set(['get_text', 'get_value', 'get_attribute', 'list_interactive', 'wait_for']);
 
 /** Whether a command of `type` with `params` needs the AI Web Pilot (DOM reads do not). */
@@ -90,6 +90,11 @@ async function dispatch(cmd) {
   if (type === 'dialog' || type === 'emulate') {
     const tab = await targetTab(cmd);
     return type === 'dialog' ? devtools.dialogCommand(tab.id, params) : devtools.emulate(tab.id, params);
+  }
+  if (type === 'trace') {
+    // It reloads the page: a dialog in the way is passed, as for a navigation.
+    const tab = await targetTab(cmd);
+    return watched(s, tab, type, params, () => devtools.navigating(tab.id, () => devtools.trace(tab.id, params)));
   }
   if (type === 'browser_action' && LEAVING.has(params.action) && s.pilotEnabled) {
     const tab = await targetTab(cmd).catch(() => null);

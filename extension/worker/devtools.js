@@ -46,7 +46,7 @@ function armIdle(tabId, s) {
 export async function open(tabId) {
   let s = sessions.get(tabId);
   if (!s) {
-    s = { dialog: null, dialogTimer: null, waiters: new Set(), idleTimer: null, emulation: null, navigating: false, dragData: null, dragWaiter: null, ready: null };
+    s = { dialog: null, dialogTimer: null, waiters: new Set(), events: new Set(), idleTimer: null, emulation: null, navigating: false, dragData: null, dragWaiter: null, ready: null };
     sessions.set(tabId, s);
     s.ready = (async () => {
       await attachTab(tabId, OWNER);
@@ -119,7 +119,9 @@ export function installDevtools() {
     } else if (method === 'Page.javascriptDialogClosed') {
       s.dialog = null;
       clearTimeout(s.dialogTimer);
-    } else if (method === 'Input.dragIntercepted') {
+    }
+    for (const e of [...s.events]) if (e.method === method) e.resolve(params || {});
+    if (method === 'Input.dragIntercepted') {
       s.dragData = params.data;
       if (s.dragWaiter) s.dragWaiter(params.data);
     }
@@ -443,4 +445,120 @@ export async function emulate(tabId, params) {
   for (const k of Object.keys(state)) if (state[k] === null) delete state[k];
   s.emulation = Object.keys(state).length ? state : null;
   return { success: true, emulation: state };
+}
+
+// ------------------------------------------------------------------ performance trace
+
+/** Resolves with the next `method` event of `tabId`'s session (null after `timeoutMs`). */
+function nextEvent(tabId, method, timeoutMs) {
+  const s = sessions.get(tabId);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => { s.events.delete(entry); resolve(null); }, timeoutMs);
+    const entry = { method, resolve: (params) => { clearTimeout(timer); s.events.delete(entry); resolve(params); } };
+    s.events.add(entry);
+  });
+}
+
+// Installed in the page before its first script (Page.addScriptToEvaluateOnNewDocument): observers
+// of LCP, layout shifts, long tasks and long animation frames, kept until the trace reads them.
+const TRACE_KEY = '__gasolineTrace_v1';
+const TRACE_OBSERVERS = `(() => {
+  if (window.${TRACE_KEY}) return;
+  const t = { lcp: [], shifts: [], long: [], frames: [] };
+  Object.defineProperty(window, '${TRACE_KEY}', { value: t, enumerable: false });
+  const sel = (n, depth = 0) => {
+    if (!n || n.nodeType !== 1) return null;
+    if (n.id) return '#' + CSS.escape(n.id);
+    let s = n.tagName.toLowerCase();
+    if (n.classList && n.classList.length) s += '.' + Array.from(n.classList).slice(0, 2).map((c) => CSS.escape(c)).join('.');
+    const p = n.parentElement;
+    return p && p !== document.documentElement && p !== document.body && depth < 3 ? sel(p, depth + 1) + ' > ' + s : s;
+  };
+  const watch = (type, fn) => { try { new PerformanceObserver((l) => l.getEntries().forEach(fn)).observe({ type, buffered: true }); } catch (_) { /* unsupported */ } };
+  watch('largest-contentful-paint', (e) => t.lcp.push({ time: e.startTime, size: e.size, url: e.url || '', element: sel(e.element), tag: e.element ? e.element.tagName.toLowerCase() : null }));
+  // Shifts within 500 ms of input (a reload counts) are left out of CLS, as Chrome does; counted.
+  watch('layout-shift', (e) => { if (e.hadRecentInput) t.afterInput = (t.afterInput || 0) + 1; else t.shifts.push({ time: e.startTime, value: e.value, sources: (e.sources || []).map((s) => sel(s.node)).filter(Boolean) }); });
+  watch('longtask', (e) => t.long.push({ start: e.startTime, duration: e.duration }));
+  watch('long-animation-frame', (e) => t.frames.push({ start: e.startTime, duration: e.duration, blocking: e.blockingDuration || 0,
+    scripts: (e.scripts || []).slice(0, 5).map((s) => ({ source: s.sourceURL || '', invoker: s.invoker || '', duration: s.duration })) }));
+})();`;
+
+// Read back in the page after the load: the raw entries turned into insights.
+const TRACE_READ = `(() => {
+  const t = window.${TRACE_KEY} || { lcp: [], shifts: [], long: [], frames: [] };
+  const r1 = (v) => Math.round(v * 10) / 10;
+  const nav = performance.getEntriesByType('navigation')[0];
+  const ttfb = nav ? nav.responseStart : 0;
+  const fcpEntry = performance.getEntriesByName('first-contentful-paint')[0];
+  const resources = performance.getEntriesByType('resource');
+  const lcp = t.lcp[t.lcp.length - 1] || null;
+  let lcpOut = null;
+  if (lcp) {
+    const res = lcp.url ? resources.find((r) => r.name === lcp.url) : null;
+    const phases = { ttfb: r1(ttfb), load_delay: 0, load_duration: 0, render_delay: r1(Math.max(0, lcp.time - ttfb)) };
+    if (res) {
+      const start = res.requestStart || res.startTime;
+      phases.load_delay = r1(Math.max(0, start - ttfb));
+      phases.load_duration = r1(Math.max(0, res.responseEnd - start));
+      phases.render_delay = r1(Math.max(0, lcp.time - Math.max(ttfb, res.responseEnd)));
+    }
+    lcpOut = { time: r1(lcp.time), element: lcp.element, tag: lcp.tag, url: lcp.url || null, size: lcp.size, phases };
+  }
+  const blocking = resources.filter((r) => r.renderBlockingStatus === 'blocking')
+    .map((r) => ({ url: r.name, type: r.initiatorType, start: r1(r.startTime), end: r1(r.responseEnd), duration: r1(r.duration), transfer_size: r.transferSize || 0 }))
+    .sort((a, b) => b.end - a.end).slice(0, 20);
+  let cls = 0, win = 0, winStart = -1, last = -1;
+  const byElement = {};
+  for (const s of t.shifts) {
+    if (last < 0 || s.time - last > 1000 || s.time - winStart > 5000) { win = 0; winStart = s.time; }
+    win += s.value; last = s.time; cls = Math.max(cls, win);
+    for (const el of s.sources.length ? s.sources : ['(unknown)']) byElement[el] = (byElement[el] || 0) + s.value / Math.max(1, s.sources.length);
+  }
+  const long = t.long.slice().sort((a, b) => b.duration - a.duration);
+  const fcp = fcpEntry ? fcpEntry.startTime : 0;
+  const tbt = t.long.filter((l) => l.start >= fcp).reduce((n, l) => n + Math.max(0, l.duration - 50), 0);
+  const frames = t.frames.slice().sort((a, b) => b.blocking - a.blocking).slice(0, 5).map((f) => ({ start: r1(f.start), duration: r1(f.duration), blocking: r1(f.blocking), scripts: f.scripts.map((s) => ({ source: s.source, invoker: s.invoker, duration: r1(s.duration) })) }));
+  return {
+    url: location.href,
+    ttfb: r1(ttfb), fcp: fcpEntry ? r1(fcp) : null,
+    dom_content_loaded: nav ? r1(nav.domContentLoadedEventEnd) : null, load: nav ? r1(nav.loadEventEnd) : null,
+    lcp: lcpOut,
+    render_blocking: blocking,
+    long_tasks: { count: t.long.length, total_blocking_time: r1(tbt), longest: long.slice(0, 10).map((l) => ({ start: r1(l.start), duration: r1(l.duration) })), frames },
+    layout_shifts: { cls: Math.round(cls * 10000) / 10000, count: t.shifts.length, after_input: t.afterInput || 0,
+      by_element: Object.entries(byElement).sort((a, b) => b[1] - a[1]).slice(0, 10).map(([element, value]) => ({ element, value: Math.round(value * 10000) / 10000 })) },
+    resources: resources.length,
+  };
+})()`;
+
+export const TRACE_MAX_SETTLE_MS = 10000;
+
+/**
+ * A performance trace of `tabId`: observers installed before the page's first script, the page
+ * reloaded (unless `reload: false`: then what the page buffered), its load and `settle_ms` after
+ * it awaited, then the insights read back (LCP and its phases, render-blocking requests, long
+ * tasks and long animation frames, layout shifts by element).
+ */
+export async function trace(tabId, params) {
+  await open(tabId);
+  const settle = Math.min(Math.max(Number(params.settle_ms) || 1500, 0), TRACE_MAX_SETTLE_MS);
+  const reload = params.reload !== false;
+  let scriptId = null;
+  const started = Date.now();
+  try {
+    if (reload) {
+      scriptId = (await send(tabId, 'Page.addScriptToEvaluateOnNewDocument', { source: TRACE_OBSERVERS })).identifier;
+      const loaded = nextEvent(tabId, 'Page.loadEventFired', 15000);
+      await send(tabId, 'Page.reload', { ignoreCache: !!params.ignore_cache });
+      if (!(await loaded)) return { error: 'timeout', message: 'the page did not finish loading within 15 s' };
+    } else {
+      await send(tabId, 'Runtime.evaluate', { expression: TRACE_OBSERVERS });
+    }
+    await new Promise((r) => setTimeout(r, settle));
+    const out = await send(tabId, 'Runtime.evaluate', { expression: TRACE_READ, returnByValue: true });
+    if (!out || !out.result || out.exceptionDetails) return { error: 'command_failed', message: 'the trace could not be read back from the page' };
+    return Object.assign({ success: true, reloaded: reload, settle_ms: settle, duration_ms: Date.now() - started }, out.result.value);
+  } finally {
+    if (scriptId) await send(tabId, 'Page.removeScriptToEvaluateOnNewDocument', { identifier: scriptId }).catch(() => {});
+  }
 }

@@ -1,12 +1,12 @@
 """
 C{interact} modes carried out with real input and the extension's debugger session on the tracked
 tab (extension/worker/devtools.js): C{hover}, C{drag}, C{key_press} with modifiers and chords,
-C{dialog} (JavaScript dialogs), C{emulate} and C{resize}.
+C{dialog} (JavaScript dialogs), C{emulate} and C{resize}, and C{performance_trace}.
 
 Every one needs the AI Web Pilot and acts only on tracked tabs (the extension decides both, as for
 every command; the daemon refuses early when the extension reports the pilot off). C{hover},
 C{drag} and C{key_press} are C{dom_action}s (recorded into the shared C{actions} buffer with
-C{source: "ai"}, like C{click}); C{dialog} and C{emulate} are commands of their own.
+C{source: "ai"}, like C{click}); C{dialog}, C{emulate} and C{trace} are commands of their own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable
 from gasoline.core.errors import InvalidParam, MissingParam
 from gasoline.tools._actions import record
 from gasoline.tools._commands import newer_command, require_pilot
-from gasoline.tools._shared import as_dict, extension_mode, timeout_of
+from gasoline.tools._shared import as_dict, extension_mode, lst, timeout_of
 
 #: Named devices the extension knows (extension/worker/devtools.js DEVICES).
 DEVICES = ("iphone-13", "pixel-7", "ipad-air", "laptop", "desktop-1080p")
@@ -233,6 +233,71 @@ def emulate(ctx: Any, args: dict[str, Any]) -> Any:
     return newer_command(ctx, args, "emulate", params, describe, f"interact {ctx.mode}")
 
 
+#: How long a trace waits after the load for late LCP candidates and shifts (the extension's
+#: bound: extension/worker/devtools.js TRACE_MAX_SETTLE_MS).
+MAX_SETTLE_MS = 10_000
+#: A trace: up to 15 s of load, the settle time, the read-back.
+TRACE_TIMEOUT = 40.0
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _ms(value: Any) -> str:
+    return f"{value:.0f} ms" if isinstance(value, (int, float)) else "n/a"
+
+
+def trace_summary(r: dict[str, Any]) -> str:
+    """One line an agent can act on: LCP with its element and largest phase, CLS with the worst
+    element, total blocking time, render-blocking requests."""
+    parts = []
+    lcp = r.get("lcp")
+    if isinstance(lcp, dict):
+        phases = _dict(lcp.get("phases"))
+        worst = max(phases.items(), key=lambda kv: kv[1] if isinstance(kv[1], (int, float)) else -1,
+                    default=None)
+        text = f"LCP {_ms(lcp.get('time'))} ({lcp.get('element') or lcp.get('tag') or 'element'}"
+        if worst:
+            text += f"; largest phase {worst[0]} {_ms(worst[1])}"
+        parts.append(text + ")")
+    else:
+        parts.append("no LCP")
+    shifts = _dict(r.get("layout_shifts"))
+    by = lst(shifts.get("by_element"))
+    cls = f"CLS {shifts.get('cls', 0)}"
+    if by and isinstance(by[0], dict):
+        cls += f" (most from {by[0].get('element')})"
+    parts.append(cls)
+    tasks = _dict(r.get("long_tasks"))
+    parts.append(f"{tasks.get('count', 0)} long task(s), TBT {_ms(tasks.get('total_blocking_time'))}")
+    blocking = lst(r.get("render_blocking"))
+    parts.append(f"{len(blocking)} render-blocking request(s)")
+    return "trace: " + "; ".join(parts)
+
+
+def performance_trace(ctx: Any, args: dict[str, Any]) -> Any:
+    """Reload the tracked tab with performance observers installed before its first script (or,
+    C{reload: false}, read what the page buffered) and answer the insights: LCP and its phases,
+    render-blocking requests, long tasks and long animation frames, layout shifts by element."""
+    require_pilot(ctx)
+    params: dict[str, Any] = {}
+    if args.get("reload") is not None:
+        params["reload"] = ctx.bool_arg(args, "reload")
+    settle = ctx.int_arg(args, "settle_ms", None, 0, MAX_SETTLE_MS)
+    if settle is not None:
+        params["settle_ms"] = settle
+    if args.get("ignore_cache") is not None:
+        params["ignore_cache"] = ctx.bool_arg(args, "ignore_cache")
+
+    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+        r = as_dict(result)
+        return trace_summary(r), {"trace": r}
+
+    return newer_command(ctx, args, "trace", params, describe, "interact performance_trace",
+                         timeout=timeout_of(ctx, args) or TRACE_TIMEOUT)
+
+
 def modes(target: Callable[..., str | None]) -> dict[str, Any]:
     """The modes, reading their target with C{target(ctx, args, required)}."""
     _targets[:] = [target]
@@ -246,4 +311,5 @@ MODES: dict[str, Any] = {
     "dialog": dialog,
     "emulate": emulate,
     "resize": emulate,
+    "performance_trace": performance_trace,
 }

@@ -53,7 +53,7 @@ INTERACT_MODES = (
     "set_storage", "delete_storage", "clear_storage", "set_cookie", "delete_cookie",
     "run_a11y_and_export_sarif", "record_start", "record_stop", "upload", "draw_mode_start",
     "launch_browser",
-    "hover", "drag", "dialog", "emulate", "resize",
+    "hover", "drag", "dialog", "emulate", "resize", "performance_trace",
 )
 
 _STR = {"type": "string"}
@@ -398,6 +398,12 @@ INTERACT_PROPERTIES: dict[str, Any] = {
     "geolocation": {"type": "object", "description": "emulate: {latitude, longitude, "
                     "accuracy?}; {} clears it."},
     "reset": {"type": "boolean", "description": "emulate/resize: end every emulation."},
+    "reload": {"type": "boolean", "description": "performance_trace: reload the page to trace "
+               "its load (default true; false: what the page buffered)."},
+    "settle_ms": {"type": "integer", "minimum": 0, "maximum": 10000,
+                  "description": "performance_trace: wait after the load (default 1500)."},
+    "ignore_cache": {"type": "boolean", "description": "performance_trace: reload without "
+                     "the cache."},
 }
 #: tool -> the arguments its modes read beyond its schema.
 MODE_PROPERTIES: dict[str, dict[str, Any]] = {

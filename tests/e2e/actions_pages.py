@@ -1,6 +1,6 @@
 """
 Pages of the e2e test site for the real-input modes (``interact`` hover, drag, key_press, dialog,
-upload, emulate, tabs a link opens), served under ``/actions/`` by ``testsite.py``. Each page says
+upload, emulate, tabs a link opens, a performance trace), served under ``/actions/`` by ``testsite.py``. Each page says
 what happened in an element the test reads back with ``get_text`` (the page confirms success).
 """
 
@@ -75,6 +75,15 @@ PAGES = {
   window.report = () => JSON.stringify({width: innerWidth, online: navigator.onLine,
     dark: matchMedia('(prefers-color-scheme: dark)').matches});
 </script></body></html>""",
+    "perf.html": HEAD.format(title="perf", style='<link rel="stylesheet" href="/actions/blocking.css">') + """
+<div id="banner-slot"></div>
+<img id="hero" src="/actions/hero.svg" width="600" height="300" alt="hero">
+<p id="below">Below the hero</p>
+<script>
+  setTimeout(() => { const end = performance.now() + 120; while (performance.now() < end); }, 50);
+  setTimeout(() => { const b = document.createElement('div'); b.style.height = '150px'; b.textContent = 'late banner';
+                     document.getElementById('banner-slot').appendChild(b); }, 800);  // > 500 ms after the reload
+</script></body></html>""",
     "opener.html": HEAD.format(title="opener", style="") + """
 <a id="open" href="/actions/child.html" target="_blank">Open the child</a>
 </body></html>""",
@@ -89,7 +98,16 @@ def resource(page):
     """The ``/actions/`` folder of the test site (``page(body)``: testsite.py's Page)."""
     from twisted.web import resource as web
 
+    from twisted.web import static
+
     root = web.Resource()
     for name, body in PAGES.items():
         root.putChild(name.encode(), page(body))
+    root.putChild(b"blocking.css", static.Data(b"body { font: 16px sans-serif; }", "text/css"))
+    # Enough bytes per pixel to count as contentful (Chrome leaves low-entropy images out of LCP).
+    rects = "".join(f'<rect x="{(i * 37) % 600}" y="{(i * 53) % 300}" width="{20 + i % 40}" height="{10 + i % 30}" '
+                    f'fill="#{(i * 40503) % 0xFFFFFF:06x}"/>' for i in range(200))
+    root.putChild(b"hero.svg", static.Data(
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="300">{rects}</svg>'.encode(),
+        "image/svg+xml"))
     return root

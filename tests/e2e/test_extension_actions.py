@@ -238,3 +238,27 @@ def test_a_tab_opened_by_a_link_is_tracked_and_acted_in(browser, site, ext_daemo
     assert child.get("opener_tab_id") == tab, child
     assert switched[1]["result"]["tab_id"] == child["id"], switched
     assert text == "child clicked"
+
+
+def test_a_performance_trace_answers_lcp_phases_blocking_requests_long_tasks_and_shifts(browser, site, ext_daemon):
+    url = site.url + "/actions/perf.html"
+    _, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+
+    async def body(client_id, session):
+        return await call(session, "interact", {"what": "performance_trace", "settle_ms": 1000})
+
+    [(summary, data)] = agents(ext_daemon, ["e2e-trace"], body)
+    trace = data["trace"]
+    assert trace["reloaded"] is True and trace["url"] == url, trace
+    lcp = trace["lcp"]
+    assert lcp["element"] == "#hero" and lcp["url"].endswith("/actions/hero.svg"), lcp
+    assert set(lcp["phases"]) == {"ttfb", "load_delay", "load_duration", "render_delay"}
+    assert abs(sum(lcp["phases"].values()) - lcp["time"]) < 5, lcp  # the phases add up to LCP
+    assert [r["url"].rsplit("/", 1)[-1] for r in trace["render_blocking"]] == ["blocking.css"], trace["render_blocking"]
+    assert trace["long_tasks"]["count"] >= 1 and trace["long_tasks"]["longest"][0]["duration"] >= 100, trace["long_tasks"]
+    assert trace["long_tasks"]["total_blocking_time"] >= 50
+    shifts = trace["layout_shifts"]
+    assert shifts["cls"] > 0 and shifts["by_element"], shifts
+    assert any("hero" in e["element"] or "below" in e["element"] for e in shifts["by_element"]), shifts
+    assert summary.startswith("trace: LCP ") and "#hero" in summary and "render-blocking" in summary, summary

@@ -1,10 +1,12 @@
 """
 Pages of the e2e test site for the real-input modes (``interact`` hover, drag, key_press, dialog,
-upload, emulate, tabs a link opens, a performance trace), served under ``/actions/`` by ``testsite.py``. Each page says
+upload, emulate, tabs a link opens, a performance trace, a source-mapped exception), served under ``/actions/`` by ``testsite.py``. Each page says
 what happened in an element the test reads back with ``get_text`` (the page confirms success).
 """
 
 from __future__ import annotations
+
+import json
 
 HEAD = '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>{style}</head><body>'
 
@@ -84,6 +86,8 @@ PAGES = {
   setTimeout(() => { const b = document.createElement('div'); b.style.height = '150px'; b.textContent = 'late banner';
                      document.getElementById('banner-slot').appendChild(b); }, 800);  // > 500 ms after the reload
 </script></body></html>""",
+    "mapped.html": HEAD.format(title="mapped", style="") + """
+<p>a bundle with a source map throws</p><script src="/actions/bundle.js"></script></body></html>""",
     "opener.html": HEAD.format(title="opener", style="") + """
 <a id="open" href="/actions/child.html" target="_blank">Open the child</a>
 </body></html>""",
@@ -110,4 +114,12 @@ def resource(page):
     root.putChild(b"hero.svg", static.Data(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="600" height="300">{rects}</svg>'.encode(),
         "image/svg+xml"))
+    # A "bundle" whose source map sends its two lines back to src/app.ts and a webpack:// source.
+    root.putChild(b"bundle.js", static.Data(
+        b"function boom() { throw new Error('mapped boom'); }\n"
+        b"setTimeout(function later() { boom(); }, 10);\n"
+        b"//# sourceMappingURL=bundle.js.map\n", "text/javascript"))
+    root.putChild(b"bundle.js.map", static.Data(json.dumps({
+        "version": 3, "file": "bundle.js", "sources": ["src/app.ts", "webpack://x/src/util.ts"],
+        "names": ["boom", "later"], "mappings": "AASA,kBACIA;ACTFC"}).encode(), "application/json"))
     return root

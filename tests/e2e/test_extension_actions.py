@@ -262,3 +262,29 @@ def test_a_performance_trace_answers_lcp_phases_blocking_requests_long_tasks_and
     assert shifts["cls"] > 0 and shifts["by_element"], shifts
     assert any("hero" in e["element"] or "below" in e["element"] for e in shifts["by_element"]), shifts
     assert summary.startswith("trace: LCP ") and "#hero" in summary and "render-blocking" in summary, summary
+
+
+def test_observe_errors_maps_stack_frames_through_the_pages_source_map(browser, site, ext_daemon):
+    start = site.url + "/blank.html?before-mapped"
+    page, tab = open_tab(browser, None, start)
+    track(browser, ext_daemon, [(tab, start)])
+    browser.navigate(page, site.url + "/actions/mapped.html")
+
+    async def body(client_id, session):
+        for _ in range(100):
+            entries = (await call(session, "observe", {"what": "errors"}))[1]["entries"]
+            hit = [e for e in entries if "mapped boom" in str(e.get("message"))]
+            if hit:
+                return hit[0]
+            await asyncio.sleep(0.2)
+        return None
+
+    [entry] = agents(ext_daemon, ["e2e-sourcemaps"], body)
+    assert entry is not None, "the exception never reached observe errors"
+    frames = entry["source_stack"]
+    assert frames[0]["function"] == "boom" and frames[0]["url"].endswith("/actions/bundle.js"), frames
+    assert (frames[0]["source"], frames[0]["source_line"], frames[0]["source_column"], frames[0]["name"]) == (
+        site.url + "/actions/src/app.ts", 11, 5, "boom"), frames[0]
+    assert (frames[1]["function"], frames[1]["source"], frames[1]["source_line"]) == (
+        "later", "webpack://x/src/util.ts", 2), frames[1]
+    assert "bundle.js:1:" in entry["stack"]  # the stack as the browser gave it stays

@@ -2,21 +2,29 @@
 // the presses dispatched (modifiers, chords), bad ones are refused; key presses and drags send
 // the CDP input events in order (a fake chrome.debugger records them). Run by
 // tests/test_extension_units.py.
-import { test } from 'node:test';
+import { test, mock } from 'node:test';
 import assert from 'node:assert/strict';
 
 const sent = [];
+const listeners = {};
+const event = (name) => ({ addListener: (fn) => { (listeners[name] = listeners[name] || []).push(fn); } });
 globalThis.chrome = {
   runtime: { getManifest: () => ({ version: '0.0.1-test' }) },
-  storage: { local: { get: async () => ({}) } },
+  storage: { local: { get: async () => ({}) }, onChanged: event('storage.onChanged') },
+  tabs: { onRemoved: event('tabs.onRemoved') },
+  webNavigation: { onCreatedNavigationTarget: event('webNavigation.onCreatedNavigationTarget') },
   debugger: {
     attach: async () => {},
     detach: async () => {},
     sendCommand: async (target, method, params) => { sent.push([method, params]); return {}; },
+    onEvent: event('debugger.onEvent'),
+    onDetach: event('debugger.onDetach'),
   },
 };
+const fire = (name, ...args) => { for (const fn of listeners[name] || []) fn(...args); };
 
 const devtools = await import('../../extension/worker/devtools.js');
+devtools.installDevtools();
 
 test('key specs: single keys, modifier combinations with aliases, chord sequences', () => {
   assert.deepEqual(devtools.parseKeys('Enter'), [{ mods: [], key: 'Enter' }]);
@@ -61,4 +69,75 @@ test('a drag without an HTML5 drag: press at the source, moves, release at the t
   assert.deepEqual(mouse.at(-2), ['mouseMoved', 110, 60]);
   assert.deepEqual(sent.filter(([m]) => m === 'Input.setInterceptDrags').map(([, p]) => p.enabled), [true, false]);
   await devtools.close(9);
+});
+
+test('a dialog: the running command answers with it, it is pending, and unanswered it gets the default', async () => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  try {
+    await devtools.open(11);
+    let release;
+    const blocked = new Promise((resolve) => { release = resolve; });  // the page's click, waiting on confirm()
+    const answer = devtools.guard(11, () => blocked);
+    fire('debugger.onEvent', { tabId: 11 }, 'Page.javascriptDialogOpening', { type: 'confirm', message: 'Sure?', url: 'http://h.test/', defaultPrompt: '' });
+    const got = await answer;
+    assert.equal(got.__dialog.type, 'confirm');
+    assert.equal(devtools.pendingDialog(11).message, 'Sure?');
+    sent.length = 0;
+    mock.timers.tick(devtools.DIALOG_DEFAULT_MS - 1);
+    assert.deepEqual(sent, []);
+    mock.timers.tick(1);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(sent, [['Page.handleJavaScriptDialog', { accept: false }]]);  // confirm: dismissed by default
+    assert.equal(devtools.pendingDialog(11), null);
+    const status = await devtools.dialogCommand(11, { action: 'status' });
+    assert.equal(status.last_default.answered_by, 'default');
+    assert.equal(status.last_default.accepted, false);
+    release({ success: true });
+    // A beforeunload nobody answers is accepted (the page may be left).
+    sent.length = 0;
+    fire('debugger.onEvent', { tabId: 11 }, 'Page.javascriptDialogOpening', { type: 'beforeunload', message: '' });
+    mock.timers.tick(devtools.DIALOG_DEFAULT_MS);
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(sent, [['Page.handleJavaScriptDialog', { accept: true }]]);
+  } finally {
+    mock.timers.reset();
+    await devtools.close(11);
+  }
+});
+
+test('the agent answers a prompt with its text; with nothing open the answer is no_dialog', async () => {
+  await devtools.open(12);
+  fire('debugger.onEvent', { tabId: 12 }, 'Page.javascriptDialogOpening', { type: 'prompt', message: 'Name?', defaultPrompt: 'old' });
+  sent.length = 0;
+  const answered = await devtools.dialogCommand(12, { action: 'accept', prompt_text: 'new' });
+  assert.deepEqual(sent, [['Page.handleJavaScriptDialog', { accept: true, promptText: 'new' }]]);
+  assert.deepEqual([answered.dialog.type, answered.dialog.accepted, answered.dialog.prompt_text], ['prompt', true, 'new']);
+  assert.equal((await devtools.dialogCommand(12, { action: 'accept' })).error, 'no_dialog');
+  assert.equal((await devtools.dialogCommand(12, { action: 'maybe' })).error, 'invalid_param');
+  await devtools.close(12);
+});
+
+test('a tab opened by a tracked tab is tracked while the pilot is on, not otherwise', async () => {
+  // settings come from chrome.storage.local (worker/config.js): the pilot off first.
+  const stored = { trackedTabId: 1, aiWebPilotEnabled: false };
+  chrome.storage.local.get = async () => stored;
+  chrome.storage.local.set = async (patch) => { Object.assign(stored, patch); };
+  chrome.tabs.get = async (id) => ({ id, url: 'http://h.test/child', status: 'loading' });
+  chrome.storage.session = { get: async () => ({}), set: async () => {} };
+  const { reloadSettings } = await import('../../extension/worker/config.js');
+  const { installTracking } = await import('../../extension/lib/tracking.js');
+  const { loadSettings } = await import('../../extension/worker/config.js');
+  chrome.tabs.onUpdated = event('tabs.onUpdated');
+  chrome.webNavigation.onCommitted = event('webNavigation.onCommitted');
+  installTracking(loadSettings);
+  await reloadSettings();
+  fire('webNavigation.onCreatedNavigationTarget', { sourceTabId: 1, tabId: 2 });
+  await new Promise((r) => setTimeout(r, 10));
+  assert.equal(stored.gasolineTrackedTabs, undefined);
+  stored.aiWebPilotEnabled = true;
+  await reloadSettings();
+  fire('webNavigation.onCreatedNavigationTarget', { sourceTabId: 3, tabId: 4 });  // an untracked opener
+  fire('webNavigation.onCreatedNavigationTarget', { sourceTabId: 1, tabId: 2 });
+  await new Promise((r) => setTimeout(r, 10));
+  assert.deepEqual(stored.gasolineTrackedTabs, [2]);
 });

@@ -43,8 +43,11 @@ function blocked(dialog) {
 }
 
 /** Runs `work()` on `tab` with dialogs watched (pilot on: the agent's debugger session). */
+// A session is opened by a command that needs the pilot (an action); a read (get_text, dom, ...)
+// uses the tab's session when one is open but does not open one (no debugging infobar for reads).
 async function watched(s, tab, type, params, work) {
   if (!s.pilotEnabled) return work();
+  if (!needsPilot(type, params) && !devtools.hasSession(tab.id)) return work();
   try { await devtools.open(tab.id); } catch (_) { return work(); }  // no session (e.g. not attachable): as before
   const pending = devtools.pendingDialog(tab.id);
   if (pending) return blocked(pending);

@@ -3,8 +3,9 @@
 // Protocol). docs/extension.md, "The agent's debugger session".
 //
 // * Consent: a session exists only for a tab the user tracks while the AI Web Pilot is on (the
-//   commands that open one are pilot commands, targeted through lib/policy.js targetTab). It is
-//   opened by an agent's command and closed after IDLE_MS without one (not while an emulation or
+//   commands that open one are pilot commands, targeted through lib/policy.js targetTab; reads use
+//   an open session but do not open one). It is opened by an agent's action and closed after
+//   IDLE_MS without a command (not while an emulation or
 //   a dialog is pending), when the pilot goes off, or when the tab stops being tracked.
 // * Dialogs never wedge a tab: while a session is open, alert/confirm/prompt/beforeunload are seen
 //   as they open (Page.javascriptDialogOpening). The command that opened one answers at once with
@@ -71,6 +72,11 @@ export async function close(tabId) {
   clearTimeout(s.idleTimer);
   clearTimeout(s.dialogTimer);
   await detachTab(tabId, OWNER);
+}
+
+/** Whether the agent's session on `tabId` is open. */
+export function hasSession(tabId) {
+  return sessions.has(tabId);
 }
 
 /** The dialog open in `tabId` (as agents see it), or null. */

@@ -34,7 +34,9 @@ const DIALOG_NOTE = `a JavaScript dialog opened and waits for an answer: interac
 
 /** The answer of a command a dialog interrupted (the page's script waits for the dialog). */
 function interrupted(type, params, dialog) {
-  return Object.assign({ success: true, dialog, note: DIALOG_NOTE }, type === 'dom_action' ? { action: params.action, selector: params.selector } : { command: type });
+  const what = type === 'dom_action' ? { action: params.action, selector: params.selector }
+    : type === 'browser_action' ? { action: params.action, url: params.url } : { command: type };
+  return Object.assign({ success: true, dialog, note: DIALOG_NOTE }, what);
 }
 
 /** The answer for a command that a dialog already open keeps from running. */
@@ -101,7 +103,12 @@ async function dispatch(cmd) {
   }
   if (type === 'browser_action' && LEAVING.has(params.action) && s.pilotEnabled) {
     const tab = await targetTab(cmd).catch(() => null);
-    if (tab) return devtools.navigating(tab.id, () => browserAction(cmd));
+    if (tab) {
+      try { await devtools.open(tab.id); } catch (_) { return browserAction(cmd); }
+      // A dialog already open is passed first; one the next page opens answers the navigation.
+      const result = await devtools.navigating(tab.id, () => devtools.guard(tab.id, () => browserAction(cmd)));
+      return result && result.__dialog ? interrupted(type, params, result.__dialog) : result;
+    }
   }
   if (type === 'dom_action' && INPUT_ACTIONS.has(params.action)) {
     const tab = await targetTab(cmd);

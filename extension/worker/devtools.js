@@ -9,8 +9,9 @@
 //   a dialog is pending), when the pilot goes off, or when the tab stops being tracked.
 // * Dialogs never wedge a tab: while a session is open, alert/confirm/prompt/beforeunload are seen
 //   as they open (Page.javascriptDialogOpening). The command that opened one answers at once with
-//   the dialog (`dialog`), later commands for the tab answer `dialog_pending` (a navigation,
-//   reload, history step or tab close first dismisses it), `interact dialog` answers it
+//   the dialog (`dialog`; a navigation, too, when the next page opens one while loading), later
+//   commands for the tab answer `dialog_pending` (a navigation, reload, history step or tab close
+//   first dismisses it; a beforeunload it raises is accepted), `interact dialog` answers it
 //   (Page.handleJavaScriptDialog), and one nobody answered within DIALOG_DEFAULT_MS gets the
 //   default: dismissed (alert: closed; confirm: false; prompt: null), beforeunload accepted.
 // * Tabs a tracked tab opens (window.open, target=_blank) inherit its tracking while the pilot is
@@ -115,9 +116,10 @@ export function installDevtools() {
     if (method === 'Page.javascriptDialogOpening') {
       s.dialog = Object.assign({}, params, { opened_at: new Date().toISOString() });
       clearTimeout(s.dialogTimer);
-      if (s.navigating) {
-        // The agent asked to leave the page: a beforeunload (or any dialog) in the way is passed.
-        answerDialog(tabId, params.type === 'beforeunload', undefined, 'navigation').catch(() => {});
+      if (s.navigating && params.type === 'beforeunload') {
+        // The agent asked to leave the page: the page's "leave this page?" is accepted. (A dialog
+        // the next page opens is reported like any other.)
+        answerDialog(tabId, true, undefined, 'navigation').catch(() => {});
         return;
       }
       s.dialogTimer = setTimeout(() => defaultAnswer(tabId, s), DIALOG_DEFAULT_MS);

@@ -55,6 +55,10 @@ PAGES = {
   document.getElementById('prompt').addEventListener('click', () => { out.textContent = 'name: ' + prompt('New name?', 'old'); });
   document.getElementById('alert').addEventListener('click', () => { alert('careful'); out.textContent = 'alerted'; });
 </script></body></html>""",
+    "load-confirm.html": HEAD.format(title="confirm on load", style="") + """
+<p id="out">loading</p>
+<script>document.getElementById('out').textContent = confirm('Stay signed in?') ? 'stays' : 'leaves';</script>
+</body></html>""",
     "keys.html": HEAD.format(title="keys", style="") + """
 <input id="field" placeholder="field"><p id="palette">closed</p><p id="seen">none</p>
 <script>

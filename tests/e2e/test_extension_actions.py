@@ -6,7 +6,7 @@ session on the tab -> page and back). The pages (tests/e2e/actions_pages.py) con
 - ``dialog``: a click that opens ``confirm()`` answers at once with the dialog; other commands answer
   ``dialog_pending`` instead of hanging; ``dialog {accept}`` answers it, and ``get_text`` and
   ``navigate`` work right after; a ``prompt()`` gets the agent's text; one nobody answers does not
-  wedge a navigation;
+  wedge a navigation; a ``confirm()`` the next page opens while loading answers the ``navigate``;
 - ``key_press`` with modifiers: a Ctrl+K handler sees ``ctrlKey`` on a trusted event; Shift+Tab;
 - ``hover``: a CSS ``:hover`` menu opens and its item can be clicked;
 - ``drag``: an HTML5 drag-and-drop (dataTransfer carried) and a pointer-events drag both complete;
@@ -71,6 +71,12 @@ def test_dialogs_are_reported_answered_and_never_wedge_the_tab(browser, site, ex
         out["navigate"] = await call(session, "interact", {"what": "navigate", "url": site.url + "/actions/keys.html"})
         out["navigate_s"] = time.monotonic() - started
         out["after_navigate"] = await text_of(session, "#palette")
+        # A dialog the next page opens while loading answers the navigation itself.
+        started = time.monotonic()
+        out["nav_dialog"] = await call(session, "interact", {"what": "navigate", "url": site.url + "/actions/load-confirm.html"})
+        out["nav_dialog_s"] = time.monotonic() - started
+        await call(session, "interact", {"what": "dialog", "accept": True})
+        out["after_load_confirm"] = await text_of(session, "#out")
         return out
 
     [out] = agents(ext_daemon, ["e2e-dialogs"], body)
@@ -89,6 +95,9 @@ def test_dialogs_are_reported_answered_and_never_wedge_the_tab(browser, site, ex
     assert out["navigate"][1]["result"]["url"].endswith("/actions/keys.html"), out["navigate"]
     assert out["navigate_s"] < 15, out["navigate_s"]
     assert out["after_navigate"] == "closed"
+    assert out["nav_dialog"][1]["result"]["dialog"]["message"] == "Stay signed in?", out["nav_dialog"]
+    assert out["nav_dialog_s"] < 10, out["nav_dialog_s"]
+    assert out["after_load_confirm"] == "stays"
 
 
 def test_key_press_with_modifiers_reaches_page_handlers(browser, site, ext_daemon):

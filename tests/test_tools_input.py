@@ -159,3 +159,16 @@ def test_performance_trace_bounds_and_pilot(h):
     with pytest.raises(GasolineError) as e:
         run(h, "performance_trace", {})
     assert e.value.code == "pilot_disabled" and h.commands() == []
+
+
+def test_hover_and_drag_replay_and_generate_playwright_steps():
+    from gasoline.generate.scripts import action_lines
+    from gasoline.tools._playback import step_for
+
+    hover = {"type": "hover", "selectors": {"css": "#menu"}}
+    drag = {"type": "drag", "selectors": {"css": "#card"}, "target": "#bin"}
+    assert action_lines(hover) == ['await page.locator("#menu").hover();']
+    assert action_lines(drag) == ['await page.locator("#card").dragTo(page.locator("#bin"));']
+    assert step_for(hover) == ("hover", {"selector": "#menu"}, "")
+    assert step_for(drag) == ("drag", {"selector": "#card", "target": "#bin"}, "")
+    assert step_for({"type": "drag", "selectors": {"css": "#card"}})[0] is None

@@ -624,6 +624,9 @@
     const at = centre(el);
     const element = Object.assign({ tag: el.tagName.toLowerCase(), selectors: selectorsFor(el) }, fieldNature(el));
     const out = Object.assign({ element, rect: rect(el) }, at);
+    // Real input lands on whatever is on top at that point: say when it is not the element.
+    const hit = document.elementFromPoint(at.x, at.y);
+    if (hit && hit !== el && !el.contains(hit)) out.obscured_by = { tag: hit.tagName.toLowerCase(), selectors: selectorsFor(hit) };
     if (to) out.to = Object.assign({ element: { tag: to.tagName.toLowerCase(), selectors: selectorsFor(to) } }, centre(to));
     return out;
   };

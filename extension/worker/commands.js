@@ -62,8 +62,9 @@ const pointOf = (tabId, params) => inTab(tabId, 'point', params);
 /** hover, drag and key_press with real input (CDP); targets resolved in the page (content/commands.js). */
 async function inputAction(tabId, params) {
   const action = params.action;
-  const done = (extra) => Object.assign({ success: true, action, selector: params.selector }, extra);
-  let keys = null;
+  // (`p`, the target's point, is set below before any call.)
+  const done = (extra) => Object.assign({ success: true, action, selector: params.selector }, extra,
+    action !== 'key_press' && p && p.obscured_by ? { obscured_by: p.obscured_by } : {});
   if (action === 'key_press') {
     try { devtools.parseKeys(params.key || 'Enter'); } catch (e) { return { error: 'invalid_param', message: e.message }; }
   }
@@ -78,7 +79,7 @@ async function inputAction(tabId, params) {
       const how = await devtools.dragBetween(tabId, { x: p.x, y: p.y }, p.to);
       return done({ target: params.target, element: p.element, target_element: p.to.element, html5_drag: how.html5 });
     }
-    keys = await devtools.pressKeys(tabId, params.key || 'Enter');
+    const keys = await devtools.pressKeys(tabId, params.key || 'Enter');
     return done(Object.assign({ key: keys }, p && p.element ? { element: p.element } : {}));
   } finally {
     inTab(tabId, 'agent_acting', { on: false }).catch(() => {});  // not awaited: a dialog may hold the page

@@ -18,6 +18,8 @@ PAGES = {
 </style>""") + """
 <div id="menu">Account<div class="items"><a href="#settings" id="settings">Settings</a></div></div>
 <p id="out">idle</p>
+<div style="position: relative; height: 40px"><button id="covered">Covered</button>
+<div id="veil" style="position: absolute; inset: 0; background: rgba(0,0,0,0.2)"></div></div>
 <script>
   document.getElementById('menu').addEventListener('mouseenter', () => { document.getElementById('out').textContent = 'entered'; });
   document.getElementById('settings').addEventListener('click', (e) => { e.preventDefault(); document.getElementById('out').textContent = 'settings opened'; });

@@ -135,9 +135,12 @@ def test_hover_opens_a_css_hover_menu(browser, site, ext_daemon):
         entered = await text_of(session, "#out")
         shown = await call(session, "interact", {"what": "wait_for", "selector": "#settings", "timeout_ms": 2000})
         await call(session, "interact", {"what": "click", "selector": "#settings"})
-        return hidden, hovered, entered, shown, await text_of(session, "#out")
+        veiled = await call(session, "interact", {"what": "hover", "selector": "#covered"})
+        return hidden, hovered, entered, shown, await text_of(session, "#out"), veiled
 
-    [(hidden, hovered, entered, shown, clicked)] = agents(ext_daemon, ["e2e-hover"], body)
+    [(hidden, hovered, entered, shown, clicked, veiled)] = agents(ext_daemon, ["e2e-hover"], body)
+    assert "obscured_by" not in hovered[1]["result"]
+    assert veiled[1]["result"]["obscured_by"]["selectors"]["css"] == "#veil", veiled  # real input hits the veil
     assert error_of(hidden)["error"] == "timeout"  # the menu item is hidden until hovered
     assert hovered[1]["result"]["element"]["tag"] == "div", hovered
     assert entered == "entered"

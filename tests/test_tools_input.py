@@ -172,3 +172,14 @@ def test_hover_and_drag_replay_and_generate_playwright_steps():
     assert step_for(hover) == ("hover", {"selector": "#menu"}, "")
     assert step_for(drag) == ("drag", {"selector": "#card", "target": "#bin"}, "")
     assert step_for({"type": "drag", "selectors": {"css": "#card"}})[0] is None
+
+
+def test_drag_takes_refs_for_both_ends(h):
+    d = run(h, "drag", {"ref": "e3", "target_ref": "E7"})
+    [cmd] = h.commands()
+    assert cmd.params == {"action": "drag", "selector": "ref=e3", "target": "ref=e7"}
+    h.answer(cmd, {"success": True})
+    fired(d)
+    with pytest.raises(InvalidParam) as e:
+        run(h, "drag", {"ref": "e3", "target_ref": "#bin"})
+    assert e.value.details.get("param") == "ref"

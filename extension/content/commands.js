@@ -99,10 +99,13 @@
     ['label=', byLabel],
   ];
 
-  /** All elements matching a CSS or semantic selector; throws {error:"invalid_selector"} on bad CSS. */
+  /** All elements matching a CSS or semantic selector, or the element of a snapshot ref
+   * (`ref=e12`, content/snapshot.js); throws {error:"invalid_selector"} on bad CSS and
+   * {error:"stale_ref"} for a ref of a page the tab has left. */
   const resolve = (selector) => {
     if (typeof selector !== 'string' || !selector.trim()) throw fail('missing_param', 'selector is required');
     const s = selector.trim();
+    if (s.startsWith('ref=')) return [globalThis.__gasolineSnapshot.element(s.slice(4))];
     for (const [prefix, fn] of SEMANTIC) {
       if (s.startsWith(prefix)) return fn(s.slice(prefix.length));
     }
@@ -160,9 +163,11 @@
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+  // By tag name, not instanceof: an element of a same-origin iframe (reached by a ref) belongs to
+  // another realm, whose constructors are not this world's.
   const setNativeValue = (el, value) => {
-    const proto = el instanceof HTMLTextAreaElement ? HTMLTextAreaElement.prototype
-      : el instanceof HTMLSelectElement ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
+    const proto = el.tagName === 'TEXTAREA' ? HTMLTextAreaElement.prototype
+      : el.tagName === 'SELECT' ? HTMLSelectElement.prototype : HTMLInputElement.prototype;
     const desc = Object.getOwnPropertyDescriptor(proto, 'value');
     if (desc && desc.set) desc.set.call(el, value); else el.value = value;
   };
@@ -239,7 +244,7 @@
         return done({ typed_length: text.length });
       }
       case 'select': {
-        if (!(el instanceof HTMLSelectElement)) return fail('invalid_param', 'element is not a <select>', { selector: params.selector });
+        if (el.tagName !== 'SELECT') return fail('invalid_param', 'element is not a <select>', { selector: params.selector });
         const wanted = String(params.value !== undefined ? params.value : params.text);
         const opt = Array.from(el.options).find((o) => o.value === wanted) || Array.from(el.options).find((o) => norm(o.text) === norm(wanted));
         if (!opt) return fail('option_not_found', 'no option ' + wanted, { options: Array.from(el.options).map((o) => o.value).slice(0, 50) });
@@ -291,7 +296,7 @@
         return done();
       }
       case 'upload': {
-        if (!(el instanceof HTMLInputElement) || el.type !== 'file') return fail('invalid_param', 'element is not an <input type=file>', { selector: params.selector });
+        if (el.tagName !== 'INPUT' || el.type !== 'file') return fail('invalid_param', 'element is not an <input type=file>', { selector: params.selector });
         const files = Array.isArray(params.files) ? params.files : [];
         if (!files.length) return fail('missing_param', 'files is required');
         if (files.length > 1 && !el.multiple) return fail('invalid_param', 'the input takes one file (it has no multiple attribute)', { selector: params.selector });
@@ -606,6 +611,9 @@
     }
   };
 
+  // The agents' page snapshot (content/snapshot.js); `selector` (or `ref=`) takes a subtree.
+  const snapshot = (params) => globalThis.__gasolineSnapshot.snapshot(params.selector ? resolveOne(params.selector) : null);
+
   // Where the worker's real input (worker/devtools.js: hover, drag, key_press) lands: the target
   // resolved like every other command's, scrolled into view, its centre in viewport coordinates
   // (and, for a drag, the drop target's too). `acting` marks the agent as acting until the worker
@@ -636,6 +644,7 @@
   };
 
   const HANDLERS = {
+    snapshot,
     dom, dom_action: asAgent, highlight, subtitle, page_info: pageInfo, state_capture: stateCapture,
     waterfall, computed_styles: computedStyles, form_discovery: formDiscovery, a11y,
     draw_mode: drawMode, point, agent_acting: (params) => { agentActing(!!params.on); return { success: true }; },

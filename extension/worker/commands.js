@@ -26,7 +26,7 @@ export function needsPilot(type, params) {
 // dom_actions carried out with real input through the agent's debugger session (worker/devtools.js).
 const INPUT_ACTIONS = new Set(['hover', 'drag', 'key_press']);
 // Commands that run script in the page: a JavaScript dialog blocks them, so they are guarded.
-const IN_PAGE = new Set(['dom', 'a11y', 'dom_action', 'highlight', 'subtitle', 'page_info', 'state_capture', 'computed_styles', 'form_discovery', 'waterfall', 'execute']);
+const IN_PAGE = new Set(['snapshot', 'dom', 'a11y', 'dom_action', 'highlight', 'subtitle', 'page_info', 'state_capture', 'computed_styles', 'form_discovery', 'waterfall', 'execute']);
 // Browser actions that leave the page: a dialog in their way is passed (dismissed; beforeunload accepted).
 const LEAVING = new Set(['navigate', 'refresh', 'back', 'forward', 'close_tab']);
 
@@ -142,6 +142,11 @@ async function run(cmd, type, params, tab) {
       // AI-driven actions are recorded by the daemon (source:"ai", with the client that asked),
       // which knows who asked; recording them here too would list each one twice.
       return inTab(tab.id, type, params);
+    }
+    case 'snapshot': {
+      // The agents' page snapshot (content/snapshot.js); the daemon keeps diff bases per tab.
+      const snapTab = await targetTab(cmd);
+      return Object.assign({ tab_id: snapTab.id }, await inTab(snapTab.id, 'snapshot', params));
     }
     default:
       return { error: 'unknown_query_type', message: `unknown command type ${type}` };

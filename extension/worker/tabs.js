@@ -10,7 +10,7 @@ import { loadSettings } from './config.js';
 /** Runs command `type` in tab `tabId`'s isolated world (content/commands.js, axe-core for a11y). */
 export async function inTab(tabId, type, params) {
   const [{ result: ready }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.__gasolineCommands });
-  if (!ready) await chrome.scripting.executeScript({ target: { tabId }, files: ['content/selectors.js', 'content/commands.js'] });
+  if (!ready) await chrome.scripting.executeScript({ target: { tabId }, files: ['content/selectors.js', 'content/snapshot.js', 'content/commands.js'] });
   if (type === 'a11y') {
     const [{ result: hasAxe }] = await chrome.scripting.executeScript({ target: { tabId }, func: () => !!globalThis.axe });
     if (!hasAxe) await chrome.scripting.executeScript({ target: { tabId }, files: ['vendor/axe.min.js'] });

@@ -144,6 +144,8 @@ EXTENSION_CODES: dict[str, tuple[bool, str]] = {
     "element_not_found": (False, "No element matches the selector: check it against the page "
                           "(interact list_interactive or get_text), wait for it (interact "
                           "wait_for), or use another selector."),
+    "stale_ref": (False, "The tab navigated or reloaded since the snapshot that gave this ref: take "
+                  "a new snapshot (observe {what:\"snapshot\"}) and use its refs."),
     "invalid_selector": (False, "The selector is neither valid CSS nor a semantic selector "
                          "(text=, role=, label=, placeholder=, testid=, ...): fix its syntax."),
     "option_not_found": (False, "The <select> has no such option; the error's options field lists "

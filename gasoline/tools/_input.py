@@ -17,6 +17,7 @@ from gasoline.core.errors import InvalidParam, MissingParam
 from gasoline.tools._actions import record
 from gasoline.tools._commands import newer_command, require_pilot
 from gasoline.tools._shared import as_dict, extension_mode, lst, timeout_of
+from gasoline.tools._snapshot import ref_selector
 
 #: Named devices the extension knows (extension/worker/devtools.js DEVICES).
 DEVICES = ("iphone-13", "pixel-7", "ipad-air", "laptop", "desktop-1080p")
@@ -68,9 +69,12 @@ def drag(ctx: Any, args: dict[str, Any]) -> Any:
     require_pilot(ctx)
     selector = _target(ctx, args)
     to = ctx.str_arg(args, "target") or ctx.str_arg(args, "to")
+    target_ref = ctx.str_arg(args, "target_ref")
+    if (not to or not to.strip()) and target_ref and target_ref.strip():
+        to = ref_selector(ctx, args, target_ref)
     if not to or not to.strip():
-        raise MissingParam("interact drag needs 'target': the selector of the element to drop "
-                           "on", param="target")
+        raise MissingParam("interact drag needs 'target' (the selector of the element to drop "
+                           "on) or 'target_ref' (its snapshot ref)", param="target")
     return _input_action(ctx, args, {"action": "drag", "selector": selector, "target": to},
                          "drag", f"dragged {selector!r} onto {to!r}", target=to)
 

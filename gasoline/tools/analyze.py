@@ -49,6 +49,7 @@ from gasoline.tools._a11y import a11y_params
 from gasoline.tools._changes import compute_changes
 from gasoline.tools._commands import needs_newer_extension, newer_command
 from gasoline.tools._links import default_validator
+from gasoline.tools._snapshot import observe_snapshot
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -609,4 +610,5 @@ MODES = nulls_absent({
     "annotation_detail": annotation_detail,
     "visual_baseline": visual_baseline,
     "visual_diff": visual_diff,
+    "snapshot": observe_snapshot,  # the same as observe {what:"snapshot"}
 })

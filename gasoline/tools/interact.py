@@ -56,6 +56,7 @@ from gasoline.tools._screen_recording import (
     record_start,
     record_stop,
 )
+from gasoline.tools._snapshot import ref_selector
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -107,11 +108,15 @@ def _remember_elements(ctx: Any, result: dict[str, Any]) -> None:
 
 
 def target(ctx: Any, args: dict[str, Any], required: bool = True) -> str | None:
-    """C{selector}, or the selector behind an C{element_id} from the caller's last
-    list_interactive."""
+    """C{selector}; or a snapshot C{ref} (as the C{ref=e12@<document>} selector the extension
+    resolves, L{gasoline.tools._snapshot.ref_selector}); or the selector behind an C{element_id}
+    from the caller's last list_interactive."""
     selector = ctx.str_arg(args, "selector")
     if selector is not None and selector.strip():
         return selector
+    ref = ctx.str_arg(args, "ref")
+    if ref is not None and ref.strip():
+        return ref_selector(ctx, args, ref)
     element_id = ctx.str_arg(args, "element_id")
     if element_id:
         known = _elements(ctx).get(ctx.client_id, {})
@@ -122,7 +127,8 @@ def target(ctx: Any, args: dict[str, Any], required: bool = True) -> str | None:
         return known[element_id]
     if required:
         raise MissingParam(f"interact {ctx.mode} needs 'selector' (CSS or text=, role=, "
-                           "placeholder=, label=, aria-label=) or 'element_id'", param="selector")
+                           "placeholder=, label=, aria-label=), 'ref' (from observe "
+                           "{what:\"snapshot\"}) or 'element_id'", param="selector")
     return None
 
 
@@ -359,14 +365,18 @@ def _form_fields(ctx: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
     fields = args.get("fields")
     if fields is None:
         raise MissingParam("interact fill_form needs 'fields': {selector: value} or "
-                           "[{selector, value, action?}]", param="fields")
+                           "[{selector or ref, value, action?}]", param="fields")
     items: list[dict[str, Any]] = []
     if isinstance(fields, dict):
         items = [{"selector": k, "value": v} for k, v in fields.items()]
     elif isinstance(fields, list):
         for item in fields:
+            if isinstance(item, dict) and not isinstance(item.get("selector"), str) \
+                    and isinstance(item.get("ref"), str):
+                item = {**item, "selector": ref_selector(ctx, args, item["ref"])}
             if not isinstance(item, dict) or not isinstance(item.get("selector"), str):
-                raise InvalidParam("each field must be an object with a 'selector'", param="fields")
+                raise InvalidParam("each field must be an object with a 'selector' or a 'ref'",
+                                   param="fields")
             items.append(item)
     else:
         raise InvalidParam("fields must be an object or an array", param="fields")

@@ -525,6 +525,11 @@ MODES["playback_results"] = observe_playback_results
 from gasoline.tools._events import observe_events  # noqa: E402
 
 MODES["events"] = observe_events
+
+# The agents' page snapshot with refs (gasoline.tools._snapshot).
+from gasoline.tools._snapshot import observe_snapshot  # noqa: E402
+
+MODES["snapshot"] = observe_snapshot
 #: Arguments these modes read beyond OBSERVE_SCHEMA (they live in L{gasoline.tools.schemas}:
 #: tools/list is answered without importing this module).
 PROPERTIES: dict[str, Any] = MODE_PROPERTIES["observe"]

@@ -17,6 +17,7 @@ import attrs
 
 if TYPE_CHECKING:  # built at the first link check (gasoline.tools._links), not at start-up
     from gasoline.tools._links import LinkValidator
+    from gasoline.tools._snapshot import SnapshotBases
 
 
 @attrs.define(eq=False)
@@ -29,6 +30,9 @@ class ToolRuntime:
     screen_recordings: dict[str, Any] = attrs.field(factory=dict)
     #: element id -> selector, from C{interact {what:"list_interactive"}}.
     interact_elements: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    #: client id -> tab id -> its last whole-page snapshot (diff bases and ref documents; built
+    #: at the first snapshot).
+    snapshots: SnapshotBases | None = None
     #: tab id -> URL, from the last C{observe {what:"tabs"}} answer.
     tab_urls: dict[Any, str] = attrs.field(factory=dict)
     #: client id -> (persisted form, parsed L{gasoline.core.noise.NoiseRules}).

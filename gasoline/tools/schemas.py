@@ -26,13 +26,13 @@ OBSERVE_MODES = (
     "websocket_status", "actions", "vitals", "page", "tabs", "history", "pilot", "timeline",
     "error_bundles", "screenshot", "storage", "indexeddb", "command_result", "pending_commands",
     "failed_commands", "summarized_logs", "recordings", "recording_actions", "playback_results",
-    "events",
+    "events", "snapshot",
 )
 ANALYZE_MODES = (
     "dom", "accessibility", "performance", "error_clusters", "history", "security_audit",
     "third_party_audit", "link_health", "link_validation", "page_summary", "computed_styles",
     "forms", "form_validation", "api_validation", "visual_baseline", "visual_diff", "annotations",
-    "annotation_detail", "changes",
+    "annotation_detail", "changes", "snapshot",
 )
 GENERATE_MODES = (
     "reproduction", "test", "pr_summary", "har", "csp", "sri", "sarif", "visual_test",
@@ -193,6 +193,8 @@ INTERACT_SCHEMA = _schema(
         "selector": {"type": "string", "description": "CSS or semantic (text=, role=, "
                      "placeholder=, label=, aria-label=)."},
         "element_id": {"type": "string", "description": "A stable id from list_interactive."},
+        "ref": {"type": "string", "description": "An element's ref (e12) from observe "
+                "{what:\"snapshot\"}, instead of selector (valid until the tab navigates)."},
         "text": _STR,
         "value": {"type": "string", "description": "Value to type, select or set."},
         "url": _STR,
@@ -235,6 +237,19 @@ STREAMING_PROPERTIES: dict[str, Any] = {
                     "exclude_pattern": {"type": "string", "maxLength": 100},
                     "rate_limit": {"type": "integer", "minimum": 1, "maximum": 100},
                     "slow_ms": {"type": "integer", "minimum": 1}}},
+}
+#: C{observe {what:"snapshot"}} (gasoline.tools._snapshot), also analyze's.
+SNAPSHOT_PROPERTIES: dict[str, Any] = {
+    "diff": {"type": "boolean", "description": "snapshot: only what changed since your own last "
+             "snapshot of the tab."},
+    "max_nodes": {"type": "integer", "minimum": 1, "maximum": 20000,
+                  "description": "snapshot: most lines in the answer (default 800)."},
+    "max_bytes": {"type": "integer", "minimum": 200, "maximum": 90000,
+                  "description": "snapshot: most bytes of tree text (default 24000)."},
+    "offset": {"type": "integer", "minimum": 0, "description": "snapshot: start at this line "
+               "(the next_offset of a cut answer)."},
+    "ref": {"type": "string", "description": "snapshot: only the part under this ref."},
+    "selector": {"type": "string", "description": "snapshot: only the part under this element."},
 }
 #: C{observe {what:"events"}} (gasoline.tools._events).
 EVENTS_PROPERTIES: dict[str, Any] = {
@@ -372,6 +387,8 @@ INTERACT_PROPERTIES: dict[str, Any] = {
     "recording_id": {"type": "string", "description": "record_stop: read back a finished "
                      "recording (default: stop the running one, else your latest)."},
     "target": {"type": "string", "description": "drag: the element to drop on (a selector)."},
+    "target_ref": {"type": "string", "description": "drag: the element to drop on, by its "
+                   "snapshot ref (e12)."},
     "key": {"type": "string", "description": "key_press: a key or combination (Enter, "
             "Control+K, Shift+Tab, Meta+A), several separated by spaces (default Enter)."},
     "accept": {"type": "boolean", "description": "dialog: true accepts, false dismisses "
@@ -407,8 +424,9 @@ INTERACT_PROPERTIES: dict[str, Any] = {
 }
 #: tool -> the arguments its modes read beyond its schema.
 MODE_PROPERTIES: dict[str, dict[str, Any]] = {
-    "observe": EVENTS_PROPERTIES,
-    "analyze": ANALYZE_PROPERTIES,
+    "observe": {**EVENTS_PROPERTIES, **SNAPSHOT_PROPERTIES},
+    "analyze": {**ANALYZE_PROPERTIES, **{k: v for k, v in SNAPSHOT_PROPERTIES.items()
+                                         if k != "selector"}},
     "generate": GENERATE_PROPERTIES,
     "configure": CONFIGURE_PROPERTIES,
     "interact": INTERACT_PROPERTIES,

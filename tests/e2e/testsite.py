@@ -19,6 +19,8 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/ws``             WebSocket echo
 - ``/agent.html``     elements the MCP round-trip tests act on, with a planted a11y violation
 - ``/broken.html``    an image, a script and a stylesheet that answer 404 (no fetch involved)
+- ``/snapshot.html``  a login form, hidden elements, an open shadow root with a slot and a same-origin
+                      iframe (``/snapshot-frame.html``): the agents' snapshot and its refs
 - ``/actions/...``    pages for the real-input modes (hover, drag, keys, dialogs, upload, emulate,
                       tabs a link opens; tests/e2e/actions_pages.py)
 - ``/tabs/<name>``    logs ``console.error('e2e tab error from <name>')`` on load (two-tab test)
@@ -330,6 +332,59 @@ class SlowApi(Delayed):
         return json.dumps({"ok": True, "echo": request.content.read().decode("utf-8", "replace")}).encode()
 
 
+SNAPSHOT_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Gasoline snapshot page</title></head>
+<body>
+<nav aria-label="Main"><a href="#home">Home</a> <a href="#about">About</a></nav>
+<main>
+<h1>Sign in</h1>
+<form id="login" aria-label="Login form" onsubmit="event.preventDefault()">
+  <label for="email">Email</label> <input id="email" type="email" value="ada@example.com">
+  <label>Password <input id="pw" type="password" value="hunter2"></label>
+  <label><input id="remember" type="checkbox" checked> Remember me</label>
+  <button id="signin" type="button" onclick="document.getElementById('status').textContent = 'signed in'">Sign in</button>
+  <button disabled>Disabled action</button>
+</form>
+<p id="status">not signed in</p>
+<div role="listbox" aria-label="Fruit"><div role="option" aria-selected="true">Apple</div><div role="option">Pear</div></div>
+<button aria-expanded="true">Menu</button>
+<select id="size" aria-label="Size"><option>Small</option><option selected>Large</option></select>
+<span id="qty-label">Quantity</span> <input id="qty" type="number" value="3" aria-labelledby="qty-label">
+<div role="heading" aria-level="5">Custom heading</div>
+<div onclick="this.textContent = 'card opened'" id="card">Open card</div>
+<ul id="items"><li>first item</li><li>second item</li></ul>
+<div hidden><button>Hidden button</button></div>
+<div style="display:none"><button>Not displayed</button></div>
+<div aria-hidden="true"><button>Aria hidden</button></div>
+<my-widget id="widget"><span slot="title">Slotted title</span></my-widget>
+<iframe id="frame" title="Embedded form" src="/snapshot-frame.html"></iframe>
+</main>
+<script>
+customElements.define('my-widget', class extends HTMLElement {
+  constructor() {
+    super();
+    const root = this.attachShadow({mode: 'open'});
+    root.innerHTML = '<h2><slot name="title"></slot></h2><button id="shadow-btn">Shadow button</button>'
+      + '<input id="shadow-input" aria-label="Shadow field"><output id="shadow-out"></output>';
+    root.getElementById('shadow-btn').addEventListener('click', () => {
+      root.getElementById('shadow-out').textContent = 'shadow clicked ' + root.getElementById('shadow-input').value;
+    });
+  }
+});
+</script>
+</body></html>
+"""
+
+SNAPSHOT_FRAME = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>frame</title></head>
+<body><h3>Inside the frame</h3>
+<input id="frame-input" placeholder="Frame field">
+<button id="frame-btn" onclick="document.getElementById('frame-out').textContent = 'frame clicked ' + document.getElementById('frame-input').value">Frame button</button>
+<p id="frame-out">idle</p>
+</body></html>
+"""
+
+
 def build_site(clock=None) -> server.Site:
     root = resource.Resource()
     root.putChild(b"", Page("<!doctype html><title>root</title><p>gasoline e2e site</p>"))
@@ -359,6 +414,8 @@ def build_site(clock=None) -> server.Site:
     root.putChild(b"agent.html", Page(AGENT_PAGE))
     root.putChild(b"tabs", TabPage())
     root.putChild(b"broken.html", Page(BROKEN_PAGE))
+    root.putChild(b"snapshot.html", Page(SNAPSHOT_PAGE))
+    root.putChild(b"snapshot-frame.html", Page(SNAPSHOT_FRAME))
     from actions_pages import resource as actions_resource
 
     root.putChild(b"actions", actions_resource(Page))  # the real-input modes' pages

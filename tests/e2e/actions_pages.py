@@ -29,8 +29,8 @@ PAGES = {
   #knob { position: absolute; left: 20px; top: 200px; width: 40px; height: 40px; background: #c33; touch-action: none; }
   #slot { position: absolute; left: 300px; top: 200px; width: 80px; height: 80px; border: 2px dashed #333; }
 </style>""") + """
-<div id="card" class="box" draggable="true">Card</div>
-<div id="bin" class="box">Bin</div>
+<div id="card" class="box" draggable="true" role="button" aria-label="Card">Card</div>
+<div id="bin" class="box" role="region" aria-label="Bin">Bin</div>
 <p id="html5-out">none</p><p id="pointer-out">none</p>
 <div id="knob"></div><div id="slot"></div>
 <script>

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 import pytest
@@ -300,3 +301,24 @@ def test_observe_errors_maps_stack_frames_through_the_pages_source_map(browser, 
     assert (frames[1]["function"], frames[1]["source"], frames[1]["source_line"]) == (
         "later", "webpack://x/src/util.ts", 2), frames[1]
     assert "bundle.js:1:" in entry["stack"]  # the stack as the browser gave it stays
+
+
+def test_hover_and_drag_take_snapshot_refs(browser, site, ext_daemon):
+    url = site.url + "/actions/drag.html"
+    _, tab = open_tab(browser, None, url)
+    track(browser, ext_daemon, [(tab, url)])
+
+    async def body(client_id, session):
+        snap = await session.call_tool("observe", {"what": "snapshot"})
+        assert snap.is_error is False, snap.content[0].text[:2000]
+        tree = snap.content[1].text
+        card = re.search(r'button "Card" \[ref=(e\d+)\]', tree)
+        bin_ = re.search(r'region "Bin" \[ref=(e\d+)\]', tree)
+        assert card and bin_, tree
+        hovered = await call(session, "interact", {"what": "hover", "ref": card.group(1)})
+        dragged = await call(session, "interact", {"what": "drag", "ref": card.group(1), "target_ref": bin_.group(1)})
+        return hovered, dragged, await text_of(session, "#html5-out")
+
+    [(hovered, dragged, out)] = agents(ext_daemon, ["e2e-refs"], body)
+    assert hovered[1]["result"]["element"]["selectors"]["id"] == "card", hovered
+    assert dragged[1]["result"]["html5_drag"] is True and out == "dropped card-42", (dragged, out)

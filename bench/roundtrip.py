@@ -245,8 +245,16 @@ def main() -> int:
                        "bench-start", "--no-autostart", "--state-dir", str(d.state_dir)]
             import os
 
+            # Told only --port (the default state dir, here an empty one, holds no key): the
+            # first exchange asks the daemon's /health where its state dir is.
+            empty = Path(tmp) / "empty-default"
+            empty.mkdir()
+            port_only = [gasoline_bin(), "connect", "--port", str(d.port), "--client-id",
+                         "bench-start-port", "--no-autostart"]
             variants = {
                 "gasoline": (connect, None, None),
+                "gasoline_port_only": (port_only, None,
+                                       dict(os.environ, GASOLINE_STATE_DIR=str(empty))),
                 "gasoline_without_first_exchange": (
                     connect, None, dict(os.environ, GASOLINE_CONNECT_FAST="0")),
             }
@@ -285,6 +293,8 @@ def main() -> int:
             / ref_start["initialize_median_ms"],
             "startup_tools_list_median": start_fast["tools_list_median_ms"]
             / ref_start["tools_list_median_ms"],
+            "startup_initialize_median_port_only": result["startup"]["gasoline_port_only"][
+                "initialize_median_ms"] / ref_start["initialize_median_ms"],
         }
 
     print_table(f"observe {{what:errors, limit:10}}, {args.calls} sequential calls",

@@ -47,6 +47,10 @@ DEFAULT_PORT = 7890
 NOT_RUNNING = 3
 #: The headers the extension's routes (C{GET /pairing}) ask for.
 EXTENSION_CLIENT = "gasoline-extension/cli"
+#: Linux's process table: whether a pid is a zombie, what command it runs. Where it is missing
+#: (macOS, Windows) the commands fall back: a pid that answers C{kill(pid, 0)} is alive, and the
+#: daemon's own C{/health} is trusted for what it is.
+PROC = Path("/proc")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -99,6 +103,9 @@ class Target:
         self.info = info
         self.state_dir = state_dir
         self.why = why
+        #: Why the state dir of a daemon named by --port/--url could not be trusted (its
+        #: identity is not the one in the dir its /health names), else "".
+        self.state_dir_problem = ""
 
     @property
     def where(self) -> str:
@@ -143,6 +150,21 @@ def _health_of(target: Target, opts: argparse.Namespace) -> tuple[dict[str, Any]
         return None, (f"no daemon runs for state dir {target.state_dir}: its daemon.json names "
                       f"pid {target.info.get('pid')} at {target.url}, but the daemon answering "
                       f"there is pid {h.get('pid')} (another state dir's)")
+    if target.state_dir is None:
+        # Named by --port/--url: its state dir is the one its /health names, its identity
+        # checked (the rule of the connector and of gasoline browser: gasoline.daemon_dir).
+        from gasoline.daemon_dir import StateDirProblem, checked_state_dir
+
+        try:
+            code, offered = _request(target.url + "/pairing", opts,
+                                     headers={"X-Gasoline-Client": EXTENSION_CLIENT})
+        except (OSError, ValueError):
+            code, offered = 0, None
+        try:
+            target.state_dir = checked_state_dir(
+                target.url, h, offered if code == 200 and isinstance(offered, dict) else None)
+        except StateDirProblem as e:
+            target.state_dir_problem = str(e)
     return h, ""
 
 
@@ -224,7 +246,8 @@ def status(argv: list[str]) -> int:
             "extension_connected": capture.get("extension_connected"),
             "extension_state": capture.get("extension_state"),
             "pairing": capture.get("pairing"),
-            "clients": live, "clients_remembered": remembered}
+            "clients": live, "clients_remembered": remembered,
+            "state_dir": str(target.state_dir) if target.state_dir else None}
     lines = [f"gasoline {h.get('version')} running at {url}"
              + (f" (pid {pid})" if pid else ""),
              "extension: " + ("connected" if data["extension_connected"] else
@@ -234,6 +257,10 @@ def status(argv: list[str]) -> int:
                               else "not connected"),
              f"clients: {len(live)} connected"
              + (f" ({remembered} more gone, their state kept for the TTL)" if remembered else "")]
+    if target.state_dir is not None:
+        lines.insert(1, f"state dir: {target.state_dir}")
+    elif target.state_dir_problem:
+        lines.insert(1, f"state dir: unknown ({target.state_dir_problem})")
     pairing = _as_dict(capture.get("pairing"))
     if pairing:
         lines[2:2] = [f"daemon identity: {pairing.get('daemon_fingerprint')}",
@@ -274,7 +301,12 @@ def doctor(argv: list[str]) -> int:
     opts = _parser("doctor").parse_args(argv)
     target = locate(opts)
     checks: list[dict[str, Any]] = []
+    h, why = _health_of(target, opts)  # names the state dir of a daemon named by --port/--url
     state_dir = target.state_dir
+    if target.state_dir_problem:
+        checks.append({"check": "state_dir", "status": "fail",
+                       "detail": target.state_dir_problem,
+                       "fix": "Pass the daemon's --state-dir, as the user that runs it."})
     if state_dir is not None:
         probe = state_dir if state_dir.is_dir() else state_dir.parent
         writable = os.access(probe, os.W_OK) if probe.exists() else False
@@ -282,7 +314,6 @@ def doctor(argv: list[str]) -> int:
                        "detail": f"{state_dir} {'is' if writable else 'is not'} writable",
                        **({} if writable else
                           {"fix": "Point --state-dir at a writable directory."})})
-    h, why = _health_of(target, opts)
     url = target.url
     port = (target.info or {}).get("port") or _port_of(url)
     if h is None:
@@ -327,14 +358,14 @@ def _alive(pid: int) -> bool:
     except (OverflowError, ValueError):
         return False
     try:  # a zombie (our own unreaped child, in tests) has exited
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+        return (PROC / str(pid) / "stat").read_text().split(") ")[-1][:1] != "Z"
     except OSError:
         return True
 
 
 def _looks_like_gasoline(pid: int) -> bool:
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cmdline = (PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
         return True  # no /proc here: trust the daemon's own /health
     return b"gasoline" in cmdline or b"twistd" in cmdline

@@ -4,10 +4,11 @@ The C{gasoline} console script::
   gasoline --version            print the version
   gasoline serve [twistd opts]  run the daemon in the foreground (same as C{twistd -n gasoline})
   gasoline connect [...]        the stdio MCP connector an agent's MCP config spawns
+  gasoline setup CLIENT         register that connector with an MCP client (L{gasoline.setup_cli})
   gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
   gasoline doctor|status|stop|identity   operations without an agent (L{gasoline.admin_cli})
   gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.pins})
-  gasoline client-proof ID [--state-dir D]  the headers that let an HTTP MCP client act as ID
+  gasoline client-proof ID [--port N]  the headers that let an HTTP MCP client act as ID
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ USAGE = """usage: gasoline [--version] <command> [options]
 
 commands:
   serve     run the daemon in the foreground (twistd -n gasoline [options])
+  setup     register the connector with an MCP client: claude, claude-desktop, cursor,
+            vscode, windsurf (its command line where it has one, else its config file;
+            --print shows it and changes nothing; gasoline setup --help)
   connect   stdio MCP connector: forwards an agent's MCP session to the daemon
             (gasoline connect --help)
   browser   start Chromium with Gasoline's extension, already paired with the daemon
@@ -29,15 +33,17 @@ commands:
             you to compare when pairing (never creates a key)
   pair      the extension this daemon pins: list it and refused ones, accept another
             (gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR]
-            [--port N | --url URL]: a named daemon must be the one of that state dir)
+            [--port N | --url URL]: a named daemon's state dir is the one its /health
+            names, its identity checked)
   doctor    run the daemon's health checks (configure doctor) without an agent;
             exit status 1 when a check fails
   status    is a daemon running, where, which version, pid, who is connected
             (exit status 3 when none is)
   stop      stop a daemon gracefully (the pid its /health reports)
   client-proof  print the headers an HTTP MCP client sends to act as a fixed client id
-            (gasoline client-proof ID [--state-dir DIR] [--json]): X-Gasoline-Client and its
-            X-Gasoline-Client-Proof, made with the daemon's <state-dir>/client-key
+            (gasoline client-proof ID [--port N | --url URL | --state-dir DIR] [--json]):
+            X-Gasoline-Client and its X-Gasoline-Client-Proof, made with the daemon's
+            <state-dir>/client-key
 
 doctor, status, stop and identity act only on the daemon named by --port N, --url URL or
 --state-dir DIR (default: $GASOLINE_STATE_DIR, else the platform's state dir, whose daemon.json
@@ -46,6 +52,23 @@ names the daemon running for it); they never fall back to another port (gasoline
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A reader that goes away (C{gasoline doctor | head}) ends the command
+    quietly, without a C{BrokenPipeError} traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        # Nothing more can reach the reader: point stdout at /dev/null so the interpreter's own
+        # flush at exit fails no more (the recipe of Python's signal module documentation).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         (sys.stdout if args else sys.stderr).write(USAGE)  # asked for: stdout, exit 0
@@ -75,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         from gasoline.launch.main import main as browser_main
 
         return browser_main(rest)
+    if command == "setup":
+        from gasoline.setup_cli import main as setup_main  # standard library only
+
+        return setup_main(rest)
     if command == "pair":
         return _pair(rest)
     if command == "client-proof":
@@ -87,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-PAIR_USAGE = ("usage: gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR] "
+PAIR_USAGE = ("gasoline pair [accept FINGERPRINT | forget] [--state-dir DIR] "
               "[--port N | --url URL]")
 
 
@@ -112,22 +139,23 @@ def _pair(rest: list[str]) -> int:
     except SystemExit as e:
         return int(e.code or 0) if e.code in (0, None) else 2
     if (opts.action == "accept") != (opts.fingerprint is not None):
-        sys.stderr.write(PAIR_USAGE + "\n")
+        sys.stderr.write("usage: " + PAIR_USAGE + "\n")
         return 2
     from gasoline.config import default_state_dir
 
-    state_dir = opts.state_dir or default_state_dir()
     if opts.port is not None or opts.url:
-        problem = _named_daemon_problem(opts, state_dir)
-        if problem:
-            sys.stderr.write(f"gasoline pair: {problem}\n")
+        state_dir = _named_state_dir("pair", opts)
+        if state_dir is None:
             return 1
+    else:
+        state_dir = opts.state_dir or default_state_dir()
     code, text = pair_command(state_dir, opts.action, opts.fingerprint)
     (sys.stdout if code == 0 else sys.stderr).write(text + "\n")
     return code
 
 
-CLIENT_PROOF_USAGE = "usage: gasoline client-proof CLIENT_ID [--state-dir DIR] [--json]"
+CLIENT_PROOF_USAGE = ("gasoline client-proof CLIENT_ID [--state-dir DIR] [--port N | --url URL] "
+                      "[--json]")
 
 
 def _client_proof(rest: list[str]) -> int:
@@ -153,6 +181,11 @@ def _client_proof(rest: list[str]) -> int:
     p.add_argument("--state-dir", type=Path,
                    help="the daemon's state dir (default: $GASOLINE_STATE_DIR, else the "
                    "platform's)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--port", "-p", type=int,
+                       help="the daemon on this port of 127.0.0.1: its state dir is the one its "
+                       "/health names, its identity checked")
+    where.add_argument("--url", help="the daemon at this base URL (as --port)")
     p.add_argument("--json", action="store_true", help="print the headers as a JSON object")
     try:
         opts = p.parse_args(rest)
@@ -165,7 +198,13 @@ def _client_proof(rest: list[str]) -> int:
                          "digits, '.', '_' or '-' (not starting with '.' or '-'; not 'stateless', "
                          "anon-... nor gasoline-extension...: the daemon reserves those)\n")
         return 2
-    state_dir = opts.state_dir or default_state_dir()
+    if opts.port is not None or opts.url:
+        found = _named_state_dir("client-proof", opts)
+        if found is None:
+            return 1
+        state_dir = found
+    else:
+        state_dir = opts.state_dir or default_state_dir()
     try:
         key = read_client_key(state_dir)
     except FileNotFoundError:
@@ -185,38 +224,21 @@ def _client_proof(rest: list[str]) -> int:
     return 0
 
 
-def _named_daemon_problem(opts, state_dir) -> str | None:
-    """Why C{gasoline pair} must not edit C{state_dir} for the daemon C{--port} / C{--url} names
-    (C{None}: that daemon answers and its identity is the one in C{state_dir})."""
-    import json
-    import urllib.error
-    import urllib.request
+def _named_state_dir(command: str, opts):
+    """The state dir of the daemon C{--port} / C{--url} names: C{--state-dir} if given, else the
+    one its C{/health} names; its identity must be the one the daemon offers (never another
+    daemon's pins or key: L{gasoline.daemon_dir}). None, the reason on stderr, when there is
+    none."""
+    import os
 
-    from gasoline.admin_cli import locate
-    from gasoline.core.identity import IDENTITY_FILE, b64u, fingerprint_of, public_key_from_pem
+    from gasoline.daemon_dir import StateDirProblem, state_dir_at
 
-    target = locate(opts)  # --port or --url given: always a URL
-    url = target.url
-    if url is None:
-        return target.why
-    request = urllib.request.Request(url + "/pairing", headers={
-        "X-Gasoline-Client": "gasoline-extension/gasoline-pair", "Accept": "application/json"})
+    url = opts.url.rstrip("/") if opts.url else f"http://127.0.0.1:{opts.port}"
     try:
-        with urllib.request.urlopen(request, timeout=3) as response:
-            offered = json.loads(response.read(65536))
-    except (OSError, ValueError) as e:
-        return (f"no Gasoline daemon answers at {url} ({e}); to edit a stopped daemon's pins, "
-                "name only its --state-dir")
-    try:
-        local = public_key_from_pem((state_dir / IDENTITY_FILE).read_bytes())
-    except OSError:
-        local = None
-    theirs = offered.get("fingerprint") if isinstance(offered, dict) else None
-    if local is None or not isinstance(offered, dict) or offered.get("key") != b64u(local):
-        return (f"the daemon at {url} has identity {theirs or 'unknown'}, but {state_dir} holds "
-                f"{fingerprint_of(local) if local else 'no identity'}: pass that daemon's "
-                "--state-dir (its pins are kept there)")
-    return None
+        return state_dir_at(url, opts.state_dir, os.environ.get("GASOLINE_API_KEY") or None)
+    except StateDirProblem as e:
+        sys.stderr.write(f"gasoline {command}: {e}\n")
+        return None
 
 
 if __name__ == "__main__":

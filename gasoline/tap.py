@@ -144,6 +144,21 @@ class _ListenRecorder:
         self.address = ListenAddress("unix")
 
 
+def _bad_port(description: str) -> str | None:
+    """The port field of a C{tcp:} / C{tcp6:} / C{ssl:} endpoint string when it is not a port
+    number (positional, or C{port=}), else None: said in words, not as C{int()}'s error."""
+    kind, _, rest = description.partition(":")
+    if kind.strip().lower() not in ("tcp", "tcp6", "ssl") or not rest:
+        return None
+    fields = rest.split(":")
+    named = [f.partition("=")[2] for f in fields if f.partition("=")[0].strip() == "port"]
+    value = named[0] if named else fields[0] if "=" not in fields[0] else None
+    if value is None:
+        return None
+    ok = value.strip().isascii() and value.strip().isdigit() and int(value) <= 65535
+    return None if ok else value
+
+
 def listen_address(description: str) -> ListenAddress:
     """Where endpoint C{description} would listen, by Twisted's public API: C{serverFromString}
     builds the endpoint against a L{_ListenRecorder}, and the endpoint's C{listen} tells it the
@@ -276,6 +291,11 @@ class Options(usage.Options):
     def postOptions(self) -> None:
         if needs_tls(self["listen"]):
             _tls.require()  # an ssl: (or other non-plain) endpoint: TLS now, before parsing it
+        bad_port = _bad_port(self["listen"])
+        if bad_port is not None:
+            raise usage.UsageError(
+                f"--listen {self['listen']!r}: the port {bad_port!r} is not a number from 0 to "
+                "65535; e.g. tcp:7890:interface=127.0.0.1")
         try:
             interface = listen_address(self["listen"]).interface
         except ENDPOINT_ERRORS as e:

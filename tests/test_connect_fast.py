@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import orjson
 import pytest
@@ -55,11 +56,12 @@ def test_initialize_is_answered_by_the_daemon_and_the_rest_handed_over(daemon):
     assert "fast-1" in ids
 
 
-def test_the_proof_is_the_daemons_and_without_the_key_nothing_is_sent(daemon, tmp_path):
+def test_the_proof_is_made_with_the_key_of_the_state_dir_the_daemon_reports(daemon, tmp_path):
     """The fast path proves its client id with the key of the state dir it is given (the same
-    HMAC as gasoline.common.client_proof); without a readable key, or with another state dir's
-    key (the daemon answers 403), it falls back having written nothing, and the daemon has no
-    session for that id."""
+    HMAC as gasoline.common.client_proof); when that dir holds no key, or another dir's key (the
+    daemon answers 403), it asks the daemon's /health where its state dir is and proves the id
+    with the key there, as the ordinary path does: the agent's initialize is answered on the
+    fast path either way."""
     from gasoline.common import client_proof as proof_of, read_client_key
     from gasoline.connect.fast import client_proof
 
@@ -67,20 +69,47 @@ def test_the_proof_is_the_daemons_and_without_the_key_nothing_is_sent(daemon, tm
     assert client_proof({"--state-dir": str(daemon.state_dir)}, "fast-2") == proof_of(key, "fast-2")
     assert client_proof({"--state-dir": str(tmp_path)}, "fast-2") is None
     data = json.dumps(INIT).encode() + b"\n"
-    prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-2",
-                            "--state-dir", str(tmp_path)], data)
-    assert written == b"" and prelude.init_message is None and prelude.leftover == data
-    (tmp_path / "client-key").write_bytes(b"A" * 43 + b"\n")  # a key, not the daemon's
-    assert client_proof({"--state-dir": str(tmp_path)}, "fast-2") is not None
-    prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-2",
-                            "--state-dir", str(tmp_path)], data)
-    assert written == b"" and prelude.init_message is None and prelude.leftover == data
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for cid, argv in [("fast-2", ["--state-dir", str(elsewhere)]),  # no key there
+                      ("fast-3", [])]:  # only --port: the default dir (here, an empty one)
+        env = dict(os.environ)
+        os.environ["GASOLINE_STATE_DIR"] = str(elsewhere)
+        try:
+            prelude, written = run(["--port", str(daemon.port), "--client-id", cid, *argv], data)
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+        assert orjson.loads(written)["result"]["serverInfo"]["name"] == "gasoline"
+        assert prelude.init_message == INIT
+    (elsewhere / "client-key").write_bytes(b"A" * 43 + b"\n")  # a key, not the daemon's
+    prelude, written = run(["--port", str(daemon.port), "--client-id", "fast-4",
+                            "--state-dir", str(elsewhere)], data)
+    assert orjson.loads(written)["id"] == 7 and prelude.init_message == INIT
     import urllib.request
 
     with urllib.request.urlopen(f"{daemon.url}/health", timeout=5) as resp:
         health = json.loads(resp.read())
-    assert "fast-2" not in [c["id"] for c in health["clients"]["list"]]
+    assert {"fast-2", "fast-3", "fast-4"} <= {c["id"] for c in health["clients"]["list"]}
     assert health["state_dir"] == str(daemon.state_dir)
+
+
+def test_without_a_readable_key_anywhere_nothing_is_sent(tmp_path):
+    """The daemon's state dir holds no key file either (the daemon keeps its key in memory): the
+    fast path falls back having written nothing, and the daemon has no session for that id."""
+    from support import DaemonProcess
+
+    with DaemonProcess(state_dir=tmp_path / "state") as d:
+        (Path(d.state_dir) / "client-key").unlink()
+        data = json.dumps(INIT).encode() + b"\n"
+        prelude, written = run(["--port", str(d.port), "--client-id", "fast-5",
+                                "--state-dir", str(tmp_path)], data)
+        assert written == b"" and prelude.init_message is None and prelude.leftover == data
+        import urllib.request
+
+        with urllib.request.urlopen(f"{d.url}/health", timeout=5) as resp:
+            health = json.loads(resp.read())
+        assert "fast-5" not in [c["id"] for c in health["clients"]["list"]]
 
 
 @pytest.mark.parametrize("xdg", [None, "", "/tmp/xdg-state-elsewhere"])
@@ -249,3 +278,35 @@ def test_a_multi_line_daemon_answer_is_written_as_one_line(tmp_path):
     assert written.endswith(b"\n") and written.count(b"\n") == 1
     assert json.loads(written) == answer
     assert prelude.init_message == INIT
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.binary(max_size=300))
+def test_the_first_exchanges_hmac_is_hmacs(key, message):
+    import hashlib
+    import hmac
+
+    from gasoline.connect.fast import hmac_sha256
+
+    assert hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).digest()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.text(max_size=64), st.sampled_from(["", "\n", "=\n"]))
+def test_the_first_exchanges_proof_is_the_daemons(tmp_path_factory, key, cid, tail):
+    from gasoline.common import client_proof as proof_of, encode_client_key, read_client_key
+    from gasoline.connect.fast import client_proof
+
+    state = tmp_path_factory.mktemp("key")
+    encoded = encode_client_key(key).strip()
+    (state / "client-key").write_bytes(encoded + tail.encode())
+    got = client_proof({"--state-dir": str(state)}, cid)
+    if tail == "=\n":  # padding the daemon never writes, and refuses to read
+        with pytest.raises(ValueError):
+            read_client_key(state)
+        assert got is None
+        return
+    assert read_client_key(state) == key
+    assert got == proof_of(key, cid)
+    (state / "client-key").write_bytes(encoded[:-2] + b"!!")
+    assert client_proof({"--state-dir": str(state)}, cid) is None

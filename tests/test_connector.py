@@ -587,6 +587,76 @@ def test_refused_registration_is_retried_and_requests_get_errors():
     finish(clock, bridge)
 
 
+def test_registration_refused_401_ends_the_bridge_at_once_with_the_error():
+    clock, daemon, bridge, out = make_bridge(bound=30)
+    ended = []
+    bridge.on_permanent = ended.append
+    daemon.register_error = RegistrationRefused(401, {"error": "unauthorized"})
+    send(bridge, INIT)
+    bridge.start()
+    assert len(ended) == 1 and "--api-key" in ended[0]
+    (err,) = answers(out, 0)
+    assert err["error"]["data"]["error"] == "daemon_refused"
+    assert bridge.closed.called and clock.getDelayedCalls() == []
+
+
+def test_a_first_403_is_retried_a_second_ends_the_bridge():
+    clock, daemon, bridge, out = make_bridge(bound=30)
+    ended = []
+    bridge.on_permanent = ended.append
+    daemon.register_error = RegistrationRefused(403, {"error": "client_proof"})
+    send(bridge, INIT)
+    bridge.start()
+    assert ended == [] and lines(out) == []
+    clock.advance(0.1)
+    assert len(ended) == 1 and "client key" in ended[0]
+    assert answers(out, 0)[0]["error"]["data"]["error"] == "daemon_refused"
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_transient_refusals_keep_retrying_within_the_bound(status):
+    clock, daemon, bridge, out = make_bridge(bound=5)
+    ended = []
+    bridge.on_permanent = ended.append
+    daemon.register_error = RegistrationRefused(status, {"error": "busy"})
+    send(bridge, INIT)
+    bridge.start()
+    clock.pump([1.0] * 4)
+    assert ended == [] and lines(out) == []
+    daemon.register_error = None
+    clock.pump([2.0] * 2)
+    assert bridge.state == "connected" and ended == []
+
+
+@pytest.mark.parametrize("health,permanent", [
+    ({"_not_gasoline": True, "status": 404}, True),
+    ({"_not_gasoline": True, "status": 200}, True),
+    ({"_not_gasoline": True, "status": 401}, True),
+    ({"_not_gasoline": True, "status": 502}, False),
+    ({"_not_gasoline": True, "status": None}, False),  # no HTTP answer: may be a hung daemon
+    (None, False),  # nothing listens
+])
+def test_what_answers_on_the_port_decides_whether_the_bridge_gives_up(health, permanent):
+    clock = Clock()
+    daemon = FakeDaemon()
+    daemon.health = lambda: succeed(health)
+    out: list[bytes] = []
+    ended: list[str] = []
+    bridge = Bridge(clock, daemon, Discovery(clock, daemon, None), out.append, bound=5,
+                    on_permanent=ended.append)
+    send(bridge, INIT)
+    bridge.start()
+    assert bool(ended) is permanent
+    if permanent:
+        assert "not a Gasoline daemon" in ended[0]
+        assert answers(out, 0)[0]["error"]["data"]["error"] == "daemon_refused"
+    else:
+        assert lines(out) == []
+        clock.pump([1.0] * 6)
+        assert answers(out, 0)[0]["error"]["data"]["error"] == "daemon_unavailable"
+        bridge.shutdown()
+
+
 def test_stdin_eof_waits_for_pending_answers_then_unregisters():
     clock, daemon, bridge, out = make_bridge()
     bridge.start()

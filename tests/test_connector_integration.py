@@ -462,13 +462,23 @@ def test_connector_uses_the_api_key_of_a_keyed_daemon(tmp_path):
         env.pop("GASOLINE_API_KEY")
         refused = RawConnector(argv, tmp_path, env=env)
         try:
+            started = time.monotonic()
             refused.send(INIT)
             err = refused.recv()
+            # A refusal waiting cannot fix: answered at once (not after --bound), then the
+            # connector ends non-zero with one line that says what to do.
             assert err["id"] == 0 and err["error"]["code"] == -32000
-            assert "unauthorized" in err["error"]["message"]
-            assert refused.close() == 0
+            assert err["error"]["data"]["error"] == "daemon_refused", err
+            assert "unauthorized" in err["error"]["message"] and "--api-key" in \
+                err["error"]["message"]
+            assert refused.proc.wait(15) == 1
+            assert time.monotonic() - started < 10
         finally:
             refused.kill()
+        lines = [line for line in refused.stderr().splitlines()
+                 if line.startswith("gasoline connect:")]
+        assert len(lines) == 1 and "--api-key" in lines[0], refused.stderr()
+        assert "Traceback" not in refused.stderr()
 
 
 def test_the_connector_proves_its_id_with_the_key_of_the_daemons_state_dir(daemon, tmp_path):
@@ -518,7 +528,9 @@ def test_a_connector_that_cannot_read_the_key_says_so_on_stderr_and_its_agent_ge
             c.send(INIT)
             answer = c.recv(timeout=30)
             assert answer["id"] == 0 and "error" in answer, answer
-            assert c.close() == 0
+            # The daemon refuses the proof-less id twice: final, the connector ends non-zero.
+            assert answer["error"]["data"]["error"] == "daemon_refused", answer
+            assert c.proc.wait(15) == 1
         finally:
             c.kill()
         assert all(json.loads(line).get("jsonrpc") == "2.0" for line in c.raw)
@@ -592,3 +604,43 @@ def test_connector_starts_nothing_when_something_else_holds_the_port(tmp_path):
         if c.proc.poll() is None:
             c.proc.kill()
             c.proc.wait(5)
+
+
+def test_an_http_server_that_is_not_gasoline_ends_the_connector_at_once(tmp_path):
+    """Something else answers HTTP 404 on the port: the agent's initialize gets an error at once
+    (not after --bound), the connector writes one line on stderr and exits 1, and starts
+    nothing."""
+    import http.server
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state = tmp_path / "auto-state"
+    c = RawConnector(connector_argv("--port", str(server.server_address[1]), "--state-dir",
+                                    str(state), "--bound", "30"), tmp_path)
+    try:
+        started = time.monotonic()
+        c.send(INIT)
+        err = c.recv(timeout=30)
+        assert err["id"] == 0 and err["error"]["data"]["error"] == "daemon_refused", err
+        assert "not a Gasoline daemon" in err["error"]["message"]
+        assert c.proc.wait(15) == 1
+        assert time.monotonic() - started < 10  # far less than --bound
+    finally:
+        c.kill()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    lines = [line for line in c.stderr().splitlines() if line.startswith("gasoline connect:")]
+    assert len(lines) == 1 and "HTTP 404" in lines[0], c.stderr()
+    assert "Traceback" not in c.stderr()
+    assert _daemon_pid(state) is None

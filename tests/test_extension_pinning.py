@@ -277,7 +277,8 @@ def test_gasoline_pair_acts_only_on_the_named_daemon(tmp_path, capsys):
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            body = answers["pairing"]
+            body = answers["pairing"] if self.path == "/pairing" else json.dumps(
+                {"service-name": "gasoline", "state_dir": str(ours)}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

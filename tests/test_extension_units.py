@@ -20,7 +20,7 @@ def test_the_extension_libraries_pass_their_node_tests():
     files = sorted(TESTS.glob("*.test.mjs"))
     assert {f.name for f in files} >= {"policy.test.mjs", "redact.test.mjs", "settings.test.mjs", "queues.test.mjs",
                                        "runner.test.mjs", "syncstate.test.mjs", "worker.test.mjs", "background.test.mjs",
-                                       "failures.test.mjs"}
+                                       "failures.test.mjs", "messages.test.mjs"}
     run = subprocess.run([node, "--test", *map(str, files)], capture_output=True, text=True,
                          timeout=120, cwd=TESTS)
     report = run.stdout + run.stderr

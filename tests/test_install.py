@@ -105,6 +105,12 @@ def _tree_packages() -> set[str]:
     C{gasoline._extension...}."""
     found = {str(p.parent.relative_to(REPO)).replace("/", ".")
              for p in (REPO / "gasoline").rglob("__init__.py")}
+    # Data-only folders (the agent guide, the status page) are packages too: setuptools warns
+    # about data in a folder it was not told is one.
+    found |= {str(p.relative_to(REPO)).replace("/", ".")
+              for p in (REPO / "gasoline").rglob("*")
+              if p.is_dir() and p.name != "__pycache__" and any(
+                  f.is_file() and f.suffix not in (".pyc",) for f in p.iterdir())}
     found.add("twisted.plugins")
     for folder in [REPO / "extension", *(p for p in (REPO / "extension").rglob("*") if p.is_dir())]:
         rel = folder.relative_to(REPO / "extension").parts
@@ -135,3 +141,14 @@ def test_the_wheel_carries_the_extension_and_the_status_page(installed):
     assert shipped and {f"gasoline/_extension/{n}" for n in shipped} <= names
     assert {f"gasoline/http/static/{p.name}"
             for p in (REPO / "gasoline/http/static").iterdir()} <= names
+
+
+def test_building_the_package_prints_no_setuptools_warnings(tmp_path):
+    """`make run` installs the checkout quietly: setuptools has nothing to warn about (every
+    folder with files is a declared package)."""
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(REPO),
+                           "-w", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    for sign in ("check.warn", "Warning:", "would be ignored", "########"):
+        assert sign not in out, out

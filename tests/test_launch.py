@@ -38,11 +38,12 @@ def offered_by(state_dir) -> dict:
 def test_prepaired_settings_are_exactly_what_the_popup_and_tracking_would_write():
     identity = {"key": "K", "fingerprint": "F"}
     settings = prepair.prepaired_settings("http://127.0.0.1:4321", identity, 12, "http://x/",
-                                          pilot=True, track_all=False)
+                                          pilot=True, track_all=False, headless=True)
     assert settings == {
         "serverUrl": "http://127.0.0.1:4321", "gasolineDaemonIdentity": identity,
         "trackedTabId": 12, "trackedTabUrl": "http://x/", "gasolineTrackAllTabs": False,
         "aiWebPilotEnabled": True,
+        "gasolineLaunchedBy": {"by": "gasoline browser", "headless": True},
     }
     # Every key is one the extension reads (extension/lib/settings.js STORAGE_KEYS).
     source = (extension_dir() / "lib" / "settings.js").read_text()
@@ -242,7 +243,9 @@ def test_allowing_it_needs_a_reactor_that_starts_processes(tmp_path):
 
 
 def test_launch_browser_runs_the_launcher_with_the_agents_choices(tmp_path):
-    from _mcp_calls import call, session_for
+    from _mcp_calls import call, parsed, session_for, start
+
+    from gasoline.tools.interact import CAPTURE_WAIT
 
     app = _app(tmp_path)
     calls = []
@@ -253,10 +256,13 @@ def test_launch_browser_runs_the_launcher_with_the_agents_choices(tmp_path):
             return "gasoline browser: detached (pid 1, browser pid 2, tab 3)"
 
     app.tools.launcher = FakeLauncher()
-    failed, summary, payload = call(app, session_for(app, "a"), "interact", {
+    out = start(app, session_for(app, "a"), "interact", {
         "what": "launch_browser", "url": "http://example.test/", "headless": True,
         "track_all": True})
+    app.clock.advance(CAPTURE_WAIT)  # no extension syncs here: answered after the bound
+    failed, summary, payload = parsed(out)
     assert not failed, payload
+    assert payload["capture_flowing"] is False and "observe may see nothing yet" in summary
     assert calls == [("http://example.test/", {"headless": True, "pilot": True, "track_all": True})]
     assert payload["launched"] is True and "detached" in payload["output"]
     failed, _, payload = call(app, session_for(app, "a"), "interact",
@@ -278,3 +284,59 @@ def test_the_launcher_runs_gasoline_browser_detached_on_this_daemons_port(tmp_pa
     assert argv[argv.index("--port") + 1] == "43210"
     assert argv[argv.index("--state-dir") + 1] == str(tmp_path)
     assert "--headless" in argv and "--pilot" not in argv and argv[-2:] == ["--", "http://x/"]
+
+
+def test_launch_browser_answers_once_the_launched_pages_capture_is_flowing(tmp_path):
+    """The answer waits for the launched extension's sync on the page (its sync held from before
+    the navigation is answered at once, so the next one comes), then for the page's capture to
+    arrive and go quiet: an observe right after the answer sees what the page logged."""
+    from _mcp_calls import parsed, session_for, start
+
+    from gasoline.core.store import CONSOLE
+    from gasoline.tools.interact import CAPTURE_FIRST, CAPTURE_QUIET
+
+    app = _app(tmp_path)
+
+    def step(clock, seconds):
+        """Advance in small steps, as time passes (each poll of the wait runs)."""
+        clock.pump([0.01] * int(round(seconds / 0.01)))
+
+    class FakeLauncher:
+        async def launch(self, url, **flags):
+            return "gasoline browser: detached (pid 1, browser pid 2, tab 3)"
+
+    app.tools.launcher = FakeLauncher()
+    link = app.extension
+    held = link.sync({"settings": {"tracked_tab_id": 3, "tracked_tab_url": "about:blank"}})
+    step(app.clock, 0.1)
+    assert not held.called  # the long poll holds it
+    out = start(app, session_for(app, "a"), "interact",
+                {"what": "launch_browser", "url": "http://example.test/app?x=1"})
+    step(app.clock, 0.1)
+    assert held.called and out == []  # answered at once: the extension syncs again
+    link.sync({"settings": {"tracked_tab_id": 3, "tracked_tab_url": "about:blank"}})
+    step(app.clock, 0.5)
+    assert out == []  # the tab has not navigated yet
+    link.sync({"settings": {"tracked_tab_id": 3,
+                            "tracked_tab_url": "http://example.test/app?x=1"}})
+    step(app.clock, 0.1)
+    app.store.add(CONSOLE, [{"level": "error", "message": "boom"}])  # the page's capture
+    step(app.clock, CAPTURE_QUIET / 2)
+    app.store.add(CONSOLE, [{"level": "error", "message": "boom 2"}])
+    step(app.clock, CAPTURE_QUIET / 2)
+    assert out == []  # still arriving
+    step(app.clock, CAPTURE_QUIET + 0.1)
+    failed, summary, payload = parsed(out)
+    assert not failed and payload["capture_flowing"] is True, payload
+    assert payload["waited_ms"] < 2000
+
+    # A page that captures nothing: flowing once shown for CAPTURE_FIRST seconds.
+    out = start(app, session_for(app, "b"), "interact",
+                {"what": "launch_browser", "url": "http://example.test/quiet"})
+    step(app.clock, 0.1)
+    link.sync({"settings": {"tracked_tab_id": 4, "tracked_tab_url": "http://example.test/quiet"}})
+    step(app.clock, CAPTURE_FIRST - 0.5)
+    assert out == []
+    step(app.clock, 1.0)
+    failed, _, payload = parsed(out)
+    assert not failed and payload["capture_flowing"] is True, payload

@@ -248,3 +248,73 @@ def test_help_of_connect_and_identity(tmp_path):
         assert len(lines) == 1 and "--bogus" in lines[0] and "--help" in lines[0], out.stderr
     out = gasoline("--help")
     assert out.returncode == 0 and "identity" in out.stdout
+
+
+def test_every_command_naming_a_port_finds_the_daemons_state_dir_as_the_connector_does(two):
+    """`--port` alone (the default state dir points at the other daemon's): pair, client-proof,
+    status, doctor and identity act on the state dir the named daemon's /health reports, its
+    identity checked; the other daemon's dir is never used."""
+    named, bystander = two
+    env = {"GASOLINE_STATE_DIR": str(bystander.state_dir)}
+    port = str(named.port)
+    pair = gasoline("pair", "--port", port, env=env)
+    assert pair.returncode == 0, pair.stderr
+    proof = gasoline("client-proof", "fixed-app", "--port", port, "--json", env=env)
+    assert proof.returncode == 0, proof.stderr
+    headers = json.loads(proof.stdout)
+    # What it printed is what the named daemon serves as fixed-app (the bystander's key would
+    # be refused with 403).
+    answer = get(named.url + "/clients", headers=headers, body={"client_id": "fixed-app"})
+    assert answer["client_id"] == "fixed-app"
+    status = gasoline("status", "--port", port, "--json", env=env)
+    assert status.returncode == 0 and json.loads(status.stdout)["state_dir"] == \
+        str(named.state_dir)
+    assert f"state dir: {named.state_dir}" in gasoline("status", "--port", port, env=env).stdout
+    doctor = gasoline("doctor", "--port", port, "--json", env=env)
+    checks = {c["check"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["state_dir"]["status"] == "ok" and str(named.state_dir) in \
+        checks["state_dir"]["detail"]
+    ident = gasoline("identity", "--port", port, "--json", env=env)
+    assert ident.returncode == 0
+    assert_alive(bystander)
+
+
+def test_a_port_whose_daemon_names_another_daemons_state_dir_is_refused(two, tmp_path):
+    """A process on the port that says its state dir is another daemon's (its /health names it)
+    but cannot offer that dir's identity: pair and client-proof refuse, status and doctor say
+    the state dir is unknown."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    named, bystander = two
+    pairing = json.dumps(get(bystander.url + "/pairing", headers=EXTENSION_HEADERS)).encode()
+    health = get(named.url + "/health")  # names named's state dir
+
+    class Squatter(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pairing if self.path == "/pairing" else json.dumps(health).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Squatter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = str(server.server_address[1])
+    try:
+        for args in (["pair", "--port", port], ["client-proof", "x-app", "--port", port]):
+            out = gasoline(*args)
+            assert out.returncode == 1 and out.stdout == "", out
+            assert "offers identity" in out.stderr and str(named.state_dir) in out.stderr, out
+        status = gasoline("status", "--port", port)
+        assert "state dir: unknown (the daemon at" in status.stdout, status.stdout
+        doctor = json.loads(gasoline("doctor", "--port", port, "--json").stdout)
+        assert any(c["check"] == "state_dir" and c["status"] == "fail"
+                   for c in doctor["checks"]), doctor
+    finally:
+        server.shutdown()
+        server.server_close()

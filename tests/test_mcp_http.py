@@ -507,3 +507,59 @@ def test_daemon_stop_closes_sessions_and_their_streams(client, app, clock):
     assert response.done and app.mcp.sessions == {} and app.resource.mounts[b"mcp"].connections == {}
     assert app.registry.get("repo-z").connections == 0
     assert clock.getDelayedCalls() == []
+
+
+# -- a plain HTTP client with a fixed id ----------------------------------------------------------
+
+
+def named(client_id):
+    """A hand-wired HTTP client's headers: its id and proof, no X-Gasoline-Connection."""
+    return client_headers(_APP[0], client_id)
+
+
+def test_a_plain_client_with_a_fixed_id_gets_a_session_per_initialize_and_delete_ends_it(
+        client, app, clock):
+    h = named("fixed-a")
+    first = client.initialize(headers=h)
+    second = client.initialize(headers=h)
+    # Each initialize has its own session id; the second did not replace the first.
+    assert first and second and first != second
+    assert {s.client_id for s in app.mcp.sessions.values()} == {"fixed-a"}
+    assert app.registry.get("fixed-a").connections == 2
+    # Both sessions work, and share the client's state (its cursors): one read consumes.
+    app.store.add(CONSOLE, [{"level": "error", "message": "x"}])
+    args = {"name": "observe", "arguments": {"what": "errors"}}
+    count = lambda b: json.loads(json.loads(b)["result"]["content"][0]["text"].partition("\n")[2])["count"]  # noqa: E731
+    response, body = call(client, first, 2, "tools/call", args, h)
+    assert response.code == 200 and count(body) == 1
+    assert count(call(client, second, 2, "tools/call", args, h)[1]) == 0
+    # DELETE ends one session; the client is still connected through the other.
+    assert client.request("DELETE", headers={**h, "mcp-session-id": first})[0].code == 204
+    assert call(client, first, 3, "tools/list", headers=h)[0].code == 404
+    assert call(client, second, 3, "tools/list", headers=h)[0].code == 200
+    assert app.registry.get("fixed-a").connections == 1
+    # The last DELETE: the client is shown idle (not connected), then gone after the TTL.
+    assert client.request("DELETE", headers={**h, "mcp-session-id": second})[0].code == 204
+    state = app.registry.get("fixed-a")
+    assert state is not None and state.connections == 0
+    listed = {c["id"]: c["connected"] for c in app.registry.summary()["list"]}
+    assert listed["fixed-a"] is False
+    app.registry.expire(clock.seconds() + app.registry.ttl)
+    assert app.registry.get("fixed-a") is None
+
+
+def test_a_fixed_id_session_is_not_usable_by_another_client_id_or_without_the_proof(client, app):
+    sid = client.initialize(headers=named("fixed-b"))
+    assert call(client, sid, 2, "tools/list", headers=named("fixed-c"))[0].code == 404
+    response, body = call(client, sid, 2, "tools/list", headers={"X-Gasoline-Client": "fixed-b"})
+    assert response.code == 403 and json.loads(body)["error"]["data"]["error"] == "client_proof"
+    assert client.request("DELETE", headers={**named("fixed-c"), "mcp-session-id": sid})[0].code \
+        == 404
+    assert app.registry.get("fixed-b").connections == 1
+
+
+def test_a_fixed_id_request_without_a_session_stands_alone_as_that_client(client, app):
+    response, body = call(client, None, 1, "tools/list",
+                          headers={**named("fixed-d"), "MCP-Protocol-Version": "2026-07-28"})
+    assert response.code == 200 and "result" in json.loads(body)
+    assert app.registry.get("fixed-d") is not None

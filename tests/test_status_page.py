@@ -143,6 +143,14 @@ def test_state_shows_agents_calls_and_extension_but_no_captured_content(tmp_path
     assert ext["tracked_origin"] == "https://shop.example"
     assert ext["daemon_fingerprint"]
     assert state["buffers"]["console"]["used"] == 1
+    assert ext["gone"] is False
+    # The browser goes away (no sync within the link's disconnect delay): its tab and pilot are
+    # shown gone, not as it last said.
+    clock.advance(app.extension.disconnect_after + 1)
+    ext = json.loads(get(treq, "/ui/state")[1])["extension"]
+    assert ext["connected"] is False and ext["gone"] is True
+    assert ext["pilot"] is None and ext["tracked_tab"] is None and ext["tracking"] is None
+    assert ext["tracked_origin"] is None
 
 
 def test_errors_are_counted_by_kind(tmp_path):

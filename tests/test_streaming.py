@@ -142,6 +142,21 @@ def test_configure_answers_the_issue_shape_and_warns_for_all(app, clock):
     assert "invalid_param" in bad and "nope" in bad
 
 
+@pytest.mark.parametrize("action", ["enable", "disable", "status"])
+def test_every_streaming_answer_has_the_published_enabled_key(app, clock, action):
+    """The published Gasoline's scripts read `enabled`; `streaming_enabled` stays too."""
+    a = Agent(app, "pub")
+    if action != "enable":
+        a.subscribe(["error"])
+    body = payload(a.tool("configure", {"what": "streaming", "streaming_action": action,
+                                        "events": ["error"]}))
+    assert body["enabled"] is body["streaming_enabled"] is (action != "disable")
+    if action == "status":
+        a.tool("configure", {"what": "streaming", "streaming_action": "disable"})
+        off = payload(a.tool("configure", {"what": "streaming", "streaming_action": "status"}))
+        assert off["enabled"] is off["streaming_enabled"] is False
+
+
 # -- matching and delivery ------------------------------------------------------------------------
 
 

@@ -103,6 +103,27 @@ def test_acting_modes_are_refused_when_the_pilot_is_disabled(h, mode, args):
     assert h.commands() == [] and actions(h) == []
 
 
+@pytest.mark.parametrize("launched,words,not_words", [
+    (None, ["popup"], ["--pilot"]),  # the user's own browser: the popup's switch
+    ({"headless": False}, ["gasoline browser --pilot"], ["in the Gasoline extension popup"]),
+    ({"headless": True}, ["gasoline browser --pilot", "headless: it has no popup"],
+     ["in the Gasoline extension popup"]),
+])
+def test_the_pilot_hint_fits_how_the_browser_was_started(h, launched, words, not_words):
+    """A browser `gasoline browser` started says so in its settings (`launched`): the fix is
+    its --pilot option, not a popup (a headless browser has none)."""
+    h.app.extension.settings["pilot_enabled"] = False
+    if launched is not None:
+        h.app.extension.settings["launched"] = launched
+    with pytest.raises(GasolineError) as e:
+        run(h, "click", {"selector": "#a"})
+    assert e.value.code == "pilot_disabled"
+    for w in words:
+        assert w in e.value.retry
+    for w in not_words:
+        assert w not in e.value.retry
+
+
 def test_recorded_actions_carry_the_extensions_selectors_and_replay(h):
     d = run(h, "click", {"selector": "text=Save"})
     [cmd] = h.commands()

@@ -21,6 +21,7 @@ export const STORAGE_KEYS = Object.freeze({
   allowFileUrls: 'gasolineAllowFileUrls',     // agents may open / target file: URLs (options page)
   agentsMayTrack: 'gasolineAgentsMayTrack',   // new_tab / switch_tab may add to what is tracked (popup)
   daemonIdentity: 'gasolineDaemonIdentity',   // the pinned daemon identity {key, fingerprint, paired_at}
+  launchedBy: 'gasolineLaunchedBy',       // {by, headless} when `gasoline browser` started this browser
 });
 
 /** Accepts a port number, "host:port" or a URL; returns "http://host:port" (loopback only). */
@@ -49,6 +50,7 @@ export function portOf(serverUrl) {
 }
 
 const bool = (v, dflt) => (typeof v === 'boolean' ? v : dflt);
+const launchedOf = (v) => (v && typeof v === 'object' ? { headless: v.headless === true } : null);
 const identityOf = (v) => (v && typeof v === 'object' && typeof v.key === 'string' && v.key ? v : null);
 
 export function settingsFromStorage(raw) {
@@ -70,6 +72,7 @@ export function settingsFromStorage(raw) {
     allowFileUrls: bool(raw[STORAGE_KEYS.allowFileUrls], false),
     agentsMayTrack: bool(raw[STORAGE_KEYS.agentsMayTrack], false),
     daemonIdentity: identityOf(raw[STORAGE_KEYS.daemonIdentity]),
+    launchedBy: launchedOf(raw[STORAGE_KEYS.launchedBy]),
   };
 }
 

@@ -7,10 +7,14 @@ import { addTrackedTab, untrackTab } from '../lib/tracking.js';
 import { loadSettings } from './config.js';
 import { pairing } from './daemon.js';
 import { connection } from './status.js';
-import { statusSnapshot, refreshHealth } from './sync.js';
+import { statusSnapshot, refreshHealth, wakeSync } from './sync.js';
 
-/** Registers the message listener (once, at the worker's top level). */
-export function installMessages() {
+/**
+ * Registers the message listener (once, at the worker's top level). `onPaired` runs once the
+ * popup's "Pair" pinned the daemon's key: by default it wakes the /sync loop, so the worker pairs
+ * at once instead of after its current wait. (`pair` and `onPaired` are replaceable for tests.)
+ */
+export function installMessages({ pair = pairWith, onPaired = wakeSync } = {}) {
   chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
     if (!msg || typeof msg.type !== 'string') return false;
     if (msg.type === 'gasoline:annotation') {
@@ -30,7 +34,10 @@ export function installMessages() {
       return true;
     }
     if (msg.type === 'gasoline:pair') {
-      pairWith(msg.fingerprint).then(sendResponse, (e) => sendResponse({ ok: false, error: String((e && e.message) || e) }));
+      pair(msg.fingerprint).then((answer) => {
+        if (answer && answer.ok) onPaired();
+        sendResponse(answer);
+      }, (e) => sendResponse({ ok: false, error: String((e && e.message) || e) }));
       return true;
     }
     if (msg.type === 'gasoline:unpair') {

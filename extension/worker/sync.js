@@ -27,14 +27,16 @@ const HEALTH_EVERY_MS = 10000;
 
 // `running`: a loop is under way; `wake`: cuts its sleep short; `lastHealthAt`: when /health was
 // last read; `lastStatusText`: the status last published.
-const loop = { running: false, wake: null, lastHealthAt: 0, lastStatusText: '' };
+const loop = { running: false, wake: null, woken: false, lastHealthAt: 0, lastStatusText: '' };
 
 /** Poll now (a result is ready, the settings changed). */
 export function wakeSync() {
   if (loop.wake) loop.wake();
+  else loop.woken = true; // mid-poll: the next sleep is skipped, so nothing waits a full delay
 }
 
-function sleepOrWake(ms) {
+export function sleepOrWake(ms) {
+  if (loop.woken) { loop.woken = false; return Promise.resolve(); }
   return new Promise((resolve) => {
     const timer = setTimeout(() => { loop.wake = null; resolve(); }, ms);
     loop.wake = () => { clearTimeout(timer); loop.wake = null; resolve(); };
@@ -100,6 +102,8 @@ async function syncOnce() {
       capture_actions: s.captureActions,
       dropped_items: drops.dropped,
       loaded_before_tracking: (await loadedBeforeTracking()).filter((id) => isTrackedTab(s, id)),
+      // How this browser was started, so the daemon's hints fit it (`--pilot`, not the popup).
+      launched: s.launchedBy,
     },
     extension_logs: logs,
     in_progress: commands.inProgress(),

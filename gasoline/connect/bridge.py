@@ -21,6 +21,11 @@ L{Discovery}, so every behaviour below is unit-tested with C{task.Clock} and a f
    error (code -32000, C{data.error = "daemon_unavailable"}): never silence.
  - Stdin EOF: wait (at most C{bound}) for pending requests, then C{DELETE /clients/<id>}, then
    L{closed} fires.
+ - A problem waiting cannot fix (an HTTP server that is not Gasoline on the port; the daemon
+   answering registration with 401, or 403 twice: L{PermanentProblem}) ends the bridge at once:
+   every pending request gets the error (C{data.error = "daemon_refused"}), L{closed} fires and
+   C{on_permanent} is called with the one-line reason (the connector exits non-zero). Anything
+   else (nothing listening, a daemon starting, a 429, a 5xx) is retried within C{bound}.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR
-from gasoline.connect.errors import RegistrationRefused
+from gasoline.connect.errors import PermanentProblem, RegistrationRefused
 
 log = Logger()
 
@@ -109,8 +114,13 @@ class Bridge:
         min_backoff: float = 0.1,
         max_backoff: float = 2.0,
         max_queue: int = MAX_QUEUE,
+        on_permanent: Callable[[str], None] | None = None,
     ) -> None:
         self.clock = clock
+        self.on_permanent = on_permanent
+        #: Why the bridge gave up for good (L{PermanentProblem}), else None.
+        self.permanent_problem: str | None = None
+        self._proof_refusals = 0
         self.daemon = daemon
         self.discovery = discovery
         self._write = write
@@ -487,6 +497,8 @@ class Bridge:
             status = yield self.discovery.check()
             if status != "up":
                 self.last_problem = self.discovery.problem
+                if getattr(self.discovery, "permanent", False):
+                    raise PermanentProblem(self.discovery.problem)
                 if status == "starting":
                     self._backoff = self.min_backoff
                 raise _NotYet(self.discovery.problem)
@@ -501,8 +513,27 @@ class Bridge:
         except _NotYet:
             self._attempt_again()
             return
+        except PermanentProblem as e:
+            self._give_up(str(e))
+            return
         except RegistrationRefused as e:
             self.last_problem = f"the daemon refused registration: {e}"
+            if e.status == 401:
+                self._give_up(f"the Gasoline daemon at {self.daemon.base_url} refused this "
+                              f"connector ({e}): give the daemon's key with --api-key or "
+                              "$GASOLINE_API_KEY")
+                return
+            if e.status == 403:
+                # The first refusal re-reads the client key (it may just have been made).
+                self._proof_refusals += 1
+                if self._proof_refusals >= 2:
+                    self._give_up(f"the Gasoline daemon at {self.daemon.base_url} refused this "
+                                  f"connector ({e}): run it as the daemon's user, with the "
+                                  "daemon's --state-dir (its client key), and --api-key if the "
+                                  "daemon has one")
+                    return
+                self._attempt_again(backoff=self.min_backoff)
+                return
             log.warn("{problem}", problem=self.last_problem)
             self._attempt_again(backoff=self.max_backoff)
             return
@@ -512,6 +543,7 @@ class Bridge:
             self._attempt_again()
             return
         self._attempting = False
+        self._proof_refusals = 0
         if self._closing:
             return
         was = self.state
@@ -522,6 +554,18 @@ class Bridge:
             log.info("reconnected to the Gasoline daemon; resending {n} message(s)", n=len(self._queue))
         self._open_stream()
         self._pump()
+
+    def _give_up(self, problem: str) -> None:
+        """A L{PermanentProblem}: answer everything pending with it and end (see the module
+        docstring)."""
+        self._attempting = False
+        self.last_problem = self.permanent_problem = problem
+        for p in list(self._pending.values()):
+            self._answer_error(p.id, DAEMON_UNAVAILABLE, f"Gasoline connector: {problem}",
+                               error="daemon_refused")
+        self._finish()
+        if self.on_permanent is not None:
+            self.on_permanent(problem)
 
     @inlineCallbacks
     def _restore_session(self):

@@ -137,6 +137,9 @@ class Discovery:
         self.spawner = spawner
         self.respawn_after = respawn_after
         self.problem = "not checked yet"
+        #: The last check found something that will not change by waiting (an HTTP server that
+        #: is not Gasoline answers on the port): L{problem} says what.
+        self.permanent = False
         self.last_spawn: float | None = None
         self.spawns = 0
 
@@ -145,12 +148,18 @@ class Discovery:
         """Fire with L{UP}, L{DOWN}, or L{STARTING} (a daemon was just started); never fails."""
         url = self.daemon.base_url
         health = yield self.daemon.health()
+        self.permanent = False
         if health is not None and health.get("service-name") == "gasoline":
             self.problem = ""
             return UP
         if health is not None:
+            status = health.get("status")
+            # An HTTP answer that is not Gasoline's (a 404 from another web server) is final; no
+            # answer at all (a hung process, a non-HTTP service) or a 5xx may pass.
+            self.permanent = isinstance(status, int) and 200 <= status < 500
+            shown = f"HTTP {status}" if isinstance(status, int) else "no HTTP answer"
             self.problem = (f"something that is not a Gasoline daemon answers at {url} "
-                            f"(HTTP {health.get('status')}); use --port/--url")
+                            f"({shown}); use --port/--url")
             return DOWN
         self.problem = f"no Gasoline daemon answers at {url}"
         if self.spawner is None:

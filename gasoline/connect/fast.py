@@ -11,7 +11,9 @@ docs/clients-and-connector.md for the measured cost):
 
  1. read the agent's first stdin line;
  2. if it is an C{initialize} request, the daemon's client key can be read in the state dir
-    (C{--state-dir}, C{$GASOLINE_STATE_DIR} or the default) and the daemon answers on its loopback
+    (C{--state-dir}, C{$GASOLINE_STATE_DIR} or the default; when it holds no key, or the daemon
+    refuses its proof and no C{--state-dir} was given, the one the daemon's C{/health} names,
+    as the ordinary path does) and the daemon answers on its loopback
     port, POST it to C{/mcp} in the connector form (the same C{X-Gasoline-Client} /
     C{X-Gasoline-Client-Proof} / C{X-Gasoline-Connection} headers the bridge uses, so it is the
     same MCP session) and write the daemon's answer to stdout;
@@ -131,27 +133,44 @@ def state_dir(options: dict[str, str]) -> str:
     return platformdirs.user_state_dir("gasoline", appauthor=False)
 
 
-def client_proof(options: dict[str, str], cid: str) -> str | None:
-    """The proof of C{cid} under the client key in the state dir (gasoline.common.client_proof,
-    with the standard library only); None when the key cannot be read there."""
-    import base64
-    import hmac
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA256 (RFC 2104) with C{hashlib.sha256}, already imported here: the C{hmac} module
+    would add its own imports to every connector's start (a test compares it with C{hmac})."""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(bytes(k ^ 0x36 for k in key) + message).digest()
+    return sha256(bytes(k ^ 0x5C for k in key) + inner).digest()
 
-    path = os.path.join(state_dir(options), "client-key")
+
+def client_proof(options: dict[str, str], cid: str, directory: str | None = None) -> str | None:
+    """The proof of C{cid} under the client key in C{directory} (default: the options' state
+    dir; gasoline.common.client_proof, with the standard library only); None when the key cannot
+    be read there. Base64url through C{binascii} (the C{base64} module's own imports are not
+    needed for two conversions)."""
+    import binascii
+
+    path = os.path.join(directory or state_dir(options), "client-key")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         try:
             text = os.read(fd, 4096).strip()
         finally:
             os.close(fd)
-        key = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
-    except (OSError, ValueError):
+        standard = text.translate(_FROM_URLSAFE) + b"=" * (-len(text) % 4)
+        key = binascii.a2b_base64(standard, strict_mode=True)
+    except (OSError, ValueError, binascii.Error):
         return None
-    if len(key) != 32:
-        return None
-    mac = hmac.new(key, b"gasoline-client-v1\0" + cid.encode("utf-8", "surrogateescape"),
-                   sha256).digest()
-    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
+    if len(key) != 32 or binascii.b2a_base64(key, newline=False).translate(
+            _TO_URLSAFE).rstrip(b"=") != text:
+        return None  # as gasoline.common.decode_client_key: exactly a 32-byte key's encoding
+    mac = hmac_sha256(key, b"gasoline-client-v1\0" + cid.encode("utf-8", "surrogateescape"))
+    encoded = binascii.b2a_base64(mac, newline=False).translate(_TO_URLSAFE)
+    return encoded.rstrip(b"=").decode("ascii")
+
+
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
@@ -168,8 +187,32 @@ def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
 
 def post_mcp(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
     """One blocking HTTP/1.1 POST /mcp to 127.0.0.1:C{port}: C{(status, content type, body)}."""
-    head = ["POST /mcp HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
-            f"Content-Length: {len(body)}"]
+    return _exchange(port, "POST", "/mcp", body, headers)
+
+
+def reported_state_dir(port: int, headers: dict[str, str]) -> str | None:
+    """The state dir the Gasoline daemon on C{port} names in its C{/health} (C{state_dir}), or
+    None (no Gasoline daemon answers, or it names none): where the connector reads its client
+    key when the daemon is not one it was told about (the rule of
+    L{gasoline.connect.proof.ClientKeyFile})."""
+    status, ctype, body = _exchange(port, "GET", "/health", None, headers)
+    health = loads(body) if status == 200 and ctype == "application/json" else None
+    if not isinstance(health, dict) or health.get("service-name") != "gasoline":
+        return None
+    path = health.get("state_dir")
+    if not isinstance(path, str) or not path or "\x00" in path or not os.path.isabs(path):
+        return None
+    return path
+
+
+def _exchange(port: int, method: str, path: str, body: bytes | None,
+              headers: dict[str, str]) -> tuple[int, str, bytes]:
+    """One blocking HTTP/1.1 request to 127.0.0.1:C{port}: C{(status, content type, body)}."""
+    head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close"]
+    if body is not None:
+        head.append(f"Content-Length: {len(body)}")
+    else:
+        body = b""
     head += [f"{k}: {v}" for k, v in headers.items()]
     request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -260,18 +303,31 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
             or message.get("id") is None:
         return Prelude(read)
     connection_id = os.urandom(8).hex()
-    proof = client_proof(options, cid)
-    if proof is None:
-        return Prelude(read)  # the ordinary path finds the daemon's key, or says why not
-    headers = {"Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json",
-               "X-Gasoline-Client": cid, "X-Gasoline-Client-Proof": proof,
-               "X-Gasoline-Connection": connection_id}
     api_key = options.get("--api-key") or os.environ.get("GASOLINE_API_KEY")
-    if api_key:
-        headers["X-Gasoline-Key"] = api_key
+    keyed = {"X-Gasoline-Key": api_key} if api_key else {}
+    proof = client_proof(options, cid)
+    asked = False
     try:
+        if proof is None:
+            # No key where this connector would start its daemon: the daemon that answers says
+            # where its state dir is (one round trip, as the ordinary path does through /health).
+            asked = True
+            reported = reported_state_dir(port, keyed)
+            proof = client_proof(options, cid, reported) if reported else None
+            if proof is None:
+                return Prelude(read)  # the ordinary path finds the daemon, or says why not
+        headers = {"Accept": "application/json, text/event-stream",
+                   "Content-Type": "application/json",
+                   "X-Gasoline-Client": cid, "X-Gasoline-Client-Proof": proof,
+                   "X-Gasoline-Connection": connection_id, **keyed}
         status, ctype, body = post_mcp(port, line, headers)
+        if status == 403 and not asked:
+            # A key, but not this daemon's (it runs on another state dir): ask it where.
+            reported = reported_state_dir(port, keyed)
+            other = client_proof(options, cid, reported) if reported else None
+            if other is not None and other != proof:
+                headers["X-Gasoline-Client-Proof"] = other
+                status, ctype, body = post_mcp(port, line, headers)
         answer = loads(body) if status == 200 and ctype == "application/json" else None
     except (OSError, ValueError, IndexError):
         return Prelude(read)

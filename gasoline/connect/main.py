@@ -244,7 +244,16 @@ def _connect(reactor, options: ConnectOptions):
         if lines is not None:
             lines.write_line(data)
 
-    bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"])
+    #: Why the connector gave up for good (a permanent problem), if it did.
+    gave_up: list[str] = []
+
+    def permanent(problem: str) -> None:
+        gave_up.append(problem)
+        sys.stderr.write(f"gasoline connect: {problem}\n")
+        stop()
+
+    bridge = Bridge(reactor, daemon, discovery, write, cwd=cwd, bound=options["bound"],
+                    on_permanent=permanent)
     if init_message is not None:
         bridge.adopt_initialize(init_message)
         from gasoline.connect.fast import resend
@@ -263,7 +272,13 @@ def _connect(reactor, options: ConnectOptions):
             lost = lines.when_lost()
             lines.transport.loseConnection()
             waits.append(lost.addTimeout(5, reactor))
-        DeferredList(waits, consumeErrors=True).addBoth(lambda _: done.callback(None))
+        def ended(_: object) -> None:
+            if gave_up:
+                done.errback(SystemExit(1))  # react exits with this code, no traceback
+            else:
+                done.callback(None)
+
+        DeferredList(waits, consumeErrors=True).addBoth(ended)
 
     def eof() -> None:
         log.info("stdin closed; unregistering {client_id}", client_id=client_id)

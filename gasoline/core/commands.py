@@ -257,6 +257,11 @@ class CommandQueue:
         self._waiters.append(waiter)
         return waiter.deferred
 
+    def wake(self) -> None:
+        """Answer every waiting long poll now (with whatever is deliverable, maybe nothing): the
+        extension then syncs again at once, with its current settings."""
+        self._wake()
+
     @property
     def waiting(self) -> int:
         """How many long polls are waiting (for tests and /health)."""

@@ -24,6 +24,11 @@ C{initialize} (a request on a connection without one is a 404, or, with
 C{MCP-Protocol-Version: 2026-07-28}, answered statelessly for that client id); answers are always plain JSON (200, or 202 without a body); C{GET /mcp} with the
 same headers streams that connection's notifications as SSE with ids and C{Last-Event-ID} replay.
 
+B{A plain client with a fixed id} (C{X-Gasoline-Client} and its proof, no
+C{X-Gasoline-Connection}) speaks streamable HTTP as any client does: each C{initialize} opens a
+session of that client id with its own C{Mcp-Session-Id} (several coexist, sharing the client's
+state), C{DELETE} ends one; a session id of another client is a 404.
+
 B{Legacy HTTP+SSE}: C{GET /mcp/sse} opens a session and sends C{event: endpoint} whose data is
 C{/mcp/messages/<session-id>}; POSTs there get 202 and their answers arrive on the stream as
 C{event: message}. Closing the stream ends the session (C{notifyFinish}); a session with no
@@ -317,14 +322,25 @@ class McpHTTP(Resource):
 
     def _connector_key(self, request) -> tuple[str, str] | None:
         """C{(client id, connection id)} of a connector-form request (its client id proven:
-        L{claimed_client}), or C{None} for the plain form.
+        L{claimed_client}, and an C{X-Gasoline-Connection}), or C{None} for the plain form (with
+        or without a named client: L{_named_client}).
 
         @raise GasolineError: a client id named without its proof (403), or malformed (400)."""
         client = claimed_client(request, self.server.registry.client_key)
-        if client is None:
+        conn = request.getHeader(b"x-gasoline-connection")
+        if client is None or conn is None:
             return None
-        conn = request.getHeader(b"x-gasoline-connection") or b"default"
         return client, conn.decode("utf-8", "replace")
+
+    def _named_client(self, request) -> str | None:
+        """The proven client id of a plain-form request (C{X-Gasoline-Client} and its proof,
+        no C{X-Gasoline-Connection}): a hand-wired HTTP client with a fixed id. It gets
+        C{Mcp-Session-Id} sessions like any streamable client, each a session of that id.
+
+        @raise GasolineError: a client id named without its proof (403), or malformed (400)."""
+        if request.getHeader(b"x-gasoline-connection") is not None:
+            return None
+        return claimed_client(request, self.server.registry.client_key)
 
     def _stateless_client(self, request,
                          key: tuple[str, str] | None) -> str | None | Literal[False]:
@@ -346,7 +362,7 @@ class McpHTTP(Resource):
             return False
         if version is not None and version != _STATELESS:
             return False
-        return None
+        return self._named_client(request)
 
     def _find(self, request) -> tuple[McpSession | None, bytes | None]:
         """The session a non-initialize request names, or the error body to answer."""
@@ -367,7 +383,12 @@ class McpHTTP(Resource):
             return None, _error_body(request, 400, INVALID_REQUEST,
                                      "Bad Request: Mcp-Session-Id header is required")
         session = self.server.sessions.get(sid.decode("latin-1"))
-        if session is None or session.transport != "streamable":
+        try:
+            named = self._named_client(request)
+        except GasolineError as e:
+            return None, _gasoline_error(request, e)
+        if session is None or session.transport != "streamable" or (
+                named is not None and session.client_id != named):
             return None, _error_body(request, 404, SESSION_NOT_FOUND,
                                      "Session not found: unknown or ended Mcp-Session-Id")
         return session, None
@@ -457,7 +478,9 @@ class McpHTTP(Resource):
                     if session is not None and session.extra_tools is None:
                         self._bind_late(request, session)
             elif is_init and request.getHeader(b"mcp-session-id") is None:
-                session = self.server.open_session(None, "streamable")
+                # Each initialize is a session of its own, for the named client (its state
+                # shared by its sessions) or for a fresh anonymous id.
+                session = self.server.open_session(self._named_client(request), "streamable")
                 session.on_close.append(_finish_streams)
                 new_session = True
             else:

@@ -146,10 +146,14 @@ class StatusPage:
             "extension_fingerprint": pairing.get("extension_fingerprint"),
             "launched_extensions": pairing.get("launched_extensions") or [],
             "refused_extensions": pairing.get("refused_extensions") or [],
-            "tracking": settings.get("tracking_enabled"),
-            "tracked_tab": settings.get("tracked_tab_id") or None,
-            "tracked_origin": _origin_only(settings.get("tracked_tab_url")),
-            "pilot": settings.get("pilot_enabled"),
+            # What the extension last said of its tab and pilot holds only while it syncs: a
+            # browser that went away (closed, killed) is shown gone, not "pilot: on" and its tab.
+            "gone": bool(link.last_sync) and not link.connected,
+            "tracking": settings.get("tracking_enabled") if link.connected else None,
+            "tracked_tab": (settings.get("tracked_tab_id") or None) if link.connected else None,
+            "tracked_origin": (_origin_only(settings.get("tracked_tab_url"))
+                               if link.connected else None),
+            "pilot": settings.get("pilot_enabled") if link.connected else None,
             "pending_commands": len(link.commands.outstanding()),
         }
 

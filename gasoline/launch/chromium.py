@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,36 @@ class LaunchError(RuntimeError):
     """The browser could not be found, started or prepared (the message says why)."""
 
 
-def find_chromium(explicit: str | None = None) -> str:
+def known_locations(platform: str = sys.platform,
+                    env: dict[str, str] | None = None) -> list[Path]:
+    """Where Chromium and Chrome install themselves off C{PATH}: the app bundles on macOS, the
+    program folders on Windows; none on Linux (the package manager puts them on C{PATH})."""
+    env = dict(os.environ) if env is None else env
+    if platform == "darwin":
+        bundles = [("Chromium.app", "Chromium"), ("Google Chrome.app", "Google Chrome"),
+                   ("Google Chrome for Testing.app", "Google Chrome for Testing")]
+        roots = [Path("/Applications"), Path(env.get("HOME", "~")).expanduser() / "Applications"]
+        return [root / app / "Contents" / "MacOS" / exe for root in roots for app, exe in bundles]
+    if platform == "win32":
+        folders = [env.get(k) or "" for k in ("PROGRAMFILES", "PROGRAMFILES(X86)",
+                                               "LOCALAPPDATA")]
+        return [Path(root) / vendor / "Application" / exe for root in folders if root
+                for vendor, exe in (("Chromium", "chrome.exe"),
+                                    (os.path.join("Google", "Chrome"), "chrome.exe"))]
+    return []
+
+
+def pipe_supported(platform: str = sys.platform) -> bool:
+    """Whether this platform can hand the browser the DevTools pipe (its fds 3 and 4): POSIX
+    (Linux, macOS) can; Twisted's process support on Windows passes only stdin, stdout and
+    stderr."""
+    return platform != "win32"
+
+
+def find_chromium(explicit: str | None = None, locations: list[Path] | None = None) -> str:
     """The browser executable: C{explicit} (a path or a name on C{PATH}), else the first of
-    L{BROWSER_NAMES} on C{PATH}. @raise LaunchError: none found."""
+    L{BROWSER_NAMES} on C{PATH}, else the first of L{known_locations} that exists (macOS app
+    bundles, Windows program folders). @raise LaunchError: none found."""
     if explicit:
         found = shutil.which(explicit)
         if found is None:
@@ -48,8 +76,12 @@ def find_chromium(explicit: str | None = None) -> str:
         found = shutil.which(name)
         if found is not None:
             return found
+    for path in known_locations() if locations is None else locations:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
     raise LaunchError("no Chromium or Chrome on PATH (looked for " + ", ".join(BROWSER_NAMES)
-                      + "); install one or pass --chromium PATH")
+                      + ") nor where they install themselves; install one or pass "
+                      "--chromium PATH")
 
 
 def extension_dir() -> Path:

@@ -58,8 +58,9 @@ class BrowserOptions(usage.Options):
     optParameters: list[list[Any]] = [
         ["port", "p", None, f"Daemon port on 127.0.0.1 (default {DEFAULT_PORT}).", tcp_port],
         ["state-dir", None, None,
-         "The daemon's state dir (default: $GASOLINE_STATE_DIR, else the platform's user state "
-         "dir); its identity is what the browser pins."],
+         "The daemon's state dir (default: the one the running daemon names, its identity "
+         "checked; for a daemon this command starts: $GASOLINE_STATE_DIR, else the platform's "
+         "user state dir); its identity is what the browser pins."],
         ["profile", None, None,
          "Browser profile directory to use and keep (default: a temporary one, removed at exit)."],
         ["chromium", None, None, "Browser executable (default: chromium, chromium-browser or "
@@ -75,6 +76,13 @@ class BrowserOptions(usage.Options):
         ["detach", None, "Return once the browser is ready; it keeps running (a background "
          "process ends it and removes its profile when it is closed)."],
     ]
+
+    def opt_version(self) -> None:
+        """Print Gasoline's version and exit."""
+        from gasoline import __version__
+
+        print(f"gasoline {__version__}")
+        raise SystemExit(0)
 
     def parseOptions(self, options=None):
         """As usual, but the URL may come before the options too (C{gasoline browser URL
@@ -112,7 +120,11 @@ class BrowserOptions(usage.Options):
             self["url"] = url = "http://" + url  # example.test/x, localhost:3000/x
         if not (url == "about:blank" or url.startswith(("http://", "https://", "file://"))):
             raise usage.UsageError("URL must be http://, https:// or file:// (or host[:port]/path)")
-        self["state-dir"] = Path(self["state-dir"]) if self["state-dir"] else default_state_dir()
+        #: --state-dir as given (None: the daemon's /health names it, checked against its
+        #: identity; L{gasoline.daemon_dir}). "state-dir" is where a daemon is started when none
+        #: runs, then the checked state dir of the daemon found.
+        self["state-dir-given"] = Path(self["state-dir"]) if self["state-dir"] else None
+        self["state-dir"] = self["state-dir-given"] or default_state_dir()
         self["base-url"] = f"http://127.0.0.1:{self['port'] or DEFAULT_PORT}"
 
 
@@ -123,6 +135,13 @@ def main(argv: list[str]) -> int:
     except usage.UsageError as e:
         sys.stderr.write(f"gasoline browser: {e}\n\n{options}\n")
         return 2
+    from gasoline.launch.chromium import pipe_supported
+
+    if not pipe_supported():
+        sys.stderr.write("gasoline browser: this platform cannot hand the browser its private "
+                         "DevTools pipe (Windows): load the extension unpacked in Chrome and pair "
+                         "it in its popup instead (README, \"The browser extension\")\n")
+        return 1
     if options["detach"]:
         return _detach(argv, options)
     from twisted.internet.task import react
@@ -214,7 +233,12 @@ class Launch:
         executable = find_chromium(options["chromium"])
         extension = extension_dir()
         base = options["base-url"]
-        offered = await self._daemon()
+        health, offered = await self._daemon()
+        from gasoline.daemon_dir import checked_state_dir
+
+        # The daemon's own state dir (as the connector finds it), its identity checked.
+        options["state-dir"] = checked_state_dir(base, health, offered,
+                                                 options["state-dir-given"])
         identity = prepair.pinned_identity(options["state-dir"], offered, base)
 
         if options["profile"]:
@@ -242,7 +266,7 @@ class Launch:
                                                    os.getpid())
         settings = prepair.prepaired_settings(
             base, identity, tab, options["url"], pilot=options["pilot"],
-            track_all=options["track-all"])
+            track_all=options["track-all"], headless=options["headless"])
         await prepair.apply(self.browser, worker, settings)
         await self._until_connected(worker, tab)
         await self.browser.evaluate(
@@ -251,8 +275,8 @@ class Launch:
         await self.browser.call("Target.detachFromTarget", {"sessionId": worker})
         return tab
 
-    async def _daemon(self) -> dict[str, Any] | None:
-        """Find (or start) the daemon; its C{GET /pairing} answer."""
+    async def _daemon(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Find (or start) the daemon; its C{GET /health} and C{GET /pairing} answers."""
         import treq
         from treq.client import HTTPClient
         from twisted.web.client import Agent, HTTPConnectionPool
@@ -282,13 +306,15 @@ class Launch:
             await self._sleep(0.25)
         if discovery.spawns:
             _say(f"gasoline browser: started a daemon at {base} (state dir {options['state-dir']})")
+        health = await daemon.health()
         response = await http.get(base + "/pairing", headers=Headers({
             "X-Gasoline-Client": ["gasoline-extension/launcher"]}))
         body = await treq.content(response)
         try:
-            return json.loads(body) if response.code == 200 else None
+            offered = json.loads(body) if response.code == 200 else None
         except ValueError:
-            return None
+            offered = None
+        return health, offered
 
     async def _worker(self, extension: Path) -> str:
         """Attach to the extension's service worker once its APIs are up; the session id."""

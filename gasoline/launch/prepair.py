@@ -37,55 +37,38 @@ from pathlib import Path
 from typing import Any
 
 from gasoline.core.identity import (
-    IDENTITY_FILE,
     PairingError,
     b64u,
     fingerprint_of,
-    public_key_from_pem,
     unb64u,
 )
 from gasoline.core.pins import remove_launch_grant, write_launch_grant
+from gasoline.daemon_dir import StateDirProblem, checked_state_dir, daemon_public_key
 
 
-class IdentityMismatch(RuntimeError):
-    """The daemon on the port is not the one whose state dir the launcher read."""
-
-
-def daemon_public_key(state_dir: Path) -> bytes | None:
-    """The raw P-256 public key in C{<state_dir>/identity.pem}, or C{None} (no such file, or a form
-    the PEM reader does not know)."""
-    try:
-        data = (Path(state_dir) / IDENTITY_FILE).read_bytes()
-    except OSError:
-        return None
-    return public_key_from_pem(data)
+#: The daemon on the port is not the one whose state dir the launcher read (the check every
+#: command that names a daemon makes: L{gasoline.daemon_dir}).
+IdentityMismatch = StateDirProblem
 
 
 def pinned_identity(state_dir: Path, offered: dict[str, Any] | None, server_url: str) -> dict[str, Any]:
     """The identity to pin: the key in the state dir, checked against C{offered} (the C{GET
-    /pairing} answer of the daemon on the port). @raise IdentityMismatch: they differ, or either
-    is missing."""
+    /pairing} answer of the daemon on the port; L{checked_state_dir}). @raise IdentityMismatch:
+    they differ, or either is missing."""
+    checked_state_dir(server_url, None, offered, Path(state_dir))
     key = daemon_public_key(state_dir)
-    if key is None:
-        raise IdentityMismatch(
-            f"no daemon identity in {state_dir} ({IDENTITY_FILE}); pass the running daemon's "
-            f"--state-dir")
-    encoded = b64u(key)
-    if not offered or offered.get("key") != encoded:
-        theirs = (offered or {}).get("fingerprint", "none")
-        raise IdentityMismatch(
-            f"the daemon at {server_url} offers identity {theirs}, but {state_dir} holds "
-            f"{fingerprint_of(key)}: pass that daemon's --state-dir (or stop the other daemon)")
-    return {"key": encoded, "fingerprint": fingerprint_of(key),
+    assert key is not None  # just checked
+    return {"key": b64u(key), "fingerprint": fingerprint_of(key),
             "paired_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
             "server_url": server_url, "paired_by": "gasoline browser"}
 
 
 def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, tab_url: str,
-                       *, pilot: bool, track_all: bool) -> dict[str, Any]:
+                       *, pilot: bool, track_all: bool, headless: bool = False) -> dict[str, Any]:
     """Exactly what L{apply} writes to C{chrome.storage.local} (keys of extension/lib/settings.js):
     C{serverUrl}, C{gasolineDaemonIdentity} (the pinned identity), C{trackedTabId} /
-    C{trackedTabUrl} (the opened tab), C{gasolineTrackAllTabs} and C{aiWebPilotEnabled}."""
+    C{trackedTabUrl} (the opened tab), C{gasolineTrackAllTabs}, C{aiWebPilotEnabled} and
+    C{gasolineLaunchedBy} (how the browser was started)."""
     return {
         "serverUrl": server_url,
         "gasolineDaemonIdentity": identity,
@@ -93,6 +76,9 @@ def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, t
         "trackedTabUrl": tab_url,
         "gasolineTrackAllTabs": bool(track_all),
         "aiWebPilotEnabled": bool(pilot),
+        # The extension sends it with its settings: the daemon's hints then name this command's
+        # options (--pilot) instead of a popup a headless browser does not have.
+        "gasolineLaunchedBy": {"by": "gasoline browser", "headless": bool(headless)},
     }
 
 

@@ -29,7 +29,8 @@ It keeps the server and everything the server starts from outliving the daemon:
      systems without C{/proc}.)
 
 Without C{PR_SET_CHILD_SUBREAPER} or C{/proc} (not Linux) the process group is what is ended: a
-descendant that calls C{setsid} there is not followed (C{docs/proxy.md}).
+descendant that calls C{setsid} there is not followed (C{docs/proxy.md}). The option C{portable}
+takes that path on Linux too (tests force it there).
 
 Standard library only and no site-packages (C{-I -S}): it starts in a few milliseconds.
 """
@@ -41,13 +42,18 @@ import time
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
+#: Where the process table is read (Linux); None: not read (the portable path: the option
+#: C{portable} forces it on Linux, for tests; elsewhere the directory is simply missing).
+PROC: str | None = "/proc"
 
 
 def _table() -> dict[int, tuple[int, int]] | None:
     """pid -> (ppid, pgrp) of every live (non-zombie) process (Linux C{/proc}); None where that
     cannot be read."""
+    if PROC is None:
+        return None
     try:
-        names = os.listdir("/proc")
+        names = os.listdir(PROC)
     except OSError:
         return None
     table = {}
@@ -55,7 +61,7 @@ def _table() -> dict[int, tuple[int, int]] | None:
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
+            with open(f"{PROC}/{name}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
             continue
@@ -165,19 +171,34 @@ def _limits(options: list[str]) -> list[tuple[int, int, int]]:
     return out
 
 
-def main() -> None:
-    parent, grace = int(sys.argv[1]), float(sys.argv[2])
-    split = sys.argv.index("--")
-    options, argv = sys.argv[3:split], sys.argv[split + 1:]
-    os.setsid()
+def linux_guards() -> bool:
+    """C{PR_SET_PDEATHSIG} and C{PR_SET_CHILD_SUBREAPER} (3. and 4. above) where the C library
+    has C{prctl} (Linux); False elsewhere (macOS, the BSDs: the daemon's stop path, its group
+    kill and the server's stdin EOF remain)."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except Exception:  # not Linux: the daemon's stop path and stdin EOF remain
-        pass
+        prctl = libc.prctl
+    except (OSError, AttributeError, ImportError):
+        return False
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return True
+
+
+def main() -> None:
+    global PROC
+    parent, grace = int(sys.argv[1]), float(sys.argv[2])
+    split = sys.argv.index("--")
+    options, argv = sys.argv[3:split], sys.argv[split + 1:]
+    portable = "portable" in options  # the path of systems without prctl and /proc
+    options = [o for o in options if o != "portable"]
+    os.setsid()
+    if portable:
+        PROC = None
+    else:
+        linux_guards()
     if os.getppid() != parent:
         os._exit(70)
     limits = _limits(options) if options else []

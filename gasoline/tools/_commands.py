@@ -21,11 +21,24 @@ class PilotDisabled(GasolineError):
              "modes (get_text, list_interactive, screenshot, ...) work without it.")
 
 
+#: The fix when the browser was started by C{gasoline browser} (its extension says so in its
+#: settings, C{launched}): that command's option, not a popup (a headless browser has none).
+LAUNCHED_PILOT_FIX = ("This browser was started by `gasoline browser` without --pilot{headless}: "
+                      "end it and start it again with `gasoline browser --pilot URL` (or "
+                      "interact launch_browser with pilot:true); reading modes (get_text, "
+                      "list_interactive, screenshot, ...) work without it.")
+
+
 def require_pilot(ctx: Any) -> None:
     settings = getattr(getattr(ctx.app, "extension", None), "settings", None) or {}
     if settings.get("pilot_enabled") is False:
-        raise PilotDisabled(f"interact {ctx.mode or ''} is refused: the extension reports "
-                            "AI Web Pilot disabled".replace("  ", " "))
+        error = PilotDisabled(f"interact {ctx.mode or ''} is refused: the extension reports "
+                              "AI Web Pilot disabled".replace("  ", " "))
+        launched = settings.get("launched")
+        if isinstance(launched, dict):
+            error.retry = LAUNCHED_PILOT_FIX.format(
+                headless=" (headless: it has no popup)" if launched.get("headless") else "")
+        raise error
 
 
 class ExtensionTooOld(GasolineError):

@@ -2,7 +2,8 @@
 The tool side of context streaming (the machinery is L{gasoline.streaming}):
 
  - C{configure {what:"streaming", enabled, subscribe, filters}} (also C{streaming_action}
-   enable / disable / status) answers C{{configured, streaming_enabled, subscribe, filters}};
+   enable / disable / status) answers C{{configured, streaming_enabled, subscribe, filters}},
+   with C{enabled} beside C{streaming_enabled} (the published Gasoline's name for it);
  - C{observe {what:"events", since?, wait_ms?, limit?}} returns the caller's pending events,
    oldest first, and acknowledges them; with C{wait_ms} (at most 50 000) it long-polls until an
    event arrives, with C{notifications/progress} when the request carried a progress token;
@@ -38,6 +39,7 @@ def configure_streaming(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     if action == "status" or (action is None and "enabled" not in args
                               and "subscribe" not in args and "filters" not in args):
         status = streaming.status(ctx.state)
+        status["enabled"] = status["streaming_enabled"]  # the published shape's key
         if status["streaming_enabled"]:
             status["events_url"] = streaming.events_url(ctx.state.client_id)
         word = "on" if status["streaming_enabled"] else "off"
@@ -50,10 +52,10 @@ def configure_streaming(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     agent = streaming.configure(ctx.state, subscription)
     if agent is None:
         return ctx.ok("streaming disabled: you will receive no more browser events",
-                      {"configured": True, "streaming_enabled": False, "subscribe": [],
-                       "filters": None})
+                      {"configured": True, "streaming_enabled": False, "enabled": False,
+                       "subscribe": [], "filters": None})
     assert subscription is not None  # None (disable) configures no agent
-    body: dict[str, Any] = {"configured": True, "streaming_enabled": True,
+    body: dict[str, Any] = {"configured": True, "streaming_enabled": True, "enabled": True,
                             "subscribe": list(subscription.types),
                             "filters": subscription.filters(),
                             # GET /events for consumers that do not speak MCP: only this agent

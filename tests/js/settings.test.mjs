@@ -35,8 +35,16 @@ test('settings default to nothing tracked, the pilot off and every capture on', 
     serverUrl: DEFAULT_SERVER_URL, trackedTabId: 0, trackedTabUrl: '', trackedTabTitle: '', extraTabs: [],
     trackAllTabs: false, pilotEnabled: false, captureLogs: true, captureNetwork: true,
     captureWebSocket: true, captureActions: true, allowFileUrls: false, agentsMayTrack: false,
-    daemonIdentity: null,
+    daemonIdentity: null, launchedBy: null,
   });
+});
+
+test('a browser `gasoline browser` started says so (headless or not), nothing else is kept', () => {
+  const launched = (v) => settingsFromStorage({ [STORAGE_KEYS.launchedBy]: v }).launchedBy;
+  assert.deepEqual(launched({ by: 'gasoline browser', headless: true }), { headless: true });
+  assert.deepEqual(launched({ by: 'gasoline browser', headless: 'yes' }), { headless: false });
+  assert.equal(launched('x'), null);
+  assert.equal(launched(undefined), null);
 });
 
 test('stored values of the wrong type fall back to the defaults', () => {

@@ -20,7 +20,7 @@ const { settingsFromStorage, STORAGE_KEYS } = await import('../../extension/lib/
 const status = await import('../../extension/worker/status.js');
 const { daemonChanged, trackingChanged, tracksAnything } = await import('../../extension/worker/config.js');
 const { tagItem } = await import('../../extension/worker/capture.js');
-const { nextPollMs, failureDelayMs, pollDelayMs, statusSnapshot, IDLE_POLL_MS } = await import('../../extension/worker/sync.js');
+const { nextPollMs, failureDelayMs, pollDelayMs, statusSnapshot, IDLE_POLL_MS, wakeSync, sleepOrWake } = await import('../../extension/worker/sync.js');
 const { needsPilot } = await import('../../extension/worker/commands.js');
 
 const settings = (raw = {}) => settingsFromStorage(raw);
@@ -140,4 +140,21 @@ test("the popup's status: connection, pairing, this run, and each capture queue'
   assert.deepEqual([snap.capturing_tabs, snap.pulled, snap.dropped], [[], { untracked: 0 }, 0]);
   // The failed-load listener is not installed here (no chrome.webRequest): only the tab filter's count.
   assert.deepEqual(snap.failed_loads, { untracked: 0 });
+});
+
+test('a wake cuts the sync loop\'s sleep short, and one that comes mid-poll skips the next sleep', async () => {
+  const started = Date.now();
+  const sleeping = sleepOrWake(5000);
+  wakeSync();
+  await sleeping;
+  assert.ok(Date.now() - started < 1000, 'a sleeping loop wakes at once');
+  // The popup's Pair while a poll is under way (no sleep to cut): the next sleep is skipped, so
+  // the worker does not wait out a full delay (up to 5 s) before it pairs.
+  wakeSync();
+  const again = Date.now();
+  await sleepOrWake(5000);
+  assert.ok(Date.now() - again < 1000, 'a wake mid-poll is kept for the next sleep');
+  const plain = Date.now();
+  await sleepOrWake(50);
+  assert.ok(Date.now() - plain >= 40, 'without a wake the loop sleeps as asked');
 });

@@ -45,8 +45,8 @@ function drawExtension(x) {
     ...((x.refused_extensions || []).length ? [['refused extensions', el('code', {}, x.refused_extensions.join(' '))]] : []),
     ['last seen', ago(since(x.last_seen))],
     ['version', x.version || '—'],
-    ['tracking', x.tracking ? `tab ${x.tracked_tab ?? '—'}${x.tracked_origin ? ` · ${x.tracked_origin}` : ''}` : 'no tab'],
-    ['pilot', yes(x.pilot, 'on', 'off')],
+    ['tracking', x.gone ? 'gone (the browser stopped syncing)' : x.tracking ? `tab ${x.tracked_tab ?? '—'}${x.tracked_origin ? ` · ${x.tracked_origin}` : ''}` : 'no tab'],
+    ['pilot', x.gone ? 'gone' : yes(x.pilot, 'on', 'off')],
     ['pending commands', num(x.pending_commands)],
   ]));
 }

@@ -46,7 +46,7 @@ from harness import CHROMIUM, Chromium, daemon_get, wait_until  # noqa: E402
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+import httpx2  # noqa: E402
 
 from gasoline.testing import DaemonProcess, client_headers  # noqa: E402
 
@@ -140,7 +140,8 @@ def bench_gasoline(url: str, calls: int, tmp: Path) -> dict[str, dict[str, Any]]
             browser.cdp.evaluate(page_session, f"document.querySelector('li').textContent = 'changed {flip['n']}'; 1")
 
         async def run() -> dict[str, dict[str, Any]]:
-            http = create_mcp_http_client(headers=client_headers(daemon, "bench-snapshot"))
+            http = httpx2.AsyncClient(headers=client_headers(daemon, "bench-snapshot"),
+                                      timeout=httpx2.Timeout(30, read=300))
             async with (http, streamable_http_client(daemon.url + "/mcp", http_client=http) as (r, w),
                         ClientSession(r, w) as session):
                 await session.initialize()

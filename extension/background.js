@@ -23,7 +23,7 @@ import { installTracking } from './lib/tracking.js';
 import { initAnnotations } from './lib/annotations.js';
 import { installLoadTracking } from './lib/loads.js';
 import { initCdpLink } from './lib/cdp.js';
-import { loadSettings, reloadSettings, daemonChanged, trackingChanged } from './worker/config.js';
+import { loadSettings, reloadSettings, daemonChanged, trackingChanged, reportedSettingsChanged } from './worker/config.js';
 import { pairing } from './worker/daemon.js';
 import { extLog } from './worker/log.js';
 import { disconnected } from './worker/status.js';
@@ -49,6 +49,8 @@ chrome.storage.onChanged.addListener((changes, area) => {
     }
     if (trackingChanged(before, now)) {
       sendExtensionStatus();
+      wakeSync();
+    } else if (reportedSettingsChanged(before, now)) {
       wakeSync();
     }
   });

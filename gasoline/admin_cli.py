@@ -297,6 +297,23 @@ def _ask_doctor(url: str, opts: argparse.Namespace) -> dict[str, Any] | None:
     return body if status_code == 200 and isinstance(body, dict) else None
 
 
+def _privacy_check(state_dir: Path) -> dict[str, Any]:
+    """Warn when the state dir or anything in it is not private (0700 folders, 0600 files): it
+    holds client ids, project paths, captured telemetry and the keys."""
+    from gasoline.common import not_private
+
+    loose = not_private(state_dir)
+    if not loose:
+        return {"check": "state_dir_private", "status": "ok",
+                "detail": f"{state_dir} and its files are private to this user"}
+    shown = ", ".join(f"{p} ({mode:04o})" for p, mode in loose[:5])
+    more = f" and {len(loose) - 5} more" if len(loose) > 5 else ""
+    return {"check": "state_dir_private", "status": "warn",
+            "detail": f"{len(loose)} state paths other local users may read or write: "
+                      f"{shown}{more}",
+            "fix": f"chmod -R go= {state_dir}"}
+
+
 def doctor(argv: list[str]) -> int:
     opts = _parser("doctor").parse_args(argv)
     target = locate(opts)
@@ -314,6 +331,8 @@ def doctor(argv: list[str]) -> int:
                        "detail": f"{state_dir} {'is' if writable else 'is not'} writable",
                        **({} if writable else
                           {"fix": "Point --state-dir at a writable directory."})})
+        if state_dir.is_dir():
+            checks.append(_privacy_check(state_dir))
     url = target.url
     port = (target.info or {}).get("port") or _port_of(url)
     if h is None:

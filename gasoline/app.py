@@ -118,9 +118,12 @@ def _global_noise(config: Config, clock: IReactorTime, services: MultiService,
     client states: read now, written by a timer."""
     holder: list[NoiseRules] = []
     noise_file = JsonDocument(Path(config.state_dir) / "noise-global.json",
-                              lambda: holder[0].to_json(), health=health)
+                              lambda: holder[0].to_json(), health=health,
+                              what="the daemon-wide noise rules it held")
     stored = noise_file.load()
     restored = NoiseRules.from_json(stored) if stored is not None else None
+    if stored is not None and (restored is None or restored.scope != "global"):
+        noise_file.unusable("not a set of daemon-wide noise rules")
     rules = (restored if restored is not None and restored.scope == "global"
              else NoiseRules(scope="global"))
     holder.append(rules)

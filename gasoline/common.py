@@ -1,6 +1,8 @@
 """
 What the daemon and the stdio connector must agree on, in one place: where the state lives, how a
-project's client id is made, how timestamps are written, how option values are parsed, the
+project's client id is made, how its directories and files are made private
+(L{make_private_dir}, L{make_private_file}: whoever creates them, the daemon, the connector or
+C{gasoline browser}), how timestamps are written, how option values are parsed, the
 JSON-RPC 2.0 error codes (MCP, the connector and the CDP relay speak JSON-RPC), how a quoted
 string from an agent is unquoted, and how a caller proves the client id it names (L{client_proof}).
 
@@ -71,6 +73,79 @@ def decode_client_key(data: bytes) -> bytes:
 def client_key_path(state_dir: str | os.PathLike[str]) -> Path:
     """C{<state_dir>/client-key}."""
     return Path(state_dir) / CLIENT_KEY_FILE
+
+
+#: Permission bits a private state dir or file must not have (group and others).
+NOT_PRIVATE = 0o077
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> Path:
+    """C{mkdir -p} of a directory only this user may use: created 0700 (whatever the umask);
+    an existing one is left as it is (C{gasoline doctor} says when it is not private). The one
+    way the daemon, the connector and C{gasoline browser} make the state dir and its folders."""
+    path = Path(path)
+    if not path.is_dir():
+        if not path.parent.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)  # (the state dir's parents are shared)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        else:
+            os.chmod(path, 0o700, follow_symlinks=False)  # a umask like 0o277 takes bits away
+    return path
+
+
+def not_private(state_dir: str | os.PathLike[str], limit: int = 10_000) -> list[tuple[Path, int]]:
+    """The state dir, its folders and files that group or others may use (C{(path, mode)}),
+    looking at no more than C{limit} entries; symbolic links are not followed (nor listed: the
+    daemon refuses them). Blocking: C{gasoline doctor} only."""
+    root = Path(state_dir)
+    found: list[tuple[Path, int]] = []
+    seen = 0
+    stack = [root]
+    while stack and seen < limit:
+        path = stack.pop()
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        seen += 1
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        if info.st_mode & NOT_PRIVATE:
+            found.append((path, stat.S_IMODE(info.st_mode)))
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                stack.extend(sorted(path.iterdir(), reverse=True))
+            except OSError:
+                continue
+    return found
+
+
+def make_private_file(path: str | os.PathLike[str]) -> Path:
+    """Make sure the file C{path} exists and only this user may read it: created 0600, an
+    existing one set back to 0600 through its descriptor (a symbolic link there is refused,
+    never followed). For files another program writes into (the daemon's and the launcher's
+    logs: twistd keeps the mode of the file it finds, its rotated files included)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
+                          str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "is not a regular file", str(path))
+        if info.st_mode & 0o7077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    return Path(path)
 
 
 def read_nofollow(path: str | os.PathLike[str], limit: int = -1) -> bytes:

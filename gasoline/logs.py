@@ -41,7 +41,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
 from zope.interface import implementer
 
-from gasoline.common import rfc3339
+from gasoline.common import make_private_dir, rfc3339
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 
 MB = 1_000_000
@@ -100,7 +100,7 @@ class _File:
         ):
             self.rotate(now)
         if self.fd is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dir(self.path.parent)
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                               0o600)
             self.size = os.fstat(self.fd).st_size
@@ -404,7 +404,7 @@ class LogService(MultiService):
 
     def startService(self) -> None:
         # Once, at start-up, before the reactor serves anything.
-        self.files.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(self.files.log_dir)
         if self._pool is not None:
             self._pool.start()
         if self._publisher is not None:

@@ -44,7 +44,7 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.common import positive_duration, positive_int
-from gasoline.core.files import make_private_dir, write_atomic
+from gasoline.core.files import StateFileError, make_private_dir, write_atomic
 from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
 from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
@@ -640,8 +640,11 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     check_state_dir(Path(config.state_dir), named)
     if daemon_process:
         check_port_free(config.listen, _probe_gasoline)
-    top = build_service(config, reactor, limits=log_limits(options),
-                        extend_mcp=extend_mcp)
+    try:
+        top = build_service(config, reactor, limits=log_limits(options),
+                            extend_mcp=extend_mcp)
+    except StateFileError as e:  # a corrupt identity, pin file or client key: one line
+        raise OptionError(str(e)) from None
     if daemon_process:
         freeze_startup_heap()
     return top

@@ -274,6 +274,60 @@ def _pair(rng: random.Random) -> Secret:
                   json.dumps([{"name": "X-Api-Key", "value": key}]), key)
 
 
+# Credentials in console text: a password field's HTML, command lines, URLs with a user.
+
+
+@shape("password_input_html")
+def _input_html(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("password_input_html",
+                  f'rendered <input id="pw" type="password" name="password" value="{pw}"> twice', pw)
+
+
+@shape("password_input_html_value_first")
+def _input_html_first(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("password_input_html_value_first",
+                  f"<INPUT value='{pw}' class=x TYPE=PASSWORD autocomplete=off>", pw)
+
+
+@shape("cli_long_password")
+def _cli_long(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("cli_long_password", f"spawn: mysql -h db --password {pw} -u root app", pw)
+
+
+@shape("cli_long_password_equals")
+def _cli_long_eq(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("cli_long_password_equals", f"exec pg_restore --password={pw} dump.sql", pw)
+
+
+@shape("cli_mysql_attached")
+def _cli_mysql(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("cli_mysql_attached", f"running mysqldump -uroot -p{pw} shop > shop.sql", pw)
+
+
+@shape("cli_sshpass")
+def _cli_sshpass(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("cli_sshpass", f"sshpass -p '{pw}' ssh deploy@host uptime", pw)
+
+
+@shape("curl_user")
+def _curl_user(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 16)
+    return Secret("curl_user", f"$ curl -sS -u admin:{pw} https://api.test/v1/me", pw)
+
+
+@shape("url_empty_user")
+def _url_empty_user(rng: random.Random) -> Secret:
+    pw = pick(rng, ALNUM, 18)
+    return Secret("url_empty_user", f"redis connect redis://:{pw}@cache.internal:6379/0 refused",
+                  pw)
+
+
 def corpus(seed: int = 30) -> list[Secret]:
     """One secret of every shape (the same for the same seed)."""
     rng = random.Random(seed)

@@ -286,8 +286,10 @@ def test_startup_sweep_removes_stale_and_corrupt_files(tmp_path):
     registry.flush(force=True)
     (tmp_path / "clients" / "junk.json").write_text("{not json")
     _, registry2 = make(tmp_path, ttl=10, clock=clock)
-    assert sorted(registry2.sweep_disk()) == ["junk", "old"]
-    assert sorted(p.name for p in (tmp_path / "clients").iterdir()) == ["recent.json"]
+    # a corrupt file is set aside for the user (one log line naming it and the fix), not removed
+    assert sorted(registry2.sweep_disk()) == ["old"]
+    assert sorted(p.name for p in (tmp_path / "clients").iterdir()) == ["junk.json.corrupt",
+                                                                        "recent.json"]
 
 
 def test_corrupt_state_file_starts_fresh_instead_of_failing(tmp_path):

@@ -80,11 +80,12 @@ def test_sync_round_trip_marks_the_extension_connected(daemon):
     sync = {"ext_session_id": "ext_1_a", "extension_version": "0.7.9", "settings": {
         "tracked_tab_id": 3, "pilot_enabled": False}, "in_progress": []}
     started = time.monotonic()
-    # Nothing queued: the daemon holds the long poll for 5 s, then answers with no commands.
+    # Nothing queued: the daemon holds the long poll for 5 s, then answers with no commands and
+    # asks for the next poll at once (it will be held the same way).
     status, body, _ = http("POST", f"{daemon.url}/sync", sync, EXTENSION_HEADERS)
     assert time.monotonic() - started >= 4.5
     assert status == 200
-    assert body["ack"] is True and body["commands"] == [] and body["next_poll_ms"] == 1000
+    assert body["ack"] is True and body["commands"] == [] and body["next_poll_ms"] == 0
     assert body["capture_overrides"] == {} and body["server_version"].startswith("0.7.")
     health = http("GET", f"{daemon.url}/health")[1]
     assert health["extension"]["connected"] is True

@@ -152,3 +152,19 @@ def test_building_the_package_prints_no_setuptools_warnings(tmp_path):
     out = done.stdout + done.stderr
     for sign in ("check.warn", "Warning:", "would be ignored", "########"):
         assert sign not in out, out
+
+
+def test_the_installed_daemon_reads_the_secret_names_the_extension_ships(installed):
+    """The one list of secret names is read by the daemon from the wheel's copy of the extension
+    (gasoline/_extension/lib/secret-names.json), the same file the extension's module is made from."""
+    wheel, bindir, _ = installed
+    assert "gasoline/_extension/lib/secret-names.json" in zipfile.ZipFile(wheel).namelist()
+    assert "gasoline/_extension/lib/secret-names.js" in zipfile.ZipFile(wheel).namelist()
+    out = subprocess.run(
+        [str(bindir / "python"), "-c",
+         "from gasoline.core.redact_keys import secret_names_path, is_sensitive_key; "
+         "print(secret_names_path()); print(is_sensitive_key('totp'))"],
+        capture_output=True, text=True, timeout=60, check=True, cwd="/")
+    path, totp = out.stdout.split()
+    assert Path(path).parts[-4:] == ("gasoline", "_extension", "lib", "secret-names.json")
+    assert str(bindir.parent) in path and totp == "True"

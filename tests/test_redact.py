@@ -276,6 +276,9 @@ def test_redaction_time_grows_linearly_with_the_input_even_for_hostile_repetitio
         '"token":"': lambda n: '"token":"' * (n * 5),
         "Bearer": lambda n: "Bearer " * (n * 10),
         "card digits": lambda n: "4" * (n * 50),
+        "command flags": lambda n: "mysql -u a:b -p x " * (n * 3),
+        "input tags": lambda n: '<input type="password" value=' * (n * 3),
+        "long flags": lambda n: "--password " * (n * 5),
     }
     for name, make in shapes.items():
         small, large = make(250), make(2000)
@@ -340,3 +343,86 @@ def test_header_pairs_in_json_text_are_redacted_in_either_key_order(pair):
     out = redact_text(text)
     assert pair["value"] not in out and "[REDACTED:" in out
     assert '"value":"text/html"' in out  # a harmless header is left alone
+
+
+# -- credentials in console text: a password field's HTML, command lines, URLs with a user ----------
+
+CREDENTIAL_TEXT = [
+    ('<input type="password" name="pw" value="{}">', "password"),
+    ("<input value='{}' class=x TYPE=PASSWORD>", "password"),
+    ("<input type=password value={} />", "password"),
+    ("mysql -h db --password {} -u root", "password"),
+    ("mysql --password={}", "password"),
+    ('app --db-password "{}" --verbose', "password"),
+    ("deploy --api-key {} --prod", "api_key"),
+    ("mysql -uroot -p{} shop", "password"),
+    ("mysqldump -h db -u root -p{} app > app.sql", "password"),
+    ("sshpass -p {} ssh deploy@host", "password"),
+    ("docker login -u me -p {} registry.test", "password"),
+    ("redis-cli -h cache -a {} ping", "password"),
+    ("sqlcmd -S srv -U sa -P {}", "password"),
+    ("curl -sS -u admin:{} https://api.test/", "password"),
+    ('curl --user "admin:{}" https://api.test/', "password"),
+    ("http -a bob:{} api.test/me", "password"),
+    ("redis://:{}@cache:6379/0", "url_credentials"),
+    ("amqp://guest:{}@mq.internal:5672/", "url_credentials"),
+]
+
+
+@pytest.mark.parametrize("line,kind", CREDENTIAL_TEXT)
+def test_credentials_in_console_text_are_redacted(line, kind):
+    secret = "Zq8xV3kT7mW2pL9r"
+    out = redact_text(line.format(secret))
+    assert secret not in out and f"[REDACTED:{kind}]" in out, out
+    assert redact_text(out) == out  # idempotent
+
+
+BENIGN_COMMAND_TEXT = [
+    "ssh -p 22 deploy@host", "docker run -p 8080:80 web", "mysql -p mydb", "mysql -u root -p",
+    "mkdir -p /tmp/build", "cp -a src dst", "tar -xpf a.tar", "use --token to authenticate",
+    "--password-file /etc/pw", "run --password $DB_PASSWORD", "set --token <token>",
+    'git commit -m "fix password reset"', '<input type="text" value="hello world">',
+    '<input type="password" value="">', "curl -u $USER:$TOKEN https://api.test/",
+    "curl -u admin https://api.test/", "npm:lodash@4.17.21", "http://example.com/a/user@host",
+    "mongo --port 27017 -p", "ls -a -p /var", "pip download -p 3 pkg",
+]
+
+
+@pytest.mark.parametrize("line", BENIGN_COMMAND_TEXT)
+def test_command_lines_and_html_without_a_credential_are_unchanged(line):
+    assert redact_text(line) == line
+
+
+def test_a_secret_inside_a_span_the_command_rule_declined_is_still_found():
+    """`twine -p <token>`: twine is not a command whose -p is a password, but the token's own
+    shape is found (a declined rule does not hide what follows it)."""
+    token = "ghp_" + "a1B2" * 9
+    assert redact_text(f"twine upload -p {token}") == "twine upload -p [REDACTED:github_token]"
+    assert redact_text(f'<input type="text" value="{token}">') == \
+        '<input type="text" value="[REDACTED:github_token]">'
+
+
+def test_the_extension_redacts_the_same_credential_text_before_it_leaves_the_browser():
+    """The extension's text rules (extension/lib/redact.js, run by Node) find the same credentials
+    in console text, so they are not journaled in clear either, and leave the same lines alone."""
+    import subprocess
+    from pathlib import Path
+
+    from support import require_tool
+
+    node = require_tool("node", why="runs the extension's lib/redact.js")
+    lib = Path(__file__).resolve().parent.parent / "extension" / "lib" / "redact.js"
+    secret = "Zq8xV3kT7mW2pL9r"
+    lines = [line.format(secret) for line, _ in CREDENTIAL_TEXT] + BENIGN_COMMAND_TEXT
+    script = (f"import {{ redactText }} from {json.dumps(lib.as_uri())};\n"
+              "const lines = JSON.parse(process.argv[1]);\n"
+              "process.stdout.write(JSON.stringify(lines.map((l) => redactText(l))));\n")
+    done = subprocess.run([node, "--input-type=module", "-e", script, json.dumps(lines)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    theirs = json.loads(done.stdout)
+    n = len(CREDENTIAL_TEXT)
+    leaks = [out for out in theirs[:n] if secret in out or "[REDACTED:" not in out]
+    assert leaks == []
+    changed = [(line, out) for line, out in zip(BENIGN_COMMAND_TEXT, theirs[n:]) if out != line]
+    assert changed == []

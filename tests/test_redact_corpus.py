@@ -1,5 +1,5 @@
 """
-Held-out secret corpus × every exit: 61 secret shapes (tests/secret_corpus.py,
+Held-out secret corpus × every exit: 69 secret shapes (tests/secret_corpus.py,
 written from gitleaks' and detect-secrets' documented formats, not from Gasoline's patterns) are
 put into every buffer the daemon keeps, into the extension's answers and into what the agent
 types, and then everything an agent can read is collected: the result of every mode of every

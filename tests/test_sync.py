@@ -254,13 +254,73 @@ def test_sync_with_a_command_waiting_answers_at_once_with_fast_poll():
     assert clock.getDelayedCalls() == []
 
 
-def test_idle_sync_is_held_five_seconds_then_answers_empty(clock, link):
+def test_idle_sync_is_held_five_seconds_then_answers_empty_and_asks_for_the_next_at_once(clock, link):
     d = link.sync({})
     clock.advance(4.9)
     assert not_fired(d)
     clock.advance(0.1)
     resp = fired(d)
-    assert resp["commands"] == [] and resp["next_poll_ms"] == 1000
+    # No pause between polls: the next one is held the same way, so one is always waiting and a
+    # command queued at any moment goes out at once (a pause would be a quantum it waits out).
+    assert resp["commands"] == [] and resp["next_poll_ms"] == 0
+
+
+def test_a_sync_reporting_results_is_answered_at_once_and_the_next_poll_comes_at_once(clock, link):
+    cmd = link.commands.enqueue("dom", {}, "agent")
+    assert [c["id"] for c in fired(link.sync({}))["commands"]] == [cmd.id]
+    resp = fired(link.sync({"last_command_ack": cmd.id,
+                            "command_results": [{"id": cmd.id, "status": "complete", "result": {}}]}))
+    assert resp["commands"] == [] and resp["next_poll_ms"] == 0
+
+
+def test_after_handing_out_commands_only_an_extension_that_pushes_results_is_asked_back_at_once(clock, link):
+    """The published extension reports a result on its next poll, which must not be held while
+    the command runs: it waits 200 ms. An extension that says C{command_push} sends each result on
+    a sync of its own, so its next poll may be held at once."""
+    cmd = link.commands.enqueue("dom", {}, "agent")
+    assert fired(link.sync({}))["next_poll_ms"] == 200
+    assert fired(link.sync({"command_push": "yes"}))["next_poll_ms"] == 200  # only true counts
+    assert fired(link.sync({"command_push": True}))["next_poll_ms"] == 0
+    link.commands.ack(cmd.id)
+    d = link.sync({"command_push": True})
+    assert not_fired(d)  # its next poll is held
+    d.cancel()
+
+
+def test_pushes_are_answered_at_once_while_the_poll_stays_held(clock, link):
+    cmd = link.commands.enqueue("dom", {}, "agent")
+    results = []
+    link.commands.on_result(results.append)
+    d = link.sync({"settings": {"tracked_tab_id": 7, "pilot_enabled": True}, "command_push": True,
+                   "last_command_ack": cmd.id})
+    assert not_fired(d)  # the poll is held while the command runs
+    # A results push.
+    push = fired(link.sync({"command_push": True, "hold": False, "in_progress": [],
+                            "command_results": [{"id": cmd.id, "status": "complete", "result": {"ok": 1}}]}))
+    assert push["commands"] == [] and [r["id"] for r in results] == [cmd.id]
+    assert link.settings == {"tracked_tab_id": 7, "pilot_enabled": True}  # none sent: kept
+    # A settings push: the tracked page changed.
+    pushed = fired(link.sync({"command_push": True, "hold": False,
+                              "settings": {"tracked_tab_id": 7, "tracked_tab_url": "http://a.test/2"}}))
+    assert pushed["commands"] == [] and link.settings["tracked_tab_url"] == "http://a.test/2"
+    assert not_fired(d) and link.commands.waiting == 1
+    # A command queued now answers the held poll at once.
+    nxt = link.commands.enqueue("dom", {}, "agent")
+    assert [c["id"] for c in fired(d)["commands"]] == [nxt.id]
+    # Only hold false makes a sync a push.
+    link.commands.ack(nxt.id)
+    held = link.sync({"command_push": True, "hold": 0})
+    assert not_fired(held)
+    held.cancel()
+
+
+def test_with_long_polls_off_the_answers_ask_for_a_pause(clock):
+    link = make_link(clock)
+    link.long_poll = 0
+    assert fired(link.sync({}))["next_poll_ms"] == 1000
+    link.commands.enqueue("dom", {}, "agent")
+    assert fired(link.sync({"command_push": True}))["next_poll_ms"] == 200
+    link.stop()
 
 
 def test_new_command_wakes_a_held_sync_at_once(clock, link):

@@ -179,13 +179,16 @@
   const listInteractive = (params) => {
     const sel = 'a[href],button,input:not([type=hidden]),select,textarea,[role=button],[role=link],[role=checkbox],[role=tab],[role=menuitem],[contenteditable=""],[contenteditable=true],[tabindex]:not([tabindex="-1"])';
     const limit = Math.max(1, Math.min(Number(params.limit) || 100, 500));
+    // A page of the list: the daemon asks for the next one with offset (its next_offset).
+    const offset = Math.max(0, Math.floor(Number(params.offset) || 0));
     const els = Array.from(document.querySelectorAll(sel)).filter(visible);
     return {
       url: location.href,
       count: els.length,
-      elements: els.slice(0, limit).map((el, i) => {
+      offset,
+      elements: els.slice(offset, offset + limit).map((el, i) => {
         const s = selectorsFor(el);
-        const id = 'e' + (i + 1);
+        const id = 'e' + (offset + i + 1);
         return { element_id: id, tag: s.tag, role: s.role ? s.role.role : null, name: s.role ? s.role.name : '', selector: s.testId ? '[data-testid="' + s.testId + '"]' : s.css, type: el.type || undefined, rect: rect(el) };
       }),
     };

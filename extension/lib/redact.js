@@ -14,21 +14,17 @@
 // * input actions: the value of a field whose type, name, id or autocomplete says it is secret
 //   (password, one-time-code, cc-*, …) is redacted, and so are keys typed into it.
 
+import SECRET_NAMES from './secret-names.js';
+
 const MARK = (kind) => `[REDACTED:${kind}]`;
 
-const SENSITIVE_KEYS = new Set([
-  'password', 'passwd', 'pwd', 'pass', 'passphrase', 'secret', 'token', 'access_token', 'refresh_token',
-  'id_token', 'auth_token', 'authorization', 'proxy_authorization', 'cookie', 'set_cookie', 'api_key',
-  'apikey', 'x_api_key', 'client_secret', 'private_key', 'privatekey', 'session', 'sessionid',
-  'session_id', 'sessid', 'jsessionid', 'phpsessid', 'connect_sid', 'csrf_token', 'xsrf_token',
-  'x_csrf_token', 'x_xsrf_token', 'credentials', 'credential', 'aws_secret_access_key', 'secret_key',
-  'access_key_secret', 'account_key', 'sig', 'signature', 'otp', 'pin', 'cvv', 'cvc', 'csc', 'ssn',
-  'card_number', 'cardnumber', 'cc_number', 'ccnumber', 'new_password', 'current_password', 'old_password',
-]);
-const SENSITIVE_SUFFIXES = ['password', 'passwd', 'secret', 'token', 'apikey', 'api_key', 'private_key',
-  'sessionid', 'session_id', 'cookie', 'credentials'];
-// In URLs more names carry secrets: OAuth codes and tickets ride in the query or the fragment.
-const URL_KEYS = new Set(['code', 'auth', 'key', 'ticket', 'oauth_token', 'oauth_verifier', 'state_token', 'saml_response', 'samlresponse', 'x_amz_signature', 'x_amz_credential', 'x_amz_security_token']);
+// The names whose values are secret: one list, shared with the daemon (lib/secret-names.json,
+// which the daemon reads; secret-names.js is generated from it).
+const SENSITIVE_KEYS = new Set(SECRET_NAMES.keys);
+const SENSITIVE_SUFFIXES = SECRET_NAMES.suffixes;
+// In URLs and forms more names carry secrets: OAuth codes and tickets ride in the query or the
+// fragment (too common as JSON keys to redact there).
+const URL_KEYS = new Set(SECRET_NAMES.params);
 
 const normKey = (name) => String(name).trim().replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase().replace(/[-.\s]/g, '_');
 
@@ -93,6 +89,32 @@ const TEXT_RULES = [
   [/\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\b/g, () => MARK('jwt')],
   // card numbers: 13-19 digits (spaces or dashes between groups) starting like a card (2-6), Luhn-valid
   [/\b[2-6](?:[ -]?\d){12,18}\b/g, (m) => { const d = m.replace(/\D/g, ''); return d.length >= 13 && d.length <= 19 && luhn(d) ? MARK('card') : m; }],
+  // Credentials in console text, as the daemon's scan finds them (gasoline/core/redact_shapes.py):
+  // a password input's value in HTML,
+  [/<input\s[^<>]{0,4096}/gi, (tag) => (/\stype\s*=\s*\\?["']?password(?![\w-])/i.test(tag)
+    ? tag.replace(/(\svalue\s*=\s*)(?:(\\?")((?:[^"\\]|\\[^"])*)(\\?")|(\\?')((?:[^'\\]|\\[^'])*)(\\?')|([^\s"'>\\]+))/gi,
+      (m, pre, q1, v1, e1, q2, v2, e2, v3) => {
+        const value = v1 ?? v2 ?? v3;
+        if (!value || value.startsWith('[REDACTED:')) return m;
+        return v1 !== undefined ? `${pre}${q1}${MARK('password')}${e1}` : v2 !== undefined ? `${pre}${q2}${MARK('password')}${e2}` : `${pre}${MARK('password')}`;
+      })
+    : tag)],
+  // --password X, --db-password X, --token X, --api-key X (a variable or a placeholder is kept),
+  [/(--(?:[a-z0-9]+-)*(?:password|passwd|pass|pwd|passphrase|secret|token|api-?key|auth-?token|access-?token|client-?secret)\s+["']?)(?!\[REDACTED:)([^\s"'$<>{}[\]`-][^\s"'`]{3,4095})/gi,
+    (m, pre, value) => `${pre}${MARK(kindOf(pre.replace(/[\s"']/g, '').replace(/^-+/, '')))}`],
+  // a password flag after the command it belongs to, on the same line (mysql -pSECRET; sshpass,
+  // docker login, mongo -p X; sqlcmd -P X; redis-cli -a X; curl -u user:pass; httpie -a user:pass)
+  [/\b(mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump|mariadb-admin)\b([^\r\n|;&]{0,300}?\s-p)(?!\[REDACTED:)([^\s"'$<>`-][^\s"'`]{0,4095})/g,
+    (m, cmd, mid) => `${cmd}${mid}${MARK('password')}`],
+  [/\b(sshpass|(?:docker|podman|buildah|nerdctl)\s+login|helm\s+registry\s+login|mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b([^\r\n|;&]{0,300}?\s-p\s+["']?)(?!\[REDACTED:)([^\s"'$<>`-][^\s"'`]{0,4095})/g,
+    (m, cmd, mid) => `${cmd}${mid}${MARK('password')}`],
+  [/\b(sqlcmd\b[^\r\n|;&]{0,300}?\s-P\s+["']?|redis-cli\b[^\r\n|;&]{0,300}?\s-a\s+["']?)(?!\[REDACTED:)([^\s"'$<>`-][^\s"'`]{0,4095})/g,
+    (m, pre) => `${pre}${MARK('password')}`],
+  [/(\bcurl\b[^\r\n|;&]{0,300}?\s(?:-u|-U|--user|--proxy-user)(?:\s+|=)["']?[^\s:"'$]{0,256}:|(?:^|\s)https?(?![\w:/.-])[^\r\n|;&]{0,300}?\s(?:-a|--auth)(?:\s+|=)["']?[^\s:"'$]{0,256}:)(?!\[REDACTED:)([^\s"'$`][^\s"'`]{0,4095})/g,
+    (m, pre) => `${pre}${MARK('password')}`],
+  // scheme://user:password@host (an empty user too) in free text
+  [/(\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s/:@"'<>]{0,256}:)(?!\[REDACTED:)([^\s/@"'<>]{1,256})(?=@)/g,
+    (m, pre) => `${pre}${MARK('credentials')}`],
 ];
 
 function redactPlainText(text) {

@@ -42,6 +42,14 @@ export function trackingChanged(before, now) {
     || String(before.extraTabs) !== String(now.extraTabs);
 }
 
+/** Whether `now` differs from `before` in what a /sync reports beside the tracked tabs (the
+ * pilot, the tracked page's URL and title, the capture switches): the daemon is told at once. */
+export function reportedSettingsChanged(before, now) {
+  if (!before) return true;
+  return ['pilotEnabled', 'trackedTabUrl', 'trackedTabTitle', 'captureLogs', 'captureNetwork', 'captureWebSocket', 'captureActions']
+    .some((k) => before[k] !== now[k]);
+}
+
 /** Whether any tab is tracked. */
 export function tracksAnything(s) {
   return !!(s.trackedTabId || s.trackAllTabs || s.extraTabs.length);

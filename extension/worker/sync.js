@@ -4,6 +4,14 @@
 // brings new commands (worker/commands.js). Chrome may stop the worker at any time: an alarm
 // restarts the loop (background.js), and the command bookkeeping lives in chrome.storage.session
 // (worker/syncstate.js). After each poll the loop publishes the popup's status (`gasolineStatus`).
+//
+// Commands at interactive speed (the push path): the daemon holds a poll until a command is
+// queued and asks for the next poll at once (`next_poll_ms` 0), so one poll is always waiting and
+// a queued command reaches the worker the moment it is queued. A result, or a settings change
+// (the tracked tab or its page, the pilot), does not wait for that held poll: it goes out at once
+// on a sync of its own (a *push*: `hold: false`, the settings, the results, no worker log),
+// answered at once, which also brings any command queued meanwhile. Every sync says
+// `command_push: true`, so the daemon holds the next poll at once after handing out commands.
 
 import { DEFAULT_SERVER_URL, isTrackedTab } from '../lib/settings.js';
 import { NotPaired } from '../lib/pairing.js';
@@ -26,13 +34,24 @@ export const IDLE_POLL_MS = 3000;
 const HEALTH_EVERY_MS = 10000;
 
 // `running`: a loop is under way; `wake`: cuts its sleep short; `lastHealthAt`: when /health was
-// last read; `lastStatusText`: the status last published.
-const loop = { running: false, wake: null, woken: false, lastHealthAt: 0, lastStatusText: '' };
+// last read; `lastStatusText`: the status last published; `woken`: a wake came mid-poll (the next
+// sleep is skipped); `pushing`: a push is in flight,
+// `pushAgain`: something came while it was (one more push follows); `sending`: the ids of the
+// results some sync in flight carries (no sync sends a result another one carries); `pushed`:
+// results delivered by pushes.
+const loop = { running: false, wake: null, woken: false, lastHealthAt: 0, lastStatusText: '', pushing: false, pushAgain: false, sending: new Set(), pushed: 0 };
 
-/** Poll now (a result is ready, the settings changed). */
+/**
+ * Tell the daemon now (a result is ready, the settings changed): the loop's next poll when it
+ * sleeps, else a push (its poll may be held by the daemon for 5 s). Before the loop ever ran
+ * there is nothing to push to.
+ */
 export function wakeSync() {
   if (loop.wake) loop.wake();
-  else loop.woken = true; // mid-poll: the next sleep is skipped, so nothing waits a full delay
+  else {
+    loop.woken = true; // mid-poll: the next sleep is skipped, so nothing waits a full delay
+    if (loop.running) pushNow();
+  }
 }
 
 export function sleepOrWake(ms) {
@@ -68,51 +87,104 @@ export function pollDelayMs(delay, { idle, connected, resultsWaiting }) {
   return delay;
 }
 
-/** A command's result: kept until a poll delivers it, which it starts. */
+/**
+ * A command's result: kept until a sync delivers it. It starts one at once: the loop's next poll
+ * when the loop sleeps, else a push (the loop's poll may be held by the daemon for 5 s).
+ */
 async function deliverResult(result) {
   if (result) await addResult(result);
   wakeSync();
 }
 
-async function syncOnce() {
+/**
+ * Sends pushes until nothing new is left to push (one push at a time): a push is a sync the
+ * daemon answers at once (`hold: false`) with the settings, the results no other sync in flight
+ * carries, the commands in progress and the ack; never the worker's log (the loop's polls carry
+ * that, once).
+ */
+export async function pushNow() {
+  if (loop.pushing) { loop.pushAgain = true; return; }
+  loop.pushing = true;
+  try {
+    do {
+      loop.pushAgain = false;
+      await syncOnce({ push: true });
+    } while (loop.pushAgain);
+  } catch (_) {
+    // Not delivered: results stay kept, and the loop's next poll carries them and the settings.
+  } finally {
+    loop.pushing = false;
+  }
+}
+
+/** The `settings` of a SyncRequest. */
+async function syncSettings(s, dropped) {
+  const tab = s.trackedTabId ? await chrome.tabs.get(s.trackedTabId).catch(() => null) : null;
+  return {
+    pilot_enabled: s.pilotEnabled,
+    tracking_enabled: tracksAnything(s),
+    tracked_tab_id: s.trackedTabId || 0,
+    tracked_tab_url: redactUrl(s.trackedTabUrl || (tab && tab.url) || ''),
+    tracked_tab_title: s.trackedTabTitle || (tab && tab.title) || '',
+    tracked_tab_ids: [s.trackedTabId, ...s.extraTabs].filter(Boolean),
+    track_all_tabs: s.trackAllTabs,
+    capture_logs: s.captureLogs,
+    capture_network: s.captureNetwork,
+    capture_websocket: s.captureWebSocket,
+    capture_actions: s.captureActions,
+    dropped_items: dropped,
+    loaded_before_tracking: (await loadedBeforeTracking()).filter((id) => isTrackedTab(s, id)),
+    // How this browser was started, so the daemon's hints fit it (`--pilot`, not the popup).
+    launched: s.launchedBy,
+  };
+}
+
+async function syncOnce({ push = false } = {}) {
   const s = await loadSettings();
   const st = await loadSyncState();
-  const results = st.results.slice();
+  const results = st.results.filter((r) => !loop.sending.has(r.id));
+  const body = { ext_session_id: EXT_SESSION_ID, extension_version: VERSION, command_push: true };
+  if (push) {
+    body.hold = false;
+    body.settings = await syncSettings(s, queues.dropReport().dropped);
+    body.in_progress = commands.inProgress();
+    await exchange(st, body, results);
+    loop.pushed += results.length;
+    return null;
+  }
   const logs = pendingLogs();
   const ownLogs = logs.length;
   const drops = queues.dropReport();
   if (drops.warning) {
     logs.push({ timestamp: new Date().toISOString(), level: 'warn', source: 'background', category: 'capture', message: drops.warning.message, data: drops.warning.data });
   }
-  const tab = s.trackedTabId ? await chrome.tabs.get(s.trackedTabId).catch(() => null) : null;
-  const body = {
-    ext_session_id: EXT_SESSION_ID,
-    extension_version: VERSION,
-    settings: {
-      pilot_enabled: s.pilotEnabled,
-      tracking_enabled: tracksAnything(s),
-      tracked_tab_id: s.trackedTabId || 0,
-      tracked_tab_url: redactUrl(s.trackedTabUrl || (tab && tab.url) || ''),
-      tracked_tab_title: s.trackedTabTitle || (tab && tab.title) || '',
-      tracked_tab_ids: [s.trackedTabId, ...s.extraTabs].filter(Boolean),
-      track_all_tabs: s.trackAllTabs,
-      capture_logs: s.captureLogs,
-      capture_network: s.captureNetwork,
-      capture_websocket: s.captureWebSocket,
-      capture_actions: s.captureActions,
-      dropped_items: drops.dropped,
-      loaded_before_tracking: (await loadedBeforeTracking()).filter((id) => isTrackedTab(s, id)),
-      // How this browser was started, so the daemon's hints fit it (`--pilot`, not the popup).
-      launched: s.launchedBy,
-    },
-    extension_logs: logs,
-    in_progress: commands.inProgress(),
-  };
+  body.settings = await syncSettings(s, drops.dropped);
+  body.extension_logs = logs;
+  body.in_progress = commands.inProgress();
+  const data = await exchange(st, body, results);
+  // Delivered: forget what we sent.
+  logsDelivered(ownLogs);
+  queues.dropsReported(drops.dropped);
+  syncSucceeded(data);
+  return nextPollMs(data);
+}
+
+/**
+ * One /sync carrying `body` and `results`: its sealed answer opened, the results delivered, its
+ * new commands queued. Returns the answer.
+ */
+async function exchange(st, body, results) {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
-
-  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
-  const raw = await resp.arrayBuffer();
+  for (const r of results) loop.sending.add(r.id);
+  let resp;
+  let raw;
+  try {
+    resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+    raw = await resp.arrayBuffer();
+  } finally {
+    for (const r of results) loop.sending.delete(r.id);
+  }
   if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
   // The command channel: an answer not sealed under this session's key, for this very request, is
   // not the paired daemon's: it is not parsed and its commands are not run.
@@ -122,15 +194,10 @@ async function syncOnce() {
     throw new NotPaired('mismatch', 'an answer to /sync was not sealed by the paired Gasoline daemon: its commands were not run');
   }
   const data = JSON.parse(new TextDecoder().decode(plain));
-
-  // Delivered: forget what we sent.
-  logsDelivered(ownLogs);
-  queues.dropsReported(drops.dropped);
   resultsDelivered(st, results);
-  syncSucceeded(data);
   for (const cmd of acceptCommands(st, data)) commands.enqueue(cmd, deliverResult);
   await saveSyncState();
-  return nextPollMs(data);
+  return data;
 }
 
 /** Reads the daemon's /health (the popup shows it; failures are reported through the polls). */
@@ -204,6 +271,8 @@ export function statusSnapshot() {
     },
     ext_session_id: EXT_SESSION_ID,
     version: VERSION,
+    // Command results delivered by a push (not waiting for the loop's next poll).
+    results_pushed: loop.pushed,
     // queues, capturing_tabs, capture_starts, pulled, dropped
     ...captureStatus(),
   };

@@ -190,6 +190,6 @@ def write_new(path: Path, data: bytes) -> Path:
 
 def move_into(source: Path, target: Path) -> Path:
     """Rename C{source} to C{target} (same file system: a metadata change, no copy)."""
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(target.parent)
     os.replace(source, target)
     return target

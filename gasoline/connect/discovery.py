@@ -28,6 +28,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 
+from gasoline.common import make_private_dir, make_private_file
+
 log = Logger()
 
 DEFAULT_PORT = 7890
@@ -99,8 +101,34 @@ class Spawner:
         self.state_dir = Path(state_dir)
         self.env = env
 
+    @staticmethod
+    def _pid_file_usable(path: Path) -> None:
+        """twistd refuses to start over a pid file that holds no number ("contains non-numeric
+        value"): such a file is moved to C{gasoline.pid.corrupt}, with one line saying so (a
+        number, live or stale, is twistd's to judge)."""
+        try:
+            text = path.read_bytes()[:64]
+        except OSError:
+            return
+        if text.strip().isdigit():
+            return
+        aside = path.with_name(path.name + ".corrupt")
+        try:
+            os.replace(path, aside)
+        except OSError as e:
+            log.warn("the daemon's pid file {path} holds no process id and cannot be moved aside "
+                     "({why}): remove it", path=str(path), why=e.strerror or str(e))
+            return
+        log.warn("the daemon's pid file {path} held no process id: moved to {aside} so the "
+                 "daemon can start; remove that file", path=str(path), aside=str(aside))
+
     def __call__(self) -> Deferred:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # The state dir and the daemon's log, private before twistd opens the log (it keeps the
+        # mode of the file it finds, for its rotated files too; daemonized, it sets umask 077
+        # only after opening it).
+        make_private_dir(self.state_dir)
+        make_private_file(self.state_dir / "daemon.log")
+        self._pid_file_usable(self.state_dir / "gasoline.pid")
         argv = daemon_command(self.port, self.state_dir, self.api_key)
         launcher = CollectOutput()
         shown = argv[:-2] + ["--api-key", "***"] if self.api_key else argv

@@ -29,12 +29,12 @@ from gasoline.common import (
     encode_client_key,
     read_nofollow,
 )
-from gasoline.core.files import make_private_dir, unlink_quietly, write_new
+from gasoline.core.files import StateFileError, make_private_dir, unlink_quietly, write_new
 
 log = Logger()
 
 
-class ClientKeyError(Exception):
+class ClientKeyError(StateFileError):
     """The client key file exists but cannot be used (the daemon does not start over it)."""
 
 

@@ -44,7 +44,7 @@ from twisted.logger import Logger
 from gasoline.common import client_id_for_cwd, read_nofollow
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
-from gasoline.core.files import DiskHealth, make_private_dir, write_atomic
+from gasoline.core.files import DiskHealth, describe, make_private_dir, set_aside, unreadable, write_atomic
 
 log = Logger()
 
@@ -477,12 +477,20 @@ class ClientRegistry:
             data = orjson.loads(raw)
         except FileNotFoundError:
             return None
-        except (OSError, orjson.JSONDecodeError):
-            log.warn("ignoring unreadable state file of client {client_id}", client_id=client_id)
+        except OSError as e:
+            unreadable(self._path(client_id), describe(e), self._lost(client_id))
+            return None
+        except orjson.JSONDecodeError:
+            set_aside(self._path(client_id), "not valid JSON", self._lost(client_id))
             return None
         if not isinstance(data, dict) or not isinstance(data.get("state"), dict):
+            set_aside(self._path(client_id), "not a client state", self._lost(client_id))
             return None
         return data
+
+    @staticmethod
+    def _lost(client_id: str) -> str:
+        return f"the saved state of client {client_id} (its cursors, noise rules, checkpoints)"
 
     def _load(self, state: ClientState, now: float) -> bool:
         """Restore C{state} from disk if its file exists and is younger than the TTL."""

@@ -4,7 +4,8 @@ Small daemon-wide JSON documents in the state dir (today: the global noise rules
 A L{JsonDocument} is read once when the daemon starts and written by a timer when it was marked
 dirty (and once more when its service stops), never inside a request, the same way client states
 are (L{gasoline.core.clients}). Writes are atomic (a temporary file renamed over the old one) and
-private (mode 0600); an unreadable or corrupt file is logged and ignored, never fatal.
+private (mode 0600); an unreadable or corrupt file is moved aside with one log line naming it
+and the fix (L{gasoline.core.files.set_aside}), never fatal.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gasoline.core.files import (
     DiskHealth,
     describe,
     make_private_dir,
+    set_aside,
+    unreadable,
     write_atomic,
 )
 
@@ -45,6 +48,8 @@ class JsonDocument:
     poll: bool = False
     #: Where a failing write is reported (logged once with a back-off; C{configure doctor}).
     health: DiskHealth | None = None
+    #: What the daemon goes on without when the file is corrupt (said in the one log line).
+    what: str = "what it held"
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)
     _error: str | None = attrs.field(default=None, init=False)
@@ -56,15 +61,20 @@ class JsonDocument:
         except FileNotFoundError:
             return None
         except OSError as e:
-            log.warn("could not read {path}: {why}", path=str(self.path), why=describe(e))
+            unreadable(self.path, describe(e), self.what)
             return None
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            log.warn("ignoring {path}: not valid JSON", path=str(self.path))
+            set_aside(self.path, "not valid JSON", self.what)
             return None
         self._written = raw
         return value
+
+    def unusable(self, why: str) -> None:
+        """The value L{load} returned is not the document's shape: set the file aside."""
+        self._written = None
+        set_aside(self.path, why, self.what)
 
     def mark_dirty(self) -> None:
         self._dirty = True

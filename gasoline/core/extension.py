@@ -11,7 +11,14 @@ One L{ExtensionLink} handles every SyncRequest (extension-protocol.md §3):
  4. C{last_command_ack} acknowledges that command and every command queued before it;
  5. with nothing to hand out the request is held up to C{long_poll} seconds (5); a newly queued
     command answers it at once; cancelling the returned Deferred (Klein does so when the client
-    goes away) removes the waiter and its timer;
+    goes away) removes the waiter and its timer. Since the next poll is held the same way, an
+    answer without commands says C{next_poll_ms} 0: the extension comes back at once, so one poll
+    is always waiting and a queued command goes out the moment it is queued (a pause between
+    polls would be a quantum every command waits out). After handing out commands the answer says
+    200 ms (the published extension reports a result on its next poll, which must not be held),
+    or 0 to an extension that says C{command_push} (it sends each result, and each settings change,
+    the moment it is ready on a sync of its own marked C{hold: false}, answered at once, so its
+    next poll can be held at once);
  6. commands are re-sent on every sync until acknowledged or expired; one sync hands out at most
     C{max_commands} (the oldest; C{next_poll_ms} 0 says more are waiting), so every sync, and
     the batch of results the extension answers it with, stays a short reactor turn: one agent's
@@ -51,7 +58,9 @@ log = Logger()
 
 DISCONNECT_AFTER = 10.0
 LONG_POLL = 5.0
+#: The wait an answer asks for when the next poll would not be held (long polls switched off).
 NEXT_POLL_MS = 1000
+#: The wait after handing out commands to an extension that reports results on its next poll.
 NEXT_POLL_BUSY_MS = 200
 #: Most commands handed out by one sync (see rule 6 above).
 MAX_COMMANDS_PER_SYNC = 50
@@ -239,24 +248,36 @@ class ExtensionLink:
         ack = request.get("last_command_ack")
         if isinstance(ack, str):
             self.commands.ack(ack)
+        push = request.get("command_push") is True
+        # A push (C{hold: false}): the extension tells something now (a result, a settings change)
+        # while its poll is held; it is answered at once.
+        now = request.get("hold") is False
 
         commands = self.commands.deliverable()
-        # A sync that reports results is answered at once: the extension has one sync in flight
-        # at a time, so holding it would delay its next result (another agent's) by up to 5 s.
-        if commands or reported or self.long_poll <= 0:
-            return succeed(self._response(commands))
+        # A sync that reports results is answered at once: the published extension has one sync
+        # in flight at a time, so holding it would delay its next result by up to 5 s.
+        if commands or reported or now or self.long_poll <= 0:
+            return succeed(self._response(commands, push))
         d = self.commands.wait(self.long_poll)
-        d.addCallback(lambda _: self._response(self.commands.deliverable()))
+        d.addCallback(lambda _: self._response(self.commands.deliverable(), push))
         return d
 
-    def _response(self, commands: list) -> dict[str, Any]:
+    def _next_poll_ms(self, handed_out: bool, more: bool, push: bool) -> int:
+        """The wait the answer asks for (rule 5 of the module docstring)."""
+        if more:
+            return 0
+        if self.long_poll <= 0:
+            return NEXT_POLL_BUSY_MS if handed_out else NEXT_POLL_MS
+        return NEXT_POLL_BUSY_MS if handed_out and not push else 0
+
+    def _response(self, commands: list, push: bool = False) -> dict[str, Any]:
         more = len(commands) > self.max_commands
         if more:
             commands = commands[: self.max_commands]
         return {
             "ack": True,
             "commands": [c.to_json() for c in commands],
-            "next_poll_ms": 0 if more else NEXT_POLL_BUSY_MS if commands else NEXT_POLL_MS,
+            "next_poll_ms": self._next_poll_ms(bool(commands), more, push),
             "server_time": rfc3339(self.clock.seconds()),
             "server_version": EXTENSION_COMPAT_VERSION,
             "capture_overrides": {},

@@ -35,6 +35,8 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorThreads, IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import make_private_dir
+
 log = Logger()
 
 #: C{os.open} flags: refuse a symbolic link / close on C{exec} (0 where the platform lacks them).
@@ -167,11 +169,38 @@ def write_new(path: Path | str, data: bytes) -> None:
         raise
 
 
-def make_private_dir(path: Path | str) -> Path:
-    """C{mkdir -p} with mode 0700 for what it creates; return the path."""
+class StateFileError(Exception):
+    """A state file the daemon cannot start with (its identity, the pinned extension, the client
+    key): C{str()} is one line naming the file and the fix; the start stops with it."""
+
+
+def set_aside(path: Path | str, why: str, lost: str) -> str:
+    """A state file the daemon can do without is not usable (C{why}: "not valid JSON", ...):
+    it is moved to C{<name>.corrupt} beside it (kept for the user; an older one is replaced)
+    and one line is logged naming it, what the daemon goes on without (C{lost}) and the fix.
+    Returns the line. Blocking: a rename (start-up, or a client's first request)."""
     path = Path(path)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
+    aside = path.with_name(path.name + ".corrupt")
+    try:
+        os.replace(path, aside)
+        moved = f"moved to {aside}"
+    except OSError as e:
+        moved = f"could not be moved aside ({describe(e)}); remove it"
+    line = (f"state file {path} is not usable ({why}): {moved}; the daemon goes on without "
+            f"{lost}. Restore it from there if you need it, else remove {aside.name}")
+    log.warn("{line}", line=line)
+    return line
+
+
+def unreadable(path: Path | str, why: str, lost: str) -> str:
+    """A state file the daemon can do without cannot be read (a symbolic link, not a regular
+    file, no permission): one line naming it, what the daemon goes on without and the fix; the
+    file is left where it is (a link is never followed, moved or written through). Returns the
+    line."""
+    line = (f"state file {path} cannot be read ({why}): the daemon goes on without {lost}; "
+            "remove it, or fix its permissions")
+    log.warn("{line}", line=line)
+    return line
 
 
 def prepare_state_dir(path: Path | str) -> list[str]:

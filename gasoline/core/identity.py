@@ -37,6 +37,8 @@ from typing import Any
 
 from twisted.logger import Logger
 
+from gasoline.common import make_private_dir
+
 log = Logger()
 
 IDENTITY_FILE = "identity.pem"
@@ -248,7 +250,7 @@ def _new_key_pem_in_child(timeout: float = 30.0) -> bytes | None:
 def _store_key(path: Path, pem: bytes) -> bytes:
     """Write C{pem} to C{path} (0600, atomically, never over a key another process created
     meanwhile: that one is returned instead)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(path.parent)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:

@@ -254,8 +254,9 @@ class BufferJournal(MultiService):
             return []
         except OSError as e:
             self.health.failed(self.what, self.path, e)
-            log.warn("{what} {path}: cannot read ({why}); starting empty", what=self.what,
-                     path=str(self.path), why=describe(e))
+            log.warn("{what} {path}: cannot read ({why}); starting empty (new entries are not "
+                     "persisted until it is readable: fix its permissions or remove it)",
+                     what=self.what, path=str(self.path), why=describe(e))
             return []
         kept: list[bytes] = []
         corrupt = 0
@@ -298,7 +299,8 @@ class BufferJournal(MultiService):
         self.lines = len(kept) + corrupt + (1 if older else 0)
         self._needs_compaction = older or corrupt > 0
         if corrupt:
-            log.warn("{what} {path}: skipped {corrupt} corrupt or partial lines",
+            log.warn("{what} {path}: skipped {corrupt} corrupt or partial lines (the next "
+                     "compaction rewrites the file without them; nothing to do)",
                      what=self.what, path=str(self.path), corrupt=corrupt)
         if kept:
             log.info("{what} {path}: restored {count} entries", what=self.what,

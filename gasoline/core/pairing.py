@@ -26,6 +26,8 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import read_nofollow
+from gasoline.core.files import StateFileError, describe
 from gasoline.core.identity import (
     ALGORITHM,
     IDENTITY_FILE,
@@ -74,12 +76,47 @@ SESSION_HEADER = b"x-gasoline-session"
 SESSION_STATUS_HEADER = b"x-gasoline-session-status"
 #: Sessions of the pinned extension kept at once (it has one worker; a restarted worker re-pairs).
 MAX_PINNED_SESSIONS = 8
-#: Challenges of any other key (or none): a burst, then this many per second. The pinned
-#: extension's own challenges are never counted, so a flood cannot lock it out.
+#: Challenges of any other key (or none): a burst, then this many per second. Challenges that
+#: claim the pinned extension's key have a bucket of their own (the same numbers), and a token
+#: they take is given back when the signature holds: the pinned extension's own challenges are
+#: never counted, a flood of others cannot lock it out, and no claim costs a signature check
+#: without a token (a claim is only a claim until its signature is checked).
 CHALLENGE_BURST = 16
 CHALLENGE_RATE = 4.0
+
+
+class _Bucket:
+    """A token bucket on the daemon's clock: C{burst} tokens, refilled at C{rate} per second."""
+
+    __slots__ = ("burst", "rate", "tokens", "at")
+
+    def __init__(self, burst: int, rate: float, now: float) -> None:
+        self.burst, self.rate = burst, rate
+        self.tokens, self.at = float(burst), now
+
+    def take(self, now: float) -> int:
+        """Take one token: 0, or the seconds to wait (nothing taken then)."""
+        self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1.0:
+            return max(1, math.ceil((1.0 - self.tokens) / self.rate))
+        self.tokens -= 1.0
+        return 0
+
+    def give_back(self) -> None:
+        self.tokens = min(float(self.burst), self.tokens + 1.0)
 #: Sessions of launched browsers' extension keys kept at once.
 MAX_LAUNCHED_SESSIONS = 8
+
+
+#: An identity file is a few hundred bytes; more is not a key.
+_MAX_KEY_FILE = 64 * 1024
+_IDENTITY_FIX = ("restore it from a backup, or move it aside to make a new one at the next start "
+                 "(the extension then shows the new fingerprint to compare, and pairs again)")
+
+
+class IdentityFileError(StateFileError):
+    """C{identity.pem} is there but is not a key the daemon can use."""
 
 
 class ChallengeRefused(PairingError):
@@ -124,8 +161,10 @@ class DaemonIdentity:
         self.session_idle = session_idle
         self.challenge_burst = challenge_burst
         self.challenge_rate = challenge_rate
-        self._tokens = float(challenge_burst)
-        self._tokens_at = clock.seconds()
+        #: Tokens for challenges of any other key (or none), and for those that claim the
+        #: pinned key (given back when the signature holds): taken before any signature check.
+        self._others = _Bucket(challenge_burst, challenge_rate, clock.seconds())
+        self._claims = _Bucket(challenge_burst, challenge_rate, clock.seconds())
         #: Refused challenges since start, by reason (C{/health}).
         self.refused: dict[str, int] = {}
         self.pins = ExtensionPins(pin_file, clock)
@@ -138,6 +177,8 @@ class DaemonIdentity:
         self._launched: OrderedDict[str, Session] = OrderedDict()
         self.launch_dir = launch_dir
         self.max_launched_sessions = max_launched_sessions
+        #: The key file (C{None}: a key given in memory), named when it cannot be used.
+        self.identity_path: Path | None = None
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
@@ -146,9 +187,12 @@ class DaemonIdentity:
         path = Path(state_dir) / IDENTITY_FILE
         pin_file = Path(state_dir) / PIN_FILE
         try:
-            data = path.read_bytes()
+            data = read_nofollow(path, _MAX_KEY_FILE)
         except FileNotFoundError:
             data = None
+        except OSError as e:
+            raise IdentityFileError(f"{path} cannot be read ({describe(e)}); {_IDENTITY_FIX}"
+                                    ) from None
         if data is None:
             data = create_key_file(state_dir)
         public = public_key_from_pem(data)
@@ -156,8 +200,14 @@ class DaemonIdentity:
             identity = cls(lambda: load_key(data, path), clock, public_key=public,
                            pin_file=pin_file, launch_dir=Path(state_dir))
         else:  # a key file in a form the reader above does not know: cryptography reads it
-            identity = cls(load_key(data, path), clock, pin_file=pin_file,
-                           launch_dir=Path(state_dir))
+            try:
+                key = load_key(data, path)
+            except Exception as e:  # cryptography's ValueError, UnsupportedAlgorithm, TypeError
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise IdentityFileError(f"{path} is not a usable P-256 private key ({why}); "
+                                        f"{_IDENTITY_FIX}") from None
+            identity = cls(key, clock, pin_file=pin_file, launch_dir=Path(state_dir))
+        identity.identity_path = path
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing); "
                  "pinned extension {ext}", fp=identity.fingerprint,
                  ext=identity.pins.fingerprint or "none yet")
@@ -165,9 +215,20 @@ class DaemonIdentity:
 
     def _private_key(self) -> Any:
         if callable(self._key):
-            key = self._key()
-            if raw_public_key(key) != self.public_key:
-                raise ValueError("the identity file changed since the daemon started")
+            try:
+                key = self._key()
+                if raw_public_key(key) != self.public_key:
+                    raise ValueError("it changed since the daemon started")
+            except Exception as e:  # cryptography's ValueError, UnsupportedAlgorithm, ...
+                # Its public key read at start, its private key does not load (a damaged body):
+                # pairing is refused with the one line, never a traceback per challenge.
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                line = (f"{self.identity_path or IDENTITY_FILE} is not a usable P-256 private "
+                        f"key ({why}); {_IDENTITY_FIX}")
+                if self.refused.get("identity_file_corrupt", 0) == 0:
+                    log.error("{line}", line=line)
+                raise self._refuse("identity_file_corrupt", ChallengeRefused(
+                    503, "identity_file_corrupt", line)) from None
             self._key = key
             freeze_cryptography()
         return self._key
@@ -223,18 +284,21 @@ class DaemonIdentity:
         self.refused[reason] = self.refused.get(reason, 0) + 1
         return error
 
-    def _take_token(self) -> None:
-        now = self.clock.seconds()
-        self._tokens = min(float(self.challenge_burst),
-                           self._tokens + (now - self._tokens_at) * self.challenge_rate)
-        self._tokens_at = now
-        if self._tokens < 1.0:
-            retry = max(1, math.ceil((1.0 - self._tokens) / self.challenge_rate))
-            raise self._refuse("rate_limited", ChallengeRefused(
-                429, "pairing_rate_limited", "too many pairing challenges: try again in "
-                f"{retry} s (the pinned extension's own challenges are not limited)",
+    def _take_token(self, claims_pinned: bool) -> None:
+        """One token of the caller's bucket, before any signature check; 429 when it is empty."""
+        bucket = self._claims if claims_pinned else self._others
+        retry = bucket.take(self.clock.seconds())
+        if not retry:
+            return
+        if claims_pinned:
+            raise self._refuse("rate_limited_claims", ChallengeRefused(
+                429, "pairing_rate_limited", "too many pairing challenges claiming the pinned "
+                f"extension's key whose signature did not verify: try again in {retry} s",
                 retry_after=retry))
-        self._tokens -= 1.0
+        raise self._refuse("rate_limited", ChallengeRefused(
+            429, "pairing_rate_limited", "too many pairing challenges: try again in "
+            f"{retry} s (the pinned extension's own challenges are not limited)",
+            retry_after=retry))
 
     def challenge(self, payload: Any) -> dict[str, Any]:
         """C{POST /pairing/challenge} C{{"key": <ephemeral P-256 point>, "nonce": <16..64 bytes>,
@@ -251,13 +315,19 @@ class DaemonIdentity:
             ext_key = unb64u(payload.get("ext_key"), "ext_key")
             signature = unb64u(payload.get("ext_sig"), "ext_sig")
         self._refresh_pins()
+        if self.pins.corrupt is not None:
+            raise self._refuse("pin_file_corrupt", ChallengeRefused(
+                503, "pin_file_corrupt", self.pins.corrupt))
         pinned = self.pins.pinned
         ours = ext_key is not None and pinned is not None and b64u(ext_key) == pinned["key"]
-        if not ours:
-            self._take_token()  # the pinned extension is never rate limited
+        # Every challenge takes a token before its signature is checked (one ECDSA verify, then
+        # one ECDH): a claim of the pinned key from its own bucket, given back once it verifies.
+        self._take_token(claims_pinned=ours)
         if ext_key is not None:
             verify_extension_signature(ext_key, signature,
                                         extension_transcript(ephemeral, nonce))
+            if ours:
+                self._claims.give_back()  # the pinned extension itself: never counted
         granted = None
         if ext_key is not None and not ours and self.launch_dir is not None:
             granted = read_launch_grant(self.launch_dir, ext_key)
@@ -388,6 +458,9 @@ class DaemonIdentity:
         sid = request.getHeader(SESSION_HEADER)
         if sid is None:
             pinned = self.pinned_fingerprint
+            if self.pins.corrupt is not None:  # which extension is pinned is unknown
+                self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1
+                return 503, self.pins.corrupt, {"code": "pin_file_corrupt"}
             if pinned is None:
                 return None
             self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1

@@ -30,6 +30,8 @@ from gasoline.core.files import (
     DiskHealth,
     describe,
     prepare_state_dir,
+    set_aside,
+    unreadable,
     thread_runner,
     write_atomic,
 )
@@ -92,20 +94,25 @@ class Persistence:
         return {name: j.stats() for name, j in self.journals.items()}
 
 
+_SEQUENCE_LOST = ("the buffers' saved heads (each journal's own markers still number its "
+                  "entries)")
+
+
 def _saved_heads(path: Path) -> dict[str, int]:
     try:
         raw = read_nofollow(path)
     except FileNotFoundError:
         return {}
     except OSError as e:
-        log.warn("ignoring {path}: {why}", path=str(path), why=describe(e))
+        unreadable(path, describe(e), _SEQUENCE_LOST)
         return {}
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        log.warn("ignoring {path}: not valid JSON", path=str(path))
+        set_aside(path, "not valid JSON", _SEQUENCE_LOST)
         return {}
     if not isinstance(value, dict):
+        set_aside(path, "not a JSON object", _SEQUENCE_LOST)
         return {}
     return {k: v for k, v in value.items()
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0}

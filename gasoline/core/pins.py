@@ -41,6 +41,8 @@ from typing import Any
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from gasoline.common import make_private_dir, read_nofollow
+from gasoline.core.files import StateFileError, set_aside, unreadable
 from gasoline.core.identity import PairingError, b64u, fingerprint_of, unb64u
 
 log = Logger()
@@ -57,6 +59,8 @@ LAUNCHED_DIR = "launched"
 MAX_LAUNCHED = 8
 #: A grant file is a few hundred bytes; anything larger is ignored unread.
 _MAX_GRANT_BYTES = 4096
+#: A pin file is a few kilobytes (a pin and at most L{MAX_CANDIDATES} refused keys).
+_MAX_PIN_BYTES = 64 * 1024
 
 
 def _pid_alive(pid: int) -> bool:
@@ -83,14 +87,22 @@ def read_launch_grant(state_dir: Path, key: bytes) -> dict[str, Any] | None:
     removed). Blocking: one small file (the challenge of an unpinned key, once a second per
     launched session)."""
     path = launch_grant_path(state_dir, fingerprint_of(key))
+    lost = ("the grant of the browser `gasoline browser` launched with this extension key "
+            "(that browser's extension is refused; launch it again)")
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_GRANT_BYTES + 1)
-        data = json.loads(raw) if len(raw) <= _MAX_GRANT_BYTES else None
-    except (OSError, ValueError):
+        raw = read_nofollow(path, _MAX_GRANT_BYTES + 1)
+    except FileNotFoundError:
         return None
+    except OSError as e:
+        unreadable(path, e.strerror or str(e), lost)
+        return None
+    try:
+        data = json.loads(raw) if len(raw) <= _MAX_GRANT_BYTES else None
+    except ValueError:
+        data = None
     if (not isinstance(data, dict) or data.get("key") != b64u(key)
             or not isinstance(data.get("pid"), int) or isinstance(data.get("pid"), bool)):
+        set_aside(path, "not a launch grant of this key", lost)
         return None
     if not _pid_alive(data["pid"]):
         try:
@@ -136,7 +148,7 @@ def write_launch_grant(state_dir: Path, key: bytes, pid: int) -> Path:
         raise PairingError(f"{MAX_LAUNCHED} launched browsers already hold a grant of this daemon "
                            "(end one of them first)")
     folder = Path(state_dir) / LAUNCHED_DIR
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(folder)
     path = launch_grant_path(state_dir, fingerprint_of(key))
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -201,7 +213,11 @@ class ExtensionPins:
         self.candidates: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._stamp: tuple[int, int] | None = None
         self._checked = -math.inf
-        self.refresh(force=True)
+        #: The one line saying the pin file is corrupt (it became so while the daemon ran: the
+        #: last pin read stays, and pairing and unpaired capture are refused), else C{None}.
+        self.corrupt: str | None = None
+        self._started = False
+        self.refresh(force=True)  # a corrupt file at start: PinFileError, the start stops
 
     def refresh(self, force: bool = False) -> bool:
         """Read the file again if it changed (at most every L{PIN_REFRESH} s unless C{force});
@@ -219,7 +235,19 @@ class ExtensionPins:
             return False
         self._stamp = stamp
         before = self.pinned
-        data = read_pin_file(self.path)
+        try:
+            data = read_pin_file(self.path)
+        except PinFileError as e:
+            if not self._started:
+                raise  # at start: the daemon does not start over it
+            if self.corrupt != str(e):
+                log.warn("{line}", line=str(e))
+            self.corrupt = str(e)
+            return False
+        self._started = True
+        if self.corrupt is not None:
+            log.info("the extension pin file {path} is readable again", path=str(self.path))
+        self.corrupt = None
         self.pinned = data["pinned"]
         self.candidates = OrderedDict((c["fingerprint"], c) for c in data["candidates"])
         return (before or {}).get("key") != (self.pinned or {}).get("key")
@@ -251,7 +279,7 @@ class ExtensionPins:
         return fp
 
     def _save(self) -> None:
-        if self.path is not None:
+        if self.path is not None and self.corrupt is None:  # a corrupt file is the user's to fix
             write_pin_file(self.path, self.pinned, list(self.candidates.values()))
             try:
                 st = self.path.stat()
@@ -264,16 +292,35 @@ def _iso(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
+class PinFileError(StateFileError):
+    """The pin file is there but cannot be read: which extension is pinned is unknown, so the
+    daemon does not start over it (and a running daemon refuses pairing and unpaired capture
+    until it is fixed)."""
+
+
+def _pin_file_error(path: Path, why: str) -> PinFileError:
+    return PinFileError(
+        f"the extension pin file {path} is corrupt ({why}): which extension is pinned is "
+        "unknown, so pairing and capture are refused; run `gasoline pair forget` (the next "
+        "extension that pairs is pinned) or restore the file")
+
+
 def read_pin_file(path: Path) -> dict[str, Any]:
-    """The pin file's content, checked (a missing or unreadable file: nothing pinned)."""
+    """The pin file's content, checked (a missing file: nothing pinned).
+
+    @raise PinFileError: the file is there but is not a pin file (unreadable, not JSON, not an
+        object, or a C{pinned} entry that is not a key): never read as "nothing pinned", which
+        would let the next extension pin itself."""
     try:
-        data = json.loads(Path(path).read_text("utf-8"))
+        data = json.loads(read_nofollow(path, _MAX_PIN_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         data = {}
-    except (OSError, ValueError) as e:
-        log.warn("the extension pin file {path} is unreadable ({error}): no extension is "
-                 "pinned until it is fixed or removed", path=str(path), error=str(e))
-        data = {}
+    except OSError as e:
+        raise _pin_file_error(path, e.strerror or str(e)) from None
+    except ValueError as e:  # not UTF-8, not JSON
+        raise _pin_file_error(path, f"not JSON: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise _pin_file_error(path, "not a JSON object")
 
     def entry(value: Any) -> dict[str, Any] | None:
         if not isinstance(value, dict) or not isinstance(value.get("key"), str):
@@ -286,8 +333,10 @@ def read_pin_file(path: Path) -> dict[str, Any]:
             return None
         return {**value, "fingerprint": fingerprint_of(raw)}
 
-    pinned = entry(data.get("pinned")) if isinstance(data, dict) else None
-    candidates = data.get("candidates") if isinstance(data, dict) else None
+    pinned = entry(data.get("pinned"))
+    if pinned is None and data.get("pinned") is not None:
+        raise _pin_file_error(path, "its 'pinned' entry is not an extension key")
+    candidates = data.get("candidates")
     return {"pinned": pinned,
             "candidates": [c for c in map(entry, candidates if isinstance(candidates, list)
                                           else []) if c is not None][-MAX_CANDIDATES:]}
@@ -298,7 +347,7 @@ def write_pin_file(path: Path, pinned: dict[str, Any] | None,
     """Write the pin file atomically (0600). A few hundred bytes, written when an extension is
     first pinned, first refused, or by C{gasoline pair}."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dir(path.parent)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -315,7 +364,14 @@ def pair_command(state_dir: Path, action: str | None, fingerprint: str | None = 
     """C{gasoline pair [accept FP | forget]}: C{(exit status, text)}. Edits the pin file the
     daemon reads again within a second; no daemon needs to run."""
     path = Path(state_dir) / PIN_FILE
-    data = read_pin_file(path)
+    try:
+        data = read_pin_file(path)
+    except PinFileError as e:
+        if action != "forget":
+            return 1, str(e)
+        write_pin_file(path, None, [])
+        return 0, (f"replaced the corrupt pin file {path}: no extension is pinned; the next "
+                   "extension that pairs is pinned")
     pinned, candidates = data["pinned"], data["candidates"]
     if action is None:
         lines = [f"pinned extension: {pinned['fingerprint'] if pinned else 'none yet'}"

@@ -12,11 +12,19 @@ Which names hold secrets, and the marker that takes a secret's place.
  - L{key_label}: the kind a marker names for a secret found under a key (C{api_key},
    C{session}, ...).
 
+The names are not written here: they are the one list the extension reads too,
+C{extension/lib/secret-names.json} (L{secret_names_path}).
+
 Plain tables and string tests: no patterns over text here (those are in
 L{gasoline.core.redact_shapes}), no walking of values (L{gasoline.core.redact}).
 """
 
 from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
 
 MARKER_PREFIX = "[REDACTED:"
 
@@ -33,35 +41,38 @@ def is_marker(value: str) -> bool:
 
 # -- sensitive key names ----------------------------------------------------------------------
 
-#: Key names (normalised: lower case, C{-} and C{.} turned into C{_}) whose values are secret.
-SENSITIVE_KEYS = frozenset(
-    {
-        "password", "passwd", "pwd", "pass", "passphrase", "secret", "token", "access_token",
-        "refresh_token", "id_token", "auth_token", "authorization", "proxy_authorization",
-        "cookie", "set_cookie", "api_key", "apikey", "x_api_key", "client_secret",
-        "private_key", "privatekey", "session", "sessionid", "session_id", "sessid",
-        "jsessionid", "phpsessid", "connect_sid", "csrf_token", "xsrf_token", "x_csrf_token",
-        "x_xsrf_token", "credentials", "credential", "aws_secret_access_key", "secret_key",
-        "access_key_secret", "account_key", "sig", "signature", "otp", "pin", "cvv", "cvc",
-        "ssn", "card_number", "cardnumber",
-        # Header names beyond Authorization/Cookie that carry credentials.
-        "authentication", "x_auth_token", "x_access_token", "x_session_token", "x_csrftoken",
-        "x_amz_security_token", "x_goog_api_key", "x_api_token", "api_token", "x_vault_token",
-        "x_hub_signature", "x_hub_signature_256", "x_amz_signature", "x_amz_credential",
-        "x_goog_signature", "x_goog_credential", "proxy_authenticate", "passcode", "pincode",
-        "one_time_code", "totp", "mfa_code", "verification_code", "security_code", "assertion",
-        "client_assertion", "id_token_hint", "code_verifier", "saml_response", "samlresponse",
-    }
-)
+#: The one list of names whose values are secret, shared with the extension (which reads the same
+#: names through C{lib/secret-names.js}, generated from this file): C{extension/lib/} in a source
+#: checkout, C{gasoline/_extension/lib/} in the installed wheel.
+SECRET_NAMES_FILE = "secret-names.json"
+
+
+def secret_names_path() -> Path:
+    """Where the shared list is: the wheel's copy of the extension, else the checkout's.
+    @raise FileNotFoundError: neither (a broken install: reinstall gasoline)."""
+    package = Path(__file__).resolve().parent.parent
+    for lib in (package / "_extension" / "lib", package.parent / "extension" / "lib"):
+        if (lib / SECRET_NAMES_FILE).is_file():
+            return lib / SECRET_NAMES_FILE
+    raise FileNotFoundError(f"the list of secret names ({SECRET_NAMES_FILE}) is not installed "
+                            f"beside {package} (gasoline/_extension/lib/ or extension/lib/): "
+                            "reinstall gasoline")
+
+
+def _load_names() -> dict[str, tuple[str, ...]]:
+    data = json.loads(secret_names_path().read_text("utf-8"))
+    return {part: tuple(data[part]) for part in ("keys", "suffixes", "params")}
+
+
+_NAMES = _load_names()
+#: Key names (normalised: see L{_normalise_key}) whose values are secret.
+SENSITIVE_KEYS = frozenset(_NAMES["keys"])
 #: Query-string and form parameter names whose values are secret in a URL or form body only
 #: (as JSON keys they are too common to redact: an error C{code}, a map C{key}).
-SENSITIVE_PARAMS = frozenset({"code", "key", "auth", "hash", "ticket", "jwt", "sid",
-                              "access_key", "password_reset", "reset_token", "magic_link"})
+SENSITIVE_PARAMS = frozenset(_NAMES["params"])
 #: Endings that make a key sensitive too (C{csrfToken}, C{db_password}, C{stripe_secret}).
-SENSITIVE_SUFFIXES = (
-    "password", "passwd", "secret", "token", "apikey", "api_key", "private_key", "sessionid",
-    "session_id", "cookie", "credentials",
-)
+SENSITIVE_SUFFIXES = _NAMES["suffixes"]
+_FLAT_SUFFIXES = tuple(suffix.replace("_", "") for suffix in SENSITIVE_SUFFIXES)
 
 _KEY_LABELS = (
     ("authorization", "authorization"),
@@ -76,16 +87,30 @@ _KEY_LABELS = (
 )
 
 
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_SEPARATORS = re.compile(r"[-.\s]")
+
+
 def _normalise_key(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(".", "_")
+    """As the extension's C{normKey}: camelCase split at its capitals, lower case, C{-}, C{.} and
+    spaces read as C{_} (C{xAmzSignature} -> C{x_amz_signature})."""
+    return _SEPARATORS.sub("_", _CAMEL.sub(r"\1_\2", name.strip()).lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _sensitive(name: str) -> bool:
+    key = _normalise_key(name)
+    flat = key.replace("_", "")
+    return (key in SENSITIVE_KEYS or flat in SENSITIVE_KEYS or key.endswith(SENSITIVE_SUFFIXES)
+            or flat.endswith(_FLAT_SUFFIXES))
 
 
 def is_sensitive_key(name: object) -> bool:
-    """True when a value stored under C{name} must not reach an agent."""
+    """True when a value stored under C{name} must not reach an agent (the extension's
+    C{isSensitiveKey}: the same names, read the same way)."""
     if not isinstance(name, str) or not name or len(name) > 200:
         return False
-    key = _normalise_key(name)
-    return key in SENSITIVE_KEYS or key.endswith(SENSITIVE_SUFFIXES)
+    return _sensitive(name)
 
 
 def is_sensitive_param(name: object) -> bool:

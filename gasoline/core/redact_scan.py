@@ -140,6 +140,8 @@ def _scan(data: bytes) -> bytes | None:
             m = exact.match(data, start)
             if m is not None:
                 replacement = handler(m)
+                if replacement is None:  # the rule does not apply here after all: the next one
+                    continue
                 if replacement != m.group(0):
                     pieces.append(original[last:start])
                     pieces.append(replacement)

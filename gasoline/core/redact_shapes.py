@@ -106,8 +106,10 @@ _NOT_MARKER = r"(?!\[REDACTED:)"
 
 #: What a rule does with its pattern's match: matching runs on the UTF-8 bytes of the text (see
 #: L{gasoline.core.redact_scan}); a handler gets the pattern's own match and returns the
-#: replacement bytes for the matched span.
-Handler = Callable[["re.Match[bytes]"], bytes]
+#: replacement bytes for the matched span, or C{None} when the rule does not apply there after
+#: all (its context is missing): then the next rules are tried at the same place, so a secret
+#: inside the span is still found.
+Handler = Callable[["re.Match[bytes]"], "bytes | None"]
 
 
 def _m(kind: str) -> bytes:
@@ -179,6 +181,94 @@ def _keyed_value_first(m: "re.Match[bytes]") -> bytes:
     if not value or is_marker(value):
         return m.group(0)
     return _replace_group(m, 2, key_label(_ascii(m.group(3))))
+
+
+#: The commands whose flag (the rule's group 1) takes a password, by the flag's letters.
+_MYSQL = {b"-p": re.compile(rb"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck"
+                            rb"|mariadb|mariadb-dump|mariadb-admin)\b")}
+_PASSWORD_NEXT = {
+    b"-p": re.compile(rb"\b(?:sshpass|(?:docker|podman|buildah|nerdctl)\s+login"
+                      rb"|helm\s+registry\s+login|mongo|mongosh|mongodump|mongorestore"
+                      rb"|mongoexport|mongoimport)\b"),
+    b"-P": re.compile(rb"\bsqlcmd\b"),
+    b"-a": re.compile(rb"\bredis-cli\b"),
+}
+_CURL = re.compile(rb"\bcurl\b")
+_HTTPIE = re.compile(rb"(?:^|\s)https?(?![\w:/.-])")  # the command, not a URL's scheme
+_USER_PASSWORD = {b"-u": _CURL, b"-U": _CURL, b"--user": _CURL, b"--proxy-user": _CURL,
+                  b"-a": _HTTPIE, b"--auth": _HTTPIE}
+_FLAG = re.compile(rb"-{1,2}[A-Za-z-]+")
+#: A word each command pattern needs (a cheap test before the pattern).
+_NEEDLES: dict["re.Pattern[bytes]", tuple[bytes, ...]] = {
+    _MYSQL[b"-p"]: (b"mysql", b"mariadb"),
+    _PASSWORD_NEXT[b"-p"]: (b"sshpass", b"login", b"mongo"),
+    _PASSWORD_NEXT[b"-P"]: (b"sqlcmd",),
+    _PASSWORD_NEXT[b"-a"]: (b"redis-cli",),
+    _CURL: (b"curl",),
+    _HTTPIE: (b"http",),
+}
+#: How far back on its line a flag's command may be.
+_COMMAND_REACH = 300
+
+
+def _after_command(commands: dict[bytes, "re.Pattern[bytes]"], kind: str) -> Handler:
+    """Replace group 2 when the flag in group 1 follows, on the same line, a command it takes a
+    password for (a separator C{|}, C{;}, C{&} ends a command)."""
+
+    def handle(m: "re.Match[bytes]") -> bytes | None:
+        flag = _FLAG.search(m.group(1))
+        command = commands.get(flag.group(0)) if flag is not None else None
+        if command is None:
+            return None
+        data, start = m.string, m.start()
+        reach = max(0, start - _COMMAND_REACH)
+        line_start = max(data.rfind(b"\n", reach, start), data.rfind(b"\r", reach, start),
+                         reach - 1) + 1
+        before = data[line_start:start]
+        for separator in (b"|", b";", b"&"):
+            before = before.rpartition(separator)[2]
+        if not any(word in before for word in _NEEDLES[command]) \
+                or command.search(before) is None:  # (a substring test first: cheap)
+            return None
+        if is_marker(_ascii(m.group(2))):
+            return m.group(0)
+        return _replace_group(m, 2, kind)
+
+    return handle
+
+
+def _flag_value(m: "re.Match[bytes]") -> bytes:
+    """Group 1 is C{--<name> }, group 2 its value: the marker is named after the flag."""
+    if is_marker(_ascii(m.group(2))):
+        return m.group(0)
+    name = _ascii(m.group(1)).strip(" \t\r\n\"'").lstrip("-")
+    return _replace_group(m, 2, key_label(name))
+
+
+# (quotes may be escaped: the tag inside a string literal of generated code, \"password\")
+_INPUT_TYPE_PASSWORD = re.compile(rb"""\stype\s*=\s*\\?["']?password(?![\w-])""", re.I)
+_INPUT_VALUE = re.compile(rb'(\svalue\s*=\s*)(?:\\?"((?:[^"\\]|\\[^"])*)\\?"'
+                          rb"|\\?'((?:[^'\\]|\\[^'])*)\\?'"
+                          rb'|([^\s"\'>\\]+))', re.I)
+
+
+def _password_input(m: "re.Match[bytes]") -> bytes | None:
+    """An C{<input ...>} tag's text: its C{value} attribute replaced when its type is password."""
+    tag = m.group(0)
+    if _INPUT_TYPE_PASSWORD.search(tag) is None:
+        return None  # another input: its attributes are scanned like any text
+
+    def value(v: "re.Match[bytes]") -> bytes:
+        for group in (2, 3, 4):
+            if v.group(group) is not None:
+                if not v.group(group) or is_marker(_ascii(v.group(group))):
+                    return v.group(0)
+                start, end = v.span(group)
+                whole = v.group(0)
+                return whole[:start - v.start()] + _m("password") + whole[end - v.start():]
+        return v.group(0)
+
+    return _INPUT_VALUE.sub(value, tag)
 
 
 #: C{(kind, pattern)} of the vendor token rule (see C{RULES}); kinds are unique.
@@ -328,7 +418,7 @@ RULES: list[tuple[str, str, Handler]] = [
     ),
     (
         "url_credentials",
-        r"(\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s/:@\"'<>]{1,256}:)([^\s/@\"'<>]{1,256})(?=@)",
+        r"(\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s/:@\"'<>]{0,256}:)([^\s/@\"'<>]{1,256})(?=@)",
         _keep_prefix("url_credentials"),
     ),
     (
@@ -395,5 +485,45 @@ RULES: list[tuple[str, str, Handler]] = [
         "ssn",
         r"\b(?<!-)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])",
         _whole("ssn"),
+    ),
+    # (Last: a candidate only these rules find tries only the rules after it.)
+    # Command lines in console text: a password given to a command. Only where the flag means a
+    # password: `mysql -p mydb` (a space) prompts for one and names a database, `ssh -p 22` is a
+    # port; a value that is a variable ($PASSWORD) or a placeholder (<password>) is kept.
+    (
+        "cli_password_flag",
+        # --password X, --db-password X, --token X, --api-key X (the = form is an assignment)
+        r"(--(?i:[a-z0-9]+-)*(?i:password|passwd|pass|pwd|passphrase|secret|token|api-?key"
+        r"|auth-?token|access-?token|client-?secret)\s+[\"']?)" + _NOT_MARKER
+        + r"([^\s\"'$<>{}\[\]`-][^\s\"'`]{3,4095})",
+        _flag_value,
+    ),
+    # The flags below are only passwords after their command, earlier on the same line (the
+    # handler looks back): the pattern starts at the flag, so the scan's prefilter stays small.
+    (
+        "cli_mysql_p",
+        # mysql -pSECRET (no space: the password), also mysqldump, mysqladmin, mariadb, ...
+        r"(\s-p)" + _NOT_MARKER + r"([^\s\"'$<>`-][^\s\"'`]{0,4095})",
+        _after_command(_MYSQL, "password"),
+    ),
+    (
+        "cli_dash_p",
+        # tools whose -p (sqlcmd: -P, redis-cli: -a) takes the password as its next word
+        r"(\s-[pPa]\s+[\"']?)" + _NOT_MARKER + r"([^\s\"'$<>`-][^\s\"'`]{0,4095})",
+        _after_command(_PASSWORD_NEXT, "password"),
+    ),
+    (
+        "cli_user_password",
+        # curl -u user:pass, --user, --proxy-user, -U; httpie's -a/--auth user:pass
+        r"(\s(?:-u|-U|--user|--proxy-user|-a|--auth)(?:\s+|=)[\"']?[^\s:\"'$]{0,256}:)"
+        + _NOT_MARKER + r"([^\s\"'$`][^\s\"'`]{0,4095})",
+        _after_command(_USER_PASSWORD, "password"),
+    ),
+    # A password field's HTML in console text (a page logging outerHTML, a framework warning):
+    # the value of an <input> whose type is password.
+    (
+        "password_input_html",
+        r"<(?i:input)\s[^<>]{0,4096}",
+        _password_input,
     ),
 ]

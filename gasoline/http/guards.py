@@ -25,7 +25,8 @@ the JSON body of a refusal:
     every response; C{OPTIONS} (preflight) -> 204;
  5. body over the route's limit (C{/logs} 10 MB, everything else 5 MB) -> 413; a body with more
     than L{MAX_JSON_TOKENS} JSON separators (C{E{lb}}, C{[} and C{,}, counted without parsing)
-    -> 413, so no request can hold the reactor for seconds of decoding;
+    -> 413, so no request can hold the reactor for seconds of decoding (on a route that opens
+    sealed bodies the handler counts the plaintext instead: L{json_values_refusal});
  6. with an C{api_key}, a route whose L{Key} is C{ALWAYS} (every route but C{/health} and the
     extension's own) needs C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
     401; a C{UNLESS_EXTENSION} route (pairing, the extension's CDP link) needs it unless the
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from io import BytesIO
 
 import attrs
 
@@ -138,6 +140,39 @@ def is_extension_fetch(request) -> bool:
             and request.getHeader(b"sec-fetch-dest") in (b"empty", None))
 
 
+def json_values_refusal(request) -> bytes | None:
+    """The 413 of a body with more than L{MAX_JSON_TOKENS} JSON separators, counted on
+    C{request.content} as it will be parsed (without parsing it), else C{None}. The guard calls
+    it for every route but the sealed ones (L{Route.sealed}), whose handler calls it once the
+    body is opened (L{gasoline.http.ingest.extension_session}): a sealed body's ciphertext is
+    capped by bytes only, its plaintext by values."""
+    content = request.content
+    if content is None:
+        return None
+    received = getattr(request, "body_length", None)  # (GasolineRequest: the bytes received)
+    if isinstance(received, int) and received <= _TOKEN_CHECK_FROM:
+        return None  # a body (or a sealed body's plaintext, shorter) this short is under it
+    if isinstance(content, BytesIO):
+        with content.getbuffer() as view:
+            if view.nbytes <= _TOKEN_CHECK_FROM:
+                return None
+        body = content.getvalue()
+    else:
+        position = content.tell()
+        content.seek(0)
+        body = content.read()
+        content.seek(position)
+        if len(body) <= _TOKEN_CHECK_FROM:
+            return None
+    tokens = json_tokens(body)
+    if tokens <= MAX_JSON_TOKENS:
+        return None
+    return json_error(
+        request, 413,
+        f"request body has too many JSON values ({tokens:,} separators; limit "
+        f"{MAX_JSON_TOKENS:,} per request)", limit=MAX_JSON_TOKENS)
+
+
 class OriginKind:
     """What an C{Origin} value is (see L{Guard.origin_kind})."""
 
@@ -225,13 +260,12 @@ class Guard:
             return json_error(
                 request, 413, f"request body too large (limit {limit} bytes)", limit=limit
             )
-        if length > _TOKEN_CHECK_FROM and request.content is not None:
-            tokens = json_tokens(request.content.getvalue())
-            if tokens > MAX_JSON_TOKENS:
-                return json_error(
-                    request, 413,
-                    f"request body has too many JSON values ({tokens:,} separators; limit "
-                    f"{MAX_JSON_TOKENS:,} per request)", limit=MAX_JSON_TOKENS)
+        if route.sealed and request.method.decode("ascii", "replace") in route.sealed:
+            pass  # counted by the handler on what it parses (a sealed body's plaintext)
+        else:
+            refused = json_values_refusal(request)
+            if refused is not None:
+                return refused
         key_ok = self.api_key is None or self._key_ok(request)
         request.gasoline_key_ok = key_ok
         if not key_ok and (route.key is Key.ALWAYS or (

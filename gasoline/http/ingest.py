@@ -47,6 +47,7 @@ from gasoline.core.store import (
 )
 from gasoline.core.validate import PayloadError
 from gasoline.http.direct import DirectRoutes
+from gasoline.http.guards import json_values_refusal
 from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
@@ -94,7 +95,9 @@ def extension_only(route: Callable) -> Callable:
 
 def extension_session(route: Callable) -> Callable:
     """A capture or command route of the extension: once the daemon pins an extension, only its
-    sealed requests pass; a sealed request is opened here (L{DaemonIdentity.admit})."""
+    sealed requests pass; a sealed request is opened here (L{DaemonIdentity.admit}). The
+    structural JSON limits are counted here, on the body the route will parse (a sealed body's
+    plaintext): the guard skips these routes (L{gasoline.http.routes.Route.sealed})."""
 
     @functools.wraps(route)
     def gated(self, request, *args, **kwargs):
@@ -103,8 +106,12 @@ def extension_session(route: Callable) -> Callable:
             if refused is not None:
                 status, message, extra = refused
                 return json_error(request, status, message, **extra)
+        too_many = json_values_refusal(request)
+        if too_many is not None:
+            return too_many
         return route(self, request, *args, **kwargs)
 
+    gated.opens_sealed = True  # type: ignore[attr-defined]
     return extension_only(gated)
 
 

@@ -100,6 +100,10 @@ class Route:
     key: Key = attrs.field(default=None)
     #: May a browser request without an C{Origin} (C{Sec-Fetch-*} present) reach it?
     browser: bool = attrs.field(default=None)
+    #: The methods whose handler opens a sealed body (L{gasoline.http.ingest.extension_session}):
+    #: the structural JSON limits are counted by the handler on what it parses (the plaintext
+    #: of a sealed body), not by the guard on the ciphertext.
+    sealed: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         origins, key, browser = _DEFAULTS[self.caller]
@@ -184,19 +188,19 @@ ROUTES: tuple[Route, ...] = (
     Route("/shutdown", POST, _D),
     Route("/test-boundary", POST, _D),
     # -- the extension: the ingest API, pairing, the CDP link
-    Route("/logs", ("POST", "DELETE"), _E),
-    Route("/network-bodies", POST, _E),
-    Route("/enhanced-actions", POST, _E),
-    Route("/network-waterfall", POST, _E),
-    Route("/websocket-events", POST, _E),
-    Route("/performance-snapshots", POST, _E),
-    Route("/extension-logs", POST, _E),
-    Route("/api/extension-status", POST, _E),
-    Route("/sync", POST, _E),
-    Route("/pending-queries", GET, _E),
-    Route("/query-result", POST, _E),
-    Route("/dom-result", POST, _E),
-    Route("/screenshots", POST, _E),
+    Route("/logs", ("POST", "DELETE"), _E, sealed=POST),
+    Route("/network-bodies", POST, _E, sealed=POST),
+    Route("/enhanced-actions", POST, _E, sealed=POST),
+    Route("/network-waterfall", POST, _E, sealed=POST),
+    Route("/websocket-events", POST, _E, sealed=POST),
+    Route("/performance-snapshots", POST, _E, sealed=POST),
+    Route("/extension-logs", POST, _E, sealed=POST),
+    Route("/api/extension-status", POST, _E, sealed=POST),
+    Route("/sync", POST, _E, sealed=POST),
+    Route("/pending-queries", GET, _E, sealed=GET),
+    Route("/query-result", POST, _E, sealed=POST),
+    Route("/dom-result", POST, _E, sealed=POST),
+    Route("/screenshots", POST, _E, sealed=POST),
     Route("/pairing", GET, _E, key=Key.UNLESS_EXTENSION),
     Route("/pairing/challenge", POST, _E, key=Key.UNLESS_EXTENSION),
     Route("/extension/cdp", GET, _E, key=Key.UNLESS_EXTENSION),

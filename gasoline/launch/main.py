@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.python import usage
 
-from gasoline.common import default_state_dir, tcp_port
+from gasoline.common import default_state_dir, make_private_dir, make_private_file, tcp_port
 from gasoline.connect.discovery import DEFAULT_PORT
 
 if TYPE_CHECKING:
@@ -243,7 +243,7 @@ class Launch:
 
         if options["profile"]:
             self.profile = Path(options["profile"]).resolve()
-            self.profile.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.profile)
         else:
             self.profile = Path(tempfile.mkdtemp(prefix="gasoline-browser-"))
             self.temporary_profile = True
@@ -405,11 +405,11 @@ def _detach(argv: list[str], options) -> int:
     """Run this command again in the background (its own session, output to a log in the state
     dir) and return once it reports the browser ready, or its error."""
     state_dir: Path = options["state-dir"]
-    state_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(state_dir)
     ready = Path(tempfile.mkdtemp(prefix="gasoline-browser-ready-")) / "ready.json"
     log_path = state_dir / "browser.log"
     args = ["--ready-file", str(ready)] + [a for a in argv if a != "--detach"]
-    with open(log_path, "ab") as log_file:
+    with open(make_private_file(log_path), "ab") as log_file:
         child = subprocess.Popen(
             [sys.executable, "-m", "gasoline", "browser", *args], stdin=subprocess.DEVNULL,
             stdout=log_file, stderr=log_file, start_new_session=True)

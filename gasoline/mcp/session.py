@@ -157,6 +157,9 @@ class McpSession:
     #: Tools this session sees beside the server's own (e.g. a proxy session's aggregated
     #: tools), or None.
     extra_tools: ISessionTools | None = None
+    #: The page tools whose results already carried the untrusted-content note in this session
+    #: (gasoline.tools.context.ToolContext.untrusted_note_due).
+    untrusted_told: set[str] = attrs.field(factory=set)
     _next_stream: int = 0
     _next_request: int = 0
 

@@ -2,7 +2,7 @@
 MCP tools: a generic registry and the result convention (Gasoline's own tools: L{gasoline.tools}).
 
 Result convention (C{docs/mcp.md}, tool-surface.md): a success is one text block, a summary line
-then compact JSON with the metadata (C{cursor}, C{has_more}, C{total}, C{extension_connected},
+then compact JSON with the metadata (C{cursor}, C{has_more}, C{total}, C{data_age_seconds},
 ...); a failure is a *result* with C{isError: true} whose JSON carries the
 L{gasoline.core.errors.GasolineError} code, message and retry hint. Protocol faults (unknown tool,
 C{arguments} not an object) are JSON-RPC errors, raised by the server before a tool runs.

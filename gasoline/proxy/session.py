@@ -103,7 +103,8 @@ class ProxyManager:
         self.service = _ProxyService(self)
         if state_dir is not None:
             self.document = JsonDocument(Path(state_dir) / "proxy-sessions.json",
-                                         self._persisted, poll=True)
+                                         self._persisted, poll=True,
+                                         what="the proxy sessions it listed (agents open new ones)")
             self.document.service(reactor).setServiceParent(self.service)
 
     # -- counting ------------------------------------------------------------------------------
@@ -470,7 +471,10 @@ class ProxyManager:
         if self.document is None:
             return 0
         saved = self.document.load()
+        if saved is None:
+            return 0
         if not isinstance(saved, dict) or not isinstance(saved.get("sessions"), list):
+            self.document.unusable("not a list of proxy sessions")
             return 0
         n = 0
         for item in saved["sessions"]:

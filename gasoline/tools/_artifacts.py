@@ -12,6 +12,7 @@ from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
+from gasoline.common import make_private_dir
 from gasoline.core.files import thread_runner
 from gasoline.core.redact import redact_value
 
@@ -61,7 +62,16 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
     path = resolve_save_path(ctx, save_to)
     roots = artifact_roots(ctx)
     parent = path.parent
-    parent.mkdir(parents=True, exist_ok=True)
+    state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
+    private_root = real(Path(state_dir) / ARTIFACTS_DIR) if state_dir is not None else None
+    private = private_root is not None and inside(path, private_root)
+    if private_root is not None and private:  # in the state dir: private, as everything there
+        make_private_dir(private_root)
+        for level in reversed([p for p in parent.parents if inside(p, private_root)]):
+            make_private_dir(level)
+        make_private_dir(parent)
+    else:  # in the agent's project: the user's own tree, made as the user's tools make it
+        parent.mkdir(parents=True, exist_ok=True)
     # Re-check after creating directories: nothing on the way may have become a symlink out.
     real_parent = real(parent)
     if not any(inside(real_parent, r) for r in roots):
@@ -69,7 +79,7 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
                           param="save_to", retry=SAVE_TO_RETRY)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(real_parent / path.name, flags, 0o644)
+        fd = os.open(real_parent / path.name, flags, 0o600 if private else 0o644)
     except OSError as e:
         raise GasolineError(f"could not write {path}: {e.strerror or e}", code="write_failed",
                             param="save_to") from None

@@ -24,8 +24,13 @@ from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT
 def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     from gasoline.analysis.perf import page_performance
 
+    from gasoline.tools._page_scope import current_page
+
     url = ctx.str_arg(args, "url")
     view, applied = view_filter(ctx, args)
+    # By default the current page only (gasoline.tools._page_scope); scope "all" for every page.
+    on_page, page_filters = current_page(ctx, args, url_fields=("url",))
+    applied.update(page_filters)
     pages = []
     for snap in reversed(list(ctx.app.store.performance.values())):
         if not isinstance(snap, dict):
@@ -34,17 +39,31 @@ def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             continue
         if view is not None and not view(snap):
             continue
+        if on_page is not None and not on_page(snap):
+            continue
         try:
             pages.append(page_performance(snap))
         except Exception:  # a malformed snapshot: show it raw rather than fail the read
             pages.append({"url": snap.get("url"), "raw": snap})
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    if on_page is not None:
+        # The current page's latest load: the snapshot of the tracked URL itself, else the newest
+        # of the same page (another query string).
+        tracked = (getattr(ctx.app.extension, "settings", None) or {}).get("tracked_tab_url")
+        exact = [p for p in pages if p.get("url") == tracked]
+        limit = 1
+        pages = exact or pages
     pages = pages[:limit]
     data: dict[str, Any] = {"count": len(pages), "pages": pages}
     if applied:
         data["filters"] = applied
-    return ctx.ok(f"web vitals for {len(pages)} pages (newest first)", data,
-                  buffer="performance")
+    if on_page is not None:
+        summary = (f"web vitals of the current page {page_filters['page']}" if pages else
+                   f"no web vitals yet for the current page {page_filters['page']}")
+        summary += " (scope:\"all\" for every page since you connected)"
+    else:
+        summary = f"web vitals for {len(pages)} pages (newest first)"
+    return ctx.ok(summary, data, buffer="performance")
 
 
 def _settings(ctx: ToolContext) -> dict[str, Any]:

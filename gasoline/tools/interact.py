@@ -67,6 +67,7 @@ from gasoline.tools._shared import (
     require_str,
     timeout_of,
 )
+from gasoline.tools import _interactive_list as interactive_list
 from gasoline.tools.schemas import MODE_PROPERTIES
 
 log = Logger()
@@ -179,10 +180,7 @@ def browser_action(ctx: Any, args: dict[str, Any]) -> Any:
 def dom_action_params(ctx: Any, args: dict[str, Any], action: str) -> dict[str, Any]:
     params: dict[str, Any] = {"action": action}
     if action == "list_interactive":
-        limit = ctx.int_arg(args, "limit", None, 1, 500)
-        if limit is not None:
-            params["limit"] = limit
-        return params
+        return interactive_list.params(ctx, args)
     if action == "wait_for":
         selector = ctx.str_arg(args, "selector") or ctx.str_arg(args, "wait_for")
         if not selector:
@@ -223,6 +221,20 @@ def dom_action_params(ctx: Any, args: dict[str, Any], action: str) -> dict[str, 
     return params
 
 
+#: What a DOM action's answer echoes of the call (the mode, the selector: the summary names it).
+_ECHOED = ("action", "selector")
+
+
+def _lean(result: dict[str, Any], read_only: bool) -> dict[str, Any]:
+    """A DOM action's answer without what the agent sent (C{action}, C{selector}) and, for a read,
+    without the element's description (the value read is the answer; an action keeps it: which
+    element a C{text=} or C{role=} selector reached)."""
+    if result.get("success") is not True:
+        return result
+    drop = _ECHOED + ("element",) if read_only else _ECHOED
+    return {k: v for k, v in result.items() if k not in drop}
+
+
 def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
     action = ctx.mode
     read_only = action in READ_ONLY_DOM_ACTIONS
@@ -247,17 +259,23 @@ def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
     def describe(result: Any) -> tuple[str, dict[str, Any]]:
         r = as_dict(result)
         if action == "list_interactive":
-            _remember_elements(ctx, r)
-            count = r.get("count")
-            if not isinstance(count, int):
-                count = len(lst(r.get("elements")))
-            return (f"{count} interactive element(s)",
-                    {"result": r})
+            r = interactive_list.shape(ctx, args, r, ctx.runtime.interactive_lists)
+            _remember_elements(ctx, {"elements": [
+                {"element_id": eid, "selector": sel} for eid, sel in
+                interactive_list.selectors(ctx.runtime.interactive_lists, ctx.client_id).items()]})
+            summary = f"{r['count']} interactive element(s)"
+            if r.get("diff"):
+                summary += (f": {len(r['elements'])} new, {r['unchanged']} unchanged, "
+                            f"{len(r.get('gone', []))} gone")
+            elif r.get("next_offset") is not None:
+                summary += f" (these from {r.get('offset', 0)}; next_offset {r['next_offset']})"
+            return summary, {"result": r}
         if not read_only:
             extra = {}
             if action == "scroll_to" and isinstance(r.get("scroll_y"), (int, float)):
                 extra["scroll_y"] = r["scroll_y"]
             record(ctx, kind, r, **fields, **extra)
+        r = _lean(r, read_only)
         if action == "get_text":
             return f"text of {selector!r}", {"result": r}
         if action in ("get_value", "get_attribute"):

@@ -8,7 +8,8 @@ L{gasoline.tools._reader}; the views of the page, the tabs and the extension's s
 page, tabs, pilot, screenshot, storage, IndexedDB, commands, recordings) are
 L{gasoline.tools._page_views}.
 
-Every result carries C{extension_connected} and C{data_age_seconds}.
+A buffer read carries C{data_age_seconds}; any result says C{extension_connected: false} while
+the extension is not connected (L{ToolContext.meta}).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from gasoline.tools._page_views import (
     observe_tabs,
     observe_vitals,
 )
+from gasoline.tools._page_scope import current_page
 from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT, buffer_result, read_buffer
 from gasoline.tools.schemas import MODE_PROPERTIES
 
@@ -242,8 +244,18 @@ def observe_network_bodies(ctx: ToolContext, args: dict[str, Any]) -> dict[str, 
                 out["extracted"] = None
             return out
 
-    entries, meta = read_buffer(ctx, args, NETWORK_BODIES, _network_match(ctx, args),
-                                transform=transform)
+    match = _network_match(ctx, args)
+    # By default the current page only (gasoline.tools._page_scope); scope "all" for everything.
+    on_page, page_filters = current_page(ctx, args)
+    if on_page is not None:
+        also = match
+
+        def match(e: dict[str, Any]) -> bool:
+            return on_page(e) and (also is None or also(e))
+
+    entries, meta = read_buffer(ctx, args, NETWORK_BODIES, match, transform=transform)
+    if page_filters:
+        meta["filters"] = {**meta.get("filters", {}), **page_filters}
     if body_path:
         meta["body_path"] = body_path
     if body_key:

@@ -33,6 +33,9 @@ class ToolRuntime:
     #: client id -> tab id -> its last whole-page snapshot (diff bases and ref documents; built
     #: at the first snapshot).
     snapshots: SnapshotBases | None = None
+    #: client id -> the element ids handed out for its current page
+    #: (L{gasoline.tools._interactive_list.KnownElements}).
+    interactive_lists: dict[str, Any] = attrs.field(factory=dict)
     #: tab id -> URL, from the last C{observe {what:"tabs"}} answer.
     tab_urls: dict[Any, str] = attrs.field(factory=dict)
     #: client id -> (persisted form, parsed L{gasoline.core.noise.NoiseRules}).

@@ -97,7 +97,9 @@ OBSERVE_SCHEMA = _schema(
         "method": {"type": "string", "description": "HTTP method (network modes)."},
         "status_min": {"type": "integer", "minimum": 100, "maximum": 599},
         "status_max": {"type": "integer", "minimum": 100, "maximum": 599},
-        "scope": {"type": "string", "enum": ["current_page", "all"]},
+        "scope": {"type": "string", "enum": ["current_page", "all"],
+                  "description": "current_page: the tracked tab (network_bodies and vitals: its "
+                  "current page, their default); all: everything since you connected."},
         "after_cursor": _CURSOR,
         "before_cursor": _CURSOR,
         "since_cursor": _CURSOR,
@@ -356,6 +358,11 @@ INTERACT_PROPERTIES: dict[str, Any] = {
     "clear": {"type": "boolean", "description": "type: false appends instead of replacing."},
     "limit": {"type": "integer", "minimum": 1, "maximum": 500,
               "description": "list_interactive: elements returned."},
+    "offset": {"type": "integer", "minimum": 0, "maximum": 100000,
+               "description": "list_interactive: skip this many elements (the next page: a "
+               "result's next_offset)."},
+    "diff": {"type": "boolean", "description": "list_interactive: only the elements that are new "
+             "since your last list of this page, with the ids of those gone (ids stay stable)."},
     "duration_ms": {"type": "integer", "minimum": 100, "maximum": 600000,
                     "description": "highlight/subtitle: how long it stays."},
     "format": {"type": "string", "enum": ["png", "jpeg"], "description": "screenshot format."},

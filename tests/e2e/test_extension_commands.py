@@ -134,17 +134,27 @@ class ScriptedDaemon:
     signs its /sync answers as the daemon does; ``port`` lets it take a port another daemon had
     (an impostor, when the extension pinned that other daemon)."""
 
-    def __init__(self, commands, port: int = 0):
+    def __init__(self, commands, port: int = 0, hold: float = 0.2, idle_next_ms: int = 300,
+                 busy_next_ms: int = 200):
+        """``hold``: how long a sync with nothing to hand out is held (a command added with
+        :meth:`add` answers it at once, as the daemon's long poll does); ``idle_next_ms`` and
+        ``busy_next_ms``: the ``next_poll_ms`` of answers without and with commands."""
         self.identity = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), _WallClock())
         self.pairing_requests: list[str] = []
         self.commands = list(commands)
+        self.hold, self.idle_next_ms, self.busy_next_ms = hold, idle_next_ms, busy_next_ms
         self.syncs: list[dict] = []
+        #: Per sync (same order as ``syncs``): how many other syncs were held when it arrived, and
+        #: whether it was held before its answer.
+        self.sync_meta: list[dict] = []
+        self.held = 0
         self.screenshots: list[dict] = []
         self.headers: list[dict] = []
         self.posts: dict[str, list[dict]] = {}
         self.fail_logs = False
         self.refused = 0
         self.lock = threading.Lock()
+        self.added = threading.Condition(self.lock)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -204,21 +214,32 @@ class ScriptedDaemon:
                         outer.refused += len(body.get("entries", []))
                     elif self.path == "/sync":
                         outer.syncs.append(body)
+                        meta = {"held_at_arrival": outer.held, "was_held": False}
+                        outer.sync_meta.append(meta)
                         acked = body.get("last_command_ack")
                         if acked:
                             ids = [c["id"] for c in outer.commands]
                             if acked in ids:
                                 outer.commands = outer.commands[ids.index(acked) + 1:]
                         cmds = list(outer.commands)
+                        if (not cmds and not body.get("command_results") and body.get("hold") is not False
+                                and outer.hold > 0.2):
+                            meta["was_held"] = True
+                            outer.held += 1
+                            outer.added.wait_for(lambda: outer.commands, timeout=outer.hold)
+                            outer.held -= 1
+                            cmds = list(outer.commands)
+                            meta["handed_out"] = [c["id"] for c in cmds]
                     elif self.path == "/screenshots":
                         outer.screenshots.append(body)
                 if self.path == "/logs" and outer.fail_logs:
                     self._json(503, {"error": "scripted outage"})
                     return
                 if self.path == "/sync":
-                    if not cmds:
-                        time.sleep(0.2)
-                    self._json(200, {"ack": True, "commands": cmds, "next_poll_ms": 200 if cmds else 300,
+                    if not cmds and outer.hold <= 0.2:
+                        time.sleep(outer.hold)
+                    self._json(200, {"ack": True, "commands": cmds,
+                                     "next_poll_ms": outer.busy_next_ms if cmds else outer.idle_next_ms,
                                      "server_time": "2026-01-01T00:00:00Z", "server_version": "0.7.99", "capture_overrides": {}},
                                sign=True)
                 elif self.path == "/screenshots":
@@ -229,6 +250,12 @@ class ScriptedDaemon:
         self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def add(self, commands) -> None:
+        """Queue more commands; a held sync hands them out at once."""
+        with self.added:
+            self.commands.extend(commands)
+            self.added.notify_all()
 
     @property
     def url(self):
@@ -308,12 +335,17 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
         assert shot["query_id"] == "q-5" and shot["correlation_id"] == "c-5"
         assert shot["data_url"].startswith("data:image/jpeg;base64,")
 
+        def idle_poll():  # the loop's poll after the last result (not a push: hold false)
+            with fake.lock:
+                polls = [s for s in fake.syncs if s.get("hold") is not False and s.get("last_command_ack") == "q-9"]
+            return next((s for s in reversed(polls) if s["in_progress"] == []), None)
+
+        last = wait_until(idle_poll, 10, interval=0.2, what="a poll with nothing in progress")
         with fake.lock:
             syncs = list(fake.syncs)
             headers = list(fake.headers)
         assert all(h["X-Gasoline-Client"].startswith("gasoline-extension/") for h in headers)
         assert all(h["X-Gasoline-Extension-Version"] for h in headers)
-        last = syncs[-1]
         assert last["ext_session_id"].startswith("ext_")
         assert last["settings"]["tracked_tab_id"] == tab and last["settings"]["pilot_enabled"] is True
         assert last["last_command_ack"] == "q-9"  # the last one handed out
@@ -321,6 +353,67 @@ def test_sync_loop_runs_commands_and_reports_results_acks_and_screenshots(browse
         # Each command ran once even though it was re-sent until acked.
         delivered = [r["id"] for s in syncs for r in s.get("command_results", [])]
         assert sorted(delivered) == sorted(set(delivered))
+
+
+def test_push_path_a_held_poll_takes_each_command_at_once_and_results_do_not_wait_for_it(browser, site):
+    """The push path (worker/sync.js): the stand-in holds every poll with nothing to hand out, as
+    the daemon does, and asks for the next one at once (``next_poll_ms`` 0). Each command, queued
+    while a poll is held, is handed out by that held poll; the extension re-polls at once, and a
+    result goes out on a sync of its own (a results push: no settings) while that next poll is still
+    held, instead of waiting for it. A settings change (the pilot) goes out at once the same way."""
+    sw = browser.service_worker()
+    _, page, _ = browser.new_page(site.url + "/commands.html")
+    tab = browser.tab_id_for(sw, site.url + "/commands.html")
+    steps = [
+        {"id": "q-1", "type": "dom_action", "params": {"action": "type", "selector": "#q", "text": "pushed"}},
+        {"id": "q-2", "type": "dom_action", "params": {"action": "get_value", "selector": "#q"}},
+        {"id": "q-3", "type": "dom_action", "params": {"action": "click", "selector": "text=Submit"}},
+        {"id": "q-4", "type": "dom_action", "params": {"action": "get_text", "selector": "#out"}},
+        # Long enough that the loop's next poll is certainly held when the result is ready.
+        {"id": "q-5", "type": "execute", "params": {
+            "world": "main", "script": "await new Promise((r) => setTimeout(r, 800)); return document.title"}},
+    ]
+    with ScriptedDaemon([], hold=6.0, idle_next_ms=0, busy_next_ms=0) as fake:
+        browser.storage_set(sw, {"serverUrl": fake.url, "trackedTabId": tab, "trackedTabUrl": site.url + "/commands.html",
+                                 "aiWebPilotEnabled": True})
+        for step in steps:
+            wait_until(lambda: fake.held, 15, interval=0.02, what=f"a held poll before {step['id']}",
+                       describe=fake.summary)
+            fake.add([step])
+            wait_until(lambda: step["id"] in fake.results(), 15, interval=0.02, what=f"{step['id']}'s result",
+                       describe=fake.summary)
+        results = fake.results()
+        # The pilot turned off while a poll is held: a push tells the stand-in at once.
+        wait_until(lambda: fake.held, 15, interval=0.02, what="a held poll", describe=fake.summary)
+        browser.storage_set(sw, {"aiWebPilotEnabled": False}, pair=False)
+
+        def pilot_off_pushed():
+            with fake.lock:
+                return any(s.get("hold") is False and s["settings"]["pilot_enabled"] is False and m["held_at_arrival"] >= 1
+                           for s, m in zip(fake.syncs, fake.sync_meta))
+
+        wait_until(pilot_off_pushed, 4, interval=0.02, what="a push with the pilot off while the poll is held",
+                   describe=fake.summary)
+        with fake.lock:
+            syncs, meta = list(fake.syncs), list(fake.sync_meta)
+
+    assert results["q-1"]["result"]["success"] is True
+    assert results["q-2"]["result"]["value"] == "pushed"
+    assert results["q-4"]["result"]["text"] == "submitted pushed"
+    assert results["q-5"]["status"] == "complete" and results["q-5"]["result"]["result"] == "Gasoline commands page"
+    # Every sync tells the daemon that this extension pushes its results.
+    assert all(s.get("command_push") is True for s in syncs)
+    # Each command went out on the poll that was held when it was queued.
+    for step in steps:
+        assert any(m["was_held"] and m.get("handed_out", [None])[0] == step["id"] for m in meta), (step["id"], meta)
+    # The slow command's result came on a results push while the loop's next poll was held.
+    carrying = [(s, m) for s, m in zip(syncs, meta) if any(r["id"] == "q-5" for r in s.get("command_results", []))]
+    push, push_meta = carrying[0]
+    assert push.get("hold") is False and "extension_logs" not in push, push
+    assert push_meta["held_at_arrival"] >= 1, push_meta
+    # Each result was delivered once.
+    delivered = [r["id"] for s in syncs for r in s.get("command_results", [])]
+    assert sorted(delivered) == sorted(set(delivered)) and set(delivered) == {s["id"] for s in steps}
 
 
 def test_pilot_off_refuses_acting_commands_but_answers_reads(browser, site):

@@ -18,7 +18,7 @@ globalThis.fetch = async () => { throw new TypeError('no network in unit tests')
 
 const { settingsFromStorage, STORAGE_KEYS } = await import('../../extension/lib/settings.js');
 const status = await import('../../extension/worker/status.js');
-const { daemonChanged, trackingChanged, tracksAnything } = await import('../../extension/worker/config.js');
+const { daemonChanged, trackingChanged, tracksAnything, reportedSettingsChanged } = await import('../../extension/worker/config.js');
 const { tagItem } = await import('../../extension/worker/capture.js');
 const { nextPollMs, failureDelayMs, pollDelayMs, statusSnapshot, IDLE_POLL_MS, wakeSync, sleepOrWake } = await import('../../extension/worker/sync.js');
 const { needsPilot } = await import('../../extension/worker/commands.js');
@@ -87,6 +87,15 @@ test('another daemon is another URL or another pinned identity; other tabs are o
   assert.equal(tracksAnything(settings({ [STORAGE_KEYS.trackAllTabs]: true })), true);
 });
 
+test('what a /sync reports beside the tracked tabs: a change of it is pushed to the daemon at once', () => {
+  const t = settings({ [STORAGE_KEYS.trackedTabId]: 3, [STORAGE_KEYS.trackedTabUrl]: 'http://a.test/1', [STORAGE_KEYS.pilotEnabled]: true });
+  assert.equal(reportedSettingsChanged(null, t), true);
+  assert.equal(reportedSettingsChanged(t, settings({ [STORAGE_KEYS.trackedTabId]: 3, [STORAGE_KEYS.trackedTabUrl]: 'http://a.test/1', [STORAGE_KEYS.pilotEnabled]: true })), false);
+  assert.equal(reportedSettingsChanged(t, settings({ [STORAGE_KEYS.trackedTabId]: 3, [STORAGE_KEYS.trackedTabUrl]: 'http://a.test/2', [STORAGE_KEYS.pilotEnabled]: true })), true);
+  assert.equal(reportedSettingsChanged(t, settings({ [STORAGE_KEYS.trackedTabId]: 3, [STORAGE_KEYS.trackedTabUrl]: 'http://a.test/1' })), true);
+  assert.equal(reportedSettingsChanged(t, settings({ [STORAGE_KEYS.trackedTabId]: 3, [STORAGE_KEYS.trackedTabUrl]: 'http://a.test/1', [STORAGE_KEYS.pilotEnabled]: true, [STORAGE_KEYS.captureNetwork]: false })), true);
+});
+
 test('captured items carry their tab; each capture switch stops its kind; unknown kinds are not sent', () => {
   const on = settings();
   assert.deepEqual(tagItem(on, 'log', { type: 'console', level: 'log' }, 5), { type: 'console', level: 'log', tabId: 5 });
@@ -129,10 +138,11 @@ test("the popup's status: connection, pairing, this run, and each capture queue'
   const snap = statusSnapshot();
   assert.deepEqual(Object.keys(snap), [
     'connected', 'last_sync_at', 'last_error', 'entries', 'server_url', 'server_version', 'ai_controlled', 'pairing',
-    'ext_session_id', 'version', 'queues', 'capturing_tabs', 'capture_starts', 'pulled', 'dropped',
+    'ext_session_id', 'version', 'results_pushed', 'queues', 'capturing_tabs', 'capture_starts', 'pulled', 'dropped',
     'failed_loads',
   ]);
   assert.equal(snap.version, '0.0.1-test');
+  assert.equal(snap.results_pushed, 0);
   assert.match(snap.ext_session_id, /^ext_\d+_[a-z0-9]+$/);
   assert.deepEqual(Object.keys(snap.pairing), ['state', 'message', 'fingerprint', 'offered_fingerprint', 'extension_fingerprint']);
   assert.deepEqual(Object.keys(snap.queues).sort(), ['action', 'log', 'network_body', 'perf', 'ws']);

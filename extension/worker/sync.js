@@ -177,24 +177,25 @@ async function exchange(st, body, results) {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
   for (const r of results) loop.sending.add(r.id);
-  let resp;
-  let raw;
+  let data;
   try {
-    resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
-    raw = await resp.arrayBuffer();
+    const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+    const raw = await resp.arrayBuffer();
+    if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
+    // The command channel: an answer not sealed under this session's key, for this very request, is
+    // not the paired daemon's: it is not parsed and its commands are not run.
+    const plain = resp.headers.get('X-Gasoline-Sealed') === '1' ? await pairing.openAnswer(resp.session, resp.sealIv, raw) : null;
+    if (!plain) {
+      pairing.reset();
+      throw new NotPaired('mismatch', 'an answer to /sync was not sealed by the paired Gasoline daemon: its commands were not run');
+    }
+    data = JSON.parse(new TextDecoder().decode(plain));
+    resultsDelivered(st, results);
   } finally {
+    // Only now: until its answer is opened and the results forgotten, a sync started meanwhile
+    // (a push during the loop's poll) must not carry them again.
     for (const r of results) loop.sending.delete(r.id);
   }
-  if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
-  // The command channel: an answer not sealed under this session's key, for this very request, is
-  // not the paired daemon's: it is not parsed and its commands are not run.
-  const plain = resp.headers.get('X-Gasoline-Sealed') === '1' ? await pairing.openAnswer(resp.session, resp.sealIv, raw) : null;
-  if (!plain) {
-    pairing.reset();
-    throw new NotPaired('mismatch', 'an answer to /sync was not sealed by the paired Gasoline daemon: its commands were not run');
-  }
-  const data = JSON.parse(new TextDecoder().decode(plain));
-  resultsDelivered(st, results);
   for (const cmd of acceptCommands(st, data)) commands.enqueue(cmd, deliverResult);
   await saveSyncState();
   return data;

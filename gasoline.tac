@@ -4,7 +4,8 @@ Run Gasoline under a supervisor: ``twistd -ny gasoline.tac``.
 Configuration comes from the environment, so a supervisor unit needs no arguments:
 GASOLINE_LISTEN (endpoint string, default tcp:7890:interface=127.0.0.1), GASOLINE_STATE_DIR,
 GASOLINE_MAX_ENTRIES, GASOLINE_CLIENT_TTL, GASOLINE_LOG_DIR, GASOLINE_EXTENSION_IDS,
-GASOLINE_PROXY_CONFIG (the session proxy's servers file, docs/proxy.md).
+GASOLINE_PROXY_CONFIG (the session proxy's servers file, docs/proxy.md),
+GASOLINE_STATE_KEY_FILE (encryption at rest, docs/persistence.md).
 """
 
 import os
@@ -20,6 +21,7 @@ FLAGS = [
     ("GASOLINE_CLIENT_TTL", "--client-ttl"),
     ("GASOLINE_LOG_DIR", "--log-dir"),
     ("GASOLINE_PROXY_CONFIG", "--proxy-config"),
+    ("GASOLINE_STATE_KEY_FILE", "--state-key-file"),
 ]
 argv = []
 for env, flag in FLAGS:

@@ -30,6 +30,12 @@ entry. With ``--baseline`` that is the paired run "sealed ingest (this tree) vs 
 baseline's plain ingest)":
 
     .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8 --sealed
+
+``--state-key`` runs this tree's daemon with ``--state-key-file`` (a fresh key: journals and client
+state encrypted at rest). With ``--baseline .`` (this very tree, without the option) it is the
+paired cost of encryption at rest on ingest, option on vs off:
+
+    .venv/bin/python bench/ingest.py --baseline . --rounds 5 --seconds 8 --state-key
 """
 
 from __future__ import annotations
@@ -231,9 +237,15 @@ def run_target(name: str, start, seconds: float, memory_entries: int, sealed: bo
 class _Ours:
     """Context manager around DaemonProcess exposing pid/port like ReferenceDaemon."""
 
-    def __init__(self, max_entries: int | None, source: str | None = None) -> None:
+    def __init__(self, max_entries: int | None, source: str | None = None,
+                 state_key: bool = False) -> None:
         args = ["--max-entries", str(max_entries)] if max_entries else []
         self._tmp = tempfile.TemporaryDirectory(prefix="gasoline-bench-")
+        if state_key:
+            key = Path(self._tmp.name) / "state.key"
+            key.write_text(os.urandom(32).hex())
+            key.chmod(0o600)
+            args += ["--state-key-file", str(key)]
         env = {"PYTHONPATH": source} if source else None
         self.d = DaemonProcess(state_dir=Path(self._tmp.name) / "state", args=args, env=env)
 
@@ -260,9 +272,11 @@ def main() -> int:
                         help="alternating throughput rounds with --baseline")
     parser.add_argument("--sealed", action="store_true",
                         help="this tree's load is a paired extension's: sealed POST /logs")
+    parser.add_argument("--state-key", action="store_true",
+                        help="this tree's daemon encrypts its state at rest (--state-key-file)")
     args = parser.parse_args()
     if args.baseline:
-        return side_by_side(args.baseline, args.rounds, args.seconds, args.sealed)
+        return side_by_side(args.baseline, args.rounds, args.seconds, args.sealed, args.state_key)
 
     runs = [run_target("gasoline" + (" sealed" if args.sealed else ""), _Ours, args.seconds,
                        args.memory_entries, args.sealed)]
@@ -301,13 +315,15 @@ def main() -> int:
     return 0
 
 
-def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = False) -> int:
+def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = False,
+                 state_key: bool = False) -> int:
     """Alternate this tree's and C{baseline}'s throughput phases; medians and ratios (with
     C{sealed}, this tree's load is sealed, the baseline's plain)."""
     source = str(Path(baseline).resolve())
     if not (Path(source) / "gasoline" / "tap.py").is_file():
         raise SystemExit(f"--baseline {baseline}: no gasoline/tap.py there")
-    variants = {"this tree": lambda n: _Ours(n), "baseline": lambda n: _Ours(n, source)}
+    variants = {"this tree": lambda n: _Ours(n, state_key=state_key),
+                "baseline": lambda n: _Ours(n, source)}
     samples: dict[str, list[dict]] = {name: [] for name in variants}
     for r in range(rounds):
         order = list(variants) if r % 2 == 0 else list(reversed(variants))
@@ -323,14 +339,15 @@ def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = Fals
     ours, base = medians["this tree"], medians["baseline"]
     print_table(
         f"POST /logs side by side, {rounds} alternating rounds of {seconds:.0f} s, medians "
-        f"(baseline: {source}){'; this tree sealed, the baseline plain' if sealed else ''}",
+        f"(baseline: {source}){'; this tree sealed, the baseline plain' if sealed else ''}"
+        f"{'; this tree with --state-key-file' if state_key else ''}",
         ["metric", "this tree", "baseline", "ratio"],
         [[k, ours[k], base[k], ours[k] / base[k]] for k in keys],
     )
     load_avg = os.getloadavg()
     print(f"load average at the end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
     path = write_json("ingest-side-by-side", {
-        "baseline": source, "sealed": sealed, "rounds": rounds, "seconds": seconds, "samples": samples,
+        "baseline": source, "sealed": sealed, "state_key": state_key, "rounds": rounds, "seconds": seconds, "samples": samples,
         "medians": medians, "ratios": {k: ours[k] / base[k] for k in keys},
         "loadavg": load_avg,
     })

@@ -24,6 +24,12 @@ Printed: RSS at the start, peak RSS over the start, RSS after the streams closed
     .venv/bin/python bench/streams_memory.py [--agents 10] [--seconds 30] [--settle 5]
                                              [--baseline DIR]
 
+``--subscriptions N`` measures instead what one streaming subscription costs (in process, on a
+``task.Clock``, ``tracemalloc``): N agents with an MCP session each, then the bytes per agent added
+by subscribing (empty inbox), by a full inbox (100 error events, each agent's own copy with its
+``seq``), and by a full ``over_limit: "queue"`` queue (100 more, shared with the other agents' copies
+of the same redacted event). The figures are in docs/streaming.md ("Memory per subscription").
+
 ``--baseline DIR`` runs the daemon of another checkout (``PYTHONPATH=DIR``, as bench/ingest.py
 does), e.g. the tree before the bounded writer, to compare (mind the machine's memory: without
 the bound the paused CDP client alone grew by gigabytes in tens of seconds).
@@ -45,6 +51,7 @@ sys.path.insert(0, str(HERE))
 
 from _common import HTTPConnection, median, percentile, print_table, rss, write_json  # noqa: E402
 
+sys.path.insert(0, str(HERE.parent / "tests"))
 from support import DaemonProcess, open_link, pair  # noqa: E402
 
 from gasoline.testing import EXTENSION_HEADERS, client_headers  # noqa: E402
@@ -176,6 +183,75 @@ def health_ms(port: int) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def subscription_memory(n: int) -> dict[str, float]:
+    """Bytes per agent: subscribed (empty inbox), full inbox, full over-limit queue."""
+    import gc
+    import tracemalloc
+
+    from twisted.internet.task import Clock
+
+    from gasoline.app import Config, build
+    from gasoline.core.store import CONSOLE
+    from gasoline.mcp import jsonrpc
+    from gasoline.streaming.inbox import DEFAULT_INBOX, QUEUE_CAPACITY
+    from gasoline.streaming.subscription import parse
+
+    clock = Clock()
+    clock.advance(1_700_000_000)
+    with tempfile.TemporaryDirectory(prefix="gasoline-bench-subs-") as tmp:
+        app = build(Config(state_dir=Path(tmp), persist=False, max_clients=n + 10), clock)
+        sessions = []
+        for i in range(n):
+            session = app.mcp.open_session(f"agent-{i}", "connector")
+            app.mcp.handle(session, jsonrpc.request(0, "initialize", {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "b", "version": "1"}}))
+            sessions.append(session)
+
+        def subscribe(over_limit: str) -> None:
+            # What configure {what:"streaming"} does, without the tool call around it (its
+            # audit record and answer are the call's cost, not the subscription's).
+            for session in sessions:
+                app.streaming.configure(session.state, parse({
+                    "subscribe": ["error"],
+                    "filters": {"rate_limit": 100, "over_limit": over_limit}}))
+
+        def errors(k: int, tag: str) -> None:
+            app.store.add(CONSOLE, [{"level": "error", "type": "console", "tabId": 1,
+                                     "message": f"TypeError: cannot read 'x' of undefined {tag}{j}",
+                                     "url": f"https://app.example.test/page/{j % 7}"}
+                                    for j in range(k)])
+            clock.advance(0)
+
+        def measure() -> int:
+            gc.collect()
+            return tracemalloc.get_traced_memory()[0]
+
+        # The agent table is read once before (its refresh timer, not the subscription).
+        app.streaming.active()
+        tracemalloc.start()
+        base = measure()
+        subscribe("drop")
+        subscribed = measure()
+        errors(DEFAULT_INBOX, "a")
+        full_inbox = measure()
+        clock.advance(1.0)
+        subscribe("queue")
+        errors(100 + QUEUE_CAPACITY, "b")  # the window's 100 replace the inbox, the rest queue
+        full_queue = measure()
+        queued = sum(a.queued for a in app.streaming.agents.values())
+        tracemalloc.stop()
+        app.mcp.close_all()
+        app.streaming.stop()
+        app.store.notifier.stop()
+        app.extension.stop()
+        app.router.close()
+    assert queued == n * QUEUE_CAPACITY, queued
+    return {"agents": n, "subscription_bytes": (subscribed - base) / n,
+            "full_inbox_bytes": (full_inbox - base) / n,
+            "full_inbox_and_queue_bytes": (full_queue - base) / n}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=10,
@@ -189,7 +265,19 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="DIR", help="run another checkout's daemon")
     parser.add_argument("--no-cdp", action="store_true",
                         help="no paused CDP client (a control: the flood alone)")
+    parser.add_argument("--subscriptions", type=int, metavar="N",
+                        help="measure the memory of N streaming subscriptions instead")
     args = parser.parse_args()
+    if args.subscriptions:
+        figures = subscription_memory(args.subscriptions)
+        print_table(f"Memory per streaming subscription ({args.subscriptions} agents, bytes "
+                    "per agent, tracemalloc)", ["state", "bytes per agent"], [
+                        ["subscribed, empty inbox", f"{figures['subscription_bytes']:,.0f}"],
+                        ["full inbox (100 events)", f"{figures['full_inbox_bytes']:,.0f}"],
+                        ["full inbox + full queue (100 + 100)",
+                         f"{figures['full_inbox_and_queue_bytes']:,.0f}"]])
+        print(f"wrote {write_json('subscription_memory', figures)}")
+        return 0
 
     state = Path(tempfile.mkdtemp(prefix="gasoline-bench-streams-"))
     env = {"PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else None

@@ -16,6 +16,7 @@
 // * worker/devtools.js: the agent's debugger session on a tracked tab (real input, dialogs,
 //   emulation; tabs a tracked tab opens are tracked too).
 // * worker/messages.js: the popup's, the options page's and the overlay's messages.
+// * worker/domwatch.js: the agents' DOM watches (dom_change) in the tracked tabs.
 
 import { extensionKey, b64u } from './lib/pairing.js';
 import { initPolicy } from './lib/policy.js';
@@ -32,6 +33,7 @@ import { inTab } from './worker/tabs.js';
 import { syncLoop, wakeSync, sendExtensionStatus } from './worker/sync.js';
 import { installMessages } from './worker/messages.js';
 import { installDevtools } from './worker/devtools.js';
+import { installDomWatch } from './worker/domwatch.js';
 
 const KEEPALIVE_ALARM = 'gasoline-keepalive';
 
@@ -75,6 +77,7 @@ function ensureAlive() {
 installCapture();
 // The agent's debugger session: dialogs, real input, emulation, tabs a tracked tab opens.
 installDevtools();
+installDomWatch();
 installLoadTracking();
 installFailedLoads();
 // The CDP hub relay's link to the daemon (lib/cdp.js, docs/relay.md).

@@ -36,10 +36,13 @@ from gasoline.core.lifecycle import Shutdown
 from gasoline.core.noise import NoiseRules
 from gasoline.core.notify import Notifier
 from gasoline.core.files import DiskHealth
+from gasoline.core.atrest import AtRest, load_state_key, refuse_clear_start
 from gasoline.core.persist import wire_journals
 from gasoline.core.redact import Redactor
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.redacted import Offload
+from gasoline.core.workers import WorkerPool
 from gasoline.core.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI
 from gasoline.http.clients_api import ClientsAPI
@@ -50,6 +53,7 @@ from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
 from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
 from gasoline.http.proxy_api import ProxyAPI
+from gasoline.http.reads import LogsResource
 from gasoline.http.site import GasolineRoot
 from gasoline.http.status_page import StatusPage
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
@@ -112,13 +116,27 @@ class Gasoline:
     shutdown = property(lambda self: self.daemon.shutdown)
 
 
+def _at_rest(config: Config) -> AtRest | None:
+    """The sealing of the state dir (C{--state-key-file}), its key checked against the state
+    dir; without a key, a state dir that holds encrypted state is refused.
+
+    @raise gasoline.core.atrest.StateKeyError: the one line to show."""
+    if config.state_key_file is None:
+        refuse_clear_start(config.state_dir)
+        return None
+    at_rest = AtRest(load_state_key(config.state_key_file))
+    at_rest.check_state_dir(config.state_dir)
+    return at_rest
+
+
 def _global_noise(config: Config, clock: IReactorTime, services: MultiService,
-                  health: DiskHealth) -> tuple[NoiseRules, JsonDocument]:
+                  health: DiskHealth, at_rest: AtRest | None = None
+                  ) -> tuple[NoiseRules, JsonDocument]:
     """The daemon-wide ("global") noise rules, kept in C{<state_dir>/noise-global.json} like
     client states: read now, written by a timer."""
     holder: list[NoiseRules] = []
     noise_file = JsonDocument(Path(config.state_dir) / "noise-global.json",
-                              lambda: holder[0].to_json(), health=health,
+                              lambda: holder[0].to_json(), health=health, at_rest=at_rest,
                               what="the daemon-wide noise rules it held")
     stored = noise_file.load()
     restored = NoiseRules.from_json(stored) if stored is not None else None
@@ -144,23 +162,29 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     # Each write reaches the subscribers (streaming hub, shared logs) on the next reactor turn
     # (NOTIFY_INTERVAL, above).
     notifier = Notifier(clock, interval=NOTIFY_INTERVAL)
-    store = TelemetryStore(clock, config.buffer_specs(), notifier)
+    workers = _worker_pool(clock, services)
+    store = TelemetryStore(clock, config.buffer_specs(), notifier,
+                           offload=Offload(workers) if workers is not None else None)
 
     # Durability (gasoline.core.persist): the state dir (0700, warned about when loose), disk
     # health for every state write, and one journal per telemetry buffer, reloaded here (a
     # blocking read before the reactor runs) with the entries' old sequence numbers.
-    persistence = wire_journals(config.state_dir, clock, store, services, persist=config.persist)
+    at_rest = _at_rest(config)
+    persistence = wire_journals(config.state_dir, clock, store, services, persist=config.persist,
+                                at_rest=at_rest)
 
     # Client identity and per-client state; TTL expiry and state files on a timer.
     # The client key (<state-dir>/client-key, kept across restarts): a caller that names a
     # client id proves it holds it (docs/security.md, "Who may act as a client id").
     registry = ClientRegistry(clock, config.client_ttl, config.max_clients, config.state_dir,
                               health=persistence.health,
-                              client_key=ClientKey.from_state_dir(config.state_dir))
+                              client_key=ClientKey.from_state_dir(config.state_dir),
+                              at_rest=at_rest)
     registry.expiry_service.setName("client-registry")
     registry.expiry_service.setServiceParent(services)
 
-    noise_global, noise_file = _global_noise(config, clock, services, persistence.health)
+    noise_global, noise_file = _global_noise(config, clock, services, persistence.health,
+                                             at_rest)
 
     # The daemon identity the extension pins and challenges (docs/extension.md, "Pairing"); the
     # extension link reports its pairing state (/health, configure health).
@@ -179,8 +203,21 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
         extension=extension, router=router, noise_global=noise_global, noise_file=noise_file,
         screenshots=ScreenshotStore(config.state_dir, health=persistence.health),
         shutdown=Shutdown(clock, stop), journal=persistence.journals.get(CONSOLE),
-        persistence=persistence,
+        persistence=persistence, workers=workers,
     )
+
+
+def _worker_pool(clock: IReactorTime, services: MultiService) -> WorkerPool | None:
+    """The process pool for CPU-heavy work (one worker per core, started on first use), on a
+    reactor that can start processes; C{None} otherwise (a test's clock: the work runs
+    inline)."""
+    from twisted.internet.interfaces import IReactorProcess
+
+    if not IReactorProcess.providedBy(clock):
+        return None
+    pool = WorkerPool(clock)
+    pool.service().setServiceParent(services)
+    return pool
 
 
 #: Adds tools, resources and prompts to the daemon's MCP registries (the test suite's
@@ -197,7 +234,8 @@ def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
 
     @param on_latency: observes each write's notification latency (C{/metrics})."""
     streaming = Streaming(daemon.clock, daemon.store.notifier, daemon.registry, sessions,
-                          redact_text=Redactor().redact_value, on_latency=on_latency)
+                          redact_text=Redactor().redact_value, on_latency=on_latency,
+                          extension=daemon.extension)
     streaming.service().setServiceParent(services)
     return streaming
 
@@ -233,6 +271,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     assert identity is not None  # build_daemon gives the link the daemon's identity
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown, identity=identity)
+    ingest_resource = ingest.resource()
     mcp_http = McpHTTP(mcp, session_binder=proxy.bind if proxy is not None else None)
     mcp_http.keepalive_service.setServiceParent(services)
     mounts: dict[bytes, Any] = {
@@ -242,6 +281,8 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         b"pairing": PairingAPI(
             identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource(),
         b"session": ProxyAPI(proxy).resource(),
+        # GET /logs: a cursor read for agents; POST and DELETE stay the extension's ingest.
+        b"logs": LogsResource(mcp, ingest_resource),
     }
     if proxy is not None and metrics is not None:
         from gasoline.proxy.metrics import register as register_proxy_metrics
@@ -260,7 +301,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity)
     mounts[b""] = mounts[b"ui"] = _status_page(daemon, mcp, services, identity, streaming,
                                                relay, proxy)
-    return GasolineRoot(guard=Guard.from_config(config), fallback=ingest.resource(),
+    return GasolineRoot(guard=Guard.from_config(config), fallback=ingest_resource,
                         mounts=mounts,
                         on_response=metrics.request_done if metrics is not None else None)
 
@@ -301,7 +342,8 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     from gasoline.proxy.session import ProxyManager
 
     proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
-                         state_dir=config.state_dir if config.persist else None)
+                         state_dir=config.state_dir if config.persist else None,
+                         at_rest=getattr(daemon.persistence, "at_rest", None))
     proxy.service.setServiceParent(services)
     proxy.restore()
     return proxy

@@ -42,6 +42,9 @@ class Config:
     proxy_config: Path | None = None
     #: Agents may start a browser (C{interact {what:"launch_browser"}}, docs/browser.md).
     allow_launch_browser: bool = False
+    #: C{--state-key-file}: journals, client state and documents sealed at rest
+    #: (L{gasoline.core.atrest}); None: written in clear.
+    state_key_file: Path | None = None
 
     def buffer_specs(self) -> dict[str, BufferSpec]:
         spec = DEFAULT_BUFFERS[CONSOLE]

@@ -323,6 +323,11 @@ class ClientLogs:
         record.update(_result_size(result))
         self.files.write(self.files.client_log(client_id or "anonymous"), record)
 
+    def audit_event(self, client_id: str, record: dict[str, Any]) -> None:
+        """An audit record that is not a tool call (proxy sessions and their servers)."""
+        self.files.write(self.files.client_log(client_id or "anonymous"), {
+            "client": client_id, "type": "audit_event", **record})
+
     def session_opened(self, session: Any) -> None:
         pass
 

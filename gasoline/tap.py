@@ -227,6 +227,9 @@ class Options(usage.Options):
             _Named("max-clients", positive_int, "give a whole number, at least 1 (default "
                    f"{DEFAULT_MAX_CLIENTS})"),
         ],
+        ["state-key-file", None, None, "File holding a 256-bit key (64 hex characters, mode "
+         "0600): journals, client state and the daemon's JSON documents are encrypted at rest "
+         "with AES-GCM under it (docs/persistence.md, \"Encryption at rest\")."],
         ["log-dir", None, None, "Directory for the daemon's logs: server.log, clients/<id>.log, "
          "shared/{console,network,websocket}.log (default: none)."],
         ["log-client-max-bytes", None, _LIMITS.client_max_bytes, "A client log rotates at "
@@ -317,10 +320,33 @@ class Options(usage.Options):
             from gasoline.proxy.config import ProxyConfigError, load
 
             try:
-                load(proxy)  # refuse to start on an invalid file (unknown fields included)
+                # Refuse to start on an invalid file (unknown fields included), or on a network
+                # policy this machine cannot enforce.
+                from gasoline.proxy.netpolicy import check as check_network
+
+                check_network(load(proxy))
             except ProxyConfigError as e:
                 raise usage.UsageError(f"--proxy-config: {e}")
         self["proxy-config"] = proxy
+        if self["state-key-file"]:
+            from gasoline.core.atrest import AtRest, StateKeyError, load_state_key
+
+            if self["log-dir"]:
+                raise usage.UsageError(
+                    "--log-dir writes plain-text logs (tool arguments, page text): it cannot be "
+                    "combined with --state-key-file, which promises nothing is written in clear")
+            try:
+                AtRest(load_state_key(self["state-key-file"])).check_state_dir(
+                    self.config().state_dir)
+            except (StateKeyError, OSError) as e:
+                raise usage.UsageError(str(e))
+        else:
+            from gasoline.core.atrest import StateKeyError, refuse_clear_start
+
+            try:
+                refuse_clear_start(self.config().state_dir)
+            except StateKeyError as e:
+                raise usage.UsageError(str(e))
 
     def config(self) -> Config:
         kwargs = dict(
@@ -336,6 +362,7 @@ class Options(usage.Options):
             allowed_origins=tuple(self["allow-origin"]),
             proxy_config=Path(self["proxy-config"]) if self["proxy-config"] else None,
             allow_launch_browser=bool(self["allow-launch-browser"]),
+            state_key_file=Path(self["state-key-file"]) if self["state-key-file"] else None,
         )
         if self["state-dir"]:
             kwargs["state_dir"] = Path(self["state-dir"])

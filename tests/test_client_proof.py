@@ -200,6 +200,12 @@ def form_proxy_session_init(w: World, h: dict):
     return code, code == 200 and w.app.proxy.sessions[body["sessionId"]].client_id == w.a
 
 
+def form_cursor_read_logs(w: World, h: dict):
+    code, body = w.call("GET", "/logs", None, h)
+    return code, w.app.registry.get(w.a).cursors.get("console", 0) > 0 \
+        and "A's secret" in json.dumps(body)
+
+
 #: form -> (its route and method, does a caller without X-Gasoline-Client still get served?)
 FORMS = {
     form_connector_initialize_then_observe: (("/mcp", "POST"), True),
@@ -214,6 +220,7 @@ FORMS = {
     form_register_with_header_only: (("/clients", "POST"), True),
     form_unregister: (("/clients/{client}", "DELETE"), False),  # the path names A
     form_proxy_session_init: (("/session/init", "POST"), True),
+    form_cursor_read_logs: (("/logs", "GET"), False),  # no id: no cursor to read through (400)
 }
 
 #: Every agent route of the table, with how it comes to a client id. "forms": the caller picks
@@ -234,6 +241,7 @@ AGENT_ROUTES = {
     ("/events", "GET"): "its own proof, given only to the subscribing agent "
                         "(test_streaming::test_events_route_opens_only_with_the_token_...)",
     ("/session/init", "POST"): "forms",
+    ("/logs", "GET"): "forms",
     ("/session/{session}", "GET"): "bearer: the random proxy session id",
     ("/session/{session}", "DELETE"): "bearer: the random proxy session id",
     ("/session/{session}/destroy", "POST"): "bearer: the random proxy session id",

@@ -360,3 +360,31 @@ def test_a_brand_new_client_whose_session_came_first_inherits_nothing():
     assert registry.register("fresh").inherited is False
     registry.disconnect("fresh")
     assert registry.register("fresh").inherited is True  # it had gone: now it inherits
+
+
+def test_a_flush_tick_writes_a_bounded_number_of_files_least_recently_written_first(tmp_path):
+    """Fifty agents moving their cursors every second do not make one tick write fifty files
+    on the reactor: WRITES_PER_TICK per tick, the least recently written first, so every dirty
+    client is written within a few ticks; a forced flush (the daemon's stop) writes them all."""
+    from gasoline.core.clients import WRITES_PER_TICK
+
+    clock, registry = make(tmp_path, max_clients=100)
+    ids = [f"c{i:02d}" for i in range(WRITES_PER_TICK * 2 + 5)]
+    for cid in ids:
+        registry.register(cid).cursors["console"] = 1
+    assert registry.flush() == WRITES_PER_TICK
+    clock.advance(1)
+    for cid in ids:  # every client moves again
+        state = registry.get(cid)
+        state.cursors["console"] += 1
+        state.mark_dirty()
+    second = registry.flush()
+    assert second == WRITES_PER_TICK
+    never = [cid for cid in ids if cid not in registry._written_at]
+    assert len(never) == len(ids) - 2 * WRITES_PER_TICK  # the unwritten ones went first
+    assert registry.flush() == WRITES_PER_TICK  # those five, then the first tick's ten again
+    assert all(cid in registry._written_at for cid in ids)
+    for cid in ids:
+        registry.get(cid).cursors["console"] += 1
+        registry.get(cid).mark_dirty()
+    assert registry.flush(force=True) == len(ids)

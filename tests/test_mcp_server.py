@@ -458,21 +458,31 @@ def test_before_cursor_pages_backwards_without_moving_the_cursor(server, app):
 
 
 def test_at_the_client_limit_the_least_recently_used_quiet_session_makes_room(tmp_path, clock):
-    """Only live clients hold slots: a quiet session (no stream, nothing in flight),
-    named or not, is closed for a newcomer, least recently used first; its state stays
-    inheritable for the TTL. Sessions with an open stream or a request in flight are never."""
+    """Only live clients hold slots: a session quiet (no stream, nothing in flight) for
+    RECLAIM_MIN_QUIET, named or not, is closed for a newcomer, least recently used first; its
+    state stays inheritable for the TTL. A named session quieter than that is not: the newcomer
+    is refused. Sessions with an open stream or a request in flight are never closed."""
+    from gasoline.core.errors import TooManyClients
+    from gasoline.mcp.server import RECLAIM_MIN_QUIET
+
     app = build(Config(state_dir=tmp_path, persist=False, max_clients=2), clock)
     server = app.mcp
     old = ready(server, "older")
     old.state.kv["k"] = "v"
-    clock.advance(1)
+    clock.advance(RECLAIM_MIN_QUIET)
     named = ready(server, "named")
     new = server.open_session(None, "streamable")
     assert old.closed and not named.closed and not new.closed
     assert app.registry.get("older").gone_at is not None  # kept for the TTL, inheritable
-    back = ready(server, "older")  # the evicted client comes back: named is now the LRU quiet one
+    with pytest.raises(TooManyClients) as refused:  # named was active a moment ago
+        ready(server, "older")
+    assert "--max-clients 2" in refused.value.message and not named.closed
+    clock.advance(RECLAIM_MIN_QUIET)
+    new.in_flight[0] = Deferred()  # still busy: named is now the only quiet one
+    back = ready(server, "older")
     assert back.state.kv == {"k": "v"} and back.state.inherited
-    assert named.closed
+    assert named.closed and not new.closed
+    del new.in_flight[0]
     # Busy sessions keep their slots: an open stream, a request in flight.
     back.standalone.attach(lambda event_id, payload: None)
     new.in_flight[1] = Deferred()

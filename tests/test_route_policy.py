@@ -261,7 +261,7 @@ def _same_shape(pattern: str, other: str) -> bool:
 
 #: Mounted resources that route by hand instead of with Klein (their paths are in the table; the
 #: root answers 404 for any other path under them before they run, see the test below).
-HAND_ROUTED = {b"mcp", b"events", b"cdp", b"extension", b"metrics"}
+HAND_ROUTED = {b"mcp", b"events", b"cdp", b"extension", b"metrics", b"logs"}
 
 
 def test_every_route_the_daemon_serves_is_in_the_table(tmp_path):
@@ -294,7 +294,8 @@ def test_every_route_the_daemon_serves_is_in_the_table(tmp_path):
 
 @pytest.mark.parametrize("path", ["/mcp/other", "/mcp/sse/x", "/mcp/messages", "/events/x",
                                   "/extension", "/extension/other", "/mcp/messages/a/b",
-                                  "/json/other", "/health/x", "/clients/a/b", "/pairing/x"])
+                                  "/json/other", "/health/x", "/clients/a/b", "/pairing/x",
+                                  "/logs/x"])
 def test_a_path_without_a_table_entry_never_reaches_its_resource(tmp_path, path):
     daemon = Daemon(tmp_path, None, ())
     reached = []

@@ -370,6 +370,10 @@ ALLOWED = {
     ("gasoline/connect/protocol.py", "connectionMade"): "stdout's writer's sink",
     ("gasoline/http/direct.py", "write"): "one whole answer (a Deferred's bytes), then finish: "
                                           "not a stream (Klein writes the same way)",
+    ("gasoline/core/workers.py", "write"): "a worker's stdin, one job at a time (the pool hands a "
+                                           "job only to an idle worker; a stalled one is killed "
+                                           "at the job's timeout): not a stream",
+    ("gasoline/core/workers.py", "writeSequence"): "the same sink (AMP's writeSequence)",
 }
 
 
@@ -406,6 +410,20 @@ def _direct_writes() -> list[tuple[str, str, int]]:
         scan.visit(ast.parse(path.read_text()))
         found += scan.found
     return found
+
+
+#: The four headers of every server-sent-event answer (the MCP design's list).
+SSE_HEADERS = (b"content-type: text/event-stream", b"cache-control: no-cache",
+               b"x-accel-buffering: no", b"connection: keep-alive")
+
+
+@pytest.mark.parametrize("kind", [k for k in STREAM_KINDS if "WebSocket" not in k
+                                  and "stdout" not in k])
+def test_every_sse_answer_carries_the_four_headers(app, clock, kind):
+    stream = STREAM_KINDS[kind](app, clock)
+    head = stream.transport.value().split(b"\r\n\r\n", 1)[0].lower()
+    for header in SSE_HEADERS:
+        assert header in head.split(b"\r\n"), (kind, header, head)
 
 
 def test_no_stream_is_written_except_through_the_bounded_writer():

@@ -8,6 +8,7 @@ import { loadSettings } from './config.js';
 import { pairing } from './daemon.js';
 import { connection } from './status.js';
 import { statusSnapshot, refreshHealth, wakeSync } from './sync.js';
+import { reportDomChanges } from './domwatch.js';
 
 /**
  * Registers the message listener (once, at the worker's top level). `onPaired` runs once the
@@ -21,6 +22,11 @@ export function installMessages({ pair = pairWith, onPaired = wakeSync } = {}) {
       if (!sender.tab || !msg.annotation || typeof msg.annotation !== 'object') return false;
       if (JSON.stringify(msg.annotation).length > 64 * 1024) return false;
       storeAnnotation(msg.annotation, sender.tab);
+      return false;
+    }
+    if (msg.type === 'gasoline:dom_change') {
+      if (!sender.tab || sender.id !== chrome.runtime.id) return false;
+      reportDomChanges(msg, sender.tab);
       return false;
     }
     // Everything below is for the extension's own pages (popup, options), never for content scripts.

@@ -24,6 +24,7 @@ import { extLog, pendingLogs, logsDelivered } from './log.js';
 import { connection, wasDown, syncSucceeded, syncFailed, noteHealth, updateBadge } from './status.js';
 import { queues, captureStatus } from './capture.js';
 import { commands } from './commands.js';
+import { applyDomWatches } from './domwatch.js';
 import { loadSyncState, saveSyncState, addResult, resultsDelivered, acceptCommands } from './syncstate.js';
 
 const SYNC_TIMEOUT_MS = 8000;
@@ -200,6 +201,7 @@ async function exchange(st, body, results) {
   }
   const data = JSON.parse(new TextDecoder().decode(plain));
   resultsDelivered(st, results);
+  applyDomWatches(data.dom_watches).catch(() => {});
   for (const cmd of acceptCommands(st, data)) commands.enqueue(cmd, deliverResult);
   await saveSyncState();
   return data;

@@ -42,6 +42,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd, read_nofollow
+from gasoline.core.atrest import MAGIC
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
 from gasoline.core.files import DiskHealth, describe, make_private_dir, set_aside, unreadable, write_atomic
@@ -56,6 +57,8 @@ ANONYMOUS_PREFIX = "anon-"
 QUIET_AFTER = 60.0
 #: Seconds between timer ticks (persistence flush + expiry).
 DEFAULT_TICK = 1.0
+#: Client state files one flush tick writes at most (the rest on the next ticks).
+WRITES_PER_TICK = 10
 STATE_VERSION = 1
 
 
@@ -197,8 +200,11 @@ class ClientRegistry:
         tick: float = DEFAULT_TICK,
         health: DiskHealth | None = None,
         client_key: ClientKey | None = None,
+        at_rest: Any = None,
     ) -> None:
         self.clock = clock
+        #: C{--state-key-file}: state files are sealed (L{gasoline.core.atrest}).
+        self.at_rest = at_rest
         #: Who may act as a client id: a caller naming one proves it with this key
         #: (L{gasoline.http.client_proof}); an in-memory one when none is given.
         self.client_key = client_key if client_key is not None else ClientKey.random()
@@ -210,7 +216,11 @@ class ClientRegistry:
         self._clients: dict[str, ClientState] = {}
         #: Serialized state last written per client (skip rewriting unchanged files).
         self._written: dict[str, bytes] = {}
+        #: When each client's file was last written by L{flush} (least recent goes first).
+        self._written_at: dict[str, float] = {}
         self._to_delete: set[str] = set()
+        #: Clients whose state file was read in clear while a state key is set.
+        self._clear_files: set[str] = set()
         self.expiry_service = _RegistryTimer(self, tick)
         #: At the limit, called in turn until one frees a slot (returns True): the MCP server
         #: closes its least recently used quiet session (L{gasoline.mcp.server}).
@@ -250,7 +260,8 @@ class ClientRegistry:
                 log.info("client limit hit: {cid} refused, {n} clients already connected",
                          cid=client_id, n=self.max_clients)
                 raise TooManyClients(
-                    f"{self.max_clients} clients are already connected (the maximum)",
+                    f"{self.max_clients} clients are already connected and none is idle "
+                    f"(--max-clients {self.max_clients}: the daemon's option)",
                     max_clients=self.max_clients,
                 )
         if state is not None:
@@ -361,6 +372,7 @@ class ClientRegistry:
         for cid in dropped:
             del self._clients[cid]
             self._written.pop(cid, None)
+            self._written_at.pop(cid, None)
             self._to_delete.add(cid)
         if dropped:
             log.info("client state expired: {ids}", ids=dropped)
@@ -417,9 +429,17 @@ class ClientRegistry:
                 log.failure("could not remove state of expired client {client_id}", client_id=cid)
         self._to_delete.clear()
         written = 0
-        for cid, state in self._clients.items():
+        # Least recently written first, at most WRITES_PER_TICK files per tick (all of them when
+        # forced, at stop): with fifty agents whose cursors move every second, a tick writing
+        # every file held the reactor for ~100 ms on a busy disk; the rest wait for the next
+        # ticks, still dirty.
+        order = sorted(self._clients.items(),
+                       key=lambda item: self._written_at.get(item[0], float("-inf")))
+        for cid, state in order:
             if not (force or state._dirty):
                 continue
+            if not force and written >= WRITES_PER_TICK:
+                break
             state._dirty = False
             try:
                 body = self._encode(state)
@@ -436,6 +456,7 @@ class ClientRegistry:
                 state._dirty = True  # try again on the next tick
                 continue
             self._written[cid] = body
+            self._written_at[cid] = now
             written += 1
         if written:
             self.health.succeeded("client state")
@@ -469,11 +490,20 @@ class ClientRegistry:
             repr(float(now)).encode(),
             body,
         )
+        if self.at_rest is not None:
+            payload = self.at_rest.seal_blob(payload, b"client")
         write_atomic(self._path(client_id), payload)
 
     def _read(self, client_id: str) -> dict[str, Any] | None:
         try:
             raw = read_nofollow(self._path(client_id))
+            if raw.startswith(MAGIC):
+                opened = self.at_rest.open_blob(raw, b"client") if self.at_rest else None
+                if opened is None:
+                    raise orjson.JSONDecodeError("sealed state that does not open", "", 0)
+                raw = opened
+            elif self.at_rest is not None:
+                self._clear_files.add(client_id)  # written before the key: rewrite it sealed
             data = orjson.loads(raw)
         except FileNotFoundError:
             return None
@@ -504,7 +534,11 @@ class ClientRegistry:
             self._to_delete.add(state.client_id)
             return False
         state.load_json(data["state"])
-        self._written[state.client_id] = self._encode(state)
+        if state.client_id in self._clear_files:
+            self._clear_files.discard(state.client_id)
+            state.mark_dirty()  # rewritten sealed at the next tick
+        else:
+            self._written[state.client_id] = self._encode(state)
         return True
 
     def sweep_disk(self) -> builtins.list[str]:

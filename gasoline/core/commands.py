@@ -259,7 +259,8 @@ class CommandQueue:
 
     def wake(self) -> None:
         """Answer every waiting long poll now (with whatever is deliverable, maybe nothing): the
-        extension then syncs again at once, with its current settings."""
+        extension then syncs again at once, with its current settings (C{launch_browser}), or
+        takes what else changed (the DOM watches the answer carries)."""
         self._wake()
 
     @property

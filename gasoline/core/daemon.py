@@ -21,6 +21,7 @@ from gasoline.core.persist import Persistence
 from gasoline.core.router import QueryRouter
 from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.store import TelemetryStore
+from gasoline.core.workers import WorkerPool
 
 if TYPE_CHECKING:  # the configuration imports the domain (buffer specs): no cycle at run time
     from gasoline.config import Config
@@ -55,3 +56,5 @@ class Daemon:
     #: State dir checks, disk health and every buffer's journal (C{journals} empty with
     #: C{--no-persist}).
     persistence: Persistence | None = None
+    #: Worker processes for CPU-heavy work (C{None}: none, the work runs inline).
+    workers: WorkerPool | None = None

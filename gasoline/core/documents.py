@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import read_nofollow
+from gasoline.core.atrest import MAGIC
 from gasoline.core.files import (
     DiskHealth,
     describe,
@@ -50,6 +51,8 @@ class JsonDocument:
     health: DiskHealth | None = None
     #: What the daemon goes on without when the file is corrupt (said in the one log line).
     what: str = "what it held"
+    #: C{--state-key-file}: the file is sealed (L{gasoline.core.atrest}).
+    at_rest: Any = None
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)
     _error: str | None = attrs.field(default=None, init=False)
@@ -63,12 +66,20 @@ class JsonDocument:
         except OSError as e:
             unreadable(self.path, describe(e), self.what)
             return None
+        sealed = self.at_rest is not None and raw.startswith(MAGIC)
+        if sealed:
+            opened = self.at_rest.open_blob(raw, b"document")
+            if opened is None:
+                log.warn("ignoring {path}: it does not open with the state key", path=str(self.path))
+                return None
+            raw = opened
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             set_aside(self.path, "not valid JSON", self.what)
             return None
-        self._written = raw
+        # A file written in clear before the key is rewritten sealed at the next flush.
+        self._written = raw if sealed or self.at_rest is None else None
         return value
 
     def unusable(self, why: str) -> None:
@@ -93,7 +104,8 @@ class JsonDocument:
             return False
         try:
             make_private_dir(self.path.parent)
-            write_atomic(self.path, body)
+            write_atomic(self.path, body if self.at_rest is None
+                         else self.at_rest.seal_blob(body, b"document"))
         except OSError as e:
             self._error = describe(e)
             if self.health is not None:

@@ -111,6 +111,12 @@ class ExtensionLink:
     pairing_offered_at: float | None = attrs.field(default=None, init=False)
     #: (client id, tabs) pairs already told that those tracked tabs loaded before tracking.
     _told_reload: set = attrs.field(factory=set, init=False, repr=False)
+    #: The agents' DOM watches (L{gasoline.streaming.domwatch}) every sync answer carries, and
+    #: their version (it changes with the list).
+    dom_watches: list[dict[str, Any]] = attrs.field(factory=list, init=False)
+    dom_version: int = attrs.field(default=0, init=False)
+    #: Called with each C{POST /dom-changes} body (the streaming hub's C{publish_dom}).
+    _dom_hooks: list[Callable[[dict[str, Any]], int]] = attrs.field(factory=list, init=False)
     _timer: IDelayedCall | None = attrs.field(default=None, init=False)
     _disconnect_hooks: list[Callable[[], None]] = attrs.field(factory=list, init=False)
 
@@ -274,7 +280,7 @@ class ExtensionLink:
         more = len(commands) > self.max_commands
         if more:
             commands = commands[: self.max_commands]
-        return {
+        answer = {
             "ack": True,
             "commands": [c.to_json() for c in commands],
             "next_poll_ms": self._next_poll_ms(bool(commands), more, push),
@@ -283,6 +289,24 @@ class ExtensionLink:
             "capture_overrides": {},
             "daemon_instance": self.instance,
         }
+        if self.dom_version:
+            # Once any agent watched the DOM (an absent field means no watch at all).
+            answer["dom_watches"] = {"version": self.dom_version, "watches": self.dom_watches}
+        return answer
+
+    def set_dom_watches(self, watches: list[dict[str, Any]]) -> None:
+        """A new list of DOM watches: the next sync answer carries it (a held one at once)."""
+        self.dom_watches = list(watches)
+        self.dom_version += 1
+        self.commands.wake()
+
+    def on_dom_changes(self, hook: Callable[[dict[str, Any]], int]) -> Callable[[], None]:
+        """Call C{hook(report)} with each report of DOM watches met (it returns the events made)."""
+        return add_hook(self._dom_hooks, hook)
+
+    def dom_changes(self, report: dict[str, Any]) -> int:
+        """The extension reports DOM watches met; return how many events they made."""
+        return sum(hook(report) for hook in list(self._dom_hooks))
 
     def add_extension_logs(self, logs: list[Any]) -> int:
         """Redact and keep extension debug log entries (dicts only); return how many were kept."""

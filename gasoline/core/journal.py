@@ -46,6 +46,7 @@ from zope.interface import implementer
 
 import orjson
 
+from gasoline.core.atrest import LINE_MARK, AtRest, LineSealer
 from gasoline.core.files import (
     CLOEXEC,
     NOFOLLOW,
@@ -72,6 +73,10 @@ DEFAULT_COMPACT_INTERVAL = 5.0
 _READ_BLOCK = 1 * MiB
 _WRITE_CHUNK = 4096  # lines joined per write when compacting
 _MARKER = re.compile(rb"^#seq (\d{1,18}) (\d{1,18})$")
+#: Entries per sealed line when compaction rewrites a sealed journal.
+_SEALED_BATCH = 1000
+#: What a sealed line that does not open counts as (never an entry).
+_BAD = b"\x00"
 
 
 # -- journals -----------------------------------------------------------------------------------
@@ -110,11 +115,18 @@ def _segments_newest_first(f: BinaryIO, size: int, block: int | None = None) -> 
     yield carry
 
 
-def _write_snapshot(path: str, header: bytes, lines: Sequence[bytes]) -> int:
-    """Write C{header} then C{lines} (newline-terminated) to a fresh private file, sync it.
+def _write_snapshot(path: str, header: bytes, lines: Sequence[bytes],
+                    seal: Callable[[bytes], bytes] | None = None) -> int:
+    """Write C{header} then C{lines} (newline-terminated; each sealed with C{seal} if given) to a
+    fresh private file, sync it.
 
-    Runs in a thread: it touches nothing but its arguments and the file. Returns bytes written.
+    Runs in a thread: it touches nothing but its arguments and the file (C{seal} is a sealer of
+    its own generation). Returns bytes written.
     """
+    if seal is not None:
+        # Sealed in batches, as appends are (one AES-GCM call per batch of entries).
+        lines = [seal(b"\n".join(lines[i:i + _SEALED_BATCH]))
+                 for i in range(0, len(lines), _SEALED_BATCH)]
     unlink_quietly(path)
     fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     written = 0
@@ -192,8 +204,13 @@ class BufferJournal(MultiService):
         compact_interval: float = DEFAULT_COMPACT_INTERVAL,
         run_in_thread: ThreadRunner = run_synchronously,
         health: DiskHealth | None = None,
+        at_rest: AtRest | None = None,
     ) -> None:
         super().__init__()
+        #: C{--state-key-file}: every entry line is sealed (L{gasoline.core.atrest}).
+        self.at_rest = at_rest
+        self._purpose = f"journal:{buffer}".encode()
+        self._sealer: LineSealer | None = None
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self.setName(f"{buffer}-journal")
@@ -228,8 +245,10 @@ class BufferJournal(MultiService):
         self._needs_compaction = False
         self._compacting: defer.Deferred[Any] | None = None
         self._waiters: list[defer.Deferred[None]] = []
-        #: Blobs appended since the running compaction took its snapshot (None: not compacting).
+        #: Blobs appended since the running compaction took its snapshot (None: not compacting),
+        #: and the entries they hold.
         self._during: list[bytes] | None = None
+        self._during_entries = 0
         for period, fn, what in (
             (fsync_interval, self.sync, "sync"),
             (compact_interval, self.maybe_compact, "compaction check"),
@@ -268,7 +287,8 @@ class BufferJournal(MultiService):
             segments = _segments_newest_first(f, size)
             if next(segments):
                 corrupt += 1  # the last write was cut short
-            for line in segments:
+            clear_seen: list[int] = [0]
+            for line in self._opened(segments, clear_seen):
                 if line[:1] == b"#":
                     m = _MARKER.match(line)
                     if m is None:
@@ -293,11 +313,13 @@ class BufferJournal(MultiService):
                 else:
                     corrupt += 1
         kept.reverse()
+        clear = clear_seen[0]
         self.end_seq = end
         self.corrupt_skipped += corrupt
         self.size = size
         self.lines = len(kept) + corrupt + (1 if older else 0)
-        self._needs_compaction = older or corrupt > 0
+        # With a key, entries written in clear before are rewritten sealed at the first check.
+        self._needs_compaction = older or corrupt > 0 or (clear > 0 and self.at_rest is not None)
         if corrupt:
             log.warn("{what} {path}: skipped {corrupt} corrupt or partial lines (the next "
                      "compaction rewrites the file without them; nothing to do)",
@@ -306,6 +328,23 @@ class BufferJournal(MultiService):
             log.info("{what} {path}: restored {count} entries", what=self.what,
                      path=str(self.path), count=len(kept))
         return kept
+
+    def _opened(self, segments: Iterator[bytes], clear: list[int]) -> Iterator[bytes]:
+        """The file's lines newest first, each sealed batch opened into its entries (newest
+        first); one that does not open is one L{_BAD} line. C{clear[0]} counts the entry lines
+        written in clear."""
+        at_rest, purpose = self.at_rest, self._purpose
+        for line in segments:
+            if line[:1] == LINE_MARK:
+                opened = at_rest.open_line(line, purpose) if at_rest is not None else None
+                if opened is None:
+                    yield _BAD
+                    continue
+                yield from reversed(opened.split(b"\n"))
+                continue
+            if line[:1] not in (b"#", b""):
+                clear[0] += 1
+            yield line
 
     def startService(self) -> None:
         self._try_open()
@@ -329,6 +368,9 @@ class BufferJournal(MultiService):
         return True
 
     def _open(self) -> None:
+        if self.at_rest is not None:
+            # A new generation of the file for this process: its own salt and nonce counter.
+            self._sealer = self.at_rest.line_sealer(self._purpose)
         fd = open_private(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             self.size = self._drop_partial_tail(fd)
@@ -362,10 +404,17 @@ class BufferJournal(MultiService):
         """
         if not encoded:
             return None
-        # One join, one copy: b"#seq <first> <n>\n" + the entries, one per line.
-        data = b"\n".join((b"#seq %d %d" % (first_seq, len(encoded)), *encoded, b""))
+        sealer = self._sealer  # set by _open: without it, nothing is written (no descriptor)
+        if sealer is not None:
+            # One sealed line for the whole batch: one AES-GCM call per request, not per entry.
+            data = b"#seq %d %d\n%s\n" % (first_seq, len(encoded),
+                                           sealer.seal(b"\n".join(encoded)))
+        else:
+            # One join, one copy: b"#seq <first> <n>\n" + the entries, one per line.
+            data = b"\n".join((b"#seq %d %d" % (first_seq, len(encoded)), *encoded, b""))
         if self._during is not None:
             self._during.append(data)
+            self._during_entries += len(encoded)
         fd = self._fd
         if fd is None:
             if self._open_error is not None:
@@ -463,8 +512,10 @@ class BufferJournal(MultiService):
         else:
             header = b""
         self._during = []
+        self._during_entries = 0
         started = self._clock.seconds()
-        d = self._run_in_thread(_write_snapshot, str(self.compact_path), header, snapshot)
+        seal = self.at_rest.line_sealer(self._purpose).seal if self.at_rest is not None else None
+        d = self._run_in_thread(_write_snapshot, str(self.compact_path), header, snapshot, seal)
         self._compacting = d
         d.addCallback(self._install_compacted, len(snapshot), started)
         d.addErrback(self._compaction_failed)
@@ -494,7 +545,7 @@ class BufferJournal(MultiService):
         self._open()
         self._dirty = bool(tail)
         self._sync_dir = True  # make the rename itself durable at the next sync
-        self.lines = count + sum(b.count(b"\n") - 1 for b in during)
+        self.lines = count + self._during_entries
         self.size = written + len(tail)
         # Never chase a bound the retained entries alone exceed (one huge entry, say).
         self._byte_threshold = max(self.max_file_bytes, 2 * self.size)

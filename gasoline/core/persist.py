@@ -89,6 +89,8 @@ class Persistence:
     store: "TelemetryStore"
     health: DiskHealth
     journals: dict[str, BufferJournal] = attrs.field(factory=dict)
+    #: C{--state-key-file}'s sealing (L{gasoline.core.atrest.AtRest}), or None.
+    at_rest: Any = None
 
     def stats(self) -> dict[str, Any]:
         return {name: j.stats() for name, j in self.journals.items()}
@@ -131,15 +133,18 @@ def wire_journals(
     persist: bool = True,
     buffers: Sequence[str] | None = None,
     health: DiskHealth | None = None,
+    at_rest: Any = None,
 ) -> Persistence:
     """Prepare the state dir and make every ring buffer of C{store} durable.
 
     For each buffer: read its journal (blocking: start-up only, before the reactor runs), put the
     newest entries back in the ring under their old sequence numbers, attach the journal to the
     store and its service to C{services}. With C{persist} false only the state dir is prepared.
+    With C{at_rest} (L{gasoline.core.atrest.AtRest}) every entry is sealed on disk.
     """
     state_dir = Path(state_dir)
-    p = Persistence(state_dir, clock, store, health if health is not None else DiskHealth(clock))
+    p = Persistence(state_dir, clock, store, health if health is not None else DiskHealth(clock),
+                    at_rest=at_rest)
     p.health.warnings = prepare_state_dir(state_dir)
     if not persist:
         return p
@@ -151,7 +156,7 @@ def wire_journals(
             state_dir, clock, partial(list, ring), buffer=name, max_entries=ring.capacity,
             sequence=partial(_ring_bounds, ring),
             max_file_bytes=max(2 * ring.max_bytes, 16 * MiB),
-            run_in_thread=runner, health=p.health,
+            run_in_thread=runner, health=p.health, at_rest=at_rest,
         )
         entries = journal.load()
         ends = [e for e in (journal.end_seq, saved.get(name)) if e is not None]

@@ -83,8 +83,16 @@ class Redactor:
         """Collect C{value}'s strings into C{strings}; C{False} where L{_walk} would do more
         than scan them (see L{unchanged})."""
         if isinstance(value, str):
-            if "=" in value or value.lstrip()[:1] in ("{", "["):
+            if "=" in value:
                 return False
+            if value.lstrip()[:1] in ("{", "[") and len(value) <= self.max_json_string:
+                # JSON inside the string is walked by the full path; text that only starts
+                # like JSON ("[vite] connected") is scanned like any other.
+                try:
+                    if isinstance(orjson.loads(value), (dict, list)):
+                        return False
+                except orjson.JSONDecodeError:
+                    pass
             strings.append(value)
             return True
         if depth > self.max_depth:

@@ -15,7 +15,7 @@ Derived views, updated on write:
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import attrs
 import orjson
@@ -23,6 +23,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from gasoline.core.boundaries import TestBoundaries
 from gasoline.core.notify import Notifier
+from gasoline.core.redacted import ReadCache
 from gasoline.core.ring import ReadResult, RingBuffer
 
 #: Buffer names, as used in cursors, C{/health} and tool arguments.
@@ -132,6 +133,7 @@ class TelemetryStore:
         clock: IReactorTime,
         buffers: dict[str, BufferSpec] | None = None,
         notifier: Notifier | None = None,
+        offload: Callable[[ReadCache, int, list[bytes]], None] | None = None,
     ) -> None:
         self._clock = clock
         specs = dict(DEFAULT_BUFFERS)
@@ -140,6 +142,10 @@ class TelemetryStore:
         self.buffers: dict[str, RingBuffer[bytes]] = {
             name: RingBuffer(spec.entries, spec.max_bytes) for name, spec in specs.items()
         }
+        #: Per buffer, the redacted form of each entry read and its noise verdicts, kept so a
+        #: stored entry is redacted once, not once per agent and read (L{ReadCache}; made on the
+        #: first read of the buffer).
+        self.read_caches: dict[str, ReadCache] = {}
         self.notifier = notifier if notifier is not None else Notifier(clock)
         self.journals: dict[str, Journal] = {}
         self.last_write: dict[str, float | None] = {name: None for name in specs}
@@ -148,6 +154,10 @@ class TelemetryStore:
         #: CI test boundaries: console entries ingested while a test runs carry its id.
         self.test_boundaries = TestBoundaries()
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
+        #: Told C{(read cache, first_seq, encoded)} after each network-bodies write: redacts
+        #: the large ones in a worker process ahead of their first read
+        #: (L{gasoline.core.redacted.Offload}; C{None}: no worker pool).
+        self.offload = offload
         #: Reads per buffer (C{gasoline_client_reads_total} on C{/metrics}).
         self.reads: dict[str, int] = dict.fromkeys(specs, 0)
         #: Why the journal could not take the latest L{add}'s batch (C{None}: durable, or no
@@ -169,6 +179,8 @@ class TelemetryStore:
         self.last_persist_error = journal.append(encoded, first) if journal is not None else None
         if buffer_name == WEBSOCKET_EVENTS:
             self._track_websocket(entries, now)
+        elif buffer_name == NETWORK_BODIES and self.offload is not None:
+            self.offload(self.read_cache(buffer_name), first, encoded)
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
         return first, head
 
@@ -254,6 +266,13 @@ class TelemetryStore:
             has_more=raw.has_more,
         )
 
+    def read_cache(self, buffer_name: str) -> ReadCache:
+        """The L{ReadCache} of C{buffer_name} (its slots follow the ring's)."""
+        cache = self.read_caches.get(buffer_name)
+        if cache is None:
+            cache = self.read_caches[buffer_name] = ReadCache(self.buffers[buffer_name].capacity)
+        return cache
+
     def note_read(self, buffer_name: str) -> None:
         """A client read C{buffer_name} (tools that read the rings directly say so here)."""
         self.reads[buffer_name] = self.reads.get(buffer_name, 0) + 1
@@ -272,6 +291,7 @@ class TelemetryStore:
         removed = 0
         for name in names:
             removed += self.buffers[name].clear()
+            self.read_caches.pop(name, None)
             journal = self.journals.get(name)
             if journal is not None:
                 journal.cleared()

@@ -25,7 +25,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.clients import CLIENT_ID_RE
 from gasoline.http.json import json_error
-from gasoline.http.keepalive import keepalive_service
+from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.stream import SSE_LIMIT, request_writer, sse_notice
 
 if TYPE_CHECKING:
@@ -111,10 +111,7 @@ class EventsResource(Resource):
         if agent is None:
             return json_error(request, 409, f"client {raw!r} has no streaming subscription; "
                               "subscribe with configure {what:\"streaming\"}")
-        request.setResponseCode(200)
-        request.setHeader(b"content-type", b"text/event-stream")
-        request.setHeader(b"cache-control", b"no-cache")
-        request.setHeader(b"x-accel-buffering", b"no")
+        start_sse(request)
         writer = request_writer(request, self.clock, limit=self.limit, notice=_notice)
         stream.append(writer)
         writer.send(b"retry: 1000\n\n")

@@ -306,6 +306,15 @@ class IngestAPI:
         return _ok(request, **self._durability(
             request, {"count": len(items) - rejected, "rejected": rejected}))
 
+    @app.route("/dom-changes", methods=["POST"])
+    @extension_session
+    def dom_changes(self, request):
+        """DOM watches met in a tracked tab (C{dom_change} streaming events, one agent each)."""
+        payload, _ = self._payload(request)
+        changes = validate.batch(payload, "changes")
+        events = self.extension.dom_changes({**payload, "changes": changes})
+        return _ok(request, count=len(changes), events=events)
+
     @app.route("/performance-snapshots", methods=["POST"])
     @extension_session
     def performance_snapshots(self, request):

@@ -41,3 +41,21 @@ def keepalive_service(clock: IReactorTime, streams: set[Any], name: str,
     service.clock = clock
     service.setName(name)
     return service
+
+
+def start_sse(request: Any) -> None:
+    """Answer C{request} with an SSE stream: status 200 and the four stream headers
+    (C{Content-Type: text/event-stream}, C{Cache-Control: no-cache}, C{X-Accel-Buffering: no},
+    C{Connection: keep-alive}).
+
+    C{Connection: keep-alive} is said only where it is true: an HTTP/1.1 request that did not ask
+    to close (Twisted has then already answered C{Connection: close}, which stays); an HTTP/1.0
+    connection ends with its stream.
+    """
+    request.setResponseCode(200)
+    request.setHeader(b"content-type", b"text/event-stream")
+    request.setHeader(b"cache-control", b"no-cache")
+    request.setHeader(b"x-accel-buffering", b"no")
+    if getattr(request, "clientproto", b"HTTP/1.1") == b"HTTP/1.1" \
+            and not request.responseHeaders.hasHeader(b"connection"):
+        request.setHeader(b"connection", b"keep-alive")

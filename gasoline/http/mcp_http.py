@@ -49,7 +49,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
 from gasoline.http.client_proof import claimed_client
-from gasoline.http.keepalive import keepalive_service
+from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
@@ -80,10 +80,7 @@ def _sse_event(event_id: str, payload: bytes, event: bytes | None = None) -> byt
 
 
 def _start_sse(request) -> None:
-    request.setResponseCode(200)
-    request.setHeader(b"content-type", b"text/event-stream")
-    request.setHeader(b"cache-control", b"no-cache")
-    request.setHeader(b"x-accel-buffering", b"no")
+    start_sse(request)
 
 
 def _error_body(request, status: int, code: int, message: str, id: Any = None) -> bytes:
@@ -373,8 +370,10 @@ class McpHTTP(Resource):
         if key is not None:
             session = self.connections.get(key)
             if session is None or session.closed:
+                notice = self.server.reclaim_notice(client_id=key[0])
                 return None, _error_body(
                     request, 404, SESSION_NOT_FOUND,
+                    f"Session not found: {notice}" if notice else
                     "Session not found: this connection has no MCP session; send initialize",
                 )
             return session, None
@@ -389,7 +388,10 @@ class McpHTTP(Resource):
             return None, _gasoline_error(request, e)
         if session is None or session.transport != "streamable" or (
                 named is not None and session.client_id != named):
+            notice = (self.server.reclaim_notice(session_id=sid.decode("latin-1"))
+                      if session is None else None)
             return None, _error_body(request, 404, SESSION_NOT_FOUND,
+                                     f"Session not found: {notice}" if notice else
                                      "Session not found: unknown or ended Mcp-Session-Id")
         return session, None
 

@@ -175,6 +175,8 @@ ROUTES: tuple[Route, ...] = (
     Route("/clients", ("GET", "POST"), _A),
     Route("/clients/{client}", ("GET", "DELETE"), _A),
     Route("/events", GET, _A),
+    # A cursor read of the console log (gasoline.http.reads); POST/DELETE /logs are the extension's.
+    Route("/logs", GET, _A),
     Route("/session/init", POST, _A),
     Route("/session/{session}", ("GET", "DELETE"), _A),
     Route("/session/{session}/destroy", ("POST", "DELETE"), _A),
@@ -193,6 +195,7 @@ ROUTES: tuple[Route, ...] = (
     Route("/enhanced-actions", POST, _E, sealed=POST),
     Route("/network-waterfall", POST, _E, sealed=POST),
     Route("/websocket-events", POST, _E, sealed=POST),
+    Route("/dom-changes", POST, _E, sealed=POST),
     Route("/performance-snapshots", POST, _E, sealed=POST),
     Route("/extension-logs", POST, _E, sealed=POST),
     Route("/api/extension-status", POST, _E, sealed=POST),

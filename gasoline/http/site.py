@@ -52,7 +52,14 @@ class GasolineRoot(Resource):
         return body
 
     def _render(self, request):
-        route = self.routes.resolve(request.path, request.method)
+        method = request.method
+        if method == b"OPTIONS":
+            # A preflight is judged by the policy of the route it asks for (one path can have
+            # routes for several callers: GET /logs is an agent's, POST /logs the extension's).
+            asked = request.getHeader(b"access-control-request-method")
+            method = asked.encode("ascii", "replace") if isinstance(asked, str) else \
+                asked or method
+        route = self.routes.resolve(request.path, method)
         if isinstance(route, NotCanonical):
             return json_error(request, 400, f"bad request: {route} (spell the route exactly)")
         refused = self.guard.check(request, route or UNKNOWN)

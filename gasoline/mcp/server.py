@@ -15,6 +15,7 @@ C{initialize}); tool failures are C{isError: true} results (see L{gasoline.mcp.t
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from typing import Any, Callable
 
 import attrs
@@ -26,6 +27,7 @@ from twisted.python.failure import Failure
 from gasoline import __version__
 from gasoline.core.errors import TooManyClients
 from gasoline.core.lifecycle import StopHook
+from gasoline.core.turns import DaemonBusy, TurnBudget
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,
@@ -40,7 +42,7 @@ from gasoline.mcp.jsonrpc import (
 from gasoline.mcp.outgoing import redact_outgoing, redacting
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.session import LOG_LEVELS, McpSession
-from gasoline.mcp.tools import ToolRegistry
+from gasoline.mcp.tools import ToolRegistry, error_result
 
 log = Logger()
 
@@ -62,6 +64,19 @@ DEFAULT_IDLE_TIMEOUT = 3600.0
 #: room, least recently used first (clients such as the TypeScript SDK never send DELETE /mcp);
 #: its client's state stays inheritable for the client TTL. This long a quiet spell is preferred.
 RECLAIM_AFTER = 300.0
+#: ... and a named client's session (C{X-Gasoline-Client}: an agent's connector, which ends its
+#: sessions itself) quieter than this is never closed for another client: agents that are working
+#: (a call every few seconds, or minutes of thinking) keep their sessions, and a newcomer past
+#: C{--max-clients} is refused instead (429 C{too_many_clients}), so live sessions never push
+#: each other out. An anonymous session (an SDK client that never sends C{DELETE /mcp} leaves
+#: them behind) goes at once while no reclaimed session has come back; once one does (a request
+#: on it, or its client initializing again), the same floor holds for every session for
+#: L{PRESSURE_WINDOW}, extended by every refusal. A reclaimed session's next request is told why
+#: (L{McpServer.reclaim_notice}).
+RECLAIM_MIN_QUIET = 120.0
+PRESSURE_WINDOW = 300.0
+#: Reclaimed sessions remembered for that notice.
+RECLAIMED_KEPT = 1000
 #: How long a tool waits for the client to answer a sampling/elicitation request.
 CLIENT_REQUEST_TIMEOUT = 60.0
 
@@ -169,8 +184,11 @@ class McpServer:
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         server_name: str = "gasoline",
         sessions: dict[str, McpSession] | None = None,
+        turns: TurnBudget | None = None,
     ) -> None:
         self.clock = clock
+        #: Agents' tool calls run within the reactor turn's budget (capture first).
+        self.turns = turns if turns is not None else TurnBudget(clock)
         self.registry = registry
         self.tools = tools
         self.resources = resources
@@ -199,6 +217,12 @@ class McpServer:
         self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
         self.session_observers: list[Any] = []
+        #: A session is closed for another client only after this long without a request.
+        self.reclaim_min_quiet = RECLAIM_MIN_QUIET
+        #: Session ids and client ids of sessions closed for another client -> why (bounded).
+        self._reclaimed: OrderedDict[str, str] = OrderedDict()
+        #: Until when every session keeps the quiet floor (a reclaimed client came back).
+        self._pressure_until = float("-inf")
         # At the client limit the registry asks us for a quiet session to close.
         reclaimers = getattr(registry, "reclaimers", None)
         if isinstance(reclaimers, list):
@@ -218,9 +242,13 @@ class McpServer:
         anonymous = client_id is None
         if client_id is None:
             client_id = self.registry.anonymous_client_id()
+        if "client:" + client_id in self._reclaimed:
+            self._under_pressure()  # a reclaimed client initializing again
         try:
             state = self.registry.connect(client_id)
         except TooManyClients:
+            if self.clock.seconds() < self._pressure_until:
+                self._under_pressure()
             # A registry without reclaimers (a test double) still gets one quiet session closed.
             if isinstance(getattr(self.registry, "reclaimers", None), list) \
                     or not self.reclaim_idle():
@@ -270,20 +298,54 @@ class McpServer:
         client's state stays in the registry for the TTL (the same client id inherits it). A
         client with another live session keeps its slot, so closing such a session frees nothing
         and it is tried last. True if a session was closed."""
+        now = self.clock.seconds()
+        floor = self.reclaim_min_quiet
+        pressed = now < self._pressure_until
         candidates = [
             s for s in self.sessions.values()
             if not s.closed and not s.in_flight and not s.outgoing and s.transport != "sse"
             and s.standalone.writer is None
             and all(stream.writer is None for stream in s.streams.values())
+            and (now - s.last_seen >= floor or (s.anonymous and not pressed))
         ]
         if not candidates:
             return False
         victim = min(candidates, key=lambda s: (getattr(s.state, "connections", 1) > 1,
                                                 s.last_seen))
-        log.info("client limit reached: closing idle anonymous MCP session {sid} ({cid})",
-                 sid=victim.session_id, cid=victim.client_id)
+        quiet = now - victim.last_seen
+        log.info("client limit reached: closing MCP session {sid} ({cid}), idle for {t:.0f} s",
+                 sid=victim.session_id, cid=victim.client_id, t=quiet)
+        notice = (f"this session was closed after {quiet:.0f} s without a request to make room "
+                  f"for another client (--max-clients reached); send initialize to start a new "
+                  f"one (your client state is kept)")
+        for key in (victim.session_id, "client:" + victim.client_id):
+            self._reclaimed.pop(key, None)
+            self._reclaimed[key] = notice
+        while len(self._reclaimed) > RECLAIMED_KEPT:
+            self._reclaimed.popitem(last=False)
         self.close_session(victim)
         return True
+
+    def reclaim_notice(self, session_id: str | None = None,
+                       client_id: str | None = None) -> str | None:
+        """Why the session C{session_id} (or the latest session of C{client_id}) is gone, when it
+        was closed to make room for another client (L{reclaim_idle}); said once."""
+        for key in (session_id, None if client_id is None else "client:" + client_id):
+            if key is not None and key in self._reclaimed:
+                self._under_pressure()
+                return self._reclaimed.pop(key)
+        return None
+
+    def _under_pressure(self) -> None:
+        """A reclaimed client came back, or a newcomer was refused while one had: live clients
+        outnumber the slots, so no session is closed for another before the quiet floor."""
+        until = self.clock.seconds() + PRESSURE_WINDOW
+        if until > self._pressure_until:
+            if self._pressure_until < self.clock.seconds():
+                log.info("client limit: a client whose session was reclaimed came back; for "
+                         "{w:.0f} s no session is closed for another before {q:.0f} s quiet",
+                         w=PRESSURE_WINDOW, q=self.reclaim_min_quiet)
+            self._pressure_until = until
 
     def touch(self, session: McpSession) -> None:
         """Activity on C{session}: push its idle deadline back and touch the agent's state."""
@@ -330,6 +392,7 @@ class McpServer:
     def close_all(self) -> None:
         for session in list(self.sessions.values()):
             self.close_session(session)
+        self.turns.stop()
 
     def resource_updated(self, uri: str) -> int:
         """Tell every session subscribed to C{uri}; return how many were told."""
@@ -566,7 +629,13 @@ class McpServer:
             tool = ctx.session.extra_tools.get(name)
         if tool is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-        return self.tools.call(ctx, tool, arguments)
+        try:
+            # Capture first: within the reactor turn's budget, or in a later turn, or refused
+            # busy (gasoline.core.turns).
+            return self.turns.submit(lambda: self.tools.call(ctx, tool, arguments))
+        except DaemonBusy as e:
+            self.tools.errors[e.code] = self.tools.errors.get(e.code, 0) + 1
+            return error_result(e)
 
     def _resources_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         return {"resources": self.resources.definitions()}

@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 from gasoline.core.errors import GasolineError
 from gasoline.core.ratelimit import SlidingWindowLimiter
 from gasoline.core.redact import Redactor, cap_text
+from gasoline.core.redacted import RedactedText
 from gasoline.mcp.jsonrpc import JsonRpcError
 from gasoline.mcp.progress import start_for
 
@@ -126,6 +127,11 @@ class ToolRegistry:
         #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
         #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
         self.observers: list[Any] = []
+        #: Add fields to every result's C{_meta}: C{provider(session) -> dict | None}, called
+        #: after redaction (their values are the daemon's own counters, never page text) on
+        #: every call, proxied or not (C{_meta.data_counts}, L{gasoline.tools}). They run on the
+        #: reactor thread and must be cheap: counters, no scans.
+        self.meta_providers: list[Callable[[Any], dict[str, Any] | None]] = []
         self._audit: OrderedDict[str, deque[AuditRecord]] = OrderedDict()
 
     def add(self, tool: Tool) -> None:
@@ -151,6 +157,19 @@ class ToolRegistry:
         if limit is not None:
             records = records[-limit:]
         return [r.to_json() for r in records]
+
+    def audit_event(self, client_id: str, tool: str, mode: str, details: dict[str, Any],
+                    outcome: str = "ok", error: str | None = None) -> None:
+        """Record something done for C{client_id} that is not one of its tool calls (a proxy
+        session started, ended, a proxied server restarted) in its audit log, and tell the
+        observers that have C{audit_event(client_id, record)} (the log dir's client logs)."""
+        now = self.clock.seconds() if self.clock is not None else 0.0
+        record = AuditRecord(now, tool, mode, self._audit_params(details), 0.0, outcome, error)
+        self._record(client_id, record)
+        for observer in self.observers:
+            hook = getattr(observer, "audit_event", None)
+            if hook is not None:
+                _notify(hook, client_id, record.to_json())
 
     def _record(self, client_id: str, record: AuditRecord) -> None:
         log_ = self._audit.get(client_id)
@@ -191,6 +210,14 @@ class ToolRegistry:
         content = result.get("content")
         if not isinstance(content, list):
             content = []
+        if _composed(result, content):
+            # Built by compose_text from redacted pieces only (entries redacted once, when first
+            # read; the rest as this method would): only the cap is left to apply.
+            if capped:
+                for block in content:
+                    if len(block["text"]) > self.result_cap // 4:
+                        block["text"] = cap_text(block["text"], self.result_cap)
+            return result
         if self._unchanged(result, content):
             if not capped:
                 return result
@@ -330,6 +357,8 @@ class ToolRegistry:
 
         def done(result: Any) -> Any:
             result = self.finish(result, capped=not tool.proxied)
+            if self.meta_providers and isinstance(result, dict):
+                _add_meta(result, self.meta_providers, session)
             failed = isinstance(result, dict) and result.get("isError") is True
             code = None
             if failed:
@@ -380,6 +409,18 @@ _RESULT_FIELDS = ("structuredContent", "_meta")
 _BINARY = ("data", "blob")
 
 
+def _composed(result: dict[str, Any], content: list[Any]) -> bool:
+    """Whether C{result} is only text blocks whose text is a L{RedactedText} (and nothing
+    else an agent reads: no other block field, no C{structuredContent}, no C{_meta})."""
+    if not content or any(result.get(key) is not None for key in _RESULT_FIELDS):
+        return False
+    for block in content:
+        if type(block) is not dict or len(block) != 2 or block.get("type") != "text" \
+                or type(block.get("text")) is not RedactedText:
+            return False
+    return True
+
+
 def _without_binary(block: dict[str, Any]) -> dict[str, Any]:
     """A content block without its base64 payload (image/audio C{data}, a resource's C{blob})."""
     out = {k: v for k, v in block.items() if k not in _BINARY}
@@ -401,6 +442,25 @@ def _redact_block(redactor: Redactor, block: dict[str, Any]) -> dict[str, Any]:
             if key in resource:
                 out["resource"][key] = resource[key]
     return out
+
+
+def _add_meta(result: dict[str, Any], providers: list[Callable[[Any], dict[str, Any] | None]],
+               session: Any) -> None:
+    """Merge every provider's fields into C{result["_meta"]} (made a dict if it is not one: a
+    proxied server's non-object C{_meta} is kept under C{_meta.server})."""
+    meta = result.get("_meta")
+    if not isinstance(meta, dict):
+        meta = {} if meta is None else {"server": meta}
+    for provider in providers:
+        try:
+            extra = provider(session)
+        except Exception:
+            log.failure("result meta provider {p!r} failed", p=provider)
+            continue
+        if extra:
+            meta.update(extra)
+    if meta:
+        result["_meta"] = meta
 
 
 def _stop_reporter(result: Any, reporter: Any) -> Any:

@@ -32,6 +32,14 @@ Without C{PR_SET_CHILD_SUBREAPER} or C{/proc} (not Linux) the process group is w
 descendant that calls C{setsid} there is not followed (C{docs/proxy.md}). The option C{portable}
 takes that path on Linux too (tests force it there).
 
+C{net=none} / C{net=loopback} (the server's C{network} policy): in the forked server, before it
+runs, a network namespace of its own (Linux C{unshare(CLONE_NEWNET)}; where that needs a
+privilege the daemon lacks, together with a user namespace mapping the daemon's own uid and gid,
+so the server keeps its uid): with no interface up (C{none}: every connection fails) or with only
+its own loopback up (C{loopback}). If that cannot be done the server does not run (exit 126, the
+reason on stderr). C{--probe-net MODE} does it in a throw-away child and exits 0 when it works:
+what the daemon asks at start-up before accepting a servers file that sets a policy.
+
 Standard library only and no site-packages (C{-I -S}): it starts in a few milliseconds.
 """
 
@@ -171,6 +179,52 @@ def _limits(options: list[str]) -> list[tuple[int, int, int]]:
     return out
 
 
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def _isolate_network(mode: str) -> None:
+    """This process gets a network namespace of its own (see the module docstring); raise
+    OSError when it cannot."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWNET) != 0:
+        # Not privileged: a user namespace too, mapping our own ids (the server keeps its uid).
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot make a network namespace: {os.strerror(err)}")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    if mode == "loopback":
+        import fcntl
+        import socket
+        import struct
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            ifr = struct.pack("16sH14s", b"lo", 0, b"")
+            flags = struct.unpack("16sH14s", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14s", b"lo", flags | IFF_UP, b""))
+
+
+def _probe(mode: str) -> None:
+    """Exit 0 when a child can be given network policy C{mode}, else 1 (the reason on stderr)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _isolate_network(mode)
+        except Exception as e:  # any reason: the policy cannot be enforced
+            os.write(2, f"{e}\n".encode())
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    os._exit(0 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else 1)
+
+
 def linux_guards() -> bool:
     """C{PR_SET_PDEATHSIG} and C{PR_SET_CHILD_SUBREAPER} (3. and 4. above) where the C library
     has C{prctl} (Linux); False elsewhere (macOS, the BSDs: the daemon's stop path, its group
@@ -189,6 +243,8 @@ def linux_guards() -> bool:
 
 def main() -> None:
     global PROC
+    if sys.argv[1:2] == ["--probe-net"]:
+        _probe(sys.argv[2])
     parent, grace = int(sys.argv[1]), float(sys.argv[2])
     split = sys.argv.index("--")
     options, argv = sys.argv[3:split], sys.argv[split + 1:]
@@ -202,8 +258,15 @@ def main() -> None:
     if os.getppid() != parent:
         os._exit(70)
     limits = _limits(options) if options else []
+    net = next((o.partition("=")[2] for o in options if o.startswith("net=")), "any")
     pid = os.fork()
     if pid == 0:
+        if net != "any":
+            try:
+                _isolate_network(net)
+            except Exception as e:
+                os.write(2, f"gasoline: network {net!r} cannot be enforced: {e}\n".encode())
+                os._exit(126)
         try:
             if limits:
                 import resource

@@ -212,7 +212,7 @@ class ChildServer(ServerPeer):
                  on_request: Callable[..., Any], on_notification: Callable[..., None],
                  on_state: Callable[["ChildServer"], None] | None = None,
                  restart: bool = True, grace: float = GRACE, cpu_seconds: int | None = None,
-                 memory_mb: int | None = None) -> None:
+                 memory_mb: int | None = None, network: str = "any") -> None:
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
                          on_notification=on_notification, on_state=on_state, restart=restart)
@@ -224,6 +224,8 @@ class ChildServer(ServerPeer):
         #: The server's own process limits (C{cpuSeconds}, C{memoryMB}), set by the watchdog.
         self.cpu_seconds = cpu_seconds
         self.memory_mb = memory_mb
+        #: The server's C{network} policy (C{any}, C{loopback}, C{none}; the watchdog applies it).
+        self.network = network
         self._proto: _ChildProtocol | None = None
         self._stdin: _Stdin | None = None
         self._ended_waiters: list[Deferred] = []
@@ -271,6 +273,8 @@ class ChildServer(ServerPeer):
             limits.append(f"cpu={self.cpu_seconds}")
         if self.memory_mb:
             limits.append(f"mem={self.memory_mb * 1024 * 1024}")
+        if self.network != "any":
+            limits.append(f"net={self.network}")
         argv = [sys.executable, "-I", "-S", WATCHDOG, str(os.getpid()), f"{self.grace:g}",
                 *limits, "--", self.command, *self.args]
         proto = _ChildProtocol(self)

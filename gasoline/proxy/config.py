@@ -43,8 +43,10 @@ DEFAULT_START_TIMEOUT = 30.0
 _SERVER_FIELDS = frozenset({
     "command", "args", "env", "cwd", "url", "headers", "enabled", "type", "executionContext",
     "allowedDirectories", "timeout", "allowOverride", "callsPerMinute", "maxResultBytes",
-    "cpuSeconds", "memoryMB",
+    "cpuSeconds", "memoryMB", "network",
 })
+#: A C{command} server's outbound network (C{docs/proxy.md}, "Network policy").
+NETWORK_POLICIES = ("any", "loopback", "none")
 _PROXY_FIELDS = frozenset({
     "sessionIdleTimeout", "maxSessions", "maxChildrenPerServer", "startTimeout",
     "allowProjectServers",
@@ -109,6 +111,10 @@ class ServerConfig:
     max_result_bytes: int | None = None
     cpu_seconds: int | None = None
     memory_mb: int | None = None
+    #: C{any} (the default), C{loopback} (only a loopback of its own) or C{none} (no network at
+    #: all): enforced with a network namespace where the platform allows it
+    #: (L{gasoline.proxy.netpolicy}); a servers file asking for one that cannot be is refused.
+    network: str = "any"
 
     def resolve(self, working_directory: str) -> Resolved:
         """Launch parameters with C{{workingDirectory}} replaced by C{working_directory}."""
@@ -286,6 +292,13 @@ def parse_server(name: str, raw: Any, source: str,
                 raise _fail(source, f"{where}.{field}", 'only for a server run by "command" '
                             "(a limit of its process)")
             kw[attr] = _positive(source, f"{where}.{field}", raw[field], True)
+    if "network" in raw:
+        if raw["network"] not in NETWORK_POLICIES:
+            raise _fail(source, f"{where}.network", 'must be "any", "loopback" or "none"')
+        if url is not None and raw["network"] != "any":
+            raise _fail(source, f"{where}.network", 'only for a server run by "command" (the '
+                        "daemon itself connects to a url server)")
+        kw["network"] = raw["network"]
     server = ServerConfig(**kw)
     if missing and server.enabled:
         server = attrs.evolve(server, enabled=False, reason="Missing " + ", ".join(missing))

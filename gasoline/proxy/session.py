@@ -18,6 +18,7 @@ children (stdin closed, SIGTERM, SIGKILL, reaped).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -74,7 +75,7 @@ class ProxyManager:
 
     def __init__(self, reactor: Any, config: ProxyConfig, mcp: Any,
                  state_dir: Path | None = None, environ: dict[str, str] | None = None,
-                 client_timeout: float = 60.0, http: Any = None) -> None:
+                 client_timeout: float = 60.0, http: Any = None, at_rest: Any = None) -> None:
         self.reactor = reactor
         #: The HTTP client of remote servers by C{url} (None: each has its own treq client).
         self.http = http
@@ -103,7 +104,7 @@ class ProxyManager:
         self.service = _ProxyService(self)
         if state_dir is not None:
             self.document = JsonDocument(Path(state_dir) / "proxy-sessions.json",
-                                         self._persisted, poll=True,
+                                         self._persisted, poll=True, at_rest=at_rest,
                                          what="the proxy sessions it listed (agents open new ones)")
             self.document.service(reactor).setServiceParent(self.service)
 
@@ -145,6 +146,24 @@ class ProxyManager:
             "shared": len(self.shared),
         }
 
+    # -- audit ---------------------------------------------------------------------------------
+
+    def audit(self, session: ProxySession, mode: str, details: dict[str, Any],
+              outcome: str = "ok", error: str | None = None) -> None:
+        """Record a session event in its agent's tool audit (C{configure audit_log}, the log
+        dir's C{clients/<id>.log}) as tool C{proxy}; proxied calls are recorded there by the
+        tool registry itself, as C{<server>__<tool>}."""
+        tools = getattr(self.mcp, "tools", None)
+        hook = getattr(tools, "audit_event", None)
+        if hook is None:
+            return
+        # The session id is a bearer credential (it opens the session's routes): the audit
+        # keeps a reference that tells sessions apart without granting anything.
+        ref = hashlib.sha256(session.session_id.encode()).hexdigest()[:12]
+        hook(session.client_id, "proxy", mode,
+             {"ref": ref, "working_directory": session.working_directory, **details},
+             outcome, error)
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def create(self, body: dict[str, Any], *, session_id: str | None = None,
@@ -179,6 +198,8 @@ class ProxyManager:
         self._arm_idle(session)
         if self.document is not None:
             self.document.mark_dirty()
+        self.audit(session, "session_restored" if restored is not None else "session_start",
+                   {"servers": sorted(n for n, e in session.servers.items() if e.enabled)})
         if restored is not None:
             return succeed(session)
         return self._start_children(session)
@@ -309,8 +330,15 @@ class ProxyManager:
         peer = self._new_peer(name, server, command, args, env, cwd, caps, on_request,
                               on_notification, on_state)
 
-        def restarted(_: ServerPeer) -> None:
+        def restarted(child: ServerPeer) -> None:
             self.restart_counts[name] = self.restart_counts.get(name, 0) + 1
+            users = [session] if session is not None else [
+                s for s in self.sessions.values() if name in s.servers]
+            for user in users:
+                self.audit(user, "server_restart", {
+                    "server": name, "shared": session is None,
+                    "restarts": getattr(child, "restarts", None),
+                    "after": getattr(child, "last_error", None)})
 
         peer.on_restart = restarted
         return peer
@@ -356,7 +384,7 @@ class ProxyManager:
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,
             on_request=on_request, on_notification=on_notification, on_state=on_state,
-            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb)
+            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb, network=server.network)
 
 
     def get(self, session_id: str) -> ProxySession:
@@ -401,6 +429,7 @@ class ProxyManager:
         session.closed = True
         log.info("proxy session {sid} ({wd}) {why}", sid=session_id,
                  wd=session.working_directory, why=why)
+        self.audit(session, "session_end", {"why": why})
         call, session.idle_call = session.idle_call, None
         if call is not None and call.active():
             call.cancel()

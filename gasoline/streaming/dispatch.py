@@ -27,7 +27,7 @@ from twisted.internet.interfaces import IReactorTime
 
 from gasoline.streaming.delivery import Delivery
 from gasoline.streaming.events import CONSOLE, StreamEvent, classify, iso_time
-from gasoline.streaming.inbox import AgentStream
+from gasoline.streaming.inbox import QUEUE_CAPACITY, AgentStream
 from gasoline.streaming.redaction import EventRedactor
 from gasoline.streaming.subscription import Matcher
 from gasoline.streaming.tally import Batch, Key, KeySpec, Tally
@@ -169,6 +169,10 @@ class Dispatcher:
                 if not lists:
                     continue
                 positions = lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
+            if agent.queue is not None:
+                # over_limit "queue": every matched event is kept (never only counted).
+                self._queue_agent(agent, batch, keys, positions, test, redacted, encoded, now)
+                continue
             # 5. rate: a one-second window per agent (the clock does not move within a write)
             if now - agent.window_start >= 1.0:
                 agent.window_start = now
@@ -207,6 +211,74 @@ class Dispatcher:
             self._count_from(agent, now)
         if delivery.notifications != pushed and self._on_latency is not None and at is not None:
             self._on_latency(max(0.0, self.clock.seconds() - at))
+
+    # -- over_limit "queue" ----------------------------------------------------------------------
+
+    def _queue_agent(self, agent: AgentStream, batch: Batch, keys: list[Key], positions: Any,
+                     test: Callable[[Key], bool], redacted: dict[int, dict[str, Any]],
+                     encoded: dict[int, bytes], now: float) -> None:
+        """A queueing agent's share of one write: matched events enter its inbox while its
+        window has room and nothing waits before them; the rest join its queue (bounded: the
+        oldest leave first, counted as throttled, with the usual notice) and go out at the next
+        windows, C{rate_limit} per window, in order (L{_drain})."""
+        queue = agent.queue
+        assert queue is not None
+        if queue and now - agent.window_start >= 1.0:
+            self._drain(agent)  # what waited goes before this write's events
+        if now - agent.window_start >= 1.0:
+            agent.window_start = now
+            agent.window_count = 0
+        limit = agent.subscription.rate_limit
+        targets = None
+        dropped = 0
+        for pos in positions:
+            if not test(keys[pos]):
+                continue
+            event = batch.event(pos)
+            if event is None:
+                continue
+            data = redacted.get(pos)
+            if data is None:
+                data = redacted[pos] = self._redactor.redacted(event)
+            self.matched += 1
+            if not queue and agent.window_count < limit:
+                agent.window_count += 1
+                if targets is None:
+                    targets = self._delivery.targets(agent.client_id)
+                self.add(agent, data, event.level, targets, encoded, pos)
+                continue
+            queue.append((data, event.level))
+            if len(queue) > QUEUE_CAPACITY:
+                queue.popleft()
+                dropped += 1
+        if dropped:
+            self._counted(agent, dropped)
+            self._schedule_notice(agent, now)
+        if queue and agent.drain_call is None:
+            agent.drain_call = self.clock.callLater(
+                max(0.0, agent.window_start + 1.0 - now), self._drain, agent)
+
+    def _drain(self, agent: AgentStream) -> None:
+        """A new window for a queueing agent: up to C{rate_limit} queued events enter its
+        inbox, oldest first; the rest wait for the window after."""
+        call, agent.drain_call = agent.drain_call, None
+        if call is not None and call.active():
+            call.cancel()
+        queue = agent.queue
+        if not queue:
+            return
+        now = self.clock.seconds()
+        agent.window_start = now
+        agent.window_count = 0
+        limit = agent.subscription.rate_limit
+        targets = self._delivery.targets(agent.client_id)
+        while queue and agent.window_count < limit:
+            data, level = queue.popleft()
+            agent.window_count += 1
+            agent.queued_total += 1
+            self.add(agent, data, level, targets)
+        if queue:
+            agent.drain_call = self.clock.callLater(1.0, self._drain, agent)
 
     # -- the tally of agents whose window is full ------------------------------------------------
 

@@ -18,7 +18,12 @@ write whatever the number of subscribers. It only reads the entry dicts the stor
  - C{security_violation}: console entries that report a Content-Security-Policy violation or mixed
    content (C{type: "csp_violation"} / C{"security"}, or the browser's own wording), C{high};
  - C{accessibility_violation}: published by an accessibility audit (L{audit_events}), severity
-   from axe's impact.
+   from axe's impact;
+ - C{websocket_message}: a WebSocket C{message} event, C{low}, with its C{direction}, C{size} and
+   a C{preview} of its data (L{WS_PREVIEW} characters, redacted like every event); streamed only
+   to agents that name the type (L{OPT_IN_TYPES});
+ - C{dom_change}: reported by the extension for an agent's own DOM watch (L{dom_event}), C{low}
+   unless the watch says otherwise; only to that agent.
 
 Every event also names the MCP log level its severity maps to (C{critical} -> C{critical},
 C{high} -> C{error}, C{medium} -> C{warning}, C{low} -> C{notice}).
@@ -34,8 +39,15 @@ from gasoline.common import rfc3339
 
 EVENT_TYPES = (
     "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
-    "security_violation", "accessibility_violation",
+    "security_violation", "accessibility_violation", "websocket_message", "dom_change",
 )
+#: Types streamed only to an agent that names them: C{all} does not include them (a busy socket
+#: sends hundreds of messages a second; a DOM watch needs its own selectors).
+OPT_IN_TYPES = frozenset({"websocket_message", "dom_change"})
+#: What C{all} subscribes to.
+ALL_TYPES = frozenset(t for t in EVENT_TYPES if t not in OPT_IN_TYPES)
+#: Characters of a WebSocket message's data a C{websocket_message} event previews (redacted).
+WS_PREVIEW = 200
 #: Least severe first.
 SEVERITIES = ("low", "medium", "high", "critical")
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
@@ -244,7 +256,19 @@ def _waterfall(entry: dict[str, Any], at: float) -> StreamEvent | None:
 
 
 def _websocket(entry: dict[str, Any], at: float) -> StreamEvent | None:
-    if entry.get("event") != "close":
+    kind = entry.get("event")
+    if kind == "message":
+        direction = entry.get("direction")
+        direction = direction if direction in ("incoming", "outgoing") else "incoming"
+        size = _number(entry.get("size"))
+        size_n = int(size) if size is not None and size >= 0 else 0
+        preview = _text(entry.get("data"), WS_PREVIEW)
+        url = _url(entry)
+        return _event("websocket_message", "low", entry, at,
+                      f"WebSocket {direction} message, {size_n} bytes, on {_text(url, 500)}: "
+                      f"{preview}", url, direction=direction, size=size_n, preview=preview,
+                      binary=entry.get("binary") is True)
+    if kind != "close":
         return None
     code = entry.get("code")
     severity = "low" if code in _NORMAL_WS_CLOSE else "medium"
@@ -290,6 +314,7 @@ TYPE_BUFFER = {
     "security_violation": _CONSOLE,
     "network_slow": _WATERFALL,
     "websocket_close": _WEBSOCKET,
+    "websocket_message": _WEBSOCKET,
     "performance_degradation": _PERFORMANCE,
 }
 

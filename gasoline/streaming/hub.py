@@ -42,6 +42,7 @@ from twisted.internet.interfaces import IReactorTime
 from gasoline.core.lifecycle import StopHook
 from gasoline.streaming.delivery import Delivery
 from gasoline.streaming.dispatch import Dispatcher
+from gasoline.streaming.domwatch import DomWatches
 from gasoline.streaming.events import SOURCE_BUFFERS, audit_events, buffers_for
 from gasoline.streaming.inbox import DEFAULT_INBOX, AgentStream, Listener
 from gasoline.streaming.redaction import UNTRUSTED, EventRedactor
@@ -70,7 +71,8 @@ class Streaming:
                  sessions: Mapping[str, Any],
                  redact_text: Callable[[str], str] | None = None,
                  inbox_size: int = DEFAULT_INBOX,
-                 on_latency: Callable[[float], None] | None = None) -> None:
+                 on_latency: Callable[[float], None] | None = None,
+                 extension: Any = None) -> None:
         """
         @param sessions: the MCP server's session table (session id ->
             L{gasoline.mcp.session.McpSession}): the agents' streams.
@@ -79,6 +81,9 @@ class Streaming:
         @param on_latency: called with the seconds from a write (C{BufferWrite.at}) to its
             first notification being written, once per write that produced any (C{/metrics}'s
             histogram).
+        @param extension: the extension link (L{gasoline.core.extension.ExtensionLink}): it
+            carries the agents' DOM watches to the extension and hands back what it reports
+            (C{dom_change}); None: no DOM watches.
         """
         self.clock = clock
         self.registry = registry
@@ -97,6 +102,10 @@ class Streaming:
         self._wanted_types: frozenset[str] | None = frozenset()
         self._refreshed = float("-inf")
         self._stale = True
+        #: The agents' DOM watches (C{dom_change}), published to the extension link.
+        self.watches = DomWatches(getattr(extension, "set_dom_watches", None))
+        if extension is not None and hasattr(extension, "on_dom_changes"):
+            extension.on_dom_changes(self.publish_dom)
         #: Set when an agent was added, removed or reconfigured: L{active} has the dispatcher
         #: make a new key spec.
         self._spec_stale = True
@@ -143,6 +152,7 @@ class Streaming:
             if agent is not None:
                 self._drop(agent)
             self._stale = self._spec_stale = True
+            self.active()
             return None
         raw = subscription.to_json()
         state.subscriptions[STATE_KEY] = raw
@@ -155,6 +165,7 @@ class Streaming:
             self.dispatcher.leave(agent)  # counted with the old filters up to here
             agent.reconfigure(subscription, raw)
         self._stale = self._spec_stale = True
+        self.active()  # the extension learns a new DOM watch now, not at the next write
         return agent
 
     def _new_agent(self, client_id: str, subscription: Subscription, raw: Any) -> AgentStream:
@@ -218,6 +229,7 @@ class Streaming:
             if self._spec_stale:
                 self._spec_stale = False
                 self.dispatcher.respec(self._active)
+            self.watches.update(self._active)
         return self._active
 
     # -- the notifier's subscriber (off the ingest path) ---------------------------------------
@@ -243,6 +255,24 @@ class Streaming:
             return
         self.writes_seen += 1
         self.dispatcher.write(write, agents)
+
+    def publish_dom(self, report: dict[str, Any]) -> int:
+        """The extension reported DOM watches met (C{POST /dom-changes}): each change is a
+        C{dom_change} event for the one agent whose watch it is (rate limit, notices and inbox
+        as for every event). Return how many events were made."""
+        agents = self.active()
+        if not agents:
+            return 0
+        by_agent: dict[str, list[Any]] = {}
+        for client_id, event in self.watches.events(report, self.clock.seconds()):
+            by_agent.setdefault(client_id, []).append(event)
+        n = 0
+        for client_id, events in by_agent.items():
+            agent = self.agents.get(client_id)
+            if agent is not None and agent in agents:
+                self.dispatcher.dispatch(events, (agent,))
+                n += len(events)
+        return n
 
     def publish_audit(self, violations: Iterable[Any], url: str, tab_id: Any) -> int:
         """An accessibility audit ran: its violations become C{accessibility_violation} events.
@@ -344,6 +374,7 @@ class Streaming:
                 "last_seq": agent.inbox.last_seq, "acknowledged": agent.inbox.acked,
                 "dropped": agent.inbox.dropped, "throttled": agent.throttled_total,
                 "pushed": agent.pushed, "inbox_capacity": agent.inbox.capacity,
+                "queued": agent.queued, "delivered_late": agent.queued_total,
                 "stream": None if session is None else session.transport}
 
     # -- GET /events listeners -------------------------------------------------------------------

@@ -13,7 +13,7 @@ items out.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
@@ -26,6 +26,9 @@ log = Logger()
 
 #: Items an agent's inbox holds (the oldest leave first).
 DEFAULT_INBOX = 100
+#: Matched events over the rate limit an C{over_limit: "queue"} agent keeps for the next windows
+#: (the oldest leave first, counted as throttled).
+QUEUE_CAPACITY = 100
 
 #: A C{GET /events} listener: called with each new inbox item.
 Listener = Callable[[dict[str, Any]], None]
@@ -40,8 +43,9 @@ class Inbox:
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
-        #: (seq, data) oldest first; C{data} already carries C{seq}.
-        self.items: deque[tuple[int, dict[str, Any]]] = deque()
+        #: (seq, data) oldest first; C{data} already carries C{seq}. An empty tuple until the
+        #: first item (an empty deque takes a 64-slot block, ~760 bytes, per subscribed agent).
+        self.items: Sequence[tuple[int, dict[str, Any]]] = ()
         self.last_seq = 0
         #: Newest acknowledged sequence number.
         self.acked = 0
@@ -53,10 +57,13 @@ class Inbox:
         self.last_seq += 1
         item = dict(data)
         item["seq"] = self.last_seq
-        self.items.append((self.last_seq, item))
+        items = self.items
+        if not isinstance(items, deque):
+            items = self.items = deque()
+        items.append((self.last_seq, item))
         dropped = 0
-        while len(self.items) > self.capacity:
-            self.items.popleft()
+        while len(items) > self.capacity:
+            items.popleft()
             dropped += 1
         self.dropped += dropped
         return item, dropped
@@ -69,8 +76,9 @@ class Inbox:
     def ack(self, seq: int) -> int:
         """Forget every item up to C{seq}; return how many left."""
         n = 0
-        while self.items and self.items[0][0] <= seq:
-            self.items.popleft()
+        items = self.items
+        while isinstance(items, deque) and items and items[0][0] <= seq:
+            items.popleft()
             n += 1
         self.acked = max(self.acked, min(seq, self.last_seq))
         return n
@@ -85,6 +93,12 @@ class Inbox:
 
 class AgentStream:
     """One subscribed agent: its matcher, inbox, rate window, waiters and listeners."""
+
+    # Slots: one per subscribed agent, kept small (docs/streaming.md, "Memory per subscription").
+    __slots__ = ("client_id", "subscription", "matcher", "test", "_settle", "raw", "inbox",
+                 "window_start", "window_count", "throttled", "overflowed", "_throttled_total",
+                 "notice_call", "full_call", "full_notice", "waiters", "listeners", "enders",
+                 "pushed", "resource_told", "queue", "queued_total", "drain_call")
 
     def __init__(self, client_id: str, subscription: Subscription, raw: Any,
                  inbox_size: int, settle: Callable[[], None] = lambda: None) -> None:
@@ -119,6 +133,14 @@ class AgentStream:
         self.pushed = 0
         #: C{notifications/resources/updated} sent and not yet followed by a read.
         self.resource_told = False
+        #: C{over_limit: "queue"}: matched events over the rate limit, C{(data, level)} oldest
+        #: first, let out by the rate at the next windows (None: C{drop}).
+        self.queue: deque[tuple[dict[str, Any], str]] | None = \
+            deque() if subscription.queues else None
+        #: Events that went through the queue (delivered late), and the call that lets the
+        #: next window's share out.
+        self.queued_total = 0
+        self.drain_call: IDelayedCall | None = None
 
     @property
     def throttled_total(self) -> int:
@@ -139,6 +161,17 @@ class AgentStream:
         self.matcher = Matcher(subscription)
         self.test = None
         self.raw = raw
+        if subscription.queues and self.queue is None:
+            self.queue = deque()
+        elif not subscription.queues and self.queue is not None:
+            # Back to C{drop}: what waited is dropped and counted as throttled.
+            self.counted(len(self.queue))
+            self.queue = None
+
+    @property
+    def queued(self) -> int:
+        """Events waiting in the over-limit queue now."""
+        return len(self.queue) if self.queue is not None else 0
 
     def wake(self) -> None:
         """Fire (with None) every long-poll waiting for an item."""
@@ -166,10 +199,12 @@ class AgentStream:
     def end(self) -> None:
         """The subscription ended (unsubscribed, expired, daemon stopping): cancel the pending
         notices, release the long-polls and end every listener's stream."""
-        for call in (self.notice_call, self.full_call):
+        for call in (self.notice_call, self.full_call, self.drain_call):
             if call is not None and call.active():
                 call.cancel()
-        self.notice_call = self.full_call = None
+        self.notice_call = self.full_call = self.drain_call = None
+        if self.queue is not None:
+            self.queue.clear()
         self.wake()
         enders, self.enders = self.enders, {}
         self.listeners = []

@@ -20,7 +20,13 @@ import attrs
 import re2
 
 from gasoline.core.errors import InvalidParam
-from gasoline.streaming.events import EVENT_TYPES, SEVERITIES, SEVERITY_RANK, StreamEvent
+from gasoline.streaming.events import (
+    ALL_TYPES,
+    EVENT_TYPES,
+    SEVERITIES,
+    SEVERITY_RANK,
+    StreamEvent,
+)
 
 ALL = "all"
 MAX_TYPES = 10
@@ -37,7 +43,16 @@ MAX_SLOW_MS = 600_000
 MAX_MATCH_URL = 4096
 ALL_WARNING = ("subscribed to 'all': every event type is streamed, which can be many events per "
                "second; prefer the types you need (rate limit {rate}/s)")
-FILTER_KEYS = ("severity", "url_pattern", "exclude_pattern", "rate_limit", "slow_ms")
+FILTER_KEYS = ("severity", "url_pattern", "exclude_pattern", "rate_limit", "slow_ms",
+               "over_limit")
+#: C{dom_change} watches: at most this many per agent; selector and text lengths.
+MAX_WATCHES = 10
+MAX_SELECTOR = 300
+MAX_WATCH_TEXT = 200
+CONDITIONS = ("appears", "disappears", "text_matches")
+#: What happens to matched events over the rate limit: counted and dropped (the default), or
+#: queued (bounded, L{gasoline.streaming.inbox.QUEUE_CAPACITY}) and delivered after the window.
+OVER_LIMIT = ("drop", "queue")
 
 
 def _re2_options() -> Any:
@@ -96,18 +111,42 @@ class Subscription:
     exclude_pattern: str | None = None
     rate_limit: int = DEFAULT_RATE
     slow_ms: int = DEFAULT_SLOW_MS
+    over_limit: str = "drop"
+    #: C{dom_change}: C{(selector, condition, text)} watched in the tracked tab.
+    watches: tuple[tuple[str, str, str | None], ...] = ()
 
     @property
     def all(self) -> bool:
         return ALL in self.types
 
+    @property
+    def queues(self) -> bool:
+        """Over-limit events are queued and delivered after the window (C{over_limit: queue})."""
+        return self.over_limit == "queue"
+
     def filters(self) -> dict[str, Any]:
         return {"severity": self.severity, "url_pattern": self.url_pattern,
                 "exclude_pattern": self.exclude_pattern, "rate_limit": self.rate_limit,
-                "slow_ms": self.slow_ms}
+                "slow_ms": self.slow_ms, "over_limit": self.over_limit}
+
+    def watch_json(self) -> list[dict[str, Any]]:
+        return [{"selector": sel, "condition": cond, **({"text": text} if text else {})}
+                for sel, cond, text in self.watches]
 
     def to_json(self) -> dict[str, Any]:
-        return {"enabled": True, "subscribe": list(self.types), "filters": self.filters()}
+        """The saved form (the client state keeps it): the filters that differ from their
+        defaults only (L{from_json} reads the rest as defaults), so an agent with the usual
+        filters keeps a small dict."""
+        defaults = {"severity": DEFAULT_SEVERITY, "url_pattern": None, "exclude_pattern": None,
+                    "rate_limit": DEFAULT_RATE_ALL if self.all else DEFAULT_RATE,
+                    "slow_ms": DEFAULT_SLOW_MS, "over_limit": "drop"}
+        filters = {k: v for k, v in self.filters().items() if v != defaults[k]}
+        out: dict[str, Any] = {"enabled": True, "subscribe": list(self.types)}
+        if filters:
+            out["filters"] = filters
+        if self.watches:
+            out["watch"] = self.watch_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> "Subscription | None":
@@ -116,7 +155,7 @@ class Subscription:
             return None
         try:
             return parse({"enabled": True, "subscribe": data.get("subscribe"),
-                          "filters": data.get("filters") or {}})
+                          "filters": data.get("filters") or {}, "watch": data.get("watch")})
         except InvalidParam:
             return None
 
@@ -188,8 +227,62 @@ def parse(args: dict[str, Any]) -> Subscription | None:
     rate = _int(filters, "rate_limit", DEFAULT_RATE_ALL if ALL in types else DEFAULT_RATE,
                 MIN_RATE, MAX_RATE)
     slow = _int(filters, "slow_ms", DEFAULT_SLOW_MS, 1, MAX_SLOW_MS)
+    over_limit = filters.get("over_limit")
+    if over_limit is None:
+        over_limit = "drop"
+    if over_limit not in OVER_LIMIT:
+        raise InvalidParam(f"filters.over_limit must be one of {', '.join(OVER_LIMIT)}",
+                           param="filters.over_limit", valid=list(OVER_LIMIT))
+    watches = _watches(args.get("watch"), "dom_change" in types)
     return Subscription(tuple(types), severity, patterns["url_pattern"],
-                        patterns["exclude_pattern"], rate, slow)
+                        patterns["exclude_pattern"], rate, slow, over_limit, watches)
+
+
+def _watches(raw: Any, wanted: bool) -> tuple[tuple[str, str, str | None], ...]:
+    """Validate C{watch}: what C{dom_change} watches (required with it, refused without it)."""
+    if raw is None or raw == []:
+        if wanted:
+            raise InvalidParam("dom_change needs watch: a list of {selector, condition: appears | "
+                               "disappears | text_matches, text?}", param="watch")
+        return ()
+    if not wanted:
+        raise InvalidParam("watch is for dom_change: add it to subscribe", param="watch")
+    if not isinstance(raw, list):
+        raise InvalidParam("watch must be a list of {selector, condition, text?}", param="watch")
+    if len(raw) > MAX_WATCHES:
+        raise InvalidParam(f"watch lists {len(raw)} selectors; at most {MAX_WATCHES}",
+                           param="watch")
+    out: list[tuple[str, str, str | None]] = []
+    for i, item in enumerate(raw):
+        where = f"watch[{i}]"
+        if not isinstance(item, dict):
+            raise InvalidParam(f"{where} must be an object {{selector, condition, text?}}",
+                               param=where)
+        unknown = [k for k in item if k not in ("selector", "condition", "text")]
+        if unknown:
+            raise InvalidParam(f"{where}: unknown field {str(unknown[0])[:40]!r}", param=where)
+        selector = item.get("selector")
+        if not isinstance(selector, str) or not selector.strip() \
+                or len(selector) > MAX_SELECTOR:
+            raise InvalidParam(f"{where}.selector must be a CSS or semantic selector (text=, "
+                               f"role=, label=, ...) of 1-{MAX_SELECTOR} characters",
+                               param=f"{where}.selector")
+        condition = item.get("condition", "appears")
+        if condition not in CONDITIONS:
+            raise InvalidParam(f"{where}.condition must be one of {', '.join(CONDITIONS)}",
+                               param=f"{where}.condition", valid=list(CONDITIONS))
+        text = item.get("text")
+        if condition == "text_matches":
+            if not isinstance(text, str) or not text or len(text) > MAX_WATCH_TEXT:
+                raise InvalidParam(f"{where}.text (1-{MAX_WATCH_TEXT} characters, matched as a "
+                                   "substring of the element's text) is required with "
+                                   "text_matches", param=f"{where}.text")
+        elif text is not None:
+            raise InvalidParam(f"{where}.text is only for text_matches", param=f"{where}.text")
+        watch = (selector, condition, text if condition == "text_matches" else None)
+        if watch not in out:
+            out.append(watch)
+    return tuple(out)
 
 
 def search_set(pattern: str) -> Any:
@@ -318,6 +411,23 @@ class _Search:
         return bool(self._set.Match(text[:MAX_MATCH_URL]))
 
 
+#: Read-only parts many agents' matchers have alike (type sets, predicates without patterns),
+#: made once and shared: a subscription without patterns holds references, not copies
+#: (docs/streaming.md, "Memory per subscription"). Bounded: cleared when full.
+_SHARED: dict[Any, Any] = {}
+_MAX_SHARED = 512
+
+
+def _shared(key: Any, value: Any = None) -> Any:
+    """C{_SHARED[key]}, set to C{value} (or, for C{("types", set)}, to C{key}) the first time."""
+    hit = _SHARED.get(key)
+    if hit is None:
+        if len(_SHARED) >= _MAX_SHARED:
+            _SHARED.clear()
+        hit = _SHARED[key] = key if value is None else value
+    return hit
+
+
 class Matcher:
     """A subscription with its patterns compiled once: L{matches} runs the seed's order."""
 
@@ -326,8 +436,11 @@ class Matcher:
 
     def __init__(self, subscription: Subscription) -> None:
         self.subscription = subscription
-        #: None: every type (C{all}).
-        self.types = None if subscription.all else frozenset(subscription.types)
+        #: The types matched: C{all} is every type but the opt-in ones (L{OPT_IN_TYPES}), which
+        #: an agent names itself (C{["all", "websocket_message"]}).
+        named = frozenset(t for t in subscription.types if t != ALL)
+        self.types: frozenset[str] | None = _shared(
+            ("types", (ALL_TYPES | named) if subscription.all else named))[1]
         self.min_rank = SEVERITY_RANK[subscription.severity]
         self.include = (_Search("url_pattern", subscription.url_pattern)
                         if subscription.url_pattern else None)
@@ -350,10 +463,17 @@ class Matcher:
         include = self.include.url if self.include is not None else None
         exclude = self.exclude
         if include is None and exclude is None:
+            # The same few predicates for every agent without patterns (shared, not per agent).
+            key = ("predicate", budgets, min_rank, slow_ms if budgets else None)
+            hit = _SHARED.get(key)
+            if hit is not None:
+                return hit
             if not budgets:
-                return (lambda e: True) if min_rank == 0 else (lambda e: e.rank >= min_rank)
-            return lambda e: (e.duration_ms is None or e.duration_ms > slow_ms) \
-                and e.rank >= min_rank
+                made = (lambda e: True) if min_rank == 0 else (lambda e: e.rank >= min_rank)
+            else:
+                made = lambda e: (e.duration_ms is None or e.duration_ms > slow_ms) \
+                    and e.rank >= min_rank  # noqa: E731
+            return _shared(key, made)
         exclude_url = exclude.url if exclude is not None else None
         exclude_text = exclude.text if exclude is not None else None
 
@@ -380,10 +500,17 @@ class Matcher:
         include = self.include.url if self.include is not None else None
         exclude = self.exclude.url if self.exclude is not None else None
         if include is None and exclude is None:
+            cache_key = ("key_test", types, min_rank, bpos)
+            hit = _SHARED.get(cache_key)
+            if hit is not None:
+                return hit
             if types is None:
-                return lambda key: (key[4] is None or key[4] > bpos) and key[1] >= min_rank
-            return lambda key: key[0] in types and (key[4] is None or key[4] > bpos) \
-                and key[1] >= min_rank
+                made = lambda key: (key[4] is None or key[4] > bpos) \
+                    and key[1] >= min_rank  # noqa: E731
+            else:
+                made = lambda key: key[0] in types and (key[4] is None or key[4] > bpos) \
+                    and key[1] >= min_rank  # noqa: E731
+            return _shared(cache_key, made)
 
         def test(key: tuple) -> bool:
             kind, rank, url, xmask, didx = key

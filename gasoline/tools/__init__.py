@@ -29,6 +29,7 @@ from gasoline.core.daemon import Daemon
 from gasoline.core.errors import NotImplementedMode
 from gasoline.mcp.tools import Tool, ToolRegistry
 from gasoline.streaming.hub import Streaming
+from gasoline.tools._counts import meta_provider
 from gasoline.tools._events import append_unread_note
 from gasoline.tools.aliases import translate, with_alias_notice
 from gasoline.tools.context import ToolContext
@@ -151,6 +152,8 @@ class GasolineTools:
             properties = {**schema["properties"], **extra_properties(name)}
             registry.add(Tool(name, description, {**schema, "properties": properties},
                               self._dispatcher(name), title=title, annotations=hints))
+        # Every result (proxied tools' too) says what is left to read beyond the caller's cursors.
+        registry.meta_providers.append(meta_provider(self.daemon))
 
     def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
         def run_one(request: Any, target: str, args: dict[str, Any]) -> Any:

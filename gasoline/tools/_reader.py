@@ -30,8 +30,9 @@ from typing import Any, Callable
 import attrs
 import orjson
 
+from gasoline.core.redacted import ReadCache, RedactedEntries
 from gasoline.tools._views import view_filter
-from gasoline.tools.context import ToolContext, client_noise_rules
+from gasoline.tools.context import ToolContext, client_noise_rules, noise_rules_key
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -96,25 +97,41 @@ class _Page:
     stop: int | None = None
     #: The page ended on the byte budget before it had C{want} entries.
     truncated: bool = False
+    #: Entries the caller's noise rules hid.
+    hidden: int = 0
+    #: An entry was cut to fit (L{truncate_entry}): the page is no longer only cached entries.
+    cut: bool = False
 
 
-def _fill(items: list[bytes], order: range, want: int,
+def _fill(items: list[bytes], first_seq: int, order: range, want: int,
           prefilter: Callable[[bytes], bool] | None,
-          accept: Callable[[dict[str, Any]], bool]) -> _Page:
-    """Take accepted entries from C{items}, in C{order}, until C{want} of them or
-    L{READ_BUDGET} bytes."""
+          accept: Callable[[dict[str, Any]], bool], cache: ReadCache,
+          noise: tuple[Any, Callable[[dict[str, Any]], bool]] | None) -> _Page:
+    """Take accepted entries from C{items} (the first at sequence number C{first_seq}), in
+    C{order}, until C{want} of them or L{READ_BUDGET} bytes.
+
+    Entries are the redacted ones (C{cache}: redacted the first time any agent reads them);
+    C{accept} runs on them, then C{noise} (C{(rule-set key, hides)}), whose verdict is kept per
+    entry and rule set."""
     page = _Page()
     size = 0
+    redacted, hidden = cache.redacted, cache.hidden
     for i in order:
-        b = items[i]
-        if prefilter is not None and not prefilter(b):
+        raw = items[i]
+        if prefilter is not None and not prefilter(raw):
             continue
+        seq = first_seq + i
+        b = redacted(seq, raw)
         e = orjson.loads(b)
         if not accept(e):
+            continue
+        if noise is not None and hidden(seq, raw, noise[0], noise[1], e):
+            page.hidden += 1
             continue
         if not page.entries and len(b) > READ_BUDGET:
             # One entry larger than the whole budget: it is returned cut, with a
             # note, and the cursor moves past it, so no page can wedge every agent's cursor.
+            page.cut = True
             page.entries.append(truncate_entry(e, len(b)))
             size = READ_BUDGET
             page.last = i
@@ -156,20 +173,19 @@ def read_buffer(
     before = ctx.int_arg(args, "before_cursor", None, 0, _BIG)
     view, applied = view_filter(ctx, args)
     rules = client_noise_rules(ctx) if noise else None
-    hidden = 0
+    noise_test = None
+    if rules is not None:
+        noise_test = (noise_rules_key(ctx), lambda e: rules.matches(e) is not None)
 
     def accept(e: dict[str, Any]) -> bool:
-        nonlocal hidden
         if match is not None and not match(e):
             return False
         if view is not None and not view(e):
             return False
-        if rules is not None and rules.matches(e) is not None:
-            hidden += 1
-            return False
         return True
 
     ring = ctx.app.store.buffers[buffer]
+    cache = ctx.app.store.read_cache(buffer)
     ctx.app.store.note_read(buffer)
     state = ctx.state
     backwards = last_n is not None or before is not None
@@ -180,7 +196,8 @@ def read_buffer(
         raw = ring.read(0)
         n = len(raw.items)
         stop = n if before is None else max(0, min(n, before - raw.first_seq))
-        page = _fill(raw.items, range(stop - 1, -1, -1), want, prefilter, accept)
+        page = _fill(raw.items, raw.first_seq, range(stop - 1, -1, -1), want, prefilter,
+                     accept, cache, noise_test)
         entries, truncated, has_more = page.entries[::-1], page.truncated, page.stop is not None
         oldest_seq = None if page.last is None else raw.first_seq + page.last
         cursor = stored_cursor
@@ -190,7 +207,8 @@ def read_buffer(
         cursor = explicit if explicit is not None else stored_cursor
         raw = ring.read(cursor)
         next_cursor, has_more, missed = raw.next_cursor, False, raw.missed
-        page = _fill(raw.items, range(len(raw.items)), limit, prefilter, accept)
+        page = _fill(raw.items, raw.first_seq, range(len(raw.items)), limit, prefilter, accept,
+                     cache, noise_test)
         entries, truncated = page.entries, page.truncated
         if page.stop is not None:
             next_cursor, has_more = raw.first_seq + page.stop, True
@@ -202,8 +220,13 @@ def read_buffer(
         missed = max(0, ring.tail - max(cursor, cleared["seq"]))
         meta["cleared"] = {"at": cleared["at"], "by_you": cleared["by"] == ctx.client_id,
                            "removed": cleared["removed"]}
+    hidden = page.hidden
     if transform is not None:
         entries = [t for t in (transform(e) for e in entries) if t is not None]
+    elif not page.cut:
+        # Only entries straight from the cache: the result splices them as they are
+        # (L{gasoline.core.redacted.compose_text}).
+        entries = RedactedEntries(entries)
     meta.update({
         "count": len(entries),
         "cursor": next_cursor,

@@ -234,14 +234,27 @@ def _errors(ctx: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     return noise_filter(ctx, errors)
 
 
-def error_clusters_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
+#: From this many errors on, clustering runs in a worker process (docs/operations.md, "Worker
+#: processes"): below it, encoding the input for the worker costs more than the work.
+POOL_MIN_ERRORS = 500
+
+
+def error_clusters_mode(ctx: Any, args: dict[str, Any]) -> Any:
     errors, hidden = _errors(ctx, args)
-    result = error_clusters(errors, limit=result_limit(ctx, args))
-    result["noise_hidden"] = hidden
-    n = len(result.get("clusters") or [])
-    return ctx.ok(f"{len(errors)} error(s) in {n} cluster(s)"
-                  + (f"; {hidden} hidden by noise rules" if hidden else ""),
-                  result, buffer=CONSOLE)
+    limit = result_limit(ctx, args)
+
+    def answer(result: dict[str, Any]) -> dict[str, Any]:
+        result["noise_hidden"] = hidden
+        n = len(result.get("clusters") or [])
+        return ctx.ok(f"{len(errors)} error(s) in {n} cluster(s)"
+                      + (f"; {hidden} hidden by noise rules" if hidden else ""),
+                      result, buffer=CONSOLE)
+
+    workers = getattr(ctx.app, "workers", None)
+    if workers is not None and len(errors) >= POOL_MIN_ERRORS:
+        d: Deferred = workers.run("gasoline.analysis:error_clusters", errors, limit=limit)
+        return d.addCallback(answer)
+    return answer(error_clusters(errors, limit=limit))
 
 
 def performance_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from twisted.internet.defer import Deferred
 
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.core.redacted import REDACTOR as _REDACTOR, RedactedEntries, compose_text
 from gasoline.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
@@ -178,6 +179,11 @@ class ToolContext:
                             "Gasoline popup)")
             else:
                 summary += " (extension not connected)"
+        if any(type(v) is RedactedEntries for v in body.values()):
+            # Entries read through the redact-once cache: redacted here, once, not again at
+            # the exit (L{gasoline.core.redacted}).
+            return {"content": [{"type": "text", "text": compose_text(_REDACTOR, summary, body)}],
+                    "isError": False}
         return text_result(summary, body)
 
     # -- extension-bound commands ------------------------------------------------------------
@@ -329,6 +335,19 @@ def client_noise_rules(ctx: ToolContext) -> Any:
         cache.clear()
     ctx.runtime.noise_cache[ctx.client_id] = (key, rules)
     return rules
+
+
+def noise_rules_key(ctx: ToolContext) -> tuple[bytes, bytes]:
+    """A key that changes whenever what the caller's noise rules hide may change: the
+    persisted form of its own set and of the global set (noise verdicts are kept per entry
+    under this key, L{gasoline.core.redacted.ReadCache.hidden}). Clients with the same rules
+    (most: the built-ins only) share it."""
+    raw = ctx.state.noise_rules
+    own = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""
+    glob = getattr(ctx.app, "noise_global", None)
+    shared = orjson.dumps(glob.to_json(), option=orjson.OPT_NON_STR_KEYS, default=str) \
+        if glob is not None else b""
+    return own, shared
 
 
 def save_noise_rules(ctx: ToolContext, rules: Any) -> None:

@@ -228,17 +228,31 @@ STREAMING_PROPERTIES: dict[str, Any] = {
                 "unsubscribe (false)."},
     "subscribe": {"type": "array", "items": {"type": "string", "enum": [
         "error", "network_failure", "network_slow", "websocket_close", "performance_degradation",
-        "security_violation", "accessibility_violation", "all"]}, "maxItems": 10,
-        "description": "streaming: the event types to receive."},
+        "security_violation", "accessibility_violation", "websocket_message", "dom_change",
+        "all"]}, "maxItems": 10,
+        "description": "streaming: the event types to receive (all: every type but "
+                       "websocket_message and dom_change, which are named)."},
+    "watch": {"type": "array", "maxItems": 10, "description": "streaming dom_change: what to "
+              "watch in the tracked tab: selector (CSS or text=, role=, label=, ...), condition "
+              "(appears | disappears | text_matches, with text: a substring).",
+              "items": {"type": "object", "properties": {
+                  "selector": {"type": "string", "maxLength": 300},
+                  "condition": {"type": "string",
+                                "enum": ["appears", "disappears", "text_matches"]},
+                  "text": {"type": "string", "maxLength": 200}},
+                  "required": ["selector"]}},
     "filters": {"type": "object", "description": "streaming: severity (low|medium|high|critical, "
                 "the minimum), url_pattern / exclude_pattern (RE2, at most 100 characters), "
-                "rate_limit (1-100 events per second), slow_ms (network_slow budget).",
+                "rate_limit (1-100 events per second), slow_ms (network_slow budget), "
+                "over_limit (drop | queue: events over the rate limit are dropped and counted, "
+                "or queued, at most 100, and sent after the window).",
                 "properties": {
                     "severity": {"type": "string", "enum": ["low", "medium", "high", "critical"]},
                     "url_pattern": {"type": "string", "maxLength": 100},
                     "exclude_pattern": {"type": "string", "maxLength": 100},
                     "rate_limit": {"type": "integer", "minimum": 1, "maximum": 100},
-                    "slow_ms": {"type": "integer", "minimum": 1}}},
+                    "slow_ms": {"type": "integer", "minimum": 1},
+                    "over_limit": {"type": "string", "enum": ["drop", "queue"]}}},
 }
 #: C{observe {what:"snapshot"}} (gasoline.tools._snapshot), also analyze's.
 SNAPSHOT_PROPERTIES: dict[str, Any] = {

@@ -1,0 +1,215 @@
+"""
+Redact once: stored entries redacted the first time anyone reads them and kept so, and the type
+that marks a tool result's text as built only from redacted pieces.
+
+Every exit redacts what it sends (L{gasoline.mcp.tools.ToolRegistry.finish}, docs/security.md,
+"Redaction"). Done on the whole result, that is the same stored entry redacted again for every
+agent and every read. Here instead:
+
+ - L{ReadCache} keeps, per ring slot, the entry's redacted form (compact JSON C{bytes}: the stored
+   bytes themselves when redaction changed nothing) and the noise verdicts already computed for
+   it, one per rule-set key. A read looks the entry up (C{seq} and the identity of the stored
+   bytes must match, so an evicted, cleared or restored slot is never served stale), and
+   redacts it on a miss only.
+ - L{RedactedEntries} is the list of such entries a reader hands back (a list subclass, so every
+   consumer still sees a list). Items taken from the cache only: anything derived from them
+   (a transform, a cut) is a plain list and takes the exit's full redaction.
+ - L{compose_text} builds a result text (summary line, then compact JSON) from a body whose
+   L{RedactedEntries} values are spliced as they are, everything else in the body redacted
+   exactly as the exit would, and returns a L{RedactedText}. The exit takes a
+   L{RedactedText} as proven (it only caps it).
+
+Why the splice equals the exit's redaction: the exit walks the decoded JSON
+(L{gasoline.core.redact.Redactor.redact_value}), so it reaches a list under key C{k} of the
+body at depth 1 and its entries at depth 2, after checking the key rules of the body's own
+level (a sensitive key, a name/value pair, a typed secret field, C{cookies}). Entries are
+redacted here at depth 2 (L{ENTRY_DEPTH}), so the walk would give each back unchanged (the
+redaction is idempotent); the key rules are applied to the body with a one-item placeholder
+list in place of each spliced list, and a list whose placeholder came back changed is not
+spliced but replaced by what the rules made of it (a marker). C{cookies} is never spliced.
+C{tests/test_redact_once.py} checks the equality on the secret corpus.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+
+from gasoline.core.redact import Redactor
+from gasoline.core.redact_scan import no_candidates
+
+#: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
+ENTRY_DEPTH = 2
+#: Noise verdicts kept per entry (distinct rule sets reading it; most clients share one).
+MAX_VERDICTS = 8
+
+_PLACEHOLDER = [0]
+#: The redactor of the read caches and of L{compose_text}'s callers (stateless, shared).
+REDACTOR = Redactor()
+
+
+class RedactedText(str):
+    """A result text built by L{compose_text}: every part of it went through the redactor."""
+
+    __slots__ = ()
+
+
+class RedactedEntries(list):
+    """Entries decoded from L{ReadCache}'s redacted bytes (at L{ENTRY_DEPTH})."""
+
+    __slots__ = ()
+
+
+def encode(data: Any) -> str:
+    """Compact JSON as tool results carry it (the standard library for what orjson refuses)."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+    except orjson.JSONEncodeError:
+        import json
+
+        return json.dumps(data, default=str, separators=(",", ":"))
+
+
+def compose_text(redactor: Redactor, summary: str, body: dict[str, Any]) -> str:
+    """C{summary + "\\n" + JSON(body)} redacted as L{gasoline.mcp.tools.ToolRegistry.finish}
+    would redact it, splicing C{body}'s L{RedactedEntries} values in without walking them: a
+    L{RedactedText}. A summary of several lines (the exit would take its second line for the
+    start of the JSON) gets the plain text, which the exit redacts the full way."""
+    if "\n" in summary:
+        return summary + "\n" + encode(body)
+    shallow: dict[Any, Any] = {}
+    spliced: dict[Any, RedactedEntries] = {}
+    for key, value in body.items():
+        if type(value) is RedactedEntries and key != "cookies":
+            shallow[key] = _PLACEHOLDER
+            spliced[key] = value
+        else:
+            shallow[key] = value
+    redacted = redactor.redact_value(shallow)
+    for key, value in spliced.items():
+        if redacted.get(key) == _PLACEHOLDER:
+            redacted[key] = value
+    return RedactedText(redactor.redact_value(summary) + "\n" + encode(redacted))
+
+
+def redact_entry(redactor: Redactor, raw: bytes) -> bytes:
+    """C{raw} (one stored entry's JSON) redacted at L{ENTRY_DEPTH}; C{raw} itself when nothing
+    changed (no second copy kept)."""
+    entry = orjson.loads(raw)
+    # The redactor's own proof that the walk would change nothing (one walk building nothing,
+    # one scan over every string), at the entry's depth: most entries have nothing to redact.
+    strings: list[str] = []
+    if redactor._plain(entry, ENTRY_DEPTH, strings) and (not strings or no_candidates(strings)):
+        return raw
+    redacted = redactor._walk(entry, ENTRY_DEPTH)
+    if redacted == entry:
+        return raw
+    return bytes(memoryview(orjson.dumps(redacted, option=orjson.OPT_NON_STR_KEYS, default=str)))
+
+
+class ReadCache:
+    """Per ring slot: C{[seq, stored bytes, redacted bytes, noise verdicts]}."""
+
+    __slots__ = ("capacity", "redactor", "_slots", "redactions", "hits", "offloaded")
+
+    def __init__(self, capacity: int, redactor: Redactor | None = None) -> None:
+        self.capacity = capacity
+        self.redactor = redactor if redactor is not None else REDACTOR
+        self._slots: list[list[Any] | None] = [None] * capacity
+        #: Entries redacted (cache misses) and served from the cache, for the figures.
+        self.redactions = 0
+        self.hits = 0
+        #: Entries whose redaction came from a worker process (L{put}).
+        self.offloaded = 0
+
+    def _slot(self, seq: int, raw: bytes) -> list[Any]:
+        i = seq % self.capacity
+        slot = self._slots[i]
+        if slot is not None and slot[0] == seq and slot[1] is raw:
+            self.hits += 1
+            return slot
+        slot = [seq, raw, redact_entry(self.redactor, raw), None]
+        self._slots[i] = slot
+        self.redactions += 1
+        return slot
+
+    def redacted(self, seq: int, raw: bytes) -> bytes:
+        """The redacted JSON of the entry stored as C{raw} at C{seq}."""
+        return self._slot(seq, raw)[2]
+
+    def hidden(self, seq: int, raw: bytes, key: Any,
+               test: Callable[[dict[str, Any]], bool], entry: dict[str, Any]) -> bool:
+        """Whether the rule set C{key} hides the entry: C{test(entry)} (on the redacted entry)
+        the first time for this rule set, then the kept verdict."""
+        slot = self._slot(seq, raw)
+        verdicts = slot[3]
+        if verdicts is None:
+            verdicts = slot[3] = {}
+        verdict = verdicts.get(key)
+        if verdict is None:
+            if len(verdicts) >= MAX_VERDICTS:
+                verdicts.clear()
+            verdict = verdicts[key] = bool(test(entry))
+        return verdict
+
+    def put(self, seq: int, raw: bytes, redacted: bytes) -> bool:
+        """Keep C{redacted} (made elsewhere: a worker process, L{Offload}) as the redacted form
+        of the entry stored as C{raw} at C{seq}, unless its slot already holds it or a newer
+        entry. C{True} when kept."""
+        i = seq % self.capacity
+        slot = self._slots[i]
+        if slot is not None and slot[0] >= seq:
+            return False
+        self._slots[i] = [seq, raw, redacted, None]
+        self.offloaded += 1
+        return True
+
+    def clear(self) -> None:
+        self._slots = [None] * self.capacity
+
+
+def redact_json(text: str) -> str | None:
+    """A worker's job (L{Offload}): L{redact_entry} of one stored entry's JSON text, as text;
+    C{None} when nothing changed."""
+    raw = text.encode("utf-8")
+    out = redact_entry(REDACTOR, raw)
+    return None if out is raw else out.decode("utf-8")
+
+
+#: Entries at least this large (bytes of JSON: a big network body) are redacted in a worker
+#: process as soon as they are stored, not on the reactor at their first read.
+OFFLOAD_MIN = 64 * 1024
+#: ... unless this many jobs already wait for a worker (then the first read does it).
+OFFLOAD_QUEUE = 64
+
+
+class Offload:
+    """Redacts large stored entries in the worker pool ahead of their first read
+    (L{gasoline.core.store.TelemetryStore.offload}): a 1 MB JSON body costs ~200 ms of redaction,
+    which the reactor must not spend. A read that comes first redacts the entry itself, as
+    always; the worker's answer then finds the slot filled and is dropped."""
+
+    def __init__(self, pool: Any, min_bytes: int = OFFLOAD_MIN) -> None:
+        self.pool = pool
+        self.min_bytes = min_bytes
+        self.submitted = 0
+        self.skipped = 0
+
+    def __call__(self, cache: ReadCache, first_seq: int, encoded: list[bytes]) -> None:
+        for i, raw in enumerate(encoded):
+            if len(raw) < self.min_bytes:
+                continue
+            if self.pool.queued >= OFFLOAD_QUEUE or self.pool.stopped:
+                self.skipped += 1
+                continue
+            seq = first_seq + i
+            try:
+                d = self.pool.run("gasoline.core.redacted:redact_json", raw.decode("utf-8"))
+            except Exception:
+                self.skipped += 1
+                continue
+            self.submitted += 1
+            d.addCallback(lambda text, seq=seq, raw=raw, cache=cache: cache.put(
+                seq, raw, raw if text is None else text.encode("utf-8")))
+            d.addErrback(lambda failure: None)  # the first read redacts it instead

@@ -6,7 +6,9 @@ One real daemon (``twistd -n gasoline``), Debian's Chromium, headless, with the 
 the e2e test site (``/agent.html``), the pilot on and the page's tab tracked. The agent calls, back to
 back as a scripted agent does, in rounds: ``interact get_text``, ``interact click``, ``interact
 execute_js`` (isolated world, ``return 1``), ``analyze dom`` and ``interact navigate`` (between two
-URLs of the same page); p50 and p99 per mode.
+URLs of the same page); p50 and p99 per mode. ``--modes`` also takes the real-input modes
+(``hover``, ``key_press`` Control+K, ``dialog_status``, ``emulate``: a resize), which go through
+the agent's debugger session on the tab.
 
 ``--baseline DIR`` measures a second tree in the same run (its daemon, run from DIR's sources, and
 its extension, in a browser of its own), e.g. ``main`` exported with
@@ -40,6 +42,9 @@ from harness import CHROMIUM, Chromium, TestSite, daemon_get, wait_until  # noqa
 from gasoline.testing import DaemonProcess, client_headers  # noqa: E402
 
 MODES = ("get_text", "click", "execute_js", "analyze_dom", "navigate")
+#: The real-input modes (the agent's debugger session): not in the default set, as a baseline tree
+#: from before them does not have them. ``--modes click,hover,key_press,dialog_status,emulate``.
+INPUT_MODES = ("hover", "key_press", "dialog_status", "emulate")
 
 
 def _answer(status: int, body: bytes) -> dict:
@@ -125,6 +130,14 @@ def mode_call(setup: Setup, mode: str, i: int) -> float:
         ms, _ = setup.call("analyze", {"what": "dom", "selector": "#fruits li"})
     elif mode == "navigate":
         ms, _ = setup.call("interact", {"what": "navigate", "url": f"{site}/agent.html?n={i}"})
+    elif mode == "hover":
+        ms, _ = setup.call("interact", {"what": "hover", "selector": "text=Send greeting"})
+    elif mode == "key_press":
+        ms, _ = setup.call("interact", {"what": "key_press", "key": "Control+K"})
+    elif mode == "dialog_status":
+        ms, _ = setup.call("interact", {"what": "dialog"})
+    elif mode == "emulate":
+        ms, _ = setup.call("interact", {"what": "resize", "width": 800 + (i % 2) * 100, "height": 600})
     else:
         raise ValueError(mode)
     return ms
@@ -179,8 +192,8 @@ def main() -> int:
         return 2
     modes = [m for m in args.modes.split(",") if m]
     for m in modes:
-        if m not in MODES:
-            parser.error(f"unknown mode {m!r} (one of {', '.join(MODES)})")
+        if m not in MODES + INPUT_MODES:
+            parser.error(f"unknown mode {m!r} (one of {', '.join(MODES + INPUT_MODES)})")
     site = TestSite().start()
     setups = [Setup("this tree", HERE.parent, site, args.chromium)]
     if args.baseline is not None:

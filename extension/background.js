@@ -13,6 +13,8 @@
 // * worker/commands.js + worker/runner.js: carries out commands (content/commands.js holds the
 //   content-side handlers; worker/tabs.js, screenshot.js, links.js the worker-side ones).
 // * worker/daemon.js: HTTP to the daemon, only once it proved it is the paired one (lib/pairing.js).
+// * worker/devtools.js: the agent's debugger session on a tracked tab (real input, dialogs,
+//   emulation; tabs a tracked tab opens are tracked too).
 // * worker/messages.js: the popup's, the options page's and the overlay's messages.
 // * worker/domwatch.js: the agents' DOM watches (dom_change) in the tracked tabs.
 
@@ -30,6 +32,7 @@ import { queues, installCapture, installFailedLoads } from './worker/capture.js'
 import { inTab } from './worker/tabs.js';
 import { syncLoop, wakeSync, sendExtensionStatus } from './worker/sync.js';
 import { installMessages } from './worker/messages.js';
+import { installDevtools } from './worker/devtools.js';
 import { installDomWatch } from './worker/domwatch.js';
 
 const KEEPALIVE_ALARM = 'gasoline-keepalive';
@@ -72,6 +75,8 @@ function ensureAlive() {
 }
 
 installCapture();
+// The agent's debugger session: dialogs, real input, emulation, tabs a tracked tab opens.
+installDevtools();
 installDomWatch();
 installLoadTracking();
 installFailedLoads();

@@ -617,11 +617,40 @@
   // The agents' page snapshot (content/snapshot.js); `selector` (or `ref=`) takes a subtree.
   const snapshot = (params) => globalThis.__gasolineSnapshot.snapshot(params.selector ? resolveOne(params.selector) : null);
 
+  // Where the worker's real input (worker/devtools.js: hover, drag, key_press) lands: the target
+  // resolved like every other command's, scrolled into view, its centre in viewport coordinates
+  // (and, for a drag, the drop target's too). `acting` marks the agent as acting until the worker
+  // sends agent_acting {on:false}.
+  const centre = (el) => {
+    const r = el.getBoundingClientRect();
+    return { x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2) };
+  };
+  const point = (params) => {
+    const el = resolveOne(params.selector);
+    const to = params.action === 'drag' ? resolveOne(params.target) : null;
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    if (to && !visibleInViewport(to)) to.scrollIntoView({ block: 'nearest', inline: 'nearest', behavior: 'instant' });
+    if (params.focus && typeof el.focus === 'function') el.focus({ preventScroll: true });
+    if (params.acting) agentActing(true);
+    const at = centre(el);
+    const element = Object.assign({ tag: el.tagName.toLowerCase(), selectors: selectorsFor(el) }, fieldNature(el));
+    const out = Object.assign({ element, rect: rect(el) }, at);
+    // Real input lands on whatever is on top at that point: say when it is not the element.
+    const hit = document.elementFromPoint(at.x, at.y);
+    if (hit && hit !== el && !el.contains(hit)) out.obscured_by = { tag: hit.tagName.toLowerCase(), selectors: selectorsFor(hit) };
+    if (to) out.to = Object.assign({ element: { tag: to.tagName.toLowerCase(), selectors: selectorsFor(to) } }, centre(to));
+    return out;
+  };
+  const visibleInViewport = (el) => {
+    const r = el.getBoundingClientRect();
+    return r.bottom > 0 && r.right > 0 && r.top < window.innerHeight && r.left < window.innerWidth;
+  };
+
   const HANDLERS = {
     snapshot,
     dom, dom_action: asAgent, highlight, subtitle, page_info: pageInfo, state_capture: stateCapture,
     waterfall, computed_styles: computedStyles, form_discovery: formDiscovery, a11y,
-    draw_mode: drawMode,
+    draw_mode: drawMode, point, agent_acting: (params) => { agentActing(!!params.on); return { success: true }; },
   };
 
   /** Run one command; never throws. */

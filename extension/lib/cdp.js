@@ -23,11 +23,11 @@
 
 import { isTrackedTab } from './settings.js';
 import { b64u, NotPaired } from './pairing.js';
+import { attachTab, detachTab, forgetTab } from './debuggee.js';
 
 const PING_MS = 15000;
 const BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10000, 20000];
 const REATTACH_COOLDOWN_MS = 1000;
-const PROTOCOL_VERSION = '1.3';
 const LINK_BODY = new TextEncoder().encode('gasoline-cdp-link');
 
 export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
@@ -104,12 +104,8 @@ export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
     if (!(await isExposed(tabId))) throw cdpError('Gasoline: this tab is not exposed to CDP clients (track it and enable the AI Web Pilot)');
     const count = holders.get(tabId) || 0;
     if (count === 0) {
-      try {
-        await chrome.debugger.attach({ tabId }, PROTOCOL_VERSION);
-      } catch (e) {
-        // Attached already (a previous worker's attachment survived): adopt it.
-        if (!/already attached/i.test(String(e && e.message))) throw cdpError(String(e && e.message || e));
-      }
+      // One attachment per tab, shared with the agent's input session (lib/debuggee.js).
+      try { await attachTab(tabId, 'relay'); } catch (e) { throw cdpError(String(e && e.message || e)); }
     }
     holders.set(tabId, count + 1);
     if (count === 0) saveAttached();
@@ -122,7 +118,7 @@ export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
     if (count > 1 && !all) { holders.set(tabId, count - 1); return {}; }
     holders.delete(tabId);
     saveAttached();
-    try { await chrome.debugger.detach({ tabId }); } catch (_) { /* already gone */ }
+    await detachTab(tabId, 'relay');
     return {};
   }
 
@@ -150,7 +146,7 @@ export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
     holders.clear();
     saveAttached();
     for (const tabId of tabs) {
-      try { await chrome.debugger.detach({ tabId }); } catch (_) { /* already gone */ }
+      await detachTab(tabId, 'relay');  // stays attached while the agent's session holds it
     }
   }
 
@@ -164,6 +160,7 @@ export function initCdpLink({ loadSettings, pairing, log = () => {} }) {
   chrome.debugger.onDetach.addListener((source, reason) => {
     const tabId = source.tabId;
     if (!Number.isInteger(tabId)) return;
+    forgetTab(tabId);
     if (!holders.has(tabId) && reason !== 'canceled_by_user') return;  // not this link's attachment
     const tabs = reason === 'canceled_by_user' ? [...holders.keys()] : [tabId];
     for (const id of tabs) {

@@ -12,6 +12,7 @@ import { daemonFetch } from './daemon.js';
 import { extLog } from './log.js';
 import { noteEntries } from './status.js';
 import { QUEUE_SPECS, createCaptureQueues } from './queues.js';
+import { createSourceMapper } from '../lib/sourcemaps.js';
 
 export const queues = createCaptureQueues({
   send: (spec, batch) => daemonFetch(spec.path, { body: { [spec.key]: batch } }),
@@ -38,9 +39,41 @@ export function tagItem(s, kind, payload, tabId) {
   return payload;
 }
 
+/** The text at `url` (no credentials, 5 s, at most `maxBytes`), or null. */
+async function fetchText(url, maxBytes) {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), 5000);
+  try {
+    const resp = await fetch(url, { credentials: 'omit', redirect: 'error', signal: ctrl.signal });
+    if (!resp.ok) return null;
+    const length = Number(resp.headers.get('content-length') || 0);
+    if (length > maxBytes) return null;
+    const text = await resp.text();
+    return text.length > maxBytes ? null : text;
+  } catch (_) {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const sourceMaps = createSourceMapper({ fetchText });
+// How long an exception waits for its source maps before it is sent without them.
+const SOURCE_MAP_WAIT_MS = 3000;
+
 function captureItem(s, kind, payload, tabId) {
   const item = tagItem(s, kind, payload, tabId);
-  if (item) queues.enqueue(kind, redactItem(kind, item)); // the one redactor, before anything leaves the browser
+  if (!item) return;
+  if (kind === 'log' && item.type === 'exception' && typeof item.stack === 'string' && item.stack) {
+    // Where the page ships source maps, the frames mapped back to the sources (lib/sourcemaps.js).
+    const bound = new Promise((resolve) => setTimeout(() => resolve(null), SOURCE_MAP_WAIT_MS));
+    Promise.race([sourceMaps.mapStack(item.stack, item.url), bound]).catch(() => null).then((frames) => {
+      if (frames) item.source_stack = frames;
+      queues.enqueue(kind, redactItem(kind, item));
+    });
+    return;
+  }
+  queues.enqueue(kind, redactItem(kind, item)); // the one redactor, before anything leaves the browser
 }
 
 // `pages`: lib/pages.js, once installed. `byKind`: what the pages handed over, by kind, and

@@ -143,7 +143,19 @@ async function syncSettings(s, dropped) {
 async function syncOnce({ push = false } = {}) {
   const s = await loadSettings();
   const st = await loadSyncState();
+  // The results this sync carries are reserved at once, before anything is awaited, and stay so
+  // until its answer is opened and they are forgotten (or it failed): a sync started meanwhile (a
+  // push during the loop's poll) must not carry them too.
   const results = st.results.filter((r) => !loop.sending.has(r.id));
+  for (const r of results) loop.sending.add(r.id);
+  try {
+    return await syncWith(s, st, results, push);
+  } finally {
+    for (const r of results) loop.sending.delete(r.id);
+  }
+}
+
+async function syncWith(s, st, results, push) {
   const body = { ext_session_id: EXT_SESSION_ID, extension_version: VERSION, command_push: true };
   if (push) {
     body.hold = false;
@@ -177,15 +189,8 @@ async function syncOnce({ push = false } = {}) {
 async function exchange(st, body, results) {
   if (st.lastAck) body.last_command_ack = st.lastAck;
   if (results.length) body.command_results = results;
-  for (const r of results) loop.sending.add(r.id);
-  let resp;
-  let raw;
-  try {
-    resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
-    raw = await resp.arrayBuffer();
-  } finally {
-    for (const r of results) loop.sending.delete(r.id);
-  }
+  const resp = await daemonFetch('/sync', { body, timeout: SYNC_TIMEOUT_MS });
+  const raw = await resp.arrayBuffer();
   if (!resp.ok) throw new Error(`/sync answered HTTP ${resp.status}`);
   // The command channel: an answer not sealed under this session's key, for this very request, is
   // not the paired daemon's: it is not parsed and its commands are not run.

@@ -3,7 +3,7 @@
 // and close tabs).
 
 import { isTrackedTab } from '../lib/settings.js';
-import { targetTab, checkUrl, agentsMayTrack } from '../lib/policy.js';
+import { targetTab, checkUrl, agentsMayTrack, isTracked } from '../lib/policy.js';
 import { setPrimaryTab, addTrackedTab } from '../lib/tracking.js';
 import { loadSettings } from './config.js';
 
@@ -84,7 +84,9 @@ export async function browserAction(cmd) {
       if (mayTrack) await checkUrl(target.url, 'switch_tab');
       const tab = await chrome.tabs.update(id, { active: true });
       await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
-      if (mayTrack && params.track !== false) await setPrimaryTab(tab);
+      // A tracked tab (e.g. one a tracked tab opened: worker/devtools.js) may become the primary
+      // one without the opt-in: that does not widen what is tracked.
+      if ((mayTrack || await isTracked(id)) && params.track !== false) await setPrimaryTab(tab);
       return Object.assign({ success: true, action }, tabInfo(tab));
     }
     case 'close_tab': {
@@ -135,6 +137,6 @@ export async function tabsList() {
   const tabs = await chrome.tabs.query({});
   return {
     tracked_tab_id: s.trackedTabId || 0,
-    tabs: tabs.map((t) => ({ id: t.id, window_id: t.windowId, url: t.url, title: t.title, active: t.active, status: t.status, tracked: isTrackedTab(s, t.id) })),
+    tabs: tabs.map((t) => ({ id: t.id, window_id: t.windowId, url: t.url, title: t.title, active: t.active, status: t.status, tracked: isTrackedTab(s, t.id), opener_tab_id: t.openerTabId || undefined })),
   };
 }

@@ -185,6 +185,11 @@ EXTENSION_CODES: dict[str, tuple[bool, str]] = {
     "no_history": (False, "The tab has no page to go back (or forward) to: navigate to the URL "
                    "instead (interact navigate)."),
     "unknown_action": (False, "Use one of the actions the interact schema lists."),
+    "dialog_pending": (False, "A JavaScript dialog (alert/confirm/prompt) waits in the tab: answer "
+                       "it with interact {what:\"dialog\", accept:true|false} (a prompt: "
+                       "prompt_text), then retry; navigate passes it."),
+    "no_dialog": (False, "No dialog is open in the tab (it was answered, or dismissed by default): "
+                  "check the page (interact get_text)."),
     "upload_failed": (True, "The extension could not hand the screenshot to the daemon: retry; "
                       "if it persists, check the daemon's log."),
     "decode_failed": (False, "An image could not be decoded: take the screenshot again."),

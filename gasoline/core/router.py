@@ -496,7 +496,7 @@ class QueryRouter:
         known = EXTENSION_CODES.get(code) if isinstance(code, str) else None
         if known is not None:
             retryable, hint = known
-            extra = {k: v for k, v in inner.items() if k in ("selector", "options")} \
+            extra = {k: v for k, v in inner.items() if k in ("selector", "options", "dialog")} \
                 if isinstance(inner, dict) else {}
             return ExtensionError(
                 f"{command.type} command {command.id} failed in the extension: {text}",

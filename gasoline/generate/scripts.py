@@ -115,6 +115,10 @@ def action_lines(action: dict[str, Any], base_url: str | None = None) -> list[st
         return []
     if kind == "focus" and loc is not None:
         return [f"await {loc}.focus();"]
+    if kind == "hover" and loc is not None:
+        return [f"await {loc}.hover();"]
+    if kind == "drag" and loc is not None and isinstance(action.get("target"), str):
+        return [f"await {loc}.dragTo(page.locator({js(text(action['target'], 4000))}));"]
     return [f"// unsupported action type {js(kind)}"]
 
 

@@ -20,6 +20,8 @@ How recorded actions map to steps::
                   C{[redacted]}, are skipped: their values were never captured)
     select        C{interact select} with the recorded value
     keypress      C{interact key_press}
+    hover         C{interact hover} on the recorded element
+    drag          C{interact drag} from the recorded element to the recorded C{target}
     navigate      C{interact navigate} to the recorded destination
     other         skipped (scrolls, for instance, carry no element to act on)
     ============  ======================================================================
@@ -94,7 +96,7 @@ def step_for(action: dict[str, Any]) -> tuple[str | None, dict[str, Any], str]:
         if isinstance(url, str) and url.startswith(("http://", "https://")):
             return "navigate", {"url": url}, ""
         return None, {}, "no http(s) destination recorded"
-    if kind not in ("click", "input", "select", "keypress"):
+    if kind not in ("click", "input", "select", "keypress", "hover", "drag"):
         return None, {}, f"{kind!r} actions are not replayed"
     selector = selector_for(action)
     if kind == "keypress":
@@ -104,8 +106,13 @@ def step_for(action: dict[str, Any]) -> tuple[str | None, dict[str, Any], str]:
         return "key_press", {"key": key, **({"selector": selector} if selector else {})}, ""
     if selector is None:
         return None, {}, "no selector recorded for the element"
-    if kind == "click":
-        return "click", {"selector": selector}, ""
+    if kind in ("click", "hover"):
+        return kind, {"selector": selector}, ""
+    if kind == "drag":
+        target = action.get("target")
+        if not isinstance(target, str) or not target:
+            return None, {}, "no drop target recorded"
+        return "drag", {"selector": selector, "target": target}, ""
     value = action.get("value")
     if value == REDACTED or (isinstance(value, str) and is_marker(value)):
         return None, {}, "the value was redacted when recorded (a password field)"

@@ -36,6 +36,7 @@ from gasoline.tools._actions import (
     execute_params,
     record,
 )
+from gasoline.tools._input import modes as input_modes
 from gasoline.tools._commands import (
     newer_command,
     require_pilot,
@@ -208,8 +209,6 @@ def dom_action_params(ctx: Any, args: dict[str, Any], action: str) -> dict[str, 
             params["checked"] = ctx.bool_arg(args, "checked")
         elif isinstance(args.get("value"), bool):
             params["checked"] = args["value"]
-    elif action == "key_press":
-        params["key"] = ctx.str_arg(args, "key") or ctx.str_arg(args, "text") or "Enter"
     elif action in ("get_attribute", "set_attribute"):
         name = ctx.str_arg(args, "attribute") or ctx.str_arg(args, "name")
         if not name:
@@ -803,4 +802,5 @@ MODES: dict[str, Any] = nulls_absent({
     "launch_browser": launch_browser,
     "record_start": record_start,
     "record_stop": record_stop,
+    **input_modes(target),  # hover, drag, key_press (modifiers, chords), dialog, emulate, resize
 })

@@ -53,6 +53,7 @@ INTERACT_MODES = (
     "set_storage", "delete_storage", "clear_storage", "set_cookie", "delete_cookie",
     "run_a11y_and_export_sarif", "record_start", "record_stop", "upload", "draw_mode_start",
     "launch_browser",
+    "hover", "drag", "dialog", "emulate", "resize", "performance_trace",
 )
 
 _STR = {"type": "string"}
@@ -406,6 +407,41 @@ INTERACT_PROPERTIES: dict[str, Any] = {
                     "description": "record_start: stop by itself after this long (default 120)."},
     "recording_id": {"type": "string", "description": "record_stop: read back a finished "
                      "recording (default: stop the running one, else your latest)."},
+    "target": {"type": "string", "description": "drag: the element to drop on (a selector)."},
+    "target_ref": {"type": "string", "description": "drag: the element to drop on, by its "
+                   "snapshot ref (e12)."},
+    "key": {"type": "string", "description": "key_press: a key or combination (Enter, "
+            "Control+K, Shift+Tab, Meta+A), several separated by spaces (default Enter)."},
+    "accept": {"type": "boolean", "description": "dialog: true accepts, false dismisses "
+               "(absent: report the open dialog)."},
+    "prompt_text": {"type": "string", "description": "dialog: the answer to a prompt()."},
+    "device": {"type": "string", "enum": ["iphone-13", "pixel-7", "ipad-air", "laptop",
+                                          "desktop-1080p"],
+               "description": "emulate: a named device (viewport, scale, touch, user agent)."},
+    "viewport": {"type": "object", "description": "emulate: {width, height, "
+                 "device_scale_factor?, mobile?}."},
+    "width": {"type": "integer", "minimum": 100, "maximum": 10000,
+              "description": "resize/emulate: viewport width (CSS px)."},
+    "height": {"type": "integer", "minimum": 100, "maximum": 10000,
+               "description": "resize/emulate: viewport height (CSS px)."},
+    "cpu_throttling": {"type": "number", "minimum": 1, "maximum": 20,
+                       "description": "emulate: CPU slowdown factor (1: none)."},
+    "network": {"type": "string", "enum": ["offline", "slow-3g", "fast-3g", "4g", "none"],
+                "description": "emulate: a network profile (none: no throttling)."},
+    "network_conditions": {"type": "object", "description": "emulate: custom {latency_ms, "
+                           "download_kbps, upload_kbps} (0: no limit)."},
+    "offline": {"type": "boolean", "description": "emulate: cut the tab's network."},
+    "color_scheme": {"type": "string", "enum": ["dark", "light", "no-preference"],
+                     "description": "emulate: prefers-color-scheme."},
+    "geolocation": {"type": "object", "description": "emulate: {latitude, longitude, "
+                    "accuracy?}; {} clears it."},
+    "reset": {"type": "boolean", "description": "emulate/resize: end every emulation."},
+    "reload": {"type": "boolean", "description": "performance_trace: reload the page to trace "
+               "its load (default true; false: what the page buffered)."},
+    "settle_ms": {"type": "integer", "minimum": 0, "maximum": 10000,
+                  "description": "performance_trace: wait after the load (default 1500)."},
+    "ignore_cache": {"type": "boolean", "description": "performance_trace: reload without "
+                     "the cache."},
 }
 #: tool -> the arguments its modes read beyond its schema.
 MODE_PROPERTIES: dict[str, dict[str, Any]] = {

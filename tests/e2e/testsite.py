@@ -21,6 +21,8 @@ stdout once listening and stops on SIGTERM. Pages:
 - ``/broken.html``    an image, a script and a stylesheet that answer 404 (no fetch involved)
 - ``/snapshot.html``  a login form, hidden elements, an open shadow root with a slot and a same-origin
                       iframe (``/snapshot-frame.html``): the agents' snapshot and its refs
+- ``/actions/...``    pages for the real-input modes (hover, drag, keys, dialogs, upload, emulate,
+                      tabs a link opens; tests/e2e/actions_pages.py)
 - ``/tabs/<name>``    logs ``console.error('e2e tab error from <name>')`` on load (two-tab test)
 """
 
@@ -414,6 +416,9 @@ def build_site(clock=None) -> server.Site:
     root.putChild(b"broken.html", Page(BROKEN_PAGE))
     root.putChild(b"snapshot.html", Page(SNAPSHOT_PAGE))
     root.putChild(b"snapshot-frame.html", Page(SNAPSHOT_FRAME))
+    from actions_pages import resource as actions_resource
+
+    root.putChild(b"actions", actions_resource(Page))  # the real-input modes' pages
     site = server.Site(root)
     site.displayTracebacks = False
     return site

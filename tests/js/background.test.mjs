@@ -26,12 +26,12 @@ test('every listener is registered while the worker script runs, before any brow
   const expected = [
     'runtime.onMessage', 'runtime.onStartup', 'runtime.onInstalled', 'storage.onChanged', 'alarms.onAlarm',
     'tabs.onRemoved', 'tabs.onUpdated', 'tabs.onCreated',
-    'webNavigation.onBeforeNavigate', 'webNavigation.onCommitted', 'webNavigation.onCompleted', 'webNavigation.onErrorOccurred',
+    'webNavigation.onBeforeNavigate', 'webNavigation.onCommitted', 'webNavigation.onCreatedNavigationTarget', 'webNavigation.onCompleted', 'webNavigation.onErrorOccurred',
     'webRequest.onResponseStarted', 'webRequest.onCompleted', 'webRequest.onErrorOccurred', 'debugger.onEvent', 'debugger.onDetach',
   ];
   for (const name of expected) assert.ok(registered.includes(name), `${name} is not registered: ${registered.join(', ')}`);
-  // The worker, lib/pages.js and lib/cdp.js each follow the settings; one keep-alive alarm.
-  assert.equal(registered.filter((n) => n === 'storage.onChanged').length, 3);
+  // The worker, lib/pages.js, lib/cdp.js and worker/devtools.js each follow the settings; one keep-alive alarm.
+  assert.equal(registered.filter((n) => n === 'storage.onChanged').length, 4);
   assert.equal(registered.filter((n) => n === 'alarms.onAlarm').length, 1);
 });
 

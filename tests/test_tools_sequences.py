@@ -386,13 +386,14 @@ def test_restart_stops_the_real_daemon_only_when_the_caller_is_alone(tmp_path):
     d.start()
     try:
         a = _agent(d, "agent-a")
-        _agent(d, "agent-b")  # a second agent connects
+        b = _agent(d, "agent-b")  # a second agent connects
         failed, body = _configure(d, "agent-a", a, what="restart", confirm=True)
         assert failed and body["error"] == "other_clients_connected"
         assert d.process.poll() is None
-        # B leaves (DELETE /mcp ends its session); now A is alone and the restart goes ahead.
+        # B leaves (DELETE /mcp with its session id ends it); now A is alone and the restart goes
+        # ahead.
         req = urllib.request.Request(f"{d.url}/mcp", method="DELETE",
-                                     headers=client_headers(d, "agent-b"))
+                                     headers={**client_headers(d, "agent-b"), "Mcp-Session-Id": b})
         urllib.request.urlopen(req, timeout=10).close()
         failed, body = _configure(d, "agent-a", a, what="restart", confirm=True)
         assert not failed and body["restarted"] is True, body

@@ -351,7 +351,7 @@ def test_shutdown_without_a_stop_callable_is_503(d):
 def test_unknown_path_and_wrong_method_are_json(d):
     code, body, _ = d.call("GET", "/definitely/not/here")
     assert code == 404 and body == {"error": "not found", "path": "/definitely/not/here"}
-    code, body, r = d.call("GET", "/logs")
+    code, body, r = d.call("PUT", "/logs")  # (GET /logs is an agent's cursor read)
     assert code == 405 and r.headers.getRawHeaders(b"allow")
     code, body, _ = d.call("PUT", "/clear")
     assert code == 405

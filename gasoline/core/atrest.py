@@ -31,7 +31,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Any
 
-from gasoline.common import read_nofollow
+from gasoline.common import make_private_dir, read_nofollow
 from gasoline.core.files import write_atomic
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ class AtRest:
         try:
             raw = read_nofollow(path)
         except FileNotFoundError:
-            Path(state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(state_dir)
             write_atomic(path, self.seal_blob(_CHECK_TEXT, b"check"))
             return
         except OSError as e:

@@ -31,6 +31,11 @@ baseline's plain ingest)":
 
     .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8 --sealed
 
+``--both-sealed`` seals the baseline's load too (a baseline that has sealed ingest): the paired
+run "sealed ingest (this tree) vs sealed ingest (the baseline)":
+
+    .venv/bin/python bench/ingest.py --baseline /tmp/base --rounds 5 --seconds 8 --both-sealed
+
 ``--state-key`` runs this tree's daemon with ``--state-key-file`` (a fresh key: journals and client
 state encrypted at rest). With ``--baseline .`` (this very tree, without the option) it is the
 paired cost of encryption at rest on ingest, option on vs off:
@@ -272,11 +277,14 @@ def main() -> int:
                         help="alternating throughput rounds with --baseline")
     parser.add_argument("--sealed", action="store_true",
                         help="this tree's load is a paired extension's: sealed POST /logs")
+    parser.add_argument("--both-sealed", action="store_true",
+                        help="with --baseline: both trees' loads are sealed")
     parser.add_argument("--state-key", action="store_true",
                         help="this tree's daemon encrypts its state at rest (--state-key-file)")
     args = parser.parse_args()
     if args.baseline:
-        return side_by_side(args.baseline, args.rounds, args.seconds, args.sealed, args.state_key)
+        return side_by_side(args.baseline, args.rounds, args.seconds,
+                            args.sealed or args.both_sealed, args.state_key, args.both_sealed)
 
     runs = [run_target("gasoline" + (" sealed" if args.sealed else ""), _Ours, args.seconds,
                        args.memory_entries, args.sealed)]
@@ -316,9 +324,9 @@ def main() -> int:
 
 
 def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = False,
-                 state_key: bool = False) -> int:
+                 state_key: bool = False, both_sealed: bool = False) -> int:
     """Alternate this tree's and C{baseline}'s throughput phases; medians and ratios (with
-    C{sealed}, this tree's load is sealed, the baseline's plain)."""
+    C{sealed}, this tree's load is sealed, the baseline's plain unless C{both_sealed})."""
     source = str(Path(baseline).resolve())
     if not (Path(source) / "gasoline" / "tap.py").is_file():
         raise SystemExit(f"--baseline {baseline}: no gasoline/tap.py there")
@@ -328,7 +336,8 @@ def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = Fals
     for r in range(rounds):
         order = list(variants) if r % 2 == 0 else list(reversed(variants))
         for name in order:
-            result = throughput(variants[name], seconds, sealed and name == "this tree")
+            result = throughput(variants[name], seconds,
+                                sealed and (both_sealed or name == "this tree"))
             samples[name].append(result)
             print(f"round {r + 1} {name:9s}: {result['entries_per_second']:>9,.0f} entries/s, "
                   f"{result['cpu_us_per_entry']:.2f} CPU us/entry, p99 {result['post_ms_p99']:.2f} ms",
@@ -339,7 +348,8 @@ def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = Fals
     ours, base = medians["this tree"], medians["baseline"]
     print_table(
         f"POST /logs side by side, {rounds} alternating rounds of {seconds:.0f} s, medians "
-        f"(baseline: {source}){'; this tree sealed, the baseline plain' if sealed else ''}"
+        f"(baseline: {source})"
+        f"{'; both sealed' if both_sealed else '; this tree sealed, the baseline plain' if sealed else ''}"
         f"{'; this tree with --state-key-file' if state_key else ''}",
         ["metric", "this tree", "baseline", "ratio"],
         [[k, ours[k], base[k], ours[k] / base[k]] for k in keys],
@@ -347,7 +357,7 @@ def side_by_side(baseline: str, rounds: int, seconds: float, sealed: bool = Fals
     load_avg = os.getloadavg()
     print(f"load average at the end: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}")
     path = write_json("ingest-side-by-side", {
-        "baseline": source, "sealed": sealed, "state_key": state_key, "rounds": rounds, "seconds": seconds, "samples": samples,
+        "baseline": source, "sealed": sealed, "both_sealed": both_sealed, "state_key": state_key, "rounds": rounds, "seconds": seconds, "samples": samples,
         "medians": medians, "ratios": {k: ours[k] / base[k] for k in keys},
         "loadavg": load_avg,
     })

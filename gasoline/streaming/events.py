@@ -22,8 +22,9 @@ write whatever the number of subscribers. It only reads the entry dicts the stor
  - C{websocket_message}: a WebSocket C{message} event, C{low}, with its C{direction}, C{size} and
    a C{preview} of its data (L{WS_PREVIEW} characters, redacted like every event); streamed only
    to agents that name the type (L{OPT_IN_TYPES});
- - C{dom_change}: reported by the extension for an agent's own DOM watch (L{dom_event}), C{low}
-   unless the watch says otherwise; only to that agent.
+ - C{dom_change}: reported by the extension for an agent's own DOM watch
+   (L{gasoline.core.extension.ExtensionLink.dom_changes}), C{low} unless the watch says
+   otherwise; only to that agent.
 
 Every event also names the MCP log level its severity maps to (C{critical} -> C{critical},
 C{high} -> C{error}, C{medium} -> C{warning}, C{low} -> C{notice}).

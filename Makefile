@@ -13,11 +13,11 @@ $(BIN)/python:
 
 # Reinstall when the packaging changes.
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.cfg
-	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e .
+	$(BIN)/python -m pip install --quiet --quiet --config-settings editable_mode=compat -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet --config-settings editable_mode=compat -e '.[test]'
+	$(BIN)/python -m pip install --quiet --quiet --config-settings editable_mode=compat -e '.[test]'
 	touch $@
 
 run: $(VENV)/.installed

@@ -126,16 +126,11 @@ def stub_request(treq: Any, method: str, url: str, *, clock: Any = None, wait: f
 def response_body(raw: bytes) -> bytes:
     """The body of one whole HTTP/1.1 response C{raw} (what a C{StringTransport} holds): as is
     after a C{Content-Length}, reassembled from its chunks when chunked."""
+    from gasoline.connect.fast import dechunk, parse_head
+
     head, _, body = raw.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" not in head.lower():
-        return body
-    out = b""
-    while True:
-        size_line, _, body = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if not size:
-            return out
-        out, body = out + body[:size], body[size + 2:]
+    _, fields = parse_head(head)
+    return dechunk(body) if fields.get(b"transfer-encoding", b"").lower() == b"chunked" else body
 
 
 # -- a fake browser extension that runs the real /sync loop over HTTP ------------------------------

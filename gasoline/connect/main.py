@@ -155,16 +155,6 @@ def _quiet_endpoints(reactor):
     return Endpoints()
 
 
-def _skip_tls(base_url: str) -> None:
-    """Plain HTTP to the daemon needs no TLS: keep twisted.web.client from loading pyOpenSSL.
-
-    That import is about a third of the connector's start-up time (an agent waits for it before
-    its first C{initialize} is answered). Twisted treats a missing pyOpenSSL as "no TLS".
-    """
-    if base_url.startswith("http://") and "OpenSSL" not in sys.modules:
-        sys.modules["OpenSSL"] = None  # type: ignore[assignment]
-
-
 def main(argv: list[str] | None = None, prelude=None) -> int:
     """Run the connector. C{prelude} (a L{gasoline.connect.fast.Prelude}) is what the first
     exchange already did: stdin bytes still to handle, and the session it initialized."""
@@ -174,7 +164,6 @@ def main(argv: list[str] | None = None, prelude=None) -> int:
     except usage.UsageError as e:
         sys.stderr.write(f"gasoline connect: {e} (see gasoline connect --help)\n")
         return 2
-    _skip_tls(options["base-url"])
     # Protocol lines are written to fd 1 by StandardIO; everything Python-level goes to stderr.
     real_stdout = sys.stdout
     sys.stdout = sys.stderr

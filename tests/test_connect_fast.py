@@ -303,3 +303,25 @@ def test_the_first_exchanges_proof_is_the_daemons(tmp_path_factory, key, cid, ta
     assert got == proof_of(key, cid)
     (state / "client-key").write_bytes(encoded[:-2] + b"!!")
     assert client_proof({"--state-dir": str(state)}, cid) is None
+
+
+def test_the_first_exchange_knows_exactly_the_connectors_options():
+    """One declaration (gasoline.connect.options) for both parsers: every option of
+    C{gasoline connect} but --help/--version is parsed by the first exchange too, under its long
+    name, short spellings included; anything else is left to the ordinary parser."""
+    from gasoline.connect.main import ConnectOptions
+
+    options = ConnectOptions()
+    takes_value = {name[:-1] for name in options.longOpt if name.endswith("=")}
+    flags = {name for name in options.longOpt if not name.endswith("=")} - {"help", "version"}
+    assert takes_value and flags
+    for name in takes_value:
+        assert parse_args([f"--{name}", "v"]) == parse_args([f"--{name}=v"]) == {f"--{name}": "v"}
+    for name in flags:
+        assert parse_args([f"--{name}"]) == {f"--{name}": ""}
+    for short in options.shortOpt.replace(":", ""):
+        if short not in "hV":  # --help, --version
+            long_name = options.synonyms[short]
+            assert parse_args([f"-{short}", "v"]) == {f"--{long_name}": "v"}
+    assert parse_args(["--help"]) is None and parse_args(["--version"]) is None
+    assert parse_args(["--no-such-option"]) is None

@@ -42,16 +42,17 @@ from gasoline.client_rules import (
     default_state_dir_name,
     read_client_key,
 )
+from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
 MAX_FIRST_LINE = 1 << 20
 #: Seconds to wait for the daemon here before leaving it to the ordinary path.
 TIMEOUT = 2.0
-DEFAULT_PORT = 7890
-
-_VALUE_OPTIONS = {"--client-id", "--port", "-p", "--url", "--state-dir", "--bound", "--max-line",
-                  "--api-key"}
-_FLAGS = {"--no-autostart"}
+#: The options this parser knows (all of the connector's but --help and --version), spelled as
+#: given, each to its long name.
+_NAMES = {**{f"--{name}": f"--{name}" for name, _, _ in VALUE_OPTIONS},
+          **{f"-{short}": f"--{name}" for name, short, _ in VALUE_OPTIONS if short}}
+_FLAGS = {f"--{name}" for name, _, _ in FLAGS}
 
 
 def loads(data: bytes):
@@ -89,14 +90,14 @@ def parse_args(argv: list[str]) -> dict[str, str] | None:
             out[name] = ""
             i += 1
             continue
-        if name not in _VALUE_OPTIONS:
+        if name not in _NAMES:
             return None
         if not eq:
             if i + 1 >= len(argv):
                 return None
             value = argv[i + 1]
             i += 1
-        out["--port" if name == "-p" else name] = value
+        out[_NAMES[name]] = value
         i += 1
     return out
 

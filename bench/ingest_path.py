@@ -88,7 +88,6 @@ def main(n, extra):
     now = [time.time()]
     clock.seconds = lambda: now[0]  # virtual time: see the module docstring
     top = tap.makeService(opts, reactor=clock)
-    tap.freeze_startup_heap()  # as the daemon's own process does (makeService on the reactor)
     def start(s):
         from twisted.application.service import IServiceCollection
         if IServiceCollection.providedBy(s):

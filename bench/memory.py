@@ -14,7 +14,7 @@ Then, for every other buffer, at its default capacity with entries of its own ki
 WebSocket events, actions, waterfall, extension logs): memory held per stored entry (tracemalloc) and
 JSON bytes per entry. Last, the idle RSS of a real daemon (``twistd -n gasoline``, default options, nothing
 ingested, after it has settled), split into anonymous and file-backed memory: at its first start on a
-new state dir (which creates the identity key, in a child process) and started again on it; the same
+new state dir (which creates the identity key) and started again on it; the same
 daemon after use (the extension paired, opened its CDP link and posted a batch, every tool called
 once: not idle, for scale); the stack's own
 floor (twistd alone, and a hello-world Klein app under twistd); side by side with the published
@@ -143,7 +143,7 @@ def per_buffer() -> list[dict]:
 
 
 #: The stack's own idle RSS, for scale: twistd with no application, and a hello-world Klein app
-#: behind twisted.web, both with pyOpenSSL held back as the daemon holds it (gasoline._tls).
+#: behind twisted.web, each as twistd runs it.
 FLOORS = {
     "floor: twistd, no application": (
         "from twisted.application import service\n"
@@ -160,8 +160,7 @@ FLOORS = {
         "strports.service('tcp:0:interface=127.0.0.1', Site(app.resource()))"
         ".setServiceParent(application)\n"),
 }
-_HELD_BACK_TWISTD = ("import sys; sys.modules['OpenSSL'] = None; "
-                     "from twisted.scripts.twistd import run; run()")
+_TWISTD = "from twisted.scripts.twistd import run; run()"
 
 
 def idle_rss(reference: bool) -> list[dict]:
@@ -173,8 +172,8 @@ def idle_rss(reference: bool) -> list[dict]:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
-        # The first start creates the identity key (in a child process: the daemon does not
-        # import cryptography); every later start reads it. Both are reported.
+        # The first start creates the identity key; every later start reads it. Both are
+        # reported.
         with DaemonProcess(state_dir=Path(tmp) / "state") as d:
             time.sleep(3.0)
             rows.append(_rss_row("gasoline (first start)", d.process.pid))
@@ -189,7 +188,7 @@ def idle_rss(reference: bool) -> list[dict]:
             path = Path(tmp) / "floor.tac"
             path.write_text(tac)
             proc = subprocess.Popen(
-                [sys.executable, "-c", _HELD_BACK_TWISTD, "-n", "--pidfile=", "--logfile",
+                [sys.executable, "-c", _TWISTD, "-n", "--pidfile=", "--logfile",
                  str(Path(tmp) / "floor.log"), "-y", str(path)],
                 cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL)

@@ -88,7 +88,6 @@ async def run(reactor, clients: int, calls: int, rounds: int, work_ms: float,
     app = build(Config(state_dir=state, persist=False, tool_rate_limit=0), reactor)
     if max_commands is not None:
         app.extension.max_commands = max_commands
-    gc.freeze()  # as tap.makeService does once the daemon is built
     site = GasolineSite(app.resource, reactor=reactor)
     site.requestFactory = TimedRequest
     port = reactor.listenTCP(0, site, interface="127.0.0.1")

@@ -16,6 +16,7 @@ them alike. Wall times on a shared machine move with its load; CPU time (user + 
 connector is reported beside them.
 
     .venv/bin/python bench/roundtrip.py [--calls 200] [--starts 20] [--compare-reference]
+                                        [--baseline DIR]   # another tree's connector, paired
 """
 
 from __future__ import annotations
@@ -226,6 +227,10 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--starts", type=int, default=20, help="connector start-ups to time")
     parser.add_argument("--compare-reference", action="store_true")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also start the connector of another source tree (DIR holds its "
+                             "gasoline/ package, e.g. `git archive main gasoline | tar -x -C "
+                             "DIR`), in the same rounds: before/after figures from one run")
     args = parser.parse_args()
     rows, result = [], {"calls": args.calls}
 
@@ -258,6 +263,16 @@ def main() -> int:
                 "gasoline_without_first_exchange": (
                     connect, None, dict(os.environ, GASOLINE_CONNECT_FAST="0")),
             }
+            if args.baseline:
+                # The same connector command, importing the other tree's gasoline package
+                # (PYTHONPATH comes before the installed one); ours gets PYTHONPATH too, so both
+                # pay for the same sys.path.
+                here = str(Path(__file__).resolve().parent.parent)
+                for name, tree in (("gasoline", here), ("baseline", args.baseline)):
+                    variants[name] = (connect, None, dict(os.environ, PYTHONPATH=tree))
+                    variants[f"{name}_port_only"] = (
+                        port_only, None,
+                        dict(os.environ, PYTHONPATH=tree, GASOLINE_STATE_DIR=str(empty)))
             if args.compare_reference:
                 # Start-ups alternate with the published connector's, in the same rounds.
                 with ReferenceDaemon() as ref:

@@ -34,7 +34,6 @@ from one run to the next (docs/streaming.md, session 11).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import random
@@ -203,10 +202,6 @@ class Bench:
 
         self.reactor = reactor
         self.app = build(Config(state_dir=state_dir, persist=False), reactor)
-        # As gasoline.tap.makeService does once the daemon is built: the object graph built so
-        # far lives as long as the process, and full collections no longer rescan it (a full
-        # collection over it is tens of milliseconds, straight into the latency tail).
-        gc.freeze()
         #: batch number -> perf_counter() when its request reached the resource tree.
         self.arrivals: dict[int, float] = {}
         #: (perf_counter at the writer call, client id, payload)

@@ -66,7 +66,6 @@ def build(rate: float) -> tuple[Any, Any, Any, Any, list[float]]:
     now = [time.time()]
     clock.seconds = lambda: now[0]  # virtual time: see the module docstring
     top = tap.makeService(opts, reactor=clock)
-    tap.freeze_startup_heap()  # as the daemon's own process does (makeService on the reactor)
 
     def start(s: Any) -> None:
         from twisted.application.service import IServiceCollection

@@ -5,6 +5,8 @@ project's client id is made, how its directories and files are made private
 C{gasoline browser}), how timestamps are written, how option values are parsed, the
 JSON-RPC 2.0 error codes (MCP, the connector and the CDP relay speak JSON-RPC), how a quoted
 string from an agent is unquoted, and how a caller proves the client id it names (L{client_proof}).
+The rules about a client's state dir, id, key and proof are written in L{gasoline.client_rules},
+which the connector's first exchange imports too; they are re-exported here.
 
 The connector (L{gasoline.connect}) imports nothing else of the daemon, so this module imports
 only the standard library (C{platformdirs} lazily) and L{gasoline.durations}.
@@ -12,62 +14,33 @@ only the standard library (C{platformdirs} lazily) and L{gasoline.durations}.
 
 from __future__ import annotations
 
-import base64
 import errno
 import hashlib
-import hmac
 import os
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
+from gasoline.client_rules import (  # noqa: F401  (the rules, re-exported where they were)
+    CLIENT_KEY_BYTES,
+    CLIENT_KEY_FILE,
+    CLIENT_PROOF_HEADER,
+    CLIENT_PROOF_LABEL,
+    client_id_for_cwd,
+    client_proof,
+    decode_client_key,
+    default_state_dir_name,
+    encode_client_key,
+    read_client_key,
+    read_nofollow,
+)
 from gasoline.durations import parse_duration
 
 
 def default_state_dir() -> Path:
-    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for C{gasoline}."""
-    env = os.environ.get("GASOLINE_STATE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs  # the connector needs it only when it starts a daemon
-
-    return Path(platformdirs.user_state_dir("gasoline", appauthor=False))
-
-
-#: The daemon's client key, in its state dir (L{gasoline.core.clientkey}; docs/security.md,
-#: "Who may act as a client id").
-CLIENT_KEY_FILE = "client-key"
-#: The header that carries a client id's proof (with C{X-Gasoline-Client: <client id>}).
-CLIENT_PROOF_HEADER = "X-Gasoline-Client-Proof"
-#: What the HMAC of a client id is taken over: this label, then the id (UTF-8).
-CLIENT_PROOF_LABEL = b"gasoline-client-v1\0"
-#: Bytes of a client key.
-CLIENT_KEY_BYTES = 32
-
-
-def client_proof(key: bytes, client_id: str) -> str:
-    """The proof that a caller holds the daemon's client key, for C{client_id}:
-    base64url (no padding) of C{HMAC-SHA256(key, "gasoline-client-v1\\0" + client_id)}."""
-    mac = hmac.new(key, CLIENT_PROOF_LABEL + client_id.encode("utf-8", "surrogateescape"),
-                   hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
-
-
-def encode_client_key(key: bytes) -> bytes:
-    """The client key file's contents: one base64url line."""
-    return base64.urlsafe_b64encode(key).rstrip(b"=") + b"\n"
-
-
-def decode_client_key(data: bytes) -> bytes:
-    """The key in a client key file's contents; C{ValueError} when they are not one."""
-    text = data.strip()
-    try:
-        key = base64.urlsafe_b64decode(text + b"=" * (-len(text) % 4))
-    except (ValueError, TypeError):
-        raise ValueError("the client key file is not base64url") from None
-    if len(key) != CLIENT_KEY_BYTES or encode_client_key(key).strip() != text:
-        raise ValueError(f"the client key file does not hold {CLIENT_KEY_BYTES} bytes")
-    return key
+    """C{$GASOLINE_STATE_DIR}, else the platform's user state dir for C{gasoline}
+    (L{gasoline.client_rules.default_state_dir_name})."""
+    return Path(default_state_dir_name())
 
 
 def client_key_path(state_dir: str | os.PathLike[str]) -> Path:
@@ -146,36 +119,6 @@ def make_private_file(path: str | os.PathLike[str]) -> Path:
     finally:
         os.close(fd)
     return Path(path)
-
-
-def read_nofollow(path: str | os.PathLike[str], limit: int = -1) -> bytes:
-    """The bytes of the regular file C{path} (at most C{limit}); a symbolic link there is
-    refused (C{ELOOP}), and so is anything but a regular file (C{EINVAL})."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
-                          str(path)) from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise OSError(errno.EINVAL, "is not a regular file", str(path))
-        return f.read(limit)
-
-
-def read_client_key(state_dir: str | os.PathLike[str]) -> bytes:
-    """The client key of the daemon whose state dir is C{state_dir}. A symbolic link or anything
-    but a regular file there is refused. @raise OSError: unreadable. @raise ValueError: not a
-    key."""
-    return decode_client_key(read_nofollow(client_key_path(state_dir), 4096))
-
-
-def client_id_for_cwd(path: str | os.PathLike[str]) -> str:
-    """The first 12 hex chars of SHA-256 of the absolute path: same directory, same id."""
-    absolute = os.path.abspath(os.fspath(path))
-    return hashlib.sha256(absolute.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def rfc3339(seconds: float | None) -> str | None:

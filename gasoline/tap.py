@@ -7,21 +7,10 @@ only one that turns endpoint strings into listening services.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 from pathlib import Path
 from typing import Callable, NamedTuple
-
-import sys
-
-from gasoline import _tls
-
-# In a twistd process (twistd -n gasoline, gasoline serve, make run), before Twisted's reactor and
-# endpoints are imported: pyOpenSSL and cryptography (~13 MiB) load only when TLS is first needed
-# (gasoline._tls). Other programs that import this module keep Twisted as it comes.
-if "twisted.scripts.twistd" in sys.modules:
-    _tls.defer()
 
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
@@ -54,15 +43,6 @@ log = Logger()
 _LIMITS = LogLimits()
 _SIZE_FIX = "give a positive size: bytes, or 512k, 10MB, 10MiB"
 _AGE_FIX = "give a positive duration: seconds, or 15m, 1h, 7d"
-
-
-#: Endpoint types that need no TLS (anything else loads it before the string is parsed).
-PLAIN_ENDPOINTS = frozenset({"tcp", "tcp6", "unix", "systemd"})
-
-
-def needs_tls(description: str) -> bool:
-    """Whether listening on endpoint C{description} may need TLS (C{ssl:}, C{tls:}, ...)."""
-    return description.split(":", 1)[0].strip().lower() not in PLAIN_ENDPOINTS
 
 
 class OptionError(SystemExit):
@@ -292,8 +272,6 @@ class Options(usage.Options):
             raise OptionError(f"{text} (gasoline serve --help lists the options)") from None
 
     def postOptions(self) -> None:
-        if needs_tls(self["listen"]):
-            _tls.require()  # an ssl: (or other non-plain) endpoint: TLS now, before parsing it
         bad_port = _bad_port(self["listen"])
         if bad_port is not None:
             raise usage.UsageError(
@@ -649,9 +627,8 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     L{Config} and log limits.
 
     Without C{reactor} (twistd, the tac files: the process that runs the daemon), the global
-    reactor is the clock, and once the daemon is built its object graph is frozen out of the
-    collector's generations (L{freeze_startup_heap}). With a C{reactor} (tests, benchmarks on a
-    memory reactor or a C{task.Clock}), nothing process-wide is touched.
+    reactor is the clock. With a C{reactor} (tests, benchmarks on a memory reactor or a
+    C{task.Clock}), nothing process-wide is touched.
 
     @param extend_mcp: adds tools, resources and prompts to the MCP server (the test suite's
         conformance fixtures, through C{tests/conformance.tac}).
@@ -672,18 +649,7 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
                             extend_mcp=extend_mcp)
     except StateFileError as e:  # a corrupt identity, pin file or client key: one line
         raise OptionError(str(e)) from None
-    if daemon_process:
-        freeze_startup_heap()
     return top
-
-
-def freeze_startup_heap() -> None:
-    """Move everything built so far (modules, classes, the daemon's object graph) out of the
-    collector's generations: it lives as long as the process, and full collections rescanning
-    it cost ~26 ms each, which showed up as tail latency in every benchmark. Only the daemon's
-    own process does this (L{makeService} on the global reactor); C{gc.get_freeze_count()}
-    tells later code that it did (L{gasoline.core.identity.freeze_cryptography})."""
-    gc.freeze()
 
 
 def build_service(config: Config, reactor, *, limits: LogLimits | None = None,
@@ -710,8 +676,6 @@ def build_service(config: Config, reactor, *, limits: LogLimits | None = None,
     cap = MAX_CONNECTIONS if fds is None or fds[0] < 0 else \
         max(16, min(MAX_CONNECTIONS, fds[0] - 128))
     site = GasolineSite(gasoline.resource, max_connections=cap)
-    if needs_tls(config.listen):
-        _tls.require()  # makeService without postOptions (the tac file, embedding)
     listening = GasolineEndpointService(serverFromString(reactor, config.listen), site,
                                         config.listen, _probe_gasoline)
     listening.setServiceParent(top)

@@ -3,8 +3,8 @@ In-memory doubles that ship with the package (house style: fakes live beside the
 and benchmarks: L{FakeSessionTools} (the second implementation of
 L{gasoline.interfaces.ISessionTools}, beside the session proxy's), L{FakeExtension} (the browser
 extension's /sync loop over any HTTP client),
-L{StubHTTP} (an in-memory HTTP client of the daemon's own site, built on public Twisted and treq
-APIs) with L{stub_request}, the headers the published extension sends, L{client_headers} (what a
+L{stub_request} (one request and its whole answer through C{treq.testing.StubTreq}), the headers
+the published extension sends, L{client_headers} (what a
 caller sends to act as a client id), and L{DaemonProcess}, the real
 daemon as a subprocess on port 0 (for the test suite and the benchmarks alike). Helpers that bind
 sockets in this process, skip tests or read CI variables live in the test suite
@@ -24,11 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import attrs
-from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IStreamClientEndpoint
-from twisted.test import iosim
-from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
 
 from gasoline.interfaces import ISessionTools
@@ -101,126 +97,10 @@ EXTENSION_HEADERS = {
 }
 
 
-@implementer(IBodyProducer)
-class _SynchronousProducer:
-    """A request body written at once (no cooperator, so no global reactor), as StubTreq does."""
-
-    def __init__(self, data: bytes | str) -> None:
-        self._data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        self.length = len(self._data)
-
-    def startProducing(self, consumer) -> Deferred:
-        consumer.write(self._data)
-        return succeed(None)
-
-    def pauseProducing(self) -> None:  # pragma: no cover - written in one go, never paused
-        pass
-
-    def resumeProducing(self) -> None:  # pragma: no cover
-        pass
-
-    def stopProducing(self) -> None:
-        pass
-
-
-@implementer(IStreamClientEndpoint)
-@attrs.define
-class _MemoryEndpoint:
-    """Connects a client protocol to a new server protocol of C{site} through an in-memory pump."""
-
-    site: Any
-    pumps: set
-
-    def connect(self, factory) -> Deferred:
-        server_address = IPv4Address("TCP", "127.0.0.1", 7890)
-        client_address = IPv4Address("TCP", "127.0.0.1", 31337)
-        server = self.site.buildProtocol(client_address)
-        client = factory.buildProtocol(server_address)
-        self.pumps.add(iosim.connect(
-            server, iosim.FakeTransport(server, isServer=True, hostAddress=server_address,
-                                        peerAddress=client_address),
-            client, iosim.FakeTransport(client, isServer=False, hostAddress=client_address,
-                                        peerAddress=server_address)))
-        return succeed(client)
-
-
-class StubHTTP:
-    """An in-memory HTTP client of a resource, served by the daemon's own
-    L{gasoline.http.request.GasolineSite} (capped body buffer, no form parsing, the connection
-    cap), so tests see what the real daemon does. It offers what C{treq.testing.StubTreq} offers:
-    C{request}, C{get}, C{post}, ... (a C{treq} C{HTTPClient} over a public C{Agent}),
-    C{content}/C{json_content}/C{text_content}, and L{flush} to move the bytes; no socket, no
-    reactor."""
-
-    # Set per instance (the client's methods, each followed by a flush).
-    request: Callable[..., Deferred]
-    get: Callable[..., Deferred]
-    head: Callable[..., Deferred]
-    post: Callable[..., Deferred]
-    put: Callable[..., Deferred]
-    patch: Callable[..., Deferred]
-    delete: Callable[..., Deferred]
-
-    def __init__(self, resource) -> None:
-        import treq  # test-only dependency
-        from treq.client import HTTPClient
-        from twisted.internet.testing import MemoryReactorClock
-        from twisted.web.client import Agent
-
-        from gasoline.http.request import GasolineSite
-
-        memory = MemoryReactorClock()
-        self._pumps: set = set()
-        self.site = GasolineSite(resource, reactor=memory)
-        endpoint = _MemoryEndpoint(self.site, self._pumps)
-        agent = Agent.usingEndpointFactory(memory, _EndpointFactory(endpoint))
-        client = HTTPClient(agent, data_to_body_producer=_SynchronousProducer)
-        for name in ("request", "get", "head", "post", "put", "patch", "delete"):
-            setattr(self, name, self._flushed(getattr(client, name)))
-        self.content = treq.content
-        self.json_content = treq.json_content
-        self.text_content = treq.text_content
-
-    def _flushed(self, method: Callable[..., Deferred]) -> Callable[..., Deferred]:
-        """C{method}, then a L{flush}: the request goes out at once, as over a real socket."""
-
-        def issue(*args: Any, **kwargs: Any) -> Deferred:
-            d = method(*args, **kwargs)
-            self.flush()
-            return d
-
-        return issue
-
-    def drop_connections(self) -> None:
-        """Every client connection goes away (the client closed its streams), then L{flush}."""
-        for pump in list(self._pumps):
-            pump.clientIO.loseConnection()
-        self.flush()
-
-    def flush(self) -> None:
-        """Move every pending byte both ways; forget connections closed at both ends."""
-        for pump in list(self._pumps):
-            pump.flush()
-            if pump.clientIO.disconnected and pump.serverIO.disconnected:
-                self._pumps.discard(pump)
-
-
-@attrs.frozen
-class _EndpointFactory:
-    endpoint: _MemoryEndpoint
-
-    def endpointForURI(self, uri) -> _MemoryEndpoint:
-        return self.endpoint
-
-
-def stub_treq(resource) -> StubHTTP:
-    """A L{StubHTTP} of C{resource} (the name the tests know it by)."""
-    return StubHTTP(resource)
-
-
-def stub_answer(treq: StubHTTP, d: Deferred, clock: Any = None,
+def stub_answer(treq: Any, d: Deferred, clock: Any = None,
                 wait: float = 0.0) -> tuple[Any, bytes] | None:
-    """C{(response, body)} of the request C{d} made on C{treq}, once the bytes are flushed; with
+    """C{(response, body)} of the request C{d} made on C{treq} (a C{treq.testing.StubTreq}), once
+    the bytes are flushed; with
     a C{clock}, advance it a second at a time, at most C{wait} seconds, while no answer came (a
     long poll). C{None} when there is still no answer."""
     out: list = []
@@ -234,7 +114,7 @@ def stub_answer(treq: StubHTTP, d: Deferred, clock: Any = None,
     return out[0] if out else None
 
 
-def stub_request(treq: StubHTTP, method: str, url: str, *, clock: Any = None, wait: float = 0.0,
+def stub_request(treq: Any, method: str, url: str, *, clock: Any = None, wait: float = 0.0,
                  **kwargs: Any) -> tuple[Any, bytes]:
     """Issue a request on C{treq} and return C{(response, body)} (L{stub_answer}); an
     C{AssertionError} when nothing answered."""
@@ -246,16 +126,11 @@ def stub_request(treq: StubHTTP, method: str, url: str, *, clock: Any = None, wa
 def response_body(raw: bytes) -> bytes:
     """The body of one whole HTTP/1.1 response C{raw} (what a C{StringTransport} holds): as is
     after a C{Content-Length}, reassembled from its chunks when chunked."""
+    from gasoline.connect.fast import dechunk, parse_head
+
     head, _, body = raw.partition(b"\r\n\r\n")
-    if b"transfer-encoding: chunked" not in head.lower():
-        return body
-    out = b""
-    while True:
-        size_line, _, body = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if not size:
-            return out
-        out, body = out + body[:size], body[size + 2:]
+    _, fields = parse_head(head)
+    return dechunk(body) if fields.get(b"transfer-encoding", b"").lower() == b"chunked" else body
 
 
 # -- a fake browser extension that runs the real /sync loop over HTTP ------------------------------
@@ -372,7 +247,6 @@ class FakeExtension:
     def stop(self):
         """Stop syncing: cancel every in-flight request and timer; a Deferred that fires when the
         connections are closed."""
-        from twisted.internet.defer import succeed
 
         self.running = False
         if self._flush_call is not None and self._flush_call.active():
@@ -589,7 +463,6 @@ class FakeExtension:
         from twisted.internet.defer import (
             Deferred,
             maybeDeferred,
-            succeed,
         )
 
         kind = str(command.get("type"))

@@ -1,14 +1,14 @@
-"""The whole daemon object graph on a C{task.Clock}, served in memory (L{gasoline.testing.StubHTTP})."""
+"""The whole daemon object graph on a C{task.Clock}, served in memory (C{treq.testing.StubTreq})."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.testing import stub_treq
 
 #: Never connected to: the in-memory client serves every URL from the daemon's resource.
 URL = "http://127.0.0.1:7890"
@@ -23,4 +23,4 @@ class StubDaemon:
         self.clock = Clock()
         self.clock.advance(1_700_000_000)
         self.app = build(Config(state_dir=state_dir, persist=False, **config), self.clock)
-        self.treq = stub_treq(self.app.resource)
+        self.treq = StubTreq(self.app.resource)

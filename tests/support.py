@@ -18,13 +18,19 @@ from typing import Any
 
 import attrs
 from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from twisted.web.client import ResponseDone
+from twisted.web.http import PotentialDataLoss
 from twisted.web.resource import Resource
 
 # The real daemon as a subprocess is shared with the benchmarks: it lives in the package.
 from gasoline.http.request import GasolineSite
-from gasoline.testing import DaemonProcess, reap, twistd_path  # noqa: F401 (re-exported)
+from gasoline.testing import DaemonProcess, reap, response_body, twistd_path  # noqa: F401 (re-exported)
 
 #: True when running under CI (``CI=true``): tests that need an external tool fail without it.
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -188,3 +194,69 @@ def connect(site):
     transport = StringTransport()
     channel.makeConnection(transport)
     return channel, transport
+
+
+class _BodyCollector(Protocol):
+    """A response body handed to C{collect} as it arrives; C{finished} fires when it ends."""
+
+    def __init__(self, collect, finished: Deferred) -> None:
+        self.collect = collect
+        self.finished = finished
+
+    def dataReceived(self, data: bytes) -> None:
+        self.collect(data)
+
+    def connectionLost(self, reason=connectionDone) -> None:
+        if reason.check(ResponseDone, PotentialDataLoss):
+            self.finished.callback(None)
+        else:
+            self.finished.errback(reason)
+
+
+class Streams:
+    """Streaming response bodies (SSE) read as they arrive, as C{treq.collect} reads them, that the
+    test can close as a client that goes away does: L{drop} stops each body's producer, which
+    closes its connection (C{IResponse.deliverBody}'s transport; with C{treq.testing.StubTreq} the
+    server sees the connection lost at the next C{flush})."""
+
+    def __init__(self) -> None:
+        self._open: list[_BodyCollector] = []
+
+    def collect(self, response, collect) -> Deferred:
+        finished: Deferred = Deferred()
+        body = _BodyCollector(collect, finished)
+        response.deliverBody(body)
+        self._open.append(body)
+        return finished
+
+    def drop(self) -> None:
+        """Every collected body's connection closes (the client closed its streams)."""
+        for body in self._open:
+            if body.transport is not None:
+                body.transport.stopProducing()
+        self._open.clear()
+
+
+def site_answer(site, clock, method: str, path: str, body: bytes = b"",
+                headers: dict[str, str] | None = None, wait: int = 30) -> tuple[int, bytes] | None:
+    """C{(status, body)} of one HTTP/1.1 request sent as raw bytes to a new connection of C{site}
+    (the daemon's own L{GasolineSite}: its body limits, no form parsing), advancing C{clock} a
+    second at a time, at most C{wait} seconds, while nothing is answered (a long poll); C{None}
+    when nothing was."""
+    channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    lines = [f"{method} {path} HTTP/1.1".encode(), b"Host: 127.0.0.1:7890",
+             b"Content-Length: %d" % len(body)]
+    lines += [f"{k}: {v}".encode() for k, v in (headers or {}).items()]
+    channel.dataReceived(b"\r\n".join(lines) + b"\r\n\r\n" + body)
+    for _ in range(wait):
+        if transport.value():
+            break
+        clock.advance(1)
+    raw = transport.value()
+    channel.connectionLost(Failure(ConnectionDone()))
+    if not raw:
+        return None
+    assert raw.startswith(b"HTTP/1.1 "), raw[:200]
+    return int(raw.split(b" ", 2)[1]), response_body(raw)

@@ -32,7 +32,7 @@ from gasoline.core.clientkey import ClientKey, ClientKeyError
 from gasoline.core.store import CONSOLE
 from gasoline.http.routes import ROUTES, Caller
 from gasoline.testing import client_headers
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 BASE_URL = "http://127.0.0.1:7890"
 MCP = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

@@ -63,7 +63,7 @@ def test_the_proof_is_made_with_the_key_of_the_state_dir_the_daemon_reports(daem
     with the key there, as the ordinary path does: the agent's initialize is answered on the
     fast path either way."""
     from gasoline.common import client_proof as proof_of, read_client_key
-    from gasoline.connect.fast import client_proof
+    from gasoline.connect.fast import proof_in as client_proof
 
     key = read_client_key(daemon.state_dir)
     assert client_proof({"--state-dir": str(daemon.state_dir)}, "fast-2") == proof_of(key, "fast-2")
@@ -115,7 +115,10 @@ def test_without_a_readable_key_anywhere_nothing_is_sent(tmp_path):
 @pytest.mark.parametrize("xdg", [None, "", "/tmp/xdg-state-elsewhere"])
 def test_the_fast_paths_default_state_dir_is_the_connectors(monkeypatch, xdg):
     """The fast path finds the default state dir without importing platformdirs on Linux: the
-    same dir as gasoline.common.default_state_dir (nothing is read or written there)."""
+    same dir as gasoline.common.default_state_dir, and as platformdirs' (nothing is read or
+    written there)."""
+    import platformdirs
+
     from gasoline.common import default_state_dir
     from gasoline.connect.fast import state_dir
 
@@ -124,7 +127,8 @@ def test_the_fast_paths_default_state_dir_is_the_connectors(monkeypatch, xdg):
         monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     else:
         monkeypatch.setenv("XDG_STATE_HOME", xdg)
-    assert state_dir({}) == str(default_state_dir())
+    assert state_dir({}) == str(default_state_dir()) == platformdirs.user_state_dir(
+        "gasoline", appauthor=False)
     assert state_dir({"--state-dir": "/x"}) == "/x"
     monkeypatch.setenv("GASOLINE_STATE_DIR", "/y")
     assert state_dir({}) == "/y" == str(default_state_dir())
@@ -280,22 +284,11 @@ def test_a_multi_line_daemon_answer_is_written_as_one_line(tmp_path):
     assert prelude.init_message == INIT
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=200), st.binary(max_size=300))
-def test_the_first_exchanges_hmac_is_hmacs(key, message):
-    import hashlib
-    import hmac
-
-    from gasoline.connect.fast import hmac_sha256
-
-    assert hmac_sha256(key, message) == hmac.new(key, message, hashlib.sha256).digest()
-
-
 @settings(max_examples=100, deadline=None)
 @given(st.binary(min_size=32, max_size=32), st.text(max_size=64), st.sampled_from(["", "\n", "=\n"]))
 def test_the_first_exchanges_proof_is_the_daemons(tmp_path_factory, key, cid, tail):
     from gasoline.common import client_proof as proof_of, encode_client_key, read_client_key
-    from gasoline.connect.fast import client_proof
+    from gasoline.connect.fast import proof_in as client_proof
 
     state = tmp_path_factory.mktemp("key")
     encoded = encode_client_key(key).strip()
@@ -310,3 +303,25 @@ def test_the_first_exchanges_proof_is_the_daemons(tmp_path_factory, key, cid, ta
     assert got == proof_of(key, cid)
     (state / "client-key").write_bytes(encoded[:-2] + b"!!")
     assert client_proof({"--state-dir": str(state)}, cid) is None
+
+
+def test_the_first_exchange_knows_exactly_the_connectors_options():
+    """One declaration (gasoline.connect.options) for both parsers: every option of
+    C{gasoline connect} but --help/--version is parsed by the first exchange too, under its long
+    name, short spellings included; anything else is left to the ordinary parser."""
+    from gasoline.connect.main import ConnectOptions
+
+    options = ConnectOptions()
+    takes_value = {name[:-1] for name in options.longOpt if name.endswith("=")}
+    flags = {name for name in options.longOpt if not name.endswith("=")} - {"help", "version"}
+    assert takes_value and flags
+    for name in takes_value:
+        assert parse_args([f"--{name}", "v"]) == parse_args([f"--{name}=v"]) == {f"--{name}": "v"}
+    for name in flags:
+        assert parse_args([f"--{name}"]) == {f"--{name}": ""}
+    for short in options.shortOpt.replace(":", ""):
+        if short not in "hV":  # --help, --version
+            long_name = options.synonyms[short]
+            assert parse_args([f"-{short}", "v"]) == {f"--{long_name}": "v"}
+    assert parse_args(["--help"]) is None and parse_args(["--version"]) is None
+    assert parse_args(["--no-such-option"]) is None

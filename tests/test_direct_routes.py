@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from treq.testing import StubTreq
 from _stub_daemon import StubDaemon
 from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
@@ -24,7 +25,7 @@ from gasoline.http.direct import DirectRoutes
 from gasoline.http.json import json_error
 from gasoline.http.request import GasolineSite
 from gasoline.http.site import GasolineRoot
-from gasoline.testing import EXTENSION_HEADERS, response_body, stub_request, stub_treq
+from gasoline.testing import EXTENSION_HEADERS, response_body, stub_request
 from support import connect
 
 URL = "http://127.0.0.1:7890"
@@ -217,7 +218,7 @@ class Pair:
         self.via_klein = StubDaemon(tmp_path / "klein")
         root = self.via_klein.app.resource
         assert isinstance(root.fallback, DirectRoutes)
-        self.klein_treq = stub_treq(GasolineRoot(root.guard, root.fallback.klein, root.routes,
+        self.klein_treq = StubTreq(GasolineRoot(root.guard, root.fallback.klein, root.routes,
                                                  mounts=root.mounts))
 
     def both(self, method: str, path: str, body, headers) -> tuple:

@@ -38,7 +38,7 @@ from gasoline.core.store import (
 from gasoline.mcp import jsonrpc
 from gasoline.testing import EXTENSION_HEADERS
 from gasoline.testing import stub_request
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 from support import DaemonProcess
 
 URL = "http://127.0.0.1:7890"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from gasoline.testing import stub_request
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from gasoline.testing import stub_request
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
 from gasoline._version import __version__

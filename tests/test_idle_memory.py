@@ -19,11 +19,13 @@ from gasoline.mcp.tools import ToolRegistry
 from gasoline.tools import TOOL_MODULES, GasolineTools, ModeTables, load_tables
 from gasoline.tools.schemas import MODE_PROPERTIES
 
-#: Imported only when needed: TLS and the identity key's cryptography (first https:// link check,
-#: ssl: endpoint, first pairing challenge), the relay's WebSockets (autobahn), the session proxy
-#: (--proxy-config), each tool's implementation and what only those import.
+#: Imported only when needed: Twisted's HTTP client (first https:// link check, remote MCP
+#: servers), the relay's WebSockets (autobahn), the session proxy (--proxy-config), each tool's
+#: implementation and what only those import. (pyOpenSSL and cryptography are not in this list:
+#: Twisted's reactor imports them as it is installed, in any twistd process, a hello-world Klein
+#: app's too; docs/operations.md has what they cost.)
 MUST_NOT_BE_IMPORTED = (
-    "cryptography", "OpenSSL", "autobahn", "twisted.web.client", "treq",
+    "autobahn", "twisted.web.client", "treq",
     "gasoline.proxy", "gasoline.generate",
     *(f"gasoline.tools.{tool}" for tool in TOOL_MODULES),
     "gasoline.tools._links", "gasoline.tools._playback", "gasoline.tools._screen_recording",
@@ -45,8 +47,7 @@ _IDLE_DAEMON = textwrap.dedent("""
             reactor.callLater(0.05, report)
             return
         with open(os.path.join(state, "modules.json"), "w") as f:
-            # (None: a module held back, as gasoline._tls holds pyOpenSSL back)
-            json.dump(sorted(m for m, v in sys.modules.items() if v is not None), f)
+            json.dump(sorted(sys.modules), f)
         reactor.stop()
 
     def schedule():

@@ -10,7 +10,7 @@ import stat
 import pytest
 from _stub_daemon import StubDaemon
 from gasoline.testing import stub_request
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 from gasoline.http.ingest import IngestAPI
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS

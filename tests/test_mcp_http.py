@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import treq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from gasoline.testing import stub_treq as StubTreq
+from support import Streams
+from treq.testing import StubTreq
 
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
@@ -32,6 +32,7 @@ class Client:
     def __init__(self, app) -> None:
         self.app = app
         self.stub = StubTreq(app.resource)
+        self.streams = Streams()
         _APP[:] = [app]  # conn() proves client ids with this daemon's client key
 
     def request(self, method: str, body=None, headers=None, url=URL, raw: bytes | None = None):
@@ -58,13 +59,14 @@ class Client:
         response = out[0]
         chunks: list = []
         response.done = []
-        treq.collect(response, chunks.append).addBoth(response.done.append)
+        self.streams.collect(response, chunks.append).addBoth(response.done.append)
         self.stub.flush()
         return response, chunks
 
     def drop_connections(self) -> None:
         """Every client connection goes away (the client closed its streams)."""
-        self.stub.drop_connections()
+        self.streams.drop()
+        self.stub.flush()
 
     def initialize(self, version="2025-11-25", headers=None) -> str | None:
         response, body = self.post(init_msg(version=version), headers)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import treq
 
 from gasoline.testing import client_headers
-from gasoline.testing import stub_treq as StubTreq
+from support import Streams
+from treq.testing import StubTreq
 
 from gasoline.core.store import CONSOLE
 from gasoline.mcp import jsonrpc
@@ -20,6 +20,7 @@ class Legacy:
     def __init__(self, app) -> None:
         self.app = app
         self.stub = StubTreq(app.resource)
+        self.streams = Streams()
 
     def open(self, headers=None):
         out: list = []
@@ -30,7 +31,7 @@ class Legacy:
         chunks: list = []
         response.done = []
         if response.code == 200:
-            treq.collect(response, chunks.append).addBoth(response.done.append)
+            self.streams.collect(response, chunks.append).addBoth(response.done.append)
             self.stub.flush()
         return response, chunks
 
@@ -46,7 +47,8 @@ class Legacy:
         return out[0], content[0]
 
     def drop_connections(self) -> None:
-        self.stub.drop_connections()
+        self.streams.drop()
+        self.stub.flush()
 
 
 def sse_events(chunks):

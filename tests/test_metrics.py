@@ -9,17 +9,18 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet.task import Clock
+from treq.testing import StubTreq
 
 from gasoline.app import Config, build
 from gasoline.metrics import Metrics, route_label
-from gasoline.testing import EXTENSION_HEADERS, client_headers, stub_treq
+from gasoline.testing import EXTENSION_HEADERS, client_headers
 
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 class Http:
     def __init__(self, app) -> None:
-        self.stub = stub_treq(app.resource)
+        self.stub = StubTreq(app.resource)
         self.app = app
 
     def request(self, method: str, path: str, body=None, headers=None):

@@ -13,7 +13,7 @@ from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
 from gasoline.http.guards import normalize_origin
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 from gasoline.tap import OptionError, Options
 from gasoline.testing import EXTENSION_HEADERS, client_headers
 from gasoline.common import client_id_for_cwd

@@ -130,9 +130,13 @@ def test_the_fd_limit_is_left_alone_where_there_is_none(monkeypatch):
 
 
 def test_the_connectors_state_dir_off_linux_is_platformdirs(monkeypatch):
+    import platformdirs
+
+    from gasoline import client_rules
     from gasoline.common import default_state_dir
     from gasoline.connect import fast
 
     monkeypatch.delenv("GASOLINE_STATE_DIR", raising=False)
-    monkeypatch.setattr(fast.sys, "platform", "darwin")  # skips the Linux shortcut
-    assert fast.state_dir({}) == str(default_state_dir())
+    monkeypatch.setattr(client_rules.sys, "platform", "darwin")  # skips the Linux shortcut
+    expected = platformdirs.user_state_dir("gasoline", appauthor=False)
+    assert fast.state_dir({}) == str(default_state_dir()) == expected

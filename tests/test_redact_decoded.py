@@ -16,13 +16,14 @@ from urllib.parse import quote, quote_plus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from twisted.internet.task import Clock
+from treq.testing import StubTreq
 
 from gasoline.app import Config, build
 from gasoline.core.redact import Redactor
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.tools import ToolRegistry
-from gasoline.testing import EXTENSION_HEADERS, stub_treq
+from gasoline.testing import EXTENSION_HEADERS
 from gasoline.tools.context import text_result
 
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -206,7 +207,7 @@ def test_every_generator_and_reader_keeps_secrets_out(tmp_path):
                                     "variables": {"otp": otp}}),
         "response_body": json.dumps({"session": json.dumps({"password": pw})})}])
     # Actions arrive through the extension route (their secret values are redacted there).
-    treq = stub_treq(app.resource)
+    treq = StubTreq(app.resource)
     d = treq.post("http://127.0.0.1:7890/enhanced-actions", headers=EXTENSION_HEADERS,
                   data=json.dumps({"actions": [
                       {"type": "navigate", "timestamp": 1_700_000_000_000,

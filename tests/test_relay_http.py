@@ -16,7 +16,7 @@ from twisted.internet.task import Clock
 from gasoline.app import Config, build
 from support import DaemonProcess, open_link, pair
 from gasoline.testing import stub_request
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 URL = "http://127.0.0.1:7890"
 

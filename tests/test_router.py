@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
+from treq.testing import StubTreq
 
 from gasoline.app import Config, build
 from gasoline.core.clients import ClientRegistry
@@ -27,7 +28,7 @@ from gasoline.core.extension import ExtensionLink
 from gasoline.core.errors import CommandCancelled, ExtensionError
 from gasoline.core.router import QueryRouter
 from gasoline.core.store import TelemetryStore
-from gasoline.testing import EXTENSION_HEADERS, stub_treq
+from gasoline.testing import EXTENSION_HEADERS
 
 
 class World:
@@ -443,7 +444,7 @@ def test_screenshot_command_resolves_through_post_screenshots_for_each_owner(tmp
     clock = Clock()
     clock.advance(1_700_000_000)
     app = build(Config(state_dir=tmp_path, persist=False), clock)
-    treq = stub_treq(app.resource)
+    treq = StubTreq(app.resource)
     app.extension.touch()
     da = app.router.call("A", "screenshot", {})
     db = app.router.call("B", "screenshot", {})

@@ -17,7 +17,7 @@ from _mcp_calls import call, session_for
 from gasoline.app import Config, build
 from gasoline.http.status_page import KEEPALIVE, MAX_STREAMS, TICK, StatusPage
 from gasoline.testing import EXTENSION_HEADERS, stub_request
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 URL = "http://127.0.0.1:7890"
 SECRET = "captured-page-text-marker-7731"

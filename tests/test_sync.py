@@ -18,7 +18,7 @@ from gasoline.core.extension import ExtensionLink
 from gasoline.core.store import EXTENSION_LOGS, TelemetryStore
 from gasoline.http.request import GasolineSite
 from gasoline.testing import EXTENSION_HEADERS, stub_answer
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 URL = "http://127.0.0.1:7890"
 

@@ -138,8 +138,7 @@ def test_the_real_daemon_starts_with_pinned_extension_ids_and_refuses_others(tmp
 
 
 def test_a_service_built_for_tests_leaves_the_collector_alone(tmp_path):
-    """C{gc.freeze()} is the daemon process's (makeService on the global reactor): building a
-    daemon on a memory reactor, as every test does, freezes nothing."""
+    """Building the daemon changes nothing process-wide in the collector (no C{gc.freeze()})."""
     import gc
 
     before = gc.get_freeze_count()

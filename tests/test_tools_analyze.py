@@ -4,6 +4,7 @@ real query router on a Clock with commands answered by hand."""
 from __future__ import annotations
 
 import pytest
+from treq.testing import StubTreq
 from twisted.internet.defer import fail, succeed
 from twisted.web.resource import Resource
 
@@ -14,7 +15,6 @@ from gasoline.core.noise import NoiseRules
 from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.tools._links import LinkValidator
 from gasoline.tools.analyze import MODES, form_issues
-from gasoline.testing import stub_treq
 
 T0 = 1_767_225_600_000  # ms
 
@@ -342,7 +342,7 @@ def _validator(h, site, dns):
 
     def client_for(pins):
         pins_seen.append(pins)
-        return stub_treq(site)
+        return StubTreq(site)
 
     validator = LinkValidator(h.clock, resolve, client_for, concurrency=2, timeout=5.0)
     h.app.tools.runtime.link_validator = validator

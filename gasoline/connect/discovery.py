@@ -29,10 +29,10 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 
 from gasoline.common import make_private_dir, make_private_file
+from gasoline.connect.options import DEFAULT_PORT  # noqa: F401  (re-exported)
 
 log = Logger()
 
-DEFAULT_PORT = 7890
 #: Do not start another daemon sooner than this after the previous attempt.
 RESPAWN_AFTER = 10.0
 

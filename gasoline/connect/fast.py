@@ -4,7 +4,9 @@ The connector's first exchange, before Twisted is imported.
 An agent starts C{gasoline connect} and waits for the answer to its C{initialize} before it does
 anything else; importing Twisted, treq and the bridge is most of the connector's start-up time.
 So C{gasoline connect} first does this, with the standard library's small public modules only
-(C{socket}, C{signal}, C{hashlib}, C{json}: no Twisted, attrs or orjson). It used CPython's private
+(C{socket}, C{signal}, C{json}, and the C{hashlib}, C{hmac} and C{base64} of
+L{gasoline.client_rules}, whose state-dir, client-id and proof rules it applies as the connector
+and the daemon do: no Twisted, attrs or orjson). It used CPython's private
 C{_socket}, C{_signal}, C{_sha256} and C{_json} to save the C{enum} and C{re} imports those pull
 in; C{_sha256} is C{_sha2} since 3.12, so that saving is given up for names that stay (see
 docs/clients-and-connector.md for the measured cost):
@@ -33,18 +35,24 @@ import json
 import os
 import signal
 import socket
-import sys
-from hashlib import sha256
+
+from gasoline.client_rules import (
+    client_id_for_cwd,
+    client_proof,
+    default_state_dir_name,
+    read_client_key,
+)
+from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
 MAX_FIRST_LINE = 1 << 20
 #: Seconds to wait for the daemon here before leaving it to the ordinary path.
 TIMEOUT = 2.0
-DEFAULT_PORT = 7890
-
-_VALUE_OPTIONS = {"--client-id", "--port", "-p", "--url", "--state-dir", "--bound", "--max-line",
-                  "--api-key"}
-_FLAGS = {"--no-autostart"}
+#: The options this parser knows (all of the connector's but --help and --version), spelled as
+#: given, each to its long name.
+_NAMES = {**{f"--{name}": f"--{name}" for name, _, _ in VALUE_OPTIONS},
+          **{f"-{short}": f"--{name}" for name, short, _ in VALUE_OPTIONS if short}}
+_FLAGS = {f"--{name}" for name, _, _ in FLAGS}
 
 
 def loads(data: bytes):
@@ -82,14 +90,14 @@ def parse_args(argv: list[str]) -> dict[str, str] | None:
             out[name] = ""
             i += 1
             continue
-        if name not in _VALUE_OPTIONS:
+        if name not in _NAMES:
             return None
         if not eq:
             if i + 1 >= len(argv):
                 return None
             value = argv[i + 1]
             i += 1
-        out["--port" if name == "-p" else name] = value
+        out[_NAMES[name]] = value
         i += 1
     return out
 
@@ -108,7 +116,7 @@ def daemon_port(options: dict[str, str]) -> int | None:
 
 
 def client_id(options: dict[str, str]) -> str | None:
-    """--client-id, else the working directory's hash (the rule of gasoline.connect.main)."""
+    """--client-id, else the working directory's (L{gasoline.client_rules.client_id_for_cwd})."""
     explicit = options.get("--client-id")
     if explicit:
         return explicit
@@ -116,61 +124,22 @@ def client_id(options: dict[str, str]) -> str | None:
         cwd = os.getcwd()
     except OSError:
         return None
-    return sha256(os.path.abspath(cwd).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return client_id_for_cwd(cwd)
 
 
 def state_dir(options: dict[str, str]) -> str:
-    """--state-dir, else $GASOLINE_STATE_DIR, else the platform's (gasoline.common's rule)."""
-    explicit = options.get("--state-dir") or os.environ.get("GASOLINE_STATE_DIR")
-    if explicit:
-        return explicit
-    if sys.platform.startswith("linux"):
-        # platformdirs' rule on Linux (XDG), without its ~20 ms import; a test compares them.
-        base = os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")
-        return os.path.join(base, "gasoline")
-    import platformdirs
-
-    return platformdirs.user_state_dir("gasoline", appauthor=False)
+    """--state-dir, else the default (L{gasoline.client_rules.default_state_dir_name})."""
+    return options.get("--state-dir") or default_state_dir_name()
 
 
-def hmac_sha256(key: bytes, message: bytes) -> bytes:
-    """HMAC-SHA256 (RFC 2104) with C{hashlib.sha256}, already imported here: the C{hmac} module
-    would add its own imports to every connector's start (a test compares it with C{hmac})."""
-    if len(key) > 64:
-        key = sha256(key).digest()
-    key = key.ljust(64, b"\0")
-    inner = sha256(bytes(k ^ 0x36 for k in key) + message).digest()
-    return sha256(bytes(k ^ 0x5C for k in key) + inner).digest()
-
-
-def client_proof(options: dict[str, str], cid: str, directory: str | None = None) -> str | None:
+def proof_in(options: dict[str, str], cid: str, directory: str | None = None) -> str | None:
     """The proof of C{cid} under the client key in C{directory} (default: the options' state
-    dir; gasoline.common.client_proof, with the standard library only); None when the key cannot
-    be read there. Base64url through C{binascii} (the C{base64} module's own imports are not
-    needed for two conversions)."""
-    import binascii
-
-    path = os.path.join(directory or state_dir(options), "client-key")
+    dir), or None when no key can be read there (L{gasoline.client_rules})."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        try:
-            text = os.read(fd, 4096).strip()
-        finally:
-            os.close(fd)
-        standard = text.translate(_FROM_URLSAFE) + b"=" * (-len(text) % 4)
-        key = binascii.a2b_base64(standard, strict_mode=True)
-    except (OSError, ValueError, binascii.Error):
+        key = read_client_key(directory or state_dir(options))
+    except (OSError, ValueError):
         return None
-    if len(key) != 32 or binascii.b2a_base64(key, newline=False).translate(
-            _TO_URLSAFE).rstrip(b"=") != text:
-        return None  # as gasoline.common.decode_client_key: exactly a 32-byte key's encoding
-    mac = hmac_sha256(key, b"gasoline-client-v1\0" + cid.encode("utf-8", "surrogateescape"))
-    encoded = binascii.b2a_base64(mac, newline=False).translate(_TO_URLSAFE)
-    return encoded.rstrip(b"=").decode("ascii")
-
-
-_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
-_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+    return client_proof(key, cid)
 
 
 def read_first_line(fd: int = 0) -> tuple[bytes, bytes]:
@@ -232,7 +201,7 @@ def _exchange(port: int, method: str, path: str, body: bytes | None,
     header_block, _, payload = raw.partition(b"\r\n\r\n")
     status, fields = parse_head(header_block)
     if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
-        payload = _dechunk(payload)
+        payload = dechunk(payload)
     ctype = fields.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1").lower()
     return status, ctype, payload
 
@@ -249,7 +218,9 @@ def parse_head(header_block: bytes) -> tuple[int, dict[bytes, bytes]]:
     return status, fields
 
 
-def _dechunk(data: bytes) -> bytes:
+def dechunk(data: bytes) -> bytes:
+    """The body of a chunked HTTP/1.1 payload C{data} (chunk extensions ignored, no trailers);
+    the project's one chunk decoder (the tests' L{gasoline.testing.response_body} uses it)."""
     out = []
     while data:
         size_line, _, rest = data.partition(b"\r\n")
@@ -305,7 +276,7 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
     connection_id = os.urandom(8).hex()
     api_key = options.get("--api-key") or os.environ.get("GASOLINE_API_KEY")
     keyed = {"X-Gasoline-Key": api_key} if api_key else {}
-    proof = client_proof(options, cid)
+    proof = proof_in(options, cid)
     asked = False
     try:
         if proof is None:
@@ -313,7 +284,7 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
             # where its state dir is (one round trip, as the ordinary path does through /health).
             asked = True
             reported = reported_state_dir(port, keyed)
-            proof = client_proof(options, cid, reported) if reported else None
+            proof = proof_in(options, cid, reported) if reported else None
             if proof is None:
                 return Prelude(read)  # the ordinary path finds the daemon, or says why not
         headers = {"Accept": "application/json, text/event-stream",
@@ -324,7 +295,7 @@ def first_exchange(argv: list[str], stdin: int = 0, stdout: int = 1) -> Prelude 
         if status == 403 and not asked:
             # A key, but not this daemon's (it runs on another state dir): ask it where.
             reported = reported_state_dir(port, keyed)
-            other = client_proof(options, cid, reported) if reported else None
+            other = proof_in(options, cid, reported) if reported else None
             if other is not None and other != proof:
                 headers["X-Gasoline-Client-Proof"] = other
                 status, ctype, body = post_mcp(port, line, headers)

@@ -30,7 +30,8 @@ from gasoline.common import (
     tcp_port,
 )
 from gasoline.connect.bridge import DEFAULT_BOUND
-from gasoline.connect.discovery import DEFAULT_PORT, loopback_port
+from gasoline.connect.discovery import loopback_port
+from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 from gasoline.connect.protocol import DEFAULT_MAX_LINE
 
 
@@ -41,30 +42,22 @@ def _line_length(value: str) -> int:
     return n
 
 
+#: What L{ConnectOptions} adds to the options declared in L{gasoline.connect.options}.
+_DEFAULTS = {"bound": DEFAULT_BOUND, "max-line": DEFAULT_MAX_LINE}
+_COERCE = {"port": tcp_port, "bound": positive_duration, "max-line": _line_length}
+
+
 class ConnectOptions(usage.Options):
     synopsis = "Usage: gasoline connect [options]"
     longdesc = (
         "Forward an MCP client's stdio session to the shared Gasoline daemon, starting the daemon "
         "if none runs. Only JSON-RPC lines are written to stdout; logs go to stderr."
     )
-    optParameters = [
-        ["client-id", None, None, "This agent's client id (default: hash of the working directory)."],
-        ["port", "p", None, f"Daemon port on 127.0.0.1 (default {DEFAULT_PORT}).", tcp_port],
-        ["url", None, None, "Daemon base URL (instead of --port), e.g. http://127.0.0.1:7890."],
-        ["state-dir", None, None,
-         "State dir for an auto-started daemon (default: $GASOLINE_STATE_DIR, else the platform's "
-         "user state dir)."],
-        ["bound", None, DEFAULT_BOUND,
-         "Seconds a request may wait for an unreachable daemon before it is answered with an error.",
-         positive_duration],
-        ["max-line", None, DEFAULT_MAX_LINE, "Longest accepted stdin line in bytes.", _line_length],
-        ["api-key", None, None,
-         "Key for a daemon started with --api-key (default: $GASOLINE_API_KEY); sent as "
-         "X-Gasoline-Key, and given to a daemon this connector starts."],
-    ]
-    optFlags = [
-        ["no-autostart", None, "Never start a daemon; wait for one (requests time out with errors)."],
-    ]
+    # The names and help are gasoline.connect.options' (the first exchange parses the same ones);
+    # the defaults and the checks are added here.
+    optParameters = [[name, short, _DEFAULTS.get(name), doc, _COERCE.get(name)]
+                     for name, short, doc in VALUE_OPTIONS]
+    optFlags = [[name, short, doc] for name, short, doc in FLAGS]
 
     def opt_version(self) -> None:
         sys.stderr.write(f"gasoline {__version__}\n")
@@ -155,16 +148,6 @@ def _quiet_endpoints(reactor):
     return Endpoints()
 
 
-def _skip_tls(base_url: str) -> None:
-    """Plain HTTP to the daemon needs no TLS: keep twisted.web.client from loading pyOpenSSL.
-
-    That import is about a third of the connector's start-up time (an agent waits for it before
-    its first C{initialize} is answered). Twisted treats a missing pyOpenSSL as "no TLS".
-    """
-    if base_url.startswith("http://") and "OpenSSL" not in sys.modules:
-        sys.modules["OpenSSL"] = None  # type: ignore[assignment]
-
-
 def main(argv: list[str] | None = None, prelude=None) -> int:
     """Run the connector. C{prelude} (a L{gasoline.connect.fast.Prelude}) is what the first
     exchange already did: stdin bytes still to handle, and the session it initialized."""
@@ -174,7 +157,6 @@ def main(argv: list[str] | None = None, prelude=None) -> int:
     except usage.UsageError as e:
         sys.stderr.write(f"gasoline connect: {e} (see gasoline connect --help)\n")
         return 2
-    _skip_tls(options["base-url"])
     # Protocol lines are written to fd 1 by StandardIO; everything Python-level goes to stderr.
     real_stdout = sys.stdout
     sys.stdout = sys.stderr

@@ -30,8 +30,6 @@ import binascii
 import hashlib
 import hmac
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +81,11 @@ def derive_session_key(shared: bytes, nonce: bytes, daemon_key: bytes, ephemeral
 
 # -- the key file, read without cryptography -------------------------------------------------------
 #
-# cryptography (with its own OpenSSL: ~10 MiB of RSS, ~20 MiB once it has generated a key) is needed
-# only to create the key (in a child process: L{create_key_file}) and, from the first pairing
-# challenge on, for the ECDH of challenges. At start-up the daemon needs only the public key, which
-# the key file carries: C{identity.pem} is PKCS#8 and its ECPrivateKey holds the public point.
+# This module imports cryptography only to create the key (L{create_key_file}) and, from the first
+# pairing challenge on, for the ECDH of challenges. Reading the public key, which is all that
+# C{gasoline browser} and the daemon's start need, takes the key file alone: C{identity.pem} is
+# PKCS#8 and its ECPrivateKey holds the public point. (In the daemon, Twisted's reactor has
+# imported cryptography already, through pyOpenSSL; other programs do not pay for it.)
 
 _EC_PUBLIC_KEY_OID = bytes.fromhex("06072a8648ce3d0201")  # 1.2.840.10045.2.1
 _P256_OID = bytes.fromhex("06082a8648ce3d030107")  # 1.2.840.10045.3.1.7
@@ -172,36 +171,10 @@ def load_key(data: bytes, path: Path) -> Any:
     return key
 
 
-#: What the short-lived child runs to create a key (L{create_key_file}): cryptography only, the
-#: PKCS#8 PEM on stdout.
-_CHILD = """\
-import sys
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-key = ec.generate_private_key(ec.SECP256R1())
-sys.stdout.buffer.write(key.private_bytes(serialization.Encoding.PEM,
-    serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-"""
-_PEM_BEGIN = b"-----BEGIN PRIVATE KEY-----"
-_PEM_END = b"-----END PRIVATE KEY-----"
-
-
 def create_key_file(state_dir: Path) -> bytes:
     """Create C{<state_dir>/identity.pem} (0600) and return its bytes; the bytes of the file
-    another process created meanwhile, if one did.
-
-    cryptography, once imported, stays in the process for its life (~20 MiB of RSS with key
-    generation). A daemon needs it only at the first pairing challenge, so when this process has
-    not imported it yet the key is generated in a short-lived child interpreter (~0.15 s, first
-    start only) that writes the PEM to a pipe; this process only stores it. Without a usable
-    child (no C{sys.executable}, the child failed) the key is generated here. Blocking: start-up
-    only.
-    """
-    path = Path(state_dir) / IDENTITY_FILE
-    pem = None if "cryptography" in sys.modules else _new_key_pem_in_child()
-    if pem is None:
-        pem = _new_key_pem()
-    return _store_key(path, pem)
+    another process created meanwhile, if one did. Blocking: start-up only."""
+    return _store_key(Path(state_dir) / IDENTITY_FILE, _new_key_pem())
 
 
 def _new_key_pem() -> bytes:
@@ -211,29 +184,6 @@ def _new_key_pem() -> bytes:
     key = ec.generate_private_key(ec.SECP256R1())
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
-
-
-def _new_key_pem_in_child(timeout: float = 30.0) -> bytes | None:
-    """A new P-256 key's PKCS#8 PEM from a child interpreter, or None (then the caller makes it)."""
-    if not sys.executable:
-        return None
-    # -P: the child's import path does not start with the working directory.
-    try:
-        done = subprocess.run([sys.executable, "-P", "-c", _CHILD], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError) as e:
-        log.warn("could not create the identity key in a child process ({error}); creating it "
-                 "in the daemon", error=str(e))
-        return None
-    out = done.stdout
-    start, end = out.find(_PEM_BEGIN), out.find(_PEM_END)
-    pem = out[start:end + len(_PEM_END)] + b"\n" if 0 <= start < end else b""
-    if done.returncode != 0 or public_key_from_pem(pem) is None:
-        log.warn("could not create the identity key in a child process (exit {code}: {err}); "
-                 "creating it in the daemon", code=done.returncode,
-                 err=done.stderr.decode("utf-8", "replace").strip()[-300:])
-        return None
-    return pem
 
 
 def _store_key(path: Path, pem: bytes) -> bytes:
@@ -261,18 +211,3 @@ def raw_public_key(key: Any) -> bytes:
 
     return key.public_key().public_bytes(serialization.Encoding.X962,
                                          serialization.PublicFormat.UncompressedPoint)
-
-
-
-def freeze_cryptography() -> None:
-    """cryptography arrives at the first challenge, after the daemon froze what it built at start
-    (C{gasoline.tap}: C{gc.freeze()}). Its modules live as long as the process too: move them out
-    of the collector's generations as well, or every full collection rescans them (on the ingest
-    path of a paired extension this cost more than opening the sealed batches)."""
-    import gc
-
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: F401
-    from cryptography.exceptions import InvalidTag  # noqa: F401
-
-    if gc.get_freeze_count():  # only where the daemon froze its start-up (tap.py)
-        gc.freeze()

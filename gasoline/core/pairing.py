@@ -38,7 +38,6 @@ from gasoline.core.identity import (
     create_key_file,
     derive_session_key,
     fingerprint_of,
-    freeze_cryptography,
     load_key,
     public_key_from_pem,
     raw_public_key,
@@ -230,7 +229,6 @@ class DaemonIdentity:
                 raise self._refuse("identity_file_corrupt", ChallengeRefused(
                     503, "identity_file_corrupt", line)) from None
             self._key = key
-            freeze_cryptography()
         return self._key
 
     # -- the pin ---------------------------------------------------------------------------------

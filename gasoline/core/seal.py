@@ -84,22 +84,11 @@ class Replayed(PairingError):
     """A sealed request whose sequence number was already used (or is too old)."""
 
 
-class _NotImportedYet(Exception):
-    """Stands for C{cryptography}'s C{InvalidTag} until L{_aesgcm} imported it (never raised)."""
-
-
-#: What a failed decryption raises: C{cryptography.exceptions.InvalidTag} once L{_aesgcm} ran
-#: (it runs before any decryption).
-_InvalidTag: type[Exception] = _NotImportedYet
-
-
 def _aesgcm(key: bytes) -> AESGCM:
-    """An AES-256-GCM cipher of C{key} (C{cryptography} is imported here, lazily: see above)."""
-    global _InvalidTag
-    from cryptography.exceptions import InvalidTag
+    """An AES-256-GCM cipher of C{key} (C{cryptography} is imported here, when a session first
+    opens a body: programs that only read pins, such as C{gasoline browser}, never import it)."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-    _InvalidTag = InvalidTag
     return AESGCM(key)
 
 
@@ -152,7 +141,11 @@ class Session:
         try:
             plain = aead.decrypt(iv, memoryview(body)[_IV:],
                                  _REQUEST_AAD % (method, path, self._sid, seq))
-        except _InvalidTag:
+        except Exception as e:
+            from cryptography.exceptions import InvalidTag  # (imported by _aesgcm's import)
+
+            if not isinstance(e, InvalidTag):
+                raise
             raise PairingError("the sealed body does not open under this session's key (or was "
                                "sealed for another route)") from None
         self._accept(seq)  # only once it opened: a forged number cannot move the window

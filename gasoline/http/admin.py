@@ -12,20 +12,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from klein import Klein
-from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
 from gasoline.core.extension import rfc3339
 from gasoline.core.doctor import doctor_checks
 from gasoline.core.store import CONSOLE
-from gasoline.http.json import json_body, json_error
+from gasoline.http.json import json_app, json_body
 
 
 class HealthAPI:
     """C{GET /health} of one daemon (C{app} is the L{gasoline.app.Gasoline})."""
 
-    app = Klein()
+    app = json_app()
 
     def __init__(self, gasoline) -> None:
         self.gasoline = gasoline
@@ -123,11 +121,4 @@ class HealthAPI:
         g = self.gasoline
         return json_body(request, {"checks": doctor_checks(g, g.clock.seconds())})
 
-    @app.handle_errors(NotFound)
-    def not_found(self, request, failure):
-        return json_error(request, 404, "not found", path=request.path.decode("utf-8", "replace"))
 
-    @app.handle_errors(MethodNotAllowed)
-    def method_not_allowed(self, request, failure):
-        request.setHeader(b"allow", b"GET, HEAD")
-        return json_error(request, 405, f"method {request.method.decode()} not allowed here")

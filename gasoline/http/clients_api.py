@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
@@ -38,7 +37,7 @@ from gasoline.core.errors import (
     UnknownClient,
 )
 from gasoline.http.client_proof import claimed_client, require_client
-from gasoline.http.json import json_body, read_json_object
+from gasoline.http.json import json_app, json_body, read_json_object
 
 log = Logger()
 
@@ -67,7 +66,7 @@ def _error(request, err: GasolineError) -> bytes:
 class ClientsAPI:
     """The C{/clients} routes over the client registry (L{IClientRegistry})."""
 
-    app = Klein()
+    app = json_app()
 
     def __init__(self, registry: IClientRegistry) -> None:
         self.registry = registry

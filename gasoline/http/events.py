@@ -24,7 +24,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.clients import CLIENT_ID_RE
-from gasoline.http.json import json_error
+from gasoline.http.json import json_error, method_not_allowed, not_found
 from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.stream import SSE_LIMIT, request_writer, sse_notice
 
@@ -66,10 +66,9 @@ class EventsResource(Resource):
 
     def render(self, request):
         if [p for p in request.postpath[1:] if p]:
-            return json_error(request, 404, "not found")
+            return not_found(request)
         if request.method != b"GET":
-            request.setHeader(b"allow", b"GET")
-            return json_error(request, 405, "method not allowed")
+            return method_not_allowed(request, ["GET"])
         accept = (request.getHeader(b"accept") or b"").lower()
         if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
             return json_error(request, 406, "GET /events answers text/event-stream")

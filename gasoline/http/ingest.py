@@ -24,11 +24,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import orjson
-from klein import Klein
 from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
-from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core import validate
 from gasoline.core.boundaries import check_test_id
@@ -48,7 +46,7 @@ from gasoline.core.interfaces import ITelemetryStore
 from gasoline.core.validate import PayloadError
 from gasoline.http.direct import DirectRoutes
 from gasoline.http.guards import json_values_refusal
-from gasoline.http.json import json_body, json_error
+from gasoline.http.json import json_app, json_body, json_error
 
 if TYPE_CHECKING:
     from gasoline.core.pairing import DaemonIdentity
@@ -146,7 +144,7 @@ def _time_ms(value: Any) -> float | None:
 class IngestAPI:
     """The extension's HTTP API; mount C{IngestAPI(...).resource()}."""
 
-    app = Klein()
+    app = json_app()
 
     clock: IReactorTime
     store: ITelemetryStore
@@ -539,18 +537,6 @@ class IngestAPI:
         return json_body(request, {"status": "shutting_down"})
 
     # -- errors ----------------------------------------------------------------------------------
-
-    @app.handle_errors(NotFound)
-    def not_found(self, request, failure):
-        return json_error(request, 404, "not found", path=request.path.decode("utf-8", "replace"))
-
-    @app.handle_errors(MethodNotAllowed)
-    def method_not_allowed(self, request, failure):
-        allowed = getattr(failure.value, "valid_methods", None) or []
-        if allowed:
-            request.setHeader(b"allow", ", ".join(allowed).encode())
-        return json_error(request, 405, f"method {request.method.decode()} not allowed here",
-                          allowed=allowed)
 
     @app.handle_errors(Exception)
     def failed(self, request, failure):

@@ -11,15 +11,13 @@ an extension is pinned (L{gasoline.http.ingest.extension_session}).
 
 from __future__ import annotations
 
-from klein import Klein
-from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core import validate
 from gasoline.core.identity import PairingError
 from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
 from gasoline.core.validate import PayloadError
 from gasoline.http.ingest import extension_only
-from gasoline.http.json import json_body, json_error
+from gasoline.http.json import json_app, json_body, json_error
 
 #: A challenge body is two short base64url strings; anything larger is refused unread.
 MAX_CHALLENGE_BYTES = 4096
@@ -28,7 +26,7 @@ MAX_CHALLENGE_BYTES = 4096
 class PairingAPI:
     """The C{/pairing} routes of one daemon identity."""
 
-    app = Klein()
+    app = json_app()
 
     def __init__(self, identity: DaemonIdentity, on_offer=None) -> None:
         self.identity = identity
@@ -70,10 +68,4 @@ class PairingAPI:
     def bad_payload(self, request, failure):
         return json_error(request, 400, str(failure.value))
 
-    @app.handle_errors(NotFound)
-    def not_found(self, request, failure):
-        return json_error(request, 404, "not found", path=request.path.decode("utf-8", "replace"))
 
-    @app.handle_errors(MethodNotAllowed)
-    def method_not_allowed(self, request, failure):
-        return json_error(request, 405, f"method {request.method.decode()} not allowed here")

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from klein import Klein
 from twisted.logger import Logger
 from twisted.web.resource import IResource, Resource
-from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core.inflight import InFlight
 from gasoline.core.pairing import DaemonIdentity
-from gasoline.http.json import json_body, json_error
+from gasoline.http.json import json_app, json_body, json_error
 from gasoline.http.relay_wire import CDP_PREFIX
 from gasoline.relay.hub import Relay
 
@@ -87,7 +85,7 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
 class RelayDiscoveryAPI:
     """C{/json/version}, C{/json/list}, C{/json} and C{/status} for one L{Relay}."""
 
-    app = Klein()
+    app = json_app()
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
@@ -141,11 +139,4 @@ class RelayDiscoveryAPI:
             "clients": len(self.relay.clients),
         })
 
-    @app.handle_errors(NotFound)
-    def not_found(self, request, failure):
-        return json_error(request, 404, "not found")
 
-    @app.handle_errors(MethodNotAllowed)
-    def method_not_allowed(self, request, failure):
-        request.setHeader(b"allow", b"GET")
-        return json_error(request, 405, f"method {request.method.decode()} not allowed here")

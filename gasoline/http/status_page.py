@@ -35,16 +35,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from klein import Klein
 from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
-from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
 from gasoline.core.session_ids import session_label
-from gasoline.http.json import json_body, json_error
+from gasoline.http.json import json_app, json_body, json_error
 from gasoline.stream import request_writer
 
 log = Logger()
@@ -87,7 +85,7 @@ def _origin_only(url: Any) -> str | None:
 class StatusPage:
     """The status page of one daemon; collaborators by name, all but C{daemon} optional."""
 
-    app = Klein()
+    app = json_app()
 
     def __init__(self, daemon, *, identity=None, tools=None, streaming=None, relay=None,
                  proxy=None, api_key: str | None = None) -> None:
@@ -373,15 +371,6 @@ class StatusPage:
                 writer.send(message)
         except Exception:
             log.failure("status page tick failed")
-
-    @app.handle_errors(NotFound)
-    def not_found(self, request, failure):
-        return json_error(request, 404, "not found")
-
-    @app.handle_errors(MethodNotAllowed)
-    def method_not_allowed(self, request, failure):
-        request.setHeader(b"allow", b"GET, HEAD")
-        return json_error(request, 405, f"method {request.method.decode()} not allowed here")
 
 
 class _Pending(Resource):

@@ -35,7 +35,6 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.http_headers import Headers
 
-from gasoline import _tls
 from gasoline.proxy.peer import ChildDown, ServerPeer
 from gasoline.sse import SSEParser
 
@@ -186,9 +185,6 @@ class RemoteServer(ServerPeer):
         self.headers = dict(headers)
         self._pool: Any = None
         if http is None:
-            # Only now: twisted.web.client must not load before TLS does (gasoline._tls; the
-            # daemon defers TLS at start-up and a remote server may be https).
-            _tls.require()
             from treq.client import HTTPClient
             from twisted.web.client import Agent, HTTPConnectionPool
 

@@ -193,9 +193,6 @@ def thread_resolver(reactor: Any) -> Resolver:
 def pinned_client_factory(reactor: Any) -> ClientFactory:
     """Clients whose connections go to the pinned address of each host (TLS still verifies and
     sends SNI for the host name)."""
-    from gasoline import _tls
-
-    _tls.require()  # https:// links: TLS loads now, not at daemon start (gasoline._tls)
     from treq.client import HTTPClient
     from twisted.internet.endpoints import (
         TCP4ClientEndpoint,

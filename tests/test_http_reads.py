@@ -9,7 +9,7 @@ from twisted.internet.task import Clock
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.testing import EXTENSION_HEADERS, client_headers
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 BASE = "http://127.0.0.1:7890"
 SECRET = "AKIAIOSFODNN7EXAMPLE"

@@ -13,7 +13,7 @@ from gasoline.core.errors import InvalidParam
 from gasoline.core.store import WEBSOCKET_EVENTS
 from gasoline.streaming.subscription import parse
 from gasoline.testing import EXTENSION_HEADERS
-from gasoline.testing import stub_treq as StubTreq
+from treq.testing import StubTreq
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"
 

@@ -21,14 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, InvalidParam, TooManyClients
 from gasoline.http.client_proof import claimed_client
-from gasoline.http.json import json_body, json_error
+from gasoline.http.json import json_app, json_body, json_error
 from gasoline.mcp import jsonrpc
 
 log = Logger()
@@ -61,7 +60,7 @@ class CursorReads:
     """C{GET /logs} as a Klein app (Klein writes the answer, and cancels the read if the
     client goes away first)."""
 
-    app = Klein()
+    app = json_app()
 
     def __init__(self, mcp: Any) -> None:
         self.mcp = mcp

@@ -8,7 +8,7 @@ back as a scripted agent does, in rounds: ``interact get_text``, ``interact clic
 execute_js`` (isolated world, ``return 1``), ``analyze dom`` and ``interact navigate`` (between two
 URLs of the same page); p50 and p99 per mode. ``--modes`` also takes the real-input modes
 (``hover``, ``key_press`` Control+K, ``dialog_status``, ``emulate``: a resize), which go through
-the agent's debugger session on the tab.
+the agent's debugger session on the tab, and ``snapshot`` (``observe {what:"snapshot"}``).
 
 ``--baseline DIR`` measures a second tree in the same run (its daemon, run from DIR's sources, and
 its extension, in a browser of its own), e.g. ``main`` exported with
@@ -44,7 +44,7 @@ from gasoline.testing import DaemonProcess, client_headers  # noqa: E402
 MODES = ("get_text", "click", "execute_js", "analyze_dom", "navigate")
 #: The real-input modes (the agent's debugger session): not in the default set, as a baseline tree
 #: from before them does not have them. ``--modes click,hover,key_press,dialog_status,emulate``.
-INPUT_MODES = ("hover", "key_press", "dialog_status", "emulate")
+INPUT_MODES = ("hover", "key_press", "dialog_status", "emulate", "snapshot")
 
 
 def _answer(status: int, body: bytes) -> dict:
@@ -136,6 +136,8 @@ def mode_call(setup: Setup, mode: str, i: int) -> float:
         ms, _ = setup.call("interact", {"what": "key_press", "key": "Control+K"})
     elif mode == "dialog_status":
         ms, _ = setup.call("interact", {"what": "dialog"})
+    elif mode == "snapshot":
+        ms, _ = setup.call("observe", {"what": "snapshot"})
     elif mode == "emulate":
         ms, _ = setup.call("interact", {"what": "resize", "width": 800 + (i % 2) * 100, "height": 600})
     else:
@@ -158,6 +160,9 @@ BYTE_CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("observe errors", "observe", {"what": "errors"}),
     ("observe network_bodies", "observe", {"what": "network_bodies"}),
     ("observe vitals", "observe", {"what": "vitals"}),
+    ("interact hover", "interact", {"what": "hover", "selector": "text=Send greeting"}),
+    ("interact key_press", "interact", {"what": "key_press", "key": "Control+K"}),
+    ("interact navigate", "interact", {"what": "navigate", "url": "{site}/agent.html?bytes=2"}),
 ]
 
 
@@ -169,7 +174,9 @@ def byte_sizes(setup: "Setup") -> dict[str, int]:
     setup.call("interact", {"what": "execute_js", "world": "main",
                             "script": "return fetch('/api/ok?bytes=1', {method: 'POST', body: 'b'}).then((r) => r.status)"})
     time.sleep(2.0)  # the bodies and the performance snapshots reach the daemon
-    return {name: answer_bytes(setup.call(tool, call_args)[1]) for name, tool, call_args in BYTE_CALLS}
+    return {name: answer_bytes(setup.call(tool, {k: v.replace("{site}", site) if isinstance(v, str) else v
+                                                 for k, v in call_args.items()})[1])
+            for name, tool, call_args in BYTE_CALLS}
 
 
 def answer_bytes(result: dict) -> int:

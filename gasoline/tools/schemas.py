@@ -208,6 +208,9 @@ INTERACT_SCHEMA = _schema(
         "name": _STR,
         "attribute": _STR,
         "wait_for": _STR,
+        "json": {"type": "boolean", "description": "Answer with the result's whole JSON: a "
+                 "successful action (click, type, navigate, hover, ...) answers its summary line "
+                 "alone unless its result says more."},
         **_ASYNC,
     }
 )

@@ -65,8 +65,9 @@ class Setup:
         self.tree = tree
         self.site = site
         env = None if tree == HERE.parent else {"PYTHONPATH": str(tree)}
+        # No tool rate limit (100 calls a minute by default): the rounds make more calls than that.
         self.daemon = DaemonProcess(state_dir=Path(tempfile.mkdtemp(prefix="gasoline-bench-cmd-")) / "state",
-                                    env=env, cwd=tree)
+                                    args=["--tool-rate-limit", "0"], env=env, cwd=tree)
         self.browser = Chromium(executable=chromium, extension_dir=tree / "extension")
         self.conn: HTTPConnection | None = None
         self.calls = 0
@@ -87,7 +88,10 @@ class Setup:
 
         wait_until(synced, 30, interval=0.2, what=f"{self.label}: the extension to sync")
         self.conn = HTTPConnection("127.0.0.1", self.daemon.port)
+        # As the connector (gasoline connect) speaks: one session per (client id, connection id),
+        # so the calls are a session's (without it each call is answered statelessly).
         self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                        "X-Gasoline-Connection": "bench-connection",
                         **client_headers(self.daemon, "bench-agent")}
         init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},

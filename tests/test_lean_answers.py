@@ -379,3 +379,23 @@ def test_a_summary_line_alone_does_not_use_up_the_untrusted_note(app):
     out = start(app, s, "interact", {"what": "get_text", "selector": "#a"}, rid=2)
     answer_all(app, {"success": True, "text": "hi"})
     assert parsed(out)[2][UNTRUSTED_FIELD] == UNTRUSTED_NOTE
+
+
+def test_analyze_dom_answers_what_the_page_said_without_the_selector_echo(h):
+    from gasoline.tools.analyze import MODES as ANALYZE
+
+    page = {"url": "https://app.test/page", "title": "App", "selector": "#fruits li", "count": 1,
+            "matches": [{"tag": "li", "text": "apple"}], "truncated": False}
+
+    def run(args):
+        d = h.run(ANALYZE, "dom", {"selector": "#fruits li", **args})
+        [cmd] = h.commands()
+        h.answer(cmd, page)
+        return parse(fired(d))
+
+    summary, data = run({})
+    assert summary == "1 element(s) match '#fruits li'"
+    assert data["dom"] == {k: v for k, v in page.items() if k != "selector"} and "selector" not in data
+    # json:true: the published shape, the call's selector and the page's echo of it included.
+    data = run({"json": True})[1]
+    assert data["selector"] == "#fruits li" and data["dom"] == page

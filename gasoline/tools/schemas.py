@@ -128,6 +128,8 @@ ANALYZE_SCHEMA = _schema(
         "properties": {"type": "array", "items": _STR, "description": "computed_styles."},
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
         "correlation_id": _STR,
+        "json": {"type": "boolean", "description": "dom: also the selector the call sent, in "
+                 "the JSON (the summary line names it)."},
         **_ASYNC,
     },
 )

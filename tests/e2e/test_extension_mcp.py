@@ -215,11 +215,13 @@ def test_two_agents_running_analyze_dom_at_the_same_time_each_get_their_own_answ
     async def body(client_id, session):
         # Every call of both agents is in flight at once.
         return await asyncio.gather(*(
-            call(session, "analyze", {"what": "dom", "selector": s, "timeout_ms": 30000}) for s in selectors[client_id]))
+            call(session, "analyze", {"what": "dom", "selector": s, "timeout_ms": 30000, "json": True})
+            for s in selectors[client_id]))
 
     out = agents(ext_daemon, list(selectors), body)
     for client_id, answers in zip(selectors, out):
         for selector, (summary, data) in zip(selectors[client_id], answers):
+            # (json: the page's own echo of the selector it ran: each answer is its own call's.)
             assert data["selector"] == selector and data["dom"]["selector"] == selector, (client_id, selector, data)
             assert texts(data["dom"]) == expected[selector], (client_id, selector)
             assert summary.startswith(f"{len(expected[selector])} element(s) match {selector!r}")

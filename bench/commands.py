@@ -8,7 +8,7 @@ back as a scripted agent does, in rounds: ``interact get_text``, ``interact clic
 execute_js`` (isolated world, ``return 1``), ``analyze dom`` and ``interact navigate`` (between two
 URLs of the same page); p50 and p99 per mode. ``--modes`` also takes the real-input modes
 (``hover``, ``key_press`` Control+K, ``dialog_status``, ``emulate``: a resize), which go through
-the agent's debugger session on the tab.
+the agent's debugger session on the tab, and ``snapshot`` (``observe {what:"snapshot"}``).
 
 ``--baseline DIR`` measures a second tree in the same run (its daemon, run from DIR's sources, and
 its extension, in a browser of its own), e.g. ``main`` exported with
@@ -44,7 +44,7 @@ from gasoline.testing import DaemonProcess, client_headers  # noqa: E402
 MODES = ("get_text", "click", "execute_js", "analyze_dom", "navigate")
 #: The real-input modes (the agent's debugger session): not in the default set, as a baseline tree
 #: from before them does not have them. ``--modes click,hover,key_press,dialog_status,emulate``.
-INPUT_MODES = ("hover", "key_press", "dialog_status", "emulate")
+INPUT_MODES = ("hover", "key_press", "dialog_status", "emulate", "snapshot")
 
 
 def _answer(status: int, body: bytes) -> dict:
@@ -65,8 +65,9 @@ class Setup:
         self.tree = tree
         self.site = site
         env = None if tree == HERE.parent else {"PYTHONPATH": str(tree)}
+        # No tool rate limit (100 calls a minute by default): the rounds make more calls than that.
         self.daemon = DaemonProcess(state_dir=Path(tempfile.mkdtemp(prefix="gasoline-bench-cmd-")) / "state",
-                                    env=env, cwd=tree)
+                                    args=["--tool-rate-limit", "0"], env=env, cwd=tree)
         self.browser = Chromium(executable=chromium, extension_dir=tree / "extension")
         self.conn: HTTPConnection | None = None
         self.calls = 0
@@ -87,7 +88,10 @@ class Setup:
 
         wait_until(synced, 30, interval=0.2, what=f"{self.label}: the extension to sync")
         self.conn = HTTPConnection("127.0.0.1", self.daemon.port)
+        # As the connector (gasoline connect) speaks: one session per (client id, connection id),
+        # so the calls are a session's (without it each call is answered statelessly).
         self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                        "X-Gasoline-Connection": "bench-connection",
                         **client_headers(self.daemon, "bench-agent")}
         init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -136,6 +140,8 @@ def mode_call(setup: Setup, mode: str, i: int) -> float:
         ms, _ = setup.call("interact", {"what": "key_press", "key": "Control+K"})
     elif mode == "dialog_status":
         ms, _ = setup.call("interact", {"what": "dialog"})
+    elif mode == "snapshot":
+        ms, _ = setup.call("observe", {"what": "snapshot"})
     elif mode == "emulate":
         ms, _ = setup.call("interact", {"what": "resize", "width": 800 + (i % 2) * 100, "height": 600})
     else:
@@ -158,6 +164,9 @@ BYTE_CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("observe errors", "observe", {"what": "errors"}),
     ("observe network_bodies", "observe", {"what": "network_bodies"}),
     ("observe vitals", "observe", {"what": "vitals"}),
+    ("interact hover", "interact", {"what": "hover", "selector": "text=Send greeting"}),
+    ("interact key_press", "interact", {"what": "key_press", "key": "Control+K"}),
+    ("interact navigate", "interact", {"what": "navigate", "url": "{site}/agent.html?bytes=2"}),
 ]
 
 
@@ -169,7 +178,9 @@ def byte_sizes(setup: "Setup") -> dict[str, int]:
     setup.call("interact", {"what": "execute_js", "world": "main",
                             "script": "return fetch('/api/ok?bytes=1', {method: 'POST', body: 'b'}).then((r) => r.status)"})
     time.sleep(2.0)  # the bodies and the performance snapshots reach the daemon
-    return {name: answer_bytes(setup.call(tool, call_args)[1]) for name, tool, call_args in BYTE_CALLS}
+    return {name: answer_bytes(setup.call(tool, {k: v.replace("{site}", site) if isinstance(v, str) else v
+                                                 for k, v in call_args.items()})[1])
+            for name, tool, call_args in BYTE_CALLS}
 
 
 def answer_bytes(result: dict) -> int:

@@ -157,7 +157,9 @@ def bench_gasoline(url: str, calls: int, tmp: Path) -> dict[str, dict[str, Any]]
         out = asyncio.run(run())
         # The walk alone: the same content scripts in a second tab of the page, timed in the page.
         _, alone, _ = browser.new_page(url)
-        wait_until(lambda: browser.cdp.evaluate(alone, "document.readyState") == "complete", 10, what="the page")
+        # (The new tab starts at about:blank, itself "complete": wait for the page's URL too.)
+        wait_until(lambda: browser.cdp.evaluate(
+            alone, f"document.readyState === 'complete' && location.href === {url!r}"), 10, what="the page")
         browser.cdp.evaluate(alone, SCRIPTS + "\n;true")
         walks = browser.cdp.evaluate(alone, f"""(() => {{ const t = []; let n = 0;
             for (let i = 0; i <= {calls}; i++) {{ const t0 = performance.now();

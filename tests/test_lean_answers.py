@@ -245,13 +245,170 @@ def _dom(h, mode, args, result):
 
 def test_dom_action_answers_do_not_echo_the_call(h):
     element = {"tag": "button", "selectors": {"css": "#send", "role": {"role": "button", "name": "Send"}}}
-    summary, data = _dom(h, "get_text", {"selector": "#out"}, {
-        "success": True, "action": "get_text", "selector": "#out", "text": "done", "element": element})
+    got = {"success": True, "action": "get_text", "selector": "#out", "text": "done", "element": element}
+    summary, data = _dom(h, "get_text", {"selector": "#out"}, got)
     assert summary == "text of '#out'" and data["result"] == {"success": True, "text": "done"}
-    # An action keeps which element its selector reached.
-    summary, data = _dom(h, "click", {"selector": "text=Send"}, {
-        "success": True, "action": "click", "selector": "text=Send", "element": element})
-    assert summary == "click 'text=Send' done" and data["result"] == {"success": True, "element": element}
+    # json:true: the result as the extension gave it (the published shape).
+    assert _dom(h, "get_text", {"selector": "#out", "json": True}, got)[1]["result"] == got
+    # An action whose result only confirms it: the summary line alone, no JSON.
+    clicked = {"success": True, "action": "click", "selector": "text=Send", "element": element}
+    answer = _answer(h, "click", {"selector": "text=Send"}, clicked)
+    assert _text(answer) == "click 'text=Send' done"
+    # json:true: the whole result, which element the selector reached included.
+    summary, data = _dom(h, "click", {"selector": "text=Send", "json": True}, clicked)
+    assert summary == "click 'text=Send' done" and data["result"] == clicked
     # A failure is passed on whole.
     failed = {"success": False, "error": "element_not_found", "action": "click", "selector": "#nope"}
     assert _dom(h, "click", {"selector": "#nope"}, failed)[1]["result"] == failed
+
+
+def _answer(h, mode, args, result):
+    d = h.run(INTERACT, mode, args, tool="interact")
+    [cmd] = h.commands()
+    h.answer(cmd, result)
+    return fired(d)
+
+
+def _text(answer):
+    [block] = answer["content"]
+    return block["text"]
+
+
+_ELEMENT = {"tag": "a", "selectors": {"css": "#x"}, "input_type": "text", "input_name": "",
+            "input_id": "x", "autocomplete": ""}
+#: Every action mode whose answer is lean, with a call and the extension's answer to it when it
+#: only confirms the action (the shapes of extension/content/commands.js, worker/commands.js,
+#: worker/tabs.js and worker/devtools.js).
+_CONFIRMING = [
+    ("click", {"selector": "#x"}, {"action": "click", "selector": "#x", "element": _ELEMENT}),
+    ("type", {"selector": "#x", "text": "Ada"},
+     {"action": "type", "selector": "#x", "element": _ELEMENT, "typed_length": 3}),
+    ("paste", {"selector": "#x", "text": "Ada"},
+     {"action": "paste", "selector": "#x", "element": _ELEMENT}),
+    ("hover", {"selector": "#x"},
+     {"action": "hover", "selector": "#x", "element": _ELEMENT, "x": 10, "y": 20}),
+    ("key_press", {"key": "Control+K"},
+     {"action": "key_press", "key": ["Control+K"], "element": _ELEMENT}),
+    ("key_press", {"key": "Enter", "selector": "#x"},
+     {"action": "key_press", "selector": "#x", "key": ["Enter"]}),
+    ("navigate", {"url": "https://app.test/next"},
+     {"action": "navigate", "tab_id": 1, "url": "https://app.test/next", "title": "Next"}),
+    ("refresh", {}, {"action": "refresh", "tab_id": 1, "url": "https://app.test/page", "title": "App"}),
+    ("back", {}, {"action": "back", "tab_id": 1, "url": "https://app.test/a", "title": "A"}),
+    ("forward", {}, {"action": "forward", "tab_id": 1, "url": "https://app.test/b", "title": "B"}),
+    ("switch_tab", {"tab_id": 3}, {"action": "switch_tab", "tab_id": 3, "url": "https://app.test/", "title": "T"}),
+    ("close_tab", {}, {"action": "close_tab", "tab_id": 1}),
+    ("emulate", {"reset": True}, {"reset": True, "emulation": {}}),
+]
+
+
+@pytest.mark.parametrize("mode, args, result", _CONFIRMING,
+                         ids=[f"{m}-{i}" for i, (m, _, _) in enumerate(_CONFIRMING)])
+def test_an_action_that_only_confirms_answers_its_summary_line_alone(h, mode, args, result):
+    result = {"success": True, **result}
+    text = _text(_answer(h, mode, args, result))
+    assert "\n" not in text and text.strip(), text
+    # The published shape, on request: the same line and the extension's whole result.
+    summary, data = parse(_answer(h, mode, {**args, "json": True}, result))
+    assert summary == text and data["result"] == result
+
+
+#: Action results that say more than that the action was done: the JSON carries what they say.
+_SAYING_MORE = [
+    ("select", {"selector": "#x", "value": "Pear"},
+     {"action": "select", "selector": "#x", "element": _ELEMENT, "value": "pear"}, {"value": "pear"}),
+    ("check", {"selector": "#x"},
+     {"action": "check", "selector": "#x", "element": _ELEMENT, "checked": True}, {"checked": True}),
+    ("scroll_to", {"selector": "#x"},
+     {"action": "scroll_to", "selector": "#x", "element": _ELEMENT, "scroll_y": 40}, {"scroll_y": 40}),
+    ("hover", {"selector": "#x"},
+     {"action": "hover", "selector": "#x", "element": _ELEMENT, "x": 1, "y": 2, "obscured_by": "div#cover"},
+     {"obscured_by": "div#cover"}),
+    # A click a dialog interrupted: the dialog and what to do about it.
+    ("click", {"selector": "#x"},
+     {"action": "click", "selector": "#x", "dialog": {"type": "confirm", "message": "Sure?"}, "note": "answer it"},
+     {"dialog": {"type": "confirm", "message": "Sure?"}, "note": "answer it"}),
+    ("new_tab", {"url": "https://app.test/n"},
+     {"action": "new_tab", "tracked": False, "tab_id": 4, "url": "https://app.test/n", "title": "N",
+      "note": "the new tab is not tracked"}, {"tracked": False, "note": "the new tab is not tracked"}),
+    ("emulate", {"device": "pixel-7"}, {"emulation": {"device": "pixel-7"}},
+     {"emulation": {"device": "pixel-7"}}),
+    ("resize", {"width": 480, "height": 700}, {"emulation": {"viewport": {"width": 480, "height": 700}}},
+     {"emulation": {"viewport": {"width": 480, "height": 700}}}),
+    ("focus", {"selector": "#x"},
+     {"action": "focus", "selector": "#x", "element": _ELEMENT, "focused": False}, {"focused": False}),
+    ("set_attribute", {"selector": "#x", "attribute": "data-k", "value": "v"},
+     {"action": "set_attribute", "selector": "#x", "element": _ELEMENT, "name": "data-k", "value": "v"},
+     {"name": "data-k", "value": "v"}),
+    ("drag", {"selector": "#card", "target": "#bin"},
+     {"action": "drag", "selector": "#card", "target": "#bin", "element": _ELEMENT,
+      "target_element": _ELEMENT, "html5_drag": True}, {"html5_drag": True}),
+    ("dialog", {"accept": True},
+     {"action": "accept", "dialog": {"type": "confirm", "message": "Sure?", "accepted": True}},
+     {"dialog": {"type": "confirm", "message": "Sure?", "accepted": True}}),
+]
+
+
+@pytest.mark.parametrize("mode, args, result, said", _SAYING_MORE,
+                         ids=[f"{m}-{i}" for i, (m, _, _, _) in enumerate(_SAYING_MORE)])
+def test_an_action_result_that_says_more_keeps_it_in_the_json(h, mode, args, result, said):
+    result = {"success": True, **result}
+    assert parse(_answer(h, mode, args, result))[1]["result"] == said
+
+
+def test_the_lean_modes_are_every_action_mode():
+    # The class, enumerated: every interact mode that acts and answers through the extension
+    # with a plain confirmation is in the table above (a new action mode must be added there).
+    from gasoline.tools.interact import BROWSER_ACTIONS, DOM_ACTIONS, READ_ONLY_DOM_ACTIONS
+    tested = {m for m, _, _ in _CONFIRMING} | {m for m, _, _, _ in _SAYING_MORE}
+    actions = (set(DOM_ACTIONS) - READ_ONLY_DOM_ACTIONS) | set(BROWSER_ACTIONS) | {
+        "hover", "drag", "key_press", "emulate", "resize", "dialog"}
+    assert actions <= tested, actions - tested
+
+
+def test_a_summary_line_alone_says_when_the_extension_is_not_connected(tmp_path):
+    from _modes_harness import Harness
+
+    ctx = Harness.create(tmp_path, connected=False).ctx(tool="interact", mode="click")
+    summary, data = parse(ctx.said("click '#x' done"))
+    assert "extension not connected" in summary and data["extension_connected"] is False
+
+
+def test_json_must_be_a_boolean_and_is_refused_before_the_command_is_sent(h):
+    from gasoline.core.errors import InvalidParam
+
+    with pytest.raises(InvalidParam) as e:
+        h.run(INTERACT, "click", {"selector": "#x", "json": "yes"}, tool="interact")
+    assert e.value.details.get("param") == "json" or "json" in str(e.value)
+    assert h.commands() == []
+
+
+def test_a_summary_line_alone_does_not_use_up_the_untrusted_note(app):
+    connect(app)
+    s = session_for(app, "agent")
+    out = start(app, s, "interact", {"what": "click", "selector": "#a"})
+    answer_all(app, {"success": True, "action": "click", "selector": "#a"})
+    assert parsed(out)[2] is None  # the summary line alone
+    out = start(app, s, "interact", {"what": "get_text", "selector": "#a"}, rid=2)
+    answer_all(app, {"success": True, "text": "hi"})
+    assert parsed(out)[2][UNTRUSTED_FIELD] == UNTRUSTED_NOTE
+
+
+def test_analyze_dom_answers_what_the_page_said_without_the_selector_echo(h):
+    from gasoline.tools.analyze import MODES as ANALYZE
+
+    page = {"url": "https://app.test/page", "title": "App", "selector": "#fruits li", "count": 1,
+            "matches": [{"tag": "li", "text": "apple"}], "truncated": False}
+
+    def run(args):
+        d = h.run(ANALYZE, "dom", {"selector": "#fruits li", **args})
+        [cmd] = h.commands()
+        h.answer(cmd, page)
+        return parse(fired(d))
+
+    summary, data = run({})
+    assert summary == "1 element(s) match '#fruits li'"
+    assert data["dom"] == {k: v for k, v in page.items() if k != "selector"} and "selector" not in data
+    # json:true: the published shape, the call's selector and the page's echo of it included.
+    data = run({"json": True})[1]
+    assert data["selector"] == "#fruits li" and data["dom"] == page

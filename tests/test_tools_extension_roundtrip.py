@@ -104,7 +104,8 @@ def test_two_agents_concurrent_analyze_dom_each_get_their_own_answer(daemon, fak
 
     async def body(client_id, session):
         results = await asyncio.gather(*(
-            session.call_tool("analyze", {"what": "dom", "selector": f"{selectors[client_id]}-{i}"})
+            session.call_tool("analyze", {"what": "dom", "selector": f"{selectors[client_id]}-{i}",
+                                          "json": True})  # the page's echo of the selector too
             for i in range(5)))
         return [(r.is_error, _body(r)) for r in results]
 

@@ -63,7 +63,7 @@ def needs_newer_extension(what: str) -> Callable[[Any], Any]:
 
 
 def newer_command(ctx: Any, args: dict[str, Any], type: str, params: dict[str, Any],
-                  describe: Callable[[Any], tuple[str, dict[str, Any]]], what: str,
+                  describe: Callable[[Any], tuple[str, dict[str, Any] | None]], what: str,
                   **kw: Any) -> Any:
     """L{extension_mode} for commands older extensions do not know."""
     out = extension_mode(ctx, args, type, params, describe, **kw)

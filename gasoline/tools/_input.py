@@ -16,7 +16,7 @@ from typing import Any, Callable
 from gasoline.core.errors import InvalidParam, MissingParam
 from gasoline.tools._actions import record
 from gasoline.tools._commands import newer_command, require_pilot
-from gasoline.tools._shared import as_dict, extension_mode, lst, timeout_of
+from gasoline.tools._shared import action_data, as_dict, extension_mode, lst, timeout_of
 from gasoline.tools._snapshot import ref_selector
 
 #: Named devices the extension knows (extension/worker/devtools.js DEVICES).
@@ -40,13 +40,13 @@ def _input_action(ctx: Any, args: dict[str, Any], params: dict[str, Any], kind: 
                   summary: str, **fields: Any) -> Any:
     selector = params.get("selector")
 
-    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+    def describe(result: Any) -> tuple[str, dict[str, Any] | None]:
         r = as_dict(result)
         record(ctx, kind, r, selector=selector, command=ctx.mode, **fields)
         text = summary
         if isinstance(r.get("dialog"), dict):
             text += f"; a {r['dialog'].get('type')} dialog opened and waits (interact dialog)"
-        return text, {"result": r}
+        return text, action_data(ctx, args, r)
 
     return extension_mode(ctx, args, "dom_action", params, describe,
                           on_submit=lambda cid: record(ctx, kind, None, status="submitted",
@@ -109,7 +109,7 @@ def dialog(ctx: Any, args: dict[str, Any]) -> Any:
             raise InvalidParam("prompt_text must be a string", param="prompt_text")
         params["prompt_text"] = prompt_text
 
-    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+    def describe(result: Any) -> tuple[str, dict[str, Any] | None]:
         r = as_dict(result)
         if params["action"] == "status":
             pending = r.get("pending")
@@ -118,7 +118,7 @@ def dialog(ctx: Any, args: dict[str, Any]) -> Any:
                         {"result": r})
             return "no dialog is open", {"result": r}
         record(ctx, "dialog", r, command="dialog", accepted=params["action"] == "accept")
-        return f"dialog {params['action']}ed", {"result": r}
+        return f"dialog {params['action']}ed", action_data(ctx, args, r)
 
     return newer_command(ctx, args, "dialog", params, describe, "interact dialog")
 
@@ -225,14 +225,14 @@ def emulate(ctx: Any, args: dict[str, Any]) -> Any:
                            param="width")
     params = emulate_params(ctx, args)
 
-    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+    def describe(result: Any) -> tuple[str, dict[str, Any] | None]:
         r = as_dict(result)
         record(ctx, "emulate", r, command=ctx.mode)
         if params.get("reset"):
-            return "emulation reset", {"result": r}
+            return "emulation reset", action_data(ctx, args, r)
         state = r.get("emulation")
         names = sorted(str(k) for k in state) if isinstance(state, dict) else []
-        return "emulating " + (", ".join(names) or "nothing"), {"result": r}
+        return "emulating " + (", ".join(names) or "nothing"), action_data(ctx, args, r)
 
     return newer_command(ctx, args, "emulate", params, describe, f"interact {ctx.mode}")
 

@@ -60,19 +60,21 @@ def extension_mode(
     args: dict[str, Any],
     type: str,
     params: dict[str, Any],
-    describe: Callable[[Any], tuple[str, dict[str, Any]]],
+    describe: Callable[[Any], tuple[str, dict[str, Any] | None]],
     *,
     on_submit: Callable[[str], object] | None = None,
     timeout: float | None = None,
 ) -> Any:
     """Send command C{type} with C{params} for the caller.
 
-    Synchronous: a Deferred firing with C{ctx.ok(*describe(result))}. Background: a result with the
+    Synchronous: a Deferred firing with C{ctx.ok(*describe(result))} (C{ctx.said(summary)} when
+    C{describe} gives no data: L{action_data}). Background: a result with the
     correlation id at once (C{on_submit(correlation_id)} runs first).
     """
     tab_id = tab_of(ctx, args)
     if timeout is None:
         timeout = timeout_of(ctx, args)
+    ctx.wants_json(args)  # a bad C{json} is refused before the command is sent
     if ctx.wants_background(args):
         correlation_id = ctx.router_submit(type, params, timeout=timeout, tab_id=tab_id)
         if on_submit is not None:
@@ -86,9 +88,32 @@ def extension_mode(
 
     def answered(result: Any) -> dict[str, Any]:
         summary, data = describe(result)
-        return ctx.ok(summary, data)
+        return ctx.said(summary) if data is None else ctx.ok(summary, data)
 
     return d.addCallback(answered)
+
+
+#: What a successful action's result (the extension's C{dom_action}, C{browser_action}, real
+#: input, C{dialog}, C{emulate}) holds that only confirms it: it succeeded, what the call asked
+#: (the mode, the selector and drop target, the key, the URL) and where it landed (the element
+#: a selector reached, the point, the tab and its title; the summary line names the rest).
+ACTION_CONFIRMATIONS = frozenset({
+    "success", "action", "selector", "element", "target", "target_element", "key", "x", "y",
+    "typed_length", "tab_id", "url", "title", "reset",
+})
+
+
+def action_data(ctx: Any, args: dict[str, Any], result: dict[str, Any]
+                ) -> dict[str, Any] | None:
+    """The JSON of a successful action's answer: None (the summary line alone) when the result
+    only confirms the action (L{ACTION_CONFIRMATIONS}, and empty values), else C{{"result": what else it says}}
+    (a dialog it opened, the option it picked, the state it left); the whole result when the call
+    passes C{json: true} or the result is not a plain success."""
+    if ctx.wants_json(args) or result.get("success") is not True:
+        return {"result": result}
+    rest = {k: v for k, v in result.items()
+            if k not in ACTION_CONFIRMATIONS and v not in (None, {}, [])}
+    return {"result": rest} if rest else None
 
 
 def call(ctx: Any, args: dict[str, Any], type: str, params: dict[str, Any],

@@ -83,7 +83,11 @@ def dom(ctx: Any, args: dict[str, Any]) -> Any:
         count = r.get("count", r.get("match_count"))
         if not isinstance(count, int):
             count = len(lst(r.get("matches")))
-        return f"{count} element(s) match {selector!r}", {"selector": selector, "dom": r}
+        if ctx.wants_json(args):
+            return f"{count} element(s) match {selector!r}", {"selector": selector, "dom": r}
+        # The summary line names the selector: the JSON is what the page answered.
+        return f"{count} element(s) match {selector!r}", {
+            "dom": {k: v for k, v in r.items() if k != "selector"}}
 
     return extension_mode(ctx, args, "dom", params, describe)
 

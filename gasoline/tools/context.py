@@ -186,6 +186,20 @@ class ToolContext:
                     "isError": False}
         return text_result(summary, body)
 
+    def said(self, summary: str) -> dict[str, Any]:
+        """A success whose summary line says it all: that line alone, no JSON (a lean action
+        answer, docs/tools.md "Lean answers"). While the extension is not connected it is
+        L{ok}'s answer instead (the JSON says C{extension_connected: false}). Otherwise the line
+        holds no page text and does not use up the session's untrusted-content note."""
+        if not self.extension_connected:
+            return self.ok(summary)
+        return text_result(summary)
+
+    def wants_json(self, args: dict[str, Any]) -> bool:
+        """C{json: true}: the call wants the result's whole JSON even where the summary line says
+        it all (the published shape of an action's answer)."""
+        return args.get("json") is not None and self.bool_arg(args, "json")
+
     # -- extension-bound commands ------------------------------------------------------------
 
     def router_call(self, type: str, params: dict[str, Any] | None = None,

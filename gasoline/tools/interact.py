@@ -58,6 +58,7 @@ from gasoline.tools._screen_recording import (
 )
 from gasoline.tools._snapshot import ref_selector
 from gasoline.tools._shared import (
+    action_data,
     as_dict,
     call,
     extension_mode,
@@ -162,11 +163,11 @@ def browser_action(ctx: Any, args: dict[str, Any]) -> Any:
     fields = {"to_url": params.get("url"), "from_url": page_url(ctx), "command": action}
     kind = action
 
-    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+    def describe(result: Any) -> tuple[str, dict[str, Any] | None]:
         r = as_dict(result)
         record(ctx, kind, r, **fields)
         where = r.get("url") or params.get("url") or ""
-        return f"{action} done" + (f": {where}" if where else ""), {"result": r}
+        return f"{action} done" + (f": {where}" if where else ""), action_data(ctx, args, r)
 
     return extension_mode(ctx, args, "browser_action", params, describe,
                           on_submit=lambda cid: record(ctx, kind, None, status="submitted",
@@ -225,14 +226,13 @@ def dom_action_params(ctx: Any, args: dict[str, Any], action: str) -> dict[str, 
 _ECHOED = ("action", "selector")
 
 
-def _lean(result: dict[str, Any], read_only: bool) -> dict[str, Any]:
-    """A DOM action's answer without what the agent sent (C{action}, C{selector}) and, for a read,
-    without the element's description (the value read is the answer; an action keeps it: which
-    element a C{text=} or C{role=} selector reached)."""
+def _lean(result: dict[str, Any]) -> dict[str, Any]:
+    """A DOM read's answer without what the agent sent (C{action}, C{selector}) and the element's
+    description: the value read is the answer (C{json: true} keeps them; an action's answer is
+    L{action_data}'s)."""
     if result.get("success") is not True:
         return result
-    drop = _ECHOED + ("element",) if read_only else _ECHOED
-    return {k: v for k, v in result.items() if k not in drop}
+    return {k: v for k, v in result.items() if k not in _ECHOED + ("element",)}
 
 
 def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
@@ -256,7 +256,7 @@ def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
               "input_type": "password" if action == "type" and _looks_secret(selector, args) else None,
               "name": params.get("name") if action == "set_attribute" else None}
 
-    def describe(result: Any) -> tuple[str, dict[str, Any]]:
+    def describe(result: Any) -> tuple[str, dict[str, Any] | None]:
         r = as_dict(result)
         if action == "list_interactive":
             r = interactive_list.shape(ctx, args, r, ctx.runtime.interactive_lists)
@@ -275,12 +275,16 @@ def dom_action(ctx: Any, args: dict[str, Any]) -> Any:
             if action == "scroll_to" and isinstance(r.get("scroll_y"), (int, float)):
                 extra["scroll_y"] = r["scroll_y"]
             record(ctx, kind, r, **fields, **extra)
-        r = _lean(r, read_only)
+        summary = f"{action} {selector!r} done" if selector else f"{action} done"
+        if not read_only:
+            return summary, action_data(ctx, args, r)
+        if not ctx.wants_json(args):
+            r = _lean(r)
         if action == "get_text":
             return f"text of {selector!r}", {"result": r}
         if action in ("get_value", "get_attribute"):
             return f"{action} of {selector!r}", {"result": r}
-        return f"{action} {selector!r} done" if selector else f"{action} done", {"result": r}
+        return summary, {"result": r}
 
     on_submit = None
     if not read_only:

@@ -128,6 +128,8 @@ ANALYZE_SCHEMA = _schema(
         "properties": {"type": "array", "items": _STR, "description": "computed_styles."},
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
         "correlation_id": _STR,
+        "json": {"type": "boolean", "description": "dom: also the selector the call sent, in "
+                 "the JSON (the summary line names it)."},
         **_ASYNC,
     },
 )
@@ -208,6 +210,9 @@ INTERACT_SCHEMA = _schema(
         "name": _STR,
         "attribute": _STR,
         "wait_for": _STR,
+        "json": {"type": "boolean", "description": "Answer with the result's whole JSON: a "
+                 "successful action (click, type, navigate, hover, ...) answers its summary line "
+                 "alone unless its result says more."},
         **_ASYNC,
     }
 )

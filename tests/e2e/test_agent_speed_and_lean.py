@@ -45,13 +45,15 @@ def test_commands_come_back_on_pushes_and_the_note_comes_once(browser, site, ext
         return out
 
     [(typed, clicked, text, slow, dom)] = agents(ext_daemon, ["e2e-speed"], body)
-    assert typed[1]["result"]["success"] is True and clicked[1]["result"]["success"] is True
+    # Actions that only confirm: the summary line alone (no JSON).
+    assert typed == ("type 'label=Your name' done", {}) and clicked == ("click 'text=Send greeting' done", {})
     assert text[1]["result"]["text"] == "hello Ada"
     assert slow[1]["result"]["result"] == "Gasoline agent page"
     assert dom[1]["dom"]["matches"][0]["text"] == "hello Ada"
-    # The note: on the first interact result and the first analyze result of the session only.
-    assert UNTRUSTED_FIELD in typed[1] and UNTRUSTED_FIELD in dom[1]
-    assert not any(UNTRUSTED_FIELD in r[1] for r in (clicked, text, slow))
+    # The note: on the first interact result with page data (the summary lines alone of type and
+    # click carry none) and the first analyze result of the session only.
+    assert UNTRUSTED_FIELD in text[1] and UNTRUSTED_FIELD in dom[1]
+    assert not any(UNTRUSTED_FIELD in r[1] for r in (typed, clicked, slow))
     # No "extension_connected: true" on every answer.
     assert not any("extension_connected" in r[1] for r in (typed, clicked, text, slow, dom))
     # The results went out on pushes, not on the next poll (the status is written after each poll).
@@ -94,7 +96,8 @@ def test_network_bodies_of_the_current_page_and_list_interactive_pages_and_diffs
                    "const b = document.createElement('button'); b.id = 'late-button';"
                    " b.textContent = 'Late button'; document.body.append(b); return true"})
         diff = await call(session, "interact", {"what": "list_interactive", "diff": True})
-        clicked = await call(session, "interact", {"what": "click", "element_id": diff[1]["result"]["elements"][0]["element_id"]})
+        clicked = await call(session, "interact", {"what": "click", "element_id": diff[1]["result"]["elements"][0]["element_id"],
+                                                         "json": True})
         return every_page, vitals, current, everything, first_page, rest, diff, clicked
 
     [(every_page, vitals, current, everything, first_page, rest, diff, clicked)] = agents(ext_daemon, ["e2e-lean"], body)

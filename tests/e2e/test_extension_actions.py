@@ -93,7 +93,11 @@ def test_dialogs_are_reported_answered_and_never_wedge_the_tab(browser, site, ex
     assert out["prompt_dialog"]["type"] == "prompt" and out["prompt_dialog"]["default_prompt"] == "old"
     assert out["after_prompt"] == "name: new name"
     assert error_of(out["none"])["error"] == "no_dialog"
-    assert out["navigate"][1]["result"]["url"].endswith("/actions/keys.html"), out["navigate"]
+    # The summary line names where the tab went; the JSON says only what the navigation did
+    # besides (it dismissed the alert left open), not what the call asked.
+    assert out["navigate"][0].endswith("/actions/keys.html"), out["navigate"]
+    assert list(out["navigate"][1]["result"]) == ["dialog_dismissed"], out["navigate"]
+    assert out["navigate"][1]["result"]["dialog_dismissed"]["message"] == "careful", out["navigate"]
     assert out["navigate_s"] < 15, out["navigate_s"]
     assert out["after_navigate"] == "closed"
     assert out["nav_dialog"][1]["result"]["dialog"]["message"] == "Stay signed in?", out["nav_dialog"]
@@ -108,7 +112,7 @@ def test_key_press_with_modifiers_reaches_page_handlers(browser, site, ext_daemo
 
     async def body(client_id, session):
         out = {}
-        out["ctrl_k"] = await call(session, "interact", {"what": "key_press", "key": "Control+K"})
+        out["ctrl_k"] = await call(session, "interact", {"what": "key_press", "key": "Control+K", "json": True})
         out["palette"] = await text_of(session, "#palette")
         await call(session, "interact", {"what": "key_press", "key": "Shift+Tab", "selector": "#field"})
         out["seen"] = await text_of(session, "#seen")
@@ -132,7 +136,7 @@ def test_hover_opens_a_css_hover_menu(browser, site, ext_daemon):
 
     async def body(client_id, session):
         hidden = await session.call_tool("interact", {"what": "wait_for", "selector": "#settings", "timeout_ms": 300})
-        hovered = await call(session, "interact", {"what": "hover", "selector": "text=Account"})
+        hovered = await call(session, "interact", {"what": "hover", "selector": "text=Account", "json": True})
         entered = await text_of(session, "#out")
         shown = await call(session, "interact", {"what": "wait_for", "selector": "#settings", "timeout_ms": 2000})
         await call(session, "interact", {"what": "click", "selector": "#settings"})
@@ -241,7 +245,7 @@ def test_a_tab_opened_by_a_link_is_tracked_and_acted_in(browser, site, ext_daemo
             if child and child.get("tracked"):
                 break
             await asyncio.sleep(0.1)
-        switched = await call(session, "interact", {"what": "switch_tab", "tab_id": child["id"], "track": True})
+        switched = await call(session, "interact", {"what": "switch_tab", "tab_id": child["id"], "track": True, "json": True})
         await call(session, "interact", {"what": "click", "selector": "#go"})
         text = await text_of(session, "#out")
         return child, switched, text
@@ -315,7 +319,7 @@ def test_hover_and_drag_take_snapshot_refs(browser, site, ext_daemon):
         card = re.search(r'button "Card" \[ref=(e\d+)\]', tree)
         bin_ = re.search(r'region "Bin" \[ref=(e\d+)\]', tree)
         assert card and bin_, tree
-        hovered = await call(session, "interact", {"what": "hover", "ref": card.group(1)})
+        hovered = await call(session, "interact", {"what": "hover", "ref": card.group(1), "json": True})
         dragged = await call(session, "interact", {"what": "drag", "ref": card.group(1), "target_ref": bin_.group(1)})
         return hovered, dragged, await text_of(session, "#html5-out")
 

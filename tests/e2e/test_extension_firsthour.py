@@ -47,9 +47,9 @@ def test_back_and_forward_after_agent_navigations(browser, site, ext_daemon):
         return out
 
     [(back1, back2, fwd, *more)] = agents(ext_daemon, ["e2e-history"], body)
-    assert back1[1]["result"]["url"] == second, back1
-    assert back2[1]["result"]["url"] == first, back2
-    assert fwd[1]["result"]["url"] == second, fwd
+    assert back1 == (f"back done: {second}", {}), back1
+    assert back2 == (f"back done: {first}", {}), back2
+    assert fwd == (f"forward done: {second}", {}), fwd
     assert browser.cdp.evaluate(page, "location.href") in (second, third)
     last = more[-1]
     assert browser.cdp.evaluate(page, "location.href") == third

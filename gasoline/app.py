@@ -282,7 +282,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         b"clients": ClientsAPI(daemon.registry).resource(),
         b"mcp": mcp_http,
         b"pairing": PairingAPI(
-            identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource(),
+            identity, on_offer=daemon.extension.pairing_offered).resource(),
         b"session": ProxyAPI(proxy).resource(),
         # GET /logs: a cursor read for agents; POST and DELETE stay the extension's ingest.
         b"logs": LogsResource(mcp, ingest_resource),
@@ -344,6 +344,7 @@ def _metrics_resource(daemon: Daemon, mcp: McpServer, metrics: Metrics, mcp_http
     metrics.registry.register(DaemonCollector(
         metrics, store=daemon.store, registry=daemon.registry, tools=mcp.tools,
         router=daemon.router, extension=daemon.extension, sse=mcp_http, ingest=ingest,
+        journals=daemon.persistence.journals if daemon.persistence is not None else None,
     ))
     return metrics.resource()
 
@@ -363,7 +364,7 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
 
     proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
                          state_dir=config.state_dir if config.persist else None,
-                         at_rest=getattr(daemon.persistence, "at_rest", None))
+                         at_rest=daemon.persistence.at_rest if daemon.persistence is not None else None)
     proxy.service.setServiceParent(services)
     proxy.restore()
     return proxy

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
@@ -43,6 +43,10 @@ from zope.interface import implementer
 
 from gasoline.common import make_private_dir, rfc3339
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+
+if TYPE_CHECKING:
+    from gasoline.app import Gasoline
+    from gasoline.mcp.session import McpSession
 
 MB = 1_000_000
 #: Which shared log each buffer's writes go to.
@@ -328,10 +332,10 @@ class ClientLogs:
         self.files.write(self.files.client_log(client_id or "anonymous"), {
             "client": client_id, "type": "audit_event", **record})
 
-    def session_opened(self, session: Any) -> None:
+    def session_opened(self, session: McpSession) -> None:
         pass
 
-    def session_closed(self, session: Any) -> None:
+    def session_closed(self, session: McpSession) -> None:
         state = self.registry.get(session.client_id) if self.registry is not None else None
         if state is None or state.connections == 0:
             self.files.rotate(self.files.client_log(session.client_id))
@@ -394,7 +398,7 @@ class LogService(MultiService):
         timer.clock = clock
         timer.setServiceParent(self)
 
-    def attach(self, app: Any) -> None:
+    def attach(self, app: Gasoline) -> None:
         """Feed the files from C{app} (a L{gasoline.app.Gasoline}): store writes, tool calls,
         session ends."""
         self._undo.append(app.store.notifier.subscribe(self.files.buffer_written))
@@ -402,10 +406,9 @@ class LogService(MultiService):
         tools = app.mcp.tools
         tools.observers.append(clients)
         self._undo.append(lambda: tools.observers.remove(clients))
-        observers = getattr(app.mcp, "session_observers", None)
-        if observers is not None:
-            observers.append(clients)
-            self._undo.append(lambda: observers.remove(clients))
+        observers = app.mcp.session_observers
+        observers.append(clients)
+        self._undo.append(lambda: observers.remove(clients))
 
     def startService(self) -> None:
         # Once, at start-up, before the reactor serves anything.

@@ -38,6 +38,7 @@ from gasoline.core.files import (
 from gasoline.core.journal import MiB, BufferJournal
 
 if TYPE_CHECKING:
+    from gasoline.core.atrest import AtRest
     from gasoline.core.store import TelemetryStore
 
 __all__ = ["SEQUENCE_FILE", "Persistence", "wire_journals"]
@@ -90,7 +91,7 @@ class Persistence:
     health: DiskHealth
     journals: dict[str, BufferJournal] = attrs.field(factory=dict)
     #: C{--state-key-file}'s sealing (L{gasoline.core.atrest.AtRest}), or None.
-    at_rest: Any = None
+    at_rest: "AtRest | None" = None
 
     def stats(self) -> dict[str, Any]:
         return {name: j.stats() for name, j in self.journals.items()}

@@ -328,9 +328,7 @@ class QueryRouter:
         self._sweep(self.clock.seconds())
         if not self.extension_link.connected:
             self.stats["disconnected"] += 1
-            require = getattr(self.extension_link, "require_connected", None)
-            if require is not None:
-                require()  # says why (waiting for the user to pair, or not connected)
+            self.extension_link.require_connected()  # says why (waiting to pair, or not connected)
             raise ExtensionDisconnected("the browser extension is not connected to this daemon")
         mine = self._owned.get(owner)
         if mine is not None and len(mine) >= self.per_client_limit:

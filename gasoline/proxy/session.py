@@ -22,7 +22,7 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.application.service import MultiService
@@ -51,6 +51,10 @@ from gasoline.proxy.plan import SessionPlan, SessionRequest, SessionServer, plan
 from gasoline.proxy.remote import RemoteServer
 from gasoline.proxy.routing import ProxySession, SessionTools
 
+if TYPE_CHECKING:
+    from gasoline.mcp.server import McpServer
+    from gasoline.mcp.session import McpSession
+
 log = Logger()
 
 #: Largest number of bound MCP sessions (connector connections) per proxy session.
@@ -74,7 +78,7 @@ class ProxyManager:
     @param mcp: the L{gasoline.mcp.server.McpServer} whose sessions carry the aggregated tools.
     """
 
-    def __init__(self, reactor: Any, config: ProxyConfig, mcp: Any,
+    def __init__(self, reactor: Any, config: ProxyConfig, mcp: McpServer,
                  state_dir: Path | None = None, environ: dict[str, str] | None = None,
                  client_timeout: float = 60.0, http: Any = None, at_rest: Any = None) -> None:
         self.reactor = reactor
@@ -154,14 +158,10 @@ class ProxyManager:
         """Record a session event in its agent's tool audit (C{configure audit_log}, the log
         dir's C{clients/<id>.log}) as tool C{proxy}; proxied calls are recorded there by the
         tool registry itself, as C{<server>__<tool>}."""
-        tools = getattr(self.mcp, "tools", None)
-        hook = getattr(tools, "audit_event", None)
-        if hook is None:
-            return
         # The session id is a bearer credential (it opens the session's routes): the audit
         # keeps a reference that tells sessions apart without granting anything.
         ref = hashlib.sha256(session.session_id.encode()).hexdigest()[:12]
-        hook(session.client_id, "proxy", mode,
+        self.mcp.tools.audit_event(session.client_id, "proxy", mode,
              {"ref": ref, "working_directory": session.working_directory, **details},
              outcome, error)
 
@@ -338,8 +338,7 @@ class ProxyManager:
             for user in users:
                 self.audit(user, "server_restart", {
                     "server": name, "shared": session is None,
-                    "restarts": getattr(child, "restarts", None),
-                    "after": getattr(child, "last_error", None)})
+                    "restarts": child.restarts, "after": child.last_error})
 
         peer.on_restart = restarted
         return peer
@@ -409,13 +408,13 @@ class ProxyManager:
 
         mcp_session.on_close.append(closed)
 
-    def bind(self, session_id: str, mcp_session: Any) -> None:
+    def bind(self, session_id: str, mcp_session: McpSession) -> None:
         """Make C{mcp_session} (a connector connection) see C{session_id}'s tools.
 
         @raise UnknownSession: no such proxy session.
         """
         session = self.get(session_id)
-        if getattr(mcp_session, "client_id", None) != session.client_id:
+        if mcp_session.client_id != session.client_id:
             # A proxy session's tools act as its client id: only a connection of that (proven)
             # client may see them (gasoline.core.session_ids).
             raise SessionOwnerRefused(

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
-from twisted.application.internet import TimerService
 from twisted.application.service import MultiService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
 from zope.interface import implementer
 
 from gasoline.common import make_private_dir, rfc3339
+from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 
 if TYPE_CHECKING:
@@ -394,9 +394,7 @@ class LogService(MultiService):
         self.observer = ServerLogObserver(self.files)
         self._publisher = publisher
         self._undo: list[Callable[[], None]] = []
-        timer = TimerService(limits.sweep_interval, self.files.sweep)
-        timer.clock = clock
-        timer.setServiceParent(self)
+        ClockedTimer(limits.sweep_interval, clock, self.files.sweep).setServiceParent(self)
 
     def attach(self, app: Gasoline) -> None:
         """Feed the files from C{app} (a L{gasoline.app.Gasoline}): store writes, tool calls,

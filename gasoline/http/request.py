@@ -34,6 +34,7 @@ L{POLICY_ON_HEADERS_FROM} is read first and decided by the same checks on the wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from io import BytesIO
 
 from twisted.internet.interfaces import IReactorTime
@@ -236,7 +237,28 @@ class GasolineChannel(http.HTTPChannel):
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
     _between_requests = False
     #: Called once when the channel completes its first request's headers (the site's bookkeeping).
-    on_proven = None
+    on_proven: Callable[[GasolineChannel], None] | None = None
+    #: Called once when the connection is lost, before the channel cleans up (the site's
+    #: count of open connections).
+    on_lost: Callable[[GasolineChannel], None] | None = None
+
+    def __init__(self, *, header_deadline: float = HEADER_DEADLINE,
+                 body_policy: BodyPolicy | None = None, policy_on_headers: bool = True,
+                 clock: IReactorTime | None = None,
+                 on_proven: Callable[[GasolineChannel], None] | None = None,
+                 on_lost: Callable[[GasolineChannel], None] | None = None) -> None:
+        """Everything the site decides for its channels is passed here (L{GasolineSite.protocol}).
+
+        @param clock: the site's reactor, for the body deadline.
+        """
+        super().__init__()
+        self.header_deadline = header_deadline
+        if body_policy is not None:
+            self.body_policy = body_policy
+        self.policy_on_headers = policy_on_headers
+        self._clock = clock
+        self.on_proven = on_proven
+        self.on_lost = on_lost
 
     def connectionMade(self):
         super().connectionMade()
@@ -346,8 +368,8 @@ class GasolineChannel(http.HTTPChannel):
             return False
         if body is None:
             return False
-        if site is not None:
-            site.refused_on_headers += 1
+        if isinstance(site, GasolineSite):
+            site.count_refused_on_headers()
         counted = getattr(root, "on_response", None)
         if counted is not None:  # /metrics counts it as the late check would have
             counted(head.path, head.code)
@@ -429,9 +451,9 @@ class GasolineChannel(http.HTTPChannel):
         if why is not None:
             self._body_timer = None
             if transport is not None:
-                site = getattr(self, "site", None)
-                if site is not None:
-                    site.slow_bodies += 1
+                site = getattr(self, "site", None)  # (Site.buildProtocol sets it)
+                if isinstance(site, GasolineSite):
+                    site.count_slow_body()
                 _log.debug("request body too slow ({why}): connection closed", why=why)
                 abort_transport(transport)
             return
@@ -444,6 +466,8 @@ class GasolineChannel(http.HTTPChannel):
             self._between_requests = True  # the keep-alive idle timer governs the wait
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self.on_lost is not None:
+            self.on_lost(self)
         self._disarm()
         self._disarm_body()
         super().connectionLost(reason)
@@ -485,12 +509,9 @@ class GasolineSite(server.Site):
 
     def protocol(self):
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
-        channel = GasolineChannel()
-        channel.header_deadline = self.header_deadline
-        channel.body_policy = self.body_policy
-        channel.policy_on_headers = self.policy_on_headers
-        channel._clock = self.reactor
-        return channel
+        return GasolineChannel(header_deadline=self.header_deadline, body_policy=self.body_policy,
+                               policy_on_headers=self.policy_on_headers, clock=self.reactor,
+                               on_proven=self._proven, on_lost=self._lost)
 
     def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
                  inflight: InFlight | None = None, **kwargs) -> None:
@@ -534,21 +555,23 @@ class GasolineSite(server.Site):
             return None
         self.open_connections += 1
         self._unproven[channel] = None
-        channel.on_proven = self._proven
-        lost = channel.connectionLost
-
-        def connection_lost(reason, _lost=lost):
-            self.open_connections -= 1
-            self._unproven.pop(channel, None)
-            if self._at_cap and self.open_connections < self.max_connections * 0.9:
-                self._at_cap = False
-            return _lost(reason)
-
-        channel.connectionLost = connection_lost
         return channel
+
+    def count_refused_on_headers(self) -> None:
+        self.refused_on_headers += 1
+
+    def count_slow_body(self) -> None:
+        self.slow_bodies += 1
 
     def _proven(self, channel: GasolineChannel) -> None:
         self._unproven.pop(channel, None)
+
+    def _lost(self, channel: GasolineChannel) -> None:
+        """A channel this site built is gone: its slot is free."""
+        self.open_connections -= 1
+        self._unproven.pop(channel, None)
+        if self._at_cap and self.open_connections < self.max_connections * 0.9:
+            self._at_cap = False
 
     def getContentFile(self, length):
         return BytesIO()

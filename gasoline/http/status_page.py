@@ -36,13 +36,13 @@ from urllib.parse import urlsplit
 
 import orjson
 from klein import Klein
-from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline._version import __version__
+from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.session_ids import session_label
 from gasoline.http.json import json_body, json_error
 from gasoline.stream import request_writer
@@ -114,8 +114,7 @@ class StatusPage:
         #: buffer name -> (time, head) of the last sample, and the rates they gave.
         self._samples: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, float] = {}
-        self.timer = TimerService(TICK, self._tick)
-        self.timer.clock = self.clock
+        self.timer = ClockedTimer(TICK, self.clock, self._tick)
         self.timer.setName("status-page")
 
     def resource(self):

@@ -49,7 +49,7 @@ from gasoline.proxy.errors import ChildLimit, ProxyError, SessionLimit, UnknownS
 from gasoline.proxy.peer import ServerPeer
 from gasoline.proxy.plan import SessionPlan, SessionRequest, SessionServer, plan_session, shared_cwd
 from gasoline.proxy.remote import RemoteServer
-from gasoline.proxy.routing import ProxySession, SessionTools
+from gasoline.proxy.routing import ProxySession
 
 if TYPE_CHECKING:
     from gasoline.mcp.server import McpServer
@@ -394,8 +394,7 @@ class ProxyManager:
                                  "opened)")
         return session
 
-    def _bind(self, session: ProxySession, mcp_session: Any, primary: bool = False) -> None:
-        mcp_session.extra_tools = SessionTools(session)
+    def _bind(self, session: ProxySession, mcp_session: McpSession, primary: bool = False) -> None:
         session.bound.append(mcp_session)
 
         def closed(s: Any) -> None:
@@ -406,7 +405,7 @@ class ProxyManager:
             if primary and not any(not b.closed for b in session.bound):
                 self.destroy(session.session_id, why="its MCP session ended")
 
-        mcp_session.on_close.append(closed)
+        mcp_session.show_tools(session.view, on_close=closed)
 
     def bind(self, session_id: str, mcp_session: McpSession) -> None:
         """Make C{mcp_session} (a connector connection) see C{session_id}'s tools.
@@ -432,22 +431,14 @@ class ProxyManager:
         session = self.sessions.pop(session_id, None)
         if session is None or session.closed:
             return succeed(None)
-        session.closed = True
+        bound, tokens = session.close()
         log.info("proxy session {sid} ({wd}) {why}", sid=session_label(session_id),
                  wd=session.working_directory, why=why)
         self.audit(session, "session_end", {"why": why})
-        call, session.idle_call = session.idle_call, None
-        if call is not None and call.active():
-            call.cancel()
-        lc, session._list_changed_call = session._list_changed_call, None
-        if lc is not None and lc.active():
-            lc.cancel()
-        for token in list(session._progress):
+        for token in tokens:
             self.progress_routes.pop(token, None)
-        bound, session.bound = session.bound, []
         for s in bound:
-            if getattr(s, "extra_tools", None) is not None and s.extra_tools._session is session:
-                s.extra_tools = None
+            s.hide_tools(session.view)
             if not s.closed and s.session_id == session_id:
                 self.mcp.close_session(s)
         stops = []

@@ -77,6 +77,7 @@ from gasoline.tools.resources import gasoline_resources
 NOTIFY_INTERVAL = 0.0
 
 if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)
+    from gasoline.tools._launch import BrowserLauncher
     from gasoline.proxy.session import ProxyManager
 
 
@@ -370,7 +371,7 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     return proxy
 
 
-def _browser_launcher(config: Config, clock: IReactorTime):
+def _browser_launcher(config: Config, clock: IReactorTime) -> BrowserLauncher | None:
     """What runs C{interact launch_browser} (docs/browser.md): only with
     C{--allow-launch-browser}, and only on a reactor that can start processes."""
     from twisted.internet.interfaces import IReactorProcess

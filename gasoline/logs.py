@@ -45,6 +45,8 @@ from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
     from gasoline.app import Gasoline
     from gasoline.mcp.session import McpSession
 
@@ -417,7 +419,7 @@ class LogService(MultiService):
             self._publisher.addObserver(self.observer)
         super().startService()
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         d = super().stopService()
         if self._publisher is not None:
             self._publisher.removeObserver(self.observer)

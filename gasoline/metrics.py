@@ -35,6 +35,7 @@ from twisted.web.resource import Resource
 from gasoline.http.routes import ROUTES
 
 if TYPE_CHECKING:
+    from twisted.web.server import Request
     from gasoline.core.extension import ExtensionLink
     from gasoline.core.journal import BufferJournal
     from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
@@ -171,12 +172,12 @@ class _MetricsResource(Resource):
         super().__init__()
         self._metrics = metrics
 
-    def render_GET(self, request) -> bytes:
+    def render_GET(self, request: Request) -> bytes:
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
         request.setHeader(b"cache-control", b"no-store")
         return self._metrics.render()
 
-    def render_HEAD(self, request) -> bytes:
+    def render_HEAD(self, request: Request) -> bytes:
         return self.render_GET(request)
 
 

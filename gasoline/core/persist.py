@@ -38,6 +38,8 @@ from gasoline.core.files import (
 from gasoline.core.journal import MiB, BufferJournal
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
     from gasoline.core.atrest import AtRest
     from gasoline.core.store import TelemetryStore
 
@@ -75,7 +77,7 @@ class _SequenceService(TimerService):
         self._written = body
         self._p.health.succeeded("sequence file")
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         d = super().stopService()
         self._tick()
         return d

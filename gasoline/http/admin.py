@@ -18,6 +18,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from gasoline._version import __version__
 from gasoline.core.extension import rfc3339
 from gasoline.core.doctor import doctor_checks
+from gasoline.core.request_facts import facts_of
 from gasoline.core.store import CONSOLE
 from gasoline.http.json import json_body, json_error
 
@@ -107,7 +108,7 @@ class HealthAPI:
     @app.route("/health", methods=["GET", "HEAD"])
     def get_health(self, request):
         body = self.health()
-        if not getattr(request, "gasoline_key_ok", True):
+        if not facts_of(request).key_ok:
             # With --api-key, client ids are for callers that prove the key (GET /events and
             # the MCP client header take an id): the counts stay public.
             body["clients"] = {k: v for k, v in body["clients"].items() if k != "list"}

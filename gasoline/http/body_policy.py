@@ -6,7 +6,12 @@ request whose headers are in and whose body is not (L{Head}), which the route po
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from twisted.web.http_headers import Headers
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 #: Seconds a request's body may take before the minimum rate applies.
 BODY_GRACE = 10.0
@@ -67,7 +72,7 @@ class Head:
 
     content = None
 
-    def __init__(self, request, method: bytes, uri: bytes, length: int | None) -> None:
+    def __init__(self, request: Request, method: bytes, uri: bytes, length: int | None) -> None:
         self.method = method
         self.uri = uri
         self.path = uri.split(b"?", 1)[0]

@@ -31,8 +31,8 @@ the JSON body of a refusal:
     extension's own) needs C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
     401; a C{UNLESS_EXTENSION} route (pairing, the extension's CDP link) needs it unless the
     request carries an accepted extension C{Origin}. Preflight never needs it. Whether the
-    caller proved the key is left on the request as C{gasoline_key_ok} (C{/health} lists client
-    ids only then).
+    caller proved the key is noted in the request's facts (L{gasoline.core.request_facts};
+    C{/health} lists client ids only then).
 
 The extension header gate (C{X-Gasoline-Client: gasoline-extension...}) is per route and lives in
 L{gasoline.http.ingest}.
@@ -46,6 +46,7 @@ from io import BytesIO
 
 import attrs
 
+from gasoline.core.request_facts import note_key
 from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 from gasoline.http.json import json_error
 from gasoline.http.request import body_length, body_limit_for
@@ -263,7 +264,7 @@ class Guard:
             if refused is not None:
                 return refused
         key_ok = self.api_key is None or self._key_ok(request)
-        request.gasoline_key_ok = key_ok
+        note_key(request, key_ok)
         if not key_ok and (route.key is Key.ALWAYS or (
                 route.key is Key.UNLESS_EXTENSION and kind != OriginKind.EXTENSION)):
             request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gasoline.core.errors import InvalidParam
 
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
-def read_json_object(request, limit: int) -> dict[str, Any]:
+
+def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     """The request's body as a JSON object (C{{}} for an empty body), read up to C{limit} bytes.
 
     @raise InvalidParam: C{body_too_large} past C{limit}; C{bad_json} when the body is not JSON
@@ -29,13 +32,13 @@ def read_json_object(request, limit: int) -> dict[str, Any]:
     return body
 
 
-def json_body(request, value: Any, status: int = 200) -> bytes:
+def json_body(request: Request, value: Any, status: int = 200) -> bytes:
     """Set status and content type; return the encoded body for a handler to return."""
     request.setResponseCode(status)
     request.setHeader(b"content-type", b"application/json")
     return orjson.dumps(value)
 
 
-def json_error(request, status: int, message: str, **extra: Any) -> bytes:
+def json_error(request: Request, status: int, message: str, **extra: Any) -> bytes:
     """C{{"error": message, ...}} with C{status}."""
     return json_body(request, {"error": message, **extra}, status)

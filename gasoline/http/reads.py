@@ -18,7 +18,7 @@ hands every other method to it unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from klein import Klein
@@ -30,6 +30,9 @@ from gasoline.core.errors import ClientProofRefused, GasolineError, InvalidParam
 from gasoline.http.client_proof import claimed_client
 from gasoline.http.json import json_body, json_error
 from gasoline.mcp import jsonrpc
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 log = Logger()
 
@@ -108,7 +111,7 @@ class CursorReads:
         return d
 
 
-def _arguments(request) -> dict[str, Any]:
+def _arguments(request: Request) -> dict[str, Any]:
     """C{observe logs} arguments from the query (strings: the tool reads integers from them)."""
     args: dict[str, Any] = {"what": "logs"}
     for raw, values in (request.args or {}).items():
@@ -122,7 +125,7 @@ def _arguments(request) -> dict[str, Any]:
     return args
 
 
-def _body(request, response: Any) -> bytes:
+def _body(request: Request, response: Any) -> bytes:
     """The tool's answer as C{GET /logs} gives it: its JSON object, C{summary}, C{data_counts}."""
     result = response.get("result") if isinstance(response, dict) else None
     if not isinstance(result, dict):

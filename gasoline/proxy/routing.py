@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import orjson
@@ -152,7 +152,7 @@ class ProxySession:
                         "server": server, "tool": original})
         return out
 
-    def _handler(self, server: str, tool: str):
+    def _handler(self, server: str, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
         def handler(ctx: Any, arguments: dict[str, Any]) -> Any:
             return self.call(ctx, server, tool, arguments)
 

@@ -536,7 +536,7 @@ class _ProxyService(MultiService):
         self.setName("proxy-sessions")
         self._manager = manager
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         manager = self._manager
         manager._snapshot = manager._persisted()
         d = super().stopService()  # the flush service writes the snapshot once more

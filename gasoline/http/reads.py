@@ -54,7 +54,7 @@ class LogsResource(Resource):
         self.reads = CursorReads(mcp).resource()
         self.ingest = ingest
 
-    def render(self, request):
+    def render(self, request: Request) -> bytes | int:
         if request.method in (b"GET", b"HEAD"):
             return self.reads.render(request)
         return self.ingest.render(request)
@@ -73,14 +73,14 @@ class CursorReads:
         return self.app.resource()
 
     @app.route("/logs", methods=["HEAD"])
-    def head(self, request):
+    def head(self, request: Request) -> bytes:
         # A read moves the cursor: a HEAD must not, and has no body to carry the entries.
         request.setHeader(b"allow", b"GET, POST, DELETE")
         return json_error(request, 405, "HEAD /logs would move your cursor: use GET",
                           allowed=["GET", "POST", "DELETE"])
 
     @app.route("/logs", methods=["GET"])
-    def read(self, request):
+    def read(self, request: Request) -> Any:
         try:
             client_id = claimed_client(request, self.mcp.registry.client_key)
             if client_id is None:

@@ -350,7 +350,8 @@ def _metrics_resource(daemon: Daemon, mcp: McpServer, metrics: Metrics, mcp_http
     return metrics.resource()
 
 
-def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> ProxyManager | None:
+def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService,
+                metrics: Metrics | None = None) -> ProxyManager | None:
     """The session proxy: child MCP servers per agent session, behind C{/session};
     None without C{config.proxy_config}.
 
@@ -361,11 +362,13 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     if config.proxy_config is None:
         return None
     from gasoline.proxy.config import load as load_proxy_config  # only when used
+    from gasoline.proxy.metrics import call_observer
     from gasoline.proxy.session import ProxyManager
 
     proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
                          state_dir=config.state_dir if config.persist else None,
-                         at_rest=daemon.persistence.at_rest if daemon.persistence is not None else None)
+                         at_rest=daemon.persistence.at_rest if daemon.persistence is not None else None,
+                         on_call=call_observer(metrics) if metrics is not None else None)
     proxy.service.setServiceParent(services)
     proxy.restore()
     return proxy
@@ -407,7 +410,7 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     relay = Relay(clock, not_connected_why=lambda: (
         f"{WAITING_FOR_PAIRING}. {PAIR_FIX}" if daemon.extension.waiting_for_pairing else None))
     register_relay_metrics(metrics, relay)
-    proxy = build_proxy(daemon, mcp, services)
+    proxy = build_proxy(daemon, mcp, services, metrics)
     resource = build_http(daemon, mcp, services, metrics, streaming, relay, proxy)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
                     metrics=metrics, streaming=streaming, relay=relay, proxy=proxy)

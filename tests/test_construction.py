@@ -73,7 +73,7 @@ NOT_YET = frozenset({
     "core/pairing.py", "core/persist.py", "core/redact_scan.py", "core/router.py",
     "core/screenshots.py", "core/store.py", "core/workers.py", "tools/_interactive_list.py",
     "http/ingest.py", "http/mcp_http.py", "http/relay_ws.py", "mcp/outgoing.py",
-    "mcp/server.py", "proxy/metrics.py", "proxy/remote.py", "proxy/routing.py", "proxy/session.py",
+    "mcp/server.py", "proxy/remote.py", "proxy/routing.py", "proxy/session.py",
     "relay/hub.py", "relay/sessions.py", "relay/targets.py", "streaming/delivery.py",
     "streaming/dispatch.py", "streaming/hub.py", "streaming/subscription.py", "testing.py",
     "tools/__init__.py", "tools/_commands.py", "tools/_links.py", "tools/_page_views.py",

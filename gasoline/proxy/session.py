@@ -22,7 +22,7 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.application.service import MultiService
@@ -80,7 +80,8 @@ class ProxyManager:
 
     def __init__(self, reactor: Any, config: ProxyConfig, mcp: McpServer,
                  state_dir: Path | None = None, environ: dict[str, str] | None = None,
-                 client_timeout: float = 60.0, http: Any = None, at_rest: Any = None) -> None:
+                 client_timeout: float = 60.0, http: Any = None, at_rest: Any = None,
+                 on_call: Callable[[str, float, bool], None] | None = None) -> None:
         self.reactor = reactor
         #: The HTTP client of remote servers by C{url} (None: each has its own treq client).
         self.http = http
@@ -99,8 +100,8 @@ class ProxyManager:
         self.restart_counts: dict[str, int] = {}
         #: Server name -> its own C{callsPerMinute} limiter (per session).
         self._limiters: dict[str, SlidingWindowLimiter] = {}
-        #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if set.
-        self.on_call: Any = None
+        #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if given.
+        self.on_call = on_call
         #: False on a C{task.Clock}: every child then fails to start, with that reason.
         self.can_spawn = IReactorProcess.providedBy(reactor)
         self.document: JsonDocument | None = None

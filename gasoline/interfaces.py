@@ -2,7 +2,7 @@
 The interfaces that are seams: each has a second implementation, an in-memory fake.
 
 L{ISessionTools} is what the MCP layer (C{McpSession.extra_tools}) knows of a session's own tools:
-the session proxy implements it (L{gasoline.proxy.session.SessionTools}) and so does the in-memory
+the session proxy implements it (L{gasoline.proxy.routing.SessionTools}) and so does the in-memory
 L{gasoline.testing.FakeSessionTools}, which C{tests/test_testing.py} puts behind a real MCP
 server. (The relay's L{gasoline.relay.model.IRelayPeer} is the other seam, beside its hub, with
 L{gasoline.relay.testing.FakeExtensionLink}.)

@@ -47,7 +47,6 @@ from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EV
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
-    from gasoline.app import Gasoline
     from gasoline.mcp.session import McpSession
 
 MB = 1_000_000
@@ -150,10 +149,20 @@ class LogFiles:
         self.log_dir = Path(log_dir)
         self.clock = clock
         self.limits = limits
-        self._run = run
+        self._runner = run
         self._files: dict[str, _File] = {}
         #: Lines handed to the worker (tests, C{/metrics} could read it).
         self.lines = 0
+        #: Closed (the service stopped): what the daemon still reports is not written.
+        self.closed = False
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
+        if not self.closed:
+            self._runner(fn, *args)
+
+    def open(self) -> None:
+        """Take writes again (the service started)."""
+        self.closed = False
 
     # -- reactor side ----------------------------------------------------------------------------
 
@@ -175,6 +184,7 @@ class LogFiles:
 
     def close(self) -> None:
         self._run(self._close)
+        self.closed = True
 
     # -- worker side -----------------------------------------------------------------------------
 
@@ -378,8 +388,10 @@ def _count_of(text: str) -> int | None:
 
 class LogService(MultiService):
     """C{--log-dir} as a service: the worker thread, the server-log observer on C{publisher},
-    shared logs fed by the store, client logs fed by the tool registry and the MCP server, and
-    the retention timer."""
+    and the retention timer. Its C{files} are given to L{gasoline.app.build} (C{log_files}), which
+    feeds them the store's writes (shared logs) and, through L{ClientLogs} passed to the tool
+    registry and the MCP server as they are built, each client's tool calls and session ends.
+    Once stopped, nothing more is written."""
 
     def __init__(self, log_dir: Path, clock: IReactorTime, *, limits: LogLimits = LogLimits(),
                  publisher: Any = None, thread: bool = True) -> None:
@@ -395,24 +407,12 @@ class LogService(MultiService):
         self.files = LogFiles(log_dir, clock, limits, run)
         self.observer = ServerLogObserver(self.files)
         self._publisher = publisher
-        self._undo: list[Callable[[], None]] = []
         ClockedTimer(limits.sweep_interval, clock, self.files.sweep).setServiceParent(self)
-
-    def attach(self, app: Gasoline) -> None:
-        """Feed the files from C{app} (a L{gasoline.app.Gasoline}): store writes, tool calls,
-        session ends."""
-        self._undo.append(app.store.notifier.subscribe(self.files.buffer_written))
-        clients = ClientLogs(self.files, app.registry)
-        tools = app.mcp.tools
-        tools.observers.append(clients)
-        self._undo.append(lambda: tools.observers.remove(clients))
-        observers = app.mcp.session_observers
-        observers.append(clients)
-        self._undo.append(lambda: observers.remove(clients))
 
     def startService(self) -> None:
         # Once, at start-up, before the reactor serves anything.
         make_private_dir(self.files.log_dir)
+        self.files.open()
         if self._pool is not None:
             self._pool.start()
         if self._publisher is not None:
@@ -423,9 +423,6 @@ class LogService(MultiService):
         d = super().stopService()
         if self._publisher is not None:
             self._publisher.removeObserver(self.observer)
-        for undo in self._undo:
-            undo()
-        self._undo.clear()
         self.files.close()
         if self._pool is not None:
             self._pool.stop()  # joins the worker once its queue is written

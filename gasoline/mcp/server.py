@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Iterable, Literal, Protocol
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, maybeDeferred, succeed
@@ -205,6 +205,7 @@ class McpServer:
         server_name: str = "gasoline",
         sessions: dict[str, McpSession] | None = None,
         turns: TurnBudget | None = None,
+        session_observers: Iterable[SessionObserver] = (),
     ) -> None:
         self.clock = clock
         #: Agents' tool calls run within the reactor turn's budget (capture first).
@@ -236,7 +237,7 @@ class McpServer:
         #: Closes every MCP session (and its idle timer) when the daemon stops.
         self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
-        self.session_observers: list[SessionObserver] = []
+        self.session_observers: list[SessionObserver] = list(session_observers)
         #: A session is closed for another client only after this long without a request.
         self.reclaim_min_quiet = RECLAIM_MIN_QUIET
         #: Session ids and client ids of sessions closed for another client -> why (bounded).

@@ -39,7 +39,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 #: The port a daemon started with no options listens on (only ever used when named: --port).
 DEFAULT_PORT = 7890
@@ -56,7 +56,7 @@ PROC = Path("/proc")
 class _Parser(argparse.ArgumentParser):
     """Usage errors: one line naming the problem and C{--help}, on stderr, exit 2."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

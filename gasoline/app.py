@@ -77,6 +77,8 @@ from gasoline.tools.resources import gasoline_resources
 NOTIFY_INTERVAL = 0.0
 
 if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)
+    from gasoline.logs import ClientLogs, LogFiles
+    from gasoline.tools._launch import BrowserLauncher
     from gasoline.proxy.session import ProxyManager
 
 
@@ -242,18 +244,23 @@ def build_streaming(daemon: Daemon, sessions: dict[str, McpSession],
 
 
 def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = None,
-              sessions: dict[str, McpSession] | None = None) -> McpServer:
-    """The daemon's MCP server: Gasoline's tools and resources, plus what C{extend} adds."""
+              sessions: dict[str, McpSession] | None = None,
+              client_logs: ClientLogs | None = None) -> McpServer:
+    """The daemon's MCP server: Gasoline's tools and resources, plus what C{extend} adds.
+
+    @param client_logs: the C{--log-dir} client logs, told of every tool call and session end.
+    """
     config = daemon.config
+    observers = [client_logs] if client_logs is not None else []
     # Rate limit: tool calls per minute per client (Config.tool_rate_limit, 0 = off).
-    registry = ToolRegistry(daemon.clock, rate_limit=config.tool_rate_limit)
+    registry = ToolRegistry(daemon.clock, rate_limit=config.tool_rate_limit, observers=observers)
     tools.register(registry)
     resources = gasoline_resources(registry, tools)
     prompts = PromptRegistry()
     if extend is not None:
         extend(registry, resources, prompts)
     return McpServer(daemon.clock, daemon.registry, registry, resources, prompts,
-                     sessions=sessions)
+                     sessions=sessions, session_observers=observers)
 
 
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
@@ -282,7 +289,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
         b"clients": ClientsAPI(daemon.registry).resource(),
         b"mcp": mcp_http,
         b"pairing": PairingAPI(
-            identity, on_offer=getattr(daemon.extension, "pairing_offered", None)).resource(),
+            identity, on_offer=daemon.extension.pairing_offered).resource(),
         b"session": ProxyAPI(proxy).resource(),
         # GET /logs: a cursor read for agents; POST and DELETE stay the extension's ingest.
         b"logs": LogsResource(mcp, ingest_resource),
@@ -344,11 +351,13 @@ def _metrics_resource(daemon: Daemon, mcp: McpServer, metrics: Metrics, mcp_http
     metrics.registry.register(DaemonCollector(
         metrics, store=daemon.store, registry=daemon.registry, tools=mcp.tools,
         router=daemon.router, extension=daemon.extension, sse=mcp_http, ingest=ingest,
+        journals=daemon.persistence.journals if daemon.persistence is not None else None,
     ))
     return metrics.resource()
 
 
-def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> ProxyManager | None:
+def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService,
+                metrics: Metrics | None = None) -> ProxyManager | None:
     """The session proxy: child MCP servers per agent session, behind C{/session};
     None without C{config.proxy_config}.
 
@@ -359,17 +368,19 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService) -> Proxy
     if config.proxy_config is None:
         return None
     from gasoline.proxy.config import load as load_proxy_config  # only when used
+    from gasoline.proxy.metrics import call_observer
     from gasoline.proxy.session import ProxyManager
 
     proxy = ProxyManager(daemon.clock, load_proxy_config(config.proxy_config), mcp,
                          state_dir=config.state_dir if config.persist else None,
-                         at_rest=getattr(daemon.persistence, "at_rest", None))
+                         at_rest=daemon.persistence.at_rest if daemon.persistence is not None else None,
+                         on_call=call_observer(metrics) if metrics is not None else None)
     proxy.service.setServiceParent(services)
     proxy.restore()
     return proxy
 
 
-def _browser_launcher(config: Config, clock: IReactorTime):
+def _browser_launcher(config: Config, clock: IReactorTime) -> BrowserLauncher | None:
     """What runs C{interact launch_browser} (docs/browser.md): only with
     C{--allow-launch-browser}, and only on a reactor that can start processes."""
     from twisted.internet.interfaces import IReactorProcess
@@ -381,14 +392,27 @@ def _browser_launcher(config: Config, clock: IReactorTime):
     return BrowserLauncher(clock, config.state_dir)
 
 
+def _client_logs(daemon: Daemon, files: LogFiles | None) -> ClientLogs | None:
+    """The C{--log-dir} client logs (None without one); the shared logs get the store's writes."""
+    if files is None:
+        return None
+    from gasoline.logs import ClientLogs  # only with --log-dir
+
+    daemon.store.notifier.subscribe(files.buffer_written)
+    return ClientLogs(files, daemon.registry)
+
+
 def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = None, *,
-          metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None) -> Gasoline:
+          metrics: Metrics | None = None, extend_mcp: ExtendMcp | None = None,
+          log_files: LogFiles | None = None) -> Gasoline:
     """Build the daemon's components on C{clock}; no sockets are opened here.
 
     @param stop: stops the whole daemon (C{tap} passes one that stops the reactor).
     @param metrics: gets every series of the daemon, served at C{GET /metrics} (a fresh
         L{Metrics} when not given).
     @param extend_mcp: adds tools, resources and prompts to the MCP server (tests only).
+    @param log_files: the C{--log-dir} files (L{gasoline.logs.LogService}'s): fed the store's
+        writes (the shared logs), and each client's tool calls and session ends.
     """
     services = MultiService()
     # Built in dependency order, each collaborator passed at construction: the metric registry
@@ -399,13 +423,13 @@ def build(config: Config, clock: IReactorTime, stop: Callable[[], Any] | None = 
     sessions: dict[str, McpSession] = {}
     streaming = build_streaming(daemon, sessions, services, streaming_latency(metrics))
     tools = GasolineTools(daemon, streaming=streaming, launcher=_browser_launcher(config, clock))
-    mcp = build_mcp(daemon, tools, extend_mcp, sessions)
+    mcp = build_mcp(daemon, tools, extend_mcp, sessions, _client_logs(daemon, log_files))
     mcp.service.setServiceParent(services)
     register_streaming_metrics(metrics, streaming)
     relay = Relay(clock, not_connected_why=lambda: (
         f"{WAITING_FOR_PAIRING}. {PAIR_FIX}" if daemon.extension.waiting_for_pairing else None))
     register_relay_metrics(metrics, relay)
-    proxy = build_proxy(daemon, mcp, services)
+    proxy = build_proxy(daemon, mcp, services, metrics)
     resource = build_http(daemon, mcp, services, metrics, streaming, relay, proxy)
     return Gasoline(daemon=daemon, tools=tools, mcp=mcp, resource=resource, services=services,
                     metrics=metrics, streaming=streaming, relay=relay, proxy=proxy)

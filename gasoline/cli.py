@@ -14,6 +14,10 @@ The C{gasoline} console script::
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from gasoline import __version__
 
@@ -224,7 +228,7 @@ def _client_proof(rest: list[str]) -> int:
     return 0
 
 
-def _named_state_dir(command: str, opts):
+def _named_state_dir(command: str, opts: Any) -> Path | None:
     """The state dir of the daemon C{--port} / C{--url} names: C{--state-dir} if given, else the
     one its C{/health} names; its identity must be the one the daemon offers (never another
     daemon's pins or key: L{gasoline.daemon_dir}). None, the reason on stderr, when there is

@@ -2,7 +2,7 @@
 The interfaces that are seams: each has a second implementation, an in-memory fake.
 
 L{ISessionTools} is what the MCP layer (C{McpSession.extra_tools}) knows of a session's own tools:
-the session proxy implements it (L{gasoline.proxy.session.SessionTools}) and so does the in-memory
+the session proxy implements it (L{gasoline.proxy.routing.SessionTools}) and so does the in-memory
 L{gasoline.testing.FakeSessionTools}, which C{tests/test_testing.py} puts behind a real MCP
 server. (The relay's L{gasoline.relay.model.IRelayPeer} is the other seam, beside its hub, with
 L{gasoline.relay.testing.FakeExtensionLink}.)
@@ -16,7 +16,12 @@ concrete types.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from zope.interface import Interface
+
+if TYPE_CHECKING:
+    from gasoline.mcp.tools import Tool
 
 
 class ISessionTools(Interface):
@@ -28,12 +33,12 @@ class ISessionTools(Interface):
     audit) as the server's own tools.
     """
 
-    def definitions():
+    def definitions() -> list[dict[str, Any]]:
         """The tools' MCP definitions (C{name}, C{description}, C{inputSchema}, ...), a list."""
 
-    def get(name):
+    def get(name: str) -> Tool | None:
         """The L{gasoline.mcp.tools.Tool} called C{name}, or None."""
 
-    def progress(params):
+    def progress(params: dict[str, Any]) -> None:
         """The agent sent C{notifications/progress} with C{params} (for a request the session's
         tools made of it, such as a relayed C{sampling/createMessage}); pass it on or drop it."""

@@ -31,18 +31,23 @@ import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
-from twisted.application.internet import TimerService
 from twisted.application.service import MultiService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
 from zope.interface import implementer
 
 from gasoline.common import make_private_dir, rfc3339
+from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from gasoline.mcp.session import McpSession
 
 MB = 1_000_000
 #: Which shared log each buffer's writes go to.
@@ -144,10 +149,20 @@ class LogFiles:
         self.log_dir = Path(log_dir)
         self.clock = clock
         self.limits = limits
-        self._run = run
+        self._runner = run
         self._files: dict[str, _File] = {}
         #: Lines handed to the worker (tests, C{/metrics} could read it).
         self.lines = 0
+        #: Closed (the service stopped): what the daemon still reports is not written.
+        self.closed = False
+
+    def _run(self, fn: Callable[..., Any], *args: Any) -> None:
+        if not self.closed:
+            self._runner(fn, *args)
+
+    def open(self) -> None:
+        """Take writes again (the service started)."""
+        self.closed = False
 
     # -- reactor side ----------------------------------------------------------------------------
 
@@ -169,6 +184,7 @@ class LogFiles:
 
     def close(self) -> None:
         self._run(self._close)
+        self.closed = True
 
     # -- worker side -----------------------------------------------------------------------------
 
@@ -328,10 +344,10 @@ class ClientLogs:
         self.files.write(self.files.client_log(client_id or "anonymous"), {
             "client": client_id, "type": "audit_event", **record})
 
-    def session_opened(self, session: Any) -> None:
+    def session_opened(self, session: McpSession) -> None:
         pass
 
-    def session_closed(self, session: Any) -> None:
+    def session_closed(self, session: McpSession) -> None:
         state = self.registry.get(session.client_id) if self.registry is not None else None
         if state is None or state.connections == 0:
             self.files.rotate(self.files.client_log(session.client_id))
@@ -372,8 +388,10 @@ def _count_of(text: str) -> int | None:
 
 class LogService(MultiService):
     """C{--log-dir} as a service: the worker thread, the server-log observer on C{publisher},
-    shared logs fed by the store, client logs fed by the tool registry and the MCP server, and
-    the retention timer."""
+    and the retention timer. Its C{files} are given to L{gasoline.app.build} (C{log_files}), which
+    feeds them the store's writes (shared logs) and, through L{ClientLogs} passed to the tool
+    registry and the MCP server as they are built, each client's tool calls and session ends.
+    Once stopped, nothing more is written."""
 
     def __init__(self, log_dir: Path, clock: IReactorTime, *, limits: LogLimits = LogLimits(),
                  publisher: Any = None, thread: bool = True) -> None:
@@ -389,40 +407,22 @@ class LogService(MultiService):
         self.files = LogFiles(log_dir, clock, limits, run)
         self.observer = ServerLogObserver(self.files)
         self._publisher = publisher
-        self._undo: list[Callable[[], None]] = []
-        timer = TimerService(limits.sweep_interval, self.files.sweep)
-        timer.clock = clock
-        timer.setServiceParent(self)
-
-    def attach(self, app: Any) -> None:
-        """Feed the files from C{app} (a L{gasoline.app.Gasoline}): store writes, tool calls,
-        session ends."""
-        self._undo.append(app.store.notifier.subscribe(self.files.buffer_written))
-        clients = ClientLogs(self.files, app.registry)
-        tools = app.mcp.tools
-        tools.observers.append(clients)
-        self._undo.append(lambda: tools.observers.remove(clients))
-        observers = getattr(app.mcp, "session_observers", None)
-        if observers is not None:
-            observers.append(clients)
-            self._undo.append(lambda: observers.remove(clients))
+        ClockedTimer(limits.sweep_interval, clock, self.files.sweep).setServiceParent(self)
 
     def startService(self) -> None:
         # Once, at start-up, before the reactor serves anything.
         make_private_dir(self.files.log_dir)
+        self.files.open()
         if self._pool is not None:
             self._pool.start()
         if self._publisher is not None:
             self._publisher.addObserver(self.observer)
         super().startService()
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         d = super().stopService()
         if self._publisher is not None:
             self._publisher.removeObserver(self.observer)
-        for undo in self._undo:
-            undo()
-        self._undo.clear()
         self.files.close()
         if self._pool is not None:
             self._pool.stop()  # joins the worker once its queue is written

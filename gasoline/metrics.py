@@ -24,8 +24,8 @@ The full list of series, with their types and labels, is in C{docs/operations.md
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sized
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sized
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -35,7 +35,9 @@ from twisted.web.resource import Resource
 from gasoline.http.routes import ROUTES
 
 if TYPE_CHECKING:
+    from twisted.web.server import Request
     from gasoline.core.extension import ExtensionLink
+    from gasoline.core.journal import BufferJournal
     from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
     from gasoline.http.ingest import IngestAPI
     from gasoline.mcp.tools import ToolRegistry
@@ -170,12 +172,12 @@ class _MetricsResource(Resource):
         super().__init__()
         self._metrics = metrics
 
-    def render_GET(self, request) -> bytes:
+    def render_GET(self, request: Request) -> bytes:
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
         request.setHeader(b"cache-control", b"no-store")
         return self._metrics.render()
 
-    def render_HEAD(self, request) -> bytes:
+    def render_HEAD(self, request: Request) -> bytes:
         return self.render_GET(request)
 
 
@@ -189,7 +191,7 @@ class DaemonCollector:
     def __init__(self, metrics: Metrics, *, store: ITelemetryStore,
                  registry: IClientRegistry | None = None, tools: ToolRegistry | None = None,
                  router: IQueryRouter | None = None, extension: ExtensionLink | None = None,
-                 journals: Any = None,
+                 journals: Mapping[str, BufferJournal] | None = None,
                  sse: OpenStreams | None = None, ingest: IngestAPI | None = None) -> None:
         self.metrics = metrics
         self.store = store
@@ -197,8 +199,9 @@ class DaemonCollector:
         self.tools = tools
         self.router = router
         self.extension = extension
-        #: C{buffer name -> journal} (the store's C{journals} dict: it fills in as journals open).
-        self.journals = journals if journals is not None else getattr(store, "journals", {})
+        #: C{buffer name -> journal} (L{gasoline.core.persist.Persistence}'s C{journals}: none
+        #: with C{--no-persist}).
+        self.journals: Mapping[str, BufferJournal] = journals if journals is not None else {}
         self.sse = sse
         self.ingest = ingest
         #: Each buffer's C{head} when the daemon started: writes before a restart are not ours.
@@ -238,7 +241,7 @@ class DaemonCollector:
         yield from (entries, size, capacity, writes)
         reads = CounterMetricFamily("gasoline_client_reads", "Buffer reads by clients (MCP "
                                     "tools and resources), by buffer.", labels=["type"])
-        for name, n in getattr(store, "reads", {}).items():
+        for name, n in store.read_counts().items():
             reads.add_metric([name], n)
         yield reads
         ws = GaugeMetricFamily("gasoline_websocket_connections", "WebSocket connections the "
@@ -280,7 +283,7 @@ class DaemonCollector:
                                           "1 while the browser extension syncs, else 0.")
             connected.add_metric([], 1 if self.extension.connected else 0)
             syncs = CounterMetricFamily("gasoline_extension_syncs", "Extension /sync requests.")
-            syncs.add_metric([], getattr(self.extension, "syncs", 0))
+            syncs.add_metric([], self.extension.syncs)
             yield from (connected, syncs)
         if self.router is not None:
             stats = dict(self.router.stats)
@@ -300,12 +303,6 @@ class DaemonCollector:
         compactions = CounterMetricFamily("gasoline_journal_compactions", "Journal compactions "
                                           "since the daemon started.", labels=["type"])
         for name, journal in list(self.journals.items()):
-            nbytes = getattr(journal, "file_bytes", None)
-            if callable(nbytes):
-                nbytes = nbytes()
-            if nbytes is None:
-                nbytes = getattr(journal, "size", None)
-            if isinstance(nbytes, int):
-                size.add_metric([name], nbytes)
-            compactions.add_metric([name], getattr(journal, "compactions", 0))
+            size.add_metric([name], journal.size)
+            compactions.add_metric([name], journal.compactions)
         yield from (size, compactions)

@@ -661,13 +661,13 @@ def build_service(config: Config, reactor, *, limits: LogLimits | None = None,
     @param limits: the C{--log-dir} rotation and retention limits (the defaults if not given).
     @param extend_mcp: as L{makeService}'s.
     """
-    gasoline = build(config, reactor, stop=_reactor_stopper(reactor), extend_mcp=extend_mcp)
+    logs = LogService(config.log_dir, reactor, limits=limits or LogLimits(),
+                      publisher=globalLogPublisher) if config.log_dir is not None else None
+    gasoline = build(config, reactor, stop=_reactor_stopper(reactor), extend_mcp=extend_mcp,
+                     log_files=logs.files if logs is not None else None)
     top = GasolineService(gasoline)
-    if config.log_dir is not None:
+    if logs is not None:
         # Started first and stopped last: server.log sees the whole lifecycle.
-        logs = LogService(config.log_dir, reactor, limits=limits or LogLimits(),
-                          publisher=globalLogPublisher)
-        logs.attach(gasoline)
         logs.setServiceParent(top)
     gasoline.services.setServiceParent(top)
     fds = raise_nofile_limit()

@@ -15,7 +15,7 @@ slot), and nothing more: no persistence, no expiry, no eviction from the buffers
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable, Iterator, Sequence
 
 import attrs
@@ -37,7 +37,7 @@ from gasoline.core.interfaces import IClientRegistry, IClientState, IQueryRouter
 from gasoline.core.notify import Notifier
 from gasoline.core.redacted import ReadCache
 from gasoline.core.ring import ReadResult
-from gasoline.core.store import DEFAULT_BUFFERS, BufferWrite
+from gasoline.core.store import DEFAULT_BUFFERS, Added, BufferWrite
 
 
 # -- client state ---------------------------------------------------------------------------------
@@ -264,7 +264,6 @@ class MemoryTelemetryStore:
         self.notifier = notifier if notifier is not None else Notifier(clock)
         self.last_write: dict[str, float | None] = dict.fromkeys(self.buffers)
         self._read_caches: dict[str, ReadCache] = {}
-        self.last_persist_error: str | None = None
         self.websockets: dict[str, dict[str, Any]] = {}
         #: Buffer names as clients read them, in order.
         self.reads: list[str] = []
@@ -272,15 +271,18 @@ class MemoryTelemetryStore:
     def _now(self) -> float:
         return self._clock.seconds()
 
-    def add(self, buffer_name: str, entries: list[dict[str, Any]]) -> tuple[int, int]:
+    def add(self, buffer_name: str, entries: list[dict[str, Any]]) -> Added:
         log = self.buffers[buffer_name]
         if not entries:
-            return log.head, log.head
+            return Added(log.head, log.head)
         first, head = log.extend([orjson.dumps(e) for e in entries])
         now = self._now()
         self.last_write[buffer_name] = now
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
-        return first, head
+        return Added(first, head)  # (in memory only: nothing to persist)
+
+    def read_counts(self) -> dict[str, int]:
+        return dict(Counter(self.reads))
 
     def add_performance(self, snapshots: list[dict[str, Any]]) -> int:
         for snap in snapshots:

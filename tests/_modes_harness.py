@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -37,8 +36,9 @@ class Harness:
     def ctx(self, client_id: str = "A", tool: str = "analyze", mode: str = "",
             cwd: str | None = None) -> ToolContext:
         state = self.app.registry.get(client_id) or self.app.registry.register(client_id)
-        return ToolContext(app=self.app.daemon, tools=self.app.tools, request=None, state=state, client_id=client_id,
-                           session=SimpleNamespace(cwd=cwd), tool=tool, mode=mode)
+        state.cwd = cwd  # (as the agent's connector reports it)
+        return ToolContext(app=self.app.daemon, tools=self.app.tools, request=None, state=state,
+                           client_id=client_id, tool=tool, mode=mode)
 
     def run(self, modes: dict[str, Any], mode: str, args: dict[str, Any] | None = None,
             client_id: str = "A", tool: str = "analyze", cwd: str | None = None) -> Any:

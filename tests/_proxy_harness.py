@@ -44,14 +44,15 @@ class Daemon:
     C{GasolineSite}, as tap.py serves it)."""
 
     def __init__(self, tmp_path: Path, servers: dict[str, Any], proxy: dict[str, Any] | None = None,
-                 persist: bool = False, state_dir: Path | None = None) -> None:
+                 persist: bool = False, state_dir: Path | None = None,
+                 log_files: Any = None) -> None:
         self.config_path = tmp_path / "servers.json"
         body: dict[str, Any] = {"mcpServers": servers}
         if proxy:
             body["proxy"] = proxy
         self.config_path.write_text(json.dumps(body))
         self.app = build(Config(state_dir=state_dir or tmp_path / "state", persist=persist,
-                                proxy_config=self.config_path), reactor)
+                                proxy_config=self.config_path), reactor, log_files=log_files)
         self.port = None
         self.started = False
 

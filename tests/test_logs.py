@@ -31,10 +31,10 @@ def lines(path: Path) -> list[dict]:
 def daemon(tmp_path, limits=LogLimits(), publisher=None):
     clock = Clock()
     clock.advance(1_700_000_000)
-    app = build(Config(state_dir=tmp_path / "state", persist=False, tool_rate_limit=0), clock)
     service = LogService(tmp_path / "logs", clock, limits=limits, publisher=publisher,
                          thread=False)
-    service.attach(app)
+    app = build(Config(state_dir=tmp_path / "state", persist=False, tool_rate_limit=0), clock,
+                log_files=service.files)
     service.startService()
     return app, service, tmp_path / "logs"
 
@@ -114,6 +114,20 @@ def test_shared_logs_get_the_buffers_and_rotate_hourly(tmp_path):
     assert [r["entry"]["message"] for r in lines(rotated)] == ["first", "same hour"]
     assert [r["entry"]["message"] for r in lines(logs / "shared" / "console.log")] == ["next hour"]
     service.stopService()
+
+
+def test_nothing_is_written_once_the_service_stopped(tmp_path):
+    """The log files are given to build() (hooks at construction, nothing detached at stop):
+    once the service stopped, what the daemon still reports is dropped, not written."""
+    app, service, logs = daemon(tmp_path)
+    app.store.add(CONSOLE, [{"level": "log", "message": "before"}])
+    app.clock.advance(0)
+    service.stopService()
+    app.store.add(CONSOLE, [{"level": "log", "message": "after"}])
+    app.clock.advance(0)
+    Agent(app, "agent-a").tool("observe", what="logs")
+    assert [r["entry"]["message"] for r in lines(logs / "shared" / "console.log")] == ["before"]
+    assert not (logs / "clients" / "agent-a.log").exists()
 
 
 def test_retention_deletes_rotated_files_older_than_the_limit(tmp_path):

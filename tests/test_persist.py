@@ -408,11 +408,12 @@ def test_write_errors_are_counted_reported_and_do_not_break_ingest(tmp_path, mon
 
     monkeypatch.setattr(os, "write", full)
     with capturedLogs() as events:
-        first, head = rig.store.add(CONSOLE, [entry(1)])
-        rig.store.add(CONSOLE, [entry(2)])
+        added = rig.store.add(CONSOLE, [entry(1)])
+        again = rig.store.add(CONSOLE, [entry(2)])
     monkeypatch.undo()
-    assert (first, head) == (1, 2)  # in the ring all the same
-    assert "No space left on device" in rig.store.last_persist_error
+    assert (added.first, added.head) == (1, 2)  # in the ring all the same
+    assert added.persist_error is not None and "No space left on device" in added.persist_error
+    assert again.persist_error is not None
     assert rig.journal.write_errors == 2
     # Reported once (no traceback), not once per failed write.
     reports = [e for e in events if "could not write" in e.get("log_format", "")
@@ -420,8 +421,7 @@ def test_write_errors_are_counted_reported_and_do_not_break_ingest(tmp_path, mon
     assert len(reports) == 1 and "log_failure" not in reports[0]
     # The partial write was undone: the file still ends on a whole line.
     assert messages(file_lines(tmp_path / FILENAME)) == ["boom 0"]
-    rig.add(3, 4)
-    assert rig.store.last_persist_error is None
+    assert rig.store.add(CONSOLE, [entry(3)]).persist_error is None
     # The next compaction check repairs the file from the ring, lost entries included.
     assert rig.journal.compaction_due()
     rig.clock.pump([1.0] * 5)
@@ -445,9 +445,10 @@ def test_unusable_state_dir_is_logged_and_ingest_goes_on(tmp_path):
     with capturedLogs() as events:
         assert rig.restore_and_start() == []
     assert any("could not write" in str(e.get("message", "")) for e in events)
-    assert rig.store.add(CONSOLE, [entry(1)]) == (0, 1)
+    added = rig.store.add(CONSOLE, [entry(1)])
+    assert (added.first, added.head) == (0, 1)
     # Kept in memory, and the caller is told it is not on disk.
-    assert "could not write" in rig.store.last_persist_error
+    assert added.persist_error is not None and "could not write" in added.persist_error
     assert rig.journal.write_errors == 1
     rig.stop()
 

@@ -12,6 +12,7 @@ import signal
 
 import pytest
 import pytest_twisted
+from twisted.internet import reactor
 
 from _proxy_harness import Daemon, fake_server, text_of, wait_for
 from gasoline.logs import LogService
@@ -38,9 +39,8 @@ def _lines(log_dir, relpath):
 async def test_session_start_calls_restart_and_end_are_audited_in_memory_and_on_disk(tmp_path):
     wd = tmp_path / "proj"
     wd.mkdir()
-    d = Daemon(tmp_path, {"fake": fake_server()}).start()
-    logs = LogService(tmp_path / "logs", d.app.clock, thread=False)
-    logs.attach(d.app)
+    logs = LogService(tmp_path / "logs", reactor, thread=False)
+    d = Daemon(tmp_path, {"fake": fake_server()}, log_files=logs.files).start()
     try:
         sid = await d.session(wd)
         client = d.app.proxy.sessions[sid].client_id

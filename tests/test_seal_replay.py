@@ -13,9 +13,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from test_identity import Daemon, Extension
 from twisted.internet.task import Clock
+from twisted.python.components import Componentized
 
 from gasoline.core.identity import PairingError
 from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.request_facts import facts_of
 from gasoline.core.seal import REPLAY_WINDOW, Replayed, Session, request_aad, seal_key_of
 from gasoline.testing import PairedExtensionKeys
 
@@ -187,10 +189,12 @@ def test_open_enumerated_over_real_sealed_bodies_as_bytes_and_as_views():
     assert s.seq_top == top == 3001
 
 
-class _Request:
-    """The parts of a twisted.web request that DaemonIdentity.admit reads."""
+class _Request(Componentized):
+    """The parts of a twisted.web request that DaemonIdentity.admit reads (and, as twisted.web's
+    C{Request}, a C{Componentized}: the request's facts are its component)."""
 
     def __init__(self, headers: dict[bytes, bytes], content) -> None:
+        super().__init__()
         self.headers, self.content = headers, content
         self.method, self.path = b"POST", b"/logs"
         self.answer_headers: dict[bytes, bytes] = {}
@@ -223,7 +227,8 @@ def test_admit_opens_the_body_in_place_or_from_any_file(tmp_path, content):
     request = _Request({k.lower().encode(): v.encode() for k, v in headers.items()}, original)
     assert identity.admit(request) is None
     assert request.content.read() == body
-    assert request.gasoline_sealed[1] == sealed[:12]
+    noted = facts_of(request).sealed
+    assert noted is not None and noted[1] == sealed[:12]
     if content == "bytesio":
         original.write(b"more")  # would raise BufferError while a view of it were exported
     original.close()

@@ -478,11 +478,19 @@ def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[byt
     if token and query.get(b"client") and b"proof" not in query:
         client = query[b"client"][0].decode()
         query = {**query, b"proof": [app.streaming.events_token(client).encode()]}
+    from twisted.python.components import Componentized
     from twisted.web.test.requesthelper import DummyRequest
 
-    class Request(DummyRequest):
+    class Request(DummyRequest, Componentized):
+        """As twisted.web's Request: C{Componentized} (the guards note the request's facts on
+        it, gasoline.core.request_facts)."""
+
         producer = None
         content = None  # a GET without a body (twisted.web's Request sets it; DummyRequest not)
+
+        def __init__(self, postpath: list[bytes]) -> None:
+            DummyRequest.__init__(self, postpath)
+            Componentized.__init__(self)
 
         @property
         def code(self) -> int:  # what twisted.web's Request calls it (the root reports it)

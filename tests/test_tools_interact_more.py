@@ -7,7 +7,6 @@ import base64
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import pytest_twisted
@@ -320,8 +319,9 @@ async def test_upload_recording_and_visual_diff_through_the_fake_extensions_sync
 
         def ctx(tool, mode):
             state = app.registry.get("agent") or app.registry.register("agent")
-            return ToolContext(app=app.daemon, tools=app.tools, request=None, state=state, client_id="agent",
-                               session=SimpleNamespace(cwd=str(cwd)), tool=tool, mode=mode)
+            state.cwd = str(cwd)  # (as the agent's connector reports it)
+            return ToolContext(app=app.daemon, tools=app.tools, request=None, state=state,
+                               client_id="agent", tool=tool, mode=mode)
 
         (cwd / "photo.jpg").write_bytes(b"\xff\xd8" + b"x" * 5000)
         result = await MODES["upload"](ctx("interact", "upload"),

@@ -410,7 +410,6 @@ def test_steps_that_could_not_be_persisted_are_refused(app):
 
 
 def test_cancelling_a_replay_cancels_its_command_and_starts_no_further_step(app):
-    from types import SimpleNamespace
 
     from twisted.internet.defer import maybeDeferred
 
@@ -419,7 +418,7 @@ def test_cancelling_a_replay_cancels_its_command_and_starts_no_further_step(app)
 
     ok(app, session_for(app, "A"), what="save_sequence", name="s", steps=STEPS)
     ctx = ToolContext(app=app.daemon, tools=app.tools, request=None, state=app.registry.get("A"), client_id="A",
-                      session=SimpleNamespace(cwd=None), tool="configure",
+                      tool="configure",
                       mode="replay_sequence")
     d = maybeDeferred(MODES["replay_sequence"], ctx, {"what": "replay_sequence", "name": "s"})
     assert app.router.pending_count("A") == 1

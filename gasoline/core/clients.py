@@ -33,7 +33,10 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 import attrs
 import orjson
@@ -185,7 +188,7 @@ class _RegistryTimer(TimerService):
         self._registry.sweep_disk()
         super().startService()
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         d = super().stopService()
         self._registry.flush(force=True)
         return d

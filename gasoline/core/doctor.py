@@ -6,24 +6,28 @@ The daemon's health checks: what C{configure {what:"doctor"}} answers an agent a
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gasoline import __version__
 from gasoline.core.extension import NOT_CONNECTED_FIX, PAIR_FIX, WAITING_FOR_PAIRING
 
+if TYPE_CHECKING:
+    from gasoline.core.daemon import Daemon
+    from gasoline.core.extension import ExtensionLink
 
-def extension_check(link: Any) -> tuple[bool, str, str]:
+
+def extension_check(link: ExtensionLink | None) -> tuple[bool, str, str]:
     """(connected, detail, fix) of the extension link, naming the pairing wait."""
     if link is None:
         return False, "no extension link", NOT_CONNECTED_FIX
-    if getattr(link, "connected", False):
+    if link.connected:
         return True, "the extension is syncing", ""
-    if getattr(link, "waiting_for_pairing", False):
+    if link.waiting_for_pairing:
         return False, WAITING_FOR_PAIRING, PAIR_FIX
     return False, "no sync in the last 10 s", NOT_CONNECTED_FIX
 
 
-def doctor_checks(app: Any, now: float) -> list[dict[str, Any]]:
+def doctor_checks(app: Daemon, now: float) -> list[dict[str, Any]]:
     """The checks, each C{{check, status: ok|warn|fail, detail, fix?}}."""
     checks: list[dict[str, Any]] = []
 
@@ -34,10 +38,10 @@ def doctor_checks(app: Any, now: float) -> list[dict[str, Any]]:
             c["fix"] = fix
         checks.append(c)
 
-    ext = getattr(app, "extension", None)
+    ext = app.extension
     connected, detail, fix = extension_check(ext)
     check("extension_connected", connected, detail, fix)
-    last = getattr(ext, "last_sync", None)
+    last = ext.last_sync
     age = None if last is None else round(now - last, 3)
     check("last_sync_age", None if age is None else age < 10,
           "never synced" if age is None else f"last sync {age} s ago")
@@ -51,8 +55,7 @@ def doctor_checks(app: Any, now: float) -> list[dict[str, Any]]:
         os.access(os.path.dirname(os.path.abspath(state_dir)) or ".", os.W_OK)
     check("persistence_writable", writable, f"state dir {state_dir}",
           "Point --state-dir at a writable directory.")
-    persistence = getattr(app, "persistence", None)
-    health = getattr(persistence, "health", None)
+    health = app.persistence.health if app.persistence is not None else None
     if health is not None:
         problems = health.problems()
         check("disk_writes", not problems,
@@ -63,14 +66,13 @@ def doctor_checks(app: Any, now: float) -> list[dict[str, Any]]:
               "state are kept in memory only.")
         for warning in health.warnings:
             check("state_dir_permissions", None, warning)
-    reg = getattr(app, "registry", None)
-    live = reg.live_count() if reg is not None else 0
-    maxc = getattr(reg, "max_clients", None)
+    live = app.registry.live_count()
+    maxc = app.registry.max_clients
     check("clients", None if maxc and live >= maxc else True,
           f"{live} live clients (max {maxc})", "Disconnect idle clients or raise --max-clients.")
-    listen = getattr(app.config, "listen", None)
+    listen = app.config.listen
     if listen:
         check("listen", True, f"listening on {listen}")
     check("version", True, f"gasoline {__version__}; extension "
-          f"{getattr(ext, 'extension_version', None) or 'unknown'}")
+          f"{ext.extension_version or 'unknown'}")
     return checks

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
 
 import attrs
 import orjson
@@ -144,7 +147,7 @@ class _FlushService(TimerService):
         except Exception:
             log.failure("flushing {path} failed", path=str(self._document.path))
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         d = super().stopService()
         self._document.flush()
         return d

@@ -308,16 +308,18 @@ class ExtensionLink:
         """The extension reports DOM watches met; return how many events they made."""
         return sum(hook(report) for hook in list(self._dom_hooks))
 
-    def add_extension_logs(self, logs: list[Any]) -> int:
-        """Redact and keep extension debug log entries (dicts only); return how many were kept."""
+    def add_extension_logs(self, logs: list[Any]) -> tuple[int, str | None]:
+        """Redact and keep extension debug log entries (dicts only); return how many were kept
+        and why they are not on disk (None: persisted, or nothing to persist)."""
         kept = [self.redactor(e) for e in logs[:MAX_EXTENSION_LOGS_PER_SYNC] if isinstance(e, dict)]
+        error = None
         if kept:
             try:
-                self.store.add(EXTENSION_LOGS, kept)
+                error = self.store.add(EXTENSION_LOGS, kept).persist_error
             except orjson.JSONEncodeError:  # nested deeper than orjson encodes: drop those
                 kept = encodable(kept)[0]
-                self.store.add(EXTENSION_LOGS, kept)
-        return len(kept)
+                error = self.store.add(EXTENSION_LOGS, kept).persist_error
+        return len(kept), error
 
     def set_status(self, status: dict[str, Any]) -> None:
         """Record a C{POST /api/extension-status} ping."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gasoline.core.clientkey import ClientKey
     from gasoline.core.notify import Notifier
     from gasoline.core.ring import ReadResult
+    from gasoline.core.store import Added
 
 
 def attribute(doc: str) -> Any:
@@ -80,6 +81,7 @@ class IClientRegistry(Interface):
     client_key: ClientKey = attribute(
         "The key a caller naming a client id proves it holds (L{gasoline.http.client_proof}).")
     ttl: float = attribute("Seconds a gone client's state is kept.")
+    max_clients: int = attribute("How many clients may be live at once (C{--max-clients}).")
 
     def anonymous_client_id() -> str:
         """A fresh id for a caller that names none, one no caller may name."""
@@ -136,11 +138,10 @@ class ITelemetryStore(Interface):
     notifier: Notifier = attribute("Receives one C{BufferWrite} per batch written.")
     last_write: dict[str, float | None] = attribute(
         "Buffer name -> clock seconds of its latest write, or None.")
-    last_persist_error: str | None = attribute(
-        "Why the journal could not take the latest L{add}'s batch, else None.")
 
-    def add(buffer_name: str, entries: list[dict[str, Any]]) -> tuple[int, int]:
-        """Append C{entries} to C{buffer_name}; the first sequence number written and the head."""
+    def add(buffer_name: str, entries: list[dict[str, Any]]) -> Added:
+        """Append C{entries} to C{buffer_name}; the first sequence number written, the head, and
+        why the batch could not be persisted (or None)."""
 
     def add_performance(snapshots: list[dict[str, Any]]) -> int:
         """Keep the latest snapshot per URL; how many were given."""
@@ -155,6 +156,9 @@ class ITelemetryStore(Interface):
 
     def note_read(buffer_name: str) -> None:
         """A client read C{buffer_name} (tools that read a ring directly say so here)."""
+
+    def read_counts() -> dict[str, int]:
+        """Buffer name -> how many client reads it had since the daemon started (C{/metrics})."""
 
     def websocket_status() -> dict[str, Any]:
         """C{active} and C{closed} WebSocket connections, as JSON."""

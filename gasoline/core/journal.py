@@ -36,7 +36,6 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
-from twisted.application.internet import TimerService
 from twisted.application.service import IService, MultiService
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -47,6 +46,7 @@ from zope.interface import implementer
 import orjson
 
 from gasoline.core.atrest import LINE_MARK, AtRest, LineSealer
+from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.files import (
     CLOEXEC,
     NOFOLLOW,
@@ -253,9 +253,7 @@ class BufferJournal(MultiService):
             (fsync_interval, self.sync, "sync"),
             (compact_interval, self.maybe_compact, "compaction check"),
         ):
-            timer = TimerService(period, self._guarded, fn, what)
-            timer.clock = clock
-            timer.setServiceParent(self)
+            ClockedTimer(period, clock, self._guarded, fn, what).setServiceParent(self)
 
     # -- start-up ---------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import attrs
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.application.internet import TimerService
 from twisted.application.service import Service
 from twisted.logger import Logger
 
@@ -74,3 +75,15 @@ class StopHook(Service):
     def stopService(self) -> None:
         super().stopService()
         self._stop()
+
+
+class ClockedTimer(TimerService):
+    """A C{TimerService} on the clock it is given: C{ClockedTimer(period, clock, f, *args)} calls
+    C{f(*args)} every C{period} seconds of C{clock} while running, instead of the global reactor's
+    (C{TimerService} reads its C{clock} attribute, which would otherwise be set from outside
+    after construction)."""
+
+    def __init__(self, step: float, clock: IReactorTime, callable: Callable[..., Any],
+                 *args: Any, **kwargs: Any) -> None:
+        super().__init__(step, callable, *args, **kwargs)
+        self.clock = clock

@@ -21,7 +21,7 @@ import math
 import secrets
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
@@ -52,6 +52,7 @@ from gasoline.core.pins import (
     read_launch_grant,
     verify_extension_signature,
 )
+from gasoline.core.request_facts import facts_of, note_sealed
 from gasoline.core.seal import (
     MAX_LINK_NONCES,
     SEAL,
@@ -61,6 +62,9 @@ from gasoline.core.seal import (
     Session,
     extension_link_proof,
 )
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 log = Logger()
 
@@ -445,7 +449,7 @@ class DaemonIdentity:
                 entry.link_nonces.popitem(last=False)
         return response_proof(entry.key, nonce, LINK_BODY)
 
-    def admit(self, request) -> tuple[int, str, dict[str, Any]] | None:
+    def admit(self, request: Request) -> tuple[int, str, dict[str, Any]] | None:
         """Check an extension request to a capture or command route; C{None} when it may pass.
 
         A request naming a session must be sealed under that session's key: its body is
@@ -488,14 +492,14 @@ class DaemonIdentity:
         except PairingError as e:
             return 400, str(e), {"code": "bad_seal"}
         request.content = io.BytesIO(plain)
-        request.gasoline_sealed = (session, iv)
+        note_sealed(request, session, iv)
         return None
 
     @staticmethod
-    def seal_answer(request, body: bytes) -> bytes:
+    def seal_answer(request: Request, body: bytes) -> bytes:
         """An answer to a sealed request, sealed under its session and bound to that request
         (unchanged for an unsealed one)."""
-        sealed = getattr(request, "gasoline_sealed", None)
+        sealed = facts_of(request).sealed
         if sealed is None:
             return body
         session, iv = sealed

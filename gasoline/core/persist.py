@@ -38,6 +38,9 @@ from gasoline.core.files import (
 from gasoline.core.journal import MiB, BufferJournal
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from gasoline.core.atrest import AtRest
     from gasoline.core.store import TelemetryStore
 
 __all__ = ["SEQUENCE_FILE", "Persistence", "wire_journals"]
@@ -74,7 +77,7 @@ class _SequenceService(TimerService):
         self._written = body
         self._p.health.succeeded("sequence file")
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         d = super().stopService()
         self._tick()
         return d
@@ -90,7 +93,7 @@ class Persistence:
     health: DiskHealth
     journals: dict[str, BufferJournal] = attrs.field(factory=dict)
     #: C{--state-key-file}'s sealing (L{gasoline.core.atrest.AtRest}), or None.
-    at_rest: Any = None
+    at_rest: "AtRest | None" = None
 
     def stats(self) -> dict[str, Any]:
         return {name: j.stats() for name, j in self.journals.items()}

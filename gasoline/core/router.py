@@ -46,7 +46,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from gasoline.core.commands import Command, command_number
+from gasoline.core.commands import Command, CommandQueue, command_number
 from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-exported
     EXTENSION_CODES,
     CommandCancelled,
@@ -57,7 +57,7 @@ from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-export
     InvalidParam,
     QueueFull,
 )
-from gasoline.core.interfaces import IQueryRouter
+from gasoline.core.interfaces import IClientState, IQueryRouter
 from gasoline.core.lifecycle import StopHook
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ class QueryRouter:
         self._unsubscribe.append(self.extension_link.on_disconnect(self._on_disconnect))
 
     @property
-    def commands(self):
+    def commands(self) -> CommandQueue:
         return self.extension_link.commands
 
     def close(self) -> None:
@@ -328,9 +328,7 @@ class QueryRouter:
         self._sweep(self.clock.seconds())
         if not self.extension_link.connected:
             self.stats["disconnected"] += 1
-            require = getattr(self.extension_link, "require_connected", None)
-            if require is not None:
-                require()  # says why (waiting for the user to pair, or not connected)
+            self.extension_link.require_connected()  # says why (waiting to pair, or not connected)
             raise ExtensionDisconnected("the browser extension is not connected to this daemon")
         mine = self._owned.get(owner)
         if mine is not None and len(mine) >= self.per_client_limit:
@@ -624,7 +622,7 @@ class QueryRouter:
         for key in [k for k, o in outcomes.items() if o.status != PENDING][:excess]:
             del outcomes[key]
 
-    def _state(self, owner: str):
+    def _state(self, owner: str) -> IClientState | None:
         if self.registry is None:
             return None
         return self.registry.get(owner)

@@ -124,6 +124,18 @@ def _encode(entry: dict[str, Any]) -> bytes:
     return bytes(memoryview(orjson.dumps(entry)))
 
 
+@attrs.frozen
+class Added:
+    """What one L{TelemetryStore.add} wrote: the first sequence number and the buffer's head
+    after it, and whether the batch reached the journal."""
+
+    first: int
+    head: int
+    #: Why the journal could not take the batch (kept in memory all the same, but it would not
+    #: survive a restart), or None: persisted, or no journal for this buffer.
+    persist_error: str | None = None
+
+
 @implementer(ITelemetryStore)
 class TelemetryStore:
     """The shared telemetry buffers every client reads. Entries are JSON objects, kept as
@@ -165,27 +177,26 @@ class TelemetryStore:
         self.reads: dict[str, int] = dict.fromkeys(specs, 0)
         #: Why the journal could not take the latest L{add}'s batch (C{None}: durable, or no
         #: journal). Set by every L{add}; the ingest routes read it right after their call.
-        self.last_persist_error: str | None = None
 
     # -- writing -------------------------------------------------------------------------------
 
-    def add(self, buffer_name: str, entries: list[dict[str, Any]]) -> tuple[int, int]:
+    def add(self, buffer_name: str, entries: list[dict[str, Any]]) -> Added:
         ring = self.buffers[buffer_name]
         if not entries:
-            return ring.head, ring.head
+            return Added(ring.head, ring.head)
         encoded = [_encode(e) for e in entries]
         first, head = ring.extend(encoded)
         now = self._clock.seconds()
         self.last_write[buffer_name] = now
         journal = self.journals.get(buffer_name)
         # Handed to the OS here, before the caller answers: an acknowledged entry survives a crash.
-        self.last_persist_error = journal.append(encoded, first) if journal is not None else None
+        persist_error = journal.append(encoded, first) if journal is not None else None
         if buffer_name == WEBSOCKET_EVENTS:
             self._track_websocket(entries, now)
         elif buffer_name == NETWORK_BODIES and self.offload is not None:
             self.offload(self.read_cache(buffer_name), first, encoded)
         self.notifier.publish(BufferWrite(buffer_name, first, head, tuple(entries), now))
-        return first, head
+        return Added(first, head, persist_error)
 
     def restore(self, buffer_name: str, encoded: Iterable[bytes], end_seq: int | None = None) -> int:
         """Load previously persisted encoded entries (at start-up; no events, no journal).
@@ -279,6 +290,9 @@ class TelemetryStore:
     def note_read(self, buffer_name: str) -> None:
         """A client read C{buffer_name} (tools that read the rings directly say so here)."""
         self.reads[buffer_name] = self.reads.get(buffer_name, 0) + 1
+
+    def read_counts(self) -> dict[str, int]:
+        return dict(self.reads)
 
     def websocket_status(self) -> dict[str, Any]:
         now = self._clock.seconds()

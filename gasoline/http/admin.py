@@ -10,22 +10,26 @@ admin routes (C{/clients}, C{/metrics}) are separate resources mounted beside th
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from gasoline._version import __version__
 from gasoline.core.extension import rfc3339
 from gasoline.core.doctor import doctor_checks
+from gasoline.core.request_facts import facts_of
 from gasoline.core.store import CONSOLE
 from gasoline.http.json import json_app, json_body
 
+if TYPE_CHECKING:
+    from gasoline.core.daemon import Daemon
+
 
 class HealthAPI:
-    """C{GET /health} of one daemon (C{app} is the L{gasoline.app.Gasoline})."""
+    """C{GET /health} of one daemon."""
 
     app = json_app()
 
-    def __init__(self, gasoline) -> None:
+    def __init__(self, gasoline: Daemon) -> None:
         self.gasoline = gasoline
 
     def resource(self):
@@ -36,36 +40,32 @@ class HealthAPI:
         console = g.store.buffers[CONSOLE]
         log_file = None
         log_file_size = 0
-        journal = getattr(g, "journal", None)
-        if journal is not None and getattr(journal, "path", None) is not None:
+        journal = g.journal
+        if journal is not None:
             log_file = str(journal.path)
             try:
                 log_file_size = os.stat(journal.path).st_size
             except OSError:
                 log_file_size = 0
         link = g.extension
-        settings = (link.settings if link is not None else None) or {}
+        settings = link.settings
         capture: dict[str, Any] = {
-            "extension_connected": bool(link is not None and link.connected),
+            "extension_connected": link.connected,
             # connected, waiting_for_pairing (asks for the identity, syncs nothing) or not_connected
-            "extension_state": getattr(link, "state", None),
-            "extension_last_seen": rfc3339(link.last_sync) if link is not None else None,
-            "extension_version": getattr(link, "extension_version", None),
-            "extension_session_id": getattr(link, "session_id", None),
+            "extension_state": link.state,
+            "extension_last_seen": rfc3339(link.last_sync),
+            "extension_version": link.extension_version,
+            "extension_session_id": link.session_id,
             "pilot_enabled": settings.get("pilot_enabled"),
             "tracking_enabled": settings.get("tracking_enabled"),
             "tracked_tab_id": settings.get("tracked_tab_id"),
             "tracked_tab_url": settings.get("tracked_tab_url"),
-            "pending_commands": len(link.commands.outstanding()) if link is not None else 0,
+            "pending_commands": len(link.commands.outstanding()),
             # Both fingerprints: the daemon's (the extension pins it) and the extension's (the
             # daemon pins it); docs/extension.md, "Pairing".
-            "pairing": link.pairing() if link is not None and hasattr(link, "pairing") else None,
+            "pairing": link.pairing(),
         }
-        registry = g.registry
-        if registry is not None and hasattr(registry, "summary"):
-            clients = registry.summary()
-        else:
-            clients = {"active": 0, "list": []}
+        clients = g.registry.summary()
         return {
             "status": "ok",
             "service-name": "gasoline",
@@ -85,16 +85,14 @@ class HealthAPI:
             "capture": capture,
             "uptime_seconds": round(g.clock.seconds() - g.started_at, 3),
             "buffers": g.store.stats(),
-            "extension": (
-                link.health() if link is not None else {"connected": False, "last_poll": None}
-            ),
+            "extension": link.health(),
             "clients": clients,
             "persistence": self._persistence(),
         }
 
     def _persistence(self) -> dict[str, Any]:
         """Journals' sizes and what fails to reach the disk (gasoline.core.persist)."""
-        p = getattr(self.gasoline, "persistence", None)
+        p = self.gasoline.persistence
         if p is None:
             return {"journals": {}, "failing": []}
         return {
@@ -108,7 +106,7 @@ class HealthAPI:
     @app.route("/health", methods=["GET", "HEAD"])
     def get_health(self, request):
         body = self.health()
-        if not getattr(request, "gasoline_key_ok", True):
+        if not facts_of(request).key_ok:
             # With --api-key, client ids are for callers that prove the key (GET /events and
             # the MCP client header take an id): the counts stay public.
             body["clients"] = {k: v for k, v in body["clients"].items() if k != "list"}

@@ -6,7 +6,13 @@ request whose headers are in and whose body is not (L{Head}), which the route po
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from twisted.python.components import Componentized
 from twisted.web.http_headers import Headers
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 #: Seconds a request's body may take before the minimum rate applies.
 BODY_GRACE = 10.0
@@ -61,13 +67,16 @@ class BodyPolicy:
 OFF = BodyPolicy(None, None, None)
 
 
-class Head:
+class Head(Componentized):
     """A request whose headers are in and whose body is not: what the route policy and the
-    guards read (and what a refusal sets) before the body is read (L{GasolineRoot.policy})."""
+    guards read (and what a refusal sets) before the body is read (L{GasolineRoot.policy}).
+    As twisted.web's C{Request}, it is C{Componentized}: the guards note its facts
+    (L{gasoline.core.request_facts}) on it."""
 
     content = None
 
-    def __init__(self, request, method: bytes, uri: bytes, length: int | None) -> None:
+    def __init__(self, request: Request, method: bytes, uri: bytes, length: int | None) -> None:
+        super().__init__()
         self.method = method
         self.uri = uri
         self.path = uri.split(b"?", 1)[0]

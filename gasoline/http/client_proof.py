@@ -16,10 +16,15 @@ routes, is not an agent id and is read by L{gasoline.http.ingest}.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gasoline.core.clientkey import ClientKey
 from gasoline.core.clients import ANONYMOUS_PREFIX, CLIENT_ID_RE
 from gasoline.core.errors import ClientProofRefused, InvalidParam, SessionOwnerRefused
 from gasoline.core.session_ids import session_label, session_owner
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 #: Client ids the daemon gives callers that name none; naming them is refused (400), so an id a
 #: caller proves is never one of them: the shared C{stateless} client, and the C{anon-...} ids
@@ -35,7 +40,7 @@ _REFUSED = ("forbidden: client proof: X-Gasoline-Client names client id {id!r} w
             "<state-dir>/client-key)")
 
 
-def claimed_client(request, key: ClientKey) -> str | None:
+def claimed_client(request: Request, key: ClientKey) -> str | None:
     """The client id C{request} proves it may act as, or C{None} when it names none.
 
     @raise InvalidParam: the id is malformed (or reserved for callers that name none).
@@ -56,7 +61,7 @@ def claimed_client(request, key: ClientKey) -> str | None:
     return client_id
 
 
-def require_client(request, key: ClientKey, client_id: str) -> None:
+def require_client(request: Request, key: ClientKey, client_id: str) -> None:
     """Refuse (L{ClientProofRefused}) unless C{request} proves C{client_id} (routes whose client
     id comes from the path or the body: C{DELETE /clients/<id>}, C{POST /clients})."""
     claimed = claimed_client(request, key)
@@ -67,7 +72,7 @@ def require_client(request, key: ClientKey, client_id: str) -> None:
             f"{claimed!r}", client_id=client_id)
 
 
-def require_owner(request, key: ClientKey, client_id: str, session_id: str) -> None:
+def require_owner(request: Request, key: ClientKey, client_id: str, session_id: str) -> None:
     """Refuse (L{SessionOwnerRefused}, 403) unless C{request} may use the session C{session_id}
     that was opened for C{client_id} (L{gasoline.core.session_ids}): it proves that client id, or,
     for a session opened without one, names none. A named id with a wrong proof is refused by

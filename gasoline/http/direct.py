@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
+from twisted.web.server import NOT_DONE_YET, Request
 
 from klein import Klein
 
@@ -58,7 +58,7 @@ class DirectRoutes(Resource):
             for method in rule.methods or ()
         }
 
-    def render(self, request):
+    def render(self, request: Request) -> object:
         endpoint = self.endpoints.get((request.method, request.path))
         if endpoint is None:
             return self.klein.render(request)
@@ -73,7 +73,7 @@ class DirectRoutes(Resource):
             return self.on_error(request, Failure()) or b""
         return answer
 
-    def _later(self, answer: Deferred, request) -> object:
+    def _later(self, answer: Deferred, request: Request) -> object:
         """Write C{answer}'s bytes when it fires; cancel it if the connection goes away first."""
         gone = request.notifyFinish()
         gone.addErrback(lambda _: answer.cancel())

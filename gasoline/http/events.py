@@ -29,6 +29,7 @@ from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.stream import SSE_LIMIT, request_writer, sse_notice
 
 if TYPE_CHECKING:
+    from twisted.web.server import Request
     from twisted.internet.interfaces import IReactorTime
 
     from gasoline.streaming.hub import Streaming
@@ -64,8 +65,8 @@ class EventsResource(Resource):
         self.keepalive_service = keepalive_service(clock, self.open, "events-sse-keepalive",
                                                    "/events")
 
-    def render(self, request):
-        if [p for p in request.postpath[1:] if p]:
+    def render(self, request: Request) -> bytes | int:
+        if [p for p in (request.postpath or [])[1:] if p]:
             return not_found(request)
         if request.method != b"GET":
             return method_not_allowed(request, ["GET"])

@@ -31,8 +31,8 @@ the JSON body of a refusal:
     extension's own) needs C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
     401; a C{UNLESS_EXTENSION} route (pairing, the extension's CDP link) needs it unless the
     request carries an accepted extension C{Origin}. Preflight never needs it. Whether the
-    caller proved the key is left on the request as C{gasoline_key_ok} (C{/health} lists client
-    ids only then).
+    caller proved the key is noted in the request's facts (L{gasoline.core.request_facts};
+    C{/health} lists client ids only then).
 
 The extension header gate (C{X-Gasoline-Client: gasoline-extension...}) is per route and lives in
 L{gasoline.http.ingest}.
@@ -43,13 +43,20 @@ from __future__ import annotations
 import hmac
 import re
 from io import BytesIO
+from typing import TYPE_CHECKING, Iterable
 
 import attrs
 
+from gasoline.core.request_facts import note_key
 from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 from gasoline.http.json import json_error
 from gasoline.http.request import body_length, body_limit_for
 from gasoline.http.routes import Key, Origins, Route
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
+
+    from gasoline.config import Config
 
 ALLOW_METHODS = b"GET, POST, DELETE, OPTIONS"
 #: The extension's headers (extension-protocol.md §1), then the MCP streamable-HTTP headers a
@@ -112,7 +119,7 @@ def host_allowed(host: bytes | None) -> bool:
 _BROWSER_MODES = frozenset({b"navigate", b"no-cors", b"nested-navigate", b"websocket"})
 
 
-def is_browser_request(request) -> bool:
+def is_browser_request(request: Request) -> bool:
     """Did a browser send C{request}? (an C{Origin}, C{Sec-Fetch-Site} or C{Sec-Fetch-User}, a
     navigation or C{no-cors} C{Sec-Fetch-Mode}, or a C{Sec-Fetch-Dest} other than C{empty})"""
     header = request.getHeader
@@ -125,7 +132,7 @@ def is_browser_request(request) -> bool:
     return dest is not None and dest != b"empty"
 
 
-def is_extension_fetch(request) -> bool:
+def is_extension_fetch(request: Request) -> bool:
     """Is C{request} an origin-less C{fetch} from an extension with host permissions?
 
     Chromium sends no C{Origin} on an extension's GET, and marks it C{Sec-Fetch-Site: none},
@@ -140,7 +147,7 @@ def is_extension_fetch(request) -> bool:
             and request.getHeader(b"sec-fetch-dest") in (b"empty", None))
 
 
-def json_values_refusal(request) -> bytes | None:
+def json_values_refusal(request: Request) -> bytes | None:
     """The 413 of a body with more than L{MAX_JSON_TOKENS} JSON separators, counted on
     C{request.content} as it will be parsed (without parsing it), else C{None}. The guard calls
     it for every route but the sealed ones (L{Route.sealed}), whose handler calls it once the
@@ -189,20 +196,24 @@ _ACCEPTS: dict[Origins, frozenset[str]] = {
 }
 
 
+def _frozen(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(values)
+
+
 @attrs.define
 class Guard:
     """See the module docstring. Build it with L{Guard.from_config}."""
 
     #: Pinned extension ids (empty: any well-formed id).
-    extension_ids: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
+    extension_ids: frozenset[str] = attrs.field(factory=frozenset, converter=_frozen)
     api_key: str | None = None
     #: Web origins opted in with C{--allow-origin} (normalized, see L{normalize_origin}).
-    allowed_origins: frozenset[str] = attrs.field(factory=frozenset, converter=frozenset)
+    allowed_origins: frozenset[str] = attrs.field(factory=frozenset, converter=_frozen)
 
     @classmethod
-    def from_config(cls, config) -> "Guard":
+    def from_config(cls, config: Config) -> "Guard":
         return cls(extension_ids=config.extension_ids, api_key=config.api_key or None,
-                   allowed_origins=getattr(config, "allowed_origins", ()))
+                   allowed_origins=config.allowed_origins)
 
     def origin_kind(self, origin: bytes, host: bytes | None = None) -> str:
         """The class of C{origin}: the (pinned) extension, an opted-in web origin, or other."""
@@ -221,7 +232,7 @@ class Guard:
             return OriginKind.EXTENSION
         return OriginKind.OTHER
 
-    def check(self, request, route: Route) -> bytes | None:
+    def check(self, request: Request, route: Route) -> bytes | None:
         """C{None} to go on, else the body of the refusal (status and headers already set)."""
         host = request.getHeader(b"host")
         if not host_allowed(host):
@@ -263,14 +274,14 @@ class Guard:
             if refused is not None:
                 return refused
         key_ok = self.api_key is None or self._key_ok(request)
-        request.gasoline_key_ok = key_ok
+        note_key(request, key_ok)
         if not key_ok and (route.key is Key.ALWAYS or (
                 route.key is Key.UNLESS_EXTENSION and kind != OriginKind.EXTENSION)):
             request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')
             return json_error(request, 401, "unauthorized: missing or invalid X-Gasoline-Key")
         return None
 
-    def _key_ok(self, request) -> bool:
+    def _key_ok(self, request: Request) -> bool:
         assert self.api_key is not None  # called only when a key is set
         expected = self.api_key.encode()
         given = request.getHeader(b"x-gasoline-key")

@@ -178,33 +178,33 @@ class IngestAPI:
         body = request.content.read()
         return validate.parse_object(body), len(body)
 
-    def _add(self, buffer: str, items: list[dict[str, Any]]) -> int:
+    def _add(self, buffer: str, items: list[dict[str, Any]]) -> tuple[int, str | None]:
         """Store a batch; entries orjson cannot re-encode (too deeply nested) are dropped.
 
-        @return: how many entries were dropped.
+        @return: how many entries were dropped, and why the batch is not on disk (or None).
         """
+        if not items:
+            return 0, None
         try:
-            self.store.add(buffer, items)
-            return 0
+            return 0, self.store.add(buffer, items).persist_error
         except orjson.JSONEncodeError:  # nothing was written: encoding precedes the write
             items, dropped = validate.encodable(items)
-            self.store.add(buffer, items)
-            return dropped
+            return dropped, self.store.add(buffer, items).persist_error
 
     def _count_rejected(self, buffer: str, n: int) -> None:
         self.rejected_entries[buffer] = self.rejected_entries.get(buffer, 0) + n
 
-    def _durability(self, request, body: dict[str, Any]) -> dict[str, Any]:
-        """Add C{"persisted": false} and the reason when the batch just stored is not on disk.
+    @staticmethod
+    def _durability(request, body: dict[str, Any], error: str | None) -> dict[str, Any]:
+        """Add C{"persisted": false} and the reason (C{error}) when the batch just stored is not
+        on disk.
 
         With persistence on, L{_add} returns once the batch is handed to the OS, so the answer
         that follows acknowledges durable entries. When the journal could not take them, the
         entries are still kept in memory and readable (an error would make the extension send
         them again, duplicated), but the caller is told they would not survive a restart.
         """
-        error = self.store.last_persist_error
         if error is not None:
-            self.store.last_persist_error = None
             request.setHeader(b"x-gasoline-persisted", b"false")
             body["persisted"] = False
             body["warning"] = (f"kept in memory but NOT persisted ({error}); these entries "
@@ -225,15 +225,15 @@ class IngestAPI:
             # By reference: the set of active test ids lives once in the store.
             for entry in valid:
                 entry["test_set"] = test_set
-        self.store.last_persist_error = None
-        if valid:
-            rejected += self._add(CONSOLE, valid)
+        dropped, error = self._add(CONSOLE, valid)
+        rejected += dropped
         received = len(items) - rejected
         if rejected:
             self._count_rejected(CONSOLE, rejected)
         return json_body(request, self._durability(
             request,
             {"received": received, "rejected": rejected, "entries": len(self.store.buffers[CONSOLE])},
+            error,
         ))
 
     @app.route("/logs", methods=["DELETE"])
@@ -250,13 +250,12 @@ class IngestAPI:
         valid, rejected = validate.objects(items)
         if extra is not None:
             extra(payload, valid)
-        self.store.last_persist_error = None
-        if valid:
-            rejected += self._add(buffer, valid)
+        dropped, error = self._add(buffer, valid)
+        rejected += dropped
         if rejected:
             self._count_rejected(buffer, rejected)
         return _ok(request, **self._durability(
-            request, {"count": len(items) - rejected, "rejected": rejected}))
+            request, {"count": len(items) - rejected, "rejected": rejected}, error))
 
     @app.route("/network-bodies", methods=["POST"])
     @extension_session
@@ -298,11 +297,10 @@ class IngestAPI:
             )
         self._ws_count += len(items)
         valid, rejected = validate.objects(items)
-        self.store.last_persist_error = None
-        if valid:
-            rejected += self._add(WEBSOCKET_EVENTS, valid)
+        dropped, error = self._add(WEBSOCKET_EVENTS, valid)
+        rejected += dropped
         return _ok(request, **self._durability(
-            request, {"count": len(items) - rejected, "rejected": rejected}))
+            request, {"count": len(items) - rejected, "rejected": rejected}, error))
 
     @app.route("/dom-changes", methods=["POST"])
     @extension_session
@@ -329,9 +327,8 @@ class IngestAPI:
     def extension_logs(self, request):
         payload, _ = self._payload(request)
         items = validate.batch(payload, "logs")
-        self.store.last_persist_error = None
-        kept = self.extension.add_extension_logs(items)
-        return _ok(request, **self._durability(request, {"count": kept}))
+        kept, error = self.extension.add_extension_logs(items)
+        return _ok(request, **self._durability(request, {"count": kept}, error))
 
     @app.route("/api/extension-status", methods=["POST"])
     @extension_session

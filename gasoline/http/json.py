@@ -3,7 +3,7 @@ the one way the daemon's Klein apps answer a path or method they do not serve (L
 
 from __future__ import annotations
 
-from typing import Any, Iterable, cast
+from typing import TYPE_CHECKING, Any, Iterable, cast
 
 import orjson
 from klein import Klein
@@ -12,8 +12,11 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core.errors import InvalidParam
 
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
-def read_json_object(request, limit: int) -> dict[str, Any]:
+
+def read_json_object(request: Request, limit: int) -> dict[str, Any]:
     """The request's body as a JSON object (C{{}} for an empty body), read up to C{limit} bytes.
 
     @raise InvalidParam: C{body_too_large} past C{limit}; C{bad_json} when the body is not JSON
@@ -33,26 +36,26 @@ def read_json_object(request, limit: int) -> dict[str, Any]:
     return body
 
 
-def json_body(request, value: Any, status: int = 200) -> bytes:
+def json_body(request: Request, value: Any, status: int = 200) -> bytes:
     """Set status and content type; return the encoded body for a handler to return."""
     request.setResponseCode(status)
     request.setHeader(b"content-type", b"application/json")
     return orjson.dumps(value)
 
 
-def json_error(request, status: int, message: str, **extra: Any) -> bytes:
+def json_error(request: Request, status: int, message: str, **extra: Any) -> bytes:
     """C{{"error": message, ...}} with C{status}."""
     return json_body(request, {"error": message, **extra}, status)
 
 
-def not_found(request, path: bytes | None = None) -> bytes:
+def not_found(request: Request, path: bytes | None = None) -> bytes:
     """The 404 every route of the daemon's JSON API answers for a path it does not serve:
     C{{"error": "not found", "path": ...}}."""
     path = request.path if path is None else path
     return json_error(request, 404, "not found", path=path.decode("utf-8", "replace"))
 
 
-def method_not_allowed(request, allowed: Iterable[str]) -> bytes:
+def method_not_allowed(request: Request, allowed: Iterable[str]) -> bytes:
     """The 405 every route of the daemon's JSON API answers for a method it does not take: the
     C{allow} header and C{{"error": ..., "allowed": [...]}} list the methods it does take."""
     methods = list(allowed)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.application.internet import TimerService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+
+from gasoline.core.lifecycle import ClockedTimer
 
 log = Logger()
 
@@ -21,7 +22,7 @@ COMMENT = b": keepalive\n\n"
 
 
 def keepalive_service(clock: IReactorTime, streams: set[Any], name: str,
-                      what: str) -> TimerService:
+                      what: str) -> ClockedTimer:
     """A timer service that writes L{COMMENT} on every stream in C{streams} (each has
     C{write(bytes)}) every L{KEEPALIVE_SECONDS}.
 
@@ -37,8 +38,7 @@ def keepalive_service(clock: IReactorTime, streams: set[Any], name: str,
                 log.failure("{what} keep-alive write failed", what=what)
                 streams.discard(stream)
 
-    service = TimerService(KEEPALIVE_SECONDS, write_all)
-    service.clock = clock
+    service = ClockedTimer(KEEPALIVE_SECONDS, clock, write_all)
     service.setName(name)
     return service
 

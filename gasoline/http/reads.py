@@ -18,7 +18,7 @@ hands every other method to it unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from twisted.internet.defer import CancelledError, Deferred
@@ -29,6 +29,9 @@ from gasoline.core.errors import ClientProofRefused, GasolineError, InvalidParam
 from gasoline.http.client_proof import claimed_client
 from gasoline.http.json import json_app, json_body, json_error
 from gasoline.mcp import jsonrpc
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 log = Logger()
 
@@ -50,7 +53,7 @@ class LogsResource(Resource):
         self.reads = CursorReads(mcp).resource()
         self.ingest = ingest
 
-    def render(self, request):
+    def render(self, request: Request) -> bytes | int:
         if request.method in (b"GET", b"HEAD"):
             return self.reads.render(request)
         return self.ingest.render(request)
@@ -69,14 +72,14 @@ class CursorReads:
         return self.app.resource()
 
     @app.route("/logs", methods=["HEAD"])
-    def head(self, request):
+    def head(self, request: Request) -> bytes:
         # A read moves the cursor: a HEAD must not, and has no body to carry the entries.
         request.setHeader(b"allow", b"GET, POST, DELETE")
         return json_error(request, 405, "HEAD /logs would move your cursor: use GET",
                           allowed=["GET", "POST", "DELETE"])
 
     @app.route("/logs", methods=["GET"])
-    def read(self, request):
+    def read(self, request: Request) -> Any:
         try:
             client_id = claimed_client(request, self.mcp.registry.client_key)
             if client_id is None:
@@ -107,7 +110,7 @@ class CursorReads:
         return d
 
 
-def _arguments(request) -> dict[str, Any]:
+def _arguments(request: Request) -> dict[str, Any]:
     """C{observe logs} arguments from the query (strings: the tool reads integers from them)."""
     args: dict[str, Any] = {"what": "logs"}
     for raw, values in (request.args or {}).items():
@@ -121,7 +124,7 @@ def _arguments(request) -> dict[str, Any]:
     return args
 
 
-def _body(request, response: Any) -> bytes:
+def _body(request: Request, response: Any) -> bytes:
     """The tool's answer as C{GET /logs} gives it: its JSON object, C{summary}, C{data_counts}."""
     result = response.get("result") if isinstance(response, dict) else None
     if not isinstance(result, dict):

@@ -34,6 +34,8 @@ L{POLICY_ON_HEADERS_FROM} is read first and decided by the same checks on the wh
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
 from io import BytesIO
 
 from twisted.internet.interfaces import IReactorTime
@@ -72,7 +74,7 @@ def body_limit_for(path: bytes) -> int:
     return LOGS_LIMIT if path == b"/logs" else DEFAULT_LIMIT
 
 
-def body_length(request) -> int:
+def body_length(request: Any) -> int:
     """Bytes of body C{request} received (works for any twisted.web request, e.g. in StubTreq)."""
     n = getattr(request, "body_length", None)
     if n is not None:
@@ -121,14 +123,14 @@ class GasolineRequest(server.Request):
     #: This body counts in the in-flight budget now.
     _counted = False
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
         # into request.args, and answer a malformed multipart body with a bare 400 and a dropped
         # connection instead of our JSON.
         kwargs.setdefault("parsePOSTFormSubmission", False)
         super().__init__(*args, **kwargs)
 
-    def gotLength(self, length):
+    def gotLength(self, length: int | None) -> None:
         self.body_length = 0
         self._declared = length
         self.content = self.kept_body = BytesIO()
@@ -152,12 +154,14 @@ class GasolineRequest(server.Request):
                 self._counted = True
         kept.write(piece)
 
-    def _budget(self):
+    def _budget(self) -> InFlight | None:
+        """The site's in-flight budget (C{channel.site} is set by twisted.web's
+        C{Site.buildProtocol}; a request on a channel of another site has none)."""
         budget = self._inflight
         if budget is False:
             site = getattr(self.channel, "site", None)
-            budget = self._inflight = getattr(site, "inflight", None)
-        return budget
+            budget = self._inflight = site.inflight if isinstance(site, GasolineSite) else None
+        return budget if isinstance(budget, InFlight) else None
 
     def _release(self) -> None:
         if self._counted:
@@ -176,13 +180,13 @@ class GasolineRequest(server.Request):
         if channel is not None and hasattr(channel, "refuse_now"):
             channel.refuse_now(503, orjson.dumps({"error": why, "code": "in_flight_budget"}))
 
-    def finish(self):
+    def finish(self) -> None:
         self._release()
-        return super().finish()
+        super().finish()
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason: Failure) -> None:
         self._release()
-        return super().connectionLost(reason)
+        super().connectionLost(reason)
 
     @property
     def oversize(self) -> bool:
@@ -236,9 +240,30 @@ class GasolineChannel(http.HTTPChannel):
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
     _between_requests = False
     #: Called once when the channel completes its first request's headers (the site's bookkeeping).
-    on_proven = None
+    on_proven: Callable[[GasolineChannel], None] | None = None
+    #: Called once when the connection is lost, before the channel cleans up (the site's
+    #: count of open connections).
+    on_lost: Callable[[GasolineChannel], None] | None = None
 
-    def connectionMade(self):
+    def __init__(self, *, header_deadline: float = HEADER_DEADLINE,
+                 body_policy: BodyPolicy | None = None, policy_on_headers: bool = True,
+                 clock: IReactorTime | None = None,
+                 on_proven: Callable[[GasolineChannel], None] | None = None,
+                 on_lost: Callable[[GasolineChannel], None] | None = None) -> None:
+        """Everything the site decides for its channels is passed here (L{GasolineSite.protocol}).
+
+        @param clock: the site's reactor, for the body deadline.
+        """
+        super().__init__()
+        self.header_deadline = header_deadline
+        if body_policy is not None:
+            self.body_policy = body_policy
+        self.policy_on_headers = policy_on_headers
+        self._clock = clock
+        self.on_proven = on_proven
+        self.on_lost = on_lost
+
+    def connectionMade(self) -> None:
         super().connectionMade()
         no_delay(self.transport)
         self._arm()
@@ -256,7 +281,7 @@ class GasolineChannel(http.HTTPChannel):
 
     # -- IConsumer, for the requests' producers ------------------------------------------------
 
-    def registerProducer(self, producer, streaming) -> None:
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
         """As C{HTTPChannel}'s, but a streaming producer registered while the transport is paused
         is paused at once: no C{pauseProducing} would come for it until the transport's buffer
         fills again (an SSE stream opened on a connection whose reader has stopped reading)."""
@@ -264,7 +289,7 @@ class GasolineChannel(http.HTTPChannel):
         if streaming and self.transport_paused:
             producer.pauseProducing()
 
-    def dataReceived(self, data):
+    def dataReceived(self, data: bytes) -> None:
         if self._discarding:
             self._discard(data)
             return
@@ -277,7 +302,7 @@ class GasolineChannel(http.HTTPChannel):
             # bodies do come whole, and cost no timer).
             self._arm_body()
 
-    def rawDataReceived(self, data):
+    def rawDataReceived(self, data: bytes) -> None:
         # Raw mode: a request's body (or, while one is being answered, the next request's bytes,
         # which twisted.web buffers and plays back later).
         if self._discarding:
@@ -300,7 +325,7 @@ class GasolineChannel(http.HTTPChannel):
             self.__dict__.pop("lineReceived", None)
         super().lineReceived(line)
 
-    def allHeadersReceived(self):
+    def allHeadersReceived(self) -> None:
         self._disarm()
         super().allHeadersReceived()
         length = self.length
@@ -312,7 +337,7 @@ class GasolineChannel(http.HTTPChannel):
                 and self._refused_on_headers():
             return
 
-    def allContentReceived(self):
+    def allContentReceived(self) -> None:
         self._body_waiting = False
         self._disarm_body()
         self._request_line = None
@@ -346,8 +371,8 @@ class GasolineChannel(http.HTTPChannel):
             return False
         if body is None:
             return False
-        if site is not None:
-            site.refused_on_headers += 1
+        if isinstance(site, GasolineSite):
+            site.count_refused_on_headers()
         counted = getattr(root, "on_response", None)
         if counted is not None:  # /metrics counts it as the late check would have
             counted(head.path, head.code)
@@ -363,7 +388,8 @@ class GasolineChannel(http.HTTPChannel):
             return
         self._answer_and_drop(code, [(b"Content-Type", [b"application/json"])], body, None)
 
-    def _answer_and_drop(self, code: int, headers, body: bytes, left: int | None) -> None:
+    def _answer_and_drop(self, code: int, headers: Sequence[tuple[bytes, Sequence[bytes]]],
+                         body: bytes, left: int | None) -> None:
         """Write one whole answer on the transport, then drop what the client still sends."""
         lines = [b"HTTP/1.1 %d %s" % (code, http.RESPONSES.get(code, b"Refused"))]
         for name, values in headers:
@@ -429,21 +455,23 @@ class GasolineChannel(http.HTTPChannel):
         if why is not None:
             self._body_timer = None
             if transport is not None:
-                site = getattr(self, "site", None)
-                if site is not None:
-                    site.slow_bodies += 1
+                site = getattr(self, "site", None)  # (Site.buildProtocol sets it)
+                if isinstance(site, GasolineSite):
+                    site.count_slow_body()
                 _log.debug("request body too slow ({why}): connection closed", why=why)
                 abort_transport(transport)
             return
         every = self.body_policy.every
         self._body_timer = (self.callLater(every, self._check_body), now + every)
 
-    def requestDone(self, request):
+    def requestDone(self, request: Any) -> None:
         super().requestDone(request)
         if not self.requests and self.transport is not None:
             self._between_requests = True  # the keep-alive idle timer governs the wait
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if self.on_lost is not None:
+            self.on_lost(self)
         self._disarm()
         self._disarm_body()
         super().connectionLost(reason)
@@ -483,17 +511,14 @@ class GasolineSite(server.Site):
     #: Decide the route policy and the guards on a request's headers, before its body.
     policy_on_headers = True
 
-    def protocol(self):
+    def protocol(self) -> GasolineChannel:  # type: ignore[override]
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
-        channel = GasolineChannel()
-        channel.header_deadline = self.header_deadline
-        channel.body_policy = self.body_policy
-        channel.policy_on_headers = self.policy_on_headers
-        channel._clock = self.reactor
-        return channel
+        return GasolineChannel(header_deadline=self.header_deadline, body_policy=self.body_policy,
+                               policy_on_headers=self.policy_on_headers, clock=self.reactor,
+                               on_proven=self._proven, on_lost=self._lost)
 
-    def __init__(self, resource, *args, max_connections: int = MAX_CONNECTIONS,
-                 inflight: InFlight | None = None, **kwargs) -> None:
+    def __init__(self, resource: Any, *args: Any, max_connections: int = MAX_CONNECTIONS,
+                 inflight: InFlight | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("timeout", IDLE_TIMEOUT)
         super().__init__(resource, *args, **kwargs)
         self.max_connections = max_connections
@@ -513,7 +538,7 @@ class GasolineSite(server.Site):
         self._unproven: dict[GasolineChannel, None] = {}
         self._at_cap = False
 
-    def buildProtocol(self, addr):
+    def buildProtocol(self, addr: Any) -> Any:
         if self.open_connections >= self.max_connections and self._unproven:
             oldest = next(iter(self._unproven))
             del self._unproven[oldest]
@@ -534,26 +559,28 @@ class GasolineSite(server.Site):
             return None
         self.open_connections += 1
         self._unproven[channel] = None
-        channel.on_proven = self._proven
-        lost = channel.connectionLost
-
-        def connection_lost(reason, _lost=lost):
-            self.open_connections -= 1
-            self._unproven.pop(channel, None)
-            if self._at_cap and self.open_connections < self.max_connections * 0.9:
-                self._at_cap = False
-            return _lost(reason)
-
-        channel.connectionLost = connection_lost
         return channel
+
+    def count_refused_on_headers(self) -> None:
+        self.refused_on_headers += 1
+
+    def count_slow_body(self) -> None:
+        self.slow_bodies += 1
 
     def _proven(self, channel: GasolineChannel) -> None:
         self._unproven.pop(channel, None)
 
-    def getContentFile(self, length):
+    def _lost(self, channel: GasolineChannel) -> None:
+        """A channel this site built is gone: its slot is free."""
+        self.open_connections -= 1
+        self._unproven.pop(channel, None)
+        if self._at_cap and self.open_connections < self.max_connections * 0.9:
+            self._at_cap = False
+
+    def getContentFile(self, length: int) -> BytesIO:
         return BytesIO()
 
-    def log(self, request) -> None:
+    def log(self, request: Any) -> None:
         """Access-log only server errors: the extension makes hundreds of requests a second, and a
         line per request would cost more than ingesting it and grow the daemon's log without end."""
         if request.code >= 500:

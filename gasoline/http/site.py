@@ -17,19 +17,23 @@ afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from twisted.web.resource import Resource
-from twisted.web.server import NOT_DONE_YET
+from twisted.web.server import NOT_DONE_YET, Request
 
 from gasoline.core.inflight import InFlight
 from gasoline.http.json import json_error
 from gasoline.http.routes import TABLE, UNKNOWN, NotCanonical, RouteTable
 
+if TYPE_CHECKING:
+    from gasoline.http.guards import Guard
+
 
 class GasolineRoot(Resource):
     isLeaf = True
 
-    def __init__(self, guard, fallback: Resource | None = None, routes: RouteTable = TABLE, *,
+    def __init__(self, guard: Guard, fallback: Resource | None = None, routes: RouteTable = TABLE, *,
                  mounts: Mapping[bytes, Resource] | None = None,
                  on_response: Callable[[bytes, int], None] | None = None,
                  inflight: InFlight | None = None) -> None:
@@ -46,7 +50,7 @@ class GasolineRoot(Resource):
         #: Called as C{on_response(path, code)} once each request is answered (C{/metrics}).
         self.on_response = on_response
 
-    def render(self, request):
+    def render(self, request: Request) -> bytes | int:
         body = self._render(request)
         hook = self.on_response
         if hook is not None:
@@ -56,7 +60,7 @@ class GasolineRoot(Resource):
                 request.notifyFinish().addBoth(lambda _: hook(request.path, request.code))
         return body
 
-    def policy(self, request) -> bytes | None:
+    def policy(self, request: Request) -> bytes | None:
         """The route policy and the guards: C{None} to go on, else the body of the refusal
         (status and headers already set on C{request}). The channel runs it on the headers of a
         request that has a body, before any of the body is read (L{gasoline.http.request}), and
@@ -83,7 +87,7 @@ class GasolineRoot(Resource):
                               " not allowed here", allowed=list(route.methods))
         return None
 
-    def _render(self, request):
+    def _render(self, request: Request) -> bytes | int:
         refused = self.policy(request)
         if refused is not None:
             return refused

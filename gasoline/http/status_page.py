@@ -31,19 +31,27 @@ from __future__ import annotations
 import hmac
 import os
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
-from twisted.application.internet import TimerService
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline._version import __version__
+from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.session_ids import session_label
 from gasoline.http.json import json_app, json_body, json_error
 from gasoline.stream import request_writer
+
+if TYPE_CHECKING:
+    from gasoline.core.daemon import Daemon
+    from gasoline.core.pairing import DaemonIdentity
+    from gasoline.mcp.tools import ToolRegistry
+    from gasoline.proxy.session import ProxyManager
+    from gasoline.relay.hub import Relay
+    from gasoline.streaming.hub import Streaming
 
 log = Logger()
 
@@ -87,8 +95,10 @@ class StatusPage:
 
     app = json_app()
 
-    def __init__(self, daemon, *, identity=None, tools=None, streaming=None, relay=None,
-                 proxy=None, api_key: str | None = None) -> None:
+    def __init__(self, daemon: Daemon, *, identity: DaemonIdentity | None = None,
+                 tools: ToolRegistry | None = None, streaming: Streaming | None = None,
+                 relay: Relay | None = None, proxy: ProxyManager | None = None,
+                 api_key: str | None = None) -> None:
         self.daemon = daemon
         self.clock = daemon.clock
         self.identity = identity
@@ -102,8 +112,7 @@ class StatusPage:
         #: buffer name -> (time, head) of the last sample, and the rates they gave.
         self._samples: dict[str, tuple[float, int]] = {}
         self._rates: dict[str, float] = {}
-        self.timer = TimerService(TICK, self._tick)
-        self.timer.clock = self.clock
+        self.timer = ClockedTimer(TICK, self.clock, self._tick)
         self.timer.setName("status-page")
 
     def resource(self):
@@ -241,16 +250,16 @@ class StatusPage:
                 child = entry.child
                 children.append({"server": name, "context": entry.context,
                                  "enabled": entry.enabled,
-                                 "state": getattr(child, "state", None),
-                                 "restarts": getattr(child, "restarts", 0)})
+                                 "state": child.state if child is not None else None,
+                                 "restarts": child.restarts if child is not None else 0})
             # A label, never the id: the id is the session's credential (gasoline.core.session_ids).
             sessions.append({"id": session_label(session.session_id), "client": session.client_id,
                              "project": session.working_directory, "children": children})
-        return {"sessions": sessions, "shared": len(getattr(proxy, "shared", ()))}
+        return {"sessions": sessions, "shared": len(proxy.shared)}
 
     def _errors(self) -> dict[str, int]:
         """Failed tool calls so far, by error code."""
-        errors = dict(getattr(self.tools, "errors", {}) or {})
+        errors = dict(self.tools.errors) if self.tools is not None else {}
         return dict(sorted(errors.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def state_bytes(self) -> tuple[bytes, bytes]:

@@ -22,8 +22,10 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ProcessDone
+from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 log = Logger()
 
@@ -135,7 +137,7 @@ class BrowserProcess(ProcessProtocol):
     #: stdin closed; stdout/stderr read (kept as a short tail for error messages); 3 and 4 the pipe.
     CHILD_FDS = {0: "w", 1: "r", 2: "r", 3: "w", 4: "r"}
 
-    def __init__(self, clock) -> None:
+    def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
         self.ended: Deferred = Deferred()
         self.exit_code: int | None = None
@@ -164,7 +166,7 @@ class BrowserProcess(ProcessProtocol):
             log.warn("a DevTools message over {n} bytes: dropped", n=MAX_MESSAGE)
             self._buffer = b""
 
-    def processEnded(self, reason) -> None:
+    def processEnded(self, reason: Failure) -> None:
         self.running = False
         self.exit_code = 0 if reason.check(ProcessDone) else getattr(reason.value, "exitCode", None)
         waiting, self._waiting = self._waiting, {}

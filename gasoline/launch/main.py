@@ -84,7 +84,7 @@ class BrowserOptions(usage.Options):
         print(f"gasoline {__version__}")
         raise SystemExit(0)
 
-    def parseOptions(self, options=None):
+    def parseOptions(self, options: list[str] | None = None) -> None:
         """As usual, but the URL may come before the options too (C{gasoline browser URL
         --headless}): Twisted's parser stops at the first non-option, so the rest is moved
         behind them."""
@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _react(reactor, options):
+def _react(reactor: Any, options: BrowserOptions) -> Deferred[None]:
     from twisted.internet.defer import ensureDeferred
 
     return ensureDeferred(Launch(reactor, options).run())
@@ -167,7 +167,7 @@ def _say(text: str) -> None:
 class Launch:
     """One run of the command: the daemon, the browser, its profile, and their clean-up."""
 
-    def __init__(self, reactor, options) -> None:
+    def __init__(self, reactor: Any, options: BrowserOptions) -> None:
         self.reactor = reactor
         self.options = options
         self.browser: BrowserProcess | None = None
@@ -377,12 +377,12 @@ class Launch:
         except CDPError:
             return None
 
-    def _sleep(self, seconds: float):
+    def _sleep(self, seconds: float) -> Deferred[None]:
         from twisted.internet.task import deferLater
 
         return deferLater(self.reactor, seconds, lambda: None)
 
-    def cleanup(self):
+    def cleanup(self) -> Deferred[None]:
         """End the browser (if it runs) and remove a temporary profile; once."""
         from twisted.internet.defer import ensureDeferred
 
@@ -401,7 +401,7 @@ class Launch:
             shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def _detach(argv: list[str], options) -> int:
+def _detach(argv: list[str], options: BrowserOptions) -> int:
     """Run this command again in the background (its own session, output to a log in the state
     dir) and return once it reports the browser ready, or its error."""
     state_dir: Path = options["state-dir"]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gasoline.core.identity import (
     PairingError,
@@ -44,6 +44,9 @@ from gasoline.core.identity import (
 )
 from gasoline.core.pins import remove_launch_grant, write_launch_grant
 from gasoline.daemon_dir import StateDirProblem, checked_state_dir, daemon_public_key
+
+if TYPE_CHECKING:
+    from gasoline.launch.chromium import BrowserProcess
 
 
 #: The daemon on the port is not the one whose state dir the launcher read (the check every
@@ -82,7 +85,7 @@ def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, t
     }
 
 
-async def apply(cdp, worker_session: str, settings: dict[str, Any]) -> None:
+async def apply(cdp: BrowserProcess, worker_session: str, settings: dict[str, Any]) -> None:
     """Write C{settings} into the extension's storage through its service worker."""
     import json
 
@@ -90,7 +93,7 @@ async def apply(cdp, worker_session: str, settings: dict[str, Any]) -> None:
                        f"chrome.storage.local.set({json.dumps(settings)}).then(() => true)")
 
 
-async def extension_public_key(cdp, worker_session: str) -> bytes:
+async def extension_public_key(cdp: BrowserProcess, worker_session: str) -> bytes:
     """The launched extension's public key (raw P-256 point), read from its service worker over
     the pipe (C{globalThis.gasolineExtensionPublicKey} in extension/background.js).
     @raise IdentityMismatch: the worker answered no key, or one whose fingerprint does not match."""
@@ -104,7 +107,7 @@ async def extension_public_key(cdp, worker_session: str) -> bytes:
     return key
 
 
-async def grant_extension(cdp, worker_session: str, state_dir: Path, pid: int) -> Path:
+async def grant_extension(cdp: BrowserProcess, worker_session: str, state_dir: Path, pid: int) -> Path:
     """Read the launched extension's key and grant it to the daemon of C{state_dir} while
     process C{pid} (this launcher) runs; the grant file (L{revoke_extension} removes it).
     @raise IdentityMismatch: no usable key, or too many launches hold a grant."""

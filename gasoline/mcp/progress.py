@@ -18,9 +18,12 @@ C{1 of m} is still an increase. The message, not the number, tells a person how 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+if TYPE_CHECKING:
+    from gasoline.mcp.server import RequestContext
 
 #: Seconds between heartbeats.
 INTERVAL = 1.0
@@ -107,11 +110,7 @@ class ProgressReporter:
         self._send(value, total, message)
 
 
-def start_for(ctx: Any, label: str) -> ProgressReporter | None:
-    """A running reporter for C{ctx} (a L{gasoline.mcp.server.RequestContext}) when its request
-    asked for progress, else None."""
-    if getattr(ctx, "progress_token", None) is None or not hasattr(ctx, "notify_progress"):
-        return None
-    reporter = ProgressReporter(ctx.clock, ctx.notify_progress, label)
-    ctx.reporter = reporter
-    return reporter.start()
+def start_for(ctx: RequestContext, label: str) -> ProgressReporter | None:
+    """A running reporter for C{ctx} when its request asked for progress, else None
+    (L{RequestContext.start_progress<gasoline.mcp.server.RequestContext.start_progress>})."""
+    return ctx.start_progress(label)

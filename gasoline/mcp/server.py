@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Literal, Protocol
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, gatherResults, maybeDeferred, succeed
@@ -42,6 +42,7 @@ from gasoline.mcp.jsonrpc import (
     Response,
 )
 from gasoline.mcp.outgoing import redact_outgoing, redacting
+from gasoline.mcp.progress import ProgressReporter
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.session import LOG_LEVELS, McpSession
 from gasoline.mcp.tools import ToolRegistry, error_result
@@ -96,6 +97,15 @@ INSTRUCTIONS = (
 Emit = Callable[[dict[str, Any]], object]
 
 
+class SessionObserver(Protocol):
+    """Told when an MCP session opens and when it ends (C{McpServer.session_observers}; the
+    C{--log-dir} client logs are one)."""
+
+    def session_opened(self, session: McpSession) -> None: ...
+
+    def session_closed(self, session: McpSession) -> None: ...
+
+
 @attrs.define(eq=False)
 class RequestContext:
     """What a method or tool handler gets: the session, the caller's state, and ways to talk back."""
@@ -110,8 +120,8 @@ class RequestContext:
     #: Transport hook: end this request's SSE stream now (the response is then replayed after
     #: the client reconnects with Last-Event-ID). None when the transport has no such stream.
     close_stream: Callable[[], None] | None = None
-    #: The progress reporter of a tool call that asked for progress (gasoline.mcp.progress).
-    reporter: Any = None
+    #: The progress reporter of a tool call that asked for progress (L{start_progress}).
+    reporter: ProgressReporter | None = None
 
     @property
     def state(self) -> Any:
@@ -138,6 +148,14 @@ class RequestContext:
         else:
             self.notify_progress(progress, total, message)
         return True
+
+    def start_progress(self, label: str) -> ProgressReporter | None:
+        """Start this request's progress reporter (a heartbeat every second) when the request
+        asked for progress; None when it did not."""
+        if self.progress_token is None:
+            return None
+        self.reporter = ProgressReporter(self.clock, self.notify_progress, label)
+        return self.reporter.start()
 
     def working(self, message: str | None) -> None:
         """Say what the call is waiting for; the next progress heartbeat carries it."""
@@ -187,6 +205,7 @@ class McpServer:
         server_name: str = "gasoline",
         sessions: dict[str, McpSession] | None = None,
         turns: TurnBudget | None = None,
+        session_observers: Iterable[SessionObserver] = (),
     ) -> None:
         self.clock = clock
         #: Agents' tool calls run within the reactor turn's budget (capture first).
@@ -218,7 +237,7 @@ class McpServer:
         #: Closes every MCP session (and its idle timer) when the daemon stops.
         self.service = StopHook(self.close_all, name="mcp-sessions")
         #: Told C{session_opened(session)} / C{session_closed(session)} (per-client logs).
-        self.session_observers: list[Any] = []
+        self.session_observers: list[SessionObserver] = list(session_observers)
         #: A session is closed for another client only after this long without a request.
         self.reclaim_min_quiet = RECLAIM_MIN_QUIET
         #: Session ids and client ids of sessions closed for another client -> why (bounded).
@@ -282,10 +301,14 @@ class McpServer:
         session.protocol_version = STATELESS_VERSION
         return session
 
-    def _tell_observers(self, what: str, session: McpSession) -> None:
+    def _tell_observers(self, what: Literal["session_opened", "session_closed"],
+                        session: McpSession) -> None:
         for observer in list(self.session_observers):
             try:
-                getattr(observer, what)(session)
+                if what == "session_opened":
+                    observer.session_opened(session)
+                else:
+                    observer.session_closed(session)
             except Exception:
                 log.failure("session observer {o!r} failed", o=observer)
 
@@ -523,9 +546,7 @@ class McpServer:
         elif method == "notifications/progress" and session.extra_tools is not None:
             # Progress on a request the session's extra tools sent the agent (a proxied server's
             # sampling request, say): theirs to route.
-            hook = getattr(session.extra_tools, "progress", None)
-            if hook is not None:
-                hook(note.params)
+            session.extra_tools.progress(note.params)
         # Anything else (roots/list_changed, unknown) needs no action and no answer.
 
     def _response(self, session: McpSession, response: Response) -> None:

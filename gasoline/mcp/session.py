@@ -166,6 +166,18 @@ class McpSession:
     def __attrs_post_init__(self) -> None:
         self.streams[self.standalone.stream_id] = self.standalone
 
+    def show_tools(self, tools: ISessionTools,
+                   on_close: Callable[["McpSession"], None]) -> None:
+        """Show C{tools} beside the server's own from now on, and call C{on_close(self)} when
+        this session ends (a proxy session binding this connection)."""
+        self.extra_tools = tools
+        self.on_close.append(on_close)
+
+    def hide_tools(self, tools: ISessionTools) -> None:
+        """Stop showing C{tools} (if they are the ones shown)."""
+        if self.extra_tools is tools:
+            self.extra_tools = None
+
     def new_stream(self) -> EventStream:
         """A stream for one POST answered with SSE (finished ones are pruned, oldest first)."""
         self._next_stream += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict, deque
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import attrs
 import orjson
@@ -108,7 +108,7 @@ class ToolRegistry:
     central processing (rate limit, redaction, cap, telemetry, audit) to every call."""
 
     def __init__(self, clock: Any = None, rate_limit: int = 0, rate_window: float = 60.0,
-                 result_cap: int = RESULT_CAP) -> None:
+                 result_cap: int = RESULT_CAP, observers: Iterable[Any] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._definitions: list[dict[str, Any]] | None = None
         self.clock = clock
@@ -126,7 +126,7 @@ class ToolRegistry:
         #: Observers of every call: C{tool_call(client_id, tool, mode, params)} before it runs,
         #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
         #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
-        self.observers: list[Any] = []
+        self.observers: list[Any] = list(observers)
         #: Add fields to every result's C{_meta}: C{provider(session) -> dict | None}, called
         #: after redaction (their values are the daemon's own counters, never page text) on
         #: every call, proxied or not (C{_meta.data_counts}, L{gasoline.tools}). They run on the

@@ -281,7 +281,7 @@ def main() -> None:
     group = os.getpgid(0)
     stopping = []
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: object) -> None:
         stopping.append(signum)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -289,7 +289,7 @@ def main() -> None:
         signal.signal(signal.SIGALRM, lambda *a: _signal_all(group, signal.SIGKILL))
         signal.setitimer(signal.ITIMER_REAL, grace)
 
-    def kill(signum, frame):
+    def kill(signum: int, frame: object) -> None:
         stopping.append(signum)
         _signal_all(group, signal.SIGKILL)
 

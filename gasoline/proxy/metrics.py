@@ -4,12 +4,12 @@ The session proxy's series in C{GET /metrics} (listed in docs/operations.md).
 Counts live in the L{gasoline.proxy.session.ProxyManager} as plain integers (a dict increment per
 proxied call, per restart); L{register} turns them into metric families at scrape time, and adds
 the one series that must be recorded as it happens: the call latency histogram, fed by the
-manager's C{on_call} hook.
+C{on_call} hook the manager is built with (L{call_observer}).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -27,8 +27,9 @@ CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 STATES = ("starting", "ready", "down")
 
 
-def register(metrics: Metrics, manager: ProxyManager) -> None:
-    """Add the proxy's series to C{metrics} for C{manager}."""
+def call_observer(metrics: Metrics) -> Callable[[str, float, bool], None]:
+    """The proxy manager's C{on_call} hook: each proxied call's latency, by server, in
+    C{metrics}'s C{proxy_call_seconds} histogram."""
     latency = metrics.histogram(
         "proxy_call_seconds", "Proxied tools/call round trips (daemon to server and back), by "
         "server.", ["server"], buckets=CALL_BUCKETS)
@@ -41,7 +42,11 @@ def register(metrics: Metrics, manager: ProxyManager) -> None:
             child = children[server] = latency.labels(server)
         child.observe(seconds)
 
-    manager.on_call = on_call
+    return on_call
+
+
+def register(metrics: Metrics, manager: ProxyManager) -> None:
+    """Add the proxy's counts to C{metrics} for C{manager} (read at scrape time)."""
     metrics.add_collector(lambda: collect(manager))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import orjson
@@ -84,6 +84,8 @@ class ProxySession:
     #: Calls in flight per server (their contexts; the newest last) for server->agent requests.
     _active: dict[str, list[Any]] = attrs.field(factory=dict)
     _list_changed_call: IDelayedCall | None = None
+    #: This session's tools as the MCP sessions bound to it see them (C{McpSession.show_tools}).
+    view: SessionTools = attrs.field(init=False)
     _next_token: int = 0
     #: Progress token given to the agent on a relayed request -> (the child, its own token).
     _relay_progress: dict[str, tuple[Any, Any]] = attrs.field(factory=dict)
@@ -150,7 +152,7 @@ class ProxySession:
                         "server": server, "tool": original})
         return out
 
-    def _handler(self, server: str, tool: str):
+    def _handler(self, server: str, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
         def handler(ctx: Any, arguments: dict[str, Any]) -> Any:
             return self.call(ctx, server, tool, arguments)
 
@@ -159,6 +161,22 @@ class ProxySession:
         return handler
 
     # -- calls ---------------------------------------------------------------------------------
+
+    def __attrs_post_init__(self) -> None:
+        self.view = SessionTools(self)
+
+    def close(self) -> tuple[list[Any], list[str]]:
+        """Mark the session closed and cancel its timers; hand back the MCP sessions that were
+        bound to it and the child progress tokens it routed (both forgotten here)."""
+        self.closed = True
+        call, self.idle_call = self.idle_call, None
+        if call is not None and call.active():
+            call.cancel()
+        lc, self._list_changed_call = self._list_changed_call, None
+        if lc is not None and lc.active():
+            lc.cancel()
+        bound, self.bound = self.bound, []
+        return bound, list(self._progress)
 
     def touch(self) -> None:
         self.last_used = self.manager.clock.seconds()

@@ -22,7 +22,7 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.application.service import MultiService
@@ -49,7 +49,11 @@ from gasoline.proxy.errors import ChildLimit, ProxyError, SessionLimit, UnknownS
 from gasoline.proxy.peer import ServerPeer
 from gasoline.proxy.plan import SessionPlan, SessionRequest, SessionServer, plan_session, shared_cwd
 from gasoline.proxy.remote import RemoteServer
-from gasoline.proxy.routing import ProxySession, SessionTools
+from gasoline.proxy.routing import ProxySession
+
+if TYPE_CHECKING:
+    from gasoline.mcp.server import McpServer
+    from gasoline.mcp.session import McpSession
 
 log = Logger()
 
@@ -74,9 +78,10 @@ class ProxyManager:
     @param mcp: the L{gasoline.mcp.server.McpServer} whose sessions carry the aggregated tools.
     """
 
-    def __init__(self, reactor: Any, config: ProxyConfig, mcp: Any,
+    def __init__(self, reactor: Any, config: ProxyConfig, mcp: McpServer,
                  state_dir: Path | None = None, environ: dict[str, str] | None = None,
-                 client_timeout: float = 60.0, http: Any = None, at_rest: Any = None) -> None:
+                 client_timeout: float = 60.0, http: Any = None, at_rest: Any = None,
+                 on_call: Callable[[str, float, bool], None] | None = None) -> None:
         self.reactor = reactor
         #: The HTTP client of remote servers by C{url} (None: each has its own treq client).
         self.http = http
@@ -95,8 +100,8 @@ class ProxyManager:
         self.restart_counts: dict[str, int] = {}
         #: Server name -> its own C{callsPerMinute} limiter (per session).
         self._limiters: dict[str, SlidingWindowLimiter] = {}
-        #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if set.
-        self.on_call: Any = None
+        #: C{(server, seconds, ok)} after every proxied call (the latency histogram), if given.
+        self.on_call = on_call
         #: False on a C{task.Clock}: every child then fails to start, with that reason.
         self.can_spawn = IReactorProcess.providedBy(reactor)
         self.document: JsonDocument | None = None
@@ -154,14 +159,10 @@ class ProxyManager:
         """Record a session event in its agent's tool audit (C{configure audit_log}, the log
         dir's C{clients/<id>.log}) as tool C{proxy}; proxied calls are recorded there by the
         tool registry itself, as C{<server>__<tool>}."""
-        tools = getattr(self.mcp, "tools", None)
-        hook = getattr(tools, "audit_event", None)
-        if hook is None:
-            return
         # The session id is a bearer credential (it opens the session's routes): the audit
         # keeps a reference that tells sessions apart without granting anything.
         ref = hashlib.sha256(session.session_id.encode()).hexdigest()[:12]
-        hook(session.client_id, "proxy", mode,
+        self.mcp.tools.audit_event(session.client_id, "proxy", mode,
              {"ref": ref, "working_directory": session.working_directory, **details},
              outcome, error)
 
@@ -338,8 +339,7 @@ class ProxyManager:
             for user in users:
                 self.audit(user, "server_restart", {
                     "server": name, "shared": session is None,
-                    "restarts": getattr(child, "restarts", None),
-                    "after": getattr(child, "last_error", None)})
+                    "restarts": child.restarts, "after": child.last_error})
 
         peer.on_restart = restarted
         return peer
@@ -395,8 +395,7 @@ class ProxyManager:
                                  "opened)")
         return session
 
-    def _bind(self, session: ProxySession, mcp_session: Any, primary: bool = False) -> None:
-        mcp_session.extra_tools = SessionTools(session)
+    def _bind(self, session: ProxySession, mcp_session: McpSession, primary: bool = False) -> None:
         session.bound.append(mcp_session)
 
         def closed(s: Any) -> None:
@@ -407,15 +406,15 @@ class ProxyManager:
             if primary and not any(not b.closed for b in session.bound):
                 self.destroy(session.session_id, why="its MCP session ended")
 
-        mcp_session.on_close.append(closed)
+        mcp_session.show_tools(session.view, on_close=closed)
 
-    def bind(self, session_id: str, mcp_session: Any) -> None:
+    def bind(self, session_id: str, mcp_session: McpSession) -> None:
         """Make C{mcp_session} (a connector connection) see C{session_id}'s tools.
 
         @raise UnknownSession: no such proxy session.
         """
         session = self.get(session_id)
-        if getattr(mcp_session, "client_id", None) != session.client_id:
+        if mcp_session.client_id != session.client_id:
             # A proxy session's tools act as its client id: only a connection of that (proven)
             # client may see them (gasoline.core.session_ids).
             raise SessionOwnerRefused(
@@ -433,22 +432,14 @@ class ProxyManager:
         session = self.sessions.pop(session_id, None)
         if session is None or session.closed:
             return succeed(None)
-        session.closed = True
+        bound, tokens = session.close()
         log.info("proxy session {sid} ({wd}) {why}", sid=session_label(session_id),
                  wd=session.working_directory, why=why)
         self.audit(session, "session_end", {"why": why})
-        call, session.idle_call = session.idle_call, None
-        if call is not None and call.active():
-            call.cancel()
-        lc, session._list_changed_call = session._list_changed_call, None
-        if lc is not None and lc.active():
-            lc.cancel()
-        for token in list(session._progress):
+        for token in tokens:
             self.progress_routes.pop(token, None)
-        bound, session.bound = session.bound, []
         for s in bound:
-            if getattr(s, "extra_tools", None) is not None and s.extra_tools._session is session:
-                s.extra_tools = None
+            s.hide_tools(session.view)
             if not s.closed and s.session_id == session_id:
                 self.mcp.close_session(s)
         stops = []
@@ -546,7 +537,7 @@ class _ProxyService(MultiService):
         self.setName("proxy-sessions")
         self._manager = manager
 
-    def stopService(self):
+    def stopService(self) -> Deferred[None] | None:
         manager = self._manager
         manager._snapshot = manager._persisted()
         d = super().stopService()  # the flush service writes the snapshot once more

@@ -29,10 +29,10 @@ BROWSER_CONTEXT_ID = "GASOLINE0DEFAULT0CONTEXT0000000"
 class IRelayPeer(Interface):
     """One WebSocket peer of the relay (a CDP client or the extension), as the relay sees it."""
 
-    def send(message):
+    def send(message: dict[str, Any]) -> None:
         """Send C{message} (a JSON-able dict) as one text message; never raises."""
 
-    def close(code, reason):
+    def close(code: int, reason: str) -> None:
         """Close the connection with a WebSocket close C{code} and C{reason} (a str)."""
 
 

@@ -34,7 +34,7 @@ import base64
 import hashlib
 import hmac
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorTime
@@ -64,6 +64,15 @@ REFRESH_SECONDS = 1.0
 MAX_NOTE = 240
 
 
+class DomWatchLink(Protocol):
+    """What streaming needs of the extension link for C{dom_change} events
+    (L{gasoline.core.extension.ExtensionLink} is one)."""
+
+    def set_dom_watches(self, watches: list[dict[str, Any]]) -> None: ...
+
+    def on_dom_changes(self, hook: Callable[[dict[str, Any]], int]) -> Callable[[], None]: ...
+
+
 class Streaming:
     """Every agent's streaming state. All methods run on the reactor thread."""
 
@@ -72,7 +81,7 @@ class Streaming:
                  redact_text: Callable[[str], str] | None = None,
                  inbox_size: int = DEFAULT_INBOX,
                  on_latency: Callable[[float], None] | None = None,
-                 extension: Any = None) -> None:
+                 extension: DomWatchLink | None = None) -> None:
         """
         @param sessions: the MCP server's session table (session id ->
             L{gasoline.mcp.session.McpSession}): the agents' streams.
@@ -105,8 +114,8 @@ class Streaming:
         self._refreshed = float("-inf")
         self._stale = True
         #: The agents' DOM watches (C{dom_change}), published to the extension link.
-        self.watches = DomWatches(getattr(extension, "set_dom_watches", None))
-        if extension is not None and hasattr(extension, "on_dom_changes"):
+        self.watches = DomWatches(extension.set_dom_watches if extension is not None else None)
+        if extension is not None:
             extension.on_dom_changes(self.publish_dom)
         #: Set when an agent was added, removed or reconfigured: L{active} has the dispatcher
         #: make a new key spec.

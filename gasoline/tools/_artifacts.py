@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.common import make_private_dir
 from gasoline.core.files import thread_runner
 from gasoline.core.redact import redact_value
+
+if TYPE_CHECKING:
+    from gasoline.tools.context import ToolContext
 
 MAX_ARTIFACT_BYTES = 5 * 1024 * 1024
 
@@ -31,18 +34,16 @@ SAVE_TO_RETRY = ("save_to must be a path inside your working directory (relative
                  "from it) or inside the daemon's state dir artifacts/ folder.")
 
 
-def artifact_roots(ctx: Any) -> list[Path]:
+def artifact_roots(ctx: ToolContext) -> list[Path]:
     """Where C{save_to} may write: the agent's working directory and the state dir's artifacts/."""
     roots = []
     if ctx.cwd:
         roots.append(real(ctx.cwd))
-    state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
-    if state_dir is not None:
-        roots.append(real(Path(state_dir) / ARTIFACTS_DIR))
+    roots.append(real(Path(ctx.app.config.state_dir) / ARTIFACTS_DIR))
     return roots
 
 
-def resolve_save_path(ctx: Any, save_to: str) -> Path:
+def resolve_save_path(ctx: ToolContext, save_to: str) -> Path:
     """The real path C{save_to} names (L{gasoline.core.paths.resolve_inside}: no C{..}, inside
     L{artifact_roots}, not a directory), or L{PathRefused}."""
     resolved = resolve_inside(save_to, artifact_roots(ctx), param="save_to", parent_refs=False,
@@ -53,7 +54,7 @@ def resolve_save_path(ctx: Any, save_to: str) -> Path:
     return resolved
 
 
-def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
+def write_artifact(ctx: ToolContext, save_to: str, content: str) -> dict[str, Any]:
     """Write C{content} (UTF-8) to the checked path; return C{{path, bytes}}."""
     data = content.encode("utf-8")
     if len(data) > MAX_ARTIFACT_BYTES:
@@ -62,10 +63,9 @@ def write_artifact(ctx: Any, save_to: str, content: str) -> dict[str, Any]:
     path = resolve_save_path(ctx, save_to)
     roots = artifact_roots(ctx)
     parent = path.parent
-    state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
-    private_root = real(Path(state_dir) / ARTIFACTS_DIR) if state_dir is not None else None
-    private = private_root is not None and inside(path, private_root)
-    if private_root is not None and private:  # in the state dir: private, as everything there
+    private_root = real(Path(ctx.app.config.state_dir) / ARTIFACTS_DIR)
+    private = inside(path, private_root)
+    if private:  # in the state dir: private, as everything there
         make_private_dir(private_root)
         for level in reversed([p for p in parent.parents if inside(p, private_root)]):
             make_private_dir(level)

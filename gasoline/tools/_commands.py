@@ -30,7 +30,7 @@ LAUNCHED_PILOT_FIX = ("This browser was started by `gasoline browser` without --
 
 
 def require_pilot(ctx: Any) -> None:
-    settings = getattr(getattr(ctx.app, "extension", None), "settings", None) or {}
+    settings = ctx.app.extension.settings
     if settings.get("pilot_enabled") is False:
         error = PilotDisabled(f"interact {ctx.mode or ''} is refused: the extension reports "
                               "AI Web Pilot disabled".replace("  ", " "))

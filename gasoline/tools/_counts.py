@@ -11,10 +11,14 @@ left out: C{{}} means nothing to read.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WEBSOCKET_EVENTS
 from gasoline.tools._views import ERRORS_CURSOR
+
+if TYPE_CHECKING:
+    from gasoline.core.daemon import Daemon
+    from gasoline.mcp.session import McpSession
 
 #: C{observe} mode -> (buffer, the caller's cursor key for that mode).
 COUNTED: tuple[tuple[str, str, str], ...] = (
@@ -42,15 +46,11 @@ def data_counts(store: Any, cursors: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def meta_provider(daemon: Any) -> Callable[[Any], dict[str, Any] | None]:
+def meta_provider(daemon: Daemon) -> Callable[[McpSession], dict[str, Any] | None]:
     """The L{gasoline.mcp.tools.ToolRegistry.meta_providers} entry: C{{"data_counts": ...}} for
     the calling session's client (C{daemon.store}'s rings)."""
 
-    def provide(session: Any) -> dict[str, Any] | None:
-        state = getattr(session, "state", None)
-        store = getattr(daemon, "store", None)
-        if state is None or store is None:
-            return None
-        return {"data_counts": data_counts(store, state.cursors)}
+    def provide(session: McpSession) -> dict[str, Any] | None:
+        return {"data_counts": data_counts(daemon.store, session.state.cursors)}
 
     return provide

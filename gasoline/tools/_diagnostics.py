@@ -5,7 +5,7 @@ C{describe_capabilities}, C{telemetry}, C{audit_log}, C{doctor} and C{restart}.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gasoline import __version__
 from gasoline.core.doctor import extension_check, doctor_checks
@@ -14,11 +14,13 @@ from gasoline.core.session_ids import session_label
 from gasoline.tools.context import ToolContext
 from gasoline.tools.schemas import TOOL_MODES
 
+if TYPE_CHECKING:
+    from gasoline.mcp.tools import ToolRegistry
 
-def _registry(ctx: ToolContext) -> Any:
-    request = ctx.request
-    server = getattr(request, "server", None) if request is not None else None
-    return getattr(server, "tools", None)
+
+def _registry(ctx: ToolContext) -> ToolRegistry | None:
+    """The MCP server's tool registry (None for a tool called without an MCP request)."""
+    return ctx.request.server.tools if ctx.request is not None else None
 
 
 # -- health, capabilities, telemetry, audit, doctor ---------------------------------------------
@@ -29,7 +31,7 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     now = ctx.now()
     ext = app.extension
     registry = app.registry
-    server = getattr(ctx.request, "server", None)
+    server = ctx.request.server if ctx.request is not None else None
     session = ctx.session
     body: dict[str, Any] = {
         "status": "ok",
@@ -37,10 +39,9 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "uptime_seconds": round(now - app.started_at, 3),
         "extension": {
             "connected": ctx.extension_connected,
-            "state": getattr(ext, "state", "connected" if ctx.extension_connected
-                             else "not_connected"),
-            "last_sync": getattr(ext, "last_sync", None),
-            "pairing": ext.pairing() if hasattr(ext, "pairing") else None,
+            "state": ext.state,
+            "last_sync": ext.last_sync,
+            "pairing": ext.pairing(),
         },
         "buffers": app.store.stats(),
         "clients": registry.summary() if registry is not None else None,
@@ -48,10 +49,10 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "you": {
             "client_id": ctx.client_id,
             # A label: the id is the session's credential (gasoline.core.session_ids).
-            "session_label": session_label(sid)
-            if isinstance(sid := getattr(session, "session_id", None), str) else None,
-            "transport": getattr(session, "transport", None),
-            "protocol_version": getattr(session, "protocol_version", None),
+            "session_label": session_label(session.session_id)
+            if session is not None else None,
+            "transport": session.transport if session is not None else None,
+            "protocol_version": session.protocol_version if session is not None else None,
             "cursors": dict(ctx.state.cursors),
         },
     }
@@ -108,7 +109,7 @@ def configure_telemetry(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any
         "your_rate_limit": reg.limiter.usage(ctx.client_id)
         if reg is not None and reg.limiter is not None else None,
         "router": router.health(),
-        "extension_syncs": getattr(ctx.app.extension, "syncs", None),
+        "extension_syncs": ctx.app.extension.syncs,
     }
     total = sum(data["calls_per_tool"].values())
     return ctx.ok(f"{total} tool calls since start", data)

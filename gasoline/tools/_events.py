@@ -12,7 +12,7 @@ The tool side of context streaming (the machinery is L{gasoline.streaming}):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 
@@ -21,13 +21,17 @@ from gasoline.streaming.hub import MAX_WAIT_MS, PROGRESS_EVERY
 from gasoline.streaming.redaction import UNTRUSTED
 from gasoline.streaming.subscription import ALL, ALL_WARNING, parse
 
+if TYPE_CHECKING:
+    from gasoline.streaming.hub import Streaming
+    from gasoline.tools.context import ToolContext
+
 DEFAULT_EVENTS = 100
 MAX_EVENTS = 1000
 
 
 
-def _streaming(ctx: Any) -> Any:
-    streaming = getattr(ctx.tools, "streaming", None)
+def _streaming(ctx: ToolContext) -> Streaming:
+    streaming = ctx.tools.streaming if ctx.tools is not None else None
     if streaming is None:
         raise GasolineError("streaming is not available in this daemon", code="not_implemented")
     return streaming
@@ -136,14 +140,14 @@ def observe_events(ctx: Any, args: dict[str, Any]) -> Any:
     return outer
 
 
-def append_unread_note(ctx: Any, result: Any) -> Any:
+def append_unread_note(ctx: ToolContext, result: Any) -> Any:
     """Add the caller's unread-events note to a successful result (a second text block, so the
     first block's summary line and JSON stay as they are)."""
     if ctx.tool == "observe" and ctx.mode == "events":
         return result
     if ctx.tool == "configure" and ctx.mode == "streaming":
         return result
-    streaming = getattr(ctx.tools, "streaming", None)
+    streaming = ctx.tools.streaming if ctx.tools is not None else None
     if streaming is None or not isinstance(result, dict) or result.get("isError"):
         return result
     content = result.get("content")

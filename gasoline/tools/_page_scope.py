@@ -46,7 +46,7 @@ def current_page(ctx: ToolContext, args: dict[str, Any], url_fields: tuple[str, 
     scope = ctx.str_arg(args, "scope", None, ("current_page", "all"))
     if scope == "all" or args.get("tab_id") is not None or args.get("url") is not None:
         return None, {}
-    settings = getattr(ctx.app.extension, "settings", None) or {}
+    settings = ctx.app.extension.settings
     tab = settings.get("tracked_tab_id") or None
     key = page_key(settings.get("tracked_tab_url"))
     if tab is None or key is None:

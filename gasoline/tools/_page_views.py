@@ -49,7 +49,7 @@ def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     if on_page is not None:
         # The current page's latest load: the snapshot of the tracked URL itself, else the newest
         # of the same page (another query string).
-        tracked = (getattr(ctx.app.extension, "settings", None) or {}).get("tracked_tab_url")
+        tracked = ctx.app.extension.settings.get("tracked_tab_url")
         exact = [p for p in pages if p.get("url") == tracked]
         limit = 1
         pages = exact or pages
@@ -67,7 +67,7 @@ def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _settings(ctx: ToolContext) -> dict[str, Any]:
-    return dict(getattr(ctx.app.extension, "settings", None) or {})
+    return dict(ctx.app.extension.settings)
 
 
 def observe_page(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def observe_page(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
             page["vitals"] = page_performance(perf)
         except Exception:
             page["vitals"] = None
-    last_sync = getattr(ctx.app.extension, "last_sync", None)
+    last_sync = ctx.app.extension.last_sync
     page["settings_age_seconds"] = None if last_sync is None else round(ctx.now() - last_sync, 3)
     summary = f"tracked page: {url}" if url else "no tracked page"
     return ctx.ok(summary, {"page": page})
@@ -126,7 +126,7 @@ def observe_pilot(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     keys = ("pilot_enabled", "tracking_enabled", "capture_logs", "capture_network",
             "capture_websocket", "capture_actions")
     data = {k: s.get(k) for k in keys}
-    data["extension_version"] = getattr(ctx.app.extension, "extension_version", None)
+    data["extension_version"] = ctx.app.extension.extension_version
     pilot = s.get("pilot_enabled")
     word = "enabled" if pilot else ("disabled" if pilot is False else "unknown")
     return ctx.ok(f"AI pilot {word}", data)

@@ -187,7 +187,7 @@ def noise_filter(ctx: Any, entries: list[dict[str, Any]]) -> tuple[list[dict[str
 
 def page_url(ctx: Any) -> str | None:
     """The URL of the tab the extension tracks, when it reported one."""
-    settings = getattr(getattr(ctx.app, "extension", None), "settings", None) or {}
+    settings = ctx.app.extension.settings
     url = settings.get("tracked_tab_url")
     return url if isinstance(url, str) and url else None
 

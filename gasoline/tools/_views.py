@@ -40,7 +40,7 @@ def pattern_matcher(pattern: str) -> Callable[[str], bool]:
 def known_tab_urls(ctx: ToolContext) -> dict[Any, str]:
     """Tab id -> URL, from the extension's settings and the last C{tabs} answer."""
     tabs: dict[Any, str] = dict(ctx.runtime.tab_urls)
-    settings = getattr(ctx.app.extension, "settings", None) or {}
+    settings = ctx.app.extension.settings
     tid, url = settings.get("tracked_tab_id"), settings.get("tracked_tab_url")
     if tid and isinstance(url, str):
         tabs[tid] = url
@@ -56,7 +56,7 @@ def view_filter(ctx: ToolContext, args: dict[str, Any]) -> tuple[Callable[[dict[
     applied: dict[str, Any] = {}
     want_tab = tab_id
     if want_tab is None and scope == "current_page":
-        settings = getattr(ctx.app.extension, "settings", None) or {}
+        settings = ctx.app.extension.settings
         want_tab = settings.get("tracked_tab_id") or None
         applied["scope"] = "current_page"
         applied["tracked_tab_id"] = want_tab

@@ -104,7 +104,7 @@ def accessibility(ctx: Any, args: dict[str, Any]) -> Any:
             by_impact[impact] = by_impact.get(impact, 0) + 1
         detail = ", ".join(f"{n} {k}" for k, n in sorted(by_impact.items()))
         summary = f"{len(violations)} accessibility violation(s)" + (f" ({detail})" if detail else "")
-        streaming = getattr(ctx.tools, "streaming", None)
+        streaming = ctx.tools.streaming if ctx.tools is not None else None
         if streaming is not None and violations:  # streamed as accessibility_violation events
             url = r.get("url") if isinstance(r.get("url"), str) else page_url(ctx) or ""
             streaming.publish_audit(violations, url, tab_of(ctx, args))
@@ -254,7 +254,7 @@ def error_clusters_mode(ctx: Any, args: dict[str, Any]) -> Any:
                       + (f"; {hidden} hidden by noise rules" if hidden else ""),
                       result, buffer=CONSOLE)
 
-    workers = getattr(ctx.app, "workers", None)
+    workers = ctx.app.workers
     if workers is not None and len(errors) >= POOL_MIN_ERRORS:
         d: Deferred = workers.run("gasoline.analysis:error_clusters", errors, limit=limit)
         return d.addCallback(answer)
@@ -384,7 +384,7 @@ def link_validation(ctx: Any, args: dict[str, Any]) -> Any:
 
     def check(hrefs: list[str], base: str | None) -> Any:
         picked = select_links(hrefs, base, limit)
-        if getattr(ctx.request, "reporter", None) is not None:
+        if ctx.request is not None and ctx.request.reporter is not None:
             def progress(done: int, total: int, url: str) -> None:
                 ctx.progress(done, total, f"{done} of {total} links checked")
 

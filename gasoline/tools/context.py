@@ -109,11 +109,7 @@ class ToolContext:
     @property
     def cwd(self) -> str | None:
         """The agent's working directory, if its connector sent one."""
-        for owner in (self.session, self.state):
-            value = getattr(owner, "cwd", None)
-            if isinstance(value, str) and value:
-                return value
-        return None
+        return self.state.cwd or None
 
     @property
     def router(self) -> IQueryRouter:
@@ -121,7 +117,7 @@ class ToolContext:
 
     @property
     def extension_connected(self) -> bool:
-        return bool(getattr(getattr(self.app, "extension", None), "connected", False))
+        return self.app.extension.connected
 
     def data_age(self, buffer: str | None = None) -> float | None:
         """Seconds since C{buffer} (or any buffer) was last written; None if never."""
@@ -149,9 +145,9 @@ class ToolContext:
         tool in an MCP session does (a call without a session always does)."""
         if self.tool not in PAGE_TOOLS:
             return False
-        told = getattr(self.session, "untrusted_told", None)
-        if told is None:
+        if self.session is None:
             return True
+        told = self.session.untrusted_told
         if self.tool in told:
             return False
         told.add(self.tool)
@@ -167,14 +163,13 @@ class ToolContext:
             body.update(data)
         if self.untrusted_note_due():
             body[UNTRUSTED_FIELD] = UNTRUSTED_NOTE
-        note_for = getattr(getattr(self.app, "extension", None), "reload_note", None)
-        note = note_for(self.client_id) if note_for is not None and self.tool in (
+        note = self.app.extension.reload_note(self.client_id) if self.tool in (
             "observe", "analyze") else None
         if note:
             body["reload_needed"] = note
             summary += f" (note: {note})"
         if not self.extension_connected and "extension not connected" not in summary:
-            if getattr(getattr(self.app, "extension", None), "waiting_for_pairing", False):
+            if self.app.extension.waiting_for_pairing:
                 summary += (" (extension not connected: it waits for the user to pair it in the "
                             "Gasoline popup)")
             else:
@@ -209,7 +204,7 @@ class ToolContext:
         While it waits, the call's progress heartbeats (if the caller asked for progress) say
         so."""
         d = self.router.call(self.client_id, type, params or {}, tab_id=tab_id, timeout=timeout)
-        if self.request is not None and getattr(self.request, "reporter", None) is not None:
+        if self.request is not None and self.request.reporter is not None:
             self.working(f"waiting for the extension to answer {type}")
 
             def answered(result: Any) -> Any:
@@ -239,9 +234,8 @@ class ToolContext:
 
     def working(self, message: str | None) -> None:
         """What the call is doing now (carried by its next progress heartbeat)."""
-        working = getattr(self.request, "working", None)
-        if working is not None:
-            working(message)
+        if self.request is not None:
+            self.request.working(message)
 
     def log(self, level: str, data: Any, logger: str = "gasoline") -> bool:
         return bool(self.request is not None and self.request.log(level, data, logger))
@@ -358,9 +352,8 @@ def noise_rules_key(ctx: ToolContext) -> tuple[bytes, bytes]:
     (most: the built-ins only) share it."""
     raw = ctx.state.noise_rules
     own = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""
-    glob = getattr(ctx.app, "noise_global", None)
-    shared = orjson.dumps(glob.to_json(), option=orjson.OPT_NON_STR_KEYS, default=str) \
-        if glob is not None else b""
+    shared = orjson.dumps(ctx.app.noise_global.to_json(), option=orjson.OPT_NON_STR_KEYS,
+                          default=str)
     return own, shared
 
 

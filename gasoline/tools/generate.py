@@ -116,7 +116,7 @@ def har_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any] | Deferred[Any]:
     times = [t for t in (entry_time(b) for b in bodies) if t is not None]
     started_at = min(times) if times else ctx.now()
     page = page_url(ctx)
-    title = getattr(ctx.app.extension, "settings", {}).get("tracked_tab_title")
+    title = ctx.app.extension.settings.get("tracked_tab_title")
 
     def finish(doc: dict[str, Any]) -> Any:
         n_entries = len(doc["log"]["entries"])

@@ -69,7 +69,8 @@ def _levels(ctx: ToolContext, args: dict[str, Any]) -> tuple[str | None, int | N
 # -- console ------------------------------------------------------------------------------------
 
 
-def _console_match(ctx: ToolContext, args: dict[str, Any], errors_only: bool):
+def _console_match(ctx: ToolContext, args: dict[str, Any],
+                   errors_only: bool) -> Callable[[dict[str, Any]], bool] | None:
     level, min_rank = _levels(ctx, args)
     source = ctx.str_arg(args, "source")
     url = ctx.str_arg(args, "url")
@@ -135,7 +136,8 @@ def _status(e: dict[str, Any]) -> int | None:
     return s if isinstance(s, int) and not isinstance(s, bool) else None
 
 
-def _network_match(ctx: ToolContext, args: dict[str, Any]):
+def _network_match(ctx: ToolContext,
+                   args: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
     url = ctx.str_arg(args, "url")
     method = ctx.str_arg(args, "method")
     smin = ctx.int_arg(args, "status_min", None, 0, 999)

@@ -9,11 +9,15 @@ tables: every mode of every tool and which ones are built).
 from __future__ import annotations
 
 from importlib import resources as importlib_resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gasoline.mcp.resources import Resource, ResourceRegistry
+
+if TYPE_CHECKING:
+    from gasoline.mcp.tools import ToolRegistry
+    from gasoline.tools import GasolineTools
 
 GUIDE_URI = "gasoline://guide"
 CAPABILITIES_URI = "gasoline://capabilities"
@@ -29,7 +33,8 @@ def guide_text() -> str:
     return resource_text("guide.md")
 
 
-def gasoline_resources(tools: Any, gasoline_tools: Any = None) -> ResourceRegistry:
+def gasoline_resources(tools: ToolRegistry,
+                       gasoline_tools: GasolineTools | None = None) -> ResourceRegistry:
     """The daemon's own resources. C{tools} is the L{gasoline.mcp.tools.ToolRegistry};
     C{gasoline_tools} (L{gasoline.tools.GasolineTools}) says which modes are built."""
     registry = ResourceRegistry()
@@ -65,7 +70,7 @@ def gasoline_resources(tools: Any, gasoline_tools: Any = None) -> ResourceRegist
                           title="Gasoline quickstart"))
     def read_events(ctx: Any, uri: str) -> list[dict[str, Any]]:
         # The caller's own streaming inbox; reading it does not acknowledge anything.
-        streaming = getattr(gasoline_tools, "streaming", None)
+        streaming = gasoline_tools.streaming if gasoline_tools is not None else None
         body = streaming.resource(ctx.session.state) if streaming is not None else {
             "streaming_enabled": False, "events": []}
         return [{"uri": uri, "mimeType": "application/json",

@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import HTTPConnection, percentile, print_table, write_json
 from _workload import BATCH, batches
 
-from gasoline.testing import DEFAULT_FAKE_SETTINGS, EXTENSION_HEADERS, DaemonProcess, \
-    client_headers
+from gasoline.testing import DEFAULT_FAKE_SETTINGS, EXTENSION_HEADERS, client_headers
+from gasoline.testing_process import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 DOM_DELAY = 0.020

@@ -39,7 +39,8 @@ sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 from _common import HTTPConnection, median, percentile, print_table, write_json  # noqa: E402
 from harness import CHROMIUM, Chromium, TestSite, daemon_get, wait_until  # noqa: E402
 
-from gasoline.testing import DaemonProcess, client_headers  # noqa: E402
+from gasoline.testing import client_headers  # noqa: E402
+from gasoline.testing_process import DaemonProcess  # noqa: E402
 
 MODES = ("get_text", "click", "execute_js", "analyze_dom", "navigate")
 #: The real-input modes (the agent's debugger session): not in the default set, as a baseline tree

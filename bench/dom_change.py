@@ -28,7 +28,7 @@ from _agents import HttpAgent  # noqa: E402
 from _common import median, percentile, print_table, write_json  # noqa: E402
 from harness import CHROMIUM, Chromium, TestSite, daemon_get, wait_until  # noqa: E402
 
-from gasoline.testing import DaemonProcess  # noqa: E402
+from gasoline.testing_process import DaemonProcess  # noqa: E402
 
 APPEND = """(() => { const d = document.createElement('div'); d.id = 'bench-target';
   d.textContent = 'round %d'; const t = Date.now(); document.body.appendChild(d); return t; })()"""

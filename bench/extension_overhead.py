@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 from _common import median, percentile, print_table, write_json  # noqa: E402
 from harness import CHROMIUM, Chromium, TestSite, daemon_get, wait_until  # noqa: E402
 
-from gasoline.testing import DaemonProcess  # noqa: E402
+from gasoline.testing_process import DaemonProcess  # noqa: E402
 
 MEASURE = """
 new Promise((resolve) => {

@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import psutil
 from _common import HTTPConnection, print_table, write_json
 
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess
+from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing_process import DaemonProcess
 
 MiB = 1024 * 1024
 ZERO_MASK = b"\0\0\0\0"

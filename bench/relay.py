@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 from _common import median, percentile, print_table, write_json  # noqa: E402
 from harness import CDP, CHROMIUM, Chromium, TestSite, wait_until  # noqa: E402
 
-from gasoline.testing import DaemonProcess  # noqa: E402
+from gasoline.testing_process import DaemonProcess  # noqa: E402
 
 CLIENTS = (1, 4)
 

@@ -42,7 +42,7 @@ from _common import (
 )
 
 from gasoline.testing import EXTENSION_HEADERS
-from gasoline.testing import DaemonProcess
+from gasoline.testing_process import DaemonProcess
 
 PROTOCOL = "2025-06-18"
 INIT = {

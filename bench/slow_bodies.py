@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import median, percentile, print_table, write_json
 
-from gasoline.testing import DaemonProcess
+from gasoline.testing_process import DaemonProcess
 
 SLOW_HEAD = (b"POST /logs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
              b"X-Gasoline-Client: gasoline-extension/0.7.9\r\nContent-Length: 1000000\r\n\r\n{")

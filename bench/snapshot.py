@@ -48,7 +48,8 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 import httpx2  # noqa: E402
 
-from gasoline.testing import DaemonProcess, client_headers  # noqa: E402
+from gasoline.testing import client_headers  # noqa: E402
+from gasoline.testing_process import DaemonProcess  # noqa: E402
 
 NODE_MODULES = ROOT / ".ci" / "node" / "node_modules"
 DEVTOOLS_MCP = NODE_MODULES / "chrome-devtools-mcp" / "build" / "src" / "bin" / "chrome-devtools-mcp.js"

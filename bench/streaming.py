@@ -257,7 +257,7 @@ class Bench:
         return self.port.getHost().port
 
     def _agents(self) -> None:
-        from gasoline.http.mcp_http import _sse_event
+        from gasoline.http.mcp_sse import _sse_event
 
         server = self.app.mcp
         for i in range(len(FILTERS)):

@@ -89,7 +89,7 @@ def build(rate: float) -> tuple[Any, Any, Any, Any, list[float]]:
 
 
 def sessions(app: Any) -> list[Any]:
-    from gasoline.http.mcp_http import _sse_event
+    from gasoline.http.mcp_sse import _sse_event
 
     out = []
     for i in range(len(sb.FILTERS)):

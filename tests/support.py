@@ -30,7 +30,8 @@ from twisted.web.resource import Resource
 
 # The real daemon as a subprocess is shared with the benchmarks: it lives in the package.
 from gasoline.http.request import GasolineSite
-from gasoline.testing import DaemonProcess, reap, response_body, twistd_path  # noqa: F401 (re-exported)
+from gasoline.testing import response_body
+from gasoline.testing_process import DaemonProcess, reap, twistd_path  # noqa: F401 (re-exported)
 
 #: True when running under CI (``CI=true``): tests that need an external tool fail without it.
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

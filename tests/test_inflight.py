@@ -18,7 +18,8 @@ import time
 import pytest
 
 from gasoline.core.inflight import IN_FLIGHT_LIMIT, InFlight
-from gasoline.testing import EXTENSION_HEADERS, DaemonProcess
+from gasoline.testing import EXTENSION_HEADERS
+from gasoline.testing_process import DaemonProcess
 
 MiB = 1024 * 1024
 

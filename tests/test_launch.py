@@ -245,7 +245,7 @@ def test_allowing_it_needs_a_reactor_that_starts_processes(tmp_path):
 def test_launch_browser_runs_the_launcher_with_the_agents_choices(tmp_path):
     from _mcp_calls import call, parsed, session_for, start
 
-    from gasoline.tools.interact import CAPTURE_WAIT
+    from gasoline.tools._launch_browser import CAPTURE_WAIT
 
     app = _app(tmp_path)
     calls = []
@@ -293,7 +293,7 @@ def test_launch_browser_answers_once_the_launched_pages_capture_is_flowing(tmp_p
     from _mcp_calls import parsed, session_for, start
 
     from gasoline.core.store import CONSOLE
-    from gasoline.tools.interact import CAPTURE_FIRST, CAPTURE_QUIET
+    from gasoline.tools._launch_browser import CAPTURE_FIRST, CAPTURE_QUIET
 
     app = _app(tmp_path)
 

@@ -1,7 +1,7 @@
 """No module of C{gasoline/} over about 600 lines without a written reason: every one is a row of
 docs/architecture.md's "Module sizes" table (what it holds, and why it stays whole or how it would
 split), and every row names a module that is still over the line (a finished split takes its row
-out)."""
+out). No module over 700 lines at all, written reason or not."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gasoline"
 LIMIT = 600
+#: The hard ceiling: a module this long is split, whatever the table says.
+CEILING = 700
 
 
 def _lines(path: Path) -> int:
@@ -21,6 +23,11 @@ def _lines(path: Path) -> int:
 def _over_the_line() -> set[str]:
     return {path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
             if _lines(path) > LIMIT}
+
+
+def test_no_module_is_over_700_lines():
+    assert {path.relative_to(PACKAGE).as_posix(): _lines(path) for path in PACKAGE.rglob("*.py")
+            if _lines(path) > CEILING} == {}
 
 
 def _documented(text: str) -> set[str]:

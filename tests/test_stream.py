@@ -24,7 +24,7 @@ from twisted.web.resource import Resource
 
 import gasoline
 from gasoline.connect.protocol import STDOUT_LIMIT, STDOUT_STALL_SECONDS, StdioLines
-from gasoline.http.mcp_http import MCP_STREAM_LIMIT
+from gasoline.http.mcp_sse import MCP_STREAM_LIMIT
 from gasoline.http.relay import cdp_client_resource, extension_link_resource
 from gasoline.http.request import GasolineSite
 from gasoline.relay.hub import Relay

@@ -15,7 +15,8 @@ from gasoline.core.errors import GasolineError
 from gasoline.core.store import ACTIONS
 from gasoline.generate import reproduction
 from gasoline.tools._actions import selectors_for
-from gasoline.tools.interact import MARKDOWN_SCRIPT, MODES, READABLE_SCRIPT
+from gasoline.tools._page_text import MARKDOWN_SCRIPT, READABLE_SCRIPT
+from gasoline.tools.interact import MODES
 
 
 def run(h, mode, args=None, client="A"):

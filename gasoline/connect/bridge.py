@@ -31,10 +31,8 @@ L{Discovery}, so every behaviour below is unit-tested with C{task.Clock} and a f
 from __future__ import annotations
 
 import bisect
-import re
 from typing import Any, Callable
 
-import attrs
 import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
@@ -42,6 +40,16 @@ from twisted.logger import Logger
 
 from gasoline.common import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR
 from gasoline.connect.errors import PermanentProblem, RegistrationRefused
+from gasoline.connect.messages import (
+    Outgoing,
+    Pending,
+    _describe_refusal,
+    _invalid_message,
+    _key,
+    _valid_id,
+    error_message,
+    sniff_id,
+)
 
 log = Logger()
 
@@ -51,54 +59,7 @@ DAEMON_UNAVAILABLE = SERVER_ERROR
 DEFAULT_BOUND = 30.0
 MAX_QUEUE = 10_000
 _REPLAY_PREFIX = "gasoline-connect-replay-"
-_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,256}")')
 
-
-def _key(request_id: Any) -> bytes:
-    return orjson.dumps(request_id)
-
-
-def error_message(request_id: Any, code: int, message: str, **data: Any) -> dict[str, Any]:
-    err: dict[str, Any] = {"code": code, "message": message}
-    if data:
-        err["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": err}
-
-
-def sniff_id(head: bytes) -> Any:
-    """Best effort: the top-level C{"id"} of a (truncated) JSON-RPC message, else C{None}."""
-    params = head.find(b'"params"')
-    scope = head if params < 0 else head[:params]
-    m = _ID_RE.search(scope)
-    if m is None:
-        return None
-    try:
-        return orjson.loads(m.group(1))
-    except orjson.JSONDecodeError:
-        return None
-
-
-@attrs.define(eq=False)
-class Outgoing:
-    """One stdin line on its way to the daemon."""
-
-    seq: int
-    body: bytes
-    #: Request ids carried (one, several for a batch, none for notifications and responses).
-    ids: list[Any]
-    barrier: bool
-    inflight: bool = False
-    done: bool = False
-    session_retries: int = 0
-    d: Deferred | None = None
-
-
-@attrs.define(eq=False)
-class Pending:
-    id: Any
-    item: Outgoing
-    deadline: IDelayedCall | None = None
-    expired: bool = False
 
 
 class Bridge:
@@ -706,37 +667,3 @@ class Bridge:
 
 class _NotYet(Exception):
     pass
-
-
-def _valid_id(value: Any) -> bool:
-    """A JSON-RPC request id as MCP allows it: a string or an integer (not a boolean, not null)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _invalid_message(m: dict[str, Any]) -> str | None:
-    """Why C{m} is not a JSON-RPC request, notification or response, or C{None} if it is one."""
-    if "method" in m:
-        if not isinstance(m["method"], str):
-            return "method must be a string"
-        if "id" in m and not _valid_id(m["id"]):
-            return "id must be a string or an integer"
-        return None
-    if "result" in m or "error" in m:
-        return None
-    return "not a request, notification or response (no method, result or error)"
-
-
-def _describe_refusal(reply) -> tuple[int, str, dict[str, Any]]:
-    """JSON-RPC error fields for an HTTP answer that carried no answer to the request."""
-    data: dict[str, Any] = {"error": "http_error", "status": reply.status}
-    try:
-        body = orjson.loads(reply.text) if reply.text else None
-    except orjson.JSONDecodeError:
-        body = None
-    err = body.get("error") if isinstance(body, dict) else None
-    if isinstance(err, dict) and isinstance(err.get("code"), int) and isinstance(err.get("message"), str):
-        if "data" in err:
-            data["daemon"] = err["data"]
-        return err["code"], err["message"], data
-    snippet = reply.text[:300].decode("utf-8", "replace")
-    return INTERNAL_ERROR, f"Gasoline daemon answered HTTP {reply.status}: {snippet}", data

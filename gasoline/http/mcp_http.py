@@ -41,46 +41,25 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal
 
-from twisted.internet.defer import Deferred
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
 from gasoline.http.client_proof import claimed_client, require_owner
-from gasoline.http.keepalive import keepalive_service, start_sse
+from gasoline.http.keepalive import keepalive_service
+from gasoline.http.mcp_sse import _JSON, _Finisher, _PostExchange, _sse_event, _start_sse
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
-from gasoline.mcp.session import EventStream, McpSession
-from gasoline.stream import request_writer, sse_notice
+from gasoline.mcp.session import McpSession
 
 log = Logger()
 
 #: Largest JSON-RPC body accepted (a 413 beyond it).
 MAX_BODY = 4 * 1024 * 1024
-#: Bytes a paused MCP SSE stream keeps for its reader (L{gasoline.stream.BoundedWriter}).
-MCP_STREAM_LIMIT = 4 * 1024 * 1024
-#: Reconnection delay suggested to SSE clients (the C{retry} field), in milliseconds.
-RETRY_MS = 1000
 _VERSIONS = frozenset(v.encode() for v in KNOWN_VERSIONS)
 _STATELESS = STATELESS_VERSION.encode()
-_JSON = b"application/json"
-
-
-def _notice(dropped: int) -> bytes:
-    return sse_notice(dropped, "messages (they stay in the stream's replay log: reconnect with "
-                      "Last-Event-ID)")
-
-
-def _sse_event(event_id: str, payload: bytes, event: bytes | None = None) -> bytes:
-    head = b"event: " + event + b"\n" if event else b""
-    return head + b"id: " + event_id.encode() + b"\ndata: " + payload + b"\n\n"
-
-
-def _start_sse(request) -> None:
-    start_sse(request)
 
 
 def _error_body(request, status: int, code: int, message: str, id: Any = None) -> bytes:
@@ -95,138 +74,6 @@ def _gasoline_error(request, error: GasolineError) -> bytes:
     request.setResponseCode(status)
     request.setHeader(b"content-type", _JSON)
     return jsonrpc.encode(jsonrpc.error(None, INVALID_REQUEST, error.message, error.to_json()))
-
-
-class _Finisher:
-    """Finishes one streaming request at most once, and never after the client went away.
-
-    Everything it writes goes through a L{gasoline.stream.BoundedWriter} (the stream's bounded
-    send buffer, paused with the connection, dropped when its reader stalls)."""
-
-    __slots__ = ("request", "done", "writer")
-
-    def __init__(self, request, clock, limit: int = MCP_STREAM_LIMIT) -> None:
-        self.request = request
-        self.done = False
-        self.writer = request_writer(request, clock, limit=limit, notice=_notice)
-        request.notifyFinish().addBoth(self._gone)
-
-    def _gone(self, _: Any) -> None:
-        self.done = True
-
-    def write(self, data: bytes) -> None:
-        if not self.done:
-            self.writer.send(data)
-
-    def finish(self) -> None:
-        if not self.done:
-            self.done = True
-            self.writer.close()
-            self.request.finish()
-
-
-class _PostExchange:
-    """One C{POST /mcp} carrying requests: answered as JSON, or upgraded to an SSE stream."""
-
-    def __init__(
-        self, http: "McpHTTP", request, session: McpSession, sse_ok: bool, sse_only: bool
-    ) -> None:
-        self.http = http
-        self.request = request
-        self.session = session
-        self.sse_ok = sse_ok
-        #: The client accepts only SSE: even an immediate answer goes on a stream.
-        self.sse_only = sse_only
-        self.response: Any = None
-        self.stream: EventStream | None = None
-        self.finisher: _Finisher | None = None
-        self.in_render = True
-        self.sync_body: bytes | None = None
-        self.deferred: Deferred[Any] | None = None
-
-    # emit: messages tied to the request (progress, logs, server->client requests)
-    def emit(self, message: dict[str, Any]) -> None:
-        if self.stream is None and self.sse_ok and not self._answered:
-            self.upgrade()
-        if self.stream is not None:
-            self.stream.push(jsonrpc.encode(message))
-        else:
-            self.session.send(message)
-
-    @property
-    def _answered(self) -> bool:
-        return self.sync_body is not None or (self.finisher is not None and self.finisher.done)
-
-    def upgrade(self) -> None:
-        """Switch the answer to an SSE stream: headers, then a priming event (id, empty data)."""
-        if self.stream is not None:
-            return
-        request = self.request
-        _start_sse(request)
-        self.stream = stream = self.session.new_stream()
-        finisher = self.finisher or _Finisher(request, self.http.server.clock)
-        self.finisher = finisher
-        self.http.track(finisher)
-
-        def writer(event_id: str, payload: bytes) -> None:
-            finisher.write(_sse_event(event_id, payload))
-
-        stream.attach(writer)
-        finisher.write(b"retry: %d\n" % RETRY_MS)
-        stream.push(b"")
-        stream.closer = finisher.finish
-        request.notifyFinish().addBoth(lambda _: stream.detach(writer))
-
-    def close_stream(self) -> None:
-        """End the HTTP response now; later events wait in the stream's replay log."""
-        if not self.sse_ok:
-            return
-        self.upgrade()
-        assert self.stream is not None and self.finisher is not None
-        self.stream.detach()
-        self.stream.closer = None
-        self.finisher.finish()
-
-    def respond(self, response: Any) -> None:
-        self.response = response
-        if self.stream is None and self.sse_only:
-            self.upgrade()
-        stream = self.stream
-        if stream is not None:
-            if response is not None:
-                stream.push(jsonrpc.encode(response))
-            stream.done = True
-            closer = stream.closer
-            stream.detach()
-            stream.closer = None
-            if closer is not None:
-                closer()
-            return
-        request = self.request
-        if response is None:
-            request.setResponseCode(202)
-            body = b""
-        else:
-            request.setHeader(b"content-type", _JSON)
-            body = jsonrpc.encode(response)
-        if self.in_render:
-            self.sync_body = body
-        elif self.finisher is not None and not self.finisher.done:
-            # One body of known length: say so, rather than the chunked encoding Twisted
-            # falls back to for a response finished later.
-            request.setHeader(b"content-length", b"%d" % len(body))
-            self.finisher.write(body)
-            self.finisher.finish()
-
-    def failed(self, failure: Failure) -> None:
-        log.failure("MCP POST handling failed", failure)
-        self.respond(jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
-
-    def client_gone(self, _: Any) -> None:
-        # An SSE answer stays in the replay log (disconnection is not cancellation); a JSON
-        # answer has nowhere to go, so the work is cancelled.
-        if self.stream is None and self.deferred is not None and not self.deferred.called:
-            self.deferred.cancel()
 
 
 class McpHTTP(Resource):

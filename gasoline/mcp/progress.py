@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 if TYPE_CHECKING:
-    from gasoline.mcp.server import RequestContext
+    from gasoline.mcp.context import RequestContext
 
 #: Seconds between heartbeats.
 INTERVAL = 1.0
@@ -112,5 +112,5 @@ class ProgressReporter:
 
 def start_for(ctx: RequestContext, label: str) -> ProgressReporter | None:
     """A running reporter for C{ctx} when its request asked for progress, else None
-    (L{RequestContext.start_progress<gasoline.mcp.server.RequestContext.start_progress>})."""
+    (L{RequestContext.start_progress<gasoline.mcp.context.RequestContext.start_progress>})."""
     return ctx.start_progress(label)

@@ -25,7 +25,7 @@ from gasoline.tools.runtime import ToolRuntime
 if TYPE_CHECKING:
     from gasoline.core.interfaces import IClientState, IQueryRouter
     from gasoline.tools import GasolineTools
-    from gasoline.mcp.server import RequestContext
+    from gasoline.mcp.context import RequestContext
     from gasoline.mcp.session import McpSession
 
 
@@ -62,7 +62,7 @@ class ToolContext:
     #: The daemon's domain collaborators (L{gasoline.core.daemon.Daemon}: store, registry,
     #: extension, router, clock, config, ...).
     app: Daemon
-    #: The MCP request context (L{gasoline.mcp.server.RequestContext}) or None in unit tests.
+    #: The MCP request context (L{gasoline.mcp.context.RequestContext}) or None in unit tests.
     request: RequestContext | None
     #: The caller's state (L{gasoline.core.interfaces.IClientState}).
     state: IClientState

@@ -18,7 +18,6 @@ buffers' timeline (docs/analyze-generate-interact.md, docs/extension.md).
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
@@ -26,7 +25,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from gasoline.analysis import media
-from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
+from gasoline.core.errors import InvalidParam, MissingParam
 from gasoline.core.files import thread_runner
 from gasoline.core.screenshots import MAX_INLINE_IMAGE_CHARS, image_content
 from gasoline.tools._actions import (
@@ -69,13 +68,15 @@ from gasoline.tools._shared import (
     timeout_of,
 )
 from gasoline.tools import _interactive_list as interactive_list
+from gasoline.tools._forms import fill_form
+from gasoline.tools._page_text import get_markdown, get_readable
+from gasoline.tools._launch_browser import launch_browser
 from gasoline.tools.schemas import MODE_PROPERTIES
 
 log = Logger()
 
 #: The longest in-page wait (the extension caps C{wait_for} at 15 s).
 MAX_WAIT_MS = 15_000
-MAX_FORM_FIELDS = 100
 #: Element ids remembered per client from its last list_interactive (bounded).
 MAX_ELEMENT_CLIENTS = 100
 
@@ -383,106 +384,6 @@ def with_image(ctx: Any, answer: dict[str, Any], path: Any) -> dict[str, Any]:
 # -- composite modes ----------------------------------------------------------------------------------
 
 
-def _form_fields(ctx: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
-    fields = args.get("fields")
-    if fields is None:
-        raise MissingParam("interact fill_form needs 'fields': {selector: value} or "
-                           "[{selector or ref, value, action?}]", param="fields")
-    items: list[dict[str, Any]] = []
-    if isinstance(fields, dict):
-        items = [{"selector": k, "value": v} for k, v in fields.items()]
-    elif isinstance(fields, list):
-        for item in fields:
-            if isinstance(item, dict) and not isinstance(item.get("selector"), str) \
-                    and isinstance(item.get("ref"), str):
-                item = {**item, "selector": ref_selector(ctx, args, item["ref"])}
-            if not isinstance(item, dict) or not isinstance(item.get("selector"), str):
-                raise InvalidParam("each field must be an object with a 'selector' or a 'ref'",
-                                   param="fields")
-            items.append(item)
-    else:
-        raise InvalidParam("fields must be an object or an array", param="fields")
-    if not items:
-        raise InvalidParam("fields is empty", param="fields")
-    if len(items) > MAX_FORM_FIELDS:
-        raise InvalidParam(f"at most {MAX_FORM_FIELDS} fields", param="fields")
-    out = []
-    for item in items:
-        selector = item["selector"]
-        if not selector.strip():
-            raise InvalidParam("a field selector is empty", param="fields")
-        value = item.get("value")
-        action = item.get("action")
-        if action is None:
-            action = "check" if isinstance(value, bool) else "type"
-        if action not in ("type", "select", "check", "click"):
-            raise InvalidParam("a field's action must be type, select, check or click",
-                               param="fields")
-        params: dict[str, Any] = {"action": action, "selector": selector}
-        if action == "type":
-            if value is None or isinstance(value, (dict, list)):
-                raise InvalidParam(f"field {selector!r} needs a text value", param="fields")
-            params["text"] = str(value)
-        elif action == "select":
-            params["value"] = str(value)
-        elif action == "check":
-            params["checked"] = value is not False
-        out.append(params)
-    return out
-
-
-async def _fill(ctx: Any, args: dict[str, Any], fields: list[dict[str, Any]]) -> list[Any]:
-    done: list[Any] = []
-    for i, params in enumerate(fields):
-        try:
-            result = await call(ctx, args, "dom_action", params)
-        except GasolineError as e:
-            raise GasolineError(
-                f"{ctx.mode} stopped at field {i + 1} of {len(fields)} ({params['selector']!r}): "
-                f"{e.message}", code=e.code, retry=e.retry or None,
-                retryable=e.is_retryable, retry_after_ms=e.retry_after_ms,
-                filled=[f["selector"] for f in fields[:i]], failed_field=params["selector"],
-            ) from None
-        kind = {"type": "input"}.get(params["action"], params["action"])
-        if params["action"] == "check" and params.get("checked") is False:
-            kind = "uncheck"
-        value = params.get("text", params.get("value"))
-        record(ctx, kind, result, selector=params["selector"], command=ctx.mode,
-               value=_recorded_value(params["selector"], {}, value)
-               if kind in ("input", "select") else None,
-               input_type="password" if kind == "input" and _looks_secret(params["selector"], {})
-               else None)
-        done.append({"selector": params["selector"], "action": params["action"],
-                     "result": as_dict(result)})
-    return done
-
-
-async def fill_form(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    require_pilot(ctx)
-    fields = _form_fields(ctx, args)
-    submit = ctx.mode == "fill_form_and_submit"
-    submit_selector = (ctx.str_arg(args, "submit_selector")
-                       or "button[type=submit], input[type=submit]") if submit else None
-
-    done = await _fill(ctx, args, fields)
-    data: dict[str, Any] = {"fields": done}
-    summary = f"filled {len(done)} field(s)"
-    if submit:
-        try:
-            result = await call(ctx, args, "dom_action",
-                                {"action": "click", "selector": submit_selector})
-        except GasolineError as e:
-            raise GasolineError(f"filled {len(done)} field(s) but submitting failed: "
-                                f"{e.message}", code=e.code, retry=e.retry or None,
-                                retryable=e.is_retryable, retry_after_ms=e.retry_after_ms,
-                                filled=[f["selector"] for f in fields],
-                                submit_selector=submit_selector) from None
-        record(ctx, "click", result, selector=submit_selector, command=ctx.mode)
-        data["submit"] = as_dict(result)
-        summary += " and submitted the form"
-    return ctx.ok(summary, data)
-
-
 async def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     require_pilot(ctx)
     url = require_str(ctx, args, "url")
@@ -503,89 +404,6 @@ async def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> dict[str, Any
                        timeout=wait_ms / 1000.0 + 10.0)
     return ctx.ok(f"navigated to {url} and found {selector!r}",
                   {"navigate": as_dict(nav), "wait_for": as_dict(found)})
-
-
-#: Page text extraction (runs in the page through C{execute}): an expression.
-READABLE_SCRIPT = r"""(() => {
-  const root = document.querySelector('article, main, [role=main]') || document.body;
-  const skip = 'SCRIPT,STYLE,NOSCRIPT,TEMPLATE,SVG,NAV,FOOTER,ASIDE,IFRAME,FORM';
-  const clone = root.cloneNode(true);
-  clone.querySelectorAll(skip.toLowerCase()).forEach((n) => n.remove());
-  const text = (clone.innerText || clone.textContent || '').replace(/\n{3,}/g, '\n\n').trim();
-  return { url: location.href, title: document.title, text: text.slice(0, 200000),
-           length: text.length, truncated: text.length > 200000 };
-})()"""
-
-#: Markdown conversion of the main content (runs in the page through C{execute}).
-MARKDOWN_SCRIPT = r"""(() => {
-  const root = document.querySelector('article, main, [role=main]') || document.body;
-  const SKIP = new Set(['SCRIPT','STYLE','NOSCRIPT','TEMPLATE','SVG','NAV','FOOTER','ASIDE','IFRAME','BUTTON','INPUT','SELECT','TEXTAREA']);
-  const inline = (node) => {
-    let out = '';
-    for (const c of node.childNodes) {
-      if (c.nodeType === 3) { out += c.textContent.replace(/\s+/g, ' '); continue; }
-      if (c.nodeType !== 1 || SKIP.has(c.tagName)) continue;
-      const t = inline(c);
-      if (c.tagName === 'A' && c.getAttribute('href')) out += '[' + t.trim() + '](' + c.href + ')';
-      else if (c.tagName === 'STRONG' || c.tagName === 'B') out += '**' + t.trim() + '**';
-      else if (c.tagName === 'EM' || c.tagName === 'I') out += '*' + t.trim() + '*';
-      else if (c.tagName === 'CODE') out += '`' + t.trim() + '`';
-      else if (c.tagName === 'IMG') out += '![' + (c.getAttribute('alt') || '') + '](' + c.src + ')';
-      else if (c.tagName === 'BR') out += '\n';
-      else out += t;
-    }
-    return out;
-  };
-  const blocks = [];
-  const walk = (node, depth) => {
-    for (const c of node.children) {
-      if (SKIP.has(c.tagName) || c.hidden) continue;
-      const tag = c.tagName;
-      if (/^H[1-6]$/.test(tag)) blocks.push('#'.repeat(Number(tag[1])) + ' ' + inline(c).trim());
-      else if (tag === 'P') { const t = inline(c).trim(); if (t) blocks.push(t); }
-      else if (tag === 'PRE') blocks.push('```\n' + c.textContent.replace(/\n+$/, '') + '\n```');
-      else if (tag === 'BLOCKQUOTE') blocks.push(inline(c).trim().split('\n').map((l) => '> ' + l).join('\n'));
-      else if (tag === 'UL' || tag === 'OL') {
-        let i = 1;
-        const items = [];
-        for (const li of c.children) if (li.tagName === 'LI') items.push('  '.repeat(depth) + (tag === 'OL' ? (i++) + '. ' : '- ') + inline(li).trim());
-        blocks.push(items.join('\n'));
-      } else if (tag === 'TABLE') {
-        const rows = Array.from(c.rows).slice(0, 200).map((r) => '| ' + Array.from(r.cells).map((x) => inline(x).trim().replace(/\|/g, '\\|')).join(' | ') + ' |');
-        if (rows.length) { const n = c.rows[0].cells.length; rows.splice(1, 0, '|' + ' --- |'.repeat(n)); }
-        blocks.push(rows.join('\n'));
-      } else if (tag === 'HR') blocks.push('---');
-      else if (tag === 'IMG') blocks.push(inline({ childNodes: [c] }));
-      else walk(c, depth);
-    }
-  };
-  walk(root, 0);
-  const md = blocks.filter(Boolean).join('\n\n');
-  return { url: location.href, title: document.title, markdown: md.slice(0, 200000),
-           length: md.length, truncated: md.length > 200000 };
-})()"""
-
-
-def _page_script(ctx: Any, args: dict[str, Any], script: str, key: str) -> Any:
-    require_pilot(ctx)  # the extension runs ``execute`` only with the pilot on
-    params = execute_params(ctx, args, script)
-
-    def describe(result: Any) -> tuple[str, dict[str, Any]]:
-        r = as_dict(result)
-        inner = raw_inner if isinstance(raw_inner := r.get("result"), dict) else r
-        return (f"{ctx.mode}: {inner.get('length', 0)} characters of {inner.get('url') or 'the page'}",
-                {"url": inner.get("url"), "title": inner.get("title"), key: inner.get(key),
-                 "truncated": inner.get("truncated", False)})
-
-    return extension_mode(ctx, args, "execute", params, describe)
-
-
-def get_readable(ctx: Any, args: dict[str, Any]) -> Any:
-    return _page_script(ctx, args, READABLE_SCRIPT, "text")
-
-
-def get_markdown(ctx: Any, args: dict[str, Any]) -> Any:
-    return _page_script(ctx, args, MARKDOWN_SCRIPT, "markdown")
 
 
 # -- storage and cookies (through ``execute``) --------------------------------------------------------
@@ -679,97 +497,6 @@ def draw_mode_start(ctx: Any, args: dict[str, Any]) -> Any:
 
     return newer_command(ctx, args, "draw_mode", {"action": "start"}, describe,
                          "interact draw_mode_start")
-
-
-# -- launch_browser ------------------------------------------------------------------------------------
-
-
-async def launch_browser(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    """Start a browser paired with this daemon (C{gasoline browser --detach}; docs/browser.md).
-    Off unless the daemon runs with C{--allow-launch-browser}."""
-    from gasoline.tools._launch import LaunchDisabled
-
-    launcher = ctx.tools.launcher if ctx.tools is not None else None
-    if launcher is None:
-        raise LaunchDisabled("interact launch_browser is off: the daemon was not started with "
-                             "--allow-launch-browser")
-    url = ctx.str_arg(args, "url") or "about:blank"
-    if not (url == "about:blank" or re.match(r"https?://|file://", url)):
-        raise InvalidParam("url must be http://, https:// or file://", param="url")
-    display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-    headless = ctx.bool_arg(args, "headless", not display)
-    pilot = ctx.bool_arg(args, "pilot", True)
-    track_all = ctx.bool_arg(args, "track_all", False)
-    text = await launcher.launch(url, headless=headless, pilot=pilot, track_all=track_all)
-    flowing, waited = await _capture_flowing(ctx, url)
-    return ctx.ok(f"launched a browser at {url} (paired with this daemon, tracking its tab"
-                  f"{', pilot on' if pilot else ''}{', headless' if headless else ''})"
-                  + ("" if flowing else f"; its capture had not reached the daemon after "
-                     f"{waited / 1000:g} s (observe may see nothing yet)"),
-                  {"launched": True, "url": url, "headless": headless, "pilot": pilot,
-                   "track_all": track_all, "output": text, "capture_flowing": flowing,
-                   "waited_ms": waited})
-
-
-#: How long C{launch_browser} waits for the launched page's capture to reach the daemon.
-CAPTURE_WAIT = 10.0
-#: Once the page is shown, how long capture must be quiet (nothing more arriving) to be taken as
-#: delivered, and how long to wait for a first batch from a page that may capture nothing.
-CAPTURE_QUIET = 0.3
-CAPTURE_FIRST = 2.0
-_CAPTURE_POLL = 0.05
-
-
-def _captured(store: Any) -> int:
-    """How many entries every buffer of C{store} has taken so far (each ring's next sequence)."""
-    buffers = getattr(store, "buffers", None) or {}
-    return sum(getattr(ring, "head", 0) for ring in buffers.values())
-
-
-async def _capture_flowing(ctx: Any, url: str) -> tuple[bool, int]:
-    """Wait (at most L{CAPTURE_WAIT}) until the launched page's capture has reached the daemon,
-    so that an C{observe} right after the answer sees what the page logged while loading:
-
-     1. the extension syncs with its tracked tab on a page (no longer C{about:blank}); a sync
-        the daemon holds (the long poll, begun before the tab navigated) is answered at once so
-        the next one comes with the current settings;
-     2. capture has arrived since the launch (any buffer grew: the new browser captures only
-        its page) and has been quiet for L{CAPTURE_QUIET} s; a page that sent nothing within
-        L{CAPTURE_FIRST} s of step 1 counts as flowing.
-
-    C{(flowing, waited ms)}."""
-    from twisted.internet.task import deferLater
-
-    link = getattr(ctx.app, "extension", None)
-    store = getattr(ctx.app, "store", None)
-    start = ctx.now()
-    if link is None:
-        return False, 0
-    at_url: float | None = None
-    count = _captured(store)
-    changed = ctx.now()
-    grew = False
-    next_wake = start
-    while ctx.now() - start < CAPTURE_WAIT:
-        now = ctx.now()
-        seen = _captured(store)
-        if seen != count:
-            count, changed, grew = seen, now, True  # the new browser captures only its page
-        if at_url is None:
-            settings = link.settings or {}
-            last = link.last_sync
-            shown = str(settings.get("tracked_tab_url") or "")
-            if link.connected and last is not None and last > start and (
-                    url == "about:blank" or (shown and not shown.startswith("about:"))):
-                at_url = now
-            elif now >= next_wake:
-                link.commands.wake()  # a held sync from before the navigation: answer it
-                next_wake = now + 0.5
-        elif (grew and now - changed >= CAPTURE_QUIET) or (
-                not grew and now - at_url >= CAPTURE_FIRST):
-            return True, int((now - start) * 1000)
-        await deferLater(ctx.clock, _CAPTURE_POLL, lambda: None)
-    return False, int((ctx.now() - start) * 1000)
 
 
 # -- screen recording (frames + timeline) -------------------------------------------------------------

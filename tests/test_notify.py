@@ -6,7 +6,7 @@ from twisted.internet import task
 from twisted.logger import capturedLogs
 
 from gasoline.core.notify import Notifier
-from gasoline.core.store import CONSOLE, TelemetryStore
+from gasoline.core.store import Added, CONSOLE, TelemetryStore
 
 
 def one_turn(clock: task.Clock) -> None:
@@ -93,10 +93,10 @@ def test_a_failing_subscriber_never_breaks_ingest():
 
     store.notifier.subscribe(broken)
     with capturedLogs():
-        assert store.add(CONSOLE, [{"message": "m", "level": "error"}]) == (0, 1)
+        assert store.add(CONSOLE, [{"message": "m", "level": "error"}]) == Added(0, 1)
         assert store.read(CONSOLE).items == [{"message": "m", "level": "error"}]
         clock.advance(0)
-    assert store.add(CONSOLE, [{"message": "n"}]) == (1, 2)
+    assert store.add(CONSOLE, [{"message": "n"}]) == Added(1, 2)
 
 
 def test_unsubscribe_stops_delivery_and_is_idempotent():

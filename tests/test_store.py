@@ -7,6 +7,7 @@ import pytest
 from twisted.internet import task
 
 from gasoline.core.store import (
+    Added,
     ACTIONS,
     CONSOLE,
     DEFAULT_BUFFERS,
@@ -53,8 +54,8 @@ def ws(kind, conn="c1", **extra):
 def test_every_buffer_stores_and_reads_back_entries(name):
     clock, store, _ = make()
     batch = [{"n": i, "text": "é ✓", "nested": {"a": [1, 2]}} for i in range(3)]
-    assert store.add(name, batch) == (0, 3)
-    assert store.add(name, [{"n": 3}]) == (3, 4)
+    assert store.add(name, batch) == Added(0, 3)
+    assert store.add(name, [{"n": 3}]) == Added(3, 4)
     res = store.read(name)
     assert res.items == batch + [{"n": 3}]
     assert res.next_cursor == 4
@@ -101,7 +102,7 @@ def test_one_event_per_batch_after_the_write():
 def test_empty_batch_writes_and_publishes_nothing():
     clock, store, events = make()
     store.add(CONSOLE, [{"m": 1}])
-    assert store.add(CONSOLE, []) == (1, 1)
+    assert store.add(CONSOLE, []) == Added(1, 1)
     clock.advance(0)
     assert len(events) == 1
 
@@ -130,7 +131,7 @@ def test_restore_loads_entries_without_events_or_journal():
     clock.advance(0)
     assert events == [] and journal.appended == []
     assert store.read(CONSOLE).items == [{"old": 1}, {"old": 2}]
-    assert store.add(CONSOLE, [{"new": 3}]) == (2, 3)
+    assert store.add(CONSOLE, [{"new": 3}]) == Added(2, 3)
 
 
 def test_websocket_connection_table_counts_messages_and_rates():
@@ -234,7 +235,7 @@ def test_clear_one_buffer_leaves_the_others():
     assert store.read(ACTIONS).items == [{"b": 1}]
     assert len(store.performance) == 1
     # Sequence numbers keep counting after a clear.
-    assert store.add(CONSOLE, [{"a": 3}]) == (2, 3)
+    assert store.add(CONSOLE, [{"a": 3}]) == Added(2, 3)
 
 
 def test_clear_everything_counts_every_entry_and_performance():

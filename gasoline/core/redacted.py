@@ -37,7 +37,9 @@ from typing import Any, Callable
 import orjson
 
 from gasoline.core.redact import Redactor
-from gasoline.core.redact_scan import no_candidates
+from gasoline.core.redact_fields import TYPED_VALUES
+from gasoline.core.redact_keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
+from gasoline.core.redact_scan import found_in, no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
 ENTRY_DEPTH = 2
@@ -93,9 +95,72 @@ def compose_text(redactor: Redactor, summary: str, body: dict[str, Any]) -> str:
     return RedactedText(redactor.redact_value(summary) + "\n" + encode(redacted))
 
 
+#: Separators a key name may hold anywhere without changing what it names
+#: (L{gasoline.core.redact_keys}: C{-}, C{.} and whitespace read as C{_}, which the flat form
+#: drops; camelCase adds only C{_}).
+_SEP = r"[-_.\s]*"
+
+
+def _spelled(word: str) -> str:
+    """An RE2 pattern for C{word}'s letters (its C{_} dropped) with L{_SEP} between them."""
+    return _SEP.join(c if c.isalnum() else "\\" + c for c in word.replace("_", ""))
+
+
+#: What in an entry's JSON bytes makes the walk do more than scan its strings, or may (a
+#: superset: a match is only "maybe"), for L{proves_clean}:
+#:  - a backslash (an escape: a string's bytes are no longer the string);
+#:  - C{=} (the walk splits a query string or a form body);
+#:  - a string that starts with C{[} or C{{} and ends with C{]} or C{}} past whitespace (it may
+#:    be JSON, which the walk parses; C{"[vite] connected"} is not). Without a backslash a string
+#:    is exactly C{"[^"]*"}; what C{str.strip} removes is ASCII space and controls or not ASCII;
+#:  - a key (a string, then C{:}) that is not plain: one holding anything not ASCII (case and
+#:    whitespace beyond ASCII: not worth reasoning about), C{cookies} or a typed value's name
+#:    (C{value} included: it makes a name/value pair), or a name L{is_sensitive_key} may take:
+#:    its letters, separators aside, those of a sensitive name (the name equal to one of
+#:    L{SENSITIVE_KEYS}, in its own or flat form) or ending in those of one of
+#:    L{SENSITIVE_SUFFIXES}, in any ASCII case.
+_ENTRY_HAZARDS = "|".join([
+    r"[\\=]",
+    r'"[^\x21-\x7f]*[\[{][^"]*[\]}][^\x21-\x7f]*"',
+    r'"[^"]*[^\x00-\x7f][^"]*"\s*:',
+    '"(?:' + "|".join(["cookies", *TYPED_VALUES]) + r')"\s*:',
+    '(?i:"' + _SEP + "(?:" + "|".join(_spelled(w) for w in sorted(SENSITIVE_KEYS)) + ")"
+    + _SEP + r'"\s*:)',
+    '(?i:"[^"]*(?:' + "|".join(_spelled(w) for w in SENSITIVE_SUFFIXES) + ")" + _SEP
+    + r'"\s*:)',
+])
+_CLEAN_ENTRY = prefilter_with(_ENTRY_HAZARDS)
+
+
+def proves_clean(redactor: Redactor, raw: bytes, depth: int = ENTRY_DEPTH) -> bool:
+    """Whether walking the JSON document C{raw} (UTF-8) at C{depth} (L{Redactor}'s walk, as
+    L{Redactor.redact_value} starts it at 0) certainly gives back an equal value, decided on
+    the bytes in one search: C{True} is a proof, C{False} only "maybe not" (then the caller
+    walks).
+
+    The walk changes a value only where a string is parsed as JSON, split as a query or scanned
+    into a marker, where a key is sensitive, makes a name/value pair, a typed secret field or a
+    cookie list, or past the redactor's depth. The search finds every one of these that the
+    bytes can show (L{_ENTRY_HAZARDS}), and every place where a rule of the text scan could
+    start: without a backslash each string's bytes appear verbatim, between two quotes
+    (non-word characters, like the ends of a text; no rule uses C{^} or C{$}), so a candidate
+    in a string is a candidate in C{raw}. The depth: nothing sits deeper than the brackets
+    counted. C{tests/test_redact_entry_fastpath.py} compares it with the walk."""
+    if found_in(_CLEAN_ENTRY, raw):
+        return False
+    return depth + raw.count(b"[") + raw.count(b"{") <= redactor.max_depth
+
+
 def redact_entry(redactor: Redactor, raw: bytes) -> bytes:
     """C{raw} (one stored entry's JSON) redacted at L{ENTRY_DEPTH}; C{raw} itself when nothing
     changed (no second copy kept)."""
+    if proves_clean(redactor, raw):
+        return raw
+    return walk_entry(redactor, raw)
+
+
+def walk_entry(redactor: Redactor, raw: bytes) -> bytes:
+    """L{redact_entry} without the proof on the bytes (the decoded walk; the reference)."""
     entry = orjson.loads(raw)
     # The redactor's own proof that the walk would change nothing (one walk building nothing,
     # one scan over every string), at the entry's depth: most entries have nothing to redact.
@@ -139,9 +204,9 @@ class ReadCache:
         return self._slot(seq, raw)[2]
 
     def hidden(self, seq: int, raw: bytes, key: Any,
-               test: Callable[[dict[str, Any]], bool], entry: dict[str, Any]) -> bool:
-        """Whether the rule set C{key} hides the entry: C{test(entry)} (on the redacted entry)
-        the first time for this rule set, then the kept verdict."""
+               test: Callable[[dict[str, Any], bytes], bool], entry: dict[str, Any]) -> bool:
+        """Whether the rule set C{key} hides the entry: C{test(entry, its JSON)} (on the
+        redacted entry) the first time for this rule set, then the kept verdict."""
         slot = self._slot(seq, raw)
         verdicts = slot[3]
         if verdicts is None:
@@ -150,7 +215,7 @@ class ReadCache:
         if verdict is None:
             if len(verdicts) >= MAX_VERDICTS:
                 verdicts.clear()
-            verdict = verdicts[key] = bool(test(entry))
+            verdict = verdicts[key] = bool(test(entry, slot[2]))
         return verdict
 
     def put(self, seq: int, raw: bytes, redacted: bytes) -> bool:

@@ -163,3 +163,52 @@ def test_ordinary_console_entries_take_the_proof():
         raw = orjson.dumps(entry)
         assert proves_clean(REDACTOR, raw), raw
         assert cache.redacted(seq, raw) is raw
+
+
+def test_read_cache_keeps_one_verdict_per_entry_and_rule_set():
+    """The verdicts are bit masks per slot: each (entry, rule set) is tested once, a slot taken
+    by a newer entry starts with none, and past MAX_VERDICTS rule sets every verdict is found
+    again (never one rule set's verdict read for another's)."""
+    from gasoline.core.redacted import MAX_VERDICTS
+
+    cache = ReadCache(4)
+    calls: list[tuple[int, int]] = []
+
+    def hides(k: int, i: int) -> bool:
+        return (7 * k + i) % 3 == 0
+
+    def tester(k: int):
+        def test(entry: dict, data: bytes) -> bool:
+            calls.append((entry["i"], k))
+            assert orjson.loads(data) == entry
+            return hides(k, entry["i"])
+        return test
+
+    def read(i: int, k: int) -> bool:
+        return cache.hidden(i, raws[i], ("rules", k), tester(k), {"i": i})
+
+    raws = [orjson.dumps({"i": i}) for i in range(8)]
+    for _ in range(2):
+        for k in range(3):
+            for i in range(4):
+                assert read(i, k) == hides(k, i)
+    assert len(calls) == 12  # the second round took every verdict from the cache
+    # A newer entry in slot 0 has no verdicts yet.
+    calls.clear()
+    assert read(4, 0) == hides(0, 4) and calls == [(4, 0)]
+    # More rule sets than bits: the verdicts are forgotten and found again, each right, and
+    # then kept (a bit reused by another rule set never answers with the old one's verdict).
+    for k in range(MAX_VERDICTS + 5):
+        for i in range(4, 8):
+            assert read(i, k) == hides(k, i), (k, i)
+    for k in range(MAX_VERDICTS + 5, 2 * MAX_VERDICTS + 5):
+        for i in range(4, 8):
+            assert read(i, k) == hides(k, i), (k, i)
+        calls.clear()
+        for i in range(4, 8):
+            assert read(i, k) == hides(k, i), (k, i)
+        assert calls == []
+    # A worker's redaction is kept for an empty or older slot only.
+    assert cache.put(9, raws[1], b'{"i":1}') is True
+    assert cache.put(5, raws[5], b"{}") is False
+    assert cache.redacted(9, raws[1]) == b'{"i":1}'

@@ -43,8 +43,9 @@ from gasoline.core.redact_scan import found_in, no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
 ENTRY_DEPTH = 2
-#: Noise verdicts kept per entry (distinct rule sets reading it; most clients share one).
-MAX_VERDICTS = 8
+#: Rule sets whose noise verdicts are kept (distinct rule sets reading a buffer; most clients
+#: share one): past this many, every verdict is forgotten and found again.
+MAX_VERDICTS = 128
 
 _PLACEHOLDER = [0]
 #: The redactor of the read caches and of L{compose_text}'s callers (stateless, shared).
@@ -174,48 +175,68 @@ def walk_entry(redactor: Redactor, raw: bytes) -> bytes:
 
 
 class ReadCache:
-    """Per ring slot: C{[seq, stored bytes, redacted bytes, noise verdicts]}."""
+    """Per ring slot (the sequence number modulo the capacity): the sequence number and stored
+    bytes it was made for, the redacted bytes, and the noise verdicts as two bit masks (a bit
+    per rule-set key: known, hidden). Kept in parallel lists of numbers and bytes, not an object
+    per slot: a full buffer is then a handful of containers for the garbage collector to walk,
+    not tens of thousands of short-lived ones (each collection of the oldest generation walks
+    every tracked object: a tail-latency cost)."""
 
-    __slots__ = ("capacity", "redactor", "_slots", "redactions", "hits", "offloaded")
+    __slots__ = ("capacity", "redactor", "_seq", "_raw", "_red", "_known", "_hide", "_keys",
+                 "redactions", "hits", "offloaded")
 
     def __init__(self, capacity: int, redactor: Redactor | None = None) -> None:
         self.capacity = capacity
         self.redactor = redactor if redactor is not None else REDACTOR
-        self._slots: list[list[Any] | None] = [None] * capacity
+        #: Rule-set keys to their bit in the verdict masks (at most L{MAX_VERDICTS}).
+        self._keys: dict[Any, int] = {}
+        self.clear()
         #: Entries redacted (cache misses) and served from the cache, for the figures.
         self.redactions = 0
         self.hits = 0
         #: Entries whose redaction came from a worker process (L{put}).
         self.offloaded = 0
 
-    def _slot(self, seq: int, raw: bytes) -> list[Any]:
+    def _index(self, seq: int, raw: bytes) -> int:
         i = seq % self.capacity
-        slot = self._slots[i]
-        if slot is not None and slot[0] == seq and slot[1] is raw:
+        if self._seq[i] == seq and self._raw[i] is raw:
             self.hits += 1
-            return slot
-        slot = [seq, raw, redact_entry(self.redactor, raw), None]
-        self._slots[i] = slot
+            return i
+        redacted = redact_entry(self.redactor, raw)
+        self._fill(i, seq, raw, redacted)
         self.redactions += 1
-        return slot
+        return i
+
+    def _fill(self, i: int, seq: int, raw: bytes, redacted: bytes) -> None:
+        self._seq[i] = seq
+        self._raw[i] = raw
+        self._red[i] = redacted
+        self._known[i] = self._hide[i] = 0
 
     def redacted(self, seq: int, raw: bytes) -> bytes:
         """The redacted JSON of the entry stored as C{raw} at C{seq}."""
-        return self._slot(seq, raw)[2]
+        return self._red[self._index(seq, raw)]  # type: ignore[return-value]
 
     def hidden(self, seq: int, raw: bytes, key: Any,
                test: Callable[[dict[str, Any], bytes], bool], entry: dict[str, Any]) -> bool:
         """Whether the rule set C{key} hides the entry: C{test(entry, its JSON)} (on the
         redacted entry) the first time for this rule set, then the kept verdict."""
-        slot = self._slot(seq, raw)
-        verdicts = slot[3]
-        if verdicts is None:
-            verdicts = slot[3] = {}
-        verdict = verdicts.get(key)
-        if verdict is None:
-            if len(verdicts) >= MAX_VERDICTS:
-                verdicts.clear()
-            verdict = verdicts[key] = bool(test(entry, slot[2]))
+        i = self._index(seq, raw)
+        bit = self._keys.get(key)
+        if bit is None:
+            if len(self._keys) >= MAX_VERDICTS:
+                # More rule sets than bits: forget every verdict (they are found again).
+                self._keys.clear()
+                self._known = [0] * self.capacity
+            bit = self._keys[key] = 1 << len(self._keys)
+        if self._known[i] & bit:
+            return bool(self._hide[i] & bit)
+        verdict = bool(test(entry, self._red[i]))  # type: ignore[arg-type]
+        self._known[i] |= bit
+        if verdict:
+            self._hide[i] |= bit
+        else:
+            self._hide[i] &= ~bit
         return verdict
 
     def put(self, seq: int, raw: bytes, redacted: bytes) -> bool:
@@ -223,15 +244,18 @@ class ReadCache:
         of the entry stored as C{raw} at C{seq}, unless its slot already holds it or a newer
         entry. C{True} when kept."""
         i = seq % self.capacity
-        slot = self._slots[i]
-        if slot is not None and slot[0] >= seq:
+        if self._seq[i] >= seq:
             return False
-        self._slots[i] = [seq, raw, redacted, None]
+        self._fill(i, seq, raw, redacted)
         self.offloaded += 1
         return True
 
     def clear(self) -> None:
-        self._slots = [None] * self.capacity
+        self._seq = [-1] * self.capacity
+        self._raw: list[bytes | None] = [None] * self.capacity
+        self._red: list[bytes | None] = [None] * self.capacity
+        self._known = [0] * self.capacity
+        self._hide = [0] * self.capacity
 
 
 def redact_json(text: str) -> str | None:

@@ -29,7 +29,6 @@ import re2
 
 from gasoline.core.errors import InvalidParam
 from gasoline.core.redact import redact_value
-from gasoline.core.redact_scan import found_in
 
 MAX_PATTERN_LENGTH = 512
 MAX_RULES = 100
@@ -319,7 +318,7 @@ def _match_builtins(entry: dict[str, Any], disabled: set[str],
     """The first built-in not in C{disabled} that hides C{entry}; C{data}, when given, is
     C{entry}'s JSON (compact or not), which one search can clear it on."""
     if data is not None and b"\\" not in data:
-        if not found_in(_BUILTIN_ANY_JSON, data):
+        if _BUILTIN_ANY_JSON.search(data) is None:
             return None
     else:
         texts = "\n".join(t[:MAX_MATCH_TEXT] for t in entry_fields(entry, "any"))

@@ -186,19 +186,6 @@ def no_candidates(texts: Iterable[str]) -> bool:
     return _PREFILTER_ANY.search(data) is None
 
 
-_UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
-
-
-def found_in(compiled: Any, data: bytes) -> bool:
-    """Whether the RE2 pattern C{compiled} matches anywhere in C{data}: the binding's own call,
-    without the match object and the offsets its C{search} builds (a yes/no is all it takes;
-    about a third of the cost of a short search)."""
-    try:
-        return compiled._regexp.Match(_UNANCHORED, data, 0, len(data))[0] != (-1, -1)
-    except AttributeError:  # another version of the binding: its public search
-        return compiled.search(data) is not None
-
-
 def prefilter_with(extra: str) -> Any:
     """The candidates of every rule (as L{no_candidates} searches them) or the RE2 pattern
     C{extra}, in one automaton: one search both looks for a place where a rule could start and

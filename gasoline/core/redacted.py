@@ -39,7 +39,7 @@ import orjson
 from gasoline.core.redact import Redactor
 from gasoline.core.redact_fields import TYPED_VALUES
 from gasoline.core.redact_keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
-from gasoline.core.redact_scan import found_in, no_candidates, prefilter_with
+from gasoline.core.redact_scan import no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
 ENTRY_DEPTH = 2
@@ -147,7 +147,7 @@ def proves_clean(redactor: Redactor, raw: bytes, depth: int = ENTRY_DEPTH) -> bo
     (non-word characters, like the ends of a text; no rule uses C{^} or C{$}), so a candidate
     in a string is a candidate in C{raw}. The depth: nothing sits deeper than the brackets
     counted. C{tests/test_redact_entry_fastpath.py} compares it with the walk."""
-    if found_in(_CLEAN_ENTRY, raw):
+    if _CLEAN_ENTRY.search(raw) is not None:
         return False
     return depth + raw.count(b"[") + raw.count(b"{") <= redactor.max_depth
 

@@ -293,12 +293,40 @@ def _builtin_prefilters() -> list[tuple[str, Any]]:
 
 
 _BUILTIN_PREFILTERS = _builtin_prefilters()
+#: An escape, a character class, or an anchor (L{_at_quotes}).
+_PATTERN_PARTS = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[\^$]", re.S)
 
 
-def _match_builtins(entry: dict[str, Any], disabled: set[str]) -> NoiseRule | None:
+def _at_quotes(pattern: str) -> str:
+    """C{pattern} with each C{^} and C{$} (outside a class) also matching at a quote: searched
+    over JSON bytes with no backslash, a text sits verbatim between two quotes."""
+    quoted = {"^": '(?:^|")', "$": '(?:$|")'}
+    return _PATTERN_PARTS.sub(lambda m: quoted.get(m.group(0), m.group(0)), pattern)
+
+
+#: Every built-in in one automaton, searched once over every text any of them reads (the C{any}
+#: field's texts, which hold each field's): most entries match none. A hit goes on as before.
+_BUILTIN_ANY = re2.compile("(?m)" + "|".join(f"(?:{r.pattern})" for r in BUILTIN_RULES), _OPTIONS)
+#: The same over an entry's JSON bytes with no backslash: its texts are in them verbatim, between
+#: quotes (L{_at_quotes}); keys, numbers and other texts can only make a false alarm.
+_BUILTIN_ANY_JSON = re2.compile(
+    "(?m)" + "|".join(f"(?:{_at_quotes(r.pattern)})" for r in BUILTIN_RULES), _OPTIONS)
+
+
+def _match_builtins(entry: dict[str, Any], disabled: set[str],
+                    data: bytes | None = None) -> NoiseRule | None:
+    """The first built-in not in C{disabled} that hides C{entry}; C{data}, when given, is
+    C{entry}'s JSON (compact or not), which one search can clear it on."""
+    if data is not None and b"\\" not in data:
+        if _BUILTIN_ANY_JSON.search(data) is None:
+            return None
+    else:
+        texts = "\n".join(t[:MAX_MATCH_TEXT] for t in entry_fields(entry, "any"))
+        if not texts or _BUILTIN_ANY.search(texts) is None:
+            return None
     for field, combined in _BUILTIN_PREFILTERS:
-        texts = "\n".join(t[:MAX_MATCH_TEXT] for t in entry_fields(entry, field))
-        if texts and combined.search(texts):
+        found = "\n".join(t[:MAX_MATCH_TEXT] for t in entry_fields(entry, field))
+        if found and combined.search(found):
             for rule in BUILTIN_RULES:
                 if rule.field == field and rule.id not in disabled and rule.matches(entry):
                     return rule
@@ -324,15 +352,16 @@ class NoiseRules:
             return []
         return [r for r in BUILTIN_RULES if r.id not in self.disabled_builtins]
 
-    def matches(self, entry: dict[str, Any]) -> NoiseRule | None:
-        """The first rule (own, then built-in, then global) that hides C{entry}, or None."""
+    def matches(self, entry: dict[str, Any], data: bytes | None = None) -> NoiseRule | None:
+        """The first rule (own, then built-in, then global) that hides C{entry}, or None;
+        C{data}, when given, is C{entry}'s JSON (L{_match_builtins} searches it once)."""
         if not isinstance(entry, dict):
             return None
         for rule in self.rules:
             if rule.matches(entry):
                 return rule
         if self.scope == "client":
-            builtin = _match_builtins(entry, self.disabled_builtins)
+            builtin = _match_builtins(entry, self.disabled_builtins, data)
             if builtin is not None:
                 return builtin
         if self.parent is not None:

@@ -93,14 +93,17 @@ def _superset(pattern: str) -> str:
     return _lazy(pattern)
 
 
-def _compile_prefilter(groups: bool = True) -> Any:
+def _compile_prefilter(groups: bool = True, extra: str = "") -> Any:
     options = re2.Options()
     options.log_errors = False
     options.max_mem = 64 << 20
     # One capturing group per rule (and none inside: see _superset) tells which rule's superset
     # matched first at the candidate's start; rules before it cannot match there.
     group = "({})" if groups else "(?:{})"
-    return re2.compile("|".join(group.format(_superset(p)) for _, p, _ in RULES), options)
+    alternatives = [group.format(_superset(p)) for _, p, _ in RULES]
+    if extra:
+        alternatives.append(f"(?:{extra})")
+    return re2.compile("|".join(alternatives), options)
 
 
 _PREFILTER = _compile_prefilter()
@@ -181,3 +184,10 @@ def no_candidates(texts: Iterable[str]) -> bool:
     if b"\\" in data:
         data = _escapes_as_spaces(data)
     return _PREFILTER_ANY.search(data) is None
+
+
+def prefilter_with(extra: str) -> Any:
+    """The candidates of every rule (as L{no_candidates} searches them) or the RE2 pattern
+    C{extra}, in one automaton: one search both looks for a place where a rule could start and
+    for whatever else the caller must not miss (L{gasoline.core.redacted.proves_clean})."""
+    return _compile_prefilter(groups=False, extra=extra)

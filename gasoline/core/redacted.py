@@ -37,12 +37,15 @@ from typing import Any, Callable
 import orjson
 
 from gasoline.core.redact import Redactor
-from gasoline.core.redact_scan import no_candidates
+from gasoline.core.redact_fields import TYPED_VALUES
+from gasoline.core.redact_keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
+from gasoline.core.redact_scan import no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
 ENTRY_DEPTH = 2
-#: Noise verdicts kept per entry (distinct rule sets reading it; most clients share one).
-MAX_VERDICTS = 8
+#: Rule sets whose noise verdicts are kept (distinct rule sets reading a buffer; most clients
+#: share one): past this many, every verdict is forgotten and found again.
+MAX_VERDICTS = 128
 
 _PLACEHOLDER = [0]
 #: The redactor of the read caches and of L{compose_text}'s callers (stateless, shared).
@@ -93,9 +96,73 @@ def compose_text(redactor: Redactor, summary: str, body: dict[str, Any]) -> str:
     return RedactedText(redactor.redact_value(summary) + "\n" + encode(redacted))
 
 
+#: Separators a key name may hold anywhere without changing what it names
+#: (L{gasoline.core.redact_keys}: C{-}, C{.} and whitespace read as C{_}, which the flat form
+#: drops; camelCase adds only C{_}).
+_SEP = r"[-_.\s]*"
+
+
+def _spelled(word: str) -> str:
+    """An RE2 pattern for C{word}'s letters (its C{_} dropped) with L{_SEP} between them."""
+    return _SEP.join(c if c.isalnum() else "\\" + c for c in word.replace("_", ""))
+
+
+#: What in an entry's JSON bytes makes the walk do more than scan its strings, or may (a
+#: superset: a match is only "maybe"), for L{proves_clean}:
+#:  - a backslash (an escape: a string's bytes are no longer the string);
+#:  - C{=} (the walk splits a query string or a form body);
+#:  - a string that starts with C{[} or C{{} and ends with C{]} or C{}} past whitespace (it may
+#:    be JSON, which the walk parses; C{"[vite] connected"} is not). Without a backslash a string
+#:    is exactly C{"[^"]*"}; what C{str.strip} removes is ASCII space and controls or not ASCII;
+#:  - a key (a string, then C{:}) that is not plain: one holding anything not ASCII (case and
+#:    whitespace beyond ASCII: not worth reasoning about), C{cookies} or a typed value's name
+#:    (C{value} included: it makes a name/value pair), or a name L{is_sensitive_key} may take:
+#:    its letters, separators aside, those of a sensitive name (the name equal to one of
+#:    L{SENSITIVE_KEYS}, in its own or flat form) or ending in those of one of
+#:    L{SENSITIVE_SUFFIXES}, in any ASCII case.
+_ENTRY_HAZARDS = "|".join([
+    r"[\\=]",
+    r'"[^\x21-\x7f]*[\[{][^"]*[\]}][^\x21-\x7f]*"',
+    r'"[^"]*[^\x00-\x7f][^"]*"\s*:',
+    '"(?:' + "|".join(["cookies", *TYPED_VALUES]) + r')"\s*:',
+    '(?i:"' + _SEP + "(?:" + "|".join(_spelled(w) for w in sorted(SENSITIVE_KEYS)) + ")"
+    + _SEP + r'"\s*:)',
+    '(?i:"[^"]*(?:' + "|".join(_spelled(w) for w in SENSITIVE_SUFFIXES) + ")" + _SEP
+    + r'"\s*:)',
+])
+_CLEAN_ENTRY = prefilter_with(_ENTRY_HAZARDS)
+
+
+def proves_clean(redactor: Redactor, raw: bytes, depth: int = ENTRY_DEPTH) -> bool:
+    """Whether walking the JSON document C{raw} (UTF-8) at C{depth} (L{Redactor}'s walk, as
+    L{Redactor.redact_value} starts it at 0) certainly gives back an equal value, decided on
+    the bytes in one search: C{True} is a proof, C{False} only "maybe not" (then the caller
+    walks).
+
+    The walk changes a value only where a string is parsed as JSON, split as a query or scanned
+    into a marker, where a key is sensitive, makes a name/value pair, a typed secret field or a
+    cookie list, or past the redactor's depth. The search finds every one of these that the
+    bytes can show (L{_ENTRY_HAZARDS}), and every place where a rule of the text scan could
+    start: without a backslash each string's bytes appear verbatim, between two quotes
+    (non-word characters, like the ends of a text; no rule uses C{^} or C{$}), so a candidate
+    in a string is a candidate in C{raw}. The depth: nothing sits deeper than the brackets
+    counted. C{tests/test_redact_entry_fastpath.py} compares it with the walk."""
+    if _CLEAN_ENTRY.search(raw) is not None:
+        return False
+    return depth + raw.count(b"[") + raw.count(b"{") <= redactor.max_depth
+
+
 def redact_entry(redactor: Redactor, raw: bytes) -> bytes:
     """C{raw} (one stored entry's JSON) redacted at L{ENTRY_DEPTH}; C{raw} itself when nothing
     changed (no second copy kept)."""
+    # The proof knows the walk of L{Redactor} itself (its rules, keys and scan), not a subclass's.
+    if type(redactor) is Redactor and proves_clean(redactor, raw):
+        return raw
+    return walk_entry(redactor, raw)
+
+
+def walk_entry(redactor: Redactor, raw: bytes) -> bytes:
+    """L{redact_entry} without the proof on the bytes (the decoded walk; the reference)."""
     entry = orjson.loads(raw)
     # The redactor's own proof that the walk would change nothing (one walk building nothing,
     # one scan over every string), at the entry's depth: most entries have nothing to redact.
@@ -109,48 +176,68 @@ def redact_entry(redactor: Redactor, raw: bytes) -> bytes:
 
 
 class ReadCache:
-    """Per ring slot: C{[seq, stored bytes, redacted bytes, noise verdicts]}."""
+    """Per ring slot (the sequence number modulo the capacity): the sequence number and stored
+    bytes it was made for, the redacted bytes, and the noise verdicts as two bit masks (a bit
+    per rule-set key: known, hidden). Kept in parallel lists of numbers and bytes, not an object
+    per slot: a full buffer is then a handful of containers for the garbage collector to walk,
+    not tens of thousands of short-lived ones (each collection of the oldest generation walks
+    every tracked object: a tail-latency cost)."""
 
-    __slots__ = ("capacity", "redactor", "_slots", "redactions", "hits", "offloaded")
+    __slots__ = ("capacity", "redactor", "_seq", "_raw", "_red", "_known", "_hide", "_keys",
+                 "redactions", "hits", "offloaded")
 
     def __init__(self, capacity: int, redactor: Redactor | None = None) -> None:
         self.capacity = capacity
         self.redactor = redactor if redactor is not None else REDACTOR
-        self._slots: list[list[Any] | None] = [None] * capacity
+        #: Rule-set keys to their bit in the verdict masks (at most L{MAX_VERDICTS}).
+        self._keys: dict[Any, int] = {}
+        self.clear()
         #: Entries redacted (cache misses) and served from the cache, for the figures.
         self.redactions = 0
         self.hits = 0
         #: Entries whose redaction came from a worker process (L{put}).
         self.offloaded = 0
 
-    def _slot(self, seq: int, raw: bytes) -> list[Any]:
+    def _index(self, seq: int, raw: bytes) -> int:
         i = seq % self.capacity
-        slot = self._slots[i]
-        if slot is not None and slot[0] == seq and slot[1] is raw:
+        if self._seq[i] == seq and self._raw[i] is raw:
             self.hits += 1
-            return slot
-        slot = [seq, raw, redact_entry(self.redactor, raw), None]
-        self._slots[i] = slot
+            return i
+        redacted = redact_entry(self.redactor, raw)
+        self._fill(i, seq, raw, redacted)
         self.redactions += 1
-        return slot
+        return i
+
+    def _fill(self, i: int, seq: int, raw: bytes, redacted: bytes) -> None:
+        self._seq[i] = seq
+        self._raw[i] = raw
+        self._red[i] = redacted
+        self._known[i] = self._hide[i] = 0
 
     def redacted(self, seq: int, raw: bytes) -> bytes:
         """The redacted JSON of the entry stored as C{raw} at C{seq}."""
-        return self._slot(seq, raw)[2]
+        return self._red[self._index(seq, raw)]  # type: ignore[return-value]
 
     def hidden(self, seq: int, raw: bytes, key: Any,
-               test: Callable[[dict[str, Any]], bool], entry: dict[str, Any]) -> bool:
-        """Whether the rule set C{key} hides the entry: C{test(entry)} (on the redacted entry)
-        the first time for this rule set, then the kept verdict."""
-        slot = self._slot(seq, raw)
-        verdicts = slot[3]
-        if verdicts is None:
-            verdicts = slot[3] = {}
-        verdict = verdicts.get(key)
-        if verdict is None:
-            if len(verdicts) >= MAX_VERDICTS:
-                verdicts.clear()
-            verdict = verdicts[key] = bool(test(entry))
+               test: Callable[[dict[str, Any], bytes], bool], entry: dict[str, Any]) -> bool:
+        """Whether the rule set C{key} hides the entry: C{test(entry, its JSON)} (on the
+        redacted entry) the first time for this rule set, then the kept verdict."""
+        i = self._index(seq, raw)
+        bit = self._keys.get(key)
+        if bit is None:
+            if len(self._keys) >= MAX_VERDICTS:
+                # More rule sets than bits: forget every verdict (they are found again).
+                self._keys.clear()
+                self._known = [0] * self.capacity
+            bit = self._keys[key] = 1 << len(self._keys)
+        if self._known[i] & bit:
+            return bool(self._hide[i] & bit)
+        verdict = bool(test(entry, self._red[i]))  # type: ignore[arg-type]
+        self._known[i] |= bit
+        if verdict:
+            self._hide[i] |= bit
+        else:
+            self._hide[i] &= ~bit
         return verdict
 
     def put(self, seq: int, raw: bytes, redacted: bytes) -> bool:
@@ -158,15 +245,18 @@ class ReadCache:
         of the entry stored as C{raw} at C{seq}, unless its slot already holds it or a newer
         entry. C{True} when kept."""
         i = seq % self.capacity
-        slot = self._slots[i]
-        if slot is not None and slot[0] >= seq:
+        if self._seq[i] >= seq:
             return False
-        self._slots[i] = [seq, raw, redacted, None]
+        self._fill(i, seq, raw, redacted)
         self.offloaded += 1
         return True
 
     def clear(self) -> None:
-        self._slots = [None] * self.capacity
+        self._seq = [-1] * self.capacity
+        self._raw: list[bytes | None] = [None] * self.capacity
+        self._red: list[bytes | None] = [None] * self.capacity
+        self._known = [0] * self.capacity
+        self._hide = [0] * self.capacity
 
 
 def redact_json(text: str) -> str | None:

@@ -106,7 +106,7 @@ class _Page:
 def _fill(items: list[bytes], first_seq: int, order: range, want: int,
           prefilter: Callable[[bytes], bool] | None,
           accept: Callable[[dict[str, Any]], bool], cache: ReadCache,
-          noise: tuple[Any, Callable[[dict[str, Any]], bool]] | None) -> _Page:
+          noise: tuple[Any, Callable[[dict[str, Any], bytes], bool]] | None) -> _Page:
     """Take accepted entries from C{items} (the first at sequence number C{first_seq}), in
     C{order}, until C{want} of them or L{READ_BUDGET} bytes.
 
@@ -175,7 +175,7 @@ def read_buffer(
     rules = client_noise_rules(ctx) if noise else None
     noise_test = None
     if rules is not None:
-        noise_test = (noise_rules_key(ctx), lambda e: rules.matches(e) is not None)
+        noise_test = (noise_rules_key(ctx), lambda e, b: rules.matches(e, b) is not None)
 
     def accept(e: dict[str, Any]) -> bool:
         if match is not None and not match(e):

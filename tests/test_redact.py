@@ -426,3 +426,15 @@ def test_the_extension_redacts_the_same_credential_text_before_it_leaves_the_bro
     assert leaks == []
     changed = [(line, out) for line, out in zip(BENIGN_COMMAND_TEXT, theirs[n:]) if out != line]
     assert changed == []
+
+
+@pytest.mark.parametrize("text, token", [
+    # Hypothesis found it: the assignment rule read the token as the start of a key name ending in
+    # "SESSION-ID" and redacted only the value after it.
+    (" glpat-0000000000SESSION-ID ::", "glpat-0000000000"),
+    ("glpat-abcdefghij0123456789_api_key=v", "glpat-abcdefghij0123456789"),
+    ("xoxb-1234567890-abcdefSECRET_TOKEN: v", "xoxb-1234567890"),
+])
+def test_a_token_inside_a_key_name_is_redacted_whole(text, token):
+    out = redact_text(text)
+    assert token not in out and "[REDACTED:" in out

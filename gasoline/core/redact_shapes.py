@@ -121,7 +121,13 @@ def _ascii(value: bytes) -> str:
 
 
 def _whole(kind: str) -> Handler:
-    return lambda m: _m(kind)
+    handler: Handler = lambda m: _m(kind)  # noqa: E731
+    _WHOLE_HANDLERS.add(handler)
+    return handler
+
+
+#: The handlers of the rules that redact a token whole (its shape alone says it is a secret).
+_WHOLE_HANDLERS: set[Handler] = set()
 
 
 def _checked(kind: str, check: Callable[[str], bool]) -> Handler:
@@ -146,8 +152,10 @@ def _keep_prefix(kind: str, check: Callable[[str], bool] | None = None) -> Handl
     return handle
 
 
-def _keyed(m: "re.Match[bytes]") -> bytes:
+def _keyed(m: "re.Match[bytes]") -> bytes | None:
     """Group 2 is a key name, group 3 its value."""
+    if _holds_token(m.group(2)):
+        return None
     value = _ascii(m.group(3)).strip()
     if not value or is_marker(value):
         return m.group(0)
@@ -157,8 +165,10 @@ def _keyed(m: "re.Match[bytes]") -> bytes:
 _TRAILING = re.compile(rb"[,;.:!?)\]}]+$")
 
 
-def _keyed_trimmed(m: "re.Match[bytes]") -> bytes:
+def _keyed_trimmed(m: "re.Match[bytes]") -> bytes | None:
     """L{_keyed}, leaving closing punctuation after the value (C{(token=abc).}) in place."""
+    if _holds_token(m.group(2)):
+        return None
     value = m.group(3)
     trail = _TRAILING.search(value)
     end = m.end(3) - (len(value) - trail.start()) if trail is not None and trail.start() > 0 \
@@ -527,3 +537,20 @@ RULES: list[tuple[str, str, Handler]] = [
         _password_input,
     ),
 ]
+
+
+#: Longest key name looked at for a token inside it (a key pattern's prefix is unbounded).
+_KEY_TOKEN_SCAN = 1024
+_TOKEN_IN_KEY: "re.Pattern[str] | None" = None
+
+
+def _holds_token(key: bytes) -> bool:
+    """Does a key name (C{glpat-...SESSION-ID} in C{glpat-...SESSION-ID := x}) hold a token that a
+    whole-token rule redacts? Then the assignment rule steps aside (its handler answers None) and
+    the token's rule, tried next at the same place, takes the text: otherwise the token would be
+    kept as the key's name and only the value after it redacted."""
+    global _TOKEN_IN_KEY
+    if _TOKEN_IN_KEY is None:
+        _TOKEN_IN_KEY = re.compile("|".join(
+            f"(?:{pattern})" for _kind, pattern, handler in RULES if handler in _WHOLE_HANDLERS))
+    return _TOKEN_IN_KEY.search(_ascii(key[:_KEY_TOKEN_SCAN])) is not None

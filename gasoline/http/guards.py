@@ -273,8 +273,11 @@ class Guard:
             refused = json_values_refusal(request)
             if refused is not None:
                 return refused
-        key_ok = self.api_key is None or self._key_ok(request)
-        note_key(request, key_ok)
+        if self.api_key is None:
+            key_ok = True  # nothing to note: the default facts say no key is needed
+        else:
+            key_ok = self._key_ok(request)
+            note_key(request, key_ok)
         if not key_ok and (route.key is Key.ALWAYS or (
                 route.key is Key.UNLESS_EXTENSION and kind != OriginKind.EXTENSION)):
             request.setHeader(b"www-authenticate", b'Bearer realm="gasoline"')

@@ -76,6 +76,25 @@ class MemoryClientState:
     def mark_dirty(self) -> None:
         self.dirty += 1
 
+    def set_cursor(self, name: str, seq: int) -> None:
+        self.cursors[name] = seq
+
+    def put(self, key: str, value: Any) -> None:
+        self.kv[key] = value
+        self.mark_dirty()
+
+    def set_noise_rules(self, rules: Any) -> None:
+        self.noise_rules = rules
+        self.mark_dirty()
+
+    def set_tab_filters(self, patterns: list[str]) -> None:
+        self.tab_filters = list(patterns)
+        self.mark_dirty()
+
+    def set_subscription(self, key: str, raw: Any) -> None:
+        self.subscriptions[key] = raw
+        self.mark_dirty()
+
     def come_back(self, now: float, cwd: str | None) -> None:
         """Registered again: live, inheriting what it had if it had gone."""
         self.inherited = self.inherited or self.gone

@@ -68,6 +68,23 @@ class IClientState(Interface):
     def mark_dirty() -> None:
         """The persistent parts changed: write them on the next persistence tick."""
 
+    def set_cursor(name: str, seq: int) -> None:
+        """Move the read cursor C{name} to C{seq} (written with the next change of the state)."""
+
+    def put(key: str, value: Any) -> None:
+        """Keep C{value} under C{key} of the key-value store, and have the state written."""
+
+    def set_noise_rules(rules: Any) -> None:
+        """Replace the noise rules (the L{gasoline.core.noise.NoiseRules} JSON dict), and have
+        the state written."""
+
+    def set_tab_filters(patterns: list[str]) -> None:
+        """Replace the tab filters, and have the state written."""
+
+    def set_subscription(key: str, raw: Any) -> None:
+        """Keep the context-streaming subscription C{raw} under C{key}, and have the state
+        written."""
+
     def to_json() -> dict[str, Any]:
         """The persistent parts, as JSON-serializable values."""
 

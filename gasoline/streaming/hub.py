@@ -166,8 +166,7 @@ class Streaming:
             self.active()
             return None
         raw = subscription.to_json()
-        state.subscriptions[STATE_KEY] = raw
-        state.mark_dirty()
+        state.set_subscription(STATE_KEY, raw)
         agent = self.agents.get(state.client_id)
         if agent is None:
             agent = self.agents[state.client_id] = self._new_agent(state.client_id, subscription,

@@ -179,5 +179,4 @@ class GasolineTools:
             return with_alias_notice(
                 lambda call: run_one(request, translation.tool, call), translation)
 
-        dispatch.__name__ = tool
         return dispatch

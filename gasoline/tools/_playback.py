@@ -292,7 +292,8 @@ MAX_SEQUENCE_TAGS = 20
 def sequences_of(state: Any) -> dict[str, Any]:
     seqs = state.kv.get(SEQUENCES_NS)
     if not isinstance(seqs, dict):
-        seqs = state.kv[SEQUENCES_NS] = {}
+        seqs = {}
+        state.put(SEQUENCES_NS, seqs)
     return seqs
 
 

@@ -213,7 +213,7 @@ def read_buffer(
         if page.stop is not None:
             next_cursor, has_more = raw.first_seq + page.stop, True
         if state.cursors.get(key) != next_cursor:
-            state.cursors[key] = next_cursor
+            state.set_cursor(key, next_cursor)
     cleared = ctx.runtime.buffer_clears.get(buffer)
     if cleared is not None and cursor < cleared["seq"] and not backwards:
         # Entries before the clear were removed by a client, not evicted.

@@ -291,8 +291,6 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 
     action = ctx.str_arg(args, "checkpoint_action", "create", ("create", "list", "delete"))
     cps = ctx.state.checkpoints
-    if not isinstance(cps, dict):
-        cps = ctx.state.checkpoints = {}
     if action == "list":
         items = [{"name": n, "created_at": c.get("created_at"), "heads": c.get("heads")}
                  for n, c in cps.items() if isinstance(c, dict)]
@@ -342,8 +340,7 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
                       {"patterns": list(ctx.state.tab_filters)})
     if action == "clear":
         n = len(ctx.state.tab_filters)
-        ctx.state.tab_filters = []
-        ctx.state.mark_dirty()
+        ctx.state.set_tab_filters([])
         return ctx.ok(f"tab selection cleared ({n} patterns); you see every tab again",
                       {"patterns": []})
     if patterns is None:
@@ -363,8 +360,7 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     if not new:
         raise MissingParam("select_tab needs 'patterns' (or tab_action:'clear')",
                            param="patterns")
-    ctx.state.tab_filters = new
-    ctx.state.mark_dirty()
+    ctx.state.set_tab_filters(new)
     return ctx.ok(f"you now see only tabs and entries matching {len(new)} URL patterns",
                   {"patterns": new})
 

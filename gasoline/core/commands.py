@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+
+if TYPE_CHECKING:
+    from gasoline.core.errors import GasolineError
 
 from gasoline.core.hooks import add_hook
 
@@ -210,12 +213,12 @@ class CommandQueue:
                                        "the extension did not answer before the command expired"))
         return expired
 
-    def fail_all(self, error: Exception) -> list[Command]:
+    def fail_all(self, error: GasolineError) -> list[Command]:
         """Fail every outstanding command at once (the extension went away)."""
         failed = list(self._outstanding.values())
         self._outstanding.clear()
         self._deadlines.clear()
-        code = getattr(error, "code", "error")
+        code = error.code
         for command in failed:
             self._notify(self._failure(command, "error", code, str(error)))
         return failed

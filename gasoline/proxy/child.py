@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import orjson
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.error import ProcessDone
+from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IReactorFDSet, IReactorProcess, IWriteDescriptor
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
@@ -346,8 +346,10 @@ class ChildServer(ServerPeer):
         self._killpg(pid, signal.SIGKILL)
         error = None
         if self.state != "closed":
-            code = getattr(reason.value, "exitCode", None)
-            sig = getattr(reason.value, "signal", None)
+            ended = reason.value if isinstance(reason.value, (ProcessDone, ProcessTerminated)) \
+                else None
+            code = ended.exitCode if ended is not None else None
+            sig = ended.signal if ended is not None else None
             error = self._run_error or self._exit_reason(code, sig)
             if not reason.check(ProcessDone) or self.state == "ready":
                 log.warn("proxy server {name} (pid {pid}) ended: {err}", name=self.name, pid=pid,

@@ -141,7 +141,8 @@ def _tick(ctx: Any, rec: ScreenRecording) -> None:
 
     def failed(failure: Any) -> None:
         err = failure.value
-        text = getattr(err, "message", None) or str(err) or type(err).__name__
+        text = (err.message if isinstance(err, GasolineError) else "") or str(err) \
+            or type(err).__name__
         if "tab_not_visible" in text:
             rec.skipped += 1
             return

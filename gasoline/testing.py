@@ -244,8 +244,10 @@ class FakeExtension:
         if self.running:
             return self
         self.running = True
-        self._pool = HTTPConnectionPool(self.reactor, persistent=True)
-        self._pool.maxPersistentPerHost = 4
+        class _Pool(HTTPConnectionPool):
+            maxPersistentPerHost = 4  # (Twisted's documented knob is this class attribute)
+
+        self._pool = _Pool(self.reactor, persistent=True)
         self._http = HTTPClient(Agent(self.reactor, pool=self._pool))
         self._loop = Deferred.fromCoroutine(self._poll_loop())
         self._loop.addErrback(self._log_failure, "poll loop")

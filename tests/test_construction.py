@@ -84,13 +84,26 @@ def test_the_composition_sets_nothing_on_a_built_object(module):
 #: once one passes, drop it from here (C{_mutations} of a module lists what is left).
 NOT_YET = frozenset({
     "cli.py", "connect/bridge.py", "connect/client.py", "connect/main.py", "core/commands.py",
-    "core/files.py", "core/noise.py", "core/pairing.py", "core/persist.py", "core/redact_scan.py",
-    "core/router.py", "core/store.py", "core/workers.py", "tools/_interactive_list.py",
-    "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py", "http/relay_ws.py", "mcp/server.py",
-    "proxy/remote.py", "proxy/routing.py", "proxy/session.py", "relay/hub.py", "relay/sessions.py",
+    "core/files.py", "core/pairing.py", "core/persist.py", "core/router.py", "core/store.py",
+    "core/workers.py", "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py", "http/relay_ws.py",
+    "mcp/server.py", "proxy/routing.py", "proxy/session.py", "relay/hub.py", "relay/sessions.py",
     "relay/targets.py", "streaming/delivery.py", "streaming/dispatch.py", "streaming/hub.py",
-    "streaming/subscription.py", "testing.py", "tools/_links.py", "tools/_reader.py",
-    "tools/_screen_recording.py", "tools/aliases.py",
+})
+
+
+#: Objects of other libraries configured, before use, the one way their library offers: no
+#: constructor argument and no class attribute to subclass. C{(module, target)}; the scan of
+#: that module passes over these targets only.
+LIBRARY_CONFIGURED = frozenset({
+    # google-re2's Options (a C++ struct): settable only by attribute, then passed to compile.
+    ("core/noise.py", "options.log_errors"), ("core/noise.py", "options.case_sensitive"),
+    ("core/noise.py", "options.max_mem"),
+    ("core/redact_scan.py", "options.log_errors"), ("core/redact_scan.py", "options.max_mem"),
+    ("streaming/subscription.py", "options.log_errors"),
+    ("streaming/subscription.py", "options.max_mem"),
+    # The HTTP connection pool's own client factory, which Twisted builds: Factory.noisy (public)
+    # is the only way to keep its "Starting factory" line per checked link out of the log.
+    ("tools/_links.py", "factory.noisy"),
 })
 
 
@@ -109,7 +122,19 @@ def test_no_module_of_the_package_sets_anything_on_another_object(module):
     from pathlib import Path
 
     source = (Path(gasoline.app.__file__).parent / module).read_text(encoding="utf-8")
-    assert _mutations(module, source) == []
+    assert [m for m in _mutations(module, source)
+            if (module, m.split(": ", 1)[1].removesuffix(" = ...")) not in LIBRARY_CONFIGURED] == []
+
+
+def test_each_library_configured_target_is_still_there():
+    """An entry of L{LIBRARY_CONFIGURED} names an assignment its module still has (a stale one
+    would let a new mutation of that name through)."""
+    from pathlib import Path
+
+    root = Path(gasoline.app.__file__).parent
+    for module, target in LIBRARY_CONFIGURED:
+        found = _mutations(module, (root / module).read_text(encoding="utf-8"))
+        assert f"{target} = ..." in [m.split(": ", 1)[1] for m in found], (module, target)
 
 
 def test_most_of_the_package_keeps_the_construction_rule():

@@ -188,8 +188,10 @@ class RemoteServer(ServerPeer):
             from treq.client import HTTPClient
             from twisted.web.client import Agent, HTTPConnectionPool
 
-            self._pool = HTTPConnectionPool(reactor, persistent=True)
-            self._pool.maxPersistentPerHost = 8
+            class _Pool(HTTPConnectionPool):
+                maxPersistentPerHost = 8  # (Twisted's documented knob is this class attribute)
+
+            self._pool = _Pool(reactor, persistent=True)
             http = HTTPClient(Agent(reactor, pool=self._pool))
         self.http = http
         #: The server's C{Mcp-Session-Id} (streamable HTTP), once given.

@@ -77,6 +77,16 @@ class _Waiter:
     deferred: Deferred
     timer: IDelayedCall | None = None
 
+    def arm(self, timer: IDelayedCall) -> None:
+        """C{timer} answers the long poll when nothing came before it."""
+        self.timer = timer
+
+    def disarm(self) -> None:
+        """The long poll is answered or dropped: its timer goes (cancelled unless it fired)."""
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        self.timer = None
+
 
 @attrs.define(eq=False)
 class CommandQueue:
@@ -256,7 +266,7 @@ class CommandQueue:
             self._drop(waiter)
 
         waiter = _Waiter(Deferred(cancel))
-        waiter.timer = self.clock.callLater(timeout, self._timed_out, waiter)
+        waiter.arm(self.clock.callLater(timeout, self._timed_out, waiter))
         self._waiters.append(waiter)
         return waiter.deferred
 
@@ -276,19 +286,14 @@ class CommandQueue:
             self._waiters.remove(waiter)
         except ValueError:
             pass
-        if waiter.timer is not None and waiter.timer.active():
-            waiter.timer.cancel()
-        waiter.timer = None
+        waiter.disarm()
 
     def _timed_out(self, waiter: _Waiter) -> None:
-        waiter.timer = None
-        self._drop(waiter)
+        self._drop(waiter)  # (its timer fired: no longer active, nothing to cancel)
         waiter.deferred.callback(None)
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            if waiter.timer is not None and waiter.timer.active():
-                waiter.timer.cancel()
-            waiter.timer = None
+            waiter.disarm()
             waiter.deferred.callback(None)

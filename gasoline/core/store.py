@@ -216,6 +216,11 @@ class TelemetryStore:
                                    if isinstance(e, dict)], self._clock.seconds())
         return len(items)
 
+    def attach_journal(self, buffer_name: str, journal: Journal) -> None:
+        """From now on every write to C{buffer_name} is appended to C{journal} too (at
+        start-up, after L{restore})."""
+        self.journals[buffer_name] = journal
+
     def add_performance(self, snapshots: list[dict[str, Any]]) -> int:
         """Keep the latest snapshot per URL; publish a C{performance} write."""
         now = self._clock.seconds()

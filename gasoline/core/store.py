@@ -95,6 +95,25 @@ class WebSocketConnection:
     errors: int = 0
     last_message_at: float | None = None
 
+    def saw(self, kind: Any, event: dict[str, Any], now: float) -> None:
+        """The capture's C{event} of this connection (C{kind}: message, error, close, open),
+        at clock time C{now}."""
+        if kind == "message":
+            if event.get("direction") == "outgoing":
+                self.outgoing += 1
+            else:
+                self.incoming += 1
+            self.last_message_at = now
+        elif kind == "error":
+            self.errors += 1
+        elif kind == "close":
+            self.state = "closed"
+            self.closed_at = now
+            self.close_code = event.get("code")
+            self.close_reason = event.get("reason")
+        elif kind == "open" and event.get("url"):
+            self.url = event.get("url")
+
     def to_json(self, now: float) -> dict[str, Any]:
         end = self.closed_at if self.closed_at is not None else now
         # At least one second: a connection seen a millisecond ago with one message is not
@@ -249,26 +268,13 @@ class TelemetryStore:
                     id=conn_id, url=ev.get("url"), tab_id=ev.get("tab_id"), opened_at=now
                 )
                 self.websocket_connections[conn_id] = conn
-            if kind == "message":
-                if ev.get("direction") == "outgoing":
-                    conn.outgoing += 1
-                else:
-                    conn.incoming += 1
-                conn.last_message_at = now
-            elif kind == "error":
-                conn.errors += 1
-            elif kind == "close":
-                conn.state = "closed"
-                conn.closed_at = now
-                conn.close_code = ev.get("code")
-                conn.close_reason = ev.get("reason")
+            conn.saw(kind, ev, now)
+            if kind == "close":
                 self.websocket_connections.pop(conn_id, None)
                 self._closed_connections.pop(conn_id, None)
                 self._closed_connections[conn_id] = conn
                 while len(self._closed_connections) > MAX_CLOSED_CONNECTIONS:
                     self._closed_connections.popitem(last=False)
-            elif kind == "open" and ev.get("url"):
-                conn.url = ev.get("url")
 
     # -- reading -------------------------------------------------------------------------------
 

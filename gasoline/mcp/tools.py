@@ -171,6 +171,11 @@ class ToolRegistry:
 
     # -- audit -------------------------------------------------------------------------------
 
+    def count_error(self, code: str) -> None:
+        """One more call answered with the error C{code} (L{errors}), counted where it was
+        refused before it reached L{call} (a busy daemon)."""
+        self.errors[code] = self.errors.get(code, 0) + 1
+
     def audit_log(self, client_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """The caller's own recent calls, oldest first."""
         records = list(self._audit.get(client_id, ()))

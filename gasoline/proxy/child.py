@@ -212,10 +212,12 @@ class ChildServer(ServerPeer):
                  on_request: Callable[..., Any], on_notification: Callable[..., None],
                  on_state: Callable[["ChildServer"], None] | None = None,
                  restart: bool = True, grace: float = GRACE, cpu_seconds: int | None = None,
-                 memory_mb: int | None = None, network: str = "any") -> None:
+                 memory_mb: int | None = None, network: str = "any",
+                 on_restart: Callable[["ChildServer"], None] | None = None) -> None:
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
-                         on_notification=on_notification, on_state=on_state, restart=restart)
+                         on_notification=on_notification, on_state=on_state, restart=restart,
+                         on_restart=on_restart)
         self.command = command
         self.args = args
         self.env = env

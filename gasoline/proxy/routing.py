@@ -60,6 +60,18 @@ class SessionTools:
         self._session.agent_progress(params)
 
 
+@attrs.frozen
+class _Routed:
+    """An aggregated tool's handler: calls C{tool} of the session's C{server}."""
+
+    session: ProxySession
+    server: str
+    tool: str
+
+    def __call__(self, ctx: Any, arguments: dict[str, Any]) -> Any:
+        return self.session.call(ctx, self.server, self.tool, arguments)
+
+
 @attrs.define(eq=False)
 class ProxySession:
     manager: "ProxyManager"
@@ -142,7 +154,8 @@ class ProxySession:
 
     def route(self, aggregated: str) -> tuple[str, str]:
         handler = self.tools[aggregated].handler
-        return handler.server, handler.tool  # type: ignore[attr-defined]
+        assert isinstance(handler, _Routed)
+        return handler.server, handler.tool
 
     def describe_tools(self) -> list[dict[str, Any]]:
         out = []
@@ -153,12 +166,7 @@ class ProxySession:
         return out
 
     def _handler(self, server: str, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
-        def handler(ctx: Any, arguments: dict[str, Any]) -> Any:
-            return self.call(ctx, server, tool, arguments)
-
-        handler.server = server  # type: ignore[attr-defined]
-        handler.tool = tool  # type: ignore[attr-defined]
-        return handler
+        return _Routed(self, server, tool)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -180,6 +188,10 @@ class ProxySession:
 
     def touch(self) -> None:
         self.last_used = self.manager.clock.seconds()
+
+    def arm_idle(self, call: IDelayedCall | None) -> None:
+        """C{call} checks whether the session is idle (C{None}: that check ran)."""
+        self.idle_call = call
 
     def call(self, ctx: Any, server: str, tool: str, arguments: dict[str, Any]) -> Any:
         self.touch()
@@ -220,7 +232,7 @@ class ProxySession:
             self._next_token += 1
             token = f"{self.session_id[:8]}-{self._next_token}"
             self._progress[token] = ctx
-            self.manager.progress_routes[token] = self
+            self.manager.route_progress(token, self)
             params["_meta"] = {"progressToken": token}
         active = self._active.setdefault(server, [])
         active.append(ctx)
@@ -348,7 +360,7 @@ class ProxySession:
                     "requestId": rid, "reason": "the MCP server that asked cancelled it"}))
 
         d: Deferred = Deferred(cancel)
-        mcp_session.outgoing[rid] = d
+        mcp_session.expect_answer(rid, d)
         emit(jsonrpc.request(rid, method, params))
         return d.addTimeout(self.manager.config_client_timeout, self.manager.clock)
 
@@ -439,7 +451,7 @@ class ProxySession:
 
 
 def _set_tools(tools: list[dict[str, Any]], child: ServerPeer) -> None:
-    child.tools = tools
+    child.show_tools(tools)
 
 
 

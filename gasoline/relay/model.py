@@ -95,6 +95,19 @@ class Target:
     #: and the Chrome session they were announced on.
     children: dict[str, tuple[str | None, dict]] = attrs.Factory(dict)
 
+    def retitle(self, url: str, title: str) -> None:
+        """The extension announced the tab's new URL and title."""
+        self.url, self.title = url, title
+
+    def give_to(self, owner: str) -> None:
+        """The tab is C{owner}'s (a L{CDPClient.owner_key}: the connection that created it)."""
+        self.owner = owner
+
+    def add_child(self, chrome_child: str, chrome_session: str | None, params: dict) -> None:
+        """Chrome attached a child target (C{attachedToTarget} C{params}) as session
+        C{chrome_child}, announced on C{chrome_session}."""
+        self.children[chrome_child] = (chrome_session, params)
+
     @property
     def tab_target_id(self) -> str:
         return "TAB" + self.target_id[3:] if len(self.target_id) > 3 else "TAB-" + self.target_id
@@ -133,6 +146,14 @@ class Session:
     #: Chrome is holding the tab for this session (page sessions only).
     holds_tab: bool = False
 
+    def set_auto_attach(self, params: dict | None) -> None:
+        """This session's C{Target.setAutoAttach} params (C{None}: off)."""
+        self.auto_attach = params
+
+    def release_tab(self) -> None:
+        """Chrome no longer holds the tab for this session."""
+        self.holds_tab = False
+
 
 @attrs.define(eq=False)
 class CDPClient:
@@ -163,6 +184,42 @@ class CDPClient:
     def send(self, message: dict) -> None:
         if not self.closed:
             self.peer.send(message)
+
+    def add_session(self, session: Session) -> None:
+        """A session of this client was announced to it."""
+        self.sessions[session.session_id] = session
+
+    def set_discover(self, discover: bool, filters: list | None) -> None:
+        """C{Target.setDiscoverTargets}: on or off, with its C{filter}."""
+        self.discover, self.discover_filter = discover, filters
+
+    def set_auto_attach(self, params: dict | None) -> None:
+        """The root C{Target.setAutoAttach} params (C{None}: off)."""
+        self.auto_attach = params
+
+    def attaching_to(self, key: tuple[str, str | None], waiters: list[Deferred]) -> None:
+        """An auto-attach of C{key} (target id, parent session id) is under way; C{waiters}
+        fire when it ends."""
+        self.attaching[key] = waiters
+
+    def active(self, now: float) -> None:
+        """The client sent a message at C{now} (the idle reaper's clock)."""
+        self.last_active = now
+
+    def count_command(self) -> None:
+        """One more well-formed command from the client."""
+        self.commands += 1
+
+    def arm_idle(self, timer: IDelayedCall | None) -> None:
+        """C{timer} checks whether the client went idle (C{None}: that check ran)."""
+        self.idle_timer = timer
+
+    def close(self) -> None:
+        """The connection closed: nothing more is sent, the idle check is cancelled."""
+        self.closed = True
+        timer, self.idle_timer = self.idle_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
 
     def session_for(self, target: Target, kind: str, parent: Session | None) -> Session | None:
         for s in self.sessions.values():

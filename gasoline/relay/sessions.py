@@ -106,7 +106,7 @@ class TabSessions:
         was = session.auto_attach
         target = session.target
         assert target is not None  # a page or child session
-        session.auto_attach = dict(params) if auto else None
+        session.set_auto_attach(dict(params) if auto else None)
         others = [s for s in self.on(target, session.chrome_session)
                   if s is not session and s.auto_attach is not None]
         if not auto and others:
@@ -149,7 +149,7 @@ class TabSessions:
         if method == "Target.attachedToTarget":
             child = event_params.get("sessionId")
             if isinstance(child, str):
-                target.children[child] = (chrome_session, event_params)
+                target.add_child(child, chrome_session, event_params)
                 for session in self.on(target, chrome_session):
                     if session.auto_attach is not None:
                         self.announce_child(session, child, event_params)
@@ -188,7 +188,7 @@ class TabSessions:
         client = parent.client
         session = Session(session_id=new_session_id(), client=client, kind="child",
                           target=parent.target, chrome_session=chrome_child, parent=parent)
-        client.sessions[session.session_id] = session
+        client.add_session(session)
         parent.children.add(session.session_id)
         client.send({"method": "Target.attachedToTarget", "sessionId": parent.session_id,
                      "params": {**params, "sessionId": session.session_id}})
@@ -222,7 +222,7 @@ class TabSessions:
                         request["sessionId"] = session.chrome_session
                     self.link.fire_and_forget("send", request)
         if session.holds_tab and target is not None:
-            session.holds_tab = False
+            session.release_tab()
             if self.targets.get(target.target_id) is target:
                 self.link.fire_and_forget("detach", {"tabId": target.tab_id})
         if notify and not client.closed and target is not None:

@@ -143,7 +143,7 @@ class TargetDomain:
                     self.link.fire_and_forget("closeTab", {"tabId": target.tab_id})
                 self._target_appeared(target)
             elif (target.url, target.title) != (url, title):
-                target.url, target.title = url, title
+                target.retitle(url, title)
                 for client in self._clients_seeing(target):
                     if client.discover and filter_matches(client.discover_filter, "page"):
                         client.send({"method": "Target.targetInfoChanged", "params": {
@@ -178,7 +178,7 @@ class TargetDomain:
         for client in list(self.clients.values()):
             for session in [s for s in client.sessions.values()
                             if s.target is target and s.kind == "page"]:
-                session.holds_tab = False  # the extension already let go
+                session.release_tab()  # the extension already let go
                 self.sessions.detach(client, session, chrome=False)
 
     def close_created(self, client: CDPClient) -> None:
@@ -236,8 +236,8 @@ class TargetDomain:
         if not isinstance(discover, bool):
             raise CDPError("Invalid parameters: discover: boolean value expected", INVALID_PARAMS)
         was = client.discover
-        client.discover = discover
-        client.discover_filter = params.get("filter") if isinstance(params.get("filter"), list) else None
+        client.set_discover(discover, params.get("filter")
+                            if isinstance(params.get("filter"), list) else None)
         if discover and not was:
             for target in self.visible(client):
                 for kind in ("tab", "page"):
@@ -277,13 +277,13 @@ class TargetDomain:
         auto = auto_attach_flag(params)
         if parent is None:
             was = client.auto_attach
-            client.auto_attach = dict(params) if auto else None
+            client.set_auto_attach(dict(params) if auto else None)
             if not auto or was is not None:
                 return {}
             targets = self.visible(client)
         else:  # a tab target's session: auto-attach its page
             was = parent.auto_attach
-            parent.auto_attach = dict(params) if auto else None
+            parent.set_auto_attach(dict(params) if auto else None)
             if not auto or was is not None:
                 return {}
             assert parent.target is not None  # a tab session has its target
@@ -301,7 +301,7 @@ class TargetDomain:
             if client.session_for(target, "tab", None) is None:
                 session = Session(session_id=new_session_id(), client=client, kind="tab",
                                   target=target)
-                client.sessions[session.session_id] = session
+                client.add_session(session)
                 client.send({"method": "Target.attachedToTarget", "params": {
                     "sessionId": session.session_id, "targetInfo": target.info(True, "tab"),
                     "waitingForDebugger": False}})
@@ -313,7 +313,7 @@ class TargetDomain:
             if key in client.attaching:  # an auto-attach of this target is under way
                 return _waiter(client.attaching[key])
             waiters: list[Deferred] = []
-            client.attaching[key] = waiters
+            client.attaching_to(key, waiters)
             first = _waiter(waiters)
 
             def done(result: Any) -> None:
@@ -339,7 +339,7 @@ class TargetDomain:
                 raise CDPError("Target closed while attaching")
             session = Session(session_id=new_session_id(), client=client, kind="page",
                               target=target, parent=parent, holds_tab=True)
-            client.sessions[session.session_id] = session
+            client.add_session(session)
             event: dict[str, Any] = {"method": "Target.attachedToTarget", "params": {
                 "sessionId": session.session_id, "targetInfo": target.info(True),
                 "waitingForDebugger": False}}
@@ -358,7 +358,7 @@ class TargetDomain:
         target, kind = self._visible_target(client, params.get("targetId"))
         if kind == "tab":
             session = Session(session_id=new_session_id(), client=client, kind="tab", target=target)
-            client.sessions[session.session_id] = session
+            client.add_session(session)
             client.send({"method": "Target.attachedToTarget", "params": {
                 "sessionId": session.session_id, "targetInfo": target.info(True, "tab"),
                 "waitingForDebugger": False}})
@@ -368,7 +368,7 @@ class TargetDomain:
 
     def _attach_to_browser_target(self, client: CDPClient, params: dict) -> dict:
         session = Session(session_id=new_session_id(), client=client, kind="browser")
-        client.sessions[session.session_id] = session
+        client.add_session(session)
         client.send({"method": "Target.attachedToTarget", "params": {
             "sessionId": session.session_id,
             "targetInfo": self._get_target_info(client, {})["targetInfo"],
@@ -427,7 +427,7 @@ class TargetDomain:
                 self.targets[target_id] = target
                 pending = self._announce(client, target)
             else:  # the extension's announcement came first (and announced it)
-                target.owner = client.owner_key
+                target.give_to(client.owner_key)
                 in_flight = client.attaching.get((target_id, None))
                 pending = _waiter(in_flight) if in_flight is not None else _succeed(None)
             return pending.addBoth(lambda _: {"targetId": target_id})

@@ -319,9 +319,9 @@ class Streaming:
         if ack and items:
             inbox.ack(items[-1]["seq"])
             if agent.full_notice is not None and agent.full_notice["seq"] <= items[-1]["seq"]:
-                agent.full_notice = None
+                agent.set_full_notice(None)
         if ack:
-            agent.resource_told = False
+            agent.tell_resource(False)
         return {"events": items, "has_more": more, "last_seq": inbox.last_seq,
                 "acknowledged": inbox.acked, "unread": len(inbox), "dropped": inbox.dropped,
                 "throttled": agent.throttled_total}
@@ -356,7 +356,7 @@ class Streaming:
         agent = self.agent(state)
         if agent is None:
             return {"streaming_enabled": False, "events": []}
-        agent.resource_told = False
+        agent.tell_resource(False)
         return {"streaming_enabled": True, "events": agent.inbox.unread(),
                 "last_seq": agent.inbox.last_seq, "acknowledged": agent.inbox.acked,
                 "untrusted_content": UNTRUSTED}

@@ -140,6 +140,10 @@ class ClientState:
         self.kv[key] = value
         self.mark_dirty()
 
+    def drop(self, key: str) -> None:
+        self.kv.pop(key, None)
+        self.mark_dirty()
+
     def set_noise_rules(self, rules: Any) -> None:
         self.noise_rules = rules
         self.mark_dirty()

@@ -74,6 +74,9 @@ class IClientState(Interface):
     def put(key: str, value: Any) -> None:
         """Keep C{value} under C{key} of the key-value store, and have the state written."""
 
+    def drop(key: str) -> None:
+        """Remove C{key} from the key-value store (if there), and have the state written."""
+
     def set_noise_rules(rules: Any) -> None:
         """Replace the noise rules (the L{gasoline.core.noise.NoiseRules} JSON dict), and have
         the state written."""

@@ -392,8 +392,7 @@ def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> No
     if value:
         ctx.state.put(key, value)
     else:
-        ctx.state.kv.pop(key, None)
-        ctx.state.mark_dirty()
+        ctx.state.drop(key)
 
 
 def decode_entries(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None = None

@@ -49,7 +49,7 @@ from gasoline.streaming.redaction import UNTRUSTED, EventRedactor
 from gasoline.streaming.subscription import Matcher, Subscription
 
 if TYPE_CHECKING:
-    from gasoline.core.interfaces import IClientRegistry
+    from gasoline.core.interfaces import IClientRegistry, IClientState
     from gasoline.core.notify import Notifier
 
 #: The key of the streaming subscription in C{ClientState.subscriptions}.
@@ -154,7 +154,7 @@ class Streaming:
 
     # -- subscriptions -------------------------------------------------------------------------
 
-    def configure(self, state: Any, subscription: Subscription | None) -> AgentStream | None:
+    def configure(self, state: IClientState, subscription: Subscription | None) -> AgentStream | None:
         """Set (or, with None, remove) C{state}'s subscription; saved in its client state."""
         if subscription is None:
             state.subscriptions.pop(STATE_KEY, None)
@@ -192,7 +192,7 @@ class Streaming:
                 return other.matcher
         return None
 
-    def agent(self, state: Any) -> AgentStream | None:
+    def agent(self, state: IClientState) -> AgentStream | None:
         """C{state}'s agent stream if it is subscribed (restoring it from the state if needed)."""
         raw = state.subscriptions.get(STATE_KEY) if isinstance(state.subscriptions, dict) else None
         agent = self.agents.get(state.client_id)
@@ -306,7 +306,7 @@ class Streaming:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def read(self, state: Any, since: int | None = None, limit: int = DEFAULT_INBOX,
+    def read(self, state: IClientState, since: int | None = None, limit: int = DEFAULT_INBOX,
              ack: bool = True) -> dict[str, Any] | None:
         """The agent's events after C{since} (default: after the last acknowledged one), oldest
         first, acknowledging them. None when the agent is not subscribed."""
@@ -326,7 +326,7 @@ class Streaming:
                 "acknowledged": inbox.acked, "unread": len(inbox), "dropped": inbox.dropped,
                 "throttled": agent.throttled_total}
 
-    def wait(self, state: Any, seconds: float) -> Deferred:
+    def wait(self, state: IClientState, seconds: float) -> Deferred:
         """A Deferred that fires (with None) when the agent's inbox gets an item, or after
         C{seconds}; cancelling it only stops the wait."""
         agent = self.agent(state)
@@ -350,7 +350,7 @@ class Streaming:
 
         return d.addBoth(done)
 
-    def resource(self, state: Any) -> dict[str, Any]:
+    def resource(self, state: IClientState) -> dict[str, Any]:
         """What C{gasoline://events} shows: the unread items (reading does not acknowledge;
         the next new item sends C{notifications/resources/updated} again)."""
         agent = self.agent(state)
@@ -365,7 +365,7 @@ class Streaming:
         """A service whose stop cancels the hub's timers and releases long-polls."""
         return StopHook(self.stop, name="streaming")
 
-    def unread_note(self, state: Any) -> str | None:
+    def unread_note(self, state: IClientState) -> str | None:
         """"3 new browser events: 2 error, 1 network_failure — observe {what:"events"}" (capped),
         or None when nothing is unread."""
         agent = self.agents.get(state.client_id)
@@ -383,7 +383,7 @@ class Streaming:
             note = note[: MAX_NOTE - len(tail) - 1] + "…"
         return note + tail
 
-    def status(self, state: Any) -> dict[str, Any]:
+    def status(self, state: IClientState) -> dict[str, Any]:
         """C{state}'s subscription and its inbox's figures (C{configure} status)."""
         agent = self.agent(state)
         if agent is None:

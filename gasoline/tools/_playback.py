@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
@@ -54,6 +54,9 @@ from gasoline.tools._commands import require_pilot
 from gasoline.tools._shared import newest
 from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools.context import ToolContext, state_of_ref
+
+if TYPE_CHECKING:
+    from gasoline.core.interfaces import IClientState
 
 log = Logger()
 
@@ -289,7 +292,7 @@ _BACKGROUND_KEYS = ("background", "sync", "wait")
 MAX_SEQUENCE_TAGS = 20
 
 
-def sequences_of(state: Any) -> dict[str, Any]:
+def sequences_of(state: IClientState) -> dict[str, Any]:
     seqs = state.kv.get(SEQUENCES_NS)
     if not isinstance(seqs, dict):
         seqs = {}

@@ -87,6 +87,31 @@ class MemoryClientState:
         self.kv.pop(key, None)
         self.mark_dirty()
 
+    def store_value(self, namespace: str, key: str, value: Any) -> None:
+        space = self.kv.get(namespace)
+        if not isinstance(space, dict):
+            space = self.kv[namespace] = {}
+        space[key] = value
+        self.mark_dirty()
+
+    def delete_value(self, namespace: str, key: str) -> bool:
+        space = self.kv.get(namespace)
+        existed = isinstance(space, dict) and space.pop(key, None) is not None
+        if isinstance(space, dict) and not space:
+            del self.kv[namespace]
+        self.mark_dirty()
+        return existed
+
+    def set_checkpoint(self, name: str, checkpoint: dict[str, Any]) -> None:
+        self.checkpoints[name] = checkpoint
+        self.mark_dirty()
+
+    def delete_checkpoint(self, name: str) -> bool:
+        existed = self.checkpoints.pop(name, None) is not None
+        if existed:
+            self.mark_dirty()
+        return existed
+
     def set_noise_rules(self, rules: Any) -> None:
         self.noise_rules = rules
         self.mark_dirty()

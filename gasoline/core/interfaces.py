@@ -77,6 +77,21 @@ class IClientState(Interface):
     def drop(key: str) -> None:
         """Remove C{key} from the key-value store (if there), and have the state written."""
 
+    def store_value(namespace: str, key: str, value: Any) -> None:
+        """Keep C{value} under C{key} in C{namespace} of the key-value store (C{configure
+        store}), and have the state written."""
+
+    def delete_value(namespace: str, key: str) -> bool:
+        """Remove C{key} from C{namespace} (the namespace too once empty), and have the state
+        written; whether it was there."""
+
+    def set_checkpoint(name: str, checkpoint: dict[str, Any]) -> None:
+        """Keep the checkpoint C{name} (replacing one of that name), and have the state
+        written."""
+
+    def delete_checkpoint(name: str) -> bool:
+        """Remove the checkpoint C{name}, and have the state written; whether it was there."""
+
     def set_noise_rules(rules: Any) -> None:
         """Replace the noise rules (the L{gasoline.core.noise.NoiseRules} JSON dict), and have
         the state written."""

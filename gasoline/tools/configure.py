@@ -93,19 +93,14 @@ def _key(ctx: ToolContext, args: dict[str, Any], required: bool) -> str | None:
 def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ns = _namespace(ctx, args)
     key = _key(ctx, args, True)
+    assert key is not None  # (required: _key raised otherwise)
     if "value" not in args:
         raise MissingParam("store needs 'value' (any JSON value; null deletes the key)",
                            param="value")
     value = args["value"]
     kv = ctx.state.kv
-    space = kv.get(ns)
-    if not isinstance(space, dict):
-        space = kv[ns] = {}
     if value is None:
-        existed = space.pop(key, None) is not None
-        if not space:
-            kv.pop(ns, None)
-        ctx.state.mark_dirty()
+        existed = ctx.state.delete_value(ns, key)
         _persist_now(ctx, "delete", f"{ns}/{key}")
         return ctx.ok(f"{ns}/{key} {'deleted' if existed else 'was not set'}",
                       {"namespace": ns, "key": key, "deleted": existed})
@@ -117,11 +112,11 @@ def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise InvalidParam(f"value is {size} bytes; at most {MAX_KV_VALUE_BYTES}", param="value")
     total = sum(len(s) for n, s in kv.items()
                 if isinstance(s, dict) and not str(n).startswith(RESERVED_NS_PREFIX))
-    if key not in space and total >= MAX_KV_KEYS:
+    space = kv.get(ns)
+    if (not isinstance(space, dict) or key not in space) and total >= MAX_KV_KEYS:
         raise InvalidParam(f"at most {MAX_KV_KEYS} keys per client",
                            retry="Delete keys you no longer need (store with value null).")
-    space[key] = value
-    ctx.state.mark_dirty()
+    ctx.state.store_value(ns, key, value)
     _persist_now(ctx, "store", f"{ns}/{key}")
     return ctx.ok(f"stored {ns}/{key} ({size} bytes)", {"namespace": ns, "key": key,
                                                          "bytes": size})
@@ -243,7 +238,7 @@ def _move_cursors(ctx: ToolContext, buffer: str, head: int) -> None:
     cursors = ctx.state.cursors
     keys = {buffer, *VIEW_CURSORS.get(buffer, ()), *(k for k in cursors if k.startswith(buffer + ":"))}
     for key in keys:
-        cursors[key] = head
+        ctx.state.set_cursor(key, head)
 
 
 def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -299,9 +294,8 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     if not name:
         raise MissingParam(f"checkpoint {action} needs 'name'", param="name")
     if action == "delete":
-        if cps.pop(name, None) is None:
+        if not ctx.state.delete_checkpoint(name):
             raise GasolineError(f"no checkpoint {name!r}", code="no_data")
-        ctx.state.mark_dirty()
         _persist_now(ctx, "checkpoint delete", name)
         return ctx.ok(f"checkpoint {name} deleted", {"name": name, "deleted": True})
     if ":" in name or len(name) > MAX_CHECKPOINT_NAME:
@@ -318,8 +312,7 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     cp = make_checkpoint(name, heads, ctx.now(), counters, errors)
     cp.update(session_snapshot(ctx))  # error messages, failing URLs, vitals (diff_sessions)
     replaced = name in cps
-    cps[name] = cp
-    ctx.state.mark_dirty()
+    ctx.state.set_checkpoint(name, cp)
     _persist_now(ctx, "checkpoint", name)
     return ctx.ok(f"checkpoint {name} {'replaced' if replaced else 'created'} "
                   f"(analyze {{what:'changes', checkpoint:'{name}'}} diffs against it)",

@@ -386,9 +386,9 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
                                                    "count": len(items)})
     name = _sequence_name(ctx, args)
     if action == "delete":
-        if seqs.pop(name, None) is None:
+        if name not in seqs:
             raise GasolineError(f"no sequence {name!r}", code="no_data")
-        ctx.state.mark_dirty()
+        ctx.state.put(SEQUENCES_NS, {n: s for n, s in seqs.items() if n != name})
         return ctx.ok(f"sequence {name} deleted", {"name": name, "deleted": True})
     if action == "get":
         seq = seqs.get(name)
@@ -422,9 +422,9 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
             isinstance(t, str) and 0 < len(t) <= 64 for t in tags):
         raise InvalidParam(f"tags must be a list of at most {MAX_SEQUENCE_TAGS} strings of 1..64 "
                            "characters", param="tags")
-    seqs[name] = {"name": name, "steps": steps, "created_at": ctx.now(), "source": source,
-                  "description": (description or "")[:500] or None, "tags": tags}
-    ctx.state.mark_dirty()
+    ctx.state.put(SEQUENCES_NS, {**seqs, name: {
+        "name": name, "steps": steps, "created_at": ctx.now(), "source": source,
+        "description": (description or "")[:500] or None, "tags": tags}})
     extra = f", {skipped} recorded actions skipped" if skipped else ""
     return ctx.ok(f"sequence {name} {'replaced' if replaced else 'saved'}: {len(steps)} steps"
                   f"{extra}; configure {{what:'replay_sequence', name:'{name}'}} runs it",

@@ -36,7 +36,7 @@ from gasoline.tools._diagnostics import (
     configure_telemetry,
 )
 from gasoline.tools._session_diff import configure_diff_sessions, session_snapshot
-from gasoline.tools._state import recordings_of
+from gasoline.tools._state import RECORDINGS_NS, recordings_of
 from gasoline.tools._views import VIEW_CURSORS
 from gasoline.tools.context import (
     ToolContext,
@@ -416,8 +416,8 @@ def configure_recording_start(ctx: ToolContext, args: dict[str, Any]) -> dict[st
         raise InvalidParam(f"recording {rec['active']['name']!r} is already running",
                            retry="Stop it first (configure {what:'recording_stop'}).")
     heads = {n: ctx.app.store.buffers[n].head for n in (ACTIONS, CONSOLE, NETWORK_BODIES)}
-    rec["active"] = {"name": name, "started_at": ctx.now(), "heads": heads}
-    ctx.state.mark_dirty()
+    ctx.state.put(RECORDINGS_NS, {**rec, "active": {"name": name, "started_at": ctx.now(),
+                                                    "heads": heads}})
     return ctx.ok(f"recording {name} started: use the page, then configure "
                   "{what:'recording_stop'}", {"name": name, "heads": heads})
 
@@ -445,13 +445,12 @@ def configure_recording_stop(ctx: ToolContext, args: dict[str, Any]) -> dict[str
         "start_url": next((a.get("url") for a in actions if a.get("url")), None),
         "actions": actions,
     }
-    saved = rec["saved"]
-    saved.pop(recording["name"], None)
+    # Newest last; the oldest leave first.
+    saved = {n: r for n, r in rec["saved"].items() if n != recording["name"]}
     saved[recording["name"]] = recording
     while len(saved) > MAX_RECORDINGS:
         del saved[next(iter(saved))]
-    rec["active"] = None
-    ctx.state.mark_dirty()
+    ctx.state.put(RECORDINGS_NS, {**rec, "saved": saved, "active": None})
     summary = {k: v for k, v in recording.items() if k != "actions"}
     return ctx.ok(f"recording {recording['name']} saved: {len(actions)} actions, {errors} "
                   f"errors, {failed} failed requests", summary)

@@ -380,10 +380,11 @@ def state_of_ref(ctx: ToolContext, ref: str, kind: str) -> tuple[Any, str]:
 
 
 def reserved_dict(ctx: ToolContext, key: str) -> dict[str, Any]:
-    """The dict the daemon keeps for the caller under the reserved kv key C{key} (saved
-    states, visual baselines, screen recordings); C{{}} when there is none yet."""
+    """A copy of the dict the daemon keeps for the caller under the reserved kv key C{key}
+    (saved states, visual baselines, screen recordings); C{{}} when there is none yet. A change
+    is kept with L{store_reserved_dict}."""
     value = ctx.state.kv.get(key)
-    return value if isinstance(value, dict) else {}
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> None:

@@ -76,6 +76,12 @@ class MemoryClientState:
     def mark_dirty(self) -> None:
         self.dirty += 1
 
+    def command_queued(self, command_id: str) -> None:
+        self.pending_commands.add(command_id)
+
+    def command_ended(self, command_id: str) -> None:
+        self.pending_commands.discard(command_id)
+
     def set_cursor(self, name: str, seq: int) -> None:
         self.cursors[name] = seq
 

@@ -133,6 +133,12 @@ class ClientState:
         """Ask for the persistent parts to be written on the next tick."""
         self._dirty = True
 
+    def command_queued(self, command_id: str) -> None:
+        self.pending_commands.add(command_id)
+
+    def command_ended(self, command_id: str) -> None:
+        self.pending_commands.discard(command_id)
+
     def set_cursor(self, name: str, seq: int) -> None:
         self.cursors[name] = seq
 

@@ -68,6 +68,12 @@ class IClientState(Interface):
     def mark_dirty() -> None:
         """The persistent parts changed: write them on the next persistence tick."""
 
+    def command_queued(command_id: str) -> None:
+        """One of the client's commands waits for the extension (L{pending_commands})."""
+
+    def command_ended(command_id: str) -> None:
+        """That command no longer waits (answered, failed, expired or cancelled)."""
+
     def set_cursor(name: str, seq: int) -> None:
         """Move the read cursor C{name} to C{seq} (written with the next change of the state)."""
 

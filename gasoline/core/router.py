@@ -367,7 +367,7 @@ class QueryRouter:
         self._owned.setdefault(owner, {})[command.id] = pending
         state = self._state(owner)
         if state is not None:
-            state.pending_commands.add(command.id)
+            state.command_queued(command.id)
         self.stats["calls"] += 1
 
         def timed_out(result: Any, seconds: float) -> Failure:
@@ -421,7 +421,7 @@ class QueryRouter:
                 del self._owned[pending.owner]
         state = self._state(pending.owner)
         if state is not None:
-            state.pending_commands.discard(command_id)
+            state.command_ended(command_id)
 
     def _note_failure(self, failure: Failure, pending: _Pending) -> Failure:
         status = _status_of(failure)

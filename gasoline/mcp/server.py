@@ -433,11 +433,7 @@ class McpServer:
         if method == "notifications/initialized":
             session.mark_ready()
         elif method == "notifications/cancelled":
-            rid = note.params.get("requestId")
-            try:
-                d = session.in_flight.pop(rid, None)
-            except TypeError:  # unhashable requestId
-                d = None
+            d = session.take_in_flight(note.params.get("requestId"))
             if d is not None:
                 d.cancel()
         elif method == "notifications/progress" and session.extra_tools is not None:
@@ -447,7 +443,7 @@ class McpServer:
         # Anything else (roots/list_changed, unknown) needs no action and no answer.
 
     def _response(self, session: McpSession, response: Response) -> None:
-        d = session.outgoing.pop(response.id, None)
+        d = session.take_answer(response.id)
         if d is None:
             return
         if response.error is not None:
@@ -466,7 +462,7 @@ class McpServer:
         self, session: McpSession, method: str, params: dict[str, Any], emit: Emit, timeout: float
     ) -> Deferred:
         rid = session.next_request_id()
-        d: Deferred = Deferred(lambda _: session.outgoing.pop(rid, None))
+        d: Deferred = Deferred(lambda _: session.take_answer(rid))
         session.expect_answer(rid, d)
         emit(jsonrpc.request(rid, method, params))
         return d.addTimeout(timeout, self.clock)
@@ -568,11 +564,11 @@ class McpServer:
     def _resources_subscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         uri = self._uri(params)
         self.resources.require(uri)
-        ctx.session.subscriptions.add(uri)
+        ctx.session.subscribe(uri)
         return {}
 
     def _resources_unsubscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        ctx.session.subscriptions.discard(self._uri(params))
+        ctx.session.unsubscribe(self._uri(params))
         return {}
 
     def _prompts_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:

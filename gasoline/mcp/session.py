@@ -197,6 +197,30 @@ class McpSession:
         with the client's response (L{outgoing})."""
         self.outgoing[request_id] = answer
 
+    def take_answer(self, request_id: Any) -> Any:
+        """The Deferred waiting for the client's response to C{request_id} (no longer
+        waiting), or None."""
+        try:
+            return self.outgoing.pop(request_id, None)
+        except TypeError:  # an unhashable id
+            return None
+
+    def take_in_flight(self, request_id: Any) -> Any:
+        """The Deferred of the request C{request_id} being handled (no longer tracked here),
+        or None."""
+        try:
+            return self.in_flight.pop(request_id, None)
+        except TypeError:  # an unhashable requestId
+            return None
+
+    def subscribe(self, uri: str) -> None:
+        """C{resources/subscribe}: C{notifications/resources/updated} for C{uri}."""
+        self.subscriptions.add(uri)
+
+    def unsubscribe(self, uri: str) -> None:
+        """C{resources/unsubscribe}."""
+        self.subscriptions.discard(uri)
+
     def arm_idle(self, call: IDelayedCall | None) -> None:
         """C{call} closes the session when it stays idle (C{None}: the idle deadline fired)."""
         self.idle_call = call

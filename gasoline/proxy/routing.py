@@ -189,6 +189,15 @@ class ProxySession:
     def touch(self) -> None:
         self.last_used = self.manager.clock.seconds()
 
+    def bind(self, mcp_session: Any) -> None:
+        """C{mcp_session} sees this session's tools (the primary first)."""
+        self.bound.append(mcp_session)
+
+    def unbind(self, mcp_session: Any) -> None:
+        """C{mcp_session} ended: it no longer sees this session's tools."""
+        if mcp_session in self.bound:
+            self.bound.remove(mcp_session)
+
     def arm_idle(self, call: IDelayedCall | None) -> None:
         """C{call} checks whether the session is idle (C{None}: that check ran)."""
         self.idle_call = call
@@ -246,7 +255,7 @@ class ProxySession:
         def done(result: Any) -> Any:
             if token is not None:
                 self._progress.pop(token, None)
-                self.manager.progress_routes.pop(token, None)
+                self.manager.drop_progress_route(token)
             if ctx in active:
                 active.remove(ctx)
             self.touch()
@@ -355,7 +364,7 @@ class ProxySession:
         rid = mcp_session.next_request_id()
 
         def cancel(_: Deferred) -> None:
-            if mcp_session.outgoing.pop(rid, None) is not None and not mcp_session.closed:
+            if mcp_session.take_answer(rid) is not None and not mcp_session.closed:
                 emit(jsonrpc.notification("notifications/cancelled", {
                     "requestId": rid, "reason": "the MCP server that asked cancelled it"}))
 

@@ -68,6 +68,14 @@ class _Shared:
     child: ServerPeer
     users: set[str] = attrs.field(factory=set)
 
+    def use(self, session_id: str) -> None:
+        """The proxy session C{session_id} uses the child."""
+        self.users.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        """It no longer does."""
+        self.users.discard(session_id)
+
 
 class ProxyManager:
     """Every proxy session, the shared children, the limits.
@@ -271,7 +279,7 @@ class ProxyManager:
                 child = self._make_child(name, server, server.command or "", server.args,
                                          dict(server.env), cwd, None)
                 shared = self.shared[name] = _Shared(child)
-            shared.users.add(session.session_id)
+            shared.use(session.session_id)
             return shared.child
         resolved = server.resolve(session.working_directory)
         return self._make_child(name, server, resolved.command, resolved.args, resolved.env,
@@ -392,11 +400,10 @@ class ProxyManager:
         return session
 
     def _bind(self, session: ProxySession, mcp_session: McpSession, primary: bool = False) -> None:
-        session.bound.append(mcp_session)
+        session.bind(mcp_session)
 
         def closed(s: Any) -> None:
-            if s in session.bound:
-                session.bound.remove(s)
+            session.unbind(s)
             # The session's own MCP session ended (DELETE /mcp, MCP idle timeout): the proxy
             # session ends with it, unless connector connections still use it.
             if primary and not any(not b.closed for b in session.bound):
@@ -447,7 +454,7 @@ class ProxyManager:
             else:
                 shared = self.shared.get(name)
                 if shared is not None:
-                    shared.users.discard(session_id)
+                    shared.release(session_id)
         if self.document is not None:
             self.document.mark_dirty()
         return DeferredList(stops, consumeErrors=True).addCallback(lambda _: None)
@@ -486,6 +493,10 @@ class ProxyManager:
     def route_progress(self, token: str, session: ProxySession) -> None:
         """A shared server's progress with C{token} is about a call of C{session}."""
         self.progress_routes[token] = session
+
+    def drop_progress_route(self, token: str) -> None:
+        """The call of progress C{token} is answered."""
+        self.progress_routes.pop(token, None)
 
     def freeze_snapshot(self) -> None:
         """What is saved from now on is the sessions as they are now (the daemon is stopping:

@@ -136,7 +136,7 @@ class TargetDomain:
                 self.targets[target_id] = target
                 owner = self._owner_client(target.owner)
                 if owner is not None:  # (again) a tab of a connected client: it closes with it
-                    owner.created.add(target_id)
+                    owner.created_tab(target_id)
                 elif target.owner is not None:
                     # Its creator's connection is gone (closing it at disconnect failed, or the
                     # daemon restarted): close it now; nobody else may see it meanwhile.
@@ -161,7 +161,7 @@ class TargetDomain:
                     if filter_matches(client.discover_filter, kind):
                         client.send({"method": "Target.targetDestroyed", "params": {
                             "targetId": target.tab_target_id if kind == "tab" else target.target_id}})
-            client.created.discard(target.target_id)
+            client.tab_gone(target.target_id)
 
     def chrome_detached(self, params: dict) -> None:
         """Chrome detached the extension from a tab for good (all holders lost it)."""
@@ -173,8 +173,7 @@ class TargetDomain:
             # client; the extension re-announces the tab after a cooldown (a fresh target).
             self.gone(target)
             return
-        target.contexts.clear()
-        target.children.clear()
+        target.detached()
         for client in list(self.clients.values()):
             for session in [s for s in client.sessions.values()
                             if s.target is target and s.kind == "page"]:
@@ -183,11 +182,10 @@ class TargetDomain:
 
     def close_created(self, client: CDPClient) -> None:
         """C{client}'s connection ended: close the tabs it created."""
-        for target_id in list(client.created):
+        for target_id in client.take_created():
             target = self.targets.get(target_id)
             if target is not None:
                 self.link.fire_and_forget("closeTab", {"tabId": target.tab_id})
-        client.created.clear()
 
     def _owner_of(self, item: dict) -> str | None:
         owner = item.get("owner")
@@ -317,7 +315,7 @@ class TargetDomain:
             first = _waiter(waiters)
 
             def done(result: Any) -> None:
-                client.attaching.pop(key, None)
+                client.attached_to(key)
                 for w in waiters:
                     if isinstance(result, Failure):
                         w.errback(result)
@@ -344,7 +342,7 @@ class TargetDomain:
                 "sessionId": session.session_id, "targetInfo": target.info(True),
                 "waitingForDebugger": False}}
             if parent is not None:
-                parent.children.add(session.session_id)
+                parent.announced(session.session_id)
                 event["sessionId"] = parent.session_id
             client.send(event)
             return session
@@ -417,7 +415,7 @@ class TargetDomain:
             if client.closed:
                 self.link.fire_and_forget("closeTab", {"tabId": tab_id})
                 raise CDPError("Client closed")
-            client.created.add(target_id)
+            client.created_tab(target_id)
             target = self.targets.get(target_id)
             if target is None:
                 # Only its owner can see it: announce it to the owner and answer after the

@@ -130,6 +130,10 @@ class MemoryClientState:
         self.subscriptions[key] = raw
         self.mark_dirty()
 
+    def drop_subscription(self, key: str) -> None:
+        self.subscriptions.pop(key, None)
+        self.mark_dirty()
+
     def come_back(self, now: float, cwd: str | None) -> None:
         """Registered again: live, inheriting what it had if it had gone."""
         self.inherited = self.inherited or self.gone

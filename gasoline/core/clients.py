@@ -187,6 +187,10 @@ class ClientState:
         self.subscriptions[key] = raw
         self.mark_dirty()
 
+    def drop_subscription(self, key: str) -> None:
+        self.subscriptions.pop(key, None)
+        self.mark_dirty()
+
     @property
     def dirty(self) -> bool:
         """The persistent parts changed since they were last written."""

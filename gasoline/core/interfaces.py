@@ -109,6 +109,10 @@ class IClientState(Interface):
         """Keep the context-streaming subscription C{raw} under C{key}, and have the state
         written."""
 
+    def drop_subscription(key: str) -> None:
+        """Remove the context-streaming subscription under C{key}, and have the state
+        written."""
+
     def to_json() -> dict[str, Any]:
         """The persistent parts, as JSON-serializable values."""
 

@@ -171,6 +171,10 @@ class ToolRegistry:
 
     # -- audit -------------------------------------------------------------------------------
 
+    def add_meta_provider(self, provider: Callable[[Any], dict[str, Any] | None]) -> None:
+        """Add C{provider}'s fields to every result's C{_meta} from now on (L{meta_providers})."""
+        self.meta_providers.append(provider)
+
     def count_error(self, code: str) -> None:
         """One more call answered with the error C{code} (L{errors}), counted where it was
         refused before it reached L{call} (a busy daemon)."""

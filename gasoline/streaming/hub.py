@@ -157,8 +157,7 @@ class Streaming:
     def configure(self, state: IClientState, subscription: Subscription | None) -> AgentStream | None:
         """Set (or, with None, remove) C{state}'s subscription; saved in its client state."""
         if subscription is None:
-            state.subscriptions.pop(STATE_KEY, None)
-            state.mark_dirty()
+            state.drop_subscription(STATE_KEY)
             agent = self.agents.pop(state.client_id, None)
             if agent is not None:
                 self._drop(agent)

@@ -175,6 +175,67 @@ def test_the_built_daemon_has_its_hooks_from_construction(tmp_path):
                                 b"extension"}
 
 
+# -- no container of another object changed from outside -----------------------------------------
+
+#: Methods that change a list, set, dict or deque in place.
+_CONTAINER_CHANGES = frozenset({
+    "append", "appendleft", "extend", "insert", "add", "update", "pop", "popitem", "popleft",
+    "clear", "remove", "discard", "setdefault", "move_to_end", "sort", "reverse"})
+#: C{(module, call)} that the scan below reads as a container change but that call a method of
+#: one of the package's own classes (its contract, not a container's).
+OWN_METHODS = {
+    ("streaming/dispatch.py", "agent.inbox.append"),  # Inbox.append: bounded, sequence-numbered
+    ("tools/_actions.py", "ctx.app.store.add"),  # TelemetryStore.add: a buffer write
+}
+#: Container changes still made from outside, with the reason.
+CONTAINER_PENDING = {
+    # The telemetry store (core/store.py) is being reworked by the ingest work: a method to clear
+    # the performance snapshots belongs there.
+    ("tools/configure.py", "store.performance.clear"),
+}
+
+
+def _container_changes(source: str) -> list[str]:
+    """Every C{x.attr.append(...)}-like call (L{_CONTAINER_CHANGES}) whose C{x} is not C{self} or
+    C{cls}: a container that belongs to another object changed from outside it."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _CONTAINER_CHANGES
+                and isinstance(node.func.value, ast.Attribute)):
+            owner = node.func.value.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            found.append(ast.unparse(node.func))
+    return found
+
+
+def test_no_container_of_another_object_is_changed_from_outside():
+    """The construction rule for containers: an object's lists, sets and dicts change through
+    its methods (C{state.command_queued(id)}, not C{state.pending_commands.add(id)}). Outside
+    the modules other work is changing now (L{BY_NAME_PENDING_MODULES}) and L{NOT_YET}."""
+    from pathlib import Path
+
+    root = Path(gasoline.app.__file__).parent
+    found = set()
+    for module in _package_modules():
+        if module.startswith(BY_NAME_PENDING_MODULES) or module in NOT_YET:
+            continue
+        found |= {(module, c) for c in _container_changes((root / module).read_text("utf-8"))}
+    assert found == OWN_METHODS | CONTAINER_PENDING
+
+
+def test_the_container_check_finds_each_form():
+    source = ("state.pending_commands.add(1)\n"
+              "ctx.session.subscriptions.discard(u)\n"
+              "self.manager.progress_routes.pop(t, None)\n"
+              "self.items.append(1)\n"
+              "local.append(1)\n")
+    assert _container_changes(source) == [
+        "state.pending_commands.add", "ctx.session.subscriptions.discard",
+        "self.manager.progress_routes.pop"]
+
+
 # -- no attribute contracts by name --------------------------------------------------------------
 
 #: C{getattr}/C{hasattr} with a literal name that stay, each on an object of another library or of

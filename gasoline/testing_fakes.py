@@ -380,8 +380,12 @@ class MemoryTelemetryStore:
         names = [buffer_name] if buffer_name is not None else list(self.buffers)
         removed = sum(self.buffers[name].clear() for name in names)
         if buffer_name is None:
-            removed += len(self.performance)
-            self.performance.clear()
+            removed += self.clear_performance()
+        return removed
+
+    def clear_performance(self) -> int:
+        removed = len(self.performance)
+        self.performance.clear()
         return removed
 
     def stats(self) -> dict[str, dict[str, int]]:

@@ -187,12 +187,8 @@ OWN_METHODS = {
     ("streaming/dispatch.py", "agent.inbox.append"),  # Inbox.append: bounded, sequence-numbered
     ("tools/_actions.py", "ctx.app.store.add"),  # TelemetryStore.add: a buffer write
 }
-#: Container changes still made from outside, with the reason.
-CONTAINER_PENDING = {
-    # The telemetry store (core/store.py) is being reworked by the ingest work: a method to clear
-    # the performance snapshots belongs there.
-    ("tools/configure.py", "store.performance.clear"),
-}
+#: Container changes still made from outside, with the reason (none now).
+CONTAINER_PENDING: set[tuple[str, str]] = set()
 
 
 def _container_changes(source: str) -> list[str]:

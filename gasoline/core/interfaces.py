@@ -211,6 +211,9 @@ class ITelemetryStore(Interface):
     def clear(buffer_name: str | None = None) -> int:
         """Empty one buffer (or all, and the performance view); how many entries went."""
 
+    def clear_performance() -> int:
+        """Empty the performance view only; how many snapshots went."""
+
     def stats() -> dict[str, dict[str, int]]:
         """Per buffer: capacity, used, head, ... (C{/health})."""
 

@@ -327,8 +327,13 @@ class TelemetryStore:
                 self.websocket_connections.clear()
                 self._closed_connections.clear()
         if buffer_name is None:
-            removed += len(self.performance)
-            self.performance.clear()
+            removed += self.clear_performance()
+        return removed
+
+    def clear_performance(self) -> int:
+        """Empty the performance view only; how many snapshots went."""
+        removed = len(self.performance)
+        self.performance.clear()
         return removed
 
     def stats(self) -> dict[str, dict[str, int]]:

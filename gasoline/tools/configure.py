@@ -271,7 +271,7 @@ def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         clears[name] = {"seq": head, "at": now, "by": ctx.client_id, "removed": n}
         _move_cursors(ctx, name, head)
     if which == "all":
-        store.performance.clear()
+        store.clear_performance()
     ctx.state.mark_dirty()
     total = sum(removed.values())
     return ctx.ok(f"emptied {len(names)} shared buffers ({total} entries removed); other "

@@ -74,6 +74,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
                    help="seconds to wait for the daemon")
     if command != "stop":
         p.add_argument("--json", action="store_true", help="print JSON")
+    else:
+        p.set_defaults(json=False)  # (one shape of options for every command)
     return p
 
 
@@ -110,6 +112,19 @@ class Target:
     @property
     def where(self) -> str:
         return self.url or f"state dir {self.state_dir}"
+
+    def name_state_dir(self, health: dict[str, Any], offered: dict[str, Any] | None) -> None:
+        """For a daemon named by --port/--url: its state dir is the one its C{/health} names,
+        its identity (C{offered} by its C{/pairing}) checked (the rule of the connector and of
+        gasoline browser: L{gasoline.daemon_dir.checked_state_dir}); or, when that fails,
+        L{state_dir_problem} says why."""
+        from gasoline.daemon_dir import StateDirProblem, checked_state_dir
+
+        assert self.url is not None
+        try:
+            self.state_dir = checked_state_dir(self.url, health, offered)
+        except StateDirProblem as e:
+            self.state_dir_problem = str(e)
 
 
 def locate(opts: argparse.Namespace) -> Target:
@@ -151,20 +166,13 @@ def _health_of(target: Target, opts: argparse.Namespace) -> tuple[dict[str, Any]
                       f"pid {target.info.get('pid')} at {target.url}, but the daemon answering "
                       f"there is pid {h.get('pid')} (another state dir's)")
     if target.state_dir is None:
-        # Named by --port/--url: its state dir is the one its /health names, its identity
-        # checked (the rule of the connector and of gasoline browser: gasoline.daemon_dir).
-        from gasoline.daemon_dir import StateDirProblem, checked_state_dir
-
+        # Named by --port/--url: its state dir is the one its /health names.
         try:
             code, offered = _request(target.url + "/pairing", opts,
                                      headers={"X-Gasoline-Client": EXTENSION_CLIENT})
         except (OSError, ValueError):
             code, offered = 0, None
-        try:
-            target.state_dir = checked_state_dir(
-                target.url, h, offered if code == 200 and isinstance(offered, dict) else None)
-        except StateDirProblem as e:
-            target.state_dir_problem = str(e)
+        target.name_state_dir(h, offered if code == 200 and isinstance(offered, dict) else None)
     return h, ""
 
 
@@ -203,7 +211,7 @@ def health(url: str, opts: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _out(opts: argparse.Namespace, data: dict[str, Any], lines: list[str]) -> None:
-    if getattr(opts, "json", False):
+    if opts.json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print("\n".join(lines))

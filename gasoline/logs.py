@@ -47,6 +47,8 @@ from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EV
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
+    from gasoline.core.interfaces import IClientRegistry
+
     from gasoline.mcp.session import McpSession
 
 MB = 1_000_000
@@ -322,7 +324,7 @@ class ClientLogs:
     """Per-client logs: a L{gasoline.mcp.tools.ToolRegistry} observer and an MCP session
     observer (rotation when a client's last session closes)."""
 
-    def __init__(self, files: LogFiles, registry: Any = None) -> None:
+    def __init__(self, files: LogFiles, registry: IClientRegistry | None = None) -> None:
         self.files = files
         self.registry = registry
 

@@ -10,13 +10,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from twisted.application.service import IService, MultiService, Service
+from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.error import CannotListenError
-from twisted.internet.interfaces import IListeningPort, IStreamServerEndpoint
+from twisted.internet.interfaces import (
+    IListeningPort,
+    IProtocolFactory,
+    IReactorCore,
+    IStreamServerEndpoint,
+)
 from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
 from twisted.python.failure import Failure
@@ -262,7 +268,7 @@ class Options(usage.Options):
         print(f"gasoline {__version__}")
         raise SystemExit(0)
 
-    def parseOptions(self, options=None) -> None:
+    def parseOptions(self, options: list[str] | None = None) -> None:
         """Parse; a setting the daemon cannot use is one line naming it and the fix
         (L{OptionError}), never twistd's whole help."""
         try:
@@ -439,7 +445,7 @@ class GasolineEndpointService(Service):
     gives the listening port to whoever needs it (L{DaemonInfoService}).
     """
 
-    def __init__(self, endpoint: IStreamServerEndpoint, factory, spec: str,
+    def __init__(self, endpoint: IStreamServerEndpoint, factory: IProtocolFactory, spec: str,
                  probe: Callable[[str, int], str]) -> None:
         self._endpoint = endpoint
         self._factory = factory
@@ -465,7 +471,7 @@ class GasolineEndpointService(Service):
         self._observers.append(d)
         return d
 
-    def _notify(self, outcome) -> None:
+    def _notify(self, outcome: IListeningPort | Failure) -> None:
         self._failure = outcome if isinstance(outcome, Failure) else None
         observers, self._observers = self._observers, []
         for d in observers:
@@ -499,7 +505,7 @@ class GasolineEndpointService(Service):
         self._pending = pending
         pending.addCallback(lambda _: self._listened(result[0]))
 
-    def _listened(self, outcome) -> None:
+    def _listened(self, outcome: IListeningPort | Failure) -> None:
         self._pending = None
         if isinstance(outcome, Failure):
             if not outcome.check(CancelledError):
@@ -513,7 +519,7 @@ class GasolineEndpointService(Service):
         self.privilegedStartService()  # once: a no-op after twistd's privileged start
         super().startService()
 
-    def stopService(self):
+    def stopService(self) -> Deferred | None:
         super().stopService()
         self._listen_called = False
         if self._pending is not None:
@@ -544,14 +550,17 @@ class DaemonInfoService(Service):
             self._listening.when_listening().addCallback(self._write).addErrback(
                 lambda f: None if f.check(CancelledError) else log.failure("daemon.json", f))
 
-    def _write(self, port):
+    def _write(self, port: IListeningPort) -> IListeningPort:
         address = port.getHost()
-        host = getattr(address, "host", "127.0.0.1")
+        # A TCP port has a host and a port number; another endpoint (a UNIX socket) has neither.
+        host, number = "127.0.0.1", None
+        if isinstance(address, (IPv4Address, IPv6Address)):
+            host, number = address.host, address.port
         info = {
             "pid": os.getpid(),
-            "port": getattr(address, "port", None),
+            "port": number,
             "host": host,
-            "url": f"http://{host}:{getattr(address, 'port', '')}",
+            "url": f"http://{host}:{number if number is not None else ''}",
             "version": __version__,
             "listen": self._spec,
         }
@@ -560,7 +569,7 @@ class DaemonInfoService(Service):
         write_atomic(self.info_path, json.dumps(info).encode())
         return port
 
-    def stopService(self):
+    def stopService(self) -> None:
         super().stopService()
         try:
             if json.loads(self.info_path.read_text()).get("pid") == os.getpid():
@@ -569,7 +578,7 @@ class DaemonInfoService(Service):
             pass
 
 
-def _reactor_stopper(reactor):
+def _reactor_stopper(reactor: IReactorCore) -> Callable[[], None]:
     """A graceful stop for C{POST /shutdown}: stop the reactor (services stop in order)."""
 
     def stop() -> None:
@@ -622,7 +631,7 @@ class GasolineService(MultiService):
         self.gasoline = gasoline
 
 
-def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = None) -> IService:
+def makeService(options: Options, reactor: Any = None, extend_mcp: ExtendMcp | None = None) -> IService:
     """Build the daemon from its parsed command line: L{build_service} with the options'
     L{Config} and log limits.
 
@@ -652,7 +661,7 @@ def makeService(options: Options, reactor=None, extend_mcp: ExtendMcp | None = N
     return top
 
 
-def build_service(config: Config, reactor, *, limits: LogLimits | None = None,
+def build_service(config: Config, reactor: Any, *, limits: LogLimits | None = None,
                   extend_mcp: ExtendMcp | None = None) -> GasolineService:
     """The daemon built from C{config} on C{reactor} (its clock and the reactor its endpoint
     listens with), behind C{config.listen}; nothing process-wide is changed beyond the

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 from itertools import count as _count
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import attrs
 from twisted.internet.defer import Deferred, succeed
 from zope.interface import implementer
 
 from gasoline.interfaces import ISessionTools
+
+if TYPE_CHECKING:
+    from twisted.python.failure import Failure
 
 @implementer(ISessionTools)
 class FakeSessionTools:
@@ -72,14 +75,23 @@ def client_headers(source: Any, client_id: str) -> dict[str, str]:
     L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.ClientRegistry}, a
     L{gasoline.core.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
     C{client-key} file)."""
+    from gasoline.app import Gasoline
     from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
+    from gasoline.core.clientkey import ClientKey
+    from gasoline.core.daemon import Daemon
+    from gasoline.core.interfaces import IClientRegistry
+    from gasoline.testing_process import DaemonProcess
 
-    registry = getattr(getattr(source, "daemon", source), "registry", source)
-    key = getattr(registry, "client_key", source)
-    if hasattr(key, "proof"):
-        proof = key.proof(client_id)
+    if isinstance(source, Gasoline):
+        source = source.daemon
+    if isinstance(source, Daemon):
+        source = source.registry
+    if IClientRegistry.providedBy(source):
+        source = source.client_key
+    if isinstance(source, ClientKey):
+        proof = source.proof(client_id)
     else:
-        state_dir = getattr(source, "state_dir", source)
+        state_dir = source.state_dir if isinstance(source, DaemonProcess) else source
         proof = client_proof(read_client_key(state_dir), client_id)
     return {"X-Gasoline-Client": client_id, CLIENT_PROOF_HEADER: proof}
 
@@ -232,14 +244,16 @@ class FakeExtension:
         if self.running:
             return self
         self.running = True
-        self._pool = HTTPConnectionPool(self.reactor, persistent=True)
-        self._pool.maxPersistentPerHost = 4
+        class _Pool(HTTPConnectionPool):
+            maxPersistentPerHost = 4  # (Twisted's documented knob is this class attribute)
+
+        self._pool = _Pool(self.reactor, persistent=True)
         self._http = HTTPClient(Agent(self.reactor, pool=self._pool))
         self._loop = Deferred.fromCoroutine(self._poll_loop())
         self._loop.addErrback(self._log_failure, "poll loop")
         return self
 
-    def stop(self):
+    def stop(self) -> Deferred:
         """Stop syncing: cancel every in-flight request and timer; a Deferred that fires when the
         connections are closed."""
 
@@ -260,7 +274,7 @@ class FakeExtension:
         """Change what the next sync reports (C{pilot_enabled}, C{tracked_tab_id}, ...)."""
         self.settings.update(settings)
 
-    def connected(self, timeout: float = 10.0):
+    def connected(self, timeout: float = 10.0) -> Deferred:
         """A Deferred firing once the daemon's C{GET /health} says the extension is connected."""
         from twisted.internet.defer import Deferred
         from twisted.internet.task import deferLater
@@ -286,10 +300,10 @@ class FakeExtension:
 
     # -- HTTP --------------------------------------------------------------------------------------
 
-    def _track(self, d):
+    def _track(self, d: Deferred) -> Deferred:
         self._inflight.add(d)
 
-        def untrack(result):
+        def untrack(result: object) -> object:
             self._inflight.discard(d)
             return result
 
@@ -390,7 +404,7 @@ class FakeExtension:
             return  # a flush in flight schedules the next one when it returns
         d = self._flush_d = Deferred.fromCoroutine(self._sync_once())
 
-        def done(result):
+        def done(result: object) -> None:
             if self._flush_d is d:
                 self._flush_d = None
             if isinstance(result, Failure):
@@ -403,13 +417,13 @@ class FakeExtension:
 
         d.addBoth(done)
 
-    def _swallow(self, failure) -> None:
+    def _swallow(self, failure: Failure) -> None:
         from twisted.internet.defer import CancelledError
 
         if not failure.check(CancelledError) and self.running:
             self.errors.append(failure.value)
 
-    def _log_failure(self, failure, what: str) -> None:
+    def _log_failure(self, failure: Failure, what: str) -> None:
         self.errors.append(failure.value)
 
     # -- commands ----------------------------------------------------------------------------------
@@ -444,7 +458,7 @@ class FakeExtension:
         while queue:
             d = self._run_command(queue[0])
             if not d.called:
-                def next_one(_, queue=queue) -> None:
+                def next_one(_: object, queue: list[dict[str, Any]] = queue) -> None:
                     queue.pop(0)
                     self._drain(key)
 
@@ -453,7 +467,7 @@ class FakeExtension:
             queue.pop(0)
         del self._tab_queues[key]
 
-    def _run_command(self, command: dict[str, Any]):
+    def _run_command(self, command: dict[str, Any]) -> Deferred:
         """Run one command; a Deferred that fires (with None) once its result is reported."""
         from twisted.internet.defer import (
             Deferred,
@@ -480,7 +494,7 @@ class FakeExtension:
         return d
 
     @staticmethod
-    def _error_result(failure) -> dict[str, Any]:
+    def _error_result(failure: Failure) -> dict[str, Any]:
         value = failure.value
         if isinstance(value, FakeExtensionError):
             return {"status": value.status, "error": value.error}

@@ -118,5 +118,5 @@ class DaemonProcess:
     def __enter__(self) -> "DaemonProcess":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -353,9 +353,9 @@ def test_daemon_json_is_0600(tmp_path):
 
     class Port:
         def getHost(self):
-            class A:
-                host, port = "127.0.0.1", 4242
-            return A()
+            from twisted.internet.address import IPv4Address
+
+            return IPv4Address("TCP", "127.0.0.1", 4242)
 
     DaemonInfoService(None, tmp_path / "state", "tcp:0")._write(Port())
     info = tmp_path / "state" / "daemon.json"

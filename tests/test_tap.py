@@ -184,9 +184,9 @@ def test_daemon_json_waits_for_a_slow_listen_and_names_its_port(tmp_path):
         stopped = False
 
         def getHost(self):
-            class A:
-                host, port = "127.0.0.1", 5151
-            return A()
+            from twisted.internet.address import IPv4Address
+
+            return IPv4Address("TCP", "127.0.0.1", 5151)
 
         def stopListening(self):
             self.stopped = True

@@ -133,6 +133,109 @@ class ClientState:
         """Ask for the persistent parts to be written on the next tick."""
         self._dirty = True
 
+    def command_queued(self, command_id: str) -> None:
+        self.pending_commands.add(command_id)
+
+    def command_ended(self, command_id: str) -> None:
+        self.pending_commands.discard(command_id)
+
+    def set_cursor(self, name: str, seq: int) -> None:
+        self.cursors[name] = seq
+
+    def put(self, key: str, value: Any) -> None:
+        self.kv[key] = value
+        self.mark_dirty()
+
+    def drop(self, key: str) -> None:
+        self.kv.pop(key, None)
+        self.mark_dirty()
+
+    def store_value(self, namespace: str, key: str, value: Any) -> None:
+        space = self.kv.get(namespace)
+        if not isinstance(space, dict):
+            space = self.kv[namespace] = {}
+        space[key] = value
+        self.mark_dirty()
+
+    def delete_value(self, namespace: str, key: str) -> bool:
+        space = self.kv.get(namespace)
+        existed = isinstance(space, dict) and space.pop(key, None) is not None
+        if isinstance(space, dict) and not space:
+            del self.kv[namespace]
+        self.mark_dirty()
+        return existed
+
+    def set_checkpoint(self, name: str, checkpoint: dict[str, Any]) -> None:
+        self.checkpoints[name] = checkpoint
+        self.mark_dirty()
+
+    def delete_checkpoint(self, name: str) -> bool:
+        existed = self.checkpoints.pop(name, None) is not None
+        if existed:
+            self.mark_dirty()
+        return existed
+
+    def set_noise_rules(self, rules: Any) -> None:
+        self.noise_rules = rules
+        self.mark_dirty()
+
+    def set_tab_filters(self, patterns: list[str]) -> None:
+        self.tab_filters = list(patterns)
+        self.mark_dirty()
+
+    def set_subscription(self, key: str, raw: Any) -> None:
+        self.subscriptions[key] = raw
+        self.mark_dirty()
+
+    def drop_subscription(self, key: str) -> None:
+        self.subscriptions.pop(key, None)
+        self.mark_dirty()
+
+    @property
+    def dirty(self) -> bool:
+        """The persistent parts changed since they were last written."""
+        return self._dirty
+
+    def mark_clean(self) -> None:
+        """The persistent parts were written (or are about to be: L{mark_dirty} again if that
+        fails)."""
+        self._dirty = False
+
+    def inherit(self) -> None:
+        """This registration found earlier state (in memory or on disk) and keeps it."""
+        self.inherited = True
+
+    def rejoin(self, now: float, cwd: str | None) -> None:
+        """Registered again: a client that had gone inherits its state; a live one keeps it as
+        its own (its connector's first MCP request may come before its registration). C{cwd}
+        replaces the known working directory when usable (L{usable_cwd})."""
+        if not self.live:
+            self.inherited = True
+        self.gone_at = None
+        self.touch(now)
+        self.cwd = usable_cwd(cwd) or self.cwd
+
+    def evict(self, now: float) -> None:
+        """Give up the client's slot (at the client limit): it is gone from C{now}, its state
+        kept for the TTL."""
+        self.gone_at = now
+        self._dirty = True
+
+    def connection_opened(self) -> None:
+        """One more live connection (an MCP session, an SSE stream) uses this client id."""
+        self.connections += 1
+
+    def connection_closed(self, now: float) -> None:
+        """One connection ended; when none remain the client is gone from C{now}."""
+        self.connections = max(0, self.connections - 1)
+        self.leave(now)
+
+    def leave(self, now: float) -> None:
+        """The client is gone from C{now} (its TTL starts) unless a connection still uses it or
+        it has already gone."""
+        if self.connections == 0 and self.gone_at is None:
+            self.gone_at = now
+
     def to_json(self) -> dict[str, Any]:
         return {
             "client_id": self.client_id,
@@ -277,20 +380,14 @@ class ClientRegistry:
                     max_clients=self.max_clients,
                 )
         if state is not None:
-            # State of a client that had gone is inherited; a live one is this client's own (its
-            # connector's first MCP request may come before its registration), so a brand-new
-            # client is not reported as inheriting anything.
-            if not state.live:
-                state.inherited = True
-            state.gone_at = None
-            state.touch(now)
-            state.cwd = usable_cwd(cwd) or state.cwd
+            # A brand-new client is not reported as inheriting anything (ClientState.rejoin).
+            state.rejoin(now, cwd)
             return state
         state = ClientState(client_id=client_id, connected_at=now, last_seen=now,
                             cwd=usable_cwd(cwd))
         self._to_delete.discard(client_id)
         if self._load(state, now):
-            state.inherited = True
+            state.inherit()
         state.mark_dirty()
         self._clients[client_id] = state
         return state
@@ -318,8 +415,7 @@ class ClientRegistry:
             candidates = idle_registrations(attempt)
             if candidates:
                 victim = min(candidates, key=lambda s: s.last_seen)
-                victim.gone_at = now
-                victim.mark_dirty()
+                victim.evict(now)
                 log.info("client limit reached: client {cid} had no connection; its slot goes "
                          "to {new} (state kept for the TTL)", cid=victim.client_id, new=for_id)
                 return True
@@ -337,7 +433,7 @@ class ClientRegistry:
             state = self.register(client_id, now)
         else:
             state.touch(now)
-        state.connections += 1
+        state.connection_opened()
         return state
 
     def disconnect(self, client_id: str, now: float | None = None) -> None:
@@ -347,9 +443,7 @@ class ClientRegistry:
             return
         if now is None:
             now = self.clock.seconds()
-        state.connections = max(0, state.connections - 1)
-        if state.connections == 0 and state.gone_at is None:
-            state.gone_at = now
+        state.connection_closed(now)
 
     def unregister(self, client_id: str, now: float | None = None) -> ClientState:
         """The client says it is leaving: keep its state for the TTL.
@@ -364,8 +458,7 @@ class ClientRegistry:
             raise UnknownClient(f"no client {client_id!r}", client_id=client_id)
         if now is None:
             now = self.clock.seconds()
-        if state.connections == 0 and state.gone_at is None:
-            state.gone_at = now
+        state.leave(now)
         state.mark_dirty()
         return state
 
@@ -429,7 +522,7 @@ class ClientRegistry:
         """
         if self.dir is None:
             for s in self._clients.values():
-                s._dirty = False
+                s.mark_clean()
             self._to_delete.clear()
             return 0
         for cid in sorted(self._to_delete):
@@ -448,11 +541,11 @@ class ClientRegistry:
         order = sorted(self._clients.items(),
                        key=lambda item: self._written_at.get(item[0], float("-inf")))
         for cid, state in order:
-            if not (force or state._dirty):
+            if not (force or state.dirty):
                 continue
             if not force and written >= WRITES_PER_TICK:
                 break
-            state._dirty = False
+            state.mark_clean()
             try:
                 body = self._encode(state)
             except (TypeError, orjson.JSONEncodeError):
@@ -465,7 +558,7 @@ class ClientRegistry:
                 self._write(cid, body, now)
             except OSError as e:
                 self.health.failed("client state", self._path(cid), e)
-                state._dirty = True  # try again on the next tick
+                state.mark_dirty()  # try again on the next tick
                 continue
             self._written[cid] = body
             self._written_at[cid] = now
@@ -487,9 +580,9 @@ class ClientRegistry:
         try:
             self._write(client_id, body, self.clock.seconds())
         except OSError as e:
-            state._dirty = True
+            state.mark_dirty()
             return self.health.failed("client state", self._path(client_id), e)
-        state._dirty = False
+        state.mark_clean()
         self._written[client_id] = body
         self.health.succeeded("client state")
         return None

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+
+if TYPE_CHECKING:
+    from gasoline.core.errors import GasolineError
 
 from gasoline.core.hooks import add_hook
 
@@ -73,6 +76,16 @@ class Command:
 class _Waiter:
     deferred: Deferred
     timer: IDelayedCall | None = None
+
+    def arm(self, timer: IDelayedCall) -> None:
+        """C{timer} answers the long poll when nothing came before it."""
+        self.timer = timer
+
+    def disarm(self) -> None:
+        """The long poll is answered or dropped: its timer goes (cancelled unless it fired)."""
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        self.timer = None
 
 
 @attrs.define(eq=False)
@@ -210,12 +223,12 @@ class CommandQueue:
                                        "the extension did not answer before the command expired"))
         return expired
 
-    def fail_all(self, error: Exception) -> list[Command]:
+    def fail_all(self, error: GasolineError) -> list[Command]:
         """Fail every outstanding command at once (the extension went away)."""
         failed = list(self._outstanding.values())
         self._outstanding.clear()
         self._deadlines.clear()
-        code = getattr(error, "code", "error")
+        code = error.code
         for command in failed:
             self._notify(self._failure(command, "error", code, str(error)))
         return failed
@@ -253,7 +266,7 @@ class CommandQueue:
             self._drop(waiter)
 
         waiter = _Waiter(Deferred(cancel))
-        waiter.timer = self.clock.callLater(timeout, self._timed_out, waiter)
+        waiter.arm(self.clock.callLater(timeout, self._timed_out, waiter))
         self._waiters.append(waiter)
         return waiter.deferred
 
@@ -273,19 +286,14 @@ class CommandQueue:
             self._waiters.remove(waiter)
         except ValueError:
             pass
-        if waiter.timer is not None and waiter.timer.active():
-            waiter.timer.cancel()
-        waiter.timer = None
+        waiter.disarm()
 
     def _timed_out(self, waiter: _Waiter) -> None:
-        waiter.timer = None
-        self._drop(waiter)
+        self._drop(waiter)  # (its timer fired: no longer active, nothing to cancel)
         waiter.deferred.callback(None)
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
-            if waiter.timer is not None and waiter.timer.active():
-                waiter.timer.cancel()
-            waiter.timer = None
+            waiter.disarm()
             waiter.deferred.callback(None)

@@ -52,6 +52,11 @@ class GasolineError(Exception):
             self.retry_after_ms = max(0, int(retry_after_ms))
         self.details = details
 
+    def add_details(self, **details: Any) -> None:
+        """Add what a caller up the stack knows about the failure to L{details} (the aliases a
+        translated call used, how many of its calls were done)."""
+        self.details.update(details)
+
     @property
     def is_retryable(self) -> bool:
         return self.retryable if self.retryable is not None else is_retryable(self.code)

@@ -243,6 +243,18 @@ class _Failing:
     next_report: float = 0.0
     interval: float = FIRST_REPORT_INTERVAL
 
+    def again(self, path: str, why: str, now: float) -> bool:
+        """One more failed write (to C{path}, because C{why}); true when it is time to report
+        it again (the next report then comes twice as late, at most L{MAX_REPORT_INTERVAL})."""
+        self.failures += 1
+        self.error, self.path = why, path
+        if now < self.next_report:
+            return False
+        self.reported = self.failures
+        self.interval = min(self.interval * 2, MAX_REPORT_INTERVAL)
+        self.next_report = now + self.interval
+        return True
+
 
 class DiskHealth:
     """What is failing to reach the disk right now, logged once per run with a back-off.
@@ -260,6 +272,11 @@ class DiskHealth:
         self._failing: dict[str, _Failing] = {}
         self.warnings: list[str] = []
 
+    def warn(self, warnings: list[str]) -> None:
+        """The lasting warnings about the state dir (L{prepare_state_dir}'s), shown by
+        C{configure doctor} while the daemon runs."""
+        self.warnings = list(warnings)
+
     def failed(self, what: str, path: Path | str, error: BaseException) -> str:
         """Record a failed write of C{what}; return the sentence to show the caller."""
         now = self._clock.seconds()
@@ -272,14 +289,9 @@ class DiskHealth:
             log.error("{message} (while this lasts it is reported again after {every:.0f} s, "
                       "then half as often each time)", message=message, every=FIRST_REPORT_INTERVAL)
             return message
-        f.failures += 1
-        f.error, f.path = why, str(path)
-        if now >= f.next_report:
+        if f.again(str(path), why, now):
             log.error("{message} (still failing: {n} failures since {since:.0f} s ago)",
                       message=message, n=f.failures, since=now - f.since)
-            f.reported = f.failures
-            f.interval = min(f.interval * 2, MAX_REPORT_INTERVAL)
-            f.next_report = now + f.interval
         return message
 
     def succeeded(self, what: str) -> None:

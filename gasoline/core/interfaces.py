@@ -68,6 +68,51 @@ class IClientState(Interface):
     def mark_dirty() -> None:
         """The persistent parts changed: write them on the next persistence tick."""
 
+    def command_queued(command_id: str) -> None:
+        """One of the client's commands waits for the extension (L{pending_commands})."""
+
+    def command_ended(command_id: str) -> None:
+        """That command no longer waits (answered, failed, expired or cancelled)."""
+
+    def set_cursor(name: str, seq: int) -> None:
+        """Move the read cursor C{name} to C{seq} (written with the next change of the state)."""
+
+    def put(key: str, value: Any) -> None:
+        """Keep C{value} under C{key} of the key-value store, and have the state written."""
+
+    def drop(key: str) -> None:
+        """Remove C{key} from the key-value store (if there), and have the state written."""
+
+    def store_value(namespace: str, key: str, value: Any) -> None:
+        """Keep C{value} under C{key} in C{namespace} of the key-value store (C{configure
+        store}), and have the state written."""
+
+    def delete_value(namespace: str, key: str) -> bool:
+        """Remove C{key} from C{namespace} (the namespace too once empty), and have the state
+        written; whether it was there."""
+
+    def set_checkpoint(name: str, checkpoint: dict[str, Any]) -> None:
+        """Keep the checkpoint C{name} (replacing one of that name), and have the state
+        written."""
+
+    def delete_checkpoint(name: str) -> bool:
+        """Remove the checkpoint C{name}, and have the state written; whether it was there."""
+
+    def set_noise_rules(rules: Any) -> None:
+        """Replace the noise rules (the L{gasoline.core.noise.NoiseRules} JSON dict), and have
+        the state written."""
+
+    def set_tab_filters(patterns: list[str]) -> None:
+        """Replace the tab filters, and have the state written."""
+
+    def set_subscription(key: str, raw: Any) -> None:
+        """Keep the context-streaming subscription C{raw} under C{key}, and have the state
+        written."""
+
+    def drop_subscription(key: str) -> None:
+        """Remove the context-streaming subscription under C{key}, and have the state
+        written."""
+
     def to_json() -> dict[str, Any]:
         """The persistent parts, as JSON-serializable values."""
 
@@ -165,6 +210,9 @@ class ITelemetryStore(Interface):
 
     def clear(buffer_name: str | None = None) -> int:
         """Empty one buffer (or all, and the performance view); how many entries went."""
+
+    def clear_performance() -> int:
+        """Empty the performance view only; how many snapshots went."""
 
     def stats() -> dict[str, dict[str, int]]:
         """Per buffer: capacity, used, head, ... (C{/health})."""

@@ -154,7 +154,8 @@ class DaemonIdentity:
                  challenge_burst: int = CHALLENGE_BURST,
                  challenge_rate: float = CHALLENGE_RATE,
                  launch_dir: Path | None = None,
-                 max_launched_sessions: int = MAX_LAUNCHED_SESSIONS) -> None:
+                 max_launched_sessions: int = MAX_LAUNCHED_SESSIONS,
+                 identity_path: Path | None = None) -> None:
         self._key = private_key
         self.clock = clock
         self.public_key = public_key if public_key is not None else raw_public_key(private_key)
@@ -181,7 +182,7 @@ class DaemonIdentity:
         self.launch_dir = launch_dir
         self.max_launched_sessions = max_launched_sessions
         #: The key file (C{None}: a key given in memory), named when it cannot be used.
-        self.identity_path: Path | None = None
+        self.identity_path = identity_path
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
@@ -201,7 +202,7 @@ class DaemonIdentity:
         public = public_key_from_pem(data)
         if public is not None:
             identity = cls(lambda: load_key(data, path), clock, public_key=public,
-                           pin_file=pin_file, launch_dir=Path(state_dir))
+                           pin_file=pin_file, launch_dir=Path(state_dir), identity_path=path)
         else:  # a key file in a form the reader above does not know: cryptography reads it
             try:
                 key = load_key(data, path)
@@ -209,8 +210,8 @@ class DaemonIdentity:
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
                 raise IdentityFileError(f"{path} is not a usable P-256 private key ({why}); "
                                         f"{_IDENTITY_FIX}") from None
-            identity = cls(key, clock, pin_file=pin_file, launch_dir=Path(state_dir))
-        identity.identity_path = path
+            identity = cls(key, clock, pin_file=pin_file, launch_dir=Path(state_dir),
+                           identity_path=path)
         log.info("daemon identity fingerprint {fp} (the Gasoline popup shows it when pairing); "
                  "pinned extension {ext}", fp=identity.fingerprint,
                  ext=identity.pins.fingerprint or "none yet")
@@ -386,8 +387,7 @@ class DaemonIdentity:
             for sid in [s for s, session in table.items() if session.used < cutoff]:
                 del table[sid]
         for sid, entry in list(self._launched.items()):  # launches that ended
-            if now - entry.checked >= PIN_REFRESH:
-                entry.checked = now
+            if entry.recheck_due(now, PIN_REFRESH):
                 if (self.launch_dir is None or entry.launched is None
                         or read_launch_grant(self.launch_dir, entry.launched) is None):
                     del self._launched[sid]
@@ -411,8 +411,7 @@ class DaemonIdentity:
             del table[sid]
             return None
         if entry.launched is not None:
-            if now - entry.checked >= PIN_REFRESH:  # the launch ended: its grant is gone
-                entry.checked = now
+            if entry.recheck_due(now, PIN_REFRESH):  # the launch ended: its grant is gone
                 if (self.launch_dir is None or entry.launched is None
                         or read_launch_grant(self.launch_dir, entry.launched) is None):
                     del table[sid]
@@ -420,7 +419,7 @@ class DaemonIdentity:
         elif self.pins.pinned is not None and entry.extension != self.pins.fingerprint:
             del table[sid]
             return None
-        entry.used = now
+        entry.use(now)
         table.move_to_end(sid)
         return entry
 
@@ -441,12 +440,9 @@ class DaemonIdentity:
             expected = extension_link_proof(entry.key, nonce)
             if extension_proof is None or not hmac.compare_digest(expected, extension_proof):
                 return None
-            if nonce in entry.link_nonces:  # a recorded link opening, sent again
+            if not entry.first_link(nonce, MAX_LINK_NONCES):  # a recorded opening, sent again
                 self.refused["replayed_link"] = self.refused.get("replayed_link", 0) + 1
                 return None
-            entry.link_nonces[nonce] = None
-            while len(entry.link_nonces) > MAX_LINK_NONCES:
-                entry.link_nonces.popitem(last=False)
         return response_proof(entry.key, nonce, LINK_BODY)
 
     def admit(self, request: Request) -> tuple[int, str, dict[str, Any]] | None:

@@ -146,11 +146,11 @@ def wire_journals(
     With C{at_rest} (L{gasoline.core.atrest.AtRest}) every entry is sealed on disk.
     """
     state_dir = Path(state_dir)
-    p = Persistence(state_dir, clock, store, health if health is not None else DiskHealth(clock),
-                    at_rest=at_rest)
-    p.health.warnings = prepare_state_dir(state_dir)
+    health = health if health is not None else DiskHealth(clock)
+    health.warn(prepare_state_dir(state_dir))
     if not persist:
-        return p
+        return Persistence(state_dir, clock, store, health, at_rest=at_rest)
+    journals: dict[str, BufferJournal] = {}
     saved = _saved_heads(state_dir / SEQUENCE_FILE)
     runner = thread_runner(clock)
     for name in buffers if buffers is not None else list(store.buffers):
@@ -159,7 +159,7 @@ def wire_journals(
             state_dir, clock, partial(list, ring), buffer=name, max_entries=ring.capacity,
             sequence=partial(_ring_bounds, ring),
             max_file_bytes=max(2 * ring.max_bytes, 16 * MiB),
-            run_in_thread=runner, health=p.health, at_rest=at_rest,
+            run_in_thread=runner, health=health, at_rest=at_rest,
         )
         entries = journal.load()
         ends = [e for e in (journal.end_seq, saved.get(name)) if e is not None]
@@ -167,9 +167,10 @@ def wire_journals(
         if end is not None and end < len(entries):
             end = len(entries)
         store.restore(name, entries, end_seq=end)
-        store.journals[name] = journal
+        store.attach_journal(name, journal)
         journal.setServiceParent(services)
-        p.journals[name] = journal
+        journals[name] = journal
+    p = Persistence(state_dir, clock, store, health, journals, at_rest=at_rest)
     seq = _SequenceService(p)
     seq.setName("sequence-file")
     seq.setServiceParent(services)

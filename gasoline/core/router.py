@@ -115,10 +115,12 @@ class _Pending:
     command: Command
     owner: str
     timeout: float
-    deferred: Deferred = attrs.field(default=None)
-    #: The async outcome this command feeds, if it was submitted in async mode.
-    outcome: "_Outcome | None" = None
+    #: Fires with the command's result; cancelling it forgets the command (L{cleanup}).
+    deferred: Deferred = attrs.field(init=False)
     detached: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        self.deferred = Deferred(self.cleanup)
 
     def cleanup(self, _deferred: Deferred | None = None) -> None:
         """The canceller (the one cleanup path): forget the command everywhere. Idempotent."""
@@ -141,6 +143,18 @@ class _Outcome:
     error: dict[str, Any] | None = None
     completed_at: float | None = None
     expired_at: float | None = None
+
+    def complete(self, result: Any, at: float) -> None:
+        """The command answered C{result} at clock time C{at}."""
+        self.status, self.result, self.completed_at = COMPLETE, result, at
+
+    def fail(self, status: str, error: dict[str, Any], at: float) -> None:
+        """The command ended at C{at} without a result (C{status}: why; C{error}: its fields)."""
+        self.status, self.error, self.completed_at = status, error, at
+
+    def expire(self, error: dict[str, Any], at: float) -> None:
+        """The result was dropped at C{at}: a tombstone (C{expired}, with C{error}) remains."""
+        self.status, self.result, self.error, self.expired_at = EXPIRED, None, error, at
 
     def to_json(self, now: float) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -283,20 +297,15 @@ class QueryRouter:
         now = self.clock.seconds()
         self._purge(owner, now)
         outcome = _Outcome(correlation_id, pending.command.id, type, now)
-        pending.outcome = outcome
         outcomes = self._outcomes.setdefault(owner, OrderedDict())
         outcomes[correlation_id] = outcome
         self._cap(outcomes)
 
         def done(result: Any) -> None:
-            outcome.status = COMPLETE
-            outcome.result = result
-            outcome.completed_at = self.clock.seconds()
+            outcome.complete(result, self.clock.seconds())
 
         def failed(failure: Failure) -> None:
-            outcome.status = _status_of(failure)
-            outcome.error = _error_fields(failure)
-            outcome.completed_at = self.clock.seconds()
+            outcome.fail(_status_of(failure), _error_fields(failure), self.clock.seconds())
 
         pending.deferred.addCallbacks(done, failed)
         return correlation_id
@@ -354,12 +363,11 @@ class QueryRouter:
             ttl=timeout + QUEUE_GRACE,
         )
         pending = _Pending(self, command, owner, float(timeout))
-        pending.deferred = Deferred(pending.cleanup)
         self._by_id[command.id] = pending
         self._owned.setdefault(owner, {})[command.id] = pending
         state = self._state(owner)
         if state is not None:
-            state.pending_commands.add(command.id)
+            state.command_queued(command.id)
         self.stats["calls"] += 1
 
         def timed_out(result: Any, seconds: float) -> Failure:
@@ -413,7 +421,7 @@ class QueryRouter:
                 del self._owned[pending.owner]
         state = self._state(pending.owner)
         if state is not None:
-            state.pending_commands.discard(command_id)
+            state.command_ended(command_id)
 
     def _note_failure(self, failure: Failure, pending: _Pending) -> Failure:
         status = _status_of(failure)
@@ -594,11 +602,9 @@ class QueryRouter:
                 if outcome.expired_at <= horizon:
                     del outcomes[key]
             elif outcome.completed_at is not None and outcome.completed_at <= horizon:
-                outcome.status = EXPIRED
-                outcome.result = None
-                outcome.error = {"error": "result_expired", "retryable": False,
-                                 "message": f"the result was dropped after {self.result_ttl:g} s"}
-                outcome.expired_at = now
+                outcome.expire({"error": "result_expired", "retryable": False,
+                                "message": f"the result was dropped after {self.result_ttl:g} s"},
+                               now)
         if not outcomes:
             del self._outcomes[owner]
 

@@ -39,6 +39,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _UNSAFE_ID = re.compile(r"[^A-Za-z0-9_-]+")
 
 
+class ScreenshotNotSaved(GasolineError):
+    """A screenshot file could not be written: the HTTP answer is 507 Insufficient Storage."""
+
+    http_status = 507
+
+
 @attrs.define(eq=False)
 class ScreenshotStore:
     """Writes images under C{<state_dir>/screenshots/}, one new file each (mode 0600)."""
@@ -109,6 +115,4 @@ class ScreenshotStore:
     def _failed(self, path: Path, error: OSError) -> None:
         why = (self.health.failed("screenshots", path, error) if self.health is not None
                else f"could not write {path}: {describe(error)}")
-        err = GasolineError(f"screenshot not saved: {why}", code="screenshot_failed")
-        err.http_status = 507  # type: ignore[attr-defined]  # Insufficient Storage
-        raise err
+        raise ScreenshotNotSaved(f"screenshot not saved: {why}", code="screenshot_failed")

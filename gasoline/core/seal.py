@@ -118,6 +118,28 @@ class Session:
         #: opening is accepted once.
         self.link_nonces: OrderedDict[bytes, None] = OrderedDict()
 
+    def use(self, now: float) -> None:
+        """The session was used at clock time C{now} (its idle time starts again)."""
+        self.used = now
+
+    def recheck_due(self, now: float, every: float) -> bool:
+        """True (at most once per C{every} seconds) when what the session stands on (a launched
+        browser's grant) is to be checked again now."""
+        if now - self.checked < every:
+            return False
+        self.checked = now
+        return True
+
+    def first_link(self, nonce: bytes, keep: int) -> bool:
+        """Record a CDP link opening with C{nonce} (the last C{keep} are remembered); false when
+        it was recorded already (a replay)."""
+        if nonce in self.link_nonces:
+            return False
+        self.link_nonces[nonce] = None
+        while len(self.link_nonces) > keep:
+            self.link_nonces.popitem(last=False)
+        return True
+
     @property
     def aead(self) -> AESGCM:
         aead = self._aead

@@ -95,6 +95,25 @@ class WebSocketConnection:
     errors: int = 0
     last_message_at: float | None = None
 
+    def saw(self, kind: Any, event: dict[str, Any], now: float) -> None:
+        """The capture's C{event} of this connection (C{kind}: message, error, close, open),
+        at clock time C{now}."""
+        if kind == "message":
+            if event.get("direction") == "outgoing":
+                self.outgoing += 1
+            else:
+                self.incoming += 1
+            self.last_message_at = now
+        elif kind == "error":
+            self.errors += 1
+        elif kind == "close":
+            self.state = "closed"
+            self.closed_at = now
+            self.close_code = event.get("code")
+            self.close_reason = event.get("reason")
+        elif kind == "open" and event.get("url"):
+            self.url = event.get("url")
+
     def to_json(self, now: float) -> dict[str, Any]:
         end = self.closed_at if self.closed_at is not None else now
         # At least one second: a connection seen a millisecond ago with one message is not
@@ -216,6 +235,11 @@ class TelemetryStore:
                                    if isinstance(e, dict)], self._clock.seconds())
         return len(items)
 
+    def attach_journal(self, buffer_name: str, journal: Journal) -> None:
+        """From now on every write to C{buffer_name} is appended to C{journal} too (at
+        start-up, after L{restore})."""
+        self.journals[buffer_name] = journal
+
     def add_performance(self, snapshots: list[dict[str, Any]]) -> int:
         """Keep the latest snapshot per URL; publish a C{performance} write."""
         now = self._clock.seconds()
@@ -244,26 +268,13 @@ class TelemetryStore:
                     id=conn_id, url=ev.get("url"), tab_id=ev.get("tab_id"), opened_at=now
                 )
                 self.websocket_connections[conn_id] = conn
-            if kind == "message":
-                if ev.get("direction") == "outgoing":
-                    conn.outgoing += 1
-                else:
-                    conn.incoming += 1
-                conn.last_message_at = now
-            elif kind == "error":
-                conn.errors += 1
-            elif kind == "close":
-                conn.state = "closed"
-                conn.closed_at = now
-                conn.close_code = ev.get("code")
-                conn.close_reason = ev.get("reason")
+            conn.saw(kind, ev, now)
+            if kind == "close":
                 self.websocket_connections.pop(conn_id, None)
                 self._closed_connections.pop(conn_id, None)
                 self._closed_connections[conn_id] = conn
                 while len(self._closed_connections) > MAX_CLOSED_CONNECTIONS:
                     self._closed_connections.popitem(last=False)
-            elif kind == "open" and ev.get("url"):
-                conn.url = ev.get("url")
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -316,8 +327,13 @@ class TelemetryStore:
                 self.websocket_connections.clear()
                 self._closed_connections.clear()
         if buffer_name is None:
-            removed += len(self.performance)
-            self.performance.clear()
+            removed += self.clear_performance()
+        return removed
+
+    def clear_performance(self) -> int:
+        """Empty the performance view only; how many snapshots went."""
+        removed = len(self.performance)
+        self.performance.clear()
         return removed
 
     def stats(self) -> dict[str, dict[str, int]]:

@@ -104,6 +104,33 @@ class _Worker(protocol.ProcessProtocol):
         self.ended = False
         self.ended_d: Deferred = Deferred()
 
+    def start(self, job: Deferred, timeout: Any) -> None:
+        """Run C{job}; C{timeout} (a delayed call) ends it if it runs too long."""
+        self.job, self.timeout = job, timeout
+
+    def finish(self, job: Deferred, *, keep: bool = False) -> bool:
+        """C{job} ended: its timeout goes, and the job too unless C{keep} (the connection was
+        lost with the process: L{processEnded} answers it). C{False} when it had already ended
+        (a crash or the timeout answered it)."""
+        if self.job is not job:
+            return False
+        if not keep:
+            self.job = None
+        self._drop_timeout()
+        return True
+
+    def take_job(self) -> Deferred | None:
+        """The job the worker runs, if any, which is no longer its (it timed out or the
+        process ended)."""
+        job, self.job = self.job, None
+        self._drop_timeout()
+        return job
+
+    def _drop_timeout(self) -> None:
+        if self.timeout is not None and self.timeout.active():
+            self.timeout.cancel()
+        self.timeout = None
+
     # The transport AMP writes to.
     def write(self, data: bytes) -> None:
         if not self.ended:
@@ -213,21 +240,14 @@ class WorkerPool:
         return worker
 
     def _start(self, worker: _Worker, job: str, payload: bytes, d: Deferred) -> None:
-        worker.job = d
-        worker.timeout = self.reactor.callLater(self.timeout, self._timed_out, worker)
+        worker.start(d, self.reactor.callLater(self.timeout, self._timed_out, worker))
         call = worker.amp.callRemote(Run, job=job, payload=payload)
         call.addCallbacks(self._answered, self._refused, callbackArgs=(worker, d),
                           errbackArgs=(worker, d))
 
     def _finish(self, worker: _Worker, d: Deferred) -> bool:
         """The job's end: C{False} when it had already ended (crash or timeout answered it)."""
-        if worker.job is not d:
-            return False
-        worker.job = None
-        if worker.timeout is not None and worker.timeout.active():
-            worker.timeout.cancel()
-        worker.timeout = None
-        return True
+        return worker.finish(d)
 
     def _answered(self, response: dict[str, Any], worker: _Worker, d: Deferred) -> None:
         if not self._finish(worker, d):
@@ -243,10 +263,8 @@ class WorkerPool:
         d.callback(result)
 
     def _refused(self, failure: Failure, worker: _Worker, d: Deferred) -> None:
-        if not self._finish(worker, d):
-            return
-        if worker.ended:  # the connection was lost with the process: _ended answers
-            worker.job = d
+        # The connection lost with the process: the job stays the worker's, _ended answers it.
+        if not worker.finish(d, keep=worker.ended) or worker.ended:
             return
         self.failed += 1
         self._idle.append(worker)
@@ -255,8 +273,7 @@ class WorkerPool:
         d.errback(Failure(WorkerJobFailed(f"the work failed: {failure.getErrorMessage()}")))
 
     def _timed_out(self, worker: _Worker) -> None:
-        worker.timeout = None
-        d, worker.job = worker.job, None
+        d = worker.take_job()
         if d is not None:
             self.failed += 1
             d.errback(Failure(WorkerTimeout(f"the work ran past {self.timeout:g} s; "
@@ -268,9 +285,7 @@ class WorkerPool:
             self._workers.remove(worker)
         if worker in self._idle:
             self._idle.remove(worker)
-        d, worker.job = worker.job, None
-        if worker.timeout is not None and worker.timeout.active():
-            worker.timeout.cancel()
+        d = worker.take_job()
         if d is not None:
             self.crashed += 1
             why = reason.getErrorMessage() if not reason.check(ProcessDone) else "it exited"

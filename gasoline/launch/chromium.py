@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.error import ProcessDone
+from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
@@ -168,7 +168,8 @@ class BrowserProcess(ProcessProtocol):
 
     def processEnded(self, reason: Failure) -> None:
         self.running = False
-        self.exit_code = 0 if reason.check(ProcessDone) else getattr(reason.value, "exitCode", None)
+        self.exit_code = 0 if reason.check(ProcessDone) else reason.value.exitCode \
+            if isinstance(reason.value, ProcessTerminated) else None
         waiting, self._waiting = self._waiting, {}
         for d in waiting.values():
             d.errback(CDPError("the browser exited"))

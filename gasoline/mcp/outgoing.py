@@ -78,5 +78,4 @@ def redacting(emit: Callable[[dict[str, Any]], object]) -> Callable[[dict[str, A
     def send(message: dict[str, Any]) -> None:
         emit(redact_outgoing(message))
 
-    send.unredacted = emit  # type: ignore[attr-defined]
     return send

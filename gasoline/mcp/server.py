@@ -194,7 +194,7 @@ class McpServer:
             anonymous=anonymous,
         )
         self.sessions[session.session_id] = session
-        session.idle_call = self.clock.callLater(self.idle_timeout, self._idle, session)
+        session.arm_idle(self.clock.callLater(self.idle_timeout, self._idle, session))
         log.info("MCP session {sid} opened for client {cid} ({transport})",
                  sid=session_label(session.session_id), cid=client_id, transport=transport)
         self._tell_observers("session_opened", session)
@@ -208,8 +208,7 @@ class McpServer:
         @raise gasoline.core.errors.GasolineError: the registry refused (too many clients).
         """
         session = self.open_session(client_id or STATELESS_CLIENT, "stateless")
-        session.initialized = True
-        session.protocol_version = STATELESS_VERSION
+        session.initialize(STATELESS_VERSION, {}, {})
         return session
 
     def _tell_observers(self, what: Literal["session_opened", "session_closed"],
@@ -280,15 +279,10 @@ class McpServer:
 
     def touch(self, session: McpSession) -> None:
         """Activity on C{session}: push its idle deadline back and touch the agent's state."""
-        now = self.clock.seconds()
-        session.last_seen = now
-        session.state.touch(now)
-        call = session.idle_call
-        if call is not None and call.active():
-            call.reset(self.idle_timeout)
+        session.seen(self.clock.seconds(), self.idle_timeout)
 
     def _idle(self, session: McpSession) -> None:
-        session.idle_call = None
+        session.arm_idle(None)
         log.info("MCP session {sid} idle for {t}s: closed", sid=session_label(session.session_id),
                  t=self.idle_timeout)
         self.close_session(session)
@@ -297,20 +291,12 @@ class McpServer:
         """End C{session}: cancel its work, release its client connection, run transport hooks."""
         if session.closed:
             return
-        session.closed = True
         self.sessions.pop(session.session_id, None)
-        call, session.idle_call = session.idle_call, None
-        if call is not None and call.active():
-            call.cancel()
-        for d in list(session.in_flight.values()) + list(session.outgoing.values()):
-            d.cancel()
-        session.in_flight.clear()
-        session.outgoing.clear()
+        hooks = session.close()
         try:
             self.registry.disconnect(session.client_id)
         except Exception:
             log.failure("registry.disconnect failed for {cid}", cid=session.client_id)
-        hooks, session.on_close = session.on_close, []
         for hook in hooks:
             try:
                 hook(session)
@@ -445,13 +431,9 @@ class McpServer:
     def _notification(self, session: McpSession, note: Notification) -> None:
         method = note.method
         if method == "notifications/initialized":
-            session.ready = True
+            session.mark_ready()
         elif method == "notifications/cancelled":
-            rid = note.params.get("requestId")
-            try:
-                d = session.in_flight.pop(rid, None)
-            except TypeError:  # unhashable requestId
-                d = None
+            d = session.take_in_flight(note.params.get("requestId"))
             if d is not None:
                 d.cancel()
         elif method == "notifications/progress" and session.extra_tools is not None:
@@ -461,7 +443,7 @@ class McpServer:
         # Anything else (roots/list_changed, unknown) needs no action and no answer.
 
     def _response(self, session: McpSession, response: Response) -> None:
-        d = session.outgoing.pop(response.id, None)
+        d = session.take_answer(response.id)
         if d is None:
             return
         if response.error is not None:
@@ -480,8 +462,8 @@ class McpServer:
         self, session: McpSession, method: str, params: dict[str, Any], emit: Emit, timeout: float
     ) -> Deferred:
         rid = session.next_request_id()
-        d: Deferred = Deferred(lambda _: session.outgoing.pop(rid, None))
-        session.outgoing[rid] = d
+        d: Deferred = Deferred(lambda _: session.take_answer(rid))
+        session.expect_answer(rid, d)
         emit(jsonrpc.request(rid, method, params))
         return d.addTimeout(timeout, self.clock)
 
@@ -511,10 +493,7 @@ class McpServer:
                 INVALID_PARAMS, 'Invalid params: "capabilities" and "clientInfo" must be objects'
             )
         version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
-        session.protocol_version = version
-        session.client_capabilities = caps
-        session.client_info = info
-        session.initialized = True
+        session.initialize(version, caps, info)
         capabilities = self.capabilities()
         if session.extra_tools is not None:
             # The session's extra tools change when its servers do (tools/list_changed).
@@ -535,7 +514,7 @@ class McpServer:
             raise JsonRpcError(
                 INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}"
             )
-        ctx.session.log_level = level
+        ctx.session.set_log_level(level)
         ctx.log("info", {"message": f"log level set to {level}", "session": session_label(ctx.session.session_id)})
         return {}
 
@@ -564,7 +543,7 @@ class McpServer:
             # busy (gasoline.core.turns).
             return self.turns.submit(lambda: self.tools.call(ctx, tool, arguments))
         except DaemonBusy as e:
-            self.tools.errors[e.code] = self.tools.errors.get(e.code, 0) + 1
+            self.tools.count_error(e.code)
             return error_result(e)
 
     def _resources_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -585,11 +564,11 @@ class McpServer:
     def _resources_subscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         uri = self._uri(params)
         self.resources.require(uri)
-        ctx.session.subscriptions.add(uri)
+        ctx.session.subscribe(uri)
         return {}
 
     def _resources_unsubscribe(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        ctx.session.subscriptions.discard(self._uri(params))
+        ctx.session.unsubscribe(self._uri(params))
         return {}
 
     def _prompts_list(self, ctx: RequestContext, params: dict[str, Any]) -> dict[str, Any]:

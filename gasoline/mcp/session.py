@@ -173,6 +173,81 @@ class McpSession:
         self.extra_tools = tools
         self.on_close.append(on_close)
 
+    def initialize(self, version: str, capabilities: dict[str, Any],
+                   client_info: dict[str, Any], *, ready: bool = False) -> None:
+        """C{initialize} was answered with protocol C{version} (C{ready}: and its
+        C{notifications/initialized} is already known, a restored session's)."""
+        self.protocol_version = version
+        self.client_capabilities = capabilities
+        self.client_info = client_info
+        self.initialized = True
+        if ready:
+            self.ready = True
+
+    def mark_ready(self) -> None:
+        """C{notifications/initialized} arrived."""
+        self.ready = True
+
+    def set_log_level(self, level: str) -> None:
+        """C{logging/setLevel}: the least severe C{notifications/message} to send."""
+        self.log_level = level
+
+    def expect_answer(self, request_id: Any, answer: Any) -> None:
+        """This server sent the client the request C{request_id}; C{answer} (a Deferred) fires
+        with the client's response (L{outgoing})."""
+        self.outgoing[request_id] = answer
+
+    def take_answer(self, request_id: Any) -> Any:
+        """The Deferred waiting for the client's response to C{request_id} (no longer
+        waiting), or None."""
+        try:
+            return self.outgoing.pop(request_id, None)
+        except TypeError:  # an unhashable id
+            return None
+
+    def take_in_flight(self, request_id: Any) -> Any:
+        """The Deferred of the request C{request_id} being handled (no longer tracked here),
+        or None."""
+        try:
+            return self.in_flight.pop(request_id, None)
+        except TypeError:  # an unhashable requestId
+            return None
+
+    def subscribe(self, uri: str) -> None:
+        """C{resources/subscribe}: C{notifications/resources/updated} for C{uri}."""
+        self.subscriptions.add(uri)
+
+    def unsubscribe(self, uri: str) -> None:
+        """C{resources/unsubscribe}."""
+        self.subscriptions.discard(uri)
+
+    def arm_idle(self, call: IDelayedCall | None) -> None:
+        """C{call} closes the session when it stays idle (C{None}: the idle deadline fired)."""
+        self.idle_call = call
+
+    def seen(self, now: float, idle_timeout: float) -> None:
+        """A request at clock time C{now}: the idle deadline moves to C{idle_timeout} seconds
+        from now, and the agent's state is touched."""
+        self.last_seen = now
+        self.state.touch(now)
+        call = self.idle_call
+        if call is not None and call.active():
+            call.reset(idle_timeout)
+
+    def close(self) -> list[Callable[["McpSession"], None]]:
+        """End the session: its idle deadline, requests in flight and requests to the client
+        are cancelled. The close hooks (L{on_close}) to run, now taken from the session."""
+        self.closed = True
+        call, self.idle_call = self.idle_call, None
+        if call is not None and call.active():
+            call.cancel()
+        for d in list(self.in_flight.values()) + list(self.outgoing.values()):
+            d.cancel()
+        self.in_flight.clear()
+        self.outgoing.clear()
+        hooks, self.on_close = self.on_close, []
+        return hooks
+
     def hide_tools(self, tools: ISessionTools) -> None:
         """Stop showing C{tools} (if they are the ones shown)."""
         if self.extra_tools is tools:

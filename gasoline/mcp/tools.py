@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict, deque
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 import attrs
 import orjson
@@ -31,6 +31,9 @@ from gasoline.core.redact import Redactor, cap_text
 from gasoline.core.redacted import RedactedText
 from gasoline.mcp.jsonrpc import JsonRpcError
 from gasoline.mcp.progress import start_for
+
+if TYPE_CHECKING:
+    from gasoline.mcp.context import RequestContext
 
 log = Logger()
 
@@ -103,12 +106,29 @@ class AuditRecord:
         return d
 
 
+class ToolCallObserver(Protocol):
+    """Told of every tool call and of the other audited events (L{ToolRegistry.observers}; the
+    C{--log-dir} client logs are one). Runs on the reactor thread and must not block."""
+
+    def tool_call(self, client_id: str, tool: str, mode: str | None, params: Any) -> None:
+        """Before the call runs: what the agent asked (its audited arguments)."""
+
+    def tool_result(self, client_id: str, tool: str, mode: str | None, outcome: str, ms: float,
+                    result: Any) -> None:
+        """Once answered: C{ok}, an error code or C{cancelled}, and how long it took."""
+
+    def audit_event(self, client_id: str, record: dict[str, Any]) -> None:
+        """Something done for C{client_id} that is not one of its tool calls
+        (L{ToolRegistry.audit_event})."""
+
+
 class ToolRegistry:
     """Name -> L{Tool}. C{call} turns tool failures into C{isError} results and applies the
     central processing (rate limit, redaction, cap, telemetry, audit) to every call."""
 
     def __init__(self, clock: Any = None, rate_limit: int = 0, rate_window: float = 60.0,
-                 result_cap: int = RESULT_CAP, observers: Iterable[Any] = ()) -> None:
+                 result_cap: int = RESULT_CAP,
+                 observers: Iterable[ToolCallObserver] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._definitions: list[dict[str, Any]] | None = None
         self.clock = clock
@@ -126,7 +146,7 @@ class ToolRegistry:
         #: Observers of every call: C{tool_call(client_id, tool, mode, params)} before it runs,
         #: C{tool_result(client_id, tool, mode, outcome, ms, result)} once answered (per-client
         #: logs, L{gasoline.logs}). They run on the reactor thread and must not block.
-        self.observers: list[Any] = list(observers)
+        self.observers: list[ToolCallObserver] = list(observers)
         #: Add fields to every result's C{_meta}: C{provider(session) -> dict | None}, called
         #: after redaction (their values are the daemon's own counters, never page text) on
         #: every call, proxied or not (C{_meta.data_counts}, L{gasoline.tools}). They run on the
@@ -151,6 +171,15 @@ class ToolRegistry:
 
     # -- audit -------------------------------------------------------------------------------
 
+    def add_meta_provider(self, provider: Callable[[Any], dict[str, Any] | None]) -> None:
+        """Add C{provider}'s fields to every result's C{_meta} from now on (L{meta_providers})."""
+        self.meta_providers.append(provider)
+
+    def count_error(self, code: str) -> None:
+        """One more call answered with the error C{code} (L{errors}), counted where it was
+        refused before it reached L{call} (a busy daemon)."""
+        self.errors[code] = self.errors.get(code, 0) + 1
+
     def audit_log(self, client_id: str, limit: int | None = None) -> list[dict[str, Any]]:
         """The caller's own recent calls, oldest first."""
         records = list(self._audit.get(client_id, ()))
@@ -162,14 +191,12 @@ class ToolRegistry:
                     outcome: str = "ok", error: str | None = None) -> None:
         """Record something done for C{client_id} that is not one of its tool calls (a proxy
         session started, ended, a proxied server restarted) in its audit log, and tell the
-        observers that have C{audit_event(client_id, record)} (the log dir's client logs)."""
+        observers (L{ToolCallObserver.audit_event}: the log dir's client logs)."""
         now = self.clock.seconds() if self.clock is not None else 0.0
         record = AuditRecord(now, tool, mode, self._audit_params(details), 0.0, outcome, error)
         self._record(client_id, record)
         for observer in self.observers:
-            hook = getattr(observer, "audit_event", None)
-            if hook is not None:
-                _notify(hook, client_id, record.to_json())
+            _notify(observer.audit_event, client_id, record.to_json())
 
     def _record(self, client_id: str, record: AuditRecord) -> None:
         log_ = self._audit.get(client_id)
@@ -310,9 +337,9 @@ class ToolRegistry:
 
     # -- calling -----------------------------------------------------------------------------
 
-    def call(self, ctx: Any, tool: Tool, arguments: dict[str, Any]) -> Deferred:
+    def call(self, ctx: RequestContext, tool: Tool, arguments: dict[str, Any]) -> Deferred:
         session = ctx.session
-        client_id = getattr(session, "client_id", "") or ""
+        client_id = session.client_id
         clock = ctx.clock
         started = clock.seconds()
         mode = arguments.get("what")
@@ -336,7 +363,7 @@ class ToolRegistry:
                 # Per client and per transport connection: a caller that switches client ids
                 # (new sessions, other X-Gasoline-Client values) on one connection shares one
                 # budget.
-                connection = getattr(session, "transport_key", None)
+                connection = session.transport_key
                 if connection:
                     limiter.acquire(connection)
                 limiter.acquire(client_id)

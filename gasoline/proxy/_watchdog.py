@@ -275,7 +275,7 @@ def main() -> None:
                     resource.setrlimit(which, (soft, hard))
             os.execvp(argv[0], argv)
         except (OSError, ValueError) as e:
-            os.write(2, f"gasoline: cannot run {argv[0]!r}: {getattr(e, 'strerror', e)}\n"
+            os.write(2, f"gasoline: cannot run {argv[0]!r}: {e.strerror if isinstance(e, OSError) else e}\n"
                      .encode())
             os._exit(127)
     group = os.getpgid(0)

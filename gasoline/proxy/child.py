@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import orjson
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.error import ProcessDone
+from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.interfaces import IReactorFDSet, IReactorProcess, IWriteDescriptor
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
@@ -212,10 +212,12 @@ class ChildServer(ServerPeer):
                  on_request: Callable[..., Any], on_notification: Callable[..., None],
                  on_state: Callable[["ChildServer"], None] | None = None,
                  restart: bool = True, grace: float = GRACE, cpu_seconds: int | None = None,
-                 memory_mb: int | None = None, network: str = "any") -> None:
+                 memory_mb: int | None = None, network: str = "any",
+                 on_restart: Callable[["ChildServer"], None] | None = None) -> None:
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
-                         on_notification=on_notification, on_state=on_state, restart=restart)
+                         on_notification=on_notification, on_state=on_state, restart=restart,
+                         on_restart=on_restart)
         self.command = command
         self.args = args
         self.env = env
@@ -346,8 +348,10 @@ class ChildServer(ServerPeer):
         self._killpg(pid, signal.SIGKILL)
         error = None
         if self.state != "closed":
-            code = getattr(reason.value, "exitCode", None)
-            sig = getattr(reason.value, "signal", None)
+            ended = reason.value if isinstance(reason.value, (ProcessDone, ProcessTerminated)) \
+                else None
+            code = ended.exitCode if ended is not None else None
+            sig = ended.signal if ended is not None else None
             error = self._run_error or self._exit_reason(code, sig)
             if not reason.check(ProcessDone) or self.state == "ready":
                 log.warn("proxy server {name} (pid {pid}) ended: {err}", name=self.name, pid=pid,

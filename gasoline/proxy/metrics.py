@@ -50,7 +50,7 @@ def register(metrics: Metrics, manager: ProxyManager) -> None:
     metrics.add_collector(lambda: collect(manager))
 
 
-def collect(manager: Any) -> Iterable[Metric]:
+def collect(manager: ProxyManager) -> Iterable[Metric]:
     sessions = GaugeMetricFamily("gasoline_proxy_sessions", "Open proxy sessions.")
     sessions.add_metric([], len(manager.sessions))
     children = GaugeMetricFamily(

@@ -66,7 +66,8 @@ class ServerPeer:
                  capabilities: dict[str, Any],
                  on_request: Callable[..., Any], on_notification: Callable[..., None],
                  on_state: Callable[[Any], None] | None = None,
-                 restart: bool = True) -> None:
+                 restart: bool = True,
+                 on_restart: Callable[[Any], None] | None = None) -> None:
         self.reactor = reactor
         self.name = name
         self.timeout = timeout
@@ -77,7 +78,7 @@ class ServerPeer:
         self.on_state = on_state
         self.restart_enabled = restart
         #: C{(peer) -> None} each time a new run starts after the first (for C{/metrics}).
-        self.on_restart: Callable[[Any], None] | None = None
+        self.on_restart = on_restart
         #: C{stopped} (never started), C{starting}, C{ready}, C{down} (crashed, restart
         #: pending), C{closed} (stopped for good).
         self.state = "stopped"
@@ -107,6 +108,11 @@ class ServerPeer:
         self._started_at = 0.0
         #: A token per start, so late events of an earlier run are ignored.
         self._run: object | None = None
+
+    def show_tools(self, tools: list[dict[str, Any]]) -> None:
+        """The server's tools, as its latest C{tools/list} answered (or, for a restored peer
+        not started yet, as they were saved)."""
+        self.tools = tools
 
     # -- to implement ----------------------------------------------------------------------------
 
@@ -283,7 +289,7 @@ class ServerPeer:
         def listed(tools: list[dict[str, Any]]) -> None:
             if self.state != "starting":  # ended meanwhile (_ended reported it)
                 return
-            self.tools = tools
+            self.show_tools(tools)
             self.state = "ready"
             self.last_error = None
             self._ready()

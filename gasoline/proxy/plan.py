@@ -35,6 +35,11 @@ class SessionServer:
     allowed_directories: tuple[str, ...] = ()
     child: ServerPeer | None = None
 
+    def attach(self, child: ServerPeer) -> None:
+        """C{child} serves this server for the session (made once the session exists: its
+        callbacks route to it)."""
+        self.child = child
+
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"executionContext": self.context, "enabled": self.enabled}
         if self.context == LOCAL and self.working_directory is not None:

@@ -172,10 +172,11 @@ class RemoteServer(ServerPeer):
                  capabilities: dict[str, Any], on_request: Callable[..., Any],
                  on_notification: Callable[..., None],
                  on_state: Callable[[Any], None] | None = None, restart: bool = True,
-                 http: Any = None) -> None:
+                 http: Any = None, on_restart: Callable[[Any], None] | None = None) -> None:
         super().__init__(reactor, name, timeout=timeout, start_timeout=start_timeout,
                          capabilities=capabilities, on_request=on_request,
-                         on_notification=on_notification, on_state=on_state, restart=restart)
+                         on_notification=on_notification, on_state=on_state, restart=restart,
+                         on_restart=on_restart)
         if transport not in (STREAMABLE, LEGACY_SSE, AUTO):
             raise ValueError(f"unknown transport {transport!r}")
         self.url = url
@@ -188,8 +189,10 @@ class RemoteServer(ServerPeer):
             from treq.client import HTTPClient
             from twisted.web.client import Agent, HTTPConnectionPool
 
-            self._pool = HTTPConnectionPool(reactor, persistent=True)
-            self._pool.maxPersistentPerHost = 8
+            class _Pool(HTTPConnectionPool):
+                maxPersistentPerHost = 8  # (Twisted's documented knob is this class attribute)
+
+            self._pool = _Pool(reactor, persistent=True)
             http = HTTPClient(Agent(reactor, pool=self._pool))
         self.http = http
         #: The server's C{Mcp-Session-Id} (streamable HTTP), once given.

@@ -60,6 +60,18 @@ class SessionTools:
         self._session.agent_progress(params)
 
 
+@attrs.frozen
+class _Routed:
+    """An aggregated tool's handler: calls C{tool} of the session's C{server}."""
+
+    session: ProxySession
+    server: str
+    tool: str
+
+    def __call__(self, ctx: Any, arguments: dict[str, Any]) -> Any:
+        return self.session.call(ctx, self.server, self.tool, arguments)
+
+
 @attrs.define(eq=False)
 class ProxySession:
     manager: "ProxyManager"
@@ -142,7 +154,8 @@ class ProxySession:
 
     def route(self, aggregated: str) -> tuple[str, str]:
         handler = self.tools[aggregated].handler
-        return handler.server, handler.tool  # type: ignore[attr-defined]
+        assert isinstance(handler, _Routed)
+        return handler.server, handler.tool
 
     def describe_tools(self) -> list[dict[str, Any]]:
         out = []
@@ -153,12 +166,7 @@ class ProxySession:
         return out
 
     def _handler(self, server: str, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
-        def handler(ctx: Any, arguments: dict[str, Any]) -> Any:
-            return self.call(ctx, server, tool, arguments)
-
-        handler.server = server  # type: ignore[attr-defined]
-        handler.tool = tool  # type: ignore[attr-defined]
-        return handler
+        return _Routed(self, server, tool)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -180,6 +188,19 @@ class ProxySession:
 
     def touch(self) -> None:
         self.last_used = self.manager.clock.seconds()
+
+    def bind(self, mcp_session: Any) -> None:
+        """C{mcp_session} sees this session's tools (the primary first)."""
+        self.bound.append(mcp_session)
+
+    def unbind(self, mcp_session: Any) -> None:
+        """C{mcp_session} ended: it no longer sees this session's tools."""
+        if mcp_session in self.bound:
+            self.bound.remove(mcp_session)
+
+    def arm_idle(self, call: IDelayedCall | None) -> None:
+        """C{call} checks whether the session is idle (C{None}: that check ran)."""
+        self.idle_call = call
 
     def call(self, ctx: Any, server: str, tool: str, arguments: dict[str, Any]) -> Any:
         self.touch()
@@ -220,7 +241,7 @@ class ProxySession:
             self._next_token += 1
             token = f"{self.session_id[:8]}-{self._next_token}"
             self._progress[token] = ctx
-            self.manager.progress_routes[token] = self
+            self.manager.route_progress(token, self)
             params["_meta"] = {"progressToken": token}
         active = self._active.setdefault(server, [])
         active.append(ctx)
@@ -234,7 +255,7 @@ class ProxySession:
         def done(result: Any) -> Any:
             if token is not None:
                 self._progress.pop(token, None)
-                self.manager.progress_routes.pop(token, None)
+                self.manager.drop_progress_route(token)
             if ctx in active:
                 active.remove(ctx)
             self.touch()
@@ -343,12 +364,12 @@ class ProxySession:
         rid = mcp_session.next_request_id()
 
         def cancel(_: Deferred) -> None:
-            if mcp_session.outgoing.pop(rid, None) is not None and not mcp_session.closed:
+            if mcp_session.take_answer(rid) is not None and not mcp_session.closed:
                 emit(jsonrpc.notification("notifications/cancelled", {
                     "requestId": rid, "reason": "the MCP server that asked cancelled it"}))
 
         d: Deferred = Deferred(cancel)
-        mcp_session.outgoing[rid] = d
+        mcp_session.expect_answer(rid, d)
         emit(jsonrpc.request(rid, method, params))
         return d.addTimeout(self.manager.config_client_timeout, self.manager.clock)
 
@@ -439,7 +460,7 @@ class ProxySession:
 
 
 def _set_tools(tools: list[dict[str, Any]], child: ServerPeer) -> None:
-    child.tools = tools
+    child.show_tools(tools)
 
 
 

@@ -68,6 +68,14 @@ class _Shared:
     child: ServerPeer
     users: set[str] = attrs.field(factory=set)
 
+    def use(self, session_id: str) -> None:
+        """The proxy session C{session_id} uses the child."""
+        self.users.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        """It no longer does."""
+        self.users.discard(session_id)
+
 
 class ProxyManager:
     """Every proxy session, the shared children, the limits.
@@ -234,11 +242,8 @@ class ProxyManager:
         mcp_session = self.mcp.open_session(session.client_id, "streamable",
                                             session_id=session.session_id)
         if restored is not None and restored.get("protocolVersion"):
-            mcp_session.initialized = True
-            mcp_session.ready = True
-            mcp_session.protocol_version = restored.get("protocolVersion")
-            mcp_session.client_capabilities = restored.get("capabilities") or {}
-            mcp_session.client_info = restored.get("clientInfo") or {}
+            mcp_session.initialize(restored["protocolVersion"], restored.get("capabilities") or {},
+                                   restored.get("clientInfo") or {}, ready=True)
         return mcp_session
 
     def _attach_children(self, session: ProxySession, saved_tools: dict[str, Any]) -> None:
@@ -247,11 +252,12 @@ class ProxyManager:
         until it starts again."""
         for name, entry in session.servers.items():
             if entry.enabled:
-                entry.child = self._child_for(session, name, entry)
+                child = self._child_for(session, name, entry)
+                entry.attach(child)
                 tools = saved_tools.get(name)
-                if entry.child.state == "stopped" and isinstance(tools, list):
-                    entry.child.tools = [t for t in tools
-                                         if isinstance(t, dict) and isinstance(t.get("name"), str)]
+                if child.state == "stopped" and isinstance(tools, list):
+                    child.show_tools([t for t in tools
+                                      if isinstance(t, dict) and isinstance(t.get("name"), str)])
 
     def _start_children(self, session: ProxySession) -> Deferred:
         starts = [entry.child.ensure_started() for entry in session.servers.values()
@@ -273,7 +279,7 @@ class ProxyManager:
                 child = self._make_child(name, server, server.command or "", server.args,
                                          dict(server.env), cwd, None)
                 shared = self.shared[name] = _Shared(child)
-            shared.users.add(session.session_id)
+            shared.use(session.session_id)
             return shared.child
         resolved = server.resolve(session.working_directory)
         return self._make_child(name, server, resolved.command, resolved.args, resolved.env,
@@ -329,9 +335,6 @@ class ProxyManager:
                     if name in s.servers:
                         s.child_state(child)
 
-        peer = self._new_peer(name, server, command, args, env, cwd, caps, on_request,
-                              on_notification, on_state)
-
         def restarted(child: ServerPeer) -> None:
             self.restart_counts[name] = self.restart_counts.get(name, 0) + 1
             users = [session] if session is not None else [
@@ -341,8 +344,8 @@ class ProxyManager:
                     "server": name, "shared": session is None,
                     "restarts": child.restarts, "after": child.last_error})
 
-        peer.on_restart = restarted
-        return peer
+        return self._new_peer(name, server, command, args, env, cwd, caps, on_request,
+                              on_notification, on_state, restarted)
 
     def _shared_request(self, name: str, child: ServerPeer, method: str, params: dict[str, Any],
                         origin: tuple[ProxySession, Any] | None) -> Any:
@@ -373,19 +376,20 @@ class ProxyManager:
 
     def _new_peer(self, name: str, server: ServerConfig, command: str, args: tuple[str, ...],
                   env: dict[str, str], cwd: str, caps: dict[str, Any], on_request: Any,
-                  on_notification: Any, on_state: Any) -> ServerPeer:
+                  on_notification: Any, on_state: Any, on_restart: Any) -> ServerPeer:
         if server.url is not None:
             return RemoteServer(
                 self.reactor, name, server.url, dict(server.headers),
                 transport=server.transport or "auto", timeout=server.timeout,
                 start_timeout=self.config.start_timeout, capabilities=caps,
                 on_request=on_request, on_notification=on_notification, on_state=on_state,
-                http=self.http)
+                http=self.http, on_restart=on_restart)
         return ChildServer(
             self.reactor, name, command, args, child_env(env, self.environ), cwd,
             timeout=server.timeout, start_timeout=self.config.start_timeout, capabilities=caps,
             on_request=on_request, on_notification=on_notification, on_state=on_state,
-            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb, network=server.network)
+            cpu_seconds=server.cpu_seconds, memory_mb=server.memory_mb, network=server.network,
+            on_restart=on_restart)
 
 
     def get(self, session_id: str) -> ProxySession:
@@ -396,11 +400,10 @@ class ProxyManager:
         return session
 
     def _bind(self, session: ProxySession, mcp_session: McpSession, primary: bool = False) -> None:
-        session.bound.append(mcp_session)
+        session.bind(mcp_session)
 
         def closed(s: Any) -> None:
-            if s in session.bound:
-                session.bound.remove(s)
+            session.unbind(s)
             # The session's own MCP session ended (DELETE /mcp, MCP idle timeout): the proxy
             # session ends with it, unless connector connections still use it.
             if primary and not any(not b.closed for b in session.bound):
@@ -451,7 +454,7 @@ class ProxyManager:
             else:
                 shared = self.shared.get(name)
                 if shared is not None:
-                    shared.users.discard(session_id)
+                    shared.release(session_id)
         if self.document is not None:
             self.document.mark_dirty()
         return DeferredList(stops, consumeErrors=True).addCallback(lambda _: None)
@@ -466,15 +469,15 @@ class ProxyManager:
     # -- idle ----------------------------------------------------------------------------------
 
     def _arm_idle(self, session: ProxySession) -> None:
-        session.idle_call = self.clock.callLater(self.config.session_idle_timeout,
-                                                 self._idle_check, session)
+        session.arm_idle(self.clock.callLater(self.config.session_idle_timeout,
+                                              self._idle_check, session))
 
     def last_activity(self, session: ProxySession) -> float:
         seen = [s.last_seen for s in session.bound if not s.closed]
         return max([session.last_used, *seen])
 
     def _idle_check(self, session: ProxySession) -> None:
-        session.idle_call = None
+        session.arm_idle(None)
         if session.closed:
             return
         idle = self.clock.seconds() - self.last_activity(session)
@@ -483,9 +486,22 @@ class ProxyManager:
             self.destroy(session.session_id, why=f"idle for {idle:.0f} s: ended").addErrback(
                 lambda f: log.failure("ending idle proxy session failed", f))
             return
-        session.idle_call = self.clock.callLater(timeout - idle, self._idle_check, session)
+        session.arm_idle(self.clock.callLater(timeout - idle, self._idle_check, session))
 
     # -- persistence ---------------------------------------------------------------------------
+
+    def route_progress(self, token: str, session: ProxySession) -> None:
+        """A shared server's progress with C{token} is about a call of C{session}."""
+        self.progress_routes[token] = session
+
+    def drop_progress_route(self, token: str) -> None:
+        """The call of progress C{token} is answered."""
+        self.progress_routes.pop(token, None)
+
+    def freeze_snapshot(self) -> None:
+        """What is saved from now on is the sessions as they are now (the daemon is stopping:
+        ending them must not empty the file a restart restores)."""
+        self._snapshot = self._persisted()
 
     def _persisted(self) -> dict[str, Any]:
         if self._snapshot is not None:
@@ -539,7 +555,7 @@ class _ProxyService(MultiService):
 
     def stopService(self) -> Deferred[None] | None:
         manager = self._manager
-        manager._snapshot = manager._persisted()
+        manager.freeze_snapshot()
         d = super().stopService()  # the flush service writes the snapshot once more
 
         def stop_children(_: Any) -> Deferred:

@@ -254,9 +254,9 @@ class Relay:
             return
         due = client.last_active + self.client_idle_timeout - self.clock.seconds()
         if due > 0:
-            client.idle_timer = self.clock.callLater(due, self._watch_idle, client)
+            client.arm_idle(self.clock.callLater(due, self._watch_idle, client))
             return
-        client.idle_timer = None
+        client.arm_idle(None)
         log.info("relay: CDP client {id} sent nothing for {s:.0f} s; disconnected",
                  id=client.client_id, s=self.client_idle_timeout)
         self._close_client(client, 4408, f"Idle for {self.client_idle_timeout:.0f} s "
@@ -266,10 +266,7 @@ class Relay:
         """The client's connection closed: release its sessions and close the tabs it created."""
         if self.clients.get(client.client_id) is not client:
             return
-        client.closed = True
-        timer, client.idle_timer = client.idle_timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
+        client.close()
         del self.clients[client.client_id]
         for session in [s for s in client.sessions.values() if s.parent is None]:
             self.tab_sessions.detach(client, session, chrome=True, notify=False)
@@ -286,7 +283,7 @@ class Relay:
 
         A message with more JSON values than an HTTP body may carry
         (L{gasoline.core.validate.MAX_JSON_TOKENS}) is refused before it is decoded."""
-        client.last_active = self.clock.seconds()
+        client.active(self.clock.seconds())
         raw = text.encode() if isinstance(text, str) else text
         if isinstance(raw, (bytes, bytearray, memoryview)) and json_tokens(raw) > MAX_JSON_TOKENS:
             self._commands += 1
@@ -309,7 +306,7 @@ class Relay:
         """One parsed command from C{client}; the answer is sent to it when ready."""
         if client.closed:
             return
-        client.last_active = self.clock.seconds()
+        client.active(self.clock.seconds())
         self._commands += 1
         if not isinstance(message, dict):
             self._command_errors += 1
@@ -338,7 +335,7 @@ class Relay:
             client.send({"id": msg_id, **reply_session, "error": {
                 "code": INVALID_PARAMS, "message": "Invalid parameters: params must be an object"}})
             return
-        client.commands += 1
+        client.count_command()
 
         def answer(result: Any) -> None:
             client.send({"id": msg_id, **reply_session,

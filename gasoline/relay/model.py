@@ -95,6 +95,41 @@ class Target:
     #: and the Chrome session they were announced on.
     children: dict[str, tuple[str | None, dict]] = attrs.Factory(dict)
 
+    def retitle(self, url: str, title: str) -> None:
+        """The extension announced the tab's new URL and title."""
+        self.url, self.title = url, title
+
+    def give_to(self, owner: str) -> None:
+        """The tab is C{owner}'s (a L{CDPClient.owner_key}: the connection that created it)."""
+        self.owner = owner
+
+    def add_child(self, chrome_child: str, chrome_session: str | None, params: dict) -> None:
+        """Chrome attached a child target (C{attachedToTarget} C{params}) as session
+        C{chrome_child}, announced on C{chrome_session}."""
+        self.children[chrome_child] = (chrome_session, params)
+
+    def drop_child(self, chrome_child: str) -> None:
+        """Chrome detached the child session C{chrome_child}: it and its contexts are gone."""
+        self.children.pop(chrome_child, None)
+        self.contexts.pop(chrome_child, None)
+
+    def context_created(self, chrome_session: str | None, context: dict) -> None:
+        """C{Runtime.executionContextCreated} on C{chrome_session}."""
+        self.contexts.setdefault(chrome_session, {})[context["id"]] = context
+
+    def context_destroyed(self, chrome_session: str | None, context_id: int) -> None:
+        """C{Runtime.executionContextDestroyed} on C{chrome_session}."""
+        self.contexts.get(chrome_session, {}).pop(context_id, None)
+
+    def contexts_cleared(self, chrome_session: str | None) -> None:
+        """C{Runtime.executionContextsCleared} on C{chrome_session}."""
+        self.contexts.pop(chrome_session, None)
+
+    def detached(self) -> None:
+        """Chrome let go of the tab: no context and no child session is live any more."""
+        self.contexts.clear()
+        self.children.clear()
+
     @property
     def tab_target_id(self) -> str:
         return "TAB" + self.target_id[3:] if len(self.target_id) > 3 else "TAB-" + self.target_id
@@ -133,6 +168,30 @@ class Session:
     #: Chrome is holding the tab for this session (page sessions only).
     holds_tab: bool = False
 
+    def set_auto_attach(self, params: dict | None) -> None:
+        """This session's C{Target.setAutoAttach} params (C{None}: off)."""
+        self.auto_attach = params
+
+    def release_tab(self) -> None:
+        """Chrome no longer holds the tab for this session."""
+        self.holds_tab = False
+
+    def enable(self, domain: str) -> None:
+        """The client enabled C{domain} on this session."""
+        self.enabled.add(domain)
+
+    def disable(self, domain: str) -> None:
+        """C{domain} is off for this session (disabled, or its enable failed)."""
+        self.enabled.discard(domain)
+
+    def announced(self, child_id: str) -> None:
+        """The session C{child_id} was announced on this one."""
+        self.children.add(child_id)
+
+    def forget_child(self, child_id: str) -> None:
+        """The session C{child_id} announced on this one was dropped."""
+        self.children.discard(child_id)
+
 
 @attrs.define(eq=False)
 class CDPClient:
@@ -163,6 +222,64 @@ class CDPClient:
     def send(self, message: dict) -> None:
         if not self.closed:
             self.peer.send(message)
+
+    def add_session(self, session: Session) -> None:
+        """A session of this client was announced to it."""
+        self.sessions[session.session_id] = session
+
+    def drop_session(self, session_id: str) -> Session | None:
+        """The session C{session_id} is dropped; it, or None when it was not the client's."""
+        return self.sessions.pop(session_id, None)
+
+    def created_tab(self, target_id: str) -> None:
+        """This client created the tab C{target_id} (closed when the client goes)."""
+        self.created.add(target_id)
+
+    def tab_gone(self, target_id: str) -> None:
+        """The tab C{target_id} is gone."""
+        self.created.discard(target_id)
+
+    def take_created(self) -> list[str]:
+        """The tabs this client created, now no longer its (its connection ended)."""
+        created = list(self.created)
+        self.created.clear()
+        return created
+
+    def set_discover(self, discover: bool, filters: list | None) -> None:
+        """C{Target.setDiscoverTargets}: on or off, with its C{filter}."""
+        self.discover, self.discover_filter = discover, filters
+
+    def set_auto_attach(self, params: dict | None) -> None:
+        """The root C{Target.setAutoAttach} params (C{None}: off)."""
+        self.auto_attach = params
+
+    def attaching_to(self, key: tuple[str, str | None], waiters: list[Deferred]) -> None:
+        """An auto-attach of C{key} (target id, parent session id) is under way; C{waiters}
+        fire when it ends."""
+        self.attaching[key] = waiters
+
+    def attached_to(self, key: tuple[str, str | None]) -> None:
+        """That auto-attach ended."""
+        self.attaching.pop(key, None)
+
+    def active(self, now: float) -> None:
+        """The client sent a message at C{now} (the idle reaper's clock)."""
+        self.last_active = now
+
+    def count_command(self) -> None:
+        """One more well-formed command from the client."""
+        self.commands += 1
+
+    def arm_idle(self, timer: IDelayedCall | None) -> None:
+        """C{timer} checks whether the client went idle (C{None}: that check ran)."""
+        self.idle_timer = timer
+
+    def close(self) -> None:
+        """The connection closed: nothing more is sent, the idle check is cancelled."""
+        self.closed = True
+        timer, self.idle_timer = self.idle_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
 
     def session_for(self, target: Target, kind: str, parent: Session | None) -> Session | None:
         for s in self.sessions.values():

@@ -73,7 +73,7 @@ class TabSessions:
         client = session.client
         domain, _, name = method.partition(".")
         if name == "disable" and domain in GATED_DOMAINS:
-            session.enabled.discard(domain)
+            session.disable(domain)
             if any(domain in s.enabled for s in self.on(target, session.chrome_session)):
                 return {}  # another client still relies on it: Chrome keeps it on
         late_runtime = False
@@ -84,11 +84,11 @@ class TabSessions:
                 raise CDPError("Gasoline relay: Fetch interception on this target is held by "
                                "another client (one Fetch client per tab)")
             late_runtime = domain == "Runtime" and bool(others) and domain not in session.enabled
-            session.enabled.add(domain)  # before the answer: Chrome's first events precede it
+            session.enable(domain)  # before the answer: Chrome's first events precede it
         d = self.forward(session, method, params)
         if name == "enable" and domain in GATED_DOMAINS:
             def enable_failed(failure: Failure) -> Failure:
-                session.enabled.discard(domain)
+                session.disable(domain)
                 return failure
             d.addErrback(enable_failed)
         if late_runtime:
@@ -106,7 +106,7 @@ class TabSessions:
         was = session.auto_attach
         target = session.target
         assert target is not None  # a page or child session
-        session.auto_attach = dict(params) if auto else None
+        session.set_auto_attach(dict(params) if auto else None)
         others = [s for s in self.on(target, session.chrome_session)
                   if s is not session and s.auto_attach is not None]
         if not auto and others:
@@ -149,15 +149,14 @@ class TabSessions:
         if method == "Target.attachedToTarget":
             child = event_params.get("sessionId")
             if isinstance(child, str):
-                target.children[child] = (chrome_session, event_params)
+                target.add_child(child, chrome_session, event_params)
                 for session in self.on(target, chrome_session):
                     if session.auto_attach is not None:
                         self.announce_child(session, child, event_params)
             return
         if method == "Target.detachedFromTarget":
             child = str(event_params.get("sessionId"))
-            target.children.pop(child, None)
-            target.contexts.pop(child, None)
+            target.drop_child(child)
             for session in self.on(target, child):
                 self.detach(session.client, session, chrome=False)
             return
@@ -175,21 +174,21 @@ class TabSessions:
         if method == "Runtime.executionContextCreated":
             ctx = params.get("context")
             if isinstance(ctx, dict) and is_int(ctx.get("id")):
-                target.contexts.setdefault(chrome_session, {})[ctx["id"]] = ctx
+                target.context_created(chrome_session, ctx)
         elif method == "Runtime.executionContextDestroyed":
             ctx_id = params.get("executionContextId")
             if is_int(ctx_id):
-                target.contexts.get(chrome_session, {}).pop(ctx_id, None)
+                target.context_destroyed(chrome_session, ctx_id)
         elif method == "Runtime.executionContextsCleared":
-            target.contexts.pop(chrome_session, None)
+            target.contexts_cleared(chrome_session)
 
     def announce_child(self, parent: Session, chrome_child: str, params: dict) -> None:
         """A child target (worker, iframe) of C{parent}'s tab: a new child session for its client."""
         client = parent.client
         session = Session(session_id=new_session_id(), client=client, kind="child",
                           target=parent.target, chrome_session=chrome_child, parent=parent)
-        client.sessions[session.session_id] = session
-        parent.children.add(session.session_id)
+        client.add_session(session)
+        parent.announced(session.session_id)
         client.send({"method": "Target.attachedToTarget", "sessionId": parent.session_id,
                      "params": {**params, "sessionId": session.session_id}})
 
@@ -202,14 +201,14 @@ class TabSessions:
         C{chrome}: undo in Chrome what only this session needed (domains nobody else has on,
         Fetch interception, the tab hold). C{notify}: tell the client (C{detachedFromTarget}).
         """
-        if client.sessions.pop(session.session_id, None) is None:
+        if client.drop_session(session.session_id) is None:
             return
         for child_id in list(session.children):
             child = client.sessions.get(child_id)
             if child is not None:
                 self.detach(client, child, chrome=chrome, notify=notify)
         if session.parent is not None:
-            session.parent.children.discard(session.session_id)
+            session.parent.forget_child(session.session_id)
         target = session.target
         if chrome and target is not None and session.kind in ("page", "child") \
                 and self.targets.get(target.target_id) is target:
@@ -222,7 +221,7 @@ class TabSessions:
                         request["sessionId"] = session.chrome_session
                     self.link.fire_and_forget("send", request)
         if session.holds_tab and target is not None:
-            session.holds_tab = False
+            session.release_tab()
             if self.targets.get(target.target_id) is target:
                 self.link.fire_and_forget("detach", {"tabId": target.tab_id})
         if notify and not client.closed and target is not None:

@@ -136,14 +136,14 @@ class TargetDomain:
                 self.targets[target_id] = target
                 owner = self._owner_client(target.owner)
                 if owner is not None:  # (again) a tab of a connected client: it closes with it
-                    owner.created.add(target_id)
+                    owner.created_tab(target_id)
                 elif target.owner is not None:
                     # Its creator's connection is gone (closing it at disconnect failed, or the
                     # daemon restarted): close it now; nobody else may see it meanwhile.
                     self.link.fire_and_forget("closeTab", {"tabId": target.tab_id})
                 self._target_appeared(target)
             elif (target.url, target.title) != (url, title):
-                target.url, target.title = url, title
+                target.retitle(url, title)
                 for client in self._clients_seeing(target):
                     if client.discover and filter_matches(client.discover_filter, "page"):
                         client.send({"method": "Target.targetInfoChanged", "params": {
@@ -161,7 +161,7 @@ class TargetDomain:
                     if filter_matches(client.discover_filter, kind):
                         client.send({"method": "Target.targetDestroyed", "params": {
                             "targetId": target.tab_target_id if kind == "tab" else target.target_id}})
-            client.created.discard(target.target_id)
+            client.tab_gone(target.target_id)
 
     def chrome_detached(self, params: dict) -> None:
         """Chrome detached the extension from a tab for good (all holders lost it)."""
@@ -173,21 +173,19 @@ class TargetDomain:
             # client; the extension re-announces the tab after a cooldown (a fresh target).
             self.gone(target)
             return
-        target.contexts.clear()
-        target.children.clear()
+        target.detached()
         for client in list(self.clients.values()):
             for session in [s for s in client.sessions.values()
                             if s.target is target and s.kind == "page"]:
-                session.holds_tab = False  # the extension already let go
+                session.release_tab()  # the extension already let go
                 self.sessions.detach(client, session, chrome=False)
 
     def close_created(self, client: CDPClient) -> None:
         """C{client}'s connection ended: close the tabs it created."""
-        for target_id in list(client.created):
+        for target_id in client.take_created():
             target = self.targets.get(target_id)
             if target is not None:
                 self.link.fire_and_forget("closeTab", {"tabId": target.tab_id})
-        client.created.clear()
 
     def _owner_of(self, item: dict) -> str | None:
         owner = item.get("owner")
@@ -236,8 +234,8 @@ class TargetDomain:
         if not isinstance(discover, bool):
             raise CDPError("Invalid parameters: discover: boolean value expected", INVALID_PARAMS)
         was = client.discover
-        client.discover = discover
-        client.discover_filter = params.get("filter") if isinstance(params.get("filter"), list) else None
+        client.set_discover(discover, params.get("filter")
+                            if isinstance(params.get("filter"), list) else None)
         if discover and not was:
             for target in self.visible(client):
                 for kind in ("tab", "page"):
@@ -277,13 +275,13 @@ class TargetDomain:
         auto = auto_attach_flag(params)
         if parent is None:
             was = client.auto_attach
-            client.auto_attach = dict(params) if auto else None
+            client.set_auto_attach(dict(params) if auto else None)
             if not auto or was is not None:
                 return {}
             targets = self.visible(client)
         else:  # a tab target's session: auto-attach its page
             was = parent.auto_attach
-            parent.auto_attach = dict(params) if auto else None
+            parent.set_auto_attach(dict(params) if auto else None)
             if not auto or was is not None:
                 return {}
             assert parent.target is not None  # a tab session has its target
@@ -301,7 +299,7 @@ class TargetDomain:
             if client.session_for(target, "tab", None) is None:
                 session = Session(session_id=new_session_id(), client=client, kind="tab",
                                   target=target)
-                client.sessions[session.session_id] = session
+                client.add_session(session)
                 client.send({"method": "Target.attachedToTarget", "params": {
                     "sessionId": session.session_id, "targetInfo": target.info(True, "tab"),
                     "waitingForDebugger": False}})
@@ -313,11 +311,11 @@ class TargetDomain:
             if key in client.attaching:  # an auto-attach of this target is under way
                 return _waiter(client.attaching[key])
             waiters: list[Deferred] = []
-            client.attaching[key] = waiters
+            client.attaching_to(key, waiters)
             first = _waiter(waiters)
 
             def done(result: Any) -> None:
-                client.attaching.pop(key, None)
+                client.attached_to(key)
                 for w in waiters:
                     if isinstance(result, Failure):
                         w.errback(result)
@@ -339,12 +337,12 @@ class TargetDomain:
                 raise CDPError("Target closed while attaching")
             session = Session(session_id=new_session_id(), client=client, kind="page",
                               target=target, parent=parent, holds_tab=True)
-            client.sessions[session.session_id] = session
+            client.add_session(session)
             event: dict[str, Any] = {"method": "Target.attachedToTarget", "params": {
                 "sessionId": session.session_id, "targetInfo": target.info(True),
                 "waitingForDebugger": False}}
             if parent is not None:
-                parent.children.add(session.session_id)
+                parent.announced(session.session_id)
                 event["sessionId"] = parent.session_id
             client.send(event)
             return session
@@ -358,7 +356,7 @@ class TargetDomain:
         target, kind = self._visible_target(client, params.get("targetId"))
         if kind == "tab":
             session = Session(session_id=new_session_id(), client=client, kind="tab", target=target)
-            client.sessions[session.session_id] = session
+            client.add_session(session)
             client.send({"method": "Target.attachedToTarget", "params": {
                 "sessionId": session.session_id, "targetInfo": target.info(True, "tab"),
                 "waitingForDebugger": False}})
@@ -368,7 +366,7 @@ class TargetDomain:
 
     def _attach_to_browser_target(self, client: CDPClient, params: dict) -> dict:
         session = Session(session_id=new_session_id(), client=client, kind="browser")
-        client.sessions[session.session_id] = session
+        client.add_session(session)
         client.send({"method": "Target.attachedToTarget", "params": {
             "sessionId": session.session_id,
             "targetInfo": self._get_target_info(client, {})["targetInfo"],
@@ -417,7 +415,7 @@ class TargetDomain:
             if client.closed:
                 self.link.fire_and_forget("closeTab", {"tabId": tab_id})
                 raise CDPError("Client closed")
-            client.created.add(target_id)
+            client.created_tab(target_id)
             target = self.targets.get(target_id)
             if target is None:
                 # Only its owner can see it: announce it to the owner and answer after the
@@ -427,7 +425,7 @@ class TargetDomain:
                 self.targets[target_id] = target
                 pending = self._announce(client, target)
             else:  # the extension's announcement came first (and announced it)
-                target.owner = client.owner_key
+                target.give_to(client.owner_key)
                 in_flight = client.attaching.get((target_id, None))
                 pending = _waiter(in_flight) if in_flight is not None else _succeed(None)
             return pending.addBoth(lambda _: {"targetId": target_id})

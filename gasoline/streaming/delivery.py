@@ -107,13 +107,13 @@ class Delivery:
                                   "params": {"level": level, "logger": "gasoline",
                                              "data": item}})
             session.send(message)
-            agent.pushed += 1
+            agent.pushed_one()
             self.notifications += 1
         if subscriber is not None and not agent.resource_told:
             # ``notifications/resources/updated``: once, until the resource is read or events
             # are acknowledged.
             subscriber.send(RESOURCE_UPDATED)
-            agent.resource_told = True
+            agent.tell_resource(True)
         if agent.waiters:
             agent.wake()
         if agent.listeners:

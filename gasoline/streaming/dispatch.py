@@ -82,12 +82,11 @@ class Dispatcher:
         self._active = active
         self.tally.fold()
         self.spec = spec = KeySpec(agent.matcher for agent in active)
-        self.tally.deferred = spec.counts()
-        for agent in active:
-            agent.test = spec.predicate(agent.matcher)
-        members = self.tally.members
-        for agent in members:  # every member is active (a dropped agent leaves the tally)
-            members[agent] = agent.test
+        tests = {agent: spec.predicate(agent.matcher) for agent in active}
+        for agent, test in tests.items():
+            agent.set_test(test)
+        # Every member is active (a dropped agent leaves the tally).
+        self.tally.respec(spec.counts(), tests)
         self._reopen()
 
     def leave(self, agent: AgentStream) -> None:
@@ -175,8 +174,7 @@ class Dispatcher:
                 continue
             # 5. rate: a one-second window per agent (the clock does not move within a write)
             if now - agent.window_start >= 1.0:
-                agent.window_start = now
-                agent.window_count = 0
+                agent.open_window(now)
             limit = agent.subscription.rate_limit
             throttled = 0
             if agent.window_count >= limit:
@@ -191,7 +189,7 @@ class Dispatcher:
                     event = batch.event(pos)
                     if event is None:  # not an event after all (cannot happen: same classifier)
                         continue
-                    agent.window_count += 1
+                    agent.took(1)
                     data = redacted.get(pos)
                     if data is None:
                         data = redacted[pos] = self._redactor.redacted(event)
@@ -226,8 +224,7 @@ class Dispatcher:
         if queue and now - agent.window_start >= 1.0:
             self._drain(agent)  # what waited goes before this write's events
         if now - agent.window_start >= 1.0:
-            agent.window_start = now
-            agent.window_count = 0
+            agent.open_window(now)
         limit = agent.subscription.rate_limit
         targets = None
         dropped = 0
@@ -242,7 +239,7 @@ class Dispatcher:
                 data = redacted[pos] = self._redactor.redacted(event)
             self.matched += 1
             if not queue and agent.window_count < limit:
-                agent.window_count += 1
+                agent.took(1)
                 if targets is None:
                     targets = self._delivery.targets(agent.client_id)
                 self.add(agent, data, event.level, targets, encoded, pos)
@@ -255,30 +252,27 @@ class Dispatcher:
             self._counted(agent, dropped)
             self._schedule_notice(agent, now)
         if queue and agent.drain_call is None:
-            agent.drain_call = self.clock.callLater(
-                max(0.0, agent.window_start + 1.0 - now), self._drain, agent)
+            agent.arm_drain(self.clock.callLater(
+                max(0.0, agent.window_start + 1.0 - now), self._drain, agent))
 
     def _drain(self, agent: AgentStream) -> None:
         """A new window for a queueing agent: up to C{rate_limit} queued events enter its
         inbox, oldest first; the rest wait for the window after."""
-        call, agent.drain_call = agent.drain_call, None
+        call = agent.take_drain()
         if call is not None and call.active():
             call.cancel()
         queue = agent.queue
         if not queue:
             return
-        now = self.clock.seconds()
-        agent.window_start = now
-        agent.window_count = 0
+        agent.open_window(self.clock.seconds())
         limit = agent.subscription.rate_limit
         targets = self._delivery.targets(agent.client_id)
         while queue and agent.window_count < limit:
             data, level = queue.popleft()
-            agent.window_count += 1
-            agent.queued_total += 1
+            agent.took(1, queued=1)
             self.add(agent, data, level, targets)
         if queue:
-            agent.drain_call = self.clock.callLater(1.0, self._drain, agent)
+            agent.arm_drain(self.clock.callLater(1.0, self._drain, agent))
 
     # -- the tally of agents whose window is full ------------------------------------------------
 
@@ -324,33 +318,33 @@ class Dispatcher:
         goes) for the push."""
         item, dropped = agent.inbox.append(data)
         if dropped:
-            agent.overflowed += dropped
+            agent.overflow(dropped)
             self.overflowed += dropped
             notice = agent.full_notice
             if notice is not None and notice["seq"] < agent.inbox.items[0][0]:
-                agent.full_notice = None  # it was itself pushed out
+                agent.set_full_notice(None)  # it was itself pushed out
             if agent.full_call is None:
-                agent.full_call = self.clock.callLater(0, self._full_notice, agent)
+                agent.arm_full_notice(self.clock.callLater(0, self._full_notice, agent))
         self._delivery.deliver(agent, item, level, targets, encoded, key, data)
 
     def _schedule_notice(self, agent: AgentStream, now: float) -> None:
         """The C{rate_limit_exceeded} notice, at the end of C{agent}'s window (at once if it
         already ended)."""
         if agent.notice_call is None:
-            agent.notice_call = self.clock.callLater(
-                max(0.0, agent.window_start + 1.0 - now), self._notice, agent)
+            agent.arm_notice(self.clock.callLater(
+                max(0.0, agent.window_start + 1.0 - now), self._notice, agent))
 
     def _notice(self, agent: AgentStream) -> None:
         """One C{rate_limit_exceeded} notice for what the window throttled. (A member of the
         tally whose window ended is released by the next write, which schedules another notice
         if anything was counted after this one.)"""
-        agent.notice_call = None
+        agent.arm_notice(None)
         counting = agent in self.tally
         if counting:
             self.tally.fold()
         now = self.clock.seconds()
         if agent.throttled:
-            n, agent.throttled = agent.throttled, 0
+            n = agent.take_throttled()
             self.add(agent, {
                 "event_type": "rate_limit_exceeded", "timestamp": iso_time(now),
                 "message": f"{n} event{'s' if n != 1 else ''} over the rate limit of "
@@ -361,14 +355,14 @@ class Dispatcher:
         # (its timer was still pending then): the member's own window end gets its notice.
         due = agent.window_start + 1.0
         if counting and agent.notice_call is None and due > now:
-            agent.notice_call = self.clock.callLater(due - now, self._notice, agent)
+            agent.arm_notice(self.clock.callLater(due - now, self._notice, agent))
 
     def _full_notice(self, agent: AgentStream) -> None:
         """The C{buffer_full} notice: a new one, or the unread one's count grows."""
-        agent.full_call = None
+        agent.arm_full_notice(None)
         if not agent.overflowed:
             return
-        n, agent.overflowed = agent.overflowed, 0
+        n = agent.take_overflowed()
         notice = agent.full_notice
         if notice is not None:
             notice["throttled"] += n
@@ -379,7 +373,7 @@ class Dispatcher:
             "message": _full_message(n, agent.inbox.capacity),
             "severity": "medium", "throttled": n,
         })
-        agent.full_notice = item
+        agent.set_full_notice(item)
         self._delivery.deliver(agent, item, "warning")
 
 

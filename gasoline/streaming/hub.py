@@ -49,7 +49,7 @@ from gasoline.streaming.redaction import UNTRUSTED, EventRedactor
 from gasoline.streaming.subscription import Matcher, Subscription
 
 if TYPE_CHECKING:
-    from gasoline.core.interfaces import IClientRegistry
+    from gasoline.core.interfaces import IClientRegistry, IClientState
     from gasoline.core.notify import Notifier
 
 #: The key of the streaming subscription in C{ClientState.subscriptions}.
@@ -154,11 +154,10 @@ class Streaming:
 
     # -- subscriptions -------------------------------------------------------------------------
 
-    def configure(self, state: Any, subscription: Subscription | None) -> AgentStream | None:
+    def configure(self, state: IClientState, subscription: Subscription | None) -> AgentStream | None:
         """Set (or, with None, remove) C{state}'s subscription; saved in its client state."""
         if subscription is None:
-            state.subscriptions.pop(STATE_KEY, None)
-            state.mark_dirty()
+            state.drop_subscription(STATE_KEY)
             agent = self.agents.pop(state.client_id, None)
             if agent is not None:
                 self._drop(agent)
@@ -166,8 +165,7 @@ class Streaming:
             self.active()
             return None
         raw = subscription.to_json()
-        state.subscriptions[STATE_KEY] = raw
-        state.mark_dirty()
+        state.set_subscription(STATE_KEY, raw)
         agent = self.agents.get(state.client_id)
         if agent is None:
             agent = self.agents[state.client_id] = self._new_agent(state.client_id, subscription,
@@ -193,7 +191,7 @@ class Streaming:
                 return other.matcher
         return None
 
-    def agent(self, state: Any) -> AgentStream | None:
+    def agent(self, state: IClientState) -> AgentStream | None:
         """C{state}'s agent stream if it is subscribed (restoring it from the state if needed)."""
         raw = state.subscriptions.get(STATE_KEY) if isinstance(state.subscriptions, dict) else None
         agent = self.agents.get(state.client_id)
@@ -307,7 +305,7 @@ class Streaming:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def read(self, state: Any, since: int | None = None, limit: int = DEFAULT_INBOX,
+    def read(self, state: IClientState, since: int | None = None, limit: int = DEFAULT_INBOX,
              ack: bool = True) -> dict[str, Any] | None:
         """The agent's events after C{since} (default: after the last acknowledged one), oldest
         first, acknowledging them. None when the agent is not subscribed."""
@@ -320,14 +318,14 @@ class Streaming:
         if ack and items:
             inbox.ack(items[-1]["seq"])
             if agent.full_notice is not None and agent.full_notice["seq"] <= items[-1]["seq"]:
-                agent.full_notice = None
+                agent.set_full_notice(None)
         if ack:
-            agent.resource_told = False
+            agent.tell_resource(False)
         return {"events": items, "has_more": more, "last_seq": inbox.last_seq,
                 "acknowledged": inbox.acked, "unread": len(inbox), "dropped": inbox.dropped,
                 "throttled": agent.throttled_total}
 
-    def wait(self, state: Any, seconds: float) -> Deferred:
+    def wait(self, state: IClientState, seconds: float) -> Deferred:
         """A Deferred that fires (with None) when the agent's inbox gets an item, or after
         C{seconds}; cancelling it only stops the wait."""
         agent = self.agent(state)
@@ -351,13 +349,13 @@ class Streaming:
 
         return d.addBoth(done)
 
-    def resource(self, state: Any) -> dict[str, Any]:
+    def resource(self, state: IClientState) -> dict[str, Any]:
         """What C{gasoline://events} shows: the unread items (reading does not acknowledge;
         the next new item sends C{notifications/resources/updated} again)."""
         agent = self.agent(state)
         if agent is None:
             return {"streaming_enabled": False, "events": []}
-        agent.resource_told = False
+        agent.tell_resource(False)
         return {"streaming_enabled": True, "events": agent.inbox.unread(),
                 "last_seq": agent.inbox.last_seq, "acknowledged": agent.inbox.acked,
                 "untrusted_content": UNTRUSTED}
@@ -366,7 +364,7 @@ class Streaming:
         """A service whose stop cancels the hub's timers and releases long-polls."""
         return StopHook(self.stop, name="streaming")
 
-    def unread_note(self, state: Any) -> str | None:
+    def unread_note(self, state: IClientState) -> str | None:
         """"3 new browser events: 2 error, 1 network_failure — observe {what:"events"}" (capped),
         or None when nothing is unread."""
         agent = self.agents.get(state.client_id)
@@ -384,7 +382,7 @@ class Streaming:
             note = note[: MAX_NOTE - len(tail) - 1] + "…"
         return note + tail
 
-    def status(self, state: Any) -> dict[str, Any]:
+    def status(self, state: IClientState) -> dict[str, Any]:
         """C{state}'s subscription and its inbox's figures (C{configure} status)."""
         agent = self.agent(state)
         if agent is None:

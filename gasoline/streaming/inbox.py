@@ -166,6 +166,66 @@ class AgentStream:
         self.throttled += n
         self._throttled_total += n
 
+    def take_throttled(self) -> int:
+        """The events throttled since the last C{rate_limit_exceeded} notice (now told)."""
+        n, self.throttled = self.throttled, 0
+        return n
+
+    def set_test(self, test: Callable[[Key], bool]) -> None:
+        """The matcher's verdict on bucket keys under the hub's current key spec."""
+        self.test = test
+
+    def open_window(self, now: float) -> None:
+        """A new one-second rate window starts at C{now}, empty."""
+        self.window_start = now
+        self.window_count = 0
+
+    def took(self, n: int, queued: int = 0) -> None:
+        """C{n} more matched events entered the inbox in this window (C{queued} of them from
+        the over-limit queue)."""
+        self.window_count += n
+        self.queued_total += queued
+
+    def overflow(self, n: int) -> None:
+        """C{n} older items were pushed out of the full inbox (for the C{buffer_full}
+        notice)."""
+        self.overflowed += n
+
+    def take_overflowed(self) -> int:
+        """The items pushed out since the last C{buffer_full} notice (now told)."""
+        n, self.overflowed = self.overflowed, 0
+        return n
+
+    def set_full_notice(self, item: dict[str, Any] | None) -> None:
+        """The unread C{buffer_full} notice (C{None}: read, or pushed out itself)."""
+        self.full_notice = item
+
+    def arm_notice(self, call: IDelayedCall | None) -> None:
+        """C{call} sends the C{rate_limit_exceeded} notice (C{None}: it ran)."""
+        self.notice_call = call
+
+    def arm_full_notice(self, call: IDelayedCall | None) -> None:
+        """C{call} sends the C{buffer_full} notice (C{None}: it ran)."""
+        self.full_call = call
+
+    def arm_drain(self, call: IDelayedCall | None) -> None:
+        """C{call} lets the next window's share of the over-limit queue out."""
+        self.drain_call = call
+
+    def take_drain(self) -> IDelayedCall | None:
+        """The pending drain call, no longer the agent's."""
+        call, self.drain_call = self.drain_call, None
+        return call
+
+    def pushed_one(self) -> None:
+        """An item was pushed to the agent's MCP session."""
+        self.pushed += 1
+
+    def tell_resource(self, told: bool) -> None:
+        """C{notifications/resources/updated} was sent (C{True}) or the resource was read
+        since (C{False})."""
+        self.resource_told = told
+
     def reconfigure(self, subscription: Subscription, raw: Any,
                     matcher: Matcher | None = None) -> None:
         """A new subscription (its matcher compiled now, or C{matcher}, an equal subscription's;

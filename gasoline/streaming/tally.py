@@ -207,6 +207,15 @@ class Tally:
             if n:
                 self.on_count(member, n)
 
+    def respec(self, deferred: Any, tests: dict[Any, Callable[[Key], bool]]) -> None:
+        """A new key spec (after a fold: the tallied keys were made under the old one):
+        console writes are deferred into C{deferred} from now on, and each member's key
+        predicate is its own in C{tests}."""
+        self.deferred = deferred
+        members = self.members
+        for member, test in members.items():
+            members[member] = tests.get(member, test)
+
     def join(self, member: Any, test: Callable[[Key], bool]) -> None:
         self.fold()
         self.members[member] = test

@@ -153,7 +153,7 @@ class GasolineTools:
             registry.add(Tool(name, description, {**schema, "properties": properties},
                               self._dispatcher(name), title=title, annotations=hints))
         # Every result (proxied tools' too) says what is left to read beyond the caller's cursors.
-        registry.meta_providers.append(meta_provider(self.daemon))
+        registry.add_meta_provider(meta_provider(self.daemon))
 
     def _dispatcher(self, tool: str) -> Callable[[Any, dict[str, Any]], Any]:
         def run_one(request: Any, target: str, args: dict[str, Any]) -> Any:
@@ -179,5 +179,4 @@ class GasolineTools:
             return with_alias_notice(
                 lambda call: run_one(request, translation.tool, call), translation)
 
-        dispatch.__name__ = tool
         return dispatch

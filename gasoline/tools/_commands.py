@@ -32,13 +32,13 @@ LAUNCHED_PILOT_FIX = ("This browser was started by `gasoline browser` without --
 def require_pilot(ctx: Any) -> None:
     settings = ctx.app.extension.settings
     if settings.get("pilot_enabled") is False:
-        error = PilotDisabled(f"interact {ctx.mode or ''} is refused: the extension reports "
-                              "AI Web Pilot disabled".replace("  ", " "))
         launched = settings.get("launched")
-        if isinstance(launched, dict):
-            error.retry = LAUNCHED_PILOT_FIX.format(
+        raise PilotDisabled(
+            f"interact {ctx.mode or ''} is refused: the extension reports "
+            "AI Web Pilot disabled".replace("  ", " "),
+            retry=LAUNCHED_PILOT_FIX.format(
                 headless=" (headless: it has no popup)" if launched.get("headless") else "")
-        raise error
+            if isinstance(launched, dict) else None)
 
 
 class ExtensionTooOld(GasolineError):
@@ -52,8 +52,7 @@ def needs_newer_extension(what: str) -> Callable[[Any], Any]:
 
     def check(failure: Any) -> Any:
         err = failure.value
-        text = getattr(err, "details", {}).get("extension_error") if isinstance(err, GasolineError) \
-            else None
+        text = err.details.get("extension_error") if isinstance(err, GasolineError) else None
         if isinstance(text, str) and text.startswith("unknown_query_type"):
             raise ExtensionTooOld(f"{what} needs a newer Gasoline extension: the connected one "
                                   "does not know this command")

@@ -18,6 +18,7 @@ from gasoline.tools._views import ERRORS_CURSOR
 
 if TYPE_CHECKING:
     from gasoline.core.daemon import Daemon
+    from gasoline.core.interfaces import ITelemetryStore
     from gasoline.mcp.session import McpSession
 
 #: C{observe} mode -> (buffer, the caller's cursor key for that mode).
@@ -31,7 +32,7 @@ COUNTED: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def data_counts(store: Any, cursors: dict[str, int]) -> dict[str, int]:
+def data_counts(store: ITelemetryStore, cursors: dict[str, int]) -> dict[str, int]:
     """Entries beyond C{cursors} per C{observe} mode (modes with none left out)."""
     out: dict[str, int] = {}
     buffers = store.buffers

@@ -35,6 +35,25 @@ class KnownElements:
     shown: set[tuple[Any, Any, Any]] = attrs.field(factory=set)
     next: int = 1
 
+    def id_for(self, key: tuple[Any, Any, Any]) -> str:
+        """The element's id on this page: the one it was given, else the next one (kept while
+        fewer than L{MAX_KNOWN_ELEMENTS} are)."""
+        eid = self.ids.get(key)
+        if eid is None:
+            eid = f"e{self.next}"
+            self.next += 1
+            if len(self.ids) < MAX_KNOWN_ELEMENTS:
+                self.ids[key] = eid
+        return eid
+
+    def saw(self, keys: set[tuple[Any, Any, Any]]) -> None:
+        """The agent was shown these elements."""
+        self.shown |= keys
+
+    def lost(self, keys: set[tuple[Any, Any, Any]]) -> None:
+        """These elements it was shown are no longer on the page."""
+        self.shown -= keys
+
 
 def params(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     """The extension's params for a list (C{limit}, C{offset})."""
@@ -75,14 +94,7 @@ def shape(ctx: Any, args: dict[str, Any], result: dict[str, Any],
     table[ctx.client_id] = known
     listed = []
     for element in elements:
-        key = _key(element)
-        eid = known.ids.get(key)
-        if eid is None:
-            eid = f"e{known.next}"
-            known.next += 1
-            if len(known.ids) < MAX_KNOWN_ELEMENTS:
-                known.ids[key] = eid
-        listed.append({**element, "element_id": eid})
+        listed.append({**element, "element_id": known.id_for(_key(element))})
     out: dict[str, Any] = {k: v for k, v in result.items() if k not in ("elements", "offset")}
     out["count"] = total
     if offset:
@@ -97,14 +109,14 @@ def shape(ctx: Any, args: dict[str, Any], result: dict[str, Any],
         if not offset and len(elements) >= total:  # the whole list: what is gone is known
             gone = {k for k in known.shown if k not in keys}
             out["gone"] = sorted((known.ids[k] for k in gone if k in known.ids), key=lambda i: int(i[1:]))
-            known.shown -= gone
+            known.lost(gone)
         out["diff"] = True
-        known.shown |= {_key(e) for e in out["elements"]}
+        known.saw({_key(e) for e in out["elements"]})
     else:
         out["elements"] = listed
         if offset + len(elements) < total:
             out["next_offset"] = offset + len(elements)
-        known.shown |= keys
+        known.saw(keys)
     return out
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gasoline.core.errors import InvalidParam
+
+if TYPE_CHECKING:
+    from gasoline.core.interfaces import ITelemetryStore
 
 
 async def launch_browser(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
@@ -51,10 +54,9 @@ CAPTURE_FIRST = 2.0
 _CAPTURE_POLL = 0.05
 
 
-def _captured(store: Any) -> int:
+def _captured(store: ITelemetryStore) -> int:
     """How many entries every buffer of C{store} has taken so far (each ring's next sequence)."""
-    buffers = getattr(store, "buffers", None) or {}
-    return sum(getattr(ring, "head", 0) for ring in buffers.values())
+    return sum(ring.head for ring in store.buffers.values())
 
 
 async def _capture_flowing(ctx: Any, url: str) -> tuple[bool, int]:
@@ -71,11 +73,9 @@ async def _capture_flowing(ctx: Any, url: str) -> tuple[bool, int]:
     C{(flowing, waited ms)}."""
     from twisted.internet.task import deferLater
 
-    link = getattr(ctx.app, "extension", None)
-    store = getattr(ctx.app, "store", None)
+    link = ctx.app.extension
+    store = ctx.app.store
     start = ctx.now()
-    if link is None:
-        return False, 0
     at_url: float | None = None
     count = _captured(store)
     changed = ctx.now()

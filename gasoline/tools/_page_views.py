@@ -112,7 +112,7 @@ def observe_tabs(ctx: ToolContext, args: dict[str, Any]) -> Any:
         known = {t.get("id"): t.get("url") for t in tabs
                  if t.get("id") is not None and isinstance(t.get("url"), str)}
         if known:
-            ctx.runtime.tab_urls = dict(list(known.items())[:500])
+            ctx.runtime.saw_tabs(dict(list(known.items())[:500]))
         tracked = _settings(ctx).get("tracked_tab_id")
         for t in tabs:
             t.setdefault("tracked", t.get("id") == tracked)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
@@ -54,6 +54,9 @@ from gasoline.tools._commands import require_pilot
 from gasoline.tools._shared import newest
 from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools.context import ToolContext, state_of_ref
+
+if TYPE_CHECKING:
+    from gasoline.core.interfaces import IClientState
 
 log = Logger()
 
@@ -289,10 +292,11 @@ _BACKGROUND_KEYS = ("background", "sync", "wait")
 MAX_SEQUENCE_TAGS = 20
 
 
-def sequences_of(state: Any) -> dict[str, Any]:
+def sequences_of(state: IClientState) -> dict[str, Any]:
     seqs = state.kv.get(SEQUENCES_NS)
     if not isinstance(seqs, dict):
-        seqs = state.kv[SEQUENCES_NS] = {}
+        seqs = {}
+        state.put(SEQUENCES_NS, seqs)
     return seqs
 
 
@@ -382,9 +386,9 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
                                                    "count": len(items)})
     name = _sequence_name(ctx, args)
     if action == "delete":
-        if seqs.pop(name, None) is None:
+        if name not in seqs:
             raise GasolineError(f"no sequence {name!r}", code="no_data")
-        ctx.state.mark_dirty()
+        ctx.state.put(SEQUENCES_NS, {n: s for n, s in seqs.items() if n != name})
         return ctx.ok(f"sequence {name} deleted", {"name": name, "deleted": True})
     if action == "get":
         seq = seqs.get(name)
@@ -418,9 +422,9 @@ def configure_save_sequence(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
             isinstance(t, str) and 0 < len(t) <= 64 for t in tags):
         raise InvalidParam(f"tags must be a list of at most {MAX_SEQUENCE_TAGS} strings of 1..64 "
                            "characters", param="tags")
-    seqs[name] = {"name": name, "steps": steps, "created_at": ctx.now(), "source": source,
-                  "description": (description or "")[:500] or None, "tags": tags}
-    ctx.state.mark_dirty()
+    ctx.state.put(SEQUENCES_NS, {**seqs, name: {
+        "name": name, "steps": steps, "created_at": ctx.now(), "source": source,
+        "description": (description or "")[:500] or None, "tags": tags}})
     extra = f", {skipped} recorded actions skipped" if skipped else ""
     return ctx.ok(f"sequence {name} {'replaced' if replaced else 'saved'}: {len(steps)} steps"
                   f"{extra}; configure {{what:'replay_sequence', name:'{name}'}} runs it",

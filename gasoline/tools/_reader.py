@@ -113,8 +113,11 @@ def _fill(items: list[bytes], first_seq: int, order: range, want: int,
     Entries are the redacted ones (C{cache}: redacted the first time any agent reads them);
     C{accept} runs on them, then C{noise} (C{(rule-set key, hides)}), whose verdict is kept per
     entry and rule set."""
-    page = _Page()
-    size = 0
+    entries: list[dict[str, Any]] = []
+    last: int | None = None
+    stop: int | None = None
+    truncated = cut = False
+    hidden_count = size = 0
     redacted, hidden = cache.redacted, cache.hidden
     for i in order:
         raw = items[i]
@@ -126,24 +129,24 @@ def _fill(items: list[bytes], first_seq: int, order: range, want: int,
         if not accept(e):
             continue
         if noise is not None and hidden(seq, raw, noise[0], noise[1], e):
-            page.hidden += 1
+            hidden_count += 1
             continue
-        if not page.entries and len(b) > READ_BUDGET:
+        if not entries and len(b) > READ_BUDGET:
             # One entry larger than the whole budget: it is returned cut, with a
             # note, and the cursor moves past it, so no page can wedge every agent's cursor.
-            page.cut = True
-            page.entries.append(truncate_entry(e, len(b)))
+            cut = True
+            entries.append(truncate_entry(e, len(b)))
             size = READ_BUDGET
-            page.last = i
+            last = i
             continue
-        if len(page.entries) == want or size + len(b) > READ_BUDGET:
-            page.truncated = len(page.entries) < want
-            page.stop = i
+        if len(entries) == want or size + len(b) > READ_BUDGET:
+            truncated = len(entries) < want
+            stop = i
             break
-        page.entries.append(e)
+        entries.append(e)
         size += len(b)
-        page.last = i
-    return page
+        last = i
+    return _Page(entries, last, stop, truncated, hidden_count, cut)
 
 
 def read_buffer(
@@ -213,7 +216,7 @@ def read_buffer(
         if page.stop is not None:
             next_cursor, has_more = raw.first_seq + page.stop, True
         if state.cursors.get(key) != next_cursor:
-            state.cursors[key] = next_cursor
+            state.set_cursor(key, next_cursor)
     cleared = ctx.runtime.buffer_clears.get(buffer)
     if cleared is not None and cursor < cleared["seq"] and not backwards:
         # Entries before the clear were removed by a client, not evicted.

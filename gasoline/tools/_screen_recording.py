@@ -87,6 +87,38 @@ class ScreenRecording:
     done: bool = False
     finished: Deferred[Any] | None = None
 
+    def add_frame(self, frame: dict[str, Any]) -> None:
+        """A frame was captured (the run of failed captures ends)."""
+        self.frames.append(frame)
+        self.failures = 0
+
+    def skip_frame(self) -> None:
+        """No frame this time: the tab was not visible."""
+        self.skipped += 1
+
+    def frame_failed(self, text: str) -> int:
+        """A capture failed (why: C{text}, the first 20 kept); the failures in a row now."""
+        self.failures += 1
+        if len(self.errors) < 20:
+            self.errors.append(text[:300])
+        return self.failures
+
+    def wait(self, timer: IDelayedCall | None) -> None:
+        """The next frame is due when C{timer} fires (C{None}: it fired)."""
+        self.timer = timer
+
+    def stop(self) -> None:
+        """No more frames: the pending one is cancelled."""
+        self.done = True
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        self.timer = None
+
+    def finishing(self, written: Deferred[Any]) -> Deferred[Any]:
+        """C{written} fires with the manifest once it is written (what a second stop gets)."""
+        self.finished = written
+        return written
+
 
 def _active(ctx: Any) -> dict[str, ScreenRecording]:
     return ctx.runtime.screen_recordings
@@ -116,8 +148,7 @@ def _frame(ctx: Any, rec: ScreenRecording) -> Deferred:
                                  "t": round(ctx.now() - rec.started_at, 3)}
         if isinstance(r.get("url"), str):
             frame["url"] = r["url"][:2000]
-        rec.frames.append(frame)
-        rec.failures = 0
+        rec.add_frame(frame)
         return True
 
     return d.addCallback(got)
@@ -131,27 +162,26 @@ def _schedule(ctx: Any, rec: ScreenRecording) -> None:
         _finish(ctx, rec, f"stopped automatically ({why} reached)").addErrback(
             lambda f: log.failure("finishing screen recording {id}", f, id=rec.id))
         return
-    rec.timer = ctx.clock.callLater(rec.interval, _tick, ctx, rec)
+    rec.wait(ctx.clock.callLater(rec.interval, _tick, ctx, rec))
 
 
 def _tick(ctx: Any, rec: ScreenRecording) -> None:
-    rec.timer = None
+    rec.wait(None)
     if rec.done:
         return
 
     def failed(failure: Any) -> None:
         err = failure.value
-        text = getattr(err, "message", None) or str(err) or type(err).__name__
+        text = (err.message if isinstance(err, GasolineError) else "") or str(err) \
+            or type(err).__name__
         if "tab_not_visible" in text:
-            rec.skipped += 1
+            rec.skip_frame()
             return
         if not isinstance(err, (GasolineError, OSError)):
             log.failure("screen recording {id} frame", failure, id=rec.id)
-        rec.failures += 1
-        if len(rec.errors) < 20:
-            rec.errors.append(text[:300])
-        if rec.failures >= MAX_FRAME_FAILURES and not rec.done:
-            _finish(ctx, rec, f"stopped after {rec.failures} failed captures in a row").addErrback(
+        failures = rec.frame_failed(text)
+        if failures >= MAX_FRAME_FAILURES and not rec.done:
+            _finish(ctx, rec, f"stopped after {failures} failed captures in a row").addErrback(
                 lambda f: log.failure("finishing screen recording {id}", f, id=rec.id))
 
     d = _frame(ctx, rec)
@@ -212,10 +242,7 @@ def _finish(ctx: Any, rec: ScreenRecording, reason: str) -> Deferred:
     """Stop C{rec}, write its manifest (frames + timeline) and index it in the client's state."""
     if rec.finished is not None:
         return rec.finished
-    rec.done = True
-    if rec.timer is not None and rec.timer.active():
-        rec.timer.cancel()
-    rec.timer = None
+    rec.stop()
     active = _active(ctx)
     if active.get(rec.client_id) is rec:
         del active[rec.client_id]
@@ -250,8 +277,7 @@ def _finish(ctx: Any, rec: ScreenRecording, reason: str) -> Deferred:
                 await run(_remove_tree, directory)
         return manifest
 
-    rec.finished = Deferred.fromCoroutine(write())
-    return rec.finished
+    return rec.finishing(Deferred.fromCoroutine(write()))
 
 
 def _recording_result(ctx: Any, manifest: dict[str, Any], summary: str) -> dict[str, Any]:
@@ -304,7 +330,7 @@ def record_start(ctx: Any, args: dict[str, Any]) -> Deferred:
                        if rec.frames else None, "url": rec.url})
 
     def refused(failure: Any) -> Any:
-        rec.done = True
+        rec.stop()
         if active.get(ctx.client_id) is rec:
             del active[ctx.client_id]
         return failure

@@ -11,6 +11,7 @@ Helpers shared by the C{analyze}, C{generate} and C{interact} mode tables.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from twisted.internet.defer import Deferred
@@ -34,11 +35,10 @@ def nulls_absent(table: dict[str, Callable[[Any, dict[str, Any]], Any]]
     not given (its default applies)."""
 
     def wrap(handler: Callable[[Any, dict[str, Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
+        @functools.wraps(handler)
         def handle(ctx: Any, args: dict[str, Any]) -> Any:
             return handler(ctx, {k: v for k, v in args.items() if v is not None})
 
-        handle.__name__ = getattr(handler, "__name__", "handle")
-        handle.__wrapped__ = handler  # type: ignore[attr-defined]
         return handle
 
     return {name: wrap(handler) for name, handler in table.items()}

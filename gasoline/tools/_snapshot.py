@@ -83,10 +83,8 @@ class SnapshotBases:
 
 
 def _bases(ctx: Any) -> SnapshotBases:
-    runtime = ctx.runtime
-    if runtime.snapshots is None:
-        runtime.snapshots = SnapshotBases()
-    return runtime.snapshots
+    bases: SnapshotBases = ctx.runtime.snapshot_bases(SnapshotBases)
+    return bases
 
 
 def ref_selector(ctx: Any, args: dict[str, Any], ref: str) -> str:

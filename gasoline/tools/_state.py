@@ -39,7 +39,8 @@ def recordings_of(ctx: ToolContext) -> dict[str, Any]:
     """C{{"active": {...} | None, "saved": {name: recording}}} in the caller's kv."""
     rec = ctx.state.kv.get(RECORDINGS_NS)
     if not isinstance(rec, dict) or not isinstance(rec.get("saved"), dict):
-        rec = ctx.state.kv[RECORDINGS_NS] = {"active": None, "saved": {}}
+        rec = {"active": None, "saved": {}}
+        ctx.state.put(RECORDINGS_NS, rec)
     return rec
 
 

@@ -290,7 +290,7 @@ def translate(tool: str, args: Args, table: tuple[Alias, ...] = ALIASES) -> Tran
             try:
                 rewritten = alias.rewrite(call)
             except GasolineError as e:  # a published form with no equivalent: say which
-                e.details["aliases"] = [a.used() for a in (*used, alias)]
+                e.add_details(aliases=[a.used() for a in (*used, alias)])
                 raise
             if rewritten is None:
                 out.append(call)
@@ -351,9 +351,9 @@ def with_alias_notice(run: Callable[[Args], Any], translation: Translation) -> D
     def failed(failure: Failure) -> Failure:
         error = failure.value
         if isinstance(error, GasolineError):
-            error.details["aliases"] = used
+            error.add_details(aliases=used)
             if len(calls) > 1:
-                error.details["done"] = len(results)
+                error.add_details(done=len(results))
         return failure
 
     def step(result: Any = None) -> Any:

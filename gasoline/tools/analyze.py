@@ -369,10 +369,7 @@ def changes_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validator(ctx: Any) -> Any:
-    runtime = ctx.runtime
-    if runtime.link_validator is None:
-        runtime.link_validator = default_validator(ctx.app.clock)
-    return runtime.link_validator
+    return ctx.runtime.link_checker(lambda: default_validator(ctx.app.clock))
 
 
 def link_validation(ctx: Any, args: dict[str, Any]) -> Any:

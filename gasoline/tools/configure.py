@@ -36,7 +36,7 @@ from gasoline.tools._diagnostics import (
     configure_telemetry,
 )
 from gasoline.tools._session_diff import configure_diff_sessions, session_snapshot
-from gasoline.tools._state import recordings_of
+from gasoline.tools._state import RECORDINGS_NS, recordings_of
 from gasoline.tools._views import VIEW_CURSORS
 from gasoline.tools.context import (
     ToolContext,
@@ -93,19 +93,14 @@ def _key(ctx: ToolContext, args: dict[str, Any], required: bool) -> str | None:
 def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     ns = _namespace(ctx, args)
     key = _key(ctx, args, True)
+    assert key is not None  # (required: _key raised otherwise)
     if "value" not in args:
         raise MissingParam("store needs 'value' (any JSON value; null deletes the key)",
                            param="value")
     value = args["value"]
     kv = ctx.state.kv
-    space = kv.get(ns)
-    if not isinstance(space, dict):
-        space = kv[ns] = {}
     if value is None:
-        existed = space.pop(key, None) is not None
-        if not space:
-            kv.pop(ns, None)
-        ctx.state.mark_dirty()
+        existed = ctx.state.delete_value(ns, key)
         _persist_now(ctx, "delete", f"{ns}/{key}")
         return ctx.ok(f"{ns}/{key} {'deleted' if existed else 'was not set'}",
                       {"namespace": ns, "key": key, "deleted": existed})
@@ -117,11 +112,11 @@ def configure_store(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         raise InvalidParam(f"value is {size} bytes; at most {MAX_KV_VALUE_BYTES}", param="value")
     total = sum(len(s) for n, s in kv.items()
                 if isinstance(s, dict) and not str(n).startswith(RESERVED_NS_PREFIX))
-    if key not in space and total >= MAX_KV_KEYS:
+    space = kv.get(ns)
+    if (not isinstance(space, dict) or key not in space) and total >= MAX_KV_KEYS:
         raise InvalidParam(f"at most {MAX_KV_KEYS} keys per client",
                            retry="Delete keys you no longer need (store with value null).")
-    space[key] = value
-    ctx.state.mark_dirty()
+    ctx.state.store_value(ns, key, value)
     _persist_now(ctx, "store", f"{ns}/{key}")
     return ctx.ok(f"stored {ns}/{key} ({size} bytes)", {"namespace": ns, "key": key,
                                                          "bytes": size})
@@ -243,7 +238,7 @@ def _move_cursors(ctx: ToolContext, buffer: str, head: int) -> None:
     cursors = ctx.state.cursors
     keys = {buffer, *VIEW_CURSORS.get(buffer, ()), *(k for k in cursors if k.startswith(buffer + ":"))}
     for key in keys:
-        cursors[key] = head
+        ctx.state.set_cursor(key, head)
 
 
 def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
@@ -276,7 +271,7 @@ def configure_clear(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         clears[name] = {"seq": head, "at": now, "by": ctx.client_id, "removed": n}
         _move_cursors(ctx, name, head)
     if which == "all":
-        store.performance.clear()
+        store.clear_performance()
     ctx.state.mark_dirty()
     total = sum(removed.values())
     return ctx.ok(f"emptied {len(names)} shared buffers ({total} entries removed); other "
@@ -291,8 +286,6 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 
     action = ctx.str_arg(args, "checkpoint_action", "create", ("create", "list", "delete"))
     cps = ctx.state.checkpoints
-    if not isinstance(cps, dict):
-        cps = ctx.state.checkpoints = {}
     if action == "list":
         items = [{"name": n, "created_at": c.get("created_at"), "heads": c.get("heads")}
                  for n, c in cps.items() if isinstance(c, dict)]
@@ -301,9 +294,8 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     if not name:
         raise MissingParam(f"checkpoint {action} needs 'name'", param="name")
     if action == "delete":
-        if cps.pop(name, None) is None:
+        if not ctx.state.delete_checkpoint(name):
             raise GasolineError(f"no checkpoint {name!r}", code="no_data")
-        ctx.state.mark_dirty()
         _persist_now(ctx, "checkpoint delete", name)
         return ctx.ok(f"checkpoint {name} deleted", {"name": name, "deleted": True})
     if ":" in name or len(name) > MAX_CHECKPOINT_NAME:
@@ -320,8 +312,7 @@ def configure_checkpoint(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     cp = make_checkpoint(name, heads, ctx.now(), counters, errors)
     cp.update(session_snapshot(ctx))  # error messages, failing URLs, vitals (diff_sessions)
     replaced = name in cps
-    cps[name] = cp
-    ctx.state.mark_dirty()
+    ctx.state.set_checkpoint(name, cp)
     _persist_now(ctx, "checkpoint", name)
     return ctx.ok(f"checkpoint {name} {'replaced' if replaced else 'created'} "
                   f"(analyze {{what:'changes', checkpoint:'{name}'}} diffs against it)",
@@ -342,8 +333,7 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
                       {"patterns": list(ctx.state.tab_filters)})
     if action == "clear":
         n = len(ctx.state.tab_filters)
-        ctx.state.tab_filters = []
-        ctx.state.mark_dirty()
+        ctx.state.set_tab_filters([])
         return ctx.ok(f"tab selection cleared ({n} patterns); you see every tab again",
                       {"patterns": []})
     if patterns is None:
@@ -363,8 +353,7 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
     if not new:
         raise MissingParam("select_tab needs 'patterns' (or tab_action:'clear')",
                            param="patterns")
-    ctx.state.tab_filters = new
-    ctx.state.mark_dirty()
+    ctx.state.set_tab_filters(new)
     return ctx.ok(f"you now see only tabs and entries matching {len(new)} URL patterns",
                   {"patterns": new})
 
@@ -427,8 +416,8 @@ def configure_recording_start(ctx: ToolContext, args: dict[str, Any]) -> dict[st
         raise InvalidParam(f"recording {rec['active']['name']!r} is already running",
                            retry="Stop it first (configure {what:'recording_stop'}).")
     heads = {n: ctx.app.store.buffers[n].head for n in (ACTIONS, CONSOLE, NETWORK_BODIES)}
-    rec["active"] = {"name": name, "started_at": ctx.now(), "heads": heads}
-    ctx.state.mark_dirty()
+    ctx.state.put(RECORDINGS_NS, {**rec, "active": {"name": name, "started_at": ctx.now(),
+                                                    "heads": heads}})
     return ctx.ok(f"recording {name} started: use the page, then configure "
                   "{what:'recording_stop'}", {"name": name, "heads": heads})
 
@@ -456,13 +445,12 @@ def configure_recording_stop(ctx: ToolContext, args: dict[str, Any]) -> dict[str
         "start_url": next((a.get("url") for a in actions if a.get("url")), None),
         "actions": actions,
     }
-    saved = rec["saved"]
-    saved.pop(recording["name"], None)
+    # Newest last; the oldest leave first.
+    saved = {n: r for n, r in rec["saved"].items() if n != recording["name"]}
     saved[recording["name"]] = recording
     while len(saved) > MAX_RECORDINGS:
         del saved[next(iter(saved))]
-    rec["active"] = None
-    ctx.state.mark_dirty()
+    ctx.state.put(RECORDINGS_NS, {**rec, "saved": saved, "active": None})
     summary = {k: v for k, v in recording.items() if k != "actions"}
     return ctx.ok(f"recording {recording['name']} saved: {len(actions)} actions, {errors} "
                   f"errors, {failed} failed requests", summary)

@@ -341,7 +341,7 @@ def client_noise_rules(ctx: ToolContext) -> Any:
                                  parent=ctx.app.noise_global)
     if len(cache) > 1000:
         cache.clear()
-    ctx.runtime.noise_cache[ctx.client_id] = (key, rules)
+    ctx.runtime.cache_noise(ctx.client_id, key, rules)
     return rules
 
 
@@ -359,10 +359,10 @@ def noise_rules_key(ctx: ToolContext) -> tuple[bytes, bytes]:
 
 def save_noise_rules(ctx: ToolContext, rules: Any) -> None:
     """Persist the caller's rule set in its client state."""
-    ctx.state.noise_rules = rules.to_json()
-    key = orjson.dumps(ctx.state.noise_rules, option=orjson.OPT_NON_STR_KEYS, default=str)
-    ctx.runtime.noise_cache[ctx.client_id] = (key, rules)
-    ctx.state.mark_dirty()
+    form = rules.to_json()
+    ctx.state.set_noise_rules(form)
+    key = orjson.dumps(form, option=orjson.OPT_NON_STR_KEYS, default=str)
+    ctx.runtime.cache_noise(ctx.client_id, key, rules)
 
 
 def state_of_ref(ctx: ToolContext, ref: str, kind: str) -> tuple[Any, str]:
@@ -380,20 +380,20 @@ def state_of_ref(ctx: ToolContext, ref: str, kind: str) -> tuple[Any, str]:
 
 
 def reserved_dict(ctx: ToolContext, key: str) -> dict[str, Any]:
-    """The dict the daemon keeps for the caller under the reserved kv key C{key} (saved
-    states, visual baselines, screen recordings); C{{}} when there is none yet."""
+    """A copy of the dict the daemon keeps for the caller under the reserved kv key C{key}
+    (saved states, visual baselines, screen recordings); C{{}} when there is none yet. A change
+    is kept with L{store_reserved_dict}."""
     value = ctx.state.kv.get(key)
-    return value if isinstance(value, dict) else {}
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def store_reserved_dict(ctx: ToolContext, key: str, value: dict[str, Any]) -> None:
     """Keep C{value} under the reserved kv key C{key} (drop the key when it is empty) and have
     the client state written."""
     if value:
-        ctx.state.kv[key] = value
+        ctx.state.put(key, value)
     else:
-        ctx.state.kv.pop(key, None)
-    ctx.state.mark_dirty()
+        ctx.state.drop(key)
 
 
 def decode_entries(items: list[Any], keep: Callable[[dict[str, Any]], bool] | None = None

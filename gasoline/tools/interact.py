@@ -365,8 +365,7 @@ def with_image(ctx: Any, answer: dict[str, Any], path: Any) -> dict[str, Any]:
     """Add the screenshot saved at C{path} as MCP C{image} content, size-bounded (the
     extension's scaled preview when the image is large: L{MAX_INLINE_IMAGE_CHARS}); the text
     block keeps the path. Without an image small enough, the summary says so."""
-    store = getattr(ctx.app, "screenshots", None)
-    kept = store.preview(path) if store is not None else None
+    kept = ctx.app.screenshots.preview(path)
     block = image_content(*kept) if kept is not None else None
     content = answer.get("content")
     if not isinstance(content, list) or not content:
@@ -445,9 +444,9 @@ async def upload(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     require_pilot(ctx)
     selector = target(ctx, args)
     names = _upload_names(ctx, args)
-    roots = media.upload_roots(ctx.cwd, getattr(getattr(ctx.app, "config", None), "state_dir", None))
+    state_dir = ctx.app.config.state_dir
+    roots = media.upload_roots(ctx.cwd, state_dir)
     param = "files" if args.get("files") is not None else "file_path"
-    state_dir = getattr(getattr(ctx.app, "config", None), "state_dir", None)
     paths = [media.resolve_readable(n, roots, param, relative_from=ctx.cwd or None)
              for n in names]
     for p in paths:

@@ -11,7 +11,7 @@ L{gasoline.tools.GasolineTools}.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 
@@ -44,3 +44,24 @@ class ToolRuntime:
     buffer_clears: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     #: Server-side link checks (built on first use, on the daemon's clock).
     link_validator: LinkValidator | None = None
+
+    def snapshot_bases(self, make: Callable[[], SnapshotBases]) -> SnapshotBases:
+        """L{snapshots}, made by C{make} at the first snapshot."""
+        if self.snapshots is None:
+            self.snapshots = make()
+        return self.snapshots
+
+    def saw_tabs(self, urls: dict[Any, str]) -> None:
+        """The last C{observe {what:"tabs"}} answer's tab id -> URL (replaces L{tab_urls})."""
+        self.tab_urls = urls
+
+    def cache_noise(self, client_id: str, key: bytes, rules: Any) -> None:
+        """Keep C{client_id}'s parsed noise rules with the persisted form they were parsed
+        from (L{noise_cache})."""
+        self.noise_cache[client_id] = (key, rules)
+
+    def link_checker(self, make: Callable[[], LinkValidator]) -> LinkValidator:
+        """L{link_validator}, made by C{make} at the first link check."""
+        if self.link_validator is None:
+            self.link_validator = make()
+        return self.link_validator

@@ -129,10 +129,11 @@ def test_the_built_daemon_has_its_hooks_from_construction(tmp_path):
     assert root.on_response == metrics.request_done
     assert app.router.on_latency == metrics.observe_query
     assert app.extension.identity is not None
-    assert root.mounts[b"mcp"].session_binder is None  # no --proxy-config: nothing to bind
-    assert set(root.mounts) >= {b"", b"ui", b"health", b"clients", b"mcp", b"pairing",
-                                b"session", b"metrics", b"events", b"json", b"status", b"cdp",
-                                b"extension"}
+    from gasoline.http.mcp_http import McpHTTP
+    assert root.handlers.api(McpHTTP).session_binder is None  # no --proxy-config: nothing to bind
+    assert {type(api).__name__ for api in root.handlers.apis} >= {
+        "IngestAPI", "CursorReads", "StatusPage", "HealthAPI", "ClientsAPI", "McpHTTP",
+        "PairingAPI", "ProxyAPI", "MetricsAPI", "EventsAPI", "RelayDiscoveryAPI", "RelaySockets"}
 
 
 # -- no private names of other libraries ----------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
@@ -37,7 +38,7 @@ from gasoline.core.errors import (
     UnknownClient,
 )
 from gasoline.http.client_proof import claimed_client, require_client
-from gasoline.http.json import json_app, json_body, read_json_object
+from gasoline.http.json import json_body, read_json_object
 
 log = Logger()
 
@@ -66,13 +67,10 @@ def _error(request, err: GasolineError) -> bytes:
 class ClientsAPI:
     """The C{/clients} routes over the client registry (L{IClientRegistry})."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, registry: IClientRegistry) -> None:
         self.registry = registry
-
-    def resource(self):
-        return self.app.resource()
 
     @app.route("/clients", methods=["POST"])
     def register(self, request):

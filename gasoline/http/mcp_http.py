@@ -41,8 +41,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Literal
 
+from klein import Klein
 from twisted.logger import Logger
-from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
@@ -76,16 +76,13 @@ def _gasoline_error(request, error: GasolineError) -> bytes:
     return jsonrpc.encode(jsonrpc.error(None, INVALID_REQUEST, error.message, error.to_json()))
 
 
-class McpHTTP(Resource):
-    """Renders every path under C{/mcp}; mounted at C{root.mounts[b"mcp"]}."""
+class McpHTTP:
+    """The routes of C{/mcp}, C{/mcp/sse} and C{/mcp/messages/<session-id>}."""
 
-    isLeaf = True
-    # Shadows twisted.web's unused Resource.server (typed None there).
-    server: McpServer  # type: ignore[assignment]
+    app = Klein()
 
     def __init__(self, server: McpServer, max_body: int = MAX_BODY, *,
                  session_binder: Callable[[str, McpSession], Any] | None = None) -> None:
-        super().__init__()
         self.server = server
         self.max_body = max_body
         #: (client id, connection id) -> the connector connection's session.
@@ -104,36 +101,6 @@ class McpHTTP(Resource):
         if finisher not in self.open_streams and not finisher.done:
             self.open_streams.add(finisher)
             finisher.request.notifyFinish().addBoth(lambda _: self.open_streams.discard(finisher))
-
-    def resource(self) -> Resource:
-        return self
-
-    # -- routing -------------------------------------------------------------------------------
-
-    def render(self, request):
-        rest = [p for p in request.postpath[1:] if p]
-        method = request.method
-        if not rest:
-            if method == b"POST":
-                return self._post(request)
-            if method == b"GET":
-                return self._get(request)
-            if method == b"DELETE":
-                return self._delete(request)
-            return self._not_allowed(request, b"GET, POST, DELETE")
-        if rest == [b"sse"]:
-            if method != b"GET":
-                return self._not_allowed(request, b"GET")
-            return self._legacy_sse(request)
-        if len(rest) == 2 and rest[0] == b"messages":
-            if method != b"POST":
-                return self._not_allowed(request, b"POST")
-            return self._legacy_post(request, rest[1])
-        return _error_body(request, 404, INVALID_REQUEST, "Not found: no such MCP endpoint")
-
-    def _not_allowed(self, request, allow: bytes) -> bytes:
-        request.setHeader(b"allow", allow)
-        return _error_body(request, 405, INVALID_REQUEST, f"Method {request.method.decode()} not allowed")
 
     # -- shared helpers ------------------------------------------------------------------------
 
@@ -288,6 +255,7 @@ class McpHTTP(Resource):
 
     # -- streamable HTTP -----------------------------------------------------------------------
 
+    @app.route("/mcp", methods=["POST"])
     def _post(self, request):
         ctype = request.getHeader(b"content-type")
         if ctype is not None and b"json" not in ctype.lower():
@@ -433,6 +401,7 @@ class McpHTTP(Resource):
         request.setResponseCode(202)
         return b""
 
+    @app.route("/mcp", methods=["GET"])
     def _get(self, request):
         accept = (request.getHeader(b"accept") or b"").lower()
         if b"text/event-stream" not in accept:
@@ -483,6 +452,7 @@ class McpHTTP(Resource):
             finisher.finish()
         return NOT_DONE_YET
 
+    @app.route("/mcp", methods=["DELETE"])
     def _delete(self, request):
         session, refused = self._find(request)
         if refused is not None:
@@ -494,6 +464,7 @@ class McpHTTP(Resource):
 
     # -- legacy HTTP+SSE -----------------------------------------------------------------------
 
+    @app.route("/mcp/sse", methods=["GET"])
     def _legacy_sse(self, request):
         accept = (request.getHeader(b"accept") or b"").lower()
         if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
@@ -520,8 +491,9 @@ class McpHTTP(Resource):
         request.notifyFinish().addBoth(lambda _: self.server.close_session(session))
         return NOT_DONE_YET
 
-    def _legacy_post(self, request, sid: bytes):
-        session = self.server.sessions.get(sid.decode("latin-1"))
+    @app.route("/mcp/messages/<sid>", methods=["POST"])
+    def _legacy_post(self, request, sid: str):
+        session = self.server.sessions.get(sid)
         if session is None or session.transport != "sse":
             return _error_body(request, 404, SESSION_NOT_FOUND,
                                "Session not found: unknown or ended session id")

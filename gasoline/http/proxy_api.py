@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError
 from gasoline.core.session_ids import session_label
 from gasoline.http.client_proof import claimed_client, require_owner
-from gasoline.http.json import json_app, json_body, read_json_object
+from gasoline.http.json import json_body, read_json_object
 
 if TYPE_CHECKING:
     from gasoline.proxy.session import ProxyManager
@@ -52,13 +53,10 @@ class ProxyAPI:
     """The C{/session} routes over a L{gasoline.proxy.session.ProxyManager} (or None: the
     daemon runs without a servers file, and every route says so)."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, manager: ProxyManager | None) -> None:
         self.manager = manager
-
-    def resource(self):
-        return self.app.resource()
 
     def _manager(self, request):
         if request.getHeader(b"origin") is not None:

@@ -17,14 +17,18 @@ twisted.web site; the factories take the injected clock as their reactor.
 
 from __future__ import annotations
 
+from klein import Klein
+
 from collections.abc import Callable
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.web.server import Request
 from twisted.web.resource import IResource, Resource
 
 from gasoline.core.inflight import InFlight
 from gasoline.core.pairing import DaemonIdentity
-from gasoline.http.json import json_app, json_body, json_error
+from gasoline.http.json import json_body, json_error
 from gasoline.http.relay_wire import CDP_PREFIX
 from gasoline.relay.hub import Relay
 
@@ -56,8 +60,9 @@ class _OnFirstUse(Resource):
         return self._real.render(request)
 
 
-def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None) -> Resource:
-    """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp});
+def cdp_client_resource(relay: Relay, clock: IReactorTime,
+                        inflight: InFlight | None = None) -> Resource:
+    """The resource for C{/cdp/<client-id>} (L{RelaySockets} answers it);
     C{inflight}: the daemon's in-flight budget, which unfinished messages count in."""
     def build() -> IResource:
         from gasoline.http import relay_ws  # autobahn: on first use
@@ -67,9 +72,10 @@ def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None) -
     return _OnFirstUse(build)
 
 
-def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None,
+def extension_link_resource(relay: Relay, clock: IReactorTime,
+                            identity: DaemonIdentity | None = None,
                             inflight: InFlight | None = None) -> Resource:
-    """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
+    """The resource for C{/extension/cdp} (L{RelaySockets} answers it).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).
@@ -82,16 +88,35 @@ def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None
     return _OnFirstUse(build)
 
 
+class RelaySockets:
+    """C{/cdp}, C{/cdp/<client-id>[/...]} and C{/extension/cdp}: each answers with its WebSocket
+    resource (built at first use), which the root renders for the request."""
+
+    app = Klein()
+
+    def __init__(self, relay: Relay, clock: IReactorTime, identity: DaemonIdentity | None = None,
+                 inflight: InFlight | None = None) -> None:
+        self.cdp = cdp_client_resource(relay, clock, inflight)
+        self.link = extension_link_resource(relay, clock, identity, inflight)
+
+    @app.route("/cdp", methods=["GET"])
+    @app.route("/cdp/<client>", methods=["GET"])
+    @app.route("/cdp/<client>/<path:rest>", methods=["GET"])
+    def cdp_client(self, request: Request, client: str = "", rest: str = "") -> Resource:
+        return self.cdp
+
+    @app.route("/extension/cdp", methods=["GET"])
+    def extension_link(self, request: Request) -> Resource:
+        return self.link
+
+
 class RelayDiscoveryAPI:
     """C{/json/version}, C{/json/list}, C{/json} and C{/status} for one L{Relay}."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
-
-    def resource(self):
-        return self.app.resource()
 
     def _origin(self, request) -> str:
         host = request.getHeader(b"host")

@@ -1,8 +1,7 @@
 """
 The live status page: C{GET /} and its state, for a person to read at a glance (docs/status-page.md).
 
-Routes (this object's one Klein app; C{app.build} mounts it for the first path segments C{""} and
-C{"ui"}):
+Routes (declared with this object's Klein app, served by the root):
 
   - C{GET /}: the page (HTML). Public: it holds no state, only the code that fetches it.
   - C{GET /ui/status.css}, C{GET /ui/status.js}: its style and script, served from the package
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
+from klein import Klein
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -42,7 +42,7 @@ from twisted.web.server import NOT_DONE_YET
 from gasoline._version import __version__
 from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.session_ids import session_label
-from gasoline.http.json import json_app, json_body, json_error
+from gasoline.http.json import json_body, json_error
 from gasoline.stream import request_writer
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _origin_only(url: Any) -> str | None:
 class StatusPage:
     """The status page of one daemon; collaborators by name, all but C{daemon} optional."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, daemon: Daemon, *, identity: DaemonIdentity | None = None,
                  tools: ToolRegistry | None = None, streaming: Streaming | None = None,
@@ -114,9 +114,6 @@ class StatusPage:
         self._rates: dict[str, float] = {}
         self.timer = ClockedTimer(TICK, self.clock, self._tick)
         self.timer.setName("status-page")
-
-    def resource(self):
-        return self.app.resource()
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -383,7 +380,7 @@ class StatusPage:
 
 
 class _Pending(Resource):
-    """What a streaming route returns to Klein: the response stays open (its writes were made)."""
+    """What a streaming route answers: the response stays open (its writes were made)."""
 
     isLeaf = True
 

@@ -8,8 +8,8 @@ table (L{gasoline.http.dispatch.Handlers}): every route served has an entry of t
 request, resolves the raw path and method once: the path must be canonical (else 400) and name a
 route of the table (else 404, after the guards so that the extension still gets its CORS
 headers); the guards of extension-protocol.md §1 run with that route's policy; a method the
-route does not have is 405, a route no API of this daemon serves (the relay's without a relay)
-404. Only then is the route's handler called, through the one code path that takes every kind
+route does not have is 405, and a route no API of this daemon serves (the relay's without a
+relay) is 404. Only then is the route's handler called, through the one code path that takes every kind
 of answer (L{gasoline.http.dispatch.Handlers.render}). Nothing is set on the root after it is
 built.
 """

@@ -106,7 +106,7 @@ class HealthAPI:
         }
 
     @app.route("/health", methods=["GET", "HEAD"])
-    def get_health(self, request):
+    def get_health(self, request: Request) -> bytes:
         body = self.health()
         if not facts_of(request).key_ok:
             # With --api-key, client ids are for callers that prove the key (GET /events and
@@ -115,7 +115,7 @@ class HealthAPI:
         return json_body(request, body)
 
     @app.route("/health/doctor", methods=["GET"])
-    def get_doctor(self, request):
+    def get_doctor(self, request: Request) -> bytes:
         """The checks of C{configure doctor}, for C{gasoline doctor}: no MCP session, no client
         registered or persisted for asking."""
         g = self.gasoline

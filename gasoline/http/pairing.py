@@ -14,6 +14,9 @@ an extension is pinned (L{gasoline.http.ingest.extension_session}).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from klein import Klein
 
 from gasoline.core import validate
@@ -21,6 +24,9 @@ from gasoline.core.identity import PairingError
 from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
 from gasoline.http.ingest import extension_only
 from gasoline.http.json import json_body, json_error
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 #: A challenge body is two short base64url strings; anything larger is refused unread.
 MAX_CHALLENGE_BYTES = 4096
@@ -31,14 +37,15 @@ class PairingAPI:
 
     app = Klein()
 
-    def __init__(self, identity: DaemonIdentity, on_offer=None) -> None:
+    def __init__(self, identity: DaemonIdentity,
+                 on_offer: Callable[[], object] | None = None) -> None:
         self.identity = identity
         #: Called when an extension (a request from an extension origin) asks for the identity:
         #: the extension link learns it is waiting for the user to pair it.
         self.on_offer = on_offer
 
     @app.route("/pairing", methods=["GET"])
-    def describe(self, request):
+    def describe(self, request: Request) -> bytes:
         origin = request.getHeader(b"origin") or b""
         if self.on_offer is not None and origin.startswith((b"chrome-extension://",
                                                             b"moz-extension://")):
@@ -48,8 +55,9 @@ class PairingAPI:
 
     @app.route("/pairing/challenge", methods=["POST"])
     @extension_only
-    def challenge(self, request):
-        body = request.content.read(MAX_CHALLENGE_BYTES + 1)
+    def challenge(self, request: Request) -> bytes:
+        content = request.content
+        body = content.read(MAX_CHALLENGE_BYTES + 1) if content is not None else b""
         if len(body) > MAX_CHALLENGE_BYTES:
             return json_error(request, 413, f"a challenge is at most {MAX_CHALLENGE_BYTES} bytes")
         try:

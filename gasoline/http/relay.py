@@ -47,7 +47,7 @@ class _OnFirstUse(Resource):
         self._build = build
         self._real: IResource | None = None
 
-    def render(self, request):
+    def render(self, request: Request) -> bytes | int:
         upgrade = request.getHeader(b"upgrade") or b""
         if upgrade.strip().lower() != b"websocket":
             # A plain HTTP request (a browser tab, curl) gets a clear answer, and does not load
@@ -118,18 +118,18 @@ class RelayDiscoveryAPI:
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
 
-    def _origin(self, request) -> str:
+    def _origin(self, request: Request) -> str:
         host = request.getHeader(b"host")
         if host:
             return host.decode("ascii", "replace")
         return f"127.0.0.1:{request.getHost().port}"
 
-    def _ws_url(self, request) -> str:
+    def _ws_url(self, request: Request) -> str:
         return f"ws://{self._origin(request)}{CDP_PREFIX}/{self.relay.new_client_id()}"
 
     @app.route("/json/version", methods=["GET"])
     @app.route("/json/version/", methods=["GET"])
-    def version(self, request):
+    def version(self, request: Request) -> bytes:
         info = self.relay.version_info()
         return json_body(request, {
             "Browser": info["product"],
@@ -144,7 +144,7 @@ class RelayDiscoveryAPI:
     @app.route("/json/", methods=["GET"])
     @app.route("/json/list", methods=["GET"])
     @app.route("/json/list/", methods=["GET"])
-    def targets(self, request):
+    def targets(self, request: Request) -> bytes:
         return json_body(request, [{
             "description": "",
             "devtoolsFrontendUrl": "",
@@ -155,7 +155,7 @@ class RelayDiscoveryAPI:
         } for t in self.relay.visible_targets(None)])
 
     @app.route("/status", methods=["GET"])
-    def status(self, request):
+    def status(self, request: Request) -> bytes:
         return json_body(request, {
             "running": True,
             "isHub": True,

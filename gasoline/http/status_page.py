@@ -46,6 +46,8 @@ from gasoline.http.json import json_body, json_error
 from gasoline.stream import request_writer
 
 if TYPE_CHECKING:
+    from twisted.web.server import Request
+
     from gasoline.core.daemon import Daemon
     from gasoline.core.pairing import DaemonIdentity
     from gasoline.mcp.tools import ToolRegistry
@@ -268,7 +270,7 @@ class StatusPage:
 
     # -- guards ----------------------------------------------------------------------------------
 
-    def _headers(self, request) -> None:
+    def _headers(self, request: Request) -> None:
         request.setHeader(b"content-security-policy", CSP)
         request.setHeader(b"x-frame-options", b"DENY")
         request.setHeader(b"x-content-type-options", b"nosniff")
@@ -276,7 +278,7 @@ class StatusPage:
         request.setHeader(b"cross-origin-resource-policy", b"same-origin")
         request.setHeader(b"cache-control", b"no-store")
 
-    def _foreign(self, request, page: bool = False) -> bytes | None:
+    def _foreign(self, request: Request, page: bool = False) -> bytes | None:
         """The refusal of a request from another origin or a frame, else None."""
         origin = request.getHeader(b"origin")
         host = (request.getHeader(b"host") or b"").strip().lower()
@@ -289,7 +291,7 @@ class StatusPage:
             return json_error(request, 403, "forbidden: the status page answers only itself")
         return None
 
-    def _unkeyed(self, request) -> bytes | None:
+    def _unkeyed(self, request: Request) -> bytes | None:
         if self.api_key is None:
             return None
         given = request.getHeader(b"x-gasoline-key")
@@ -305,7 +307,7 @@ class StatusPage:
     # -- routes ----------------------------------------------------------------------------------
 
     @app.route("/", methods=["GET", "HEAD"])
-    def page(self, request):
+    def page(self, request: Request) -> bytes:
         self._headers(request)
         refused = self._foreign(request, page=True)
         if refused is not None:
@@ -314,24 +316,24 @@ class StatusPage:
         return _static("status.html")
 
     @app.route("/ui/state", methods=["GET", "HEAD"])
-    def state_json(self, request):
+    def state_json(self, request: Request) -> bytes:
         refused = self._refused(request, keyed=True)
         return refused if refused is not None else json_body(request, self.state())
 
     @app.route("/ui/stream", methods=["GET", "HEAD"])
-    def stream(self, request):
+    def stream(self, request: Request) -> bytes | Resource:
         refused = self._refused(request, keyed=True)
         return refused if refused is not None else self._stream(request)
 
     @app.route("/ui/status.css", methods=["GET", "HEAD"])
-    def style(self, request):
+    def style(self, request: Request) -> bytes:
         return self._file(request, "status.css")
 
     @app.route("/ui/status.js", methods=["GET", "HEAD"])
-    def script(self, request):
+    def script(self, request: Request) -> bytes:
         return self._file(request, "status.js")
 
-    def _refused(self, request, keyed: bool = False) -> bytes | None:
+    def _refused(self, request: Request, keyed: bool = False) -> bytes | None:
         """The page's headers, then the refusal of a foreign or (when C{keyed}) unkeyed request."""
         self._headers(request)
         refused = self._foreign(request)
@@ -339,14 +341,14 @@ class StatusPage:
             refused = self._unkeyed(request)
         return refused
 
-    def _file(self, request, name: str) -> bytes:
+    def _file(self, request: Request, name: str) -> bytes:
         refused = self._refused(request)
         if refused is not None:
             return refused
         request.setHeader(b"content-type", _FILES[name])
         return _static(name)
 
-    def _stream(self, request):
+    def _stream(self, request: Request) -> bytes | Resource:
         if len(self.streams) >= MAX_STREAMS:
             return json_error(request, 503, f"at most {MAX_STREAMS} status streams at once")
         request.setHeader(b"content-type", b"text/event-stream")
@@ -384,5 +386,5 @@ class _Pending(Resource):
 
     isLeaf = True
 
-    def render(self, request):
+    def render(self, request: Request) -> int:
         return NOT_DONE_YET

@@ -127,8 +127,10 @@ def declared(api: HasRoutes) -> list[tuple[str, str, Handler]]:
             methods.discard("HEAD")
         if not methods:
             raise RouteNotDeclared(f"{rule.rule}: list the methods of the route")
-        handler = Handler(functools.partial(app.execute_endpoint, rule.endpoint), tuple(params),
-                          api, rule.endpoint)
+        # What Klein's execute_endpoint calls (its route wrapper, which passes the instance and
+        # turns a coroutine into a Deferred), bound once.
+        call = functools.partial(app.endpoints[rule.endpoint], api)
+        handler = Handler(call, tuple(params), api, rule.endpoint)
         for method in sorted(methods):
             out.append(("/" + "/".join(pattern), method, handler))
     return out
@@ -207,7 +209,8 @@ class Handlers:
         handler = target.handler
         assert handler is not None
         try:
-            answer = handler.call(request, **target.arguments)
+            arguments = target.arguments
+            answer = handler.call(request, **arguments) if arguments else handler.call(request)
             if type(answer) is bytes:
                 return answer
             return self._settle(request, answer)

@@ -1,9 +1,9 @@
 """
-The route policy, by enumeration: every route of a built daemon, discovered from its
-resource tree and Klein apps, x spellings of its path x caller classes x with and without the API
+The route policy, by enumeration: every route of a built daemon (its root serves exactly the
+table's routes, each bound to its entry when it is built), x spellings of its path x caller classes x with and without the API
 key, sent through Twisted's real HTTP parser (no sockets). Any 2xx (or WebSocket 101) that the
-table of L{gasoline.http.routes} does not allow fails, and so does a route the daemon serves that the
-table does not declare.
+table of L{gasoline.http.routes} does not allow fails, and so does a handler whose own gate
+disagrees with its entry (the extension header on a route that is not the extension's).
 
 The expected answer is computed from the table's fields (the spec) here, independently of
 L{gasoline.http.guards}: a spelling other than the canonical one never succeeds; a canonical one

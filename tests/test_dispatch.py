@@ -14,6 +14,7 @@ answers exactly as it does through Klein's own resource (status, headers, body).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -334,17 +335,20 @@ def _answer(daemon: StubDaemon, treq, method: str, path: str, body, headers) -> 
     return r.code, seen, text
 
 
-def _through_klein(api: Any) -> Resource:
-    """C{api}'s routes served by Klein's own resource (werkzeug matching, C{IKleinRequest}, its
-    Deferred chain), every failure answered by the one error handler: the reference."""
+def _through_klein(*apis: Any) -> Resource:
+    """The routes of C{apis} served by Klein's own resource (werkzeug matching, C{IKleinRequest},
+    its Deferred chain), every failure answered by the one error handler: the reference."""
     reference = Klein()
-    bound = api.app
-    for i, rule in enumerate(bound.url_map.iter_rules()):
-        def view(request, _endpoint=rule.endpoint, **kwargs):
-            return bound.execute_endpoint(_endpoint, request, **kwargs)
+    n = 0
+    for api in apis:
+        bound = api.app
+        for rule in bound.url_map.iter_rules():
+            def view(request, _bound=bound, _endpoint=rule.endpoint, **kwargs):
+                return _bound.execute_endpoint(_endpoint, request, **kwargs)
 
-        reference.route(rule.rule, methods=sorted(rule.methods or ()),
-                        endpoint=f"{rule.endpoint}-{i}")(view)
+            reference.route(rule.rule, methods=sorted(rule.methods or ()),
+                            endpoint=f"{rule.endpoint}-{n}")(view)
+            n += 1
     reference.handle_errors(Exception)(lambda request, failure: answer_failure(request, failure))
     return reference.resource()
 
@@ -407,6 +411,44 @@ def test_every_fixed_ingest_route_answers_as_klein_does(tmp_path):
     # the corpus reached the handlers' own answers, not only the header gate
     codes = {c for c in (pair.both("POST", "/logs", b, headers)[0][0] for b in CORPUS)}
     assert {200, 400} <= codes
+
+
+#: Fixed GET routes whose answer is a stream that stays open (compared elsewhere: test_mcp_http,
+#: test_mcp_sse_legacy, test_status_page).
+_STREAMS = {"/mcp/sse", "/ui/stream"}
+#: Values that change with each request: a fresh relay client id in each discovery answer, and
+#: /metrics' series of the requests answered (this test's own).
+_RANDOM = re.compile(r"/cdp/[A-Za-z0-9_-]+|^gasoline_http_.*\n", re.M)
+
+
+def _steady(text: str) -> str:
+    return _RANDOM.sub(lambda m: "/cdp/<id>" if m.group().startswith("/") else "", text)
+
+
+def test_every_fixed_read_route_of_every_api_answers_as_klein_does(tmp_path):
+    """The same daemon served twice, by the root and by Klein's resource over every API: each
+    fixed GET and HEAD route, asked as a local process, as the extension (with its header and
+    origin) and as the daemon's own page, answers the same (status, headers, body)."""
+    d = StubDaemon(tmp_path)
+    root = d.app.resource
+    klein_treq = StubTreq(PolicyThenKlein(root, _through_klein(*root.handlers.apis)))
+    routes = sorted({(method.decode(), route.pattern)
+                     for (route, method), h in root.handlers.handlers.items()
+                     if not h.params and method in (b"GET", b"HEAD")
+                     and route.pattern not in _STREAMS})
+    callers = [{}, dict(EXTENSION_HEADERS, Origin="chrome-extension://abcdefghijklmnop"),
+               {"Origin": "http://127.0.0.1:7890", "Sec-Fetch-Site": "same-origin"}]
+    compared, codes = 0, set()
+    for method, path in routes:
+        for headers in callers:
+            ours = _answer(d, d.treq, method, path, None, headers)
+            klein = _answer(d, klein_treq, method, path, None, headers)
+            assert (ours[0], ours[1], _steady(ours[2])) == \
+                (klein[0], klein[1], _steady(klein[2])), (method, path, headers)
+            compared += 1
+            codes.add(ours[0])
+    assert len(routes) >= 20 and compared == 3 * len(routes)
+    assert {200, 400, 403} <= codes  # answers of the handlers and of the policy alike
 
 
 def test_a_long_poll_answer_is_written_when_it_comes(tmp_path):

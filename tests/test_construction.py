@@ -72,7 +72,7 @@ NOT_YET = frozenset({
     "connect/main.py", "core/clients.py", "core/commands.py", "core/files.py", "core/noise.py",
     "core/pairing.py", "core/persist.py", "core/redact_scan.py", "core/router.py",
     "core/screenshots.py", "core/store.py", "core/workers.py", "tools/_interactive_list.py",
-    "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py", "http/relay_ws.py", "mcp/outgoing.py",
+    "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py", "mcp/outgoing.py",
     "mcp/server.py", "proxy/remote.py", "proxy/routing.py", "proxy/session.py",
     "relay/hub.py", "relay/sessions.py", "relay/targets.py", "streaming/delivery.py",
     "streaming/dispatch.py", "streaming/hub.py", "streaming/subscription.py", "testing.py",

@@ -11,8 +11,9 @@ The CDP relay's HTTP surface (docs/relay.md): DevTools discovery routes and two 
 
 All of them sit behind the daemon's guards (L{gasoline.http.guards}): CDP clients send no
 C{Origin}; a web page's C{Origin} is refused before the upgrade. The WebSockets are autobahn's
-(L{gasoline.http.relay_ws}, imported at the first WebSocket request), mounted in the same
-twisted.web site; the factories take the injected clock as their reactor.
+(L{gasoline.http.relay_ws}, imported at the first WebSocket request): L{RelaySockets} answers
+their routes with them, in the same twisted.web site; the factories take the injected clock as
+their reactor.
 """
 
 from __future__ import annotations

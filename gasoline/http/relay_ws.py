@@ -1,6 +1,7 @@
 """
-The CDP relay's two WebSocket endpoints on autobahn (L{gasoline.http.relay} mounts them and
-imports this module at their first request: autobahn is not loaded by an idle daemon).
+The CDP relay's two WebSocket endpoints on autobahn (L{gasoline.http.relay} answers their routes
+with them and imports this module at their first request: autobahn is not loaded by an idle
+daemon).
 """
 
 from __future__ import annotations
@@ -252,9 +253,12 @@ class ExtensionLinkProtocol(_InFlightMessages):
 class _RelayFactory(WebSocketServerFactory):
     """The relay, and for the extension link the daemon's identity, for the protocols."""
 
-    def __init__(self, relay: Relay, identity: DaemonIdentity | None, clock: IReactorTime,
-                 inflight: InFlight | None = None, **kwargs: Any) -> None:
-        super().__init__(reactor=clock, **kwargs)
+    def __init__(self, protocol: type[WebSocketServerProtocol], relay: Relay,
+                 identity: DaemonIdentity | None, clock: IReactorTime,
+                 inflight: InFlight | None = None) -> None:
+        super().__init__(reactor=clock, server="Gasoline")
+        #: The protocol each connection runs (autobahn builds it from this attribute).
+        self.protocol = protocol
         self.relay = relay
         self.identity = identity
         #: The daemon's in-flight budget (unfinished messages count in it), or None.
@@ -266,8 +270,7 @@ class _RelayFactory(WebSocketServerFactory):
 def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
              identity: DaemonIdentity | None = None,
              inflight: InFlight | None = None) -> _RelayFactory:
-    factory = _RelayFactory(relay, identity, clock, inflight)
-    factory.protocol = protocol
+    factory = _RelayFactory(protocol, relay, identity, clock, inflight)
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
         perMessageCompressionAccept=lambda offers: None,  # loopback: compression only costs
@@ -276,20 +279,19 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
         options.update(autoPingInterval=EXTENSION_PING_INTERVAL,
                        autoPingTimeout=EXTENSION_PING_TIMEOUT)
     factory.setProtocolOptions(**options)
-    factory.server = "Gasoline"
     return factory
 
 
 def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None
                         ) -> WebSocketResource:
-    """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
+    """The resource for C{/cdp/<client-id>} (L{gasoline.http.relay.RelaySockets} answers with it)."""
     return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False,
                                       inflight=inflight))
 
 
 def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None,
                             inflight: InFlight | None = None) -> WebSocketResource:
-    """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
+    """The resource for C{/extension/cdp} (L{gasoline.http.relay.RelaySockets} answers with it).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).

@@ -12,7 +12,7 @@ from typing import Any, cast
 import orjson
 from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
-from autobahn.websocket.types import ConnectionDeny
+from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IConsumer, IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
@@ -144,7 +144,7 @@ class CDPClientProtocol(_InFlightMessages):
     client = None
     client_id: str | None = None
 
-    def onConnect(self, request):
+    def onConnect(self, request: ConnectionRequest) -> None:
         path = request.path.rstrip("/")
         if path == CDP_PREFIX:
             self.client_id = None
@@ -158,13 +158,13 @@ class CDPClientProtocol(_InFlightMessages):
             raise ConnectionDeny(404, "not found")
         return None
 
-    def onOpen(self):
+    def onOpen(self) -> None:
         try:
             self.client = self.factory.relay.client_connected(self.client_id, _Peer(self))
         except RelayRefused as e:
             self.sendClose(e.close_code, e.reason)
 
-    def onMessage(self, payload, isBinary):
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
         if self.client is None:
             return
         if isBinary:
@@ -173,7 +173,7 @@ class CDPClientProtocol(_InFlightMessages):
             return
         self.factory.relay.client_text(self.client, payload)
 
-    def onClose(self, wasClean, code, reason):
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self.client is not None:
             self.client.peer.writer.close()
             self.factory.relay.client_lost(self.client)
@@ -194,7 +194,7 @@ class ExtensionLinkProtocol(_InFlightMessages):
     #: The daemon's proof of identity, sent as the link's first message (see L{onConnect}).
     proof: str | None = None
 
-    def onConnect(self, request):
+    def onConnect(self, request: ConnectionRequest) -> None:
         if request.path.rstrip("/") != EXTENSION_PATH:
             raise ConnectionDeny(404, "not found")
         origin = request.headers.get("origin", "")
@@ -220,14 +220,14 @@ class ExtensionLinkProtocol(_InFlightMessages):
             self.proof = b64u(proof)
         return None
 
-    def onOpen(self):
+    def onOpen(self) -> None:
         self.link = _Peer(self)
         if self.proof is not None:
             self.link.writer.send(orjson.dumps({"method": "Gasoline.proof",
                                                 "params": {"proof": self.proof}}))
         self.factory.relay.extension_attached(self.link)
 
-    def onMessage(self, payload, isBinary):
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
         if self.link is None or isBinary:
             return
         if json_tokens(payload) > EXTENSION_MAX_JSON_TOKENS:
@@ -243,7 +243,7 @@ class ExtensionLinkProtocol(_InFlightMessages):
             return
         self.factory.relay.extension_message(self.link, message)
 
-    def onClose(self, wasClean, code, reason):
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self.link is not None:
             self.link.writer.close()
             self.factory.relay.extension_lost(self.link)
@@ -267,7 +267,8 @@ class _RelayFactory(WebSocketServerFactory):
         self.clock = clock
 
 
-def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
+def _factory(protocol: type[WebSocketServerProtocol], relay: Relay, clock: IReactorTime,
+             max_message: int, ping: bool,
              identity: DaemonIdentity | None = None,
              inflight: InFlight | None = None) -> _RelayFactory:
     factory = _RelayFactory(protocol, relay, identity, clock, inflight)
@@ -282,14 +283,15 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
     return factory
 
 
-def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None
+def cdp_client_resource(relay: Relay, clock: IReactorTime, inflight: InFlight | None = None
                         ) -> WebSocketResource:
     """The resource for C{/cdp/<client-id>} (L{gasoline.http.relay.RelaySockets} answers with it)."""
     return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False,
                                       inflight=inflight))
 
 
-def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None,
+def extension_link_resource(relay: Relay, clock: IReactorTime,
+                            identity: DaemonIdentity | None = None,
                             inflight: InFlight | None = None) -> WebSocketResource:
     """The resource for C{/extension/cdp} (L{gasoline.http.relay.RelaySockets} answers with it).
 

@@ -372,14 +372,14 @@ class Pair:
     Klein's resource."""
 
     def __init__(self, tmp_path) -> None:
-        self.direct = StubDaemon(tmp_path / "direct")
+        self.ours = StubDaemon(tmp_path / "ours")
         self.via_klein = StubDaemon(tmp_path / "klein")
         root = self.via_klein.app.resource
         self.klein_treq = StubTreq(PolicyThenKlein(
             root, _through_klein(root.handlers.api(IngestAPI))))
 
     def both(self, method: str, path: str, body, headers) -> tuple:
-        return (_answer(self.direct, self.direct.treq, method, path, body, headers),
+        return (_answer(self.ours, self.ours.treq, method, path, body, headers),
                 _answer(self.via_klein, self.klein_treq, method, path, body, headers))
 
 
@@ -404,8 +404,8 @@ def test_every_fixed_ingest_route_answers_as_klein_does(tmp_path):
         bodies = [json.dumps(VALID[path]).encode()] if path in VALID else []
         for body in [*bodies, *CORPUS]:
             for h in (headers, no_client):
-                direct, klein = pair.both(method, path, body, h)
-                assert direct == klein, (method, path, body and body[:60], h is headers)
+                ours, klein = pair.both(method, path, body, h)
+                assert ours == klein, (method, path, body and body[:60], h is headers)
                 compared += 1
     assert compared >= 19 * len(CORPUS) * 2
     # the corpus reached the handlers' own answers, not only the header gate

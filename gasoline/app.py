@@ -46,6 +46,7 @@ from gasoline.core.workers import WorkerPool
 from gasoline.core.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI, MetricsAPI
 from gasoline.http.clients_api import ClientsAPI
+from gasoline.http.dispatch import HasRoutes
 from gasoline.http.events import EventsAPI
 from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
@@ -284,7 +285,7 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     mcp_http.keepalive_service.setServiceParent(services)
     #: One budget for bytes in flight (request bodies, unfinished WebSocket messages).
     inflight = InFlight(config.in_flight_limit)
-    apis: list[Any] = [
+    apis: list[HasRoutes] = [
         ingest,
         HealthAPI(daemon),
         ClientsAPI(daemon.registry),

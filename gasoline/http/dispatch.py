@@ -35,7 +35,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 from inspect import iscoroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from klein import Klein
@@ -52,6 +52,7 @@ from gasoline.http.json import json_body, json_error
 from gasoline.http.routes import NotCanonical, Route, RouteTable
 
 log = Logger()
+_T = TypeVar("_T")
 
 #: A werkzeug parameter: C{<name>} or C{<converter:name>}.
 _RULE_PARAM = re.compile(r"<(?:([a-z]+):)?([a-z_]+)>")
@@ -76,7 +77,7 @@ class Handler:
     #: The path arguments, as C{(segment index, name, rest)}: C{rest} takes every segment from
     #: the index on (werkzeug's C{<path:name>}, the table's C{{*}}).
     params: tuple[tuple[int, str, bool], ...]
-    #: The API object and the endpoint's name (what the tests and C{/metrics} look at).
+    #: The API object and the endpoint's name (for tests and error messages).
     api: object
     endpoint: str
 
@@ -181,7 +182,7 @@ class Handlers:
                 handlers[key] = handler
         return cls(routes, handlers, apis)
 
-    def api(self, kind: type[Any]) -> Any:
+    def api(self, kind: type[_T]) -> _T:
         """The one served API of class C{kind} (tests, the app's collaborators)."""
         found = [a for a in self.apis if isinstance(a, kind)]
         if len(found) != 1:

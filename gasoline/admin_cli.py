@@ -45,8 +45,6 @@ from typing import Any, NoReturn
 DEFAULT_PORT = 7890
 #: The LSB exit status of C{status} when no daemon is running.
 NOT_RUNNING = 3
-#: The headers the extension's routes (C{GET /pairing}) ask for.
-EXTENSION_CLIENT = "gasoline-extension/cli"
 #: Linux's process table: whether a pid is a zombie, what command it runs. Where it is missing
 #: (macOS, Windows) the commands fall back: a pid that answers C{kill(pid, 0)} is alive, and the
 #: daemon's own C{/health} is trusted for what it is.
@@ -168,8 +166,7 @@ def _health_of(target: Target, opts: argparse.Namespace) -> tuple[dict[str, Any]
     if target.state_dir is None:
         # Named by --port/--url: its state dir is the one its /health names.
         try:
-            code, offered = _request(target.url + "/pairing", opts,
-                                     headers={"X-Gasoline-Client": EXTENSION_CLIENT})
+            code, offered = _request(target.url + "/pairing", opts)
         except (OSError, ValueError):
             code, offered = 0, None
         target.name_state_dir(h, offered if code == 200 and isinstance(offered, dict) else None)
@@ -443,8 +440,7 @@ def identity(argv: list[str]) -> int:
     if h is not None:
         assert target.url is not None  # a daemon answered there
         try:
-            code, body = _request(target.url + "/pairing", opts,
-                                  headers={"X-Gasoline-Client": EXTENSION_CLIENT})
+            code, body = _request(target.url + "/pairing", opts)
         except (OSError, ValueError):
             code, body = 0, None
         fingerprint = body.get("fingerprint") if isinstance(body, dict) else None

@@ -44,17 +44,18 @@ from gasoline.core.screenshots import ScreenshotStore
 from gasoline.core.redacted import Offload
 from gasoline.core.workers import WorkerPool
 from gasoline.core.store import CONSOLE, TelemetryStore
-from gasoline.http.admin import HealthAPI
+from gasoline.http.admin import HealthAPI, MetricsAPI
 from gasoline.http.clients_api import ClientsAPI
-from gasoline.http.events import EventsResource
+from gasoline.http.dispatch import HasRoutes
+from gasoline.http.events import EventsAPI
 from gasoline.http.guards import Guard
 from gasoline.http.ingest import IngestAPI
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.http.pairing import PairingAPI
 from gasoline.core.inflight import InFlight
-from gasoline.http.relay import RelayDiscoveryAPI, cdp_client_resource, extension_link_resource
+from gasoline.http.relay import RelayDiscoveryAPI, RelaySockets
 from gasoline.http.proxy_api import ProxyAPI
-from gasoline.http.reads import LogsResource
+from gasoline.http.reads import CursorReads
 from gasoline.http.site import GasolineRoot
 from gasoline.http.status_page import StatusPage
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
@@ -266,11 +267,12 @@ def build_mcp(daemon: Daemon, tools: GasolineTools, extend: ExtendMcp | None = N
 def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
                metrics: Metrics | None = None, streaming: Streaming | None = None,
                relay: Relay | None = None, proxy: ProxyManager | None = None) -> GasolineRoot:
-    """The HTTP surface: guards for every request, then one API per first path segment; the
-    extension ingest API takes every other path. With C{metrics}, C{GET /metrics} too; with
-    C{relay}, the CDP hub relay's routes.
+    """The HTTP surface: the root (the route policy and its guards for every request, then the
+    route's handler) over every API, each declaring its routes with Klein. With C{metrics},
+    C{GET /metrics} too; with C{streaming}, C{GET /events}; with C{relay}, the CDP hub relay's
+    routes (without them those routes of the policy answer 404).
 
-    Every API is built first and the root last, with all its mounts: nothing is set on a
+    Every API is built first and the root last, with all of them: nothing is set on a
     component after it is built. The daemon identity is the one L{build_daemon} gave the
     extension link.
     """
@@ -279,42 +281,38 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
     assert identity is not None  # build_daemon gives the link the daemon's identity
     ingest = IngestAPI(daemon.clock, daemon.store, daemon.extension, daemon.screenshots,
                        daemon.shutdown, identity=identity)
-    ingest_resource = ingest.resource()
     mcp_http = McpHTTP(mcp, session_binder=proxy.bind if proxy is not None else None)
     mcp_http.keepalive_service.setServiceParent(services)
     #: One budget for bytes in flight (request bodies, unfinished WebSocket messages).
     inflight = InFlight(config.in_flight_limit)
-    mounts: dict[bytes, Any] = {
-        b"health": HealthAPI(daemon).resource(),
-        b"clients": ClientsAPI(daemon.registry).resource(),
-        b"mcp": mcp_http,
-        b"pairing": PairingAPI(
-            identity, on_offer=daemon.extension.pairing_offered).resource(),
-        b"session": ProxyAPI(proxy).resource(),
-        # GET /logs: a cursor read for agents; POST and DELETE stay the extension's ingest.
-        b"logs": LogsResource(mcp, ingest_resource),
-    }
+    apis: list[HasRoutes] = [
+        ingest,
+        HealthAPI(daemon),
+        ClientsAPI(daemon.registry),
+        mcp_http,
+        PairingAPI(identity, on_offer=daemon.extension.pairing_offered),
+        ProxyAPI(proxy),
+        # GET /logs: a cursor read for agents; POST and DELETE /logs are the ingest API's.
+        CursorReads(mcp),
+    ]
     if proxy is not None and metrics is not None:
         from gasoline.proxy.metrics import register as register_proxy_metrics
 
         register_proxy_metrics(metrics, proxy)
     if metrics is not None:
-        mounts[b"metrics"] = _metrics_resource(daemon, mcp, metrics, mcp_http, ingest)
+        apis.append(MetricsAPI(_metrics_resource(daemon, mcp, metrics, mcp_http, ingest)))
     if streaming is not None:
-        events = EventsResource(streaming, daemon.clock)
+        events = EventsAPI(streaming, daemon.clock)
         events.keepalive_service.setServiceParent(services)
-        mounts[b"events"] = events
+        apis.append(events)
     if relay is not None:
         # The CDP hub relay (docs/relay.md): discovery, /cdp/<client-id>, the extension's link.
-        mounts[b"json"] = mounts[b"status"] = RelayDiscoveryAPI(relay).resource()
-        mounts[b"cdp"] = cdp_client_resource(relay, daemon.clock, inflight)
-        mounts[b"extension"] = extension_link_resource(relay, daemon.clock, identity, inflight)
-    mounts[b""] = mounts[b"ui"] = _status_page(daemon, mcp, services, identity, streaming,
-                                               relay, proxy)
+        apis.append(RelayDiscoveryAPI(relay))
+        apis.append(RelaySockets(relay, daemon.clock, identity, inflight))
+    apis.append(_status_page(daemon, mcp, services, identity, streaming, relay, proxy))
     if metrics is not None:
         metrics.add_collector(lambda: _inflight_series(inflight))
-    return GasolineRoot(guard=Guard.from_config(config), fallback=ingest_resource,
-                        mounts=mounts, inflight=inflight,
+    return GasolineRoot(guard=Guard.from_config(config), apis=apis, inflight=inflight,
                         on_response=metrics.request_done if metrics is not None else None)
 
 
@@ -335,12 +333,12 @@ def _inflight_series(inflight: InFlight) -> Any:
 
 def _status_page(daemon: Daemon, mcp: McpServer, services: MultiService,
                  identity: DaemonIdentity, streaming: Streaming | None, relay: Relay | None,
-                 proxy: ProxyManager | None) -> Any:
-    """The live status page (docs/status-page.md): C{GET /} and C{/ui/...}, one Klein app."""
+                 proxy: ProxyManager | None) -> StatusPage:
+    """The live status page (docs/status-page.md): C{GET /} and C{/ui/...}."""
     status = StatusPage(daemon, identity=identity, tools=mcp.tools, streaming=streaming,
                         relay=relay, proxy=proxy, api_key=daemon.config.api_key)
     status.timer.setServiceParent(services)
-    return status.resource()
+    return status
 
 
 def _metrics_resource(daemon: Daemon, mcp: McpServer, metrics: Metrics, mcp_http: McpHTTP,

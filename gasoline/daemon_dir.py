@@ -22,10 +22,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-#: The client name the extension-only C{GET /pairing} route is asked with.
-PAIRING_CLIENT = "gasoline-extension/cli"
-
-
 class StateDirProblem(RuntimeError):
     """No state dir can be trusted for the daemon named: it does not answer, names none, or the
     identity in the dir is not the one the daemon offers."""
@@ -95,7 +91,8 @@ def ask_daemon(url: str, api_key: str | None = None,
     if not isinstance(health, dict) or health.get("service-name") != "gasoline":
         raise StateDirProblem(f"what answers at {url} is not a Gasoline daemon")
     try:
-        offered = _get(url + "/pairing", {"X-Gasoline-Client": PAIRING_CLIENT}, timeout)
+        # The daemon's public identity: read as a local caller (with the key when there is one).
+        offered = _get(url + "/pairing", keyed, timeout)
     except (OSError, ValueError):
         offered = None
     return health, offered if isinstance(offered, dict) else None

@@ -20,6 +20,7 @@ import treq
 from twisted.internet.task import Clock
 
 import gasoline
+from gasoline.http.mcp_http import McpHTTP
 from gasoline.app import Config, build
 from gasoline.common import (
     client_id_for_cwd,
@@ -87,7 +88,7 @@ class World:
         return agent.inbox.unread() if agent is not None else []
 
     def a_session(self):
-        return self.app.resource.mounts[b"mcp"].connections.get((self.a, "a-conn"))
+        return self.app.resource.handlers.api(McpHTTP).connections.get((self.a, "a-conn"))
 
     def call(self, method, path, body=None, headers=None):
         d = self.stub.request(method, BASE_URL + path, headers={**MCP, **(headers or {})},
@@ -126,7 +127,7 @@ def form_connector_initialize_then_observe(w: World, h: dict):
     code, _ = w.call("POST", "/mcp", init_msg(), conn)
     sid = None
     if code == 200 and "X-Gasoline-Client" not in h:
-        sid = w.app.resource.mounts[b"mcp"].server.sessions  # plain form: find its session id
+        sid = w.app.resource.handlers.api(McpHTTP).server.sessions  # plain form: find its session id
         sid = next(s.session_id for s in sid.values() if s.transport == "streamable")
     extra = {"Mcp-Session-Id": sid} if sid else {}
     code2, answer = w.call("POST", "/mcp", tool(2, "observe", what="events"), {**conn, **extra})

@@ -84,7 +84,7 @@ def test_the_composition_sets_nothing_on_a_built_object(module):
 #: (C{_mutations} of a module lists what is left).
 NOT_YET = frozenset({
     "cli.py", "connect/bridge.py", "connect/client.py", "connect/main.py", "core/pairing.py",
-    "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py", "http/relay_ws.py",
+    "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py",
 })
 
 
@@ -169,10 +169,11 @@ def test_the_built_daemon_has_its_hooks_from_construction(tmp_path):
     assert root.on_response == metrics.request_done
     assert app.router.on_latency == metrics.observe_query
     assert app.extension.identity is not None
-    assert root.mounts[b"mcp"].session_binder is None  # no --proxy-config: nothing to bind
-    assert set(root.mounts) >= {b"", b"ui", b"health", b"clients", b"mcp", b"pairing",
-                                b"session", b"metrics", b"events", b"json", b"status", b"cdp",
-                                b"extension"}
+    from gasoline.http.mcp_http import McpHTTP
+    assert root.handlers.api(McpHTTP).session_binder is None  # no --proxy-config: nothing to bind
+    assert {type(api).__name__ for api in root.handlers.apis} >= {
+        "IngestAPI", "CursorReads", "StatusPage", "HealthAPI", "ClientsAPI", "McpHTTP",
+        "PairingAPI", "ProxyAPI", "MetricsAPI", "EventsAPI", "RelayDiscoveryAPI", "RelaySockets"}
 
 
 # -- no container of another object changed from outside -----------------------------------------

@@ -83,8 +83,11 @@ def test_get_pairing_describes_the_key_and_its_fingerprint(tmp_path):
     assert len(key) == 65 and key[0] == 4
     assert info["fingerprint"] == fingerprint_of(key)
     assert len(info["fingerprint"]) == 19 and info["fingerprint"].count("-") == 3
-    # an extension route: a page or tool without the extension header is refused
-    r, _ = d.call("GET", "/pairing", headers={})
+    # the identity is public: a local tool (gasoline identity) reads it as itself, without the
+    # extension's header; a web page is refused by the route policy
+    r, body = d.call("GET", "/pairing", headers={})
+    assert r.code == 200 and json.loads(body)["fingerprint"] == info["fingerprint"]
+    r, _ = d.call("GET", "/pairing", headers={"Origin": "http://localhost:3000"})
     assert r.code == 403
 
 

@@ -12,6 +12,9 @@ from _stub_daemon import StubDaemon
 from gasoline.testing import stub_request
 from treq.testing import StubTreq
 
+from gasoline.http.guards import Guard
+from gasoline.http.routes import ROUTES, Caller
+from gasoline.http.site import GasolineRoot
 from gasoline.http.ingest import IngestAPI
 from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.http.ingest import is_extension_client
@@ -60,21 +63,35 @@ def test_extension_header_gate(value, ok):
     assert is_extension_client(value) is ok
 
 
-@pytest.mark.parametrize(
-    "method,path",
-    [("POST", "/sync"), ("POST", "/logs"), ("DELETE", "/logs"), ("POST", "/network-bodies"),
-     ("POST", "/websocket-events"), ("POST", "/enhanced-actions"), ("POST", "/performance-snapshots"),
-     ("POST", "/network-waterfall"), ("POST", "/query-result"), ("POST", "/screenshots"),
-     ("POST", "/api/extension-status"), ("POST", "/extension-logs"), ("GET", "/pending-queries"),
-     ("POST", "/dom-result"), ("POST", "/test-boundary"), ("GET", "/snapshot"), ("POST", "/clear"),
-     ("DELETE", "/clear"), ("POST", "/shutdown")],
-)
+#: Every route the policy gives the extension, but the WebSocket link and the public identity
+#: (GET /pairing: local callers read it too, see gasoline.http.pairing).
+_EXTENSION_ROUTES = [(m, r.pattern) for r in ROUTES if r.caller is Caller.EXTENSION
+                     and r.pattern not in ("/pairing", "/extension/cdp") for m in r.methods]
+
+
+@pytest.mark.parametrize("method,path", _EXTENSION_ROUTES)
 def test_every_extension_route_refuses_requests_without_the_extension_header(d, method, path):
+    assert len(_EXTENSION_ROUTES) >= 15
     code, body, _ = d.call(method, path, {}, headers={"Content-Type": "application/json",
                                                       "X-Gasoline-Client": "some-agent"})
     assert code == 403
     assert body["error"].startswith("forbidden")
     assert d.stopped == []
+
+
+@pytest.mark.parametrize("method,path,body", [
+    ("GET", "/snapshot", None), ("POST", "/clear", {}), ("DELETE", "/clear", None),
+    ("DELETE", "/logs", None), ("POST", "/test-boundary", {"test_id": "t-1", "action": "start"}),
+    ("POST", "/shutdown", {})])
+def test_the_admin_routes_answer_an_admin_caller_without_the_extension_header(d, method, path, body):
+    """The policy makes them ADMIN routes (no browser origin, the key when set): the operator and
+    CI call them as themselves, not by naming themselves the extension."""
+    assert next(r for r in ROUTES if r.pattern == path and method in r.methods).caller \
+        is Caller.ADMIN
+    code, answer, _ = d.call(method, path, body, headers={"Content-Type": "application/json"})
+    assert code == 200, answer
+    d.clock.advance(0.1)
+    assert len(d.stopped) == (path == "/shutdown")
 
 
 def test_logs_stores_valid_entries_and_counts_rejected(d):
@@ -160,7 +177,7 @@ def test_websocket_events_over_the_rate_limit_get_429_with_retry_after(d):
     a = d.app
     ingest = IngestAPI(a.clock, a.store, a.extension, a.daemon.screenshots, a.shutdown,
                        ws_events_per_second=150)
-    d.treq = StubTreq(ingest.resource())
+    d.treq = StubTreq(GasolineRoot(Guard(), [ingest]))
     batch = {"events": [{"event": "message", "id": "c"}] * 100}
     assert d.post("/websocket-events", batch)[0] == 200
     code, body, r = d.post("/websocket-events", batch)

@@ -212,10 +212,12 @@ def test_the_clients_api_registers_and_releases_clients_in_the_registry_it_is_gi
     from treq.testing import StubTreq
 
     from gasoline.http.clients_api import ClientsAPI
+    from gasoline.http.guards import Guard
+    from gasoline.http.site import GasolineRoot
     from gasoline.testing import client_headers
 
     registry = MemoryClientRegistry()
-    treq = StubTreq(ClientsAPI(registry).resource())
+    treq = StubTreq(GasolineRoot(Guard(), [ClientsAPI(registry)]))
 
     def call(method, path, body=None, headers=None):
         d = treq.request(method, "http://127.0.0.1/" + path, headers=headers or {},

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from support import Streams
 from treq.testing import StubTreq
 
+from gasoline.http.mcp_http import McpHTTP
 from gasoline.app import Config, build
 from gasoline.core.store import CONSOLE
 from gasoline.testing import client_headers
@@ -239,7 +240,7 @@ def test_huge_body_is_413_and_the_session_still_works(client):
 
 def test_body_over_the_mcp_limit_is_413(client, app):
     sid = client.initialize()
-    app.resource.mounts[b"mcp"].max_body = 1000
+    app.resource.handlers.api(McpHTTP).max_body = 1000
     big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * 2000}}
     response, body = client.post(big, {"mcp-session-id": sid})
     assert response.code == 413 and "1000 bytes" in json.loads(body)["error"]["message"]
@@ -506,7 +507,7 @@ def test_daemon_stop_closes_sessions_and_their_streams(client, app, clock):
     client.initialize(headers=conn("repo-z"))
     app.mcp.service.stopService()
     client.stub.flush()
-    assert response.done and app.mcp.sessions == {} and app.resource.mounts[b"mcp"].connections == {}
+    assert response.done and app.mcp.sessions == {} and app.resource.handlers.api(McpHTTP).connections == {}
     assert app.registry.get("repo-z").connections == 0
     assert clock.getDelayedCalls() == []
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from gasoline.http.mcp_http import McpHTTP
 from gasoline.testing import client_headers
 from support import Streams
 from treq.testing import StubTreq
@@ -201,7 +202,7 @@ def test_each_sse_session_gets_its_own_client_unless_it_names_one(legacy, app):
 
 
 def test_open_streams_get_keepalive_comments_until_they_close(legacy, app, clock):
-    http = app.resource.mounts[b"mcp"]
+    http = app.resource.handlers.api(McpHTTP)
     http.keepalive_service.startService()
     response, chunks = legacy.open()
     assert len(http.open_streams) == 1
@@ -217,7 +218,7 @@ def test_open_streams_get_keepalive_comments_until_they_close(legacy, app, clock
 def test_huge_post_is_413_and_the_session_keeps_working(legacy, app):
     _, chunks = legacy.open()
     path = endpoint(chunks)
-    app.resource.mounts[b"mcp"].max_body = 1000
+    app.resource.handlers.api(McpHTTP).max_body = 1000
     response, body = legacy.post(path, {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * 5000}})
     assert response.code == 413 and json.loads(body)["error"]["code"] == jsonrpc.INVALID_REQUEST
     legacy.post(path, {"jsonrpc": "2.0", "id": 2, "method": "ping"})

@@ -1,9 +1,9 @@
 """
-The route policy, by enumeration: every route of a built daemon, discovered from its
-resource tree and Klein apps, x spellings of its path x caller classes x with and without the API
+The route policy, by enumeration: every route of a built daemon (its root serves exactly the
+table's routes, each bound to its entry when it is built), x spellings of its path x caller classes x with and without the API
 key, sent through Twisted's real HTTP parser (no sockets). Any 2xx (or WebSocket 101) that the
-table of L{gasoline.http.routes} does not allow fails, and so does a route the daemon serves that the
-table does not declare.
+table of L{gasoline.http.routes} does not allow fails, and so does a handler whose own gate
+disagrees with its entry (the extension header on a route that is not the extension's).
 
 The expected answer is computed from the table's fields (the spec) here, independently of
 L{gasoline.http.guards}: a spelling other than the canonical one never succeeds; a canonical one
@@ -18,16 +18,14 @@ from collections import Counter
 
 import attrs
 import pytest
-from klein.resource import KleinResource
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
 from gasoline.app import Config, build
-from gasoline.http.direct import DirectRoutes
 from gasoline.http.request import GasolineSite
-from gasoline.http.routes import ROUTES, Key, Origins, Route, find_route
+from gasoline.http.routes import ROUTES, Caller as CallerClass, Key, Origins, Route, find_route
 
 KEY = "sekrit"
 PINNED = "pinnedextensionid"
@@ -241,72 +239,59 @@ def test_the_shutdown_route_is_only_reached_canonically(tmp_path):
     assert daemon.stops == 1
 
 
-# -- discovery: every route the daemon serves has a table entry ------------------------------------
+# -- every route the daemon serves has a table entry, and the handlers' gates agree with it ------
 
 
-def _klein_rules(resource) -> list[tuple[str, set[str]]]:
-    app = resource.app if isinstance(resource, DirectRoutes) else resource._app
-    out = []
-    for rule in app.url_map.iter_rules():
-        methods = set(rule.methods or ()) - {"HEAD", "OPTIONS"}
-        out.append((re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule.rule), methods))
-    return out
-
-
-def _same_shape(pattern: str, other: str) -> bool:
-    a, b = pattern.split("/"), other.split("/")
-    return len(a) == len(b) and all(
-        x == y or (x.startswith("{") and y.startswith("{")) for x, y in zip(a, b))
-
-
-#: Mounted resources that route by hand instead of with Klein (their paths are in the table; the
-#: root answers 404 for any other path under them before they run, see the test below).
-HAND_ROUTED = {b"mcp", b"events", b"cdp", b"extension", b"metrics", b"logs"}
-
-
-def test_every_route_the_daemon_serves_is_in_the_table(tmp_path):
+def test_every_route_the_daemon_serves_is_bound_to_its_table_entry(tmp_path):
+    """Structural: the root reads every API's Klein declarations at build and refuses one without
+    an entry (tests/test_dispatch.py shows the refusal). Here: the built daemon serves every
+    route of the table, each through exactly the entry that declares its method."""
     daemon = Daemon(tmp_path, None, ())
-    root = daemon.app.resource
-    served: list[tuple[str, set[str]]] = []
-    resources = [root.fallback, *root.mounts.values()]
-    for segment, resource in [(None, root.fallback), *root.mounts.items()]:
-        if isinstance(resource, (KleinResource, DirectRoutes)):
-            served += _klein_rules(resource)
-        else:
-            assert segment in HAND_ROUTED, (
-                f"/{segment!r} is mounted on a resource that is neither a Klein app nor a known "
-                "hand-routed resource: declare its routes in gasoline/http/routes.py")
-    assert len(resources) >= 10 and len(served) >= 30
-    missing = []
-    for pattern, methods in served:
-        entries = [r for r in ROUTES if _same_shape(r.pattern, pattern)]
-        declared = {m for r in entries for m in r.methods}
-        if not entries or not methods <= declared:
-            missing.append((pattern, sorted(methods - declared)))
-    assert missing == [], f"routes served without a table entry: {missing}"
-    # and every first segment the table names is mounted (or is the ingest fallback's)
-    for route in ROUTES:
-        first = route.pattern[1:].split("/")[0].encode()
-        assert first in root.mounts or any(
-            _same_shape(route.pattern, p) for p, _ in _klein_rules(root.fallback)) or \
-            route.pattern == "/", route.pattern
+    handlers = daemon.app.resource.handlers
+    # HEAD goes with GET (an explicit HEAD handler, as HEAD /logs has, answers it instead)
+    served = {(route.pattern, method.decode()) for route, method in handlers.handlers
+              if method != b"HEAD"}
+    declared = {(route.pattern, method) for route in ROUTES for method in route.methods
+                if method != "HEAD"}
+    assert served == declared
+    for (route, method), handler in handlers.handlers.items():
+        assert route in ROUTES and route.allows_method(method), (route, method)
+    assert len({type(h.api) for h in handlers.handlers.values()}) >= 10
+
+
+def test_the_extension_header_gate_is_on_the_extension_routes_only(tmp_path):
+    """The policy and the handlers' own gates agree: a handler that asks for the extension's
+    X-Gasoline-Client serves an EXTENSION route, and no admin route asks for it (the operator and
+    CI call those as themselves)."""
+    handlers = Daemon(tmp_path, None, ()).app.resource.handlers
+    gated = set()
+    for (route, method), handler in handlers.handlers.items():
+        bound = handler.api.app  # type: ignore[attr-defined]
+        if getattr(bound.endpoints[handler.endpoint], "extension_only", False):
+            gated.add((route.pattern, method.decode()))
+            assert route.caller is CallerClass.EXTENSION, (route.pattern, method)
+    assert ("POST", "/logs") in {(m, p) for p, m in gated}
+    assert {p for p, _ in gated}.isdisjoint({"/snapshot", "/clear", "/shutdown",
+                                              "/test-boundary", "/metrics"})
+    assert ("/logs", "DELETE") not in gated
 
 
 @pytest.mark.parametrize("path", ["/mcp/other", "/mcp/sse/x", "/mcp/messages", "/events/x",
                                   "/extension", "/extension/other", "/mcp/messages/a/b",
                                   "/json/other", "/health/x", "/clients/a/b", "/pairing/x",
                                   "/logs/x"])
-def test_a_path_without_a_table_entry_never_reaches_its_resource(tmp_path, path):
+def test_a_path_without_a_table_entry_never_reaches_a_handler(tmp_path, path):
     daemon = Daemon(tmp_path, None, ())
     reached = []
-    for resource in [daemon.app.resource.fallback, *daemon.app.resource.mounts.values()]:
-        original = resource.render
+    handlers = daemon.app.resource.handlers
+    original = handlers.render
 
-        def spy(request, _original=original):
-            reached.append(request.path)
-            return _original(request)
+    def spy(request, target):
+        reached.append(request.path)
+        return original(request, target)
 
-        resource.render = spy
+    handlers.render = spy  # type: ignore[method-assign]
     assert daemon.send("GET", path, ()) == 404
     assert daemon.send("POST", path, ()) == 404
     assert reached == []
+    assert daemon.send("GET", "/health", ()) == 200 and reached == [b"/health"]  # the spy works

@@ -1,5 +1,6 @@
-"""Every Klein app of the daemon answers a path it does not serve (404) and a method a route does
-not take (405) the same way: the one handler of L{gasoline.http.json.json_app}."""
+"""Every API of the daemon answers a path it does not serve (404) and a method a route does not
+take (405) the same way: the root's one answer (L{gasoline.http.json.not_found},
+L{gasoline.http.json.method_not_allowed}); no API carries routing or error handlers of its own."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import json
 import pkgutil
 
 import pytest
+from _stub_daemon import StubDaemon
 from klein import Klein
-from treq.testing import StubTreq
 
 import gasoline.http
-from gasoline.http.json import json_app
+from gasoline.http.routes import ROUTES
+from gasoline.testing import stub_request
 
 
 def _klein_apis() -> list[type]:
@@ -30,57 +32,50 @@ def _klein_apis() -> list[type]:
 APIS = _klein_apis()
 
 
-def test_the_daemon_has_its_klein_apis():
-    names = {cls.__name__ for cls in APIS}
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    return StubDaemon(tmp_path_factory.mktemp("routing"))
+
+
+def _answer(d: StubDaemon, method: str, path: str) -> tuple[int, dict, list[bytes]]:
+    r, raw = stub_request(d.treq, method, "http://127.0.0.1:7890" + path, clock=d.clock)
+    assert r.headers.getRawHeaders(b"content-type") == [b"application/json"], raw
+    return r.code, json.loads(raw), r.headers.getRawHeaders(b"allow") or []
+
+
+def _first_route(d: StubDaemon, cls: type):
+    routes = sorted((route for (route, _), h in d.app.resource.handlers.handlers.items()
+                     if isinstance(h.api, cls)), key=lambda r: (r.pattern.count("{"), r.pattern))
+    assert routes, f"{cls.__name__} serves no route"
+    return routes[0]
+
+
+def test_every_klein_api_of_the_package_is_served_by_the_root(daemon):
     assert {"HealthAPI", "IngestAPI", "PairingAPI", "RelayDiscoveryAPI", "StatusPage",
-            "ProxyAPI", "ClientsAPI"} <= names, names
-
-
-def _stub(cls: type) -> StubTreq:
-    # Routing fails before any route runs, so an instance without collaborators answers it.
-    return StubTreq(object.__new__(cls).app.resource())
-
-
-def _answer(treq: StubTreq, method: str, url: str) -> tuple[int, dict, list[bytes]]:
-    d = treq.request(method, url)
-    treq.flush()
-    out: list = []
-    d.addCallback(lambda r: treq.content(r).addCallback(lambda b: out.append((r, b))))
-    treq.flush()
-    assert out, f"no answer to {method} {url}"
-    response, body = out[0]
-    assert response.headers.getRawHeaders(b"content-type") == [b"application/json"]
-    return response.code, json.loads(body), response.headers.getRawHeaders(b"allow") or []
+            "ProxyAPI", "ClientsAPI", "McpHTTP", "EventsAPI", "CursorReads", "MetricsAPI",
+            "RelaySockets"} <= {cls.__name__ for cls in APIS}
+    served = {type(api) for api in daemon.app.resource.handlers.apis}
+    assert set(APIS) <= served
 
 
 @pytest.mark.parametrize("cls", APIS, ids=lambda cls: cls.__name__)
-def test_an_unknown_path_is_the_same_404_in_every_app(cls):
-    status, body, _ = _answer(_stub(cls), "GET", "http://127.0.0.1/no/such/route")
-    assert (status, body) == (404, {"error": "not found", "path": "/no/such/route"})
+def test_an_unknown_path_is_the_same_404_under_every_api(daemon, cls):
+    route = _first_route(daemon, cls)
+    path = route.pattern.replace("{*}", "a/b").replace("{", "").replace("}", "")
+    path = path.rstrip("/") + "/no!such-route"  # "!": canonical, but no id matches it
+    status, body, _ = _answer(daemon, "GET", path)
+    assert (status, body) == (404, {"error": "not found", "path": path})
 
 
 @pytest.mark.parametrize("cls", APIS, ids=lambda cls: cls.__name__)
-def test_a_method_a_route_does_not_take_is_the_same_405_in_every_app(cls):
-    rules = list(cls.app.url_map.iter_rules())
-    assert rules, cls
-    rule = min(rules, key=lambda r: (len(r.arguments), r.rule))
-    _, path = rule.build({name: "x" for name in rule.arguments})
-    taken = {m for r in rules if r.rule == rule.rule for m in (r.methods or ())}
+def test_a_method_a_route_does_not_take_is_the_same_405_under_every_api(daemon, cls):
+    route = _first_route(daemon, cls)
+    path = route.pattern.replace("{*}", "a/b").replace("{", "").replace("}", "")
+    taken = {m for r in ROUTES if r.pattern == route.pattern for m in r.methods}
     method = next(m for m in ("PATCH", "PUT", "DELETE", "POST", "GET") if m not in taken)
-    status, body, allow = _answer(_stub(cls), method, "http://127.0.0.1" + path)
-    assert status == 405
-    assert body["error"] == f"method {method} not allowed here"
-    assert set(body["allowed"]) >= taken and method not in body["allowed"]
-    assert allow == [", ".join(body["allowed"]).encode()]
-
-
-def test_an_apps_own_error_handlers_come_after_the_routing_ones():
-    app = json_app()
-
-    @app.handle_errors(Exception)
-    def everything(request, failure):  # pragma: no cover - must not be reached for routing
-        raise AssertionError("the catch-all answered a routing error")
-
-    # Unbound (not a class attribute): Klein passes no instance to the handlers.
-    status, body, _ = _answer(StubTreq(app.resource()), "GET", "http://127.0.0.1/nothing")
-    assert (status, body) == (404, {"error": "not found", "path": "/nothing"})
+    status, body, allow = _answer(daemon, method, path)
+    assert status in (405, 403), body  # 403: the policy refuses the caller before the method
+    if status == 405:
+        assert body["error"] == f"method {method} not allowed here"
+        assert method not in body["allowed"]
+        assert allow == [", ".join(body["allowed"]).encode()]

@@ -32,7 +32,6 @@ from twisted.python.failure import Failure
 from gasoline.app import Config, build
 from gasoline.core.identity import unb64u
 from gasoline.core.validate import MAX_JSON_TOKENS
-from gasoline.http.direct import DirectRoutes
 from gasoline.http.request import GasolineSite, body_limit_for
 from gasoline.http.routes import ROUTES
 from gasoline.testing import PairedExtensionKeys, response_body
@@ -88,18 +87,11 @@ class Daemon:
 
 
 def handlers_that_open_sealed_bodies(daemon: Daemon) -> set[tuple[str, str]]:
-    root = daemon.app.resource
     found = set()
-    for resource in [root.fallback, *root.mounts.values()]:
-        app = getattr(resource, "app", None) if isinstance(resource, DirectRoutes) \
-            else getattr(resource, "_app", None)
-        if app is None:
-            continue
-        for rule in app.url_map.iter_rules():
-            view = app.endpoints[rule.endpoint]
-            if getattr(view, "opens_sealed", False):
-                for method in set(rule.methods or ()) - {"HEAD", "OPTIONS"}:
-                    found.add((rule.rule, method))
+    for (route, method), handler in daemon.app.resource.handlers.handlers.items():
+        view = handler.api.app.endpoints[handler.endpoint]  # type: ignore[attr-defined]
+        if getattr(view, "opens_sealed", False) and method != b"HEAD":
+            found.add((route.pattern, method.decode()))
     return found
 
 

@@ -24,6 +24,7 @@ from twisted.web.resource import Resource
 
 import gasoline
 from gasoline.connect.protocol import STDOUT_LIMIT, STDOUT_STALL_SECONDS, StdioLines
+from gasoline.http.events import EventsAPI
 from gasoline.http.mcp_sse import MCP_STREAM_LIMIT
 from gasoline.http.relay import cdp_client_resource, extension_link_resource
 from gasoline.http.request import GasolineSite
@@ -368,8 +369,8 @@ _RECEIVERS = {"request", "transport", "protocol", "self", "channel", "self.reque
 ALLOWED = {
     ("gasoline/http/relay_ws.py", "write"): "the WebSocket writer's sink (stream_writer)",
     ("gasoline/connect/protocol.py", "connectionMade"): "stdout's writer's sink",
-    ("gasoline/http/direct.py", "write"): "one whole answer (a Deferred's bytes), then finish: "
-                                          "not a stream (Klein writes the same way)",
+    ("gasoline/http/dispatch.py", "_write_whole"): "one whole answer (a Deferred's bytes), then "
+                                                   "finish: not a stream (Klein writes the same way)",
     ("gasoline/core/workers.py", "write"): "a worker's stdin, one job at a time (the pool hands a "
                                            "job only to an idle worker; a stalled one is killed "
                                            "at the job's timeout): not a stream",
@@ -468,7 +469,7 @@ def test_a_closed_events_stream_leaves_nothing_behind(app, clock):
     Agent(app, "A").subscribe(["error"])
     channel, transport = _http(GasolineSite(app.resource, reactor=clock), _get(app.streaming.events_url("A")))
     writer = _request_writer(channel)
-    resource = app.resource.mounts[b"events"]
+    resource = app.resource.handlers.api(EventsAPI)
     agent = app.streaming.agents["A"]
     assert writer in resource.open and len(agent.listeners) == 1
     writer.pauseProducing()

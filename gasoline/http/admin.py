@@ -3,8 +3,8 @@ C{GET /health}: liveness for the extension, its options page, the connector and 
 
 The body has the fields the extension reads (extension-protocol.md §2: C{status},
 C{service-name}, C{name}, C{version}, C{logs{...}}, C{capture{...}}) plus C{uptime_seconds},
-C{buffers} (C{store.stats()}), C{extension} (C{{connected, last_poll}}) and C{clients}. Other
-admin routes (C{/clients}, C{/metrics}) are separate resources mounted beside this one.
+C{buffers} (C{store.stats()}), C{extension} (C{{connected, last_poll}}) and C{clients}. Also
+C{GET /metrics} (L{MetricsAPI}); the other admin routes have their own APIs (C{/clients}).
 """
 
 from __future__ import annotations
@@ -13,27 +13,29 @@ import os
 from typing import TYPE_CHECKING, Any
 
 
+from klein import Klein
+from twisted.web.resource import IResource
+
 from gasoline._version import __version__
 from gasoline.core.extension import rfc3339
 from gasoline.core.doctor import doctor_checks
 from gasoline.core.request_facts import facts_of
 from gasoline.core.store import CONSOLE
-from gasoline.http.json import json_app, json_body
+from gasoline.http.json import json_body
 
 if TYPE_CHECKING:
+    from twisted.web.server import Request
+
     from gasoline.core.daemon import Daemon
 
 
 class HealthAPI:
     """C{GET /health} of one daemon."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, gasoline: Daemon) -> None:
         self.gasoline = gasoline
-
-    def resource(self):
-        return self.app.resource()
 
     def health(self) -> dict[str, Any]:
         g = self.gasoline
@@ -104,7 +106,7 @@ class HealthAPI:
         }
 
     @app.route("/health", methods=["GET", "HEAD"])
-    def get_health(self, request):
+    def get_health(self, request: Request) -> bytes:
         body = self.health()
         if not facts_of(request).key_ok:
             # With --api-key, client ids are for callers that prove the key (GET /events and
@@ -113,10 +115,24 @@ class HealthAPI:
         return json_body(request, body)
 
     @app.route("/health/doctor", methods=["GET"])
-    def get_doctor(self, request):
+    def get_doctor(self, request: Request) -> bytes:
         """The checks of C{configure doctor}, for C{gasoline doctor}: no MCP session, no client
         registered or persisted for asking."""
         g = self.gasoline
         return json_body(request, {"checks": doctor_checks(g, g.clock.seconds())})
 
 
+
+
+class MetricsAPI:
+    """C{GET /metrics}: answered by the Prometheus exposition resource it is given
+    (L{gasoline.metrics.Metrics.resource})."""
+
+    app = Klein()
+
+    def __init__(self, exposition: IResource) -> None:
+        self.exposition = exposition
+
+    @app.route("/metrics", methods=["GET"])
+    def metrics(self, request: Request) -> IResource:
+        return self.exposition

@@ -22,8 +22,9 @@ C{cwd} takes the proven C{X-Gasoline-Client} when one is sent, else a fresh rand
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
@@ -37,7 +38,10 @@ from gasoline.core.errors import (
     UnknownClient,
 )
 from gasoline.http.client_proof import claimed_client, require_client
-from gasoline.http.json import json_app, json_body, read_json_object
+from gasoline.http.json import json_body, read_json_object
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 log = Logger()
 
@@ -58,7 +62,7 @@ def check_cwd(cwd: Any) -> None:
         raise InvalidParam(f"cwd is not an existing directory: {cwd!r}", param="cwd")
 
 
-def _error(request, err: GasolineError) -> bytes:
+def _error(request: Request, err: GasolineError) -> bytes:
     status = next((s for cls, s in _STATUS.items() if isinstance(err, cls)), 400)
     return json_body(request, err.to_json(), status)
 
@@ -66,16 +70,13 @@ def _error(request, err: GasolineError) -> bytes:
 class ClientsAPI:
     """The C{/clients} routes over the client registry (L{IClientRegistry})."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, registry: IClientRegistry) -> None:
         self.registry = registry
 
-    def resource(self):
-        return self.app.resource()
-
     @app.route("/clients", methods=["POST"])
-    def register(self, request):
+    def register(self, request: Request) -> bytes:
         try:
             body = read_json_object(request, MAX_BODY)
             client_id = body.get("client_id")
@@ -105,18 +106,18 @@ class ClientsAPI:
         )
 
     @app.route("/clients", methods=["GET"])
-    def list_clients(self, request):
+    def list_clients(self, request: Request) -> bytes:
         return json_body(request, self.registry.summary())
 
     @app.route("/clients/<client_id>", methods=["GET"])
-    def get_client(self, request, client_id):
+    def get_client(self, request: Request, client_id: str) -> bytes:
         state = self.registry.get(client_id)
         if state is None:
             return _error(request, UnknownClient(f"no client {client_id!r}", client_id=client_id))
         return json_body(request, state.summary())
 
     @app.route("/clients/<client_id>", methods=["DELETE"])
-    def unregister(self, request, client_id):
+    def unregister(self, request: Request, client_id: str) -> bytes:
         try:
             require_client(request, self.registry.client_key, client_id)
             state = self.registry.unregister(client_id)

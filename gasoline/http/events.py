@@ -19,12 +19,12 @@ import hmac
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from klein import Klein
 from twisted.logger import Logger
-from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.clients import CLIENT_ID_RE
-from gasoline.http.json import json_error, method_not_allowed, not_found
+from gasoline.http.json import json_error
 from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.stream import SSE_LIMIT, request_writer, sse_notice
 
@@ -47,13 +47,12 @@ def _notice(dropped: int) -> bytes:
                       "Last-Event-ID to replay them)")
 
 
-class EventsResource(Resource):
-    """Renders C{/events}; mounted at C{root.mounts[b"events"]}."""
+class EventsAPI:
+    """C{GET /events} of one daemon's streaming hub."""
 
-    isLeaf = True
+    app = Klein()
 
     def __init__(self, streaming: Streaming, clock: IReactorTime, limit: int = SSE_LIMIT) -> None:
-        super().__init__()
         self.streaming = streaming
         self.clock = clock
         #: Bytes a paused stream keeps (L{gasoline.stream.BoundedWriter}); the events past it
@@ -65,11 +64,8 @@ class EventsResource(Resource):
         self.keepalive_service = keepalive_service(clock, self.open, "events-sse-keepalive",
                                                    "/events")
 
-    def render(self, request: Request) -> bytes | int:
-        if [p for p in (request.postpath or [])[1:] if p]:
-            return not_found(request)
-        if request.method != b"GET":
-            return method_not_allowed(request, ["GET"])
+    @app.route("/events", methods=["GET"])
+    def stream(self, request: Request) -> Any:  # bytes, or NOT_DONE_YET: the stream is open
         accept = (request.getHeader(b"accept") or b"").lower()
         if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
             return json_error(request, 406, "GET /events answers text/event-stream")

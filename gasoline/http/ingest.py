@@ -1,12 +1,14 @@
 """
 The extension ingest API: every route of extension-protocol.md §2 except C{/health}.
 
-One Klein app on one object (L{IngestAPI}); the root resource runs the guards first (Host, Origin,
-CORS, size, key) and falls back to this API for every path it has no mount for. Every route here is
-an extension (EXT) route: it needs C{X-Gasoline-Client: gasoline-extension[/...]} (or
-C{gasoline-extension-offscreen}), else 403. Every answer is JSON, errors included
-(C{{"error": ...}}; unknown path 404, wrong method 405, bad JSON / wrong types 400, over a rate
-limit 429 with C{Retry-After}).
+One object (L{IngestAPI}) whose Klein app declares the routes; the root resource runs the guards
+first (Host, Origin, CORS, size, key) and calls the route's handler. The extension's (EXT) routes
+need C{X-Gasoline-Client: gasoline-extension[/...]} (or C{gasoline-extension-offscreen}), else
+403 (L{extension_only}); the admin routes here (C{/snapshot}, C{/clear}, C{/shutdown},
+C{/test-boundary}, C{DELETE /logs}) are the operator's and CI's, gated by the route policy alone
+(no browser origin, the key when one is set). Every answer is JSON, errors included
+(C{{"error": ...}}; bad JSON / wrong types 400, over a rate limit 429 with C{Retry-After}; a
+failed handler is answered by L{gasoline.http.dispatch.answer_failure}).
 
 C{POST /logs} is the hot path (the extension streams every console line through it): one
 C{orjson.loads}, one list comprehension of checks, one C{store.add}.
@@ -24,13 +26,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 import orjson
-from twisted.internet.defer import CancelledError
+from klein import Klein
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.core import validate
 from gasoline.core.boundaries import check_test_id
-from gasoline.core.errors import GasolineError
 from gasoline.core.extension import ExtensionLink, rfc3339
 from gasoline.core.redact_fields import redact_typed_values
 from gasoline.core.lifecycle import Shutdown
@@ -44,9 +45,8 @@ from gasoline.core.store import (
 )
 from gasoline.core.interfaces import ITelemetryStore
 from gasoline.core.validate import PayloadError
-from gasoline.http.direct import DirectRoutes
 from gasoline.http.guards import json_values_refusal
-from gasoline.http.json import json_app, json_body, json_error
+from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
     from gasoline.core.pairing import DaemonIdentity
@@ -88,6 +88,8 @@ def extension_only(route: Callable) -> Callable:
             )
         return route(self, request, *args, **kwargs)
 
+    #: The route policy's EXTENSION routes, and only they, carry this gate (tests/test_route_policy.py).
+    gated.extension_only = True  # type: ignore[attr-defined]
     return gated
 
 
@@ -142,9 +144,10 @@ def _time_ms(value: Any) -> float | None:
 
 @attrs.define(eq=False, slots=False)  # Klein binds its app on the instance's __dict__
 class IngestAPI:
-    """The extension's HTTP API; mount C{IngestAPI(...).resource()}."""
+    """The extension's HTTP API (and the admin routes over its store); serve it with the root
+    (L{gasoline.http.site.GasolineRoot})."""
 
-    app = json_app()
+    app = Klein()
 
     clock: IReactorTime
     store: ITelemetryStore
@@ -165,11 +168,6 @@ class IngestAPI:
     @property
     def commands(self):
         return self.extension.commands
-
-    def resource(self) -> DirectRoutes:
-        """The API's resource: its fixed routes answered directly (the capture routes are the
-        daemon's hot path), any other path through Klein."""
-        return DirectRoutes(self.app, self.error_answer)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -237,7 +235,6 @@ class IngestAPI:
         ))
 
     @app.route("/logs", methods=["DELETE"])
-    @extension_only
     def delete_logs(self, request):
         self.store.clear(CONSOLE)
         return json_body(request, {"cleared": True})
@@ -459,7 +456,6 @@ class IngestAPI:
     # -- CI support ------------------------------------------------------------------------------
 
     @app.route("/test-boundary", methods=["POST"])
-    @extension_only
     def test_boundary(self, request):
         payload, _ = self._payload(request)
         test_id = payload.get("test_id")
@@ -477,7 +473,6 @@ class IngestAPI:
         return json_body(request, {"test_id": test_id, "action": action, "timestamp": rfc3339(now)})
 
     @app.route("/snapshot", methods=["GET"])
-    @extension_only
     def snapshot(self, request):
         since_arg = request.args.get(b"since", [b""])[0].decode("utf-8", "replace")
         test_id = request.args.get(b"test_id", [b""])[0].decode("utf-8", "replace") or None
@@ -521,39 +516,15 @@ class IngestAPI:
         return json_body(request, out)
 
     @app.route("/clear", methods=["POST", "DELETE"])
-    @extension_only
     def clear(self, request):
         removed = self.store.clear()
         return json_body(request, {"cleared": True, "entries_removed": removed})
 
     @app.route("/shutdown", methods=["POST"])
-    @extension_only
     def post_shutdown(self, request):
         if not self.shutdown.request("POST /shutdown"):
             return json_error(request, 503, "shutdown is not available in this daemon")
         return json_body(request, {"status": "shutting_down"})
-
-    # -- errors ----------------------------------------------------------------------------------
-
-    @app.handle_errors(Exception)
-    def failed(self, request, failure):
-        return self.error_answer(request, failure)
-
-    def error_answer(self, request, failure) -> bytes | None:
-        """The answer to a route that failed (through Klein or L{DirectRoutes}): 400 or 413 for a
-        bad payload, a domain error's own status, else 500 (logged); C{None} for a route
-        cancelled because its connection went away."""
-        error = failure.value
-        if isinstance(error, validate.PayloadTooLarge):
-            return json_error(request, 413, str(error), limit=error.limit)
-        if isinstance(error, PayloadError):
-            return json_error(request, 400, str(error))
-        if isinstance(error, GasolineError):
-            return json_body(request, error.to_json(), getattr(error, "http_status", 400))
-        if isinstance(error, CancelledError):
-            return None
-        log.failure("ingest route {path} failed", failure, path=request.path)
-        return json_error(request, 500, "internal error")
 
 
 __all__ = ["IngestAPI", "is_extension_client", "extension_only", "extension_session"]

@@ -1,14 +1,11 @@
-"""JSON request bodies and responses for twisted.web / Klein handlers (orjson, compact, UTF-8), and
-the one way the daemon's Klein apps answer a path or method they do not serve (L{json_app})."""
+"""JSON request bodies and responses for the HTTP handlers (orjson, compact, UTF-8), and the one
+404 and 405 of the HTTP surface (the root answers them: L{gasoline.http.site.GasolineRoot})."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, cast
+from typing import TYPE_CHECKING, Any, Iterable
 
 import orjson
-from klein import Klein
-from twisted.python.failure import Failure
-from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from gasoline.core.errors import InvalidParam
 
@@ -63,26 +60,3 @@ def method_not_allowed(request: Request, allowed: Iterable[str]) -> bytes:
         request.setHeader(b"allow", ", ".join(methods).encode())
     return json_error(request, 405, f"method {request.method.decode('ascii', 'replace')} not "
                       "allowed here", allowed=methods)
-
-
-def _routing_error(*args: Any) -> bytes:
-    """Klein's routing failure (werkzeug's C{NotFound} or C{MethodNotAllowed}) as JSON. Klein
-    passes C{(instance, request, failure)} to an app bound to an instance (a class attribute),
-    C{(request, failure)} to one that is not."""
-    request, failure = args[-2:]
-    assert isinstance(failure, Failure)
-    error = failure.value
-    if isinstance(error, MethodNotAllowed):
-        return method_not_allowed(request, error.valid_methods or ())
-    return not_found(request)
-
-
-def json_app() -> Klein:
-    """A Klein app whose routing failures are answered as JSON, the same way by every app:
-    L{not_found} for a path no route matches, L{method_not_allowed} for a route that does not
-    take the request's method. Used as C{app = json_app()} in the class body of each of the
-    daemon's Klein APIs; its own handlers (C{handle_errors}) come after these two."""
-    app = Klein()
-    # Klein types a handler by one arity or the other; this one takes both (see above).
-    app.handle_errors(NotFound, MethodNotAllowed)(cast(Any, _routing_error))
-    return app

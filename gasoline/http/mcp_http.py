@@ -39,10 +39,10 @@ Host and Origin are checked for every path by the root resource's guard before t
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from klein import Klein
 from twisted.logger import Logger
-from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, TooManyClients
@@ -54,6 +54,9 @@ from gasoline.mcp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, SESSION_NOT_FOUND
 from gasoline.mcp.server import KNOWN_VERSIONS, STATELESS_VERSION, McpServer
 from gasoline.mcp.session import McpSession
 
+if TYPE_CHECKING:
+    from twisted.web.server import Request
+
 log = Logger()
 
 #: Largest JSON-RPC body accepted (a 413 beyond it).
@@ -62,13 +65,13 @@ _VERSIONS = frozenset(v.encode() for v in KNOWN_VERSIONS)
 _STATELESS = STATELESS_VERSION.encode()
 
 
-def _error_body(request, status: int, code: int, message: str, id: Any = None) -> bytes:
+def _error_body(request: Request, status: int, code: int, message: str, id: Any = None) -> bytes:
     request.setResponseCode(status)
     request.setHeader(b"content-type", _JSON)
     return jsonrpc.encode(jsonrpc.error(id, code, message))
 
 
-def _gasoline_error(request, error: GasolineError) -> bytes:
+def _gasoline_error(request: Request, error: GasolineError) -> bytes:
     status = 429 if isinstance(error, TooManyClients) else \
         403 if isinstance(error, ClientProofRefused) else 400
     request.setResponseCode(status)
@@ -76,16 +79,13 @@ def _gasoline_error(request, error: GasolineError) -> bytes:
     return jsonrpc.encode(jsonrpc.error(None, INVALID_REQUEST, error.message, error.to_json()))
 
 
-class McpHTTP(Resource):
-    """Renders every path under C{/mcp}; mounted at C{root.mounts[b"mcp"]}."""
+class McpHTTP:
+    """The routes of C{/mcp}, C{/mcp/sse} and C{/mcp/messages/<session-id>}."""
 
-    isLeaf = True
-    # Shadows twisted.web's unused Resource.server (typed None there).
-    server: McpServer  # type: ignore[assignment]
+    app = Klein()
 
     def __init__(self, server: McpServer, max_body: int = MAX_BODY, *,
                  session_binder: Callable[[str, McpSession], Any] | None = None) -> None:
-        super().__init__()
         self.server = server
         self.max_body = max_body
         #: (client id, connection id) -> the connector connection's session.
@@ -105,39 +105,9 @@ class McpHTTP(Resource):
             self.open_streams.add(finisher)
             finisher.request.notifyFinish().addBoth(lambda _: self.open_streams.discard(finisher))
 
-    def resource(self) -> Resource:
-        return self
-
-    # -- routing -------------------------------------------------------------------------------
-
-    def render(self, request):
-        rest = [p for p in request.postpath[1:] if p]
-        method = request.method
-        if not rest:
-            if method == b"POST":
-                return self._post(request)
-            if method == b"GET":
-                return self._get(request)
-            if method == b"DELETE":
-                return self._delete(request)
-            return self._not_allowed(request, b"GET, POST, DELETE")
-        if rest == [b"sse"]:
-            if method != b"GET":
-                return self._not_allowed(request, b"GET")
-            return self._legacy_sse(request)
-        if len(rest) == 2 and rest[0] == b"messages":
-            if method != b"POST":
-                return self._not_allowed(request, b"POST")
-            return self._legacy_post(request, rest[1])
-        return _error_body(request, 404, INVALID_REQUEST, "Not found: no such MCP endpoint")
-
-    def _not_allowed(self, request, allow: bytes) -> bytes:
-        request.setHeader(b"allow", allow)
-        return _error_body(request, 405, INVALID_REQUEST, f"Method {request.method.decode()} not allowed")
-
     # -- shared helpers ------------------------------------------------------------------------
 
-    def _body(self, request) -> bytes | None:
+    def _body(self, request: Request) -> bytes | None:
         length = request.getHeader(b"content-length")
         if length is not None:
             try:
@@ -145,16 +115,19 @@ class McpHTTP(Resource):
                     return None
             except ValueError:
                 pass
-        request.content.seek(0)
-        body = request.content.read(self.max_body + 1)
+        content = request.content
+        if content is None:
+            return b""
+        content.seek(0)
+        body = content.read(self.max_body + 1)
         return None if len(body) > self.max_body else body
 
-    def _too_large(self, request) -> bytes:
+    def _too_large(self, request: Request) -> bytes:
         """The 413 answer to a body over L{max_body}."""
         return _error_body(request, 413, INVALID_REQUEST,
                            f"Payload Too Large: the limit is {self.max_body} bytes")
 
-    def _version_error(self, request) -> bytes | None:
+    def _version_error(self, request: Request) -> bytes | None:
         version = request.getHeader(b"mcp-protocol-version")
         if version is not None and version not in _VERSIONS:
             return _error_body(
@@ -164,7 +137,7 @@ class McpHTTP(Resource):
             )
         return None
 
-    def _connector_key(self, request) -> tuple[str, str] | None:
+    def _connector_key(self, request: Request) -> tuple[str, str] | None:
         """C{(client id, connection id)} of a connector-form request (its client id proven:
         L{claimed_client}, and an C{X-Gasoline-Connection}), or C{None} for the plain form (with
         or without a named client: L{_named_client}).
@@ -176,7 +149,7 @@ class McpHTTP(Resource):
             return None
         return client, conn.decode("utf-8", "replace")
 
-    def _named_client(self, request) -> str | None:
+    def _named_client(self, request: Request) -> str | None:
         """The proven client id of a plain-form request (C{X-Gasoline-Client} and its proof,
         no C{X-Gasoline-Connection}): a hand-wired HTTP client with a fixed id. It gets
         C{Mcp-Session-Id} sessions like any streamable client, each a session of that id.
@@ -186,7 +159,7 @@ class McpHTTP(Resource):
             return None
         return claimed_client(request, self.server.registry.client_key)
 
-    def _stateless_client(self, request,
+    def _stateless_client(self, request: Request,
                          key: tuple[str, str] | None) -> str | None | Literal[False]:
         """For a non-initialize request: the client a stateless (2026-07-28) answer is for
         (C{None}: no identity given), or C{False} when the request is for a session (2025-11-25:
@@ -208,7 +181,7 @@ class McpHTTP(Resource):
             return False
         return self._named_client(request)
 
-    def _find(self, request) -> tuple[McpSession | None, bytes | None]:
+    def _find(self, request: Request) -> tuple[McpSession | None, bytes | None]:
         """The session a request names, or the error body to answer: by C{Mcp-Session-Id} when
         it sends one (whose owner it must prove, L{require_owner}), else the connector form's
         connection."""
@@ -259,7 +232,7 @@ class McpHTTP(Resource):
         session.on_close.append(_finish_streams)
         return session
 
-    def _bind_proxy(self, request, session: McpSession) -> bytes | None:
+    def _bind_proxy(self, request: Request, session: McpSession) -> bytes | None:
         """C{X-Gasoline-Proxy-Session: <id>} on a connector's initialize: bind that session."""
         proxy_id = request.getHeader(b"x-gasoline-proxy-session")
         if proxy_id is None:
@@ -275,7 +248,7 @@ class McpHTTP(Resource):
             return jsonrpc.encode(jsonrpc.error(None, SESSION_NOT_FOUND, e.message, e.to_json()))
         return None
 
-    def _bind_late(self, request, session: McpSession) -> None:
+    def _bind_late(self, request: Request, session: McpSession) -> None:
         """A connection opened before its proxy session (the connector's fast initialize)
         names it on a later request: bind it then; an unknown id leaves Gasoline's own tools."""
         proxy_id = request.getHeader(b"x-gasoline-proxy-session")
@@ -288,7 +261,8 @@ class McpHTTP(Resource):
 
     # -- streamable HTTP -----------------------------------------------------------------------
 
-    def _post(self, request):
+    @app.route("/mcp", methods=["POST"])
+    def _post(self, request: Request) -> Any:  # bytes, or NOT_DONE_YET
         ctype = request.getHeader(b"content-type")
         if ctype is not None and b"json" not in ctype.lower():
             return _error_body(request, 415, INVALID_REQUEST,
@@ -393,7 +367,8 @@ class McpHTTP(Resource):
             request.notifyFinish().addErrback(exchange.client_gone)
         return NOT_DONE_YET
 
-    def _stateless(self, request, session: McpSession, obj: Any, has_requests: bool):
+    def _stateless(self, request: Request, session: McpSession, obj: Any,
+                   has_requests: bool) -> bytes | int:
         """Answer one message of a request-scoped session (L{McpServer.open_stateless}) as plain
         JSON, then close the session (work still running when the client goes is cancelled)."""
         if not has_requests:
@@ -415,7 +390,7 @@ class McpHTTP(Resource):
             request.notifyFinish().addErrback(exchange.client_gone)
         return NOT_DONE_YET
 
-    def _accept(self, request, session: McpSession, obj: Any) -> bytes:
+    def _accept(self, request: Request, session: McpSession, obj: Any) -> bytes:
         """Notifications and responses only: process them; 202 without a body."""
         answers: list[Any] = []
         if isinstance(obj, list):
@@ -433,7 +408,8 @@ class McpHTTP(Resource):
         request.setResponseCode(202)
         return b""
 
-    def _get(self, request):
+    @app.route("/mcp", methods=["GET"])
+    def _get(self, request: Request) -> Any:  # bytes, or NOT_DONE_YET
         accept = (request.getHeader(b"accept") or b"").lower()
         if b"text/event-stream" not in accept:
             return _error_body(request, 406, INVALID_REQUEST,
@@ -483,7 +459,8 @@ class McpHTTP(Resource):
             finisher.finish()
         return NOT_DONE_YET
 
-    def _delete(self, request):
+    @app.route("/mcp", methods=["DELETE"])
+    def _delete(self, request: Request) -> Any:  # bytes, or NOT_DONE_YET
         session, refused = self._find(request)
         if refused is not None:
             return refused
@@ -494,7 +471,8 @@ class McpHTTP(Resource):
 
     # -- legacy HTTP+SSE -----------------------------------------------------------------------
 
-    def _legacy_sse(self, request):
+    @app.route("/mcp/sse", methods=["GET"])
+    def _legacy_sse(self, request: Request) -> Any:  # bytes, or NOT_DONE_YET
         accept = (request.getHeader(b"accept") or b"").lower()
         if accept and b"text/event-stream" not in accept and b"*/*" not in accept:
             return _error_body(request, 406, INVALID_REQUEST,
@@ -520,8 +498,9 @@ class McpHTTP(Resource):
         request.notifyFinish().addBoth(lambda _: self.server.close_session(session))
         return NOT_DONE_YET
 
-    def _legacy_post(self, request, sid: bytes):
-        session = self.server.sessions.get(sid.decode("latin-1"))
+    @app.route("/mcp/messages/<sid>", methods=["POST"])
+    def _legacy_post(self, request: Request, sid: str) -> bytes:
+        session = self.server.sessions.get(sid)
         if session is None or session.transport != "sse":
             return _error_body(request, 404, SESSION_NOT_FOUND,
                                "Session not found: unknown or ended session id")
@@ -565,7 +544,7 @@ def _finish_streams(session: McpSession) -> None:
             closer()
 
 
-def _connection_key(request) -> str | None:
+def _connection_key(request: Request) -> str | None:
     """A rate-limit key for the TCP connection C{request} came on: switching client
     ids within one connection must not buy more tool calls."""
     channel = getattr(request, "channel", None)

@@ -19,6 +19,9 @@ from gasoline.mcp.session import EventStream, McpSession
 from gasoline.stream import request_writer, sse_notice
 
 if TYPE_CHECKING:
+    from twisted.internet.interfaces import IReactorTime
+    from twisted.web.server import Request
+
     from gasoline.http.mcp_http import McpHTTP
 
 log = Logger()
@@ -40,7 +43,7 @@ def _sse_event(event_id: str, payload: bytes, event: bytes | None = None) -> byt
     return head + b"id: " + event_id.encode() + b"\ndata: " + payload + b"\n\n"
 
 
-def _start_sse(request) -> None:
+def _start_sse(request: Request) -> None:
     start_sse(request)
 
 
@@ -52,7 +55,8 @@ class _Finisher:
 
     __slots__ = ("request", "done", "writer")
 
-    def __init__(self, request, clock, limit: int = MCP_STREAM_LIMIT) -> None:
+    def __init__(self, request: Request, clock: IReactorTime,
+                 limit: int = MCP_STREAM_LIMIT) -> None:
         self.request = request
         self.done = False
         self.writer = request_writer(request, clock, limit=limit, notice=_notice)
@@ -76,7 +80,8 @@ class _PostExchange:
     """One C{POST /mcp} carrying requests: answered as JSON, or upgraded to an SSE stream."""
 
     def __init__(
-        self, http: "McpHTTP", request, session: McpSession, sse_ok: bool, sse_only: bool
+        self, http: McpHTTP, request: Request, session: McpSession, sse_ok: bool,
+        sse_only: bool
     ) -> None:
         self.http = http
         self.request = request

@@ -25,14 +25,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError
 from gasoline.core.session_ids import session_label
 from gasoline.http.client_proof import claimed_client, require_owner
-from gasoline.http.json import json_app, json_body, read_json_object
+from gasoline.http.json import json_body, read_json_object
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+    from twisted.web.server import Request
+
+    from gasoline.proxy.routing import ProxySession
     from gasoline.proxy.session import ProxyManager
 
 log = Logger()
@@ -44,7 +50,7 @@ _STATUS = {"forbidden_origin": 403, "client_proof": 403, "session_owner": 403, "
            "proxy_disabled": 404, "too_many_clients": 429}
 
 
-def _error(request, err: GasolineError) -> bytes:
+def _error(request: Request, err: GasolineError) -> bytes:
     return json_body(request, err.to_json(), _STATUS.get(err.code, 400))
 
 
@@ -52,15 +58,12 @@ class ProxyAPI:
     """The C{/session} routes over a L{gasoline.proxy.session.ProxyManager} (or None: the
     daemon runs without a servers file, and every route says so)."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, manager: ProxyManager | None) -> None:
         self.manager = manager
 
-    def resource(self):
-        return self.app.resource()
-
-    def _manager(self, request):
+    def _manager(self, request: Request) -> ProxyManager:
         if request.getHeader(b"origin") is not None:
             raise GasolineError("proxy sessions cannot be opened or read from a browser",
                                 code="forbidden_origin")
@@ -71,7 +74,7 @@ class ProxyAPI:
         return self.manager
 
     @app.route("/session/init", methods=["POST"])
-    def init(self, request):
+    def init(self, request: Request) -> bytes | Deferred[bytes]:
         try:
             manager = self._manager(request)
             client_id = claimed_client(request, manager.mcp.registry.client_key)
@@ -80,14 +83,14 @@ class ProxyAPI:
         except GasolineError as e:
             return _error(request, e)
 
-        def created(session) -> bytes:
+        def created(session: ProxySession) -> bytes:
             log.info("proxy session {sid} opened for {wd}", sid=session_label(session.session_id),
                      wd=session.working_directory)
             request.setHeader(b"mcp-session-id", session.session_id.encode())
             return json_body(request, session.describe())
 
-        def failed(f):
-            if f.check(GasolineError):
+        def failed(f: Failure) -> bytes:
+            if isinstance(f.value, GasolineError):
                 return _error(request, f.value)
             log.failure("proxy session init failed", f)
             return json_body(request, {"error": "internal_error",
@@ -95,7 +98,7 @@ class ProxyAPI:
 
         return d.addCallbacks(created, failed)
 
-    def _owned(self, request, sid: str):
+    def _owned(self, request: Request, sid: str) -> tuple[ProxyManager, ProxySession]:
         """The proxy session C{sid}, if C{request} is its owner (L{require_owner}: it proves the
         client id that opened it, or names none when it was opened without one)."""
         manager = self._manager(request)
@@ -104,7 +107,7 @@ class ProxyAPI:
         return manager, session
 
     @app.route("/session/<sid>", methods=["GET"])
-    def describe(self, request, sid: str):
+    def describe(self, request: Request, sid: str) -> bytes:
         try:
             _, session = self._owned(request, sid)
         except GasolineError as e:
@@ -112,14 +115,14 @@ class ProxyAPI:
         return json_body(request, session.describe())
 
     @app.route("/session/<sid>", methods=["DELETE"])
-    def delete(self, request, sid: str):
+    def delete(self, request: Request, sid: str) -> bytes | Deferred[bytes]:
         return self._end(request, sid)
 
     @app.route("/session/<sid>/destroy", methods=["POST", "DELETE"])
-    def destroy(self, request, sid: str):
+    def destroy(self, request: Request, sid: str) -> bytes | Deferred[bytes]:
         return self._end(request, sid)
 
-    def _end(self, request, sid: str):
+    def _end(self, request: Request, sid: str) -> bytes | Deferred[bytes]:
         try:
             manager, _ = self._owned(request, sid)
         except GasolineError as e:

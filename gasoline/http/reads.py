@@ -12,8 +12,8 @@ C{summary} and the counts under C{data_counts}.
 
 Query parameters are the tool's (C{limit}, C{level}, C{min_level}, C{source}, C{url}, C{tab_id},
 C{scope}, C{after_cursor}, C{since_cursor}, C{last_n}, C{before_cursor}), each at most once.
-C{POST /logs} and C{DELETE /logs} stay the extension's (L{gasoline.http.ingest}); this resource
-hands every other method to it unchanged.
+C{POST /logs} and C{DELETE /logs} are served by L{gasoline.http.ingest} (the root's table holds
+both APIs' routes of C{/logs}).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
-from twisted.web.resource import Resource
 
 from gasoline.core.errors import ClientProofRefused, GasolineError, InvalidParam, TooManyClients
 from gasoline.http.client_proof import claimed_client
-from gasoline.http.json import json_app, json_body, json_error
+from gasoline.http.json import json_body, json_error
 from gasoline.mcp import jsonrpc
 
 if TYPE_CHECKING:
@@ -42,34 +42,14 @@ PARAMS = frozenset({"limit", "level", "min_level", "source", "url", "tab_id", "s
 _STATUS = {"rate_limited": 429, "too_many_clients": 429, "internal_error": 500}
 
 
-class LogsResource(Resource):
-    """C{/logs}: C{GET} reads through the caller's cursor (L{CursorReads}, a Klein app, which
-    writes the answer); other methods go to C{ingest}, unchanged."""
-
-    isLeaf = True
-
-    def __init__(self, mcp: Any, ingest: Resource) -> None:
-        super().__init__()
-        self.reads = CursorReads(mcp).resource()
-        self.ingest = ingest
-
-    def render(self, request: Request) -> bytes | int:
-        if request.method in (b"GET", b"HEAD"):
-            return self.reads.render(request)
-        return self.ingest.render(request)
-
-
 class CursorReads:
-    """C{GET /logs} as a Klein app (Klein writes the answer, and cancels the read if the
-    client goes away first)."""
+    """C{GET /logs} (the root writes the answer, and cancels the read if the client goes away
+    first)."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, mcp: Any) -> None:
         self.mcp = mcp
-
-    def resource(self) -> Resource:
-        return self.app.resource()
 
     @app.route("/logs", methods=["HEAD"])
     def head(self, request: Request) -> bytes:

@@ -1,6 +1,7 @@
 """
-The CDP relay's two WebSocket endpoints on autobahn (L{gasoline.http.relay} mounts them and
-imports this module at their first request: autobahn is not loaded by an idle daemon).
+The CDP relay's two WebSocket endpoints on autobahn (L{gasoline.http.relay} answers their routes
+with them and imports this module at their first request: autobahn is not loaded by an idle
+daemon).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, cast
 import orjson
 from autobahn.twisted.resource import WebSocketResource
 from autobahn.twisted.websocket import WebSocketServerFactory, WebSocketServerProtocol
-from autobahn.websocket.types import ConnectionDeny
+from autobahn.websocket.types import ConnectionDeny, ConnectionRequest
 from twisted.internet.interfaces import IConsumer, IReactorTime
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
@@ -143,7 +144,7 @@ class CDPClientProtocol(_InFlightMessages):
     client = None
     client_id: str | None = None
 
-    def onConnect(self, request):
+    def onConnect(self, request: ConnectionRequest) -> None:
         path = request.path.rstrip("/")
         if path == CDP_PREFIX:
             self.client_id = None
@@ -157,13 +158,13 @@ class CDPClientProtocol(_InFlightMessages):
             raise ConnectionDeny(404, "not found")
         return None
 
-    def onOpen(self):
+    def onOpen(self) -> None:
         try:
             self.client = self.factory.relay.client_connected(self.client_id, _Peer(self))
         except RelayRefused as e:
             self.sendClose(e.close_code, e.reason)
 
-    def onMessage(self, payload, isBinary):
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
         if self.client is None:
             return
         if isBinary:
@@ -172,7 +173,7 @@ class CDPClientProtocol(_InFlightMessages):
             return
         self.factory.relay.client_text(self.client, payload)
 
-    def onClose(self, wasClean, code, reason):
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self.client is not None:
             self.client.peer.writer.close()
             self.factory.relay.client_lost(self.client)
@@ -193,7 +194,7 @@ class ExtensionLinkProtocol(_InFlightMessages):
     #: The daemon's proof of identity, sent as the link's first message (see L{onConnect}).
     proof: str | None = None
 
-    def onConnect(self, request):
+    def onConnect(self, request: ConnectionRequest) -> None:
         if request.path.rstrip("/") != EXTENSION_PATH:
             raise ConnectionDeny(404, "not found")
         origin = request.headers.get("origin", "")
@@ -219,14 +220,14 @@ class ExtensionLinkProtocol(_InFlightMessages):
             self.proof = b64u(proof)
         return None
 
-    def onOpen(self):
+    def onOpen(self) -> None:
         self.link = _Peer(self)
         if self.proof is not None:
             self.link.writer.send(orjson.dumps({"method": "Gasoline.proof",
                                                 "params": {"proof": self.proof}}))
         self.factory.relay.extension_attached(self.link)
 
-    def onMessage(self, payload, isBinary):
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
         if self.link is None or isBinary:
             return
         if json_tokens(payload) > EXTENSION_MAX_JSON_TOKENS:
@@ -242,7 +243,7 @@ class ExtensionLinkProtocol(_InFlightMessages):
             return
         self.factory.relay.extension_message(self.link, message)
 
-    def onClose(self, wasClean, code, reason):
+    def onClose(self, wasClean: bool, code: int | None, reason: str | None) -> None:
         if self.link is not None:
             self.link.writer.close()
             self.factory.relay.extension_lost(self.link)
@@ -252,9 +253,12 @@ class ExtensionLinkProtocol(_InFlightMessages):
 class _RelayFactory(WebSocketServerFactory):
     """The relay, and for the extension link the daemon's identity, for the protocols."""
 
-    def __init__(self, relay: Relay, identity: DaemonIdentity | None, clock: IReactorTime,
-                 inflight: InFlight | None = None, **kwargs: Any) -> None:
-        super().__init__(reactor=clock, **kwargs)
+    def __init__(self, protocol: type[WebSocketServerProtocol], relay: Relay,
+                 identity: DaemonIdentity | None, clock: IReactorTime,
+                 inflight: InFlight | None = None) -> None:
+        super().__init__(reactor=clock, server="Gasoline")
+        #: The protocol each connection runs (autobahn builds it from this attribute).
+        self.protocol = protocol
         self.relay = relay
         self.identity = identity
         #: The daemon's in-flight budget (unfinished messages count in it), or None.
@@ -263,11 +267,11 @@ class _RelayFactory(WebSocketServerFactory):
         self.clock = clock
 
 
-def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
+def _factory(protocol: type[WebSocketServerProtocol], relay: Relay, clock: IReactorTime,
+             max_message: int, ping: bool,
              identity: DaemonIdentity | None = None,
              inflight: InFlight | None = None) -> _RelayFactory:
-    factory = _RelayFactory(relay, identity, clock, inflight)
-    factory.protocol = protocol
+    factory = _RelayFactory(protocol, relay, identity, clock, inflight)
     options: dict[str, Any] = dict(
         maxMessagePayloadSize=max_message, maxFramePayloadSize=max_message,
         perMessageCompressionAccept=lambda offers: None,  # loopback: compression only costs
@@ -276,20 +280,20 @@ def _factory(protocol, relay: Relay, clock, max_message: int, ping: bool,
         options.update(autoPingInterval=EXTENSION_PING_INTERVAL,
                        autoPingTimeout=EXTENSION_PING_TIMEOUT)
     factory.setProtocolOptions(**options)
-    factory.server = "Gasoline"
     return factory
 
 
-def cdp_client_resource(relay: Relay, clock, inflight: InFlight | None = None
+def cdp_client_resource(relay: Relay, clock: IReactorTime, inflight: InFlight | None = None
                         ) -> WebSocketResource:
-    """The resource for C{/cdp/<client-id>} (mount it on the first segment C{cdp})."""
+    """The resource for C{/cdp/<client-id>} (L{gasoline.http.relay.RelaySockets} answers with it)."""
     return WebSocketResource(_factory(CDPClientProtocol, relay, clock, MAX_CLIENT_MESSAGE, False,
                                       inflight=inflight))
 
 
-def extension_link_resource(relay: Relay, clock, identity: DaemonIdentity | None = None,
+def extension_link_resource(relay: Relay, clock: IReactorTime,
+                            identity: DaemonIdentity | None = None,
                             inflight: InFlight | None = None) -> WebSocketResource:
-    """The resource for C{/extension/cdp} (mount it on the first segment C{extension}).
+    """The resource for C{/extension/cdp} (L{gasoline.http.relay.RelaySockets} answers with it).
 
     @param identity: the daemon's identity: the link is then opened only with a known pairing
         session and starts with the daemon's proof (C{None}: no pairing, tests of the relay).

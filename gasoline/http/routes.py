@@ -19,9 +19,10 @@ this table and nothing else, on the path that is dispatched:
     browser marks them with C{Sec-Fetch-*}) may reach it, and whether C{--api-key} applies
     (L{Key}).
 
-A route that is not in this table cannot be reached at all (the root answers 404 before any
-resource runs), and C{tests/test_route_policy.py} finds every route the Klein apps and resources
-of a built daemon serve and fails on one without an entry here.
+A route that is not in this table cannot be served at all: the root reads every API's Klein
+route declarations when it is built and refuses one without an entry here
+(L{gasoline.http.dispatch.Handlers.of}); a path that names no entry is 404 before any handler
+runs.
 """
 
 from __future__ import annotations
@@ -211,6 +212,8 @@ ROUTES: tuple[Route, ...] = (
     Route("/query-result", POST, _E, sealed=POST),
     Route("/dom-result", POST, _E, sealed=POST),
     Route("/screenshots", POST, _E, sealed=POST),
+    # The daemon's public identity: the extension, and local callers as themselves (gasoline
+    # identity, the connector's state-dir check; with the key when one is set).
     Route("/pairing", GET, _E, key=Key.UNLESS_EXTENSION),
     Route("/pairing/challenge", POST, _E, key=Key.UNLESS_EXTENSION),
     Route("/extension/cdp", GET, _E, key=Key.UNLESS_EXTENSION),

@@ -1,8 +1,7 @@
 """
 The live status page: C{GET /} and its state, for a person to read at a glance (docs/status-page.md).
 
-Routes (this object's one Klein app; C{app.build} mounts it for the first path segments C{""} and
-C{"ui"}):
+Routes (declared with this object's Klein app, served by the root):
 
   - C{GET /}: the page (HTML). Public: it holds no state, only the code that fetches it.
   - C{GET /ui/status.css}, C{GET /ui/status.js}: its style and script, served from the package
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
+from klein import Klein
 from twisted.logger import Logger
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
@@ -42,10 +42,12 @@ from twisted.web.server import NOT_DONE_YET
 from gasoline._version import __version__
 from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.session_ids import session_label
-from gasoline.http.json import json_app, json_body, json_error
+from gasoline.http.json import json_body, json_error
 from gasoline.stream import request_writer
 
 if TYPE_CHECKING:
+    from twisted.web.server import Request
+
     from gasoline.core.daemon import Daemon
     from gasoline.core.pairing import DaemonIdentity
     from gasoline.mcp.tools import ToolRegistry
@@ -93,7 +95,7 @@ def _origin_only(url: Any) -> str | None:
 class StatusPage:
     """The status page of one daemon; collaborators by name, all but C{daemon} optional."""
 
-    app = json_app()
+    app = Klein()
 
     def __init__(self, daemon: Daemon, *, identity: DaemonIdentity | None = None,
                  tools: ToolRegistry | None = None, streaming: Streaming | None = None,
@@ -114,9 +116,6 @@ class StatusPage:
         self._rates: dict[str, float] = {}
         self.timer = ClockedTimer(TICK, self.clock, self._tick)
         self.timer.setName("status-page")
-
-    def resource(self):
-        return self.app.resource()
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -271,7 +270,7 @@ class StatusPage:
 
     # -- guards ----------------------------------------------------------------------------------
 
-    def _headers(self, request) -> None:
+    def _headers(self, request: Request) -> None:
         request.setHeader(b"content-security-policy", CSP)
         request.setHeader(b"x-frame-options", b"DENY")
         request.setHeader(b"x-content-type-options", b"nosniff")
@@ -279,7 +278,7 @@ class StatusPage:
         request.setHeader(b"cross-origin-resource-policy", b"same-origin")
         request.setHeader(b"cache-control", b"no-store")
 
-    def _foreign(self, request, page: bool = False) -> bytes | None:
+    def _foreign(self, request: Request, page: bool = False) -> bytes | None:
         """The refusal of a request from another origin or a frame, else None."""
         origin = request.getHeader(b"origin")
         host = (request.getHeader(b"host") or b"").strip().lower()
@@ -292,7 +291,7 @@ class StatusPage:
             return json_error(request, 403, "forbidden: the status page answers only itself")
         return None
 
-    def _unkeyed(self, request) -> bytes | None:
+    def _unkeyed(self, request: Request) -> bytes | None:
         if self.api_key is None:
             return None
         given = request.getHeader(b"x-gasoline-key")
@@ -308,7 +307,7 @@ class StatusPage:
     # -- routes ----------------------------------------------------------------------------------
 
     @app.route("/", methods=["GET", "HEAD"])
-    def page(self, request):
+    def page(self, request: Request) -> bytes:
         self._headers(request)
         refused = self._foreign(request, page=True)
         if refused is not None:
@@ -317,24 +316,24 @@ class StatusPage:
         return _static("status.html")
 
     @app.route("/ui/state", methods=["GET", "HEAD"])
-    def state_json(self, request):
+    def state_json(self, request: Request) -> bytes:
         refused = self._refused(request, keyed=True)
         return refused if refused is not None else json_body(request, self.state())
 
     @app.route("/ui/stream", methods=["GET", "HEAD"])
-    def stream(self, request):
+    def stream(self, request: Request) -> bytes | Resource:
         refused = self._refused(request, keyed=True)
         return refused if refused is not None else self._stream(request)
 
     @app.route("/ui/status.css", methods=["GET", "HEAD"])
-    def style(self, request):
+    def style(self, request: Request) -> bytes:
         return self._file(request, "status.css")
 
     @app.route("/ui/status.js", methods=["GET", "HEAD"])
-    def script(self, request):
+    def script(self, request: Request) -> bytes:
         return self._file(request, "status.js")
 
-    def _refused(self, request, keyed: bool = False) -> bytes | None:
+    def _refused(self, request: Request, keyed: bool = False) -> bytes | None:
         """The page's headers, then the refusal of a foreign or (when C{keyed}) unkeyed request."""
         self._headers(request)
         refused = self._foreign(request)
@@ -342,14 +341,14 @@ class StatusPage:
             refused = self._unkeyed(request)
         return refused
 
-    def _file(self, request, name: str) -> bytes:
+    def _file(self, request: Request, name: str) -> bytes:
         refused = self._refused(request)
         if refused is not None:
             return refused
         request.setHeader(b"content-type", _FILES[name])
         return _static(name)
 
-    def _stream(self, request):
+    def _stream(self, request: Request) -> bytes | Resource:
         if len(self.streams) >= MAX_STREAMS:
             return json_error(request, 503, f"at most {MAX_STREAMS} status streams at once")
         request.setHeader(b"content-type", b"text/event-stream")
@@ -383,9 +382,9 @@ class StatusPage:
 
 
 class _Pending(Resource):
-    """What a streaming route returns to Klein: the response stays open (its writes were made)."""
+    """What a streaming route answers: the response stays open (its writes were made)."""
 
     isLeaf = True
 
-    def render(self, request):
+    def render(self, request: Request) -> int:
         return NOT_DONE_YET

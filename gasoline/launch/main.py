@@ -307,8 +307,10 @@ class Launch:
         if discovery.spawns:
             _say(f"gasoline browser: started a daemon at {base} (state dir {options['state-dir']})")
         health = await daemon.health()
-        response = await http.get(base + "/pairing", headers=Headers({
-            "X-Gasoline-Client": ["gasoline-extension/launcher"]}))
+        # The daemon's public identity, read as a local caller (with the key when there is one).
+        key = options["api-key"]
+        response = await http.get(base + "/pairing",
+                                  headers=Headers({"X-Gasoline-Key": [key]} if key else {}))
         body = await treq.content(response)
         try:
             offered = json.loads(body) if response.code == 200 else None

@@ -55,7 +55,8 @@ _FLAGS = {f"--{name}" for name, _, _ in FLAGS}
 
 #: Deepest nesting L{loads} parses (deeper: C{ValueError}, so the ordinary path takes over).
 MAX_DEPTH = 200
-_WHITESPACE = " \t\n\r"
+#: JSON's whitespace (a set: the empty slice past the end is not in it).
+_WHITESPACE = frozenset(" \t\n\r")
 _DIGITS = "0123456789"
 _HEX = frozenset("0123456789abcdefABCDEF")
 _CONTROL = frozenset(chr(c) for c in range(0x20))
@@ -78,9 +79,9 @@ def loads(data: bytes) -> object:
 
 
 def _skip(text: str, i: int) -> int:
-    """The index of the first non-whitespace character at or after C{i}."""
-    n = len(text)
-    while i < n and text[i] in _WHITESPACE:
+    """The index of the first non-whitespace character at or after C{i} (the callers test the
+    first character inline: compact JSON has none)."""
+    while text[i:i + 1] in _WHITESPACE:
         i += 1
     return i
 
@@ -95,7 +96,10 @@ def _value(text: str, i: int, depth: int) -> tuple[object, int]:
     if c == "{" or c == "[":
         if depth >= MAX_DEPTH:
             raise ValueError("JSON nested too deeply")
-        return (_object if c == "{" else _array)(text, _skip(text, i + 1), depth + 1)
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
+        return (_object if c == "{" else _array)(text, i, depth + 1)
     if c == "-" or c in _DIGITS:
         if text.startswith("-Infinity", i):
             return _CONSTANTS["-Infinity"], i + 9
@@ -140,6 +144,12 @@ def _string(text: str, i: int) -> tuple[str, int]:
     """The string whose first character is at C{i} (after its quote) and the index after its
     closing quote; escapes as C{json} decodes them (a surrogate pair of C{\\u} escapes is one
     character, a lone surrogate stays)."""
+    quote = text.find('"', i)
+    if quote >= 0 and text.find("\\", i, quote) < 0:  # no escape: the common case
+        chunk = text[i:quote]
+        if not _CONTROL.isdisjoint(chunk):
+            raise ValueError("a control character in a string")
+        return chunk, quote + 1
     parts = []
     while True:
         quote = text.find('"', i)
@@ -184,13 +194,17 @@ def _array(text: str, i: int, depth: int) -> tuple[list[object], int]:
     while True:
         value, i = _value(text, i, depth)
         out.append(value)
-        i = _skip(text, i)
         c = text[i:i + 1]
+        if c in _WHITESPACE:
+            i = _skip(text, i)
+            c = text[i:i + 1]
         if c == "]":
             return out, i + 1
         if c != ",":
             raise ValueError(f"',' or ']' was expected at {i}")
-        i = _skip(text, i + 1)
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
 
 
 def _object(text: str, i: int, depth: int) -> tuple[dict[str, object], int]:
@@ -203,17 +217,25 @@ def _object(text: str, i: int, depth: int) -> tuple[dict[str, object], int]:
         if text[i:i + 1] != '"':
             raise ValueError(f"a key was expected at {i}")
         key, i = _string(text, i + 1)
-        i = _skip(text, i)
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
         if text[i:i + 1] != ":":
             raise ValueError(f"':' was expected at {i}")
-        out[key], i = _value(text, _skip(text, i + 1), depth)
-        i = _skip(text, i)
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
+        out[key], i = _value(text, i, depth)
         c = text[i:i + 1]
+        if c in _WHITESPACE:
+            i = _skip(text, i)
+            c = text[i:i + 1]
         if c == "}":
             return out, i + 1
         if c != ",":
             raise ValueError(f"',' or '}}' was expected at {i}")
-        i = _skip(text, i + 1)
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
 
 
 class Prelude:

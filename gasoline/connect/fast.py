@@ -42,6 +42,14 @@ from gasoline.client_rules import (
 )
 from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 
+#: mypy reads the imports below; at run time they are skipped (this module imports no Twisted
+#: and no C{typing}: see the module docstring).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from twisted.internet.interfaces import IReactorTime
+
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
 MAX_FIRST_LINE = 1 << 20
 #: Seconds to wait for the daemon here before leaving it to the ordinary path.
@@ -410,7 +418,7 @@ def dechunk(data: bytes) -> bytes:
 caught: list[int] = []
 
 
-def _remember(signum: int, _frame) -> None:
+def _remember(signum: int, _frame: FrameType | None) -> None:
     caught.append(signum)
 
 
@@ -421,10 +429,11 @@ def hold_signals() -> None:
         signal.signal(signum, _remember)
 
 
-def resend(reactor) -> None:
-    """Deliver the remembered signals again once the reactor (and its handlers) runs."""
+def resend(reactor: IReactorTime) -> None:
+    """Deliver the remembered signals again once the reactor (and its handlers) runs: a delayed
+    call runs only then."""
     for signum in caught:
-        reactor.callWhenRunning(reactor.callLater, 0, os.kill, os.getpid(), signum)
+        reactor.callLater(0, os.kill, os.getpid(), signum)
     caught.clear()
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from typing import TYPE_CHECKING, Any
 
 from twisted.python import usage
 
@@ -33,6 +34,15 @@ from gasoline.connect.bridge import DEFAULT_BOUND
 from gasoline.connect.discovery import loopback_port
 from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 from gasoline.connect.protocol import DEFAULT_MAX_LINE
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.internet.interfaces import IStreamClientEndpoint
+    from twisted.internet.protocol import Factory
+    from twisted.web.client import URI
+    from twisted.web.iweb import IAgentEndpointFactory
+
+    from gasoline.connect.fast import Prelude
 
 
 def _line_length(value: str) -> int:
@@ -111,21 +121,20 @@ def _log_to_stderr() -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
-def _quiet_endpoints(reactor):
+def _quiet_endpoints(reactor: Any) -> IAgentEndpointFactory:
     """The endpoints Twisted's C{Agent} would use (C{HostnameEndpoint}, wrapped in TLS with the
     browser-like policy for C{https}), whose connection factories are not C{noisy}: no
     "Starting factory" line per connection on stderr. (C{Factory.noisy} is public; the pool's
     factory class is not, so the switch is made where the endpoint receives the factory.)"""
     from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-    from twisted.internet.interfaces import IStreamClientEndpoint
     from twisted.web.iweb import IAgentEndpointFactory
     from zope.interface import implementer
 
     class Quiet:
-        def __init__(self, endpoint):
+        def __init__(self, endpoint: IStreamClientEndpoint) -> None:
             self._endpoint = endpoint
 
-        def connect(self, factory):
+        def connect(self, factory: Factory) -> Deferred[Any]:
             factory.noisy = False
             return self._endpoint.connect(factory)
 
@@ -133,7 +142,7 @@ def _quiet_endpoints(reactor):
     class Endpoints:
         policy = None
 
-        def endpointForURI(self, uri):
+        def endpointForURI(self, uri: URI) -> Quiet:
             host = uri.host.decode("idna") if isinstance(uri.host, bytes) else uri.host
             endpoint: IStreamClientEndpoint = HostnameEndpoint(reactor, host, uri.port)
             if uri.scheme == b"https":
@@ -148,7 +157,7 @@ def _quiet_endpoints(reactor):
     return Endpoints()
 
 
-def main(argv: list[str] | None = None, prelude=None) -> int:
+def main(argv: list[str] | None = None, prelude: Prelude | None = None) -> int:
     """Run the connector. C{prelude} (a L{gasoline.connect.fast.Prelude}) is what the first
     exchange already did: stdin bytes still to handle, and the session it initialized."""
     options = ConnectOptions()
@@ -182,7 +191,7 @@ def _run(options: ConnectOptions) -> int:
     return 0
 
 
-def _connect(reactor, options: ConnectOptions):
+def _connect(reactor: Any, options: ConnectOptions) -> Deferred[None]:
     from pathlib import Path
 
     from treq.client import HTTPClient
@@ -244,7 +253,7 @@ def _connect(reactor, options: ConnectOptions):
     done: Deferred = Deferred()
     stopping = [False]
 
-    def stop(_=None) -> None:
+    def stop(_: object = None) -> None:
         if stopping[0]:
             return
         stopping[0] = True

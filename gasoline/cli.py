@@ -85,10 +85,18 @@ def _main(argv: list[str] | None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "serve":
-        from twisted.scripts.twistd import run
+        from twisted.python.usage import UsageError
+        from twisted.scripts.twistd import ServerOptions, runApp
 
-        sys.argv = ["twistd", "-n", "gasoline", *rest]
-        run()
+        # What twistd's run() does, with the arguments given rather than read from sys.argv.
+        config = ServerOptions()
+        try:
+            config.parseOptions(["-n", "gasoline", *rest])
+        except UsageError as e:
+            print(config)
+            print(f"gasoline serve: {e}")
+            return 1
+        runApp(config)
         return 0
     if command == "connect":
         # Answer the agent's initialize before importing Twisted (gasoline.connect.fast).

@@ -327,25 +327,23 @@ class Bridge:
             if item.done:
                 continue
             if item.ids and not any(_key(i) in self._pending for i in item.ids):
-                item.done = True  # every request in it was already answered (timed out)
+                item.finish()  # every request in it was already answered (timed out)
                 continue
             self._send(item)
 
     def _send(self, item: Outgoing) -> None:
-        item.inflight = True
         self._inflight.add(item)
         if item.barrier:
             self._barriers += 1
         # An agent that never sent initialize speaks MCP 2026-07-28: each request stands alone.
         d = self.daemon.post_mcp(item.body, lambda message: self._from_daemon(message, item),
                                  stateless=self._init_msg is None)
-        item.d = d
+        item.sending(d)
         d.addCallbacks(self._sent, self._send_failed, callbackArgs=(item,), errbackArgs=(item,))
         d.addErrback(lambda f: log.failure("connector send bookkeeping failed", f))
 
     def _settle(self, item: Outgoing) -> None:
-        item.inflight = False
-        item.d = None
+        item.settled()
         self._inflight.discard(item)
         if item.barrier:
             self._barriers -= 1
@@ -356,11 +354,11 @@ class Bridge:
         if reply.text and reply.status == 404 and item.session_retries < 2 and not self._closing:
             # The daemon does not know this connection's MCP session (it restarted between two
             # requests): re-create it, then send this message again.
-            item.session_retries += 1
+            item.retry_for_session()
             self._requeue(item)
             self._lost(f"the daemon answered HTTP 404 ({reply.text[:120]!r}); re-creating the session")
             return
-        item.done = True
+        item.finish()
         if reply.text or reply.status >= 400:
             code, message, data = _describe_refusal(reply)
             for rid in item.ids:
@@ -384,7 +382,7 @@ class Bridge:
                 f"Gasoline daemon unreachable: request not answered within {self.bound:g}s ({reason})",
                 error="daemon_unavailable")
         if item.ids and not any(_key(i) in self._pending for i in item.ids):
-            item.done = True
+            item.finish()
         else:
             self._requeue(item)
         self._lost(f"sending to the daemon failed: {reason}")
@@ -401,11 +399,11 @@ class Bridge:
         pending = self._pending.get(key)
         if pending is None:
             return
-        pending.deadline = None
+        pending.deadline_passed()
         if pending.item.inflight and self.state == "connected":
             # The daemon has it and is working on it: its answer (or a failure) decides. If the
             # daemon has silently gone (a hung process), the health probe below finds out.
-            pending.expired = True
+            pending.expire()
             self._check_health().addErrback(lambda f: log.failure("health probe failed", f))
             return
         self._answer_error(

@@ -347,9 +347,16 @@ class Stream:
 
             d.addBoth(finished)
             return
-        response.deliverBody(_StreamBody(self))
+        response.deliverBody(_StreamBody(self._body_started, self._chunk, self._ended))
+
+    def _body_started(self, producer: IPushProducer) -> None:
+        self._body_transport = producer
+        if self._closed:
+            producer.stopProducing()
 
     def _chunk(self, data: bytes) -> None:
+        if self._closed:
+            return
         for event in self._parser.feed(data):
             _deliver_event(event, self._on_message)
 
@@ -385,21 +392,24 @@ class Stream:
 
 
 class _StreamBody(Protocol):
-    def __init__(self, stream: Stream) -> None:
-        self._stream = stream
+    """Receives a streamed response body for its L{Stream}, through the three hooks it is
+    built with."""
+
+    def __init__(self, started: Callable[[IPushProducer], None], chunk: Callable[[bytes], None],
+                 ended: Callable[[Failure], None]) -> None:
+        self._started = started
+        self._chunk = chunk
+        self._ended = ended
 
     def connectionMade(self) -> None:
         # A response body's transport is its producer.
-        self._stream._body_transport = cast(IPushProducer, self.transport)
-        if self._stream._closed:
-            self._stream._body_transport.stopProducing()
+        self._started(cast(IPushProducer, self.transport))
 
     def dataReceived(self, data: bytes) -> None:
-        if not self._stream._closed:
-            self._stream._chunk(data)
+        self._chunk(data)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self._stream._ended(reason)
+        self._ended(reason)
 
 
 def _is_jsonrpc(value: Any) -> bool:

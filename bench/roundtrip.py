@@ -12,8 +12,9 @@ the answered ``initialize``, and to the answered ``tools/list`` that an agent se
 ``gasoline connect`` (with its Twisted-free first exchange, and with it switched off through
 ``GASOLINE_CONNECT_FAST=0``) and, with ``--compare-reference``, the published connector: in rounds,
 each round starting every connector once in turn, so the machine's changing load falls on all of
-them alike. Wall times on a shared machine move with its load; CPU time (user + system) of the
-connector is reported beside them.
+them alike. Wall times on a shared machine move with its load; the fastest start of each (less
+sensitive to the load than the median) and the connector's CPU time (user + system) are reported
+beside them. The package's bytecode is compiled first, as an install compiles it.
 
     .venv/bin/python bench/roundtrip.py [--calls 200] [--starts 20] [--compare-reference]
                                         [--baseline DIR]   # another tree's connector, paired

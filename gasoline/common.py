@@ -18,6 +18,7 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def client_key_path(state_dir: str | os.PathLike[str]) -> Path:
 
 #: Permission bits a private state dir or file must not have (group and others).
 NOT_PRIVATE = 0o077
+
+#: How Twisted's per-connection factory log lines begin: they say nothing to a person, so neither
+#: the daemon's server log nor the connector's stderr shows them.
+FACTORY_CHATTER = ("Starting factory", "Stopping factory")
+
+
+def is_factory_chatter(event: Mapping[str, object]) -> bool:
+    """Whether the log event C{event} is one of Twisted's L{FACTORY_CHATTER} lines."""
+    fmt = event.get("log_format")
+    return isinstance(fmt, str) and fmt.startswith(FACTORY_CHATTER)
 
 
 def make_private_dir(path: str | os.PathLike[str]) -> Path:

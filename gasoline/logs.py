@@ -40,7 +40,7 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
 from zope.interface import implementer
 
-from gasoline.common import make_private_dir, rfc3339
+from gasoline.common import is_factory_chatter, make_private_dir, rfc3339
 from gasoline.core.lifecycle import ClockedTimer
 from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 
@@ -63,8 +63,6 @@ SERVER_LOG = "server.log"
 #: A rotated file: C{<stem>.<YYYYmmddTHHMMSS>[-n].log}.
 ROTATED = re.compile(r"^.+\.\d{8}T\d{6}(?:-\d+)?\.log$")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-#: Log events that say nothing to a person (twisted's per-connection factory chatter).
-CHATTER = ("Starting factory", "Stopping factory")
 
 
 @attrs.frozen
@@ -292,8 +290,7 @@ class ServerLogObserver:
         level = event.get("log_level", LogLevel.info)
         if level < self.min_level:
             return
-        fmt = event.get("log_format") or ""
-        if isinstance(fmt, str) and fmt.startswith(CHATTER):
+        if is_factory_chatter(event):
             return
         text = formatEvent(event)
         if not text and "log_text" in event:

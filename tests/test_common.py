@@ -35,3 +35,39 @@ def test_unquote_strips_one_matching_pair_only():
     assert unquote("`x`", quotes="\"'") == "`x`"
     assert unquote("'a\"") == "'a\""
     assert unquote('"') == '"'
+
+
+def test_base64url_without_the_base64_module_is_base64s():
+    """client_rules writes base64url with binascii (the base64 module imports re, a cost of the
+    connector's start); it is the base64 module's, and the key file's decoding agrees."""
+    import base64
+
+    import pytest
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from gasoline.client_rules import b64url, decode_client_key, encode_client_key
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.binary(max_size=80))
+    def check(data):
+        assert b64url(data) == base64.urlsafe_b64encode(data).rstrip(b"=")
+
+    check()
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.binary(min_size=32, max_size=32), st.sampled_from([b"", b"\n", b" \n", b"="]))
+    def round_trip(key, tail):
+        line = encode_client_key(key)
+        assert line == base64.urlsafe_b64encode(key).rstrip(b"=") + b"\n"
+        if tail == b"=":  # padding is not the canonical form: refused
+            with pytest.raises(ValueError):
+                decode_client_key(line.strip() + tail)
+        else:
+            assert decode_client_key(line.strip() + tail) == key
+
+    round_trip()
+    for bad in (b"", b"not base64!", base64.standard_b64encode(bytes(range(200, 232))),
+                b"A" * 43 + b"+", b"A" * 44):
+        with pytest.raises(ValueError):
+            decode_client_key(bad)

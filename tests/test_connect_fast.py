@@ -212,6 +212,26 @@ def test_loads_rejects_what_json_loads_rejects(data):
         assert loads(data) == expected
 
 
+@pytest.mark.parametrize("text", [
+    '"\\ud83d\\ude00"', '"\\ud83d"', '"\\ud83dx"', '"\\ud83d\\u0041"', '"\\ude00\\ud83d"',
+    '"\\ud83d\\uZZZZ"', '"\\u00e9\\u00E9"', '"\\u12"', '"\\u+123"', '"\\u 123"', '"\\x41"',
+    '"a\\/b\\b\\f\\n\\r\\t\\"\\\\"', '"tab\there"', '"\x7f\u00e9\u2028"', '"',
+    '"\\"', "NaN", "Infinity", "-Infinity", "[NaN,-Infinity]", "-", "-0", "-0.0", "0.5e-3",
+    "1E+2", "01", "1.", ".5", "1e", "1e+", "-a", "1.5e400", "9" * 30, "true ", " false", "nul",
+    "[1,]", "{,}", '{"a":1,}', '{"a" 1}', '{"a":1 "b":2}', '{"a":1,"a":2}', "[]", "{}",
+    "[ ]", "{ }", '{"a":[{}]}', "\ufeff{}", "", " ", "[1 2]", '{1:2}', "tru", "truex",
+])
+def test_loads_agrees_with_json_loads_on_the_edges(text):
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            loads(text.encode("utf-8", "surrogatepass"))
+    else:
+        got = loads(text.encode("utf-8", "surrogatepass"))
+        assert repr(got) == repr(expected)  # repr: NaN equals nothing, -0.0 equals 0
+
+
 def test_loads_turns_hostile_nesting_into_value_error():
     with pytest.raises(ValueError):
         loads(b"[" * 200_000)
@@ -226,13 +246,21 @@ def test_the_first_exchange_imports_no_twisted_and_no_private_module():
     import subprocess
     import sys
 
-    code = ("import sys; import gasoline.cli, gasoline.connect.fast; "
-            "print(' '.join(sorted(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = set(out.stdout.split())
+    def modules(imports: str) -> set[str]:
+        code = f"import sys; {imports}; print(' '.join(sorted(sys.modules)))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True)
+        return set(out.stdout.split())
+
+    # What this interpreter loads anyway (its site and .pth files) is not the fast path's cost.
+    loaded = modules("import gasoline.cli, gasoline.connect.fast") - modules("pass")
     assert "gasoline.connect.fast" in loaded
     for heavy in ("twisted", "attrs", "orjson", "treq", "klein"):
         assert heavy not in loaded, f"{heavy} is imported before initialize is answered"
+    # Standard-library modules that cost milliseconds and that the fast path does without
+    # (typing: annotations only; re: through json and base64; the JSON parse is fast.loads).
+    for costly in ("typing", "re", "json", "base64", "pathlib", "platformdirs", "argparse"):
+        assert costly not in loaded, f"{costly} is imported before initialize is answered"
     import ast
     import inspect
 

@@ -993,18 +993,25 @@ def test_adopted_session_is_ended_even_if_stopped_before_connecting():
     assert daemon.methods() == []  # no replay once closing
 
 
-def test_the_connectors_http_connections_are_quiet_and_go_where_the_url_says():
-    """The connector's Agent endpoints (public APIs only): the daemon's host and port, and a
-    connection factory that logs no "Starting factory" line on stderr."""
+def test_the_connectors_stderr_log_drops_twisteds_factory_chatter():
+    """Twisted logs "Starting factory" / "Stopping factory" per HTTP connection; the connector's
+    stderr observer drops exactly those events (gasoline.common.is_factory_chatter, the daemon's
+    server log's rule too), taken from a real Twisted factory."""
     from twisted.internet.protocol import Factory, Protocol
-    from twisted.internet.testing import MemoryReactorClock
-    from twisted.web.client import URI
+    from twisted.logger import PredicateResult, globalLogPublisher
 
-    reactor = MemoryReactorClock()
-    factory = Factory.forProtocol(Protocol)
-    assert factory.noisy
-    endpoints = connect_main._quiet_endpoints(reactor)
-    endpoints.endpointForURI(URI.fromBytes(b"http://127.0.0.1:4321/mcp")).connect(factory)
-    assert factory.noisy is False
-    [(host, port, *_)] = reactor.tcpClients
-    assert (host, port) == ("127.0.0.1", 4321)
+    events: list[dict] = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        factory = Factory.forProtocol(Protocol)
+        factory.doStart()
+        factory.doStop()
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    chatter = [e for e in events if "factory" in (e.get("log_format") or "")]
+    keep = connect_main._NoFactoryChatter()
+    assert len(chatter) == 2
+    assert [keep(e) for e in chatter] == [PredicateResult.no, PredicateResult.no]
+    assert keep({"log_format": "stdin closed; unregistering {client_id}"}) is \
+        PredicateResult.maybe
+    assert keep({"log_text": "no format"}) is PredicateResult.maybe

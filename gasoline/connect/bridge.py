@@ -31,12 +31,14 @@ L{Discovery}, so every behaviour below is unit-tested with C{task.Clock} and a f
 from __future__ import annotations
 
 import bisect
-from typing import Any, Callable
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 from twisted.internet.defer import Deferred, inlineCallbacks, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from gasoline.common import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_ERROR
 from gasoline.connect.errors import PermanentProblem, RegistrationRefused
@@ -50,6 +52,10 @@ from gasoline.connect.messages import (
     error_message,
     sniff_id,
 )
+
+if TYPE_CHECKING:
+    from gasoline.connect.client import DaemonHTTP, Reply, Stream
+    from gasoline.connect.discovery import Discovery
 
 log = Logger()
 
@@ -66,8 +72,8 @@ class Bridge:
     def __init__(
         self,
         clock: IReactorTime,
-        daemon,
-        discovery,
+        daemon: DaemonHTTP,
+        discovery: Discovery,
         write: Callable[[bytes], None],
         *,
         cwd: str | None = None,
@@ -120,7 +126,7 @@ class Bridge:
         self._subscriptions: dict[str, dict[str, Any]] = {}
         self._replay_n = 0
 
-        self._stream = None
+        self._stream: Stream | None = None
         self._stream_unsupported = False
         self._last_event_id: str | None = None
 
@@ -321,40 +327,38 @@ class Bridge:
             if item.done:
                 continue
             if item.ids and not any(_key(i) in self._pending for i in item.ids):
-                item.done = True  # every request in it was already answered (timed out)
+                item.finish()  # every request in it was already answered (timed out)
                 continue
             self._send(item)
 
     def _send(self, item: Outgoing) -> None:
-        item.inflight = True
         self._inflight.add(item)
         if item.barrier:
             self._barriers += 1
         # An agent that never sent initialize speaks MCP 2026-07-28: each request stands alone.
         d = self.daemon.post_mcp(item.body, lambda message: self._from_daemon(message, item),
                                  stateless=self._init_msg is None)
-        item.d = d
+        item.sending(d)
         d.addCallbacks(self._sent, self._send_failed, callbackArgs=(item,), errbackArgs=(item,))
         d.addErrback(lambda f: log.failure("connector send bookkeeping failed", f))
 
     def _settle(self, item: Outgoing) -> None:
-        item.inflight = False
-        item.d = None
+        item.settled()
         self._inflight.discard(item)
         if item.barrier:
             self._barriers -= 1
 
-    def _sent(self, reply, item: Outgoing) -> None:
+    def _sent(self, reply: Reply, item: Outgoing) -> None:
         self._settle(item)
         self._backoff = self.min_backoff
         if reply.text and reply.status == 404 and item.session_retries < 2 and not self._closing:
             # The daemon does not know this connection's MCP session (it restarted between two
             # requests): re-create it, then send this message again.
-            item.session_retries += 1
+            item.retry_for_session()
             self._requeue(item)
             self._lost(f"the daemon answered HTTP 404 ({reply.text[:120]!r}); re-creating the session")
             return
-        item.done = True
+        item.finish()
         if reply.text or reply.status >= 400:
             code, message, data = _describe_refusal(reply)
             for rid in item.ids:
@@ -366,9 +370,9 @@ class Bridge:
         self._pump()
         self._maybe_finish_drain()
 
-    def _send_failed(self, failure, item: Outgoing) -> None:
+    def _send_failed(self, failure: Failure, item: Outgoing) -> None:
         self._settle(item)
-        reason = failure.getErrorMessage() or failure.type.__name__
+        reason = failure.getErrorMessage() or (failure.type.__name__ if failure.type else "error")
         if self._closing:
             return
         expired = [rid for rid in item.ids if self._is_expired(rid)]
@@ -378,7 +382,7 @@ class Bridge:
                 f"Gasoline daemon unreachable: request not answered within {self.bound:g}s ({reason})",
                 error="daemon_unavailable")
         if item.ids and not any(_key(i) in self._pending for i in item.ids):
-            item.done = True
+            item.finish()
         else:
             self._requeue(item)
         self._lost(f"sending to the daemon failed: {reason}")
@@ -395,11 +399,11 @@ class Bridge:
         pending = self._pending.get(key)
         if pending is None:
             return
-        pending.deadline = None
+        pending.deadline_passed()
         if pending.item.inflight and self.state == "connected":
             # The daemon has it and is working on it: its answer (or a failure) decides. If the
             # daemon has silently gone (a hung process), the health probe below finds out.
-            pending.expired = True
+            pending.expire()
             self._check_health().addErrback(lambda f: log.failure("health probe failed", f))
             return
         self._answer_error(
@@ -413,7 +417,7 @@ class Bridge:
             self._check_health().addErrback(lambda f: log.failure("health probe failed", f))
 
     @inlineCallbacks
-    def _check_health(self):
+    def _check_health(self) -> Generator[Deferred[Any], Any, None]:
         health = yield self.daemon.health()
         if health is None or health.get("service-name") != "gasoline":
             for item in list(self._inflight):
@@ -449,7 +453,7 @@ class Bridge:
         self._schedule_attempt()
 
     @inlineCallbacks
-    def _attempt(self):
+    def _attempt(self) -> Generator[Deferred[Any], Any, None]:
         self._retry = None
         if self._closing or self._attempting:
             return
@@ -529,7 +533,7 @@ class Bridge:
             self.on_permanent(problem)
 
     @inlineCallbacks
-    def _restore_session(self):
+    def _restore_session(self) -> Generator[Deferred[Any], Any, None]:
         """Re-create the MCP session on a (possibly restarted) daemon, swallowing the answers."""
         if self._init_msg is None or not self._init_answered:
             return
@@ -568,13 +572,13 @@ class Bridge:
         stream.opened.addErrback(lambda f: None)  # the `done` errback reports it
         stream.done.addBoth(self._stream_ended, stream)
 
-    def _stream_opened(self, status: int, stream) -> None:
+    def _stream_opened(self, status: int, stream: Stream) -> None:
         if status != 200 or not getattr(stream, "streaming", True):
             self._stream_unsupported = True
             log.warn("the daemon offers no server->client stream (GET /mcp answered {status}); "
                      "notifications will not be forwarded", status=status)
 
-    def _stream_ended(self, result, stream) -> None:
+    def _stream_ended(self, result: object, stream: Stream) -> None:
         if stream.last_event_id:
             self._last_event_id = stream.last_event_id
         if self._stream is not stream:
@@ -644,7 +648,7 @@ class Bridge:
         owns_session = (self._registered and self.state == "connected") or self._adopted
         if owns_session and self._attempting and self._attempt_d is not None:
             # A registration may be on its way: unregister after it, or it would undo this.
-            d: Deferred[None] = Deferred()
+            d: Deferred[Any] = Deferred()
 
             def attempted(result: object) -> object:
                 d.callback(None)
@@ -655,7 +659,7 @@ class Bridge:
         else:
             d = self.daemon.unregister() if owns_session else succeed(None)
 
-        def done(_):
+        def done(_: object) -> None:
             self.state = "closed"
             if not self.closed.called:
                 self.closed.callback(None)

@@ -12,11 +12,13 @@ Deferreds; HTTP-level answers, whatever their status, succeed with a L{Reply}.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, Callable, cast
 
 import attrs
 import orjson
 import treq
+from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.error import ConnectError, ConnectionRefusedError, DNSLookupError
 from twisted.internet.interfaces import IPushProducer, IReactorTime
@@ -24,6 +26,7 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
+from twisted.web.iweb import IResponse
 
 from gasoline.common import session_label
 from gasoline.connect.errors import RegistrationRefused
@@ -45,6 +48,10 @@ PROXY_INIT_TIMEOUT = 60.0
 STATELESS_VERSION = "2026-07-28"
 
 
+#: Request headers as treq takes them: each name with its values.
+RequestHeaders = dict[bytes | str, list[bytes | str]]
+
+
 @attrs.frozen
 class Reply:
     """An HTTP answer from the daemon."""
@@ -55,7 +62,7 @@ class Reply:
     text: bytes = b""
 
 
-def _content_type(response) -> str:
+def _content_type(response: IResponse) -> str:
     values = response.headers.getRawHeaders(b"content-type") or [b""]
     return values[0].split(b";")[0].strip().lower().decode("latin-1")
 
@@ -65,7 +72,7 @@ class DaemonHTTP:
 
     def __init__(
         self,
-        http,
+        http: HTTPClient,
         base_url: str,
         clock: IReactorTime,
         client_id: str,
@@ -89,25 +96,26 @@ class DaemonHTTP:
     def _url(self, path: str) -> str:
         return self.base_url + path
 
-    def _headers(self, **extra: str) -> dict[str, list[str]]:
-        headers = {k.replace("_", "-"): [v] for k, v in extra.items()}
+    def _headers(self, **extra: str) -> RequestHeaders:
+        headers: RequestHeaders = {k.replace("_", "-"): [v] for k, v in extra.items()}
         if self.api_key:
             headers["X-Gasoline-Key"] = [self.api_key]
         return headers
 
-    def _client_headers(self, **extra: str) -> dict[str, list[str]]:
+    def _client_headers(self, **extra: str) -> RequestHeaders:
         """L{_headers} plus C{X-Gasoline-Client} and its proof: the request acts as this
         connector's client id."""
         headers = self._headers(**extra)
-        headers.update(self.key_file.headers(self.client_id))
+        for name, values in self.key_file.headers(self.client_id).items():
+            headers[name] = [*values]
         return headers
 
-    def _refused(self, response) -> None:
+    def _refused(self, response: IResponse) -> None:
         """A 403 may be a refused proof: read the key again before the next request."""
         if response.code == 403:
             self.key_file.forget()
 
-    def _mcp_headers(self, accept: str) -> dict[str, list[str]]:
+    def _mcp_headers(self, accept: str) -> RequestHeaders:
         headers = self._client_headers(Accept=accept)
         headers["X-Gasoline-Connection"] = [self.connection_id]
         if self.proxy_session:
@@ -117,7 +125,9 @@ class DaemonHTTP:
     # -- the session proxy ----------------------------------------------------------------------
 
     @inlineCallbacks
-    def ensure_proxy_session(self, cwd: str | None, capabilities: dict[str, Any] | None = None):
+    def ensure_proxy_session(
+        self, cwd: str | None, capabilities: dict[str, Any] | None = None
+    ) -> Generator[Deferred[Any], Any, str | None]:
         """Open (or keep) a proxy session for C{cwd} when the daemon has proxy servers.
 
         Never fails: a daemon without servers (404 C{proxy_disabled}) or a refusal leaves the
@@ -165,7 +175,7 @@ class DaemonHTTP:
         return self.proxy_session
 
     @inlineCallbacks
-    def close_proxy_session(self):
+    def close_proxy_session(self) -> Generator[Deferred[Any], Any, None]:
         sid, self.proxy_session = self.proxy_session, None
         if sid is None:
             return None
@@ -173,7 +183,8 @@ class DaemonHTTP:
         return None
 
     @inlineCallbacks
-    def _delete_quietly(self, path: str, headers, what: str):
+    def _delete_quietly(self, path: str, headers: RequestHeaders,
+                        what: str) -> Generator[Deferred[Any], Any, None]:
         """C{DELETE path}; a failure is logged, not raised (the connector is going away)."""
         d = self.http.request("DELETE", self._url(path), headers=headers)
         d.addTimeout(ADMIN_TIMEOUT, self.clock)
@@ -186,7 +197,7 @@ class DaemonHTTP:
     # -- discovery and registration ------------------------------------------------------------
 
     @inlineCallbacks
-    def health(self):
+    def health(self) -> Generator[Deferred[Any], Any, dict[str, Any] | None]:
         """The C{/health} body if a Gasoline daemon answers; C{None} if nothing listens there;
         C{{"_not_gasoline": True, "status": ...}} if something else holds the port (it refused
         nothing but did not answer as Gasoline: another HTTP server, a non-HTTP service, one that
@@ -208,7 +219,7 @@ class DaemonHTTP:
         return {"_not_gasoline": True, "status": getattr(response, "code", None)}
 
     @inlineCallbacks
-    def register(self, cwd: str | None = None):
+    def register(self, cwd: str | None = None) -> Generator[Deferred[Any], Any, Any]:
         body: dict[str, Any] = {"client_id": self.client_id}
         if cwd:
             body["cwd"] = cwd
@@ -231,7 +242,7 @@ class DaemonHTTP:
         return data
 
     @inlineCallbacks
-    def unregister(self):
+    def unregister(self) -> Generator[Deferred[Any], Any, int]:
         """End this connection's MCP session (C{DELETE /mcp}), its proxy session if any, then
         C{DELETE /clients/<id>}."""
         yield self._delete_quietly("/mcp", self._mcp_headers("*/*"), "the MCP session")
@@ -246,7 +257,8 @@ class DaemonHTTP:
     # -- MCP ------------------------------------------------------------------------------------
 
     @inlineCallbacks
-    def post_mcp(self, body: bytes, on_message: Callable[[Any], None], stateless: bool = False):
+    def post_mcp(self, body: bytes, on_message: Callable[[Any], None],
+                 stateless: bool = False) -> Generator[Deferred[Any], Any, Reply]:
         """POST one JSON-RPC message (or batch) in the connector form.
 
         Every JSON-RPC message in the answer (a JSON body, or the events of an SSE body as they
@@ -310,7 +322,7 @@ class Stream:
         self.opened: Deferred = Deferred()
         self.done: Deferred = Deferred()
         self.status: int | None = None
-        self._response = None
+        self._response: IResponse | None = None
         self._body_transport: IPushProducer | None = None
         self._closed = False
         #: True once a 200 C{text/event-stream} answer arrived.
@@ -321,7 +333,7 @@ class Stream:
     def last_event_id(self) -> str | None:
         return self._parser.last_id
 
-    def _got_response(self, response) -> None:
+    def _got_response(self, response: IResponse) -> None:
         self._response = response
         self.status = response.code
         self.streaming = response.code == 200 and _content_type(response) == "text/event-stream"
@@ -335,22 +347,29 @@ class Stream:
 
             d.addBoth(finished)
             return
-        response.deliverBody(_StreamBody(self))
+        response.deliverBody(_StreamBody(self._body_started, self._chunk, self._ended))
+
+    def _body_started(self, producer: IPushProducer) -> None:
+        self._body_transport = producer
+        if self._closed:
+            producer.stopProducing()
 
     def _chunk(self, data: bytes) -> None:
+        if self._closed:
+            return
         for event in self._parser.feed(data):
             _deliver_event(event, self._on_message)
 
-    def _failed(self, failure) -> None:
+    def _failed(self, failure: Failure) -> None:
         if not self.opened.called:
             self.opened.errback(failure)
         self._failed_done(failure)
 
-    def _failed_done(self, failure) -> None:
+    def _failed_done(self, failure: Failure) -> None:
         if not self.done.called:
             self.done.errback(failure)
 
-    def _ended(self, reason) -> None:
+    def _ended(self, reason: Failure) -> None:
         if self.done.called:
             return
         if reason.check(ResponseDone):
@@ -373,21 +392,24 @@ class Stream:
 
 
 class _StreamBody(Protocol):
-    def __init__(self, stream: Stream) -> None:
-        self._stream = stream
+    """Receives a streamed response body for its L{Stream}, through the three hooks it is
+    built with."""
+
+    def __init__(self, started: Callable[[IPushProducer], None], chunk: Callable[[bytes], None],
+                 ended: Callable[[Failure], None]) -> None:
+        self._started = started
+        self._chunk = chunk
+        self._ended = ended
 
     def connectionMade(self) -> None:
         # A response body's transport is its producer.
-        self._stream._body_transport = cast(IPushProducer, self.transport)
-        if self._stream._closed:
-            self._stream._body_transport.stopProducing()
+        self._started(cast(IPushProducer, self.transport))
 
     def dataReceived(self, data: bytes) -> None:
-        if not self._stream._closed:
-            self._stream._chunk(data)
+        self._chunk(data)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self._stream._ended(reason)
+        self._ended(reason)
 
 
 def _is_jsonrpc(value: Any) -> bool:

@@ -20,16 +20,21 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred, inlineCallbacks
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IReactorProcess, IReactorTime
 from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from gasoline.common import make_private_dir, make_private_file
 from gasoline.connect.options import DEFAULT_PORT  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from gasoline.connect.client import DaemonHTTP
 
 log = Logger()
 
@@ -85,7 +90,7 @@ class CollectOutput(ProcessProtocol):
 
     errReceived = outReceived
 
-    def processEnded(self, reason) -> None:
+    def processEnded(self, reason: Failure) -> None:
         code = getattr(reason.value, "exitCode", None)
         self.ended.callback(code)
 
@@ -93,8 +98,8 @@ class CollectOutput(ProcessProtocol):
 class Spawner:
     """Starts a detached daemon through C{reactor.spawnProcess}."""
 
-    def __init__(self, reactor, port: int, state_dir: Path, env: dict[str, str] | None = None,
-                 api_key: str | None = None):
+    def __init__(self, reactor: IReactorProcess, port: int, state_dir: Path,
+                 env: dict[str, str] | None = None, api_key: str | None = None) -> None:
         self.reactor = reactor
         self.api_key = api_key
         self.port = port
@@ -140,7 +145,7 @@ class Spawner:
             childFDs={0: "w", 1: "r", 2: "r"},
         )
 
-        def ended(code):
+        def ended(code: int | None) -> int | None:
             if code:
                 log.warn("starting the daemon failed (exit {code}): {out} (see {logfile})",
                          code=code, out=launcher.output.decode("utf-8", "replace").strip(),
@@ -156,7 +161,7 @@ class Discovery:
     def __init__(
         self,
         clock: IReactorTime,
-        daemon,
+        daemon: DaemonHTTP,
         spawner: Callable[[], Deferred] | None = None,
         respawn_after: float = RESPAWN_AFTER,
     ) -> None:
@@ -172,7 +177,7 @@ class Discovery:
         self.spawns = 0
 
     @inlineCallbacks
-    def check(self):
+    def check(self) -> Generator[Deferred[Any], Any, str]:
         """Fire with L{UP}, L{DOWN}, or L{STARTING} (a daemon was just started); never fails."""
         url = self.daemon.base_url
         health = yield self.daemon.health()

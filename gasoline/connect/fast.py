@@ -4,12 +4,11 @@ The connector's first exchange, before Twisted is imported.
 An agent starts C{gasoline connect} and waits for the answer to its C{initialize} before it does
 anything else; importing Twisted, treq and the bridge is most of the connector's start-up time.
 So C{gasoline connect} first does this, with the standard library's small public modules only
-(C{socket}, C{signal}, C{json}, and the C{hashlib}, C{hmac} and C{base64} of
-L{gasoline.client_rules}, whose state-dir, client-id and proof rules it applies as the connector
-and the daemon do: no Twisted, attrs or orjson). It used CPython's private
-C{_socket}, C{_signal}, C{_sha256} and C{_json} to save the C{enum} and C{re} imports those pull
-in; C{_sha256} is C{_sha2} since 3.12, so that saving is given up for names that stay (see
-docs/clients-and-connector.md for the measured cost):
+(C{socket}, C{signal}, and the C{hashlib}, C{hmac} and C{binascii} of L{gasoline.client_rules},
+whose state-dir, client-id and proof rules it applies as the connector and the daemon do: no
+Twisted, attrs or orjson, and no C{json}, C{re} or C{typing}, whose imports would cost several
+milliseconds of every start: the JSON it reads is parsed by L{loads}, which the tests hold to
+C{json.loads}'s results; see docs/clients-and-connector.md for the measured start):
 
  1. read the agent's first stdin line;
  2. if it is an C{initialize} request, the daemon's client key can be read in the state dir
@@ -31,7 +30,6 @@ needed. Only JSON-RPC lines are ever written to stdout.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -44,6 +42,14 @@ from gasoline.client_rules import (
 )
 from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 
+#: mypy reads the imports below; at run time they are skipped (this module imports no Twisted
+#: and no C{typing}: see the module docstring).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from twisted.internet.interfaces import IReactorTime
+
 #: The longest first line this path reads (a larger one goes to the ordinary path unread).
 MAX_FIRST_LINE = 1 << 20
 #: Seconds to wait for the daemon here before leaving it to the ordinary path.
@@ -55,13 +61,189 @@ _NAMES = {**{f"--{name}": f"--{name}" for name, _, _ in VALUE_OPTIONS},
 _FLAGS = {f"--{name}" for name, _, _ in FLAGS}
 
 
-def loads(data: bytes):
-    """C{json.loads} of a UTF-8 document; C{ValueError} when it is not exactly one JSON value, or
-    nested too deeply."""
-    try:
-        return json.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+#: Deepest nesting L{loads} parses (deeper: C{ValueError}, so the ordinary path takes over).
+MAX_DEPTH = 200
+#: JSON's whitespace (a set: the empty slice past the end is not in it).
+_WHITESPACE = frozenset(" \t\n\r")
+_DIGITS = "0123456789"
+_HEX = frozenset("0123456789abcdefABCDEF")
+_CONTROL = frozenset(chr(c) for c in range(0x20))
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
+            "t": "\t"}
+_CONSTANTS = {"true": True, "false": False, "null": None, "NaN": float("nan"),
+              "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def loads(data: bytes) -> object:
+    """C{json.loads} of a UTF-8 document: the same value, or C{ValueError} where C{json.loads}
+    raises one (and where it would nest deeper than L{MAX_DEPTH}). Written here because the
+    C{json} module imports C{re}, which would cost every start of the connector about 2 ms; the
+    tests check it against C{json.loads} on generated documents."""
+    text = data.decode("utf-8")
+    value, i = _value(text, _skip(text, 0), 0)
+    if _skip(text, i) != len(text):
+        raise ValueError(f"extra data at {i}")
+    return value
+
+
+def _skip(text: str, i: int) -> int:
+    """The index of the first non-whitespace character at or after C{i} (the callers test the
+    first character inline: compact JSON has none)."""
+    while text[i:i + 1] in _WHITESPACE:
+        i += 1
+    return i
+
+
+def _value(text: str, i: int, depth: int) -> tuple[object, int]:
+    """The JSON value starting at C{i} (no whitespace before it) and the index after it."""
+    if i >= len(text):
+        raise ValueError("a value was expected at the end")
+    c = text[i]
+    if c == '"':
+        return _string(text, i + 1)
+    if c == "{" or c == "[":
+        if depth >= MAX_DEPTH:
+            raise ValueError("JSON nested too deeply")
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
+        return (_object if c == "{" else _array)(text, i, depth + 1)
+    if c == "-" or c in _DIGITS:
+        if text.startswith("-Infinity", i):
+            return _CONSTANTS["-Infinity"], i + 9
+        return _number(text, i)
+    for word in ("true", "false", "null", "NaN", "Infinity"):
+        if text.startswith(word, i):
+            return _CONSTANTS[word], i + len(word)
+    raise ValueError(f"a value was expected at {i}")
+
+
+def _digits_end(text: str, i: int) -> int:
+    n = len(text)
+    while i < n and text[i] in _DIGITS:
+        i += 1
+    return i
+
+
+def _number(text: str, start: int) -> tuple[object, int]:
+    """C{-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][-+]?[0-9]+)?}: an int without fraction or exponent."""
+    i = start + 1 if text[start] == "-" else start
+    if i < len(text) and text[i] == "0":
+        i += 1
+    else:
+        end = _digits_end(text, i)
+        if end == i:
+            raise ValueError(f"a number was expected at {start}")
+        i = end
+    integer = True
+    if i + 1 < len(text) and text[i] == "." and text[i + 1] in _DIGITS:
+        i, integer = _digits_end(text, i + 1), False
+    if i < len(text) and text[i] in "eE":
+        j = i + 1
+        if j < len(text) and text[j] in "+-":
+            j += 1
+        end = _digits_end(text, j)
+        if end > j:
+            i, integer = end, False
+    return (int if integer else float)(text[start:i]), i
+
+
+def _string(text: str, i: int) -> tuple[str, int]:
+    """The string whose first character is at C{i} (after its quote) and the index after its
+    closing quote; escapes as C{json} decodes them (a surrogate pair of C{\\u} escapes is one
+    character, a lone surrogate stays)."""
+    quote = text.find('"', i)
+    if quote >= 0 and text.find("\\", i, quote) < 0:  # no escape: the common case
+        chunk = text[i:quote]
+        if not _CONTROL.isdisjoint(chunk):
+            raise ValueError("a control character in a string")
+        return chunk, quote + 1
+    parts = []
+    while True:
+        quote = text.find('"', i)
+        if quote < 0:
+            raise ValueError("unterminated string")
+        backslash = text.find("\\", i, quote)
+        chunk = text[i:quote if backslash < 0 else backslash]
+        if not _CONTROL.isdisjoint(chunk):
+            raise ValueError("a control character in a string")
+        parts.append(chunk)
+        if backslash < 0:
+            return "".join(parts), quote + 1
+        esc = text[backslash + 1:backslash + 2]
+        if esc in _ESCAPES:
+            parts.append(_ESCAPES[esc])
+            i = backslash + 2
+            continue
+        if esc != "u":
+            raise ValueError(f"invalid escape at {backslash}")
+        code = _hex4(text, backslash + 2)
+        i = backslash + 6
+        if 0xD800 <= code <= 0xDBFF and text.startswith("\\u", i):
+            low = _hex4(text, i + 2)
+            if 0xDC00 <= low <= 0xDFFF:
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                i += 6
+        parts.append(chr(code))
+
+
+def _hex4(text: str, i: int) -> int:
+    digits = text[i:i + 4]
+    if len(digits) != 4 or not _HEX.issuperset(digits):
+        raise ValueError(f"invalid \\u escape at {i - 2}")
+    return int(digits, 16)
+
+
+def _array(text: str, i: int, depth: int) -> tuple[list[object], int]:
+    """The array whose first element (or closing bracket) is at C{i}."""
+    out: list[object] = []
+    if text[i:i + 1] == "]":
+        return out, i + 1
+    while True:
+        value, i = _value(text, i, depth)
+        out.append(value)
+        c = text[i:i + 1]
+        if c in _WHITESPACE:
+            i = _skip(text, i)
+            c = text[i:i + 1]
+        if c == "]":
+            return out, i + 1
+        if c != ",":
+            raise ValueError(f"',' or ']' was expected at {i}")
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
+
+
+def _object(text: str, i: int, depth: int) -> tuple[dict[str, object], int]:
+    """The object whose first key (or closing brace) is at C{i}; a repeated key keeps its last
+    value, as in C{json}."""
+    out: dict[str, object] = {}
+    if text[i:i + 1] == "}":
+        return out, i + 1
+    while True:
+        if text[i:i + 1] != '"':
+            raise ValueError(f"a key was expected at {i}")
+        key, i = _string(text, i + 1)
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
+        if text[i:i + 1] != ":":
+            raise ValueError(f"':' was expected at {i}")
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
+        out[key], i = _value(text, i, depth)
+        c = text[i:i + 1]
+        if c in _WHITESPACE:
+            i = _skip(text, i)
+            c = text[i:i + 1]
+        if c == "}":
+            return out, i + 1
+        if c != ",":
+            raise ValueError(f"',' or '}}' was expected at {i}")
+        i += 1
+        if text[i:i + 1] in _WHITESPACE:
+            i = _skip(text, i)
 
 
 class Prelude:
@@ -236,7 +418,7 @@ def dechunk(data: bytes) -> bytes:
 caught: list[int] = []
 
 
-def _remember(signum: int, _frame) -> None:
+def _remember(signum: int, _frame: FrameType | None) -> None:
     caught.append(signum)
 
 
@@ -247,10 +429,11 @@ def hold_signals() -> None:
         signal.signal(signum, _remember)
 
 
-def resend(reactor) -> None:
-    """Deliver the remembered signals again once the reactor (and its handlers) runs."""
+def resend(reactor: IReactorTime) -> None:
+    """Deliver the remembered signals again once the reactor (and its handlers) runs: a delayed
+    call runs only then."""
     for signum in caught:
-        reactor.callWhenRunning(reactor.callLater, 0, os.kill, os.getpid(), signum)
+        reactor.callLater(0, os.kill, os.getpid(), signum)
     caught.clear()
 
 

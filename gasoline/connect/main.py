@@ -16,16 +16,21 @@ This is a separate program, so (unlike library code) it resolves the global reac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sys
+from typing import TYPE_CHECKING, Any
 
+from twisted.logger import ILogFilterPredicate, LogEvent, PredicateResult
 from twisted.python import usage
+from zope.interface import implementer
 
 from gasoline import __version__
 from gasoline.common import (
     client_id_for_cwd,
     default_state_dir,
+    is_factory_chatter,
     positive_duration,
     tcp_port,
 )
@@ -33,6 +38,11 @@ from gasoline.connect.bridge import DEFAULT_BOUND
 from gasoline.connect.discovery import loopback_port
 from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 from gasoline.connect.protocol import DEFAULT_MAX_LINE
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
+    from gasoline.connect.fast import Prelude
 
 
 def _line_length(value: str) -> int:
@@ -107,48 +117,22 @@ def _log_to_stderr() -> None:
 
     level = LogLevel.levelWithName(os.environ.get("GASOLINE_CONNECT_LOG_LEVEL", "info"))
     observer = FilteringLogObserver(
-        textFileLogObserver(sys.stderr), [LogLevelFilterPredicate(defaultLogLevel=level)])
+        textFileLogObserver(sys.stderr),
+        [LogLevelFilterPredicate(defaultLogLevel=level), _NoFactoryChatter()])
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
-def _quiet_endpoints(reactor):
-    """The endpoints Twisted's C{Agent} would use (C{HostnameEndpoint}, wrapped in TLS with the
-    browser-like policy for C{https}), whose connection factories are not C{noisy}: no
-    "Starting factory" line per connection on stderr. (C{Factory.noisy} is public; the pool's
-    factory class is not, so the switch is made where the endpoint receives the factory.)"""
-    from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-    from twisted.internet.interfaces import IStreamClientEndpoint
-    from twisted.web.iweb import IAgentEndpointFactory
-    from zope.interface import implementer
+@implementer(ILogFilterPredicate)
+class _NoFactoryChatter:
+    """No "Starting factory" line per HTTP connection on stderr (L{is_factory_chatter})."""
 
-    class Quiet:
-        def __init__(self, endpoint):
-            self._endpoint = endpoint
-
-        def connect(self, factory):
-            factory.noisy = False
-            return self._endpoint.connect(factory)
-
-    @implementer(IAgentEndpointFactory)
-    class Endpoints:
-        policy = None
-
-        def endpointForURI(self, uri):
-            host = uri.host.decode("idna") if isinstance(uri.host, bytes) else uri.host
-            endpoint: IStreamClientEndpoint = HostnameEndpoint(reactor, host, uri.port)
-            if uri.scheme == b"https":
-                if self.policy is None:
-                    from twisted.web.client import BrowserLikePolicyForHTTPS
-
-                    self.policy = BrowserLikePolicyForHTTPS()
-                endpoint = wrapClientTLS(self.policy.creatorForNetloc(uri.host, uri.port),
-                                         endpoint)
-            return Quiet(endpoint)
-
-    return Endpoints()
+    def __call__(self, event: LogEvent) -> PredicateResult:
+        return PredicateResult.no if is_factory_chatter(event) else PredicateResult.maybe
 
 
-def main(argv: list[str] | None = None, prelude=None) -> int:
+
+
+def main(argv: list[str] | None = None, prelude: Prelude | None = None) -> int:
     """Run the connector. C{prelude} (a L{gasoline.connect.fast.Prelude}) is what the first
     exchange already did: stdin bytes still to handle, and the session it initialized."""
     options = ConnectOptions()
@@ -158,14 +142,10 @@ def main(argv: list[str] | None = None, prelude=None) -> int:
         sys.stderr.write(f"gasoline connect: {e} (see gasoline connect --help)\n")
         return 2
     # Protocol lines are written to fd 1 by StandardIO; everything Python-level goes to stderr.
-    real_stdout = sys.stdout
-    sys.stdout = sys.stderr
-    _log_to_stderr()
-    options["prelude"] = prelude
-    try:
+    with contextlib.redirect_stdout(sys.stderr):
+        _log_to_stderr()
+        options["prelude"] = prelude
         return _run(options)
-    finally:
-        sys.stdout = real_stdout
 
 
 def _run(options: ConnectOptions) -> int:
@@ -182,7 +162,7 @@ def _run(options: ConnectOptions) -> int:
     return 0
 
 
-def _connect(reactor, options: ConnectOptions):
+def _connect(reactor: Any, options: ConnectOptions) -> Deferred[None]:
     from pathlib import Path
 
     from treq.client import HTTPClient
@@ -205,10 +185,12 @@ def _connect(reactor, options: ConnectOptions):
     connection_id = adopted_id or secrets.token_hex(8)
     base_url = options["base-url"]
 
-    pool = HTTPConnectionPool(reactor, persistent=True)
-    pool.maxPersistentPerHost = 4
-    # No "Starting factory" lines per connection on stderr (_quiet_endpoints).
-    http = HTTPClient(Agent.usingEndpointFactory(reactor, _quiet_endpoints(reactor), pool=pool))
+    class Pool(HTTPConnectionPool):
+        #: Idle connections kept open to the daemon (Twisted's default is 2).
+        maxPersistentPerHost = 4
+
+    pool = Pool(reactor, persistent=True)
+    http = HTTPClient(Agent(reactor, pool=pool))
     # The state dir this connector starts daemons with, where it reads the daemon's client key
     # (its client id's proof) until a daemon's /health names another (gasoline.connect.proof).
     state_dir = Path(options["state-dir"]) if options["state-dir"] else default_state_dir()
@@ -244,7 +226,7 @@ def _connect(reactor, options: ConnectOptions):
     done: Deferred = Deferred()
     stopping = [False]
 
-    def stop(_=None) -> None:
+    def stop(_: object = None) -> None:
         if stopping[0]:
             return
         stopping[0] = True

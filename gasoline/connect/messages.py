@@ -62,6 +62,22 @@ class Outgoing:
     session_retries: int = 0
     d: Deferred | None = None
 
+    def sending(self, d: Deferred) -> None:
+        """It is on its way to the daemon: C{d} fires with the answer."""
+        self.inflight, self.d = True, d
+
+    def settled(self) -> None:
+        """The daemon answered it, or sending it failed."""
+        self.inflight, self.d = False, None
+
+    def finish(self) -> None:
+        """Nothing more is to be done with it (answered, or every request in it timed out)."""
+        self.done = True
+
+    def retry_for_session(self) -> None:
+        """It is sent again once the daemon's MCP session is re-created."""
+        self.session_retries += 1
+
 
 @attrs.define(eq=False)
 class Pending:
@@ -69,6 +85,13 @@ class Pending:
     item: Outgoing
     deadline: IDelayedCall | None = None
     expired: bool = False
+
+    def deadline_passed(self) -> None:
+        self.deadline = None
+
+    def expire(self) -> None:
+        """Its time is up while the daemon works on it: its answer, or a failure, decides."""
+        self.expired = True
 
 
 def _valid_id(value: Any) -> bool:

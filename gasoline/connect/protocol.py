@@ -20,6 +20,7 @@ from typing import Callable
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IConsumer, IHalfCloseableProtocol, IReactorTime
 from twisted.protocols.basic import LineReceiver
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from gasoline.stream import MESSAGE_LIMIT, BoundedWriter
@@ -114,7 +115,7 @@ class StdioLines(LineReceiver):
         # Nobody reads our answers any more: same as the agent going away.
         self._report_eof()
 
-    def connectionLost(self, reason=None) -> None:
+    def connectionLost(self, reason: Failure | None = None) -> None:
         self.lost = True
         if self.writer is not None:
             self.writer.stopProducing()

@@ -60,6 +60,14 @@ from gasoline.stream import abort_transport
 
 _log = Logger()
 
+#: twisted.web's methods the overrides below extend, bound once: C{twisted.web.http} is a
+#: deprecation proxy module, and each attribute read through it costs a dozen Python calls.
+_channel_data_received = http.HTTPChannel.dataReceived
+_channel_all_headers_received = http.HTTPChannel.allHeadersReceived
+_channel_all_content_received = http.HTTPChannel.allContentReceived
+_request_finish = server.Request.finish
+
+
 MiB = 1024 * 1024
 #: C{POST /logs} (extension-protocol.md §1).
 LOGS_LIMIT = 10 * MiB
@@ -181,8 +189,9 @@ class GasolineRequest(server.Request):
             channel.refuse_now(503, orjson.dumps({"error": why, "code": "in_flight_budget"}))
 
     def finish(self) -> None:
-        self._release()
-        super().finish()
+        if self._counted:  # (most bodies come whole and are never counted)
+            self._release()
+        _request_finish(self)
 
     def connectionLost(self, reason: Failure) -> None:
         self._release()
@@ -233,8 +242,6 @@ class GasolineChannel(http.HTTPChannel):
     _discarding = False
     #: Body bytes of the refused request still to come (C{None}: unknown, chunked).
     _discard_left: int | None = None
-    #: The current request's (method, target), from its request line.
-    _request_line: tuple[bytes, bytes] | None = None
     #: The site's clock (its reactor), for the body deadline.
     _clock: IReactorTime | None = None
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
@@ -267,7 +274,6 @@ class GasolineChannel(http.HTTPChannel):
         super().connectionMade()
         no_delay(self.transport)
         self._arm()
-        self._watch_request_line()
 
     # -- IPushProducer, as the transport's producer --------------------------------------------
 
@@ -289,6 +295,9 @@ class GasolineChannel(http.HTTPChannel):
         if streaming and self.transport_paused:
             producer.pauseProducing()
 
+    # (The overrides below run for every request: they call HTTPChannel's methods by name, not
+    # through super(), and inline the checks of the common case, a body that came whole.)
+
     def dataReceived(self, data: bytes) -> None:
         if self._discarding:
             self._discard(data)
@@ -296,59 +305,43 @@ class GasolineChannel(http.HTTPChannel):
         if self._between_requests:
             self._between_requests = False
             self._arm()
-        super().dataReceived(data)
+        _channel_data_received(self, data)
         if self._body_waiting and self._body_timer is None:
             # A body that did not come whole with its headers: now it has a deadline (most
             # bodies do come whole, and cost no timer).
             self._arm_body()
 
-    def rawDataReceived(self, data: bytes) -> None:
-        # Raw mode: a request's body (or, while one is being answered, the next request's bytes,
-        # which twisted.web buffers and plays back later).
-        if self._discarding:
-            self._discard(data)
-            return
-        if self._body_waiting:
-            self._body_received += len(data)
-        super().rawDataReceived(data)
-
-    def _watch_request_line(self) -> None:
-        """Read the next request's line on its way to twisted.web (which keeps its own copy
-        private): the route policy on the headers needs its method and target. Only that line
-        goes through L{_request_line_received}; the header lines go straight to twisted.web."""
-        self.__dict__["lineReceived"] = self._request_line_received
-
-    def _request_line_received(self, line: bytes) -> None:
-        if line:  # (twisted.web skips one empty line before a request)
-            parts = line.split(b" ")
-            self._request_line = (parts[0], parts[1]) if len(parts) == 3 else None
-            self.__dict__.pop("lineReceived", None)
-        super().lineReceived(line)
-
     def allHeadersReceived(self) -> None:
-        self._disarm()
-        super().allHeadersReceived()
+        if self._deadline is not None:
+            self._disarm()
+        _channel_all_headers_received(self)
         length = self.length
         if length == 0:
             return  # no body: the request is complete (allContentReceived comes next)
         self._body_waiting = True
-        self._body_received = 0
-        if self.policy_on_headers and (length is None or length > POLICY_ON_HEADERS_FROM) \
-                and self._refused_on_headers():
-            return
+        if self.policy_on_headers and (length is None or length > POLICY_ON_HEADERS_FROM):
+            self._refused_on_headers()
 
     def allContentReceived(self) -> None:
         self._body_waiting = False
-        self._disarm_body()
-        self._request_line = None
-        self._watch_request_line()
+        if self._body_timer is not None:
+            self._disarm_body()
         if self._discarding:
             return  # answered already (the in-flight budget dropped it): never processed
         if not self.proven:
             self.proven = True
             if self.on_proven is not None:
                 self.on_proven(self)
-        super().allContentReceived()
+        _channel_all_content_received(self)
+
+    def _body_bytes(self) -> int:
+        """Body bytes received since the current request's headers ended (the refused ones
+        dropped included)."""
+        if self._discarding:
+            return self._body_received
+        request = self.requests[-1] if self.requests else None
+        received = getattr(request, "body_length", 0)
+        return received if isinstance(received, int) else 0
 
     # -- the request-body policy ----------------------------------------------------------------
 
@@ -358,9 +351,13 @@ class GasolineChannel(http.HTTPChannel):
         site = getattr(self, "site", None)
         root = getattr(site, "resource", None)
         decide = getattr(root, "policy", None)
-        if decide is None or self._request_line is None or not self.requests:
+        # The request line as twisted.web's HTTPChannel parsed it (it keeps the method and target
+        # on the channel, as _command and _path, from the request line until the body is in).
+        method = getattr(self, "_command", None)
+        target = getattr(self, "_path", None)
+        if decide is None or not isinstance(method, bytes) or not isinstance(target, bytes) \
+                or not self.requests:
             return False
-        method, target = self._request_line
         if method == b"OPTIONS":
             return False
         head = Head(self.requests[-1], method, target, self.length)
@@ -386,6 +383,7 @@ class GasolineChannel(http.HTTPChannel):
         and drop the rest of its body (the in-flight budget needed its room)."""
         if self._discarding:
             return
+        self._body_received = self._body_bytes()  # (what came before the refusal)
         self._answer_and_drop(code, [(b"Content-Type", [b"application/json"])], body, None)
 
     def _answer_and_drop(self, code: int, headers: Sequence[tuple[bytes, Sequence[bytes]]],
@@ -397,6 +395,9 @@ class GasolineChannel(http.HTTPChannel):
         lines += [b"Content-Length: %d" % len(body), b"Connection: close", b"", b""]
         self._discarding = True
         self._discard_left = left  # None: not known (chunked, or part already read)
+        # What follows in the bytes being parsed now goes to _discard, not to twisted.web (it
+        # would read it as the body, or the next request); dataReceived drops later reads.
+        self.__dict__["rawDataReceived"] = self._discard
         transport = self.transport
         if transport is None:
             return
@@ -450,7 +451,7 @@ class GasolineChannel(http.HTTPChannel):
             # The reactor was busy (not reading): that time is not the client's.
             self._body_started += late
         elapsed = now - self._body_started
-        why = self.body_policy.too_slow(elapsed, self._body_received)
+        why = self.body_policy.too_slow(elapsed, self._body_bytes())
         transport = self.transport
         if why is not None:
             self._body_timer = None

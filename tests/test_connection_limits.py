@@ -110,3 +110,50 @@ def test_the_evicted_connection_is_the_oldest_unproven_one_not_a_proven_one():
     c = connect(site)           # unproven, newer
     assert connect(site) is not None
     assert (a[1].disconnecting, b[1].disconnecting, c[1].disconnecting) == (False, True, False)
+
+
+def test_header_deadlines_of_many_connections_are_each_exact_on_one_timer():
+    """The site keeps every connection's header deadline on one timer (HeaderDeadlines): each
+    connection is still cut exactly HEADER_DEADLINE after it started, whatever the others do,
+    a connection whose headers came in time is never cut, and a later request on a connection
+    starts its own deadline."""
+    site, clock = site_on_clock()
+    started = {}
+    for i in range(6):  # connections opened a second apart; odd ones complete a request
+        channel, transport = connect(site)
+        started[i] = (clock.seconds(), channel, transport)
+        if i % 2:
+            channel.dataReceived(REQUEST)
+        clock.advance(1)
+    # One timer for all of them, besides twisted.web's idle timeouts (one per connection).
+    header_timers = [c for c in clock.getDelayedCalls()
+                     if getattr(c.func, "__name__", "") == "_expire"]
+    assert len(header_timers) == 1
+    cut = {}
+    while len(cut) < 3 and clock.seconds() < 20:
+        clock.advance(0.25)
+        for i, (t0, _, transport) in started.items():
+            if transport.disconnecting and i not in cut:
+                cut[i] = clock.seconds() - t0
+    assert sorted(cut) == [0, 2, 4]  # the ones that never sent headers
+    assert all(HEADER_DEADLINE <= after < HEADER_DEADLINE + 0.25 for after in cut.values()), cut
+    assert not any(started[i][2].disconnecting for i in (1, 3, 5))
+    # A later request on a connection that completed one: its own deadline, from its first byte.
+    _, channel, transport = started[1]
+    channel.dataReceived(b"GET /again HTTP/1.1\r\n")
+    clock.advance(HEADER_DEADLINE - 0.5)
+    assert not transport.disconnecting
+    clock.advance(0.6)
+    assert transport.disconnecting
+
+
+def test_a_connection_lost_before_its_deadline_leaves_the_header_deadlines():
+    site, clock = site_on_clock()
+    channel, transport = connect(site)
+    channel.dataReceived(b"GET /nothing HTTP/1.1\r\n")
+    assert channel in site.header_deadlines.watched
+    transport.loseConnection()
+    channel.connectionLost(Failure(ConnectionAborted()))
+    assert channel not in site.header_deadlines.watched
+    clock.advance(HEADER_DEADLINE + 1)  # the timer fires and finds nothing to cut
+    assert site.header_deadlines.watched == {}

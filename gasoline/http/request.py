@@ -213,6 +213,57 @@ MAX_CONNECTIONS = 1000
 #: of the request's headers: an absolute deadline, not an idle timer that each byte resets.
 HEADER_DEADLINE = 10.0
 
+
+class HeaderDeadlines:
+    """The header deadline of every connection of a site, on one timer.
+
+    A connection is watched from its opening, or from the first byte of a later request, until
+    that request's headers are all in (L{watch}; the channel then removes itself from
+    L{watched}); one still watched L{deadline} seconds after it started is aborted
+    (L{GasolineChannel.headers_too_slow}). The watched connections are kept in the order they
+    started (a dict, in insertion order: a connection watched again goes to the end), so the one
+    timer is due at the oldest one's deadline, and each time it fires it aborts those past
+    theirs, oldest first, and is set again for the next one's. A request costs an insertion and
+    a removal in a dict, not a timer set and cancelled; the deadlines are as exact as one timer
+    per connection would keep them.
+    """
+
+    def __init__(self, clock: IReactorTime, deadline: float = HEADER_DEADLINE) -> None:
+        self._clock = clock
+        self.deadline = deadline
+        #: Connections whose request's headers are not all in yet -> when they started.
+        self.watched: dict[GasolineChannel, float] = {}
+        self._timer: Any = None
+
+    def watch(self, channel: GasolineChannel) -> None:
+        """C{channel}'s deadline starts now (its connection opened, or a request began)."""
+        watched = self.watched
+        if channel in watched:
+            del watched[channel]  # (to the end: the order is the order they started)
+        watched[channel] = self._clock.seconds()
+        if self._timer is None:
+            self._timer = self._clock.callLater(self.deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._clock.seconds()
+        watched = self.watched
+        while watched:
+            channel = next(iter(watched))
+            due = watched[channel] + self.deadline
+            if due > now:
+                self._timer = self._clock.callLater(due - now, self._expire)
+                return
+            del watched[channel]
+            channel.headers_too_slow()
+
+    def stop(self) -> None:
+        """Cancel the timer (the site stops); the watched connections are left to their end."""
+        timer, self._timer = self._timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+
+
 class GasolineChannel(http.HTTPChannel):
     """An C{HTTPChannel} with an absolute deadline for each request's headers
     (L{HEADER_DEADLINE}), Nagle's algorithm off (L{no_delay}), and a streaming producer registered
@@ -230,7 +281,9 @@ class GasolineChannel(http.HTTPChannel):
     policy_on_headers = True
     proven = False
     transport_paused = False
-    _deadline = None
+    #: The site's header deadlines (L{HeaderDeadlines}) and the connections they watch.
+    _deadlines: HeaderDeadlines | None = None
+    _watched: dict[GasolineChannel, float] | None = None
     #: The body deadline's timer, when it is set: (delayed call, when it is due).
     _body_timer = None
     #: A request's body is being read (its headers are in, it is not complete).
@@ -255,14 +308,23 @@ class GasolineChannel(http.HTTPChannel):
     def __init__(self, *, header_deadline: float = HEADER_DEADLINE,
                  body_policy: BodyPolicy | None = None, policy_on_headers: bool = True,
                  clock: IReactorTime | None = None,
+                 deadlines: HeaderDeadlines | None = None,
                  on_proven: Callable[[GasolineChannel], None] | None = None,
                  on_lost: Callable[[GasolineChannel], None] | None = None) -> None:
         """Everything the site decides for its channels is passed here (L{GasolineSite.protocol}).
 
         @param clock: the site's reactor, for the body deadline.
+        @param deadlines: the site's header deadlines (shared by its channels); without it, a
+            channel with a C{clock} keeps its own (C{header_deadline}); one with neither has none.
         """
         super().__init__()
         self.header_deadline = header_deadline
+        if deadlines is None and clock is not None:
+            deadlines = HeaderDeadlines(clock, header_deadline)
+        if deadlines is not None:
+            self.header_deadline = deadlines.deadline
+            self._deadlines = deadlines
+            self._watched = deadlines.watched
         if body_policy is not None:
             self.body_policy = body_policy
         self.policy_on_headers = policy_on_headers
@@ -312,8 +374,9 @@ class GasolineChannel(http.HTTPChannel):
             self._arm_body()
 
     def allHeadersReceived(self) -> None:
-        if self._deadline is not None:
-            self._disarm()
+        watched = self._watched
+        if watched is not None:  # (the headers are in: their deadline is met)
+            watched.pop(self, None)
         _channel_all_headers_received(self)
         length = self.length
         if length == 0:
@@ -478,16 +541,16 @@ class GasolineChannel(http.HTTPChannel):
         super().connectionLost(reason)
 
     def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.callLater(self.header_deadline, self._too_slow)
+        """The header deadline starts now."""
+        if self._deadlines is not None:
+            self._deadlines.watch(self)
 
     def _disarm(self) -> None:
-        deadline, self._deadline = self._deadline, None
-        if deadline is not None and deadline.active():
-            deadline.cancel()
+        if self._watched is not None:
+            self._watched.pop(self, None)
 
-    def _too_slow(self) -> None:
-        self._deadline = None
+    def headers_too_slow(self) -> None:
+        """The header deadline passed (L{HeaderDeadlines}): abort the connection."""
         transport = self.transport
         if transport is not None:
             _log.debug("request headers not complete after {s} s: connection closed",
@@ -516,7 +579,15 @@ class GasolineSite(server.Site):
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
         return GasolineChannel(header_deadline=self.header_deadline, body_policy=self.body_policy,
                                policy_on_headers=self.policy_on_headers, clock=self.reactor,
-                               on_proven=self._proven, on_lost=self._lost)
+                               deadlines=self._header_deadlines(), on_proven=self._proven,
+                               on_lost=self._lost)
+
+    def _header_deadlines(self) -> HeaderDeadlines:
+        """The header deadlines of this site's connections (one timer for all of them)."""
+        deadlines = self.__dict__.get("header_deadlines")
+        if deadlines is None or deadlines.deadline != self.header_deadline:
+            deadlines = self.header_deadlines = HeaderDeadlines(self.reactor, self.header_deadline)
+        return deadlines
 
     def __init__(self, resource: Any, *args: Any, max_connections: int = MAX_CONNECTIONS,
                  inflight: InFlight | None = None, **kwargs: Any) -> None:

@@ -66,6 +66,8 @@ _channel_data_received = http.HTTPChannel.dataReceived
 _channel_all_headers_received = http.HTTPChannel.allHeadersReceived
 _channel_all_content_received = http.HTTPChannel.allContentReceived
 _request_finish = server.Request.finish
+_mixin_set_timeout = http.HTTPChannel.setTimeout
+_mixin_reset_timeout = http.HTTPChannel.resetTimeout
 
 
 MiB = 1024 * 1024
@@ -214,29 +216,35 @@ MAX_CONNECTIONS = 1000
 HEADER_DEADLINE = 10.0
 
 
-class HeaderDeadlines:
-    """The header deadline of every connection of a site, on one timer.
+class Deadlines:
+    """One deadline, the same for many connections of a site, on one timer.
 
-    A connection is watched from its opening, or from the first byte of a later request, until
-    that request's headers are all in (L{watch}; the channel then removes itself from
-    L{watched}); one still watched L{deadline} seconds after it started is aborted
-    (L{GasolineChannel.headers_too_slow}). The watched connections are kept in the order they
-    started (a dict, in insertion order: a connection watched again goes to the end), so the one
-    timer is due at the oldest one's deadline, and each time it fires it aborts those past
-    theirs, oldest first, and is set again for the next one's. A request costs an insertion and
-    a removal in a dict, not a timer set and cancelled; the deadlines are as exact as one timer
-    per connection would keep them.
+    A connection is watched from when its deadline starts (L{watch}, again when it restarts)
+    until it is met (the channel removes itself from L{watched}); one still watched L{deadline}
+    seconds after it started is handed to C{expired}. The watched connections are kept in the
+    order they started (a dict, in insertion order: a connection watched again goes to the end),
+    so the one timer is due at the oldest one's deadline, and each time it fires it hands over
+    those past theirs, oldest first, and is set again for the next one's. A request costs an
+    insertion and a removal in a dict, not a timer set and cancelled; each deadline is as exact
+    as one timer per connection would keep it.
+
+    A site has two (L{GasolineSite}): the header deadline (L{HEADER_DEADLINE}, from a
+    connection's opening or a request's first byte to the end of its headers) and the idle
+    timeout between requests (L{IDLE_TIMEOUT}, twisted.web's C{TimeoutMixin} timeout, which
+    L{GasolineChannel} keeps here).
     """
 
-    def __init__(self, clock: IReactorTime, deadline: float = HEADER_DEADLINE) -> None:
+    def __init__(self, clock: IReactorTime, deadline: float,
+                 expired: Callable[[GasolineChannel], object]) -> None:
         self._clock = clock
         self.deadline = deadline
-        #: Connections whose request's headers are not all in yet -> when they started.
+        self.expired = expired
+        #: Watched connections -> when their deadline started.
         self.watched: dict[GasolineChannel, float] = {}
         self._timer: Any = None
 
     def watch(self, channel: GasolineChannel) -> None:
-        """C{channel}'s deadline starts now (its connection opened, or a request began)."""
+        """C{channel}'s deadline starts now (or starts again)."""
         watched = self.watched
         if channel in watched:
             del watched[channel]  # (to the end: the order is the order they started)
@@ -255,13 +263,10 @@ class HeaderDeadlines:
                 self._timer = self._clock.callLater(due - now, self._expire)
                 return
             del watched[channel]
-            channel.headers_too_slow()
-
-    def stop(self) -> None:
-        """Cancel the timer (the site stops); the watched connections are left to their end."""
-        timer, self._timer = self._timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
+            try:
+                self.expired(channel)
+            except Exception:
+                _log.failure("ending a connection past its deadline failed")
 
 
 class GasolineChannel(http.HTTPChannel):
@@ -281,9 +286,13 @@ class GasolineChannel(http.HTTPChannel):
     policy_on_headers = True
     proven = False
     transport_paused = False
-    #: The site's header deadlines (L{HeaderDeadlines}) and the connections they watch.
-    _deadlines: HeaderDeadlines | None = None
+    #: The site's header deadlines (L{Deadlines}) and the connections they watch.
+    _deadlines: Deadlines | None = None
     _watched: dict[GasolineChannel, float] | None = None
+    #: The site's idle timeouts (L{Deadlines}; C{None}: twisted.web's own timer per connection),
+    #: and whether this connection's timeout is on twisted.web's timer (another period).
+    _idle: Deadlines | None = None
+    _own_timeout = False
     #: The body deadline's timer, when it is set: (delayed call, when it is due).
     _body_timer = None
     #: A request's body is being read (its headers are in, it is not complete).
@@ -308,7 +317,7 @@ class GasolineChannel(http.HTTPChannel):
     def __init__(self, *, header_deadline: float = HEADER_DEADLINE,
                  body_policy: BodyPolicy | None = None, policy_on_headers: bool = True,
                  clock: IReactorTime | None = None,
-                 deadlines: HeaderDeadlines | None = None,
+                 deadlines: Deadlines | None = None, idle: Deadlines | None = None,
                  on_proven: Callable[[GasolineChannel], None] | None = None,
                  on_lost: Callable[[GasolineChannel], None] | None = None) -> None:
         """Everything the site decides for its channels is passed here (L{GasolineSite.protocol}).
@@ -316,15 +325,19 @@ class GasolineChannel(http.HTTPChannel):
         @param clock: the site's reactor, for the body deadline.
         @param deadlines: the site's header deadlines (shared by its channels); without it, a
             channel with a C{clock} keeps its own (C{header_deadline}); one with neither has none.
+        @param idle: the site's idle timeouts (shared by its channels): the timeout
+            (C{TimeoutMixin}'s C{timeOut}) is kept there when its period is theirs; without it,
+            on twisted.web's timer.
         """
         super().__init__()
         self.header_deadline = header_deadline
         if deadlines is None and clock is not None:
-            deadlines = HeaderDeadlines(clock, header_deadline)
+            deadlines = Deadlines(clock, header_deadline, GasolineChannel.headers_too_slow)
         if deadlines is not None:
             self.header_deadline = deadlines.deadline
             self._deadlines = deadlines
             self._watched = deadlines.watched
+        self._idle = idle
         if body_policy is not None:
             self.body_policy = body_policy
         self.policy_on_headers = policy_on_headers
@@ -540,6 +553,39 @@ class GasolineChannel(http.HTTPChannel):
         self._disarm_body()
         super().connectionLost(reason)
 
+    # -- the idle timeout (TimeoutMixin's), on the site's shared timer -------------------------
+
+    def setTimeout(self, period: int | None) -> int | None:
+        """C{TimeoutMixin.setTimeout}: twisted.web sets the idle timeout when a connection opens
+        and after each request, and clears it while a request is handled. With the site's
+        L{Deadlines} of that period it is kept there, not on a timer of its own."""
+        idle = self._idle
+        if idle is None or (period is not None and period != idle.deadline):
+            idle_watched = idle.watched if idle is not None else None
+            if idle_watched is not None:
+                idle_watched.pop(self, None)
+            self._own_timeout = period is not None
+            return _mixin_set_timeout(self, period)
+        if self._own_timeout:  # (it was on twisted.web's timer: cancel that one)
+            self._own_timeout = False
+            _mixin_set_timeout(self, None)
+        previous = self.timeOut
+        self.timeOut = period
+        if period is None:
+            idle.watched.pop(self, None)
+        else:
+            idle.watch(self)
+        return previous
+
+    def resetTimeout(self) -> None:
+        """C{TimeoutMixin.resetTimeout} (every read): the idle timeout, if it is running,
+        starts again."""
+        idle = self._idle
+        if idle is None or self._own_timeout:
+            _mixin_reset_timeout(self)
+        elif self in idle.watched:
+            idle.watch(self)
+
     def _arm(self) -> None:
         """The header deadline starts now."""
         if self._deadlines is not None:
@@ -550,7 +596,7 @@ class GasolineChannel(http.HTTPChannel):
             self._watched.pop(self, None)
 
     def headers_too_slow(self) -> None:
-        """The header deadline passed (L{HeaderDeadlines}): abort the connection."""
+        """The header deadline passed (L{Deadlines}): abort the connection."""
         transport = self.transport
         if transport is not None:
             _log.debug("request headers not complete after {s} s: connection closed",
@@ -579,14 +625,25 @@ class GasolineSite(server.Site):
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
         return GasolineChannel(header_deadline=self.header_deadline, body_policy=self.body_policy,
                                policy_on_headers=self.policy_on_headers, clock=self.reactor,
-                               deadlines=self._header_deadlines(), on_proven=self._proven,
-                               on_lost=self._lost)
+                               deadlines=self._header_deadlines(), idle=self._idle_deadlines(),
+                               on_proven=self._proven, on_lost=self._lost)
 
-    def _header_deadlines(self) -> HeaderDeadlines:
+    def _header_deadlines(self) -> Deadlines:
         """The header deadlines of this site's connections (one timer for all of them)."""
         deadlines = self.__dict__.get("header_deadlines")
         if deadlines is None or deadlines.deadline != self.header_deadline:
-            deadlines = self.header_deadlines = HeaderDeadlines(self.reactor, self.header_deadline)
+            deadlines = self.header_deadlines = Deadlines(
+                self.reactor, self.header_deadline, GasolineChannel.headers_too_slow)
+        return deadlines
+
+    def _idle_deadlines(self) -> Deadlines | None:
+        """The idle timeouts of this site's connections (C{timeOut}; one timer for all)."""
+        if not self.timeOut:
+            return None
+        deadlines = self.__dict__.get("idle_deadlines")
+        if deadlines is None or deadlines.deadline != self.timeOut:
+            deadlines = self.idle_deadlines = Deadlines(
+                self.reactor, self.timeOut, GasolineChannel.timeoutConnection)
         return deadlines
 
     def __init__(self, resource: Any, *args: Any, max_connections: int = MAX_CONNECTIONS,

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
-from twisted.python import reflect
 from zope.interface import Interface, implementer
 
 if TYPE_CHECKING:
@@ -41,35 +40,23 @@ class RequestFacts:
 #: The facts of a request nobody noted anything on.
 NOTHING_NOTED = RequestFacts()
 
-#: The key C{Componentized} files the L{IRequestFacts} component under in its component cache
-#: (C{_adapterCache}, keyed by the interface's qualified name). The functions below read and
-#: write that entry directly: it is exactly what C{setComponent}/C{getComponent} store and return
-#: (no adapter is registered for L{IRequestFacts}, so C{getComponent} never adapts), without
-#: their per-call C{reflect.qual} and interface adaptation, which cost about as much as opening
-#: a sealed capture request's body.
-_KEY = reflect.qual(IRequestFacts)
-
 
 def facts_of(request: Componentized) -> RequestFacts:
     """The facts noted on C{request} so far."""
-    facts = request._adapterCache.get(_KEY)
-    return facts if facts.__class__ is RequestFacts else NOTHING_NOTED
+    facts = request.getComponent(IRequestFacts)
+    return facts if isinstance(facts, RequestFacts) else NOTHING_NOTED
 
 
 def note_key(request: Componentized, ok: bool) -> RequestFacts:
     """Note whether the caller of C{request} proved the API key."""
-    cache = request._adapterCache
-    before = cache.get(_KEY)
-    sealed = before.sealed if before.__class__ is RequestFacts else None
-    cache[_KEY] = facts = RequestFacts(key_ok=ok, sealed=sealed)
+    facts = RequestFacts(key_ok=ok, sealed=facts_of(request).sealed)
+    request.setComponent(IRequestFacts, facts)
     return facts
 
 
 def note_sealed(request: Componentized, session: Session, iv: bytes) -> RequestFacts:
     """Note that C{request}'s body was sealed by the pairing C{session} with C{iv}."""
     # (Built directly, not with attrs.evolve: this runs for every sealed capture request.)
-    cache = request._adapterCache
-    before = cache.get(_KEY)
-    key_ok = before.key_ok if before.__class__ is RequestFacts else True
-    cache[_KEY] = facts = RequestFacts(key_ok=key_ok, sealed=(session, iv))
+    facts = RequestFacts(key_ok=facts_of(request).key_ok, sealed=(session, iv))
+    request.setComponent(IRequestFacts, facts)
     return facts

@@ -63,6 +63,7 @@ _log = Logger()
 #: twisted.web's methods the overrides below extend, bound once: C{twisted.web.http} is a
 #: deprecation proxy module, and each attribute read through it costs a dozen Python calls.
 _channel_data_received = http.HTTPChannel.dataReceived
+_channel_line_received = http.HTTPChannel.lineReceived
 _channel_all_headers_received = http.HTTPChannel.allHeadersReceived
 _channel_all_content_received = http.HTTPChannel.allContentReceived
 _request_finish = server.Request.finish
@@ -252,6 +253,18 @@ class Deadlines:
         if self._timer is None:
             self._timer = self._clock.callLater(self.deadline, self._expire)
 
+    def forget(self, channel: GasolineChannel) -> None:
+        """C{channel} is gone (its connection was lost): not watched any more, and with nothing
+        left to watch the timer is cancelled (a request's own end only removes it from
+        L{watched}: the timer then fires once for nothing, instead of being cancelled and set
+        again for every request)."""
+        self.watched.pop(channel, None)
+        timer = self._timer
+        if not self.watched and timer is not None:
+            self._timer = None
+            if timer.active():
+                timer.cancel()
+
     def _expire(self) -> None:
         self._timer = None
         now = self._clock.seconds()
@@ -286,6 +299,8 @@ class GasolineChannel(http.HTTPChannel):
     policy_on_headers = True
     proven = False
     transport_paused = False
+    #: The current request's line (method, target, version), as it came.
+    _request_line = b""
     #: The site's header deadlines (L{Deadlines}) and the connections they watch.
     _deadlines: Deadlines | None = None
     _watched: dict[GasolineChannel, float] | None = None
@@ -344,11 +359,14 @@ class GasolineChannel(http.HTTPChannel):
         self._clock = clock
         self.on_proven = on_proven
         self.on_lost = on_lost
+        #: (Bound once: installed as the instance's lineReceived before each request.)
+        self._line_hook = self._request_line_received
 
     def connectionMade(self) -> None:
         super().connectionMade()
         no_delay(self.transport)
         self._arm()
+        self.__dict__["lineReceived"] = self._line_hook
 
     # -- IPushProducer, as the transport's producer --------------------------------------------
 
@@ -404,11 +422,22 @@ class GasolineChannel(http.HTTPChannel):
             self._disarm_body()
         if self._discarding:
             return  # answered already (the in-flight budget dropped it): never processed
+        self.__dict__["lineReceived"] = self._line_hook  # (for the next request's line)
         if not self.proven:
             self.proven = True
             if self.on_proven is not None:
                 self.on_proven(self)
         _channel_all_content_received(self)
+
+    def _request_line_received(self, line: bytes) -> None:
+        """A request's first line, on its way to twisted.web (which keeps its own copy to
+        itself): the route policy on the headers needs its method and target. Only that line
+        comes here (the instance's lineReceived until then); the header lines go straight to
+        twisted.web."""
+        if line:  # (twisted.web skips one empty line before a request)
+            self._request_line = line
+            del self.__dict__["lineReceived"]
+        _channel_line_received(self, line)
 
     def _body_bytes(self) -> int:
         """Body bytes received since the current request's headers ended (the refused ones
@@ -427,13 +456,10 @@ class GasolineChannel(http.HTTPChannel):
         site = getattr(self, "site", None)
         root = getattr(site, "resource", None)
         decide = getattr(root, "policy", None)
-        # The request line as twisted.web's HTTPChannel parsed it (it keeps the method and target
-        # on the channel, as _command and _path, from the request line until the body is in).
-        method = getattr(self, "_command", None)
-        target = getattr(self, "_path", None)
-        if decide is None or not isinstance(method, bytes) or not isinstance(target, bytes) \
-                or not self.requests:
+        parts = self._request_line.split(b" ")
+        if decide is None or len(parts) != 3 or not self.requests:
             return False
+        method, target = parts[0], parts[1]
         if method == b"OPTIONS":
             return False
         head = Head(self.requests[-1], method, target, self.length)
@@ -549,9 +575,12 @@ class GasolineChannel(http.HTTPChannel):
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self.on_lost is not None:
             self.on_lost(self)
-        self._disarm()
         self._disarm_body()
         super().connectionLost(reason)
+        if self._deadlines is not None:
+            self._deadlines.forget(self)
+        if self._idle is not None:
+            self._idle.forget(self)
 
     # -- the idle timeout (TimeoutMixin's), on the site's shared timer -------------------------
 

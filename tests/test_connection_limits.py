@@ -208,3 +208,28 @@ def test_idle_connections_close_at_the_idle_timeout_on_one_timer_and_never_while
     idle_timers = [c for c in clock.getDelayedCalls()
                    if getattr(c.func, "__self__", None) is site.idle_deadlines]
     assert len(idle_timers) <= 1
+
+
+def test_deadlines_keep_one_timer_when_an_expiry_starts_another_deadline():
+    """A connection handed over at its deadline may start another one's (its end runs code):
+    still one timer, and every deadline kept."""
+    from gasoline.http.request import Deadlines
+
+    clock = Clock()
+    ended: list[tuple[str, float]] = []
+
+    def expired(channel):
+        ended.append((channel, clock.seconds()))
+        if channel == "a":
+            deadlines.watch("c")  # type: ignore[arg-type]
+
+    deadlines = Deadlines(clock, 10.0, expired)
+    deadlines.watch("a")  # type: ignore[arg-type]
+    clock.advance(3)
+    deadlines.watch("b")  # type: ignore[arg-type]
+    clock.advance(7)  # a's deadline: c starts now, b's is at 13
+    assert ended == [("a", 10.0)] and len(clock.getDelayedCalls()) == 1
+    clock.advance(3)
+    assert ended == [("a", 10.0), ("b", 13.0)] and len(clock.getDelayedCalls()) == 1
+    clock.advance(7)
+    assert ended[-1] == ("c", 20.0) and clock.getDelayedCalls() == []

@@ -273,6 +273,9 @@ class Deadlines:
             channel = next(iter(watched))
             due = watched[channel] + self.deadline
             if due > now:
+                timer = self._timer  # (set again by a watch from an expired connection's end)
+                if timer is not None and timer.active():
+                    timer.cancel()
                 self._timer = self._clock.callLater(due - now, self._expire)
                 return
             del watched[channel]

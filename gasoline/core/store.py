@@ -136,13 +136,6 @@ class WebSocketConnection:
         }
 
 
-def _encode(entry: dict[str, Any]) -> bytes:
-    # orjson hands back a bytes object whose allocation is about 4 KiB however short the JSON
-    # (measured with tracemalloc: 4,098 B for a 246 B entry). Entries live long in the rings, so
-    # keep an exact-size copy: ~0.2 us per entry, and 100 000 console entries cost ~35 MB, not 400.
-    return bytes(memoryview(orjson.dumps(entry)))
-
-
 @attrs.frozen
 class Added:
     """What one L{TelemetryStore.add} wrote: the first sequence number and the buffer's head
@@ -203,7 +196,13 @@ class TelemetryStore:
         ring = self.buffers[buffer_name]
         if not entries:
             return Added(ring.head, ring.head)
-        encoded = [_encode(e) for e in entries]
+        # Each entry as compact JSON, in one list comprehension (no Python call per entry: a
+        # batch of the extension's holds 50). orjson hands back a bytes object whose allocation
+        # is about 4 KiB however short the JSON (measured with tracemalloc: 4,098 B for a 246 B
+        # entry). Entries live long in the rings, so keep an exact-size copy: ~0.2 us per entry,
+        # and 100 000 console entries cost ~35 MB, not 400.
+        dumps = orjson.dumps
+        encoded = [bytes(memoryview(dumps(e))) for e in entries]
         first, head = ring.extend(encoded)
         now = self._clock.seconds()
         self.last_write[buffer_name] = now

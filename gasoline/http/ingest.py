@@ -45,7 +45,7 @@ from gasoline.core.store import (
 )
 from gasoline.core.interfaces import ITelemetryStore
 from gasoline.core.validate import PayloadError
-from gasoline.http.guards import json_values_refusal
+from gasoline.http.guards import JSON_VALUES_COUNTED_FROM, json_values_refusal
 from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
@@ -106,6 +106,11 @@ def extension_session(route: Callable) -> Callable:
             if refused is not None:
                 status, message, extra = refused
                 return json_error(request, status, message, **extra)
+        # (A body received this short cannot hold too many values, nor can its plaintext:
+        # most capture requests skip the count.)
+        received = getattr(request, "body_length", None)
+        if received.__class__ is int and received <= JSON_VALUES_COUNTED_FROM:
+            return route(self, request, *args, **kwargs)
         too_many = json_values_refusal(request)
         if too_many is not None:
             return too_many

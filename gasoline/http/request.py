@@ -60,6 +60,17 @@ from gasoline.stream import abort_transport
 
 _log = Logger()
 
+#: twisted.web's methods the overrides below extend, bound once: C{twisted.web.http} is a
+#: deprecation proxy module, and each attribute read through it costs a dozen Python calls.
+_channel_data_received = http.HTTPChannel.dataReceived
+_channel_line_received = http.HTTPChannel.lineReceived
+_channel_all_headers_received = http.HTTPChannel.allHeadersReceived
+_channel_all_content_received = http.HTTPChannel.allContentReceived
+_request_finish = server.Request.finish
+_mixin_set_timeout = http.HTTPChannel.setTimeout
+_mixin_reset_timeout = http.HTTPChannel.resetTimeout
+
+
 MiB = 1024 * 1024
 #: C{POST /logs} (extension-protocol.md §1).
 LOGS_LIMIT = 10 * MiB
@@ -123,13 +134,6 @@ class GasolineRequest(server.Request):
     #: This body counts in the in-flight budget now.
     _counted = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
-        # into request.args, and answer a malformed multipart body with a bare 400 and a dropped
-        # connection instead of our JSON.
-        kwargs.setdefault("parsePOSTFormSubmission", False)
-        super().__init__(*args, **kwargs)
-
     def gotLength(self, length: int | None) -> None:
         self.body_length = 0
         self._declared = length
@@ -181,8 +185,9 @@ class GasolineRequest(server.Request):
             channel.refuse_now(503, orjson.dumps({"error": why, "code": "in_flight_budget"}))
 
     def finish(self) -> None:
-        self._release()
-        super().finish()
+        if self._counted:  # (most bodies come whole and are never counted)
+            self._release()
+        _request_finish(self)
 
     def connectionLost(self, reason: Failure) -> None:
         self._release()
@@ -204,6 +209,77 @@ MAX_CONNECTIONS = 1000
 #: of the request's headers: an absolute deadline, not an idle timer that each byte resets.
 HEADER_DEADLINE = 10.0
 
+
+class Deadlines:
+    """One deadline, the same for many connections of a site, on one timer.
+
+    A connection is watched from when its deadline starts (L{watch}, again when it restarts)
+    until it is met (the channel removes itself from L{watched}); one still watched L{deadline}
+    seconds after it started is handed to C{expired}. The watched connections are kept in the
+    order they started (a dict, in insertion order: a connection watched again goes to the end),
+    so the one timer is due at the oldest one's deadline, and each time it fires it hands over
+    those past theirs, oldest first, and is set again for the next one's. A request costs an
+    insertion and a removal in a dict, not a timer set and cancelled; each deadline is as exact
+    as one timer per connection would keep it.
+
+    A site has two (L{GasolineSite}): the header deadline (L{HEADER_DEADLINE}, from a
+    connection's opening or a request's first byte to the end of its headers) and the idle
+    timeout between requests (L{IDLE_TIMEOUT}, twisted.web's C{TimeoutMixin} timeout, which
+    L{GasolineChannel} keeps here).
+    """
+
+    def __init__(self, clock: IReactorTime, deadline: float,
+                 expired: Callable[[GasolineChannel], object]) -> None:
+        self._clock = clock
+        #: The clock's time now (bound once).
+        self.now = clock.seconds
+        self.deadline = deadline
+        self.expired = expired
+        #: Watched connections -> when their deadline started.
+        self.watched: dict[GasolineChannel, float] = {}
+        self._timer: Any = None
+
+    def watch(self, channel: GasolineChannel) -> None:
+        """C{channel}'s deadline starts now (or starts again)."""
+        watched = self.watched
+        if channel in watched:
+            del watched[channel]  # (to the end: the order is the order they started)
+        watched[channel] = self._clock.seconds()
+        if self._timer is None:
+            self._timer = self._clock.callLater(self.deadline, self._expire)
+
+    def forget(self, channel: GasolineChannel) -> None:
+        """C{channel} is gone (its connection was lost): not watched any more, and with nothing
+        left to watch the timer is cancelled (a request's own end only removes it from
+        L{watched}: the timer then fires once for nothing, instead of being cancelled and set
+        again for every request)."""
+        self.watched.pop(channel, None)
+        timer = self._timer
+        if not self.watched and timer is not None:
+            self._timer = None
+            if timer.active():
+                timer.cancel()
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = self._clock.seconds()
+        watched = self.watched
+        while watched:
+            channel = next(iter(watched))
+            due = watched[channel] + self.deadline
+            if due > now:
+                timer = self._timer  # (set again by a watch from an expired connection's end)
+                if timer is not None and timer.active():
+                    timer.cancel()
+                self._timer = self._clock.callLater(due - now, self._expire)
+                return
+            del watched[channel]
+            try:
+                self.expired(channel)
+            except Exception:
+                _log.failure("ending a connection past its deadline failed")
+
+
 class GasolineChannel(http.HTTPChannel):
     """An C{HTTPChannel} with an absolute deadline for each request's headers
     (L{HEADER_DEADLINE}), Nagle's algorithm off (L{no_delay}), and a streaming producer registered
@@ -221,7 +297,15 @@ class GasolineChannel(http.HTTPChannel):
     policy_on_headers = True
     proven = False
     transport_paused = False
-    _deadline = None
+    #: The current request's line (method, target, version), as it came.
+    _request_line = b""
+    #: The site's header deadlines (L{Deadlines}) and the connections they watch.
+    _deadlines: Deadlines | None = None
+    _watched: dict[GasolineChannel, float] | None = None
+    #: The site's idle timeouts (L{Deadlines}; C{None}: twisted.web's own timer per connection),
+    #: and whether this connection's timeout is on twisted.web's timer (another period).
+    _idle: Deadlines | None = None
+    _own_timeout = False
     #: The body deadline's timer, when it is set: (delayed call, when it is due).
     _body_timer = None
     #: A request's body is being read (its headers are in, it is not complete).
@@ -233,8 +317,6 @@ class GasolineChannel(http.HTTPChannel):
     _discarding = False
     #: Body bytes of the refused request still to come (C{None}: unknown, chunked).
     _discard_left: int | None = None
-    #: The current request's (method, target), from its request line.
-    _request_line: tuple[bytes, bytes] | None = None
     #: The site's clock (its reactor), for the body deadline.
     _clock: IReactorTime | None = None
     #: Waiting for a request's first byte (between requests): the next byte arms the deadline.
@@ -248,26 +330,41 @@ class GasolineChannel(http.HTTPChannel):
     def __init__(self, *, header_deadline: float = HEADER_DEADLINE,
                  body_policy: BodyPolicy | None = None, policy_on_headers: bool = True,
                  clock: IReactorTime | None = None,
+                 deadlines: Deadlines | None = None, idle: Deadlines | None = None,
                  on_proven: Callable[[GasolineChannel], None] | None = None,
                  on_lost: Callable[[GasolineChannel], None] | None = None) -> None:
         """Everything the site decides for its channels is passed here (L{GasolineSite.protocol}).
 
         @param clock: the site's reactor, for the body deadline.
+        @param deadlines: the site's header deadlines (shared by its channels); without it, a
+            channel with a C{clock} keeps its own (C{header_deadline}); one with neither has none.
+        @param idle: the site's idle timeouts (shared by its channels): the timeout
+            (C{TimeoutMixin}'s C{timeOut}) is kept there when its period is theirs; without it,
+            on twisted.web's timer.
         """
         super().__init__()
         self.header_deadline = header_deadline
+        if deadlines is None and clock is not None:
+            deadlines = Deadlines(clock, header_deadline, GasolineChannel.headers_too_slow)
+        if deadlines is not None:
+            self.header_deadline = deadlines.deadline
+            self._deadlines = deadlines
+            self._watched = deadlines.watched
+        self._idle = idle
         if body_policy is not None:
             self.body_policy = body_policy
         self.policy_on_headers = policy_on_headers
         self._clock = clock
         self.on_proven = on_proven
         self.on_lost = on_lost
+        #: (Bound once: installed as the instance's lineReceived before each request.)
+        self._line_hook = self._request_line_received
 
     def connectionMade(self) -> None:
         super().connectionMade()
         no_delay(self.transport)
         self._arm()
-        self._watch_request_line()
+        self.__dict__["lineReceived"] = self._line_hook
 
     # -- IPushProducer, as the transport's producer --------------------------------------------
 
@@ -289,6 +386,9 @@ class GasolineChannel(http.HTTPChannel):
         if streaming and self.transport_paused:
             producer.pauseProducing()
 
+    # (The overrides below run for every request: they call HTTPChannel's methods by name, not
+    # through super(), and inline the checks of the common case, a body that came whole.)
+
     def dataReceived(self, data: bytes) -> None:
         if self._discarding:
             self._discard(data)
@@ -296,59 +396,55 @@ class GasolineChannel(http.HTTPChannel):
         if self._between_requests:
             self._between_requests = False
             self._arm()
-        super().dataReceived(data)
+        _channel_data_received(self, data)
         if self._body_waiting and self._body_timer is None:
             # A body that did not come whole with its headers: now it has a deadline (most
             # bodies do come whole, and cost no timer).
             self._arm_body()
 
-    def rawDataReceived(self, data: bytes) -> None:
-        # Raw mode: a request's body (or, while one is being answered, the next request's bytes,
-        # which twisted.web buffers and plays back later).
-        if self._discarding:
-            self._discard(data)
-            return
-        if self._body_waiting:
-            self._body_received += len(data)
-        super().rawDataReceived(data)
-
-    def _watch_request_line(self) -> None:
-        """Read the next request's line on its way to twisted.web (which keeps its own copy
-        private): the route policy on the headers needs its method and target. Only that line
-        goes through L{_request_line_received}; the header lines go straight to twisted.web."""
-        self.__dict__["lineReceived"] = self._request_line_received
-
-    def _request_line_received(self, line: bytes) -> None:
-        if line:  # (twisted.web skips one empty line before a request)
-            parts = line.split(b" ")
-            self._request_line = (parts[0], parts[1]) if len(parts) == 3 else None
-            self.__dict__.pop("lineReceived", None)
-        super().lineReceived(line)
-
     def allHeadersReceived(self) -> None:
-        self._disarm()
-        super().allHeadersReceived()
+        watched = self._watched
+        if watched is not None:  # (the headers are in: their deadline is met)
+            watched.pop(self, None)
+        _channel_all_headers_received(self)
         length = self.length
         if length == 0:
             return  # no body: the request is complete (allContentReceived comes next)
         self._body_waiting = True
-        self._body_received = 0
-        if self.policy_on_headers and (length is None or length > POLICY_ON_HEADERS_FROM) \
-                and self._refused_on_headers():
-            return
+        if self.policy_on_headers and (length is None or length > POLICY_ON_HEADERS_FROM):
+            self._refused_on_headers()
 
     def allContentReceived(self) -> None:
         self._body_waiting = False
-        self._disarm_body()
-        self._request_line = None
-        self._watch_request_line()
+        if self._body_timer is not None:
+            self._disarm_body()
         if self._discarding:
             return  # answered already (the in-flight budget dropped it): never processed
+        self.__dict__["lineReceived"] = self._line_hook  # (for the next request's line)
         if not self.proven:
             self.proven = True
             if self.on_proven is not None:
                 self.on_proven(self)
-        super().allContentReceived()
+        _channel_all_content_received(self)
+
+    def _request_line_received(self, line: bytes) -> None:
+        """A request's first line, on its way to twisted.web (which keeps its own copy to
+        itself): the route policy on the headers needs its method and target. Only that line
+        comes here (the instance's lineReceived until then); the header lines go straight to
+        twisted.web."""
+        if line:  # (twisted.web skips one empty line before a request)
+            self._request_line = line
+            del self.__dict__["lineReceived"]
+        _channel_line_received(self, line)
+
+    def _body_bytes(self) -> int:
+        """Body bytes received since the current request's headers ended (the refused ones
+        dropped included)."""
+        if self._discarding:
+            return self._body_received
+        request = self.requests[-1] if self.requests else None
+        received = getattr(request, "body_length", 0)
+        return received if isinstance(received, int) else 0
 
     # -- the request-body policy ----------------------------------------------------------------
 
@@ -358,9 +454,10 @@ class GasolineChannel(http.HTTPChannel):
         site = getattr(self, "site", None)
         root = getattr(site, "resource", None)
         decide = getattr(root, "policy", None)
-        if decide is None or self._request_line is None or not self.requests:
+        parts = self._request_line.split(b" ")
+        if decide is None or len(parts) != 3 or not self.requests:
             return False
-        method, target = self._request_line
+        method, target = parts[0], parts[1]
         if method == b"OPTIONS":
             return False
         head = Head(self.requests[-1], method, target, self.length)
@@ -386,6 +483,7 @@ class GasolineChannel(http.HTTPChannel):
         and drop the rest of its body (the in-flight budget needed its room)."""
         if self._discarding:
             return
+        self._body_received = self._body_bytes()  # (what came before the refusal)
         self._answer_and_drop(code, [(b"Content-Type", [b"application/json"])], body, None)
 
     def _answer_and_drop(self, code: int, headers: Sequence[tuple[bytes, Sequence[bytes]]],
@@ -397,6 +495,9 @@ class GasolineChannel(http.HTTPChannel):
         lines += [b"Content-Length: %d" % len(body), b"Connection: close", b"", b""]
         self._discarding = True
         self._discard_left = left  # None: not known (chunked, or part already read)
+        # What follows in the bytes being parsed now goes to _discard, not to twisted.web (it
+        # would read it as the body, or the next request); dataReceived drops later reads.
+        self.__dict__["rawDataReceived"] = self._discard
         transport = self.transport
         if transport is None:
             return
@@ -450,7 +551,7 @@ class GasolineChannel(http.HTTPChannel):
             # The reactor was busy (not reading): that time is not the client's.
             self._body_started += late
         elapsed = now - self._body_started
-        why = self.body_policy.too_slow(elapsed, self._body_received)
+        why = self.body_policy.too_slow(elapsed, self._body_bytes())
         transport = self.transport
         if why is not None:
             self._body_timer = None
@@ -472,21 +573,60 @@ class GasolineChannel(http.HTTPChannel):
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self.on_lost is not None:
             self.on_lost(self)
-        self._disarm()
         self._disarm_body()
         super().connectionLost(reason)
+        if self._deadlines is not None:
+            self._deadlines.forget(self)
+        if self._idle is not None:
+            self._idle.forget(self)
+
+    # -- the idle timeout (TimeoutMixin's), on the site's shared timer -------------------------
+
+    def setTimeout(self, period: int | None) -> int | None:
+        """C{TimeoutMixin.setTimeout}: twisted.web sets the idle timeout when a connection opens
+        and after each request, and clears it while a request is handled. With the site's
+        L{Deadlines} of that period it is kept there, not on a timer of its own."""
+        idle = self._idle
+        if idle is None or (period is not None and period != idle.deadline):
+            idle_watched = idle.watched if idle is not None else None
+            if idle_watched is not None:
+                idle_watched.pop(self, None)
+            self._own_timeout = period is not None
+            return _mixin_set_timeout(self, period)
+        if self._own_timeout:  # (it was on twisted.web's timer: cancel that one)
+            self._own_timeout = False
+            _mixin_set_timeout(self, None)
+        previous = self.timeOut
+        self.timeOut = period
+        if period is None:
+            idle.watched.pop(self, None)
+        else:
+            idle.watch(self)
+        return previous
+
+    def resetTimeout(self) -> None:
+        """C{TimeoutMixin.resetTimeout} (every read): the idle timeout, if it is running,
+        starts again."""
+        idle = self._idle
+        if idle is None or self._own_timeout:
+            _mixin_reset_timeout(self)
+            return
+        watched = idle.watched
+        if self in watched:  # running: it starts again, at the end (L{Deadlines.watch}, inlined:
+            del watched[self]  # this runs for every read, and a watched dict has its timer set)
+            watched[self] = idle.now()
 
     def _arm(self) -> None:
-        self._disarm()
-        self._deadline = self.callLater(self.header_deadline, self._too_slow)
+        """The header deadline starts now."""
+        if self._deadlines is not None:
+            self._deadlines.watch(self)
 
     def _disarm(self) -> None:
-        deadline, self._deadline = self._deadline, None
-        if deadline is not None and deadline.active():
-            deadline.cancel()
+        if self._watched is not None:
+            self._watched.pop(self, None)
 
-    def _too_slow(self) -> None:
-        self._deadline = None
+    def headers_too_slow(self) -> None:
+        """The header deadline passed (L{Deadlines}): abort the connection."""
         transport = self.transport
         if transport is not None:
             _log.debug("request headers not complete after {s} s: connection closed",
@@ -515,11 +655,35 @@ class GasolineSite(server.Site):
         # A plain HTTP/1.1 channel: no HTTP/2 (h2 is not installed), so no negotiating wrapper.
         return GasolineChannel(header_deadline=self.header_deadline, body_policy=self.body_policy,
                                policy_on_headers=self.policy_on_headers, clock=self.reactor,
+                               deadlines=self._header_deadlines(), idle=self._idle_deadlines(),
                                on_proven=self._proven, on_lost=self._lost)
+
+    def _header_deadlines(self) -> Deadlines:
+        """The header deadlines of this site's connections (one timer for all of them)."""
+        deadlines = self.__dict__.get("header_deadlines")
+        if deadlines is None or deadlines.deadline != self.header_deadline:
+            deadlines = self.header_deadlines = Deadlines(
+                self.reactor, self.header_deadline, GasolineChannel.headers_too_slow)
+        return deadlines
+
+    def _idle_deadlines(self) -> Deadlines | None:
+        """The idle timeouts of this site's connections (C{timeOut}; one timer for all)."""
+        if not self.timeOut:
+            return None
+        deadlines = self.__dict__.get("idle_deadlines")
+        if deadlines is None or deadlines.deadline != self.timeOut:
+            deadlines = self.idle_deadlines = Deadlines(
+                self.reactor, self.timeOut, GasolineChannel.timeoutConnection)
+        return deadlines
 
     def __init__(self, resource: Any, *args: Any, max_connections: int = MAX_CONNECTIONS,
                  inflight: InFlight | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("timeout", IDLE_TIMEOUT)
+        # Every route takes JSON. twisted.web would otherwise parse form and multipart bodies
+        # into request.args, and answer a malformed multipart body with a bare 400 and a dropped
+        # connection instead of our JSON. (Set on the site, which its requests read, rather than
+        # passed by a constructor of GasolineRequest's: one Python call less per request.)
+        kwargs.setdefault("parsePOSTFormSubmission", False)
         super().__init__(resource, *args, **kwargs)
         self.max_connections = max_connections
         #: The daemon-wide in-flight budget: the root's (shared with its WebSocket routes), else

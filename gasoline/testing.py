@@ -69,8 +69,8 @@ def client_headers(source: Any, client_id: str) -> dict[str, str]:
     act as C{client_id} (gasoline.http.client_proof).
 
     C{source} holds the daemon's client key: a built daemon (L{gasoline.app.Gasoline}, its
-    L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.ClientRegistry}, a
-    L{gasoline.core.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
+    L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.registry.ClientRegistry}, a
+    L{gasoline.core.trust.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
     C{client-key} file)."""
     from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
 
@@ -587,7 +587,7 @@ class PairedExtensionKeys:
 
     @property
     def fingerprint(self) -> str:
-        from gasoline.core.identity import fingerprint_of
+        from gasoline.core.trust.identity import fingerprint_of
 
         return fingerprint_of(self.public)
 
@@ -598,8 +598,8 @@ class PairedExtensionKeys:
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec, utils
 
-        from gasoline.core.identity import b64u
-        from gasoline.core.pins import extension_transcript
+        from gasoline.core.trust.identity import b64u
+        from gasoline.core.trust.pins import extension_transcript
 
         eph = ec.generate_private_key(ec.SECP256R1())
         eph_raw = _raw_point(eph.public_key())
@@ -621,8 +621,8 @@ class PairedExtensionKeys:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        from gasoline.core.identity import challenge_proof, derive_session_key
-        from gasoline.core.seal import seal_key_of
+        from gasoline.core.trust.identity import challenge_proof, derive_session_key
+        from gasoline.core.trust.seal import seal_key_of
 
         eph, eph_raw, nonce = self._pending
         peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.daemon_key)
@@ -637,7 +637,7 @@ class PairedExtensionKeys:
 
     def seal(self, method: str, path: str, body: bytes) -> tuple[dict[str, str], bytes, bytes]:
         """C{(headers, sealed body, iv)} of a request of this session (its next request number)."""
-        from gasoline.core.seal import request_aad, request_iv
+        from gasoline.core.trust.seal import request_aad, request_iv
 
         assert self.session is not None, "pair first"
         self.seq += 1
@@ -650,7 +650,7 @@ class PairedExtensionKeys:
 
     def open_answer(self, request_iv: bytes, body: bytes) -> bytes:
         """The plaintext of a sealed answer to the request sealed with C{request_iv}."""
-        from gasoline.core.seal import response_aad
+        from gasoline.core.trust.seal import response_aad
 
         return self._aead.decrypt(body[:12], body[12:], response_aad(request_iv))
 

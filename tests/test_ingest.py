@@ -13,7 +13,14 @@ from gasoline.testing import stub_request
 from treq.testing import StubTreq
 
 from gasoline.http.ingest import IngestAPI
-from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.http.ingest import is_extension_client
 from gasoline.testing import EXTENSION_HEADERS
 

@@ -11,7 +11,7 @@ from support import Streams
 from treq.testing import StubTreq
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.testing import client_headers
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.tools import Tool

@@ -46,8 +46,8 @@ from _common import print_table, write_json
 import _workload
 from twisted.internet import task
 
-from gasoline.core.journal import ConsoleJournal
-from gasoline.core.store import (
+from gasoline.core.storage.journal import ConsoleJournal
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     DEFAULT_BUFFERS,
@@ -245,7 +245,7 @@ def use(port: int, state_dir: Path) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from gasoline.core.identity import b64u
+    from gasoline.core.trust.identity import b64u
     from _common import HTTPConnection
 
     from gasoline.testing import EXTENSION_HEADERS

@@ -36,7 +36,7 @@ def measure(agents: int, rounds: int, per_call: int) -> dict:
     from twisted.internet import task
 
     from gasoline.app import Config, build
-    from gasoline.core.store import CONSOLE
+    from gasoline.core.storage.store import CONSOLE
     from gasoline.mcp import jsonrpc
 
     with tempfile.TemporaryDirectory(prefix="gasoline-obscpu-") as tmp:

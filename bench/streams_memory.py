@@ -213,7 +213,7 @@ def subscription_memory(n: int, distinct: bool) -> dict[str, Any]:
     from twisted.internet.task import Clock
 
     from gasoline.app import Config, build
-    from gasoline.core.store import CONSOLE
+    from gasoline.core.storage.store import CONSOLE
     from gasoline.mcp import jsonrpc
     from gasoline.streaming.inbox import DEFAULT_INBOX, QUEUE_CAPACITY
     from gasoline.streaming.subscription import parse

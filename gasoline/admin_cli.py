@@ -456,8 +456,8 @@ def identity(argv: list[str]) -> int:
     if target.state_dir is None:
         print(f"gasoline: {why}", file=sys.stderr)
         return NOT_RUNNING
-    from gasoline.core.identity import IDENTITY_FILE, fingerprint_of
-    from gasoline.core.identity import public_key_from_pem
+    from gasoline.core.trust.identity import IDENTITY_FILE, fingerprint_of
+    from gasoline.core.trust.identity import public_key_from_pem
 
     path = target.state_dir / IDENTITY_FILE
     try:

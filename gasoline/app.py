@@ -25,25 +25,25 @@ from gasoline.config import (  # noqa: F401  (re-exported: the tac file and test
     Config,
     default_state_dir,
 )
-from gasoline.core.clientkey import ClientKey
-from gasoline.core.clients import ClientRegistry
-from gasoline.core.commands import CommandQueue
+from gasoline.core.trust.clientkey import ClientKey
+from gasoline.core.clients.registry import ClientRegistry
+from gasoline.core.extension.commands import CommandQueue
 from gasoline.core.daemon import Daemon
-from gasoline.core.documents import JsonDocument
-from gasoline.core.extension import PAIR_FIX, WAITING_FOR_PAIRING, ExtensionLink
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.storage.documents import JsonDocument
+from gasoline.core.extension.link import PAIR_FIX, WAITING_FOR_PAIRING, ExtensionLink
+from gasoline.core.trust.pairing import DaemonIdentity
 from gasoline.core.lifecycle import Shutdown
-from gasoline.core.noise import NoiseRules
-from gasoline.core.notify import Notifier
-from gasoline.core.files import DiskHealth
-from gasoline.core.atrest import AtRest, load_state_key, refuse_clear_start
-from gasoline.core.persist import wire_journals
-from gasoline.core.redact import Redactor
-from gasoline.core.router import QueryRouter
-from gasoline.core.screenshots import ScreenshotStore
-from gasoline.core.redacted import Offload
+from gasoline.core.clients.noise import NoiseRules
+from gasoline.core.storage.notify import Notifier
+from gasoline.core.storage.files import DiskHealth
+from gasoline.core.storage.atrest import AtRest, load_state_key, refuse_clear_start
+from gasoline.core.storage.persist import wire_journals
+from gasoline.core.redaction.redactor import Redactor
+from gasoline.core.extension.router import QueryRouter
+from gasoline.core.storage.screenshots import ScreenshotStore
+from gasoline.core.redaction.once import Offload
 from gasoline.core.workers import WorkerPool
-from gasoline.core.store import CONSOLE, TelemetryStore
+from gasoline.core.storage.store import CONSOLE, TelemetryStore
 from gasoline.http.admin import HealthAPI, MetricsAPI
 from gasoline.http.clients_api import ClientsAPI
 from gasoline.http.dispatch import HasRoutes
@@ -72,7 +72,7 @@ from gasoline.tools import GasolineTools
 from gasoline.tools.resources import gasoline_resources
 
 #: Minimum spacing of the store notifier's flushes under a burst (seconds; see
-#: L{gasoline.core.notify}). 0: each write goes to the subscribers on the next reactor turn.
+#: L{gasoline.core.storage.notify}). 0: each write goes to the subscribers on the next reactor turn.
 #: Spacing flushes 2 ms apart handed the streaming hub a few writes per turn and saved
 #: instructions, but cost more CPU time than it saved (bench/streaming.py, docs/streaming.md).
 NOTIFY_INTERVAL = 0.0
@@ -124,7 +124,7 @@ def _at_rest(config: Config) -> AtRest | None:
     """The sealing of the state dir (C{--state-key-file}), its key checked against the state
     dir; without a key, a state dir that holds encrypted state is refused.
 
-    @raise gasoline.core.atrest.StateKeyError: the one line to show."""
+    @raise gasoline.core.storage.atrest.StateKeyError: the one line to show."""
     if config.state_key_file is None:
         refuse_clear_start(config.state_dir)
         return None
@@ -170,7 +170,7 @@ def build_daemon(config: Config, clock: IReactorTime, services: MultiService,
     store = TelemetryStore(clock, config.buffer_specs(), notifier,
                            offload=Offload(workers) if workers is not None else None)
 
-    # Durability (gasoline.core.persist): the state dir (0700, warned about when loose), disk
+    # Durability (gasoline.core.storage.persist): the state dir (0700, warned about when loose), disk
     # health for every state write, and one journal per telemetry buffer, reloaded here (a
     # blocking read before the reactor runs) with the entries' old sequence numbers.
     at_rest = _at_rest(config)

@@ -7,7 +7,7 @@ The C{gasoline} console script::
   gasoline setup CLIENT         register that connector with an MCP client (L{gasoline.setup_cli})
   gasoline browser [URL] [...]  Chromium with the extension, paired and tracking (L{gasoline.launch})
   gasoline doctor|status|stop|identity   operations without an agent (L{gasoline.admin_cli})
-  gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.pins})
+  gasoline pair [accept FP | forget]     the extension this daemon pins (L{gasoline.core.trust.pins})
   gasoline client-proof ID [--port N]  the headers that let an HTTP MCP client act as ID
 """
 
@@ -140,7 +140,7 @@ def _pair(rest: list[str]) -> int:
     import argparse
     from pathlib import Path
 
-    from gasoline.core.pins import pair_command
+    from gasoline.core.trust.pins import pair_command
 
     p = argparse.ArgumentParser(prog="gasoline pair", usage=PAIR_USAGE)
     p.add_argument("action", nargs="?", choices=("accept", "forget"))

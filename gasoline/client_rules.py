@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 
-#: The daemon's client key, in its state dir (L{gasoline.core.clientkey}; docs/security.md,
+#: The daemon's client key, in its state dir (L{gasoline.core.trust.clientkey}; docs/security.md,
 #: "Who may act as a client id").
 CLIENT_KEY_FILE = "client-key"
 #: The header that carries a client id's proof (with C{X-Gasoline-Client: <client id>}).

@@ -10,7 +10,7 @@ from pathlib import Path
 import attrs
 
 from gasoline.common import default_state_dir
-from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec
+from gasoline.core.storage.store import CONSOLE, DEFAULT_BUFFERS, BufferSpec
 from gasoline.core.inflight import IN_FLIGHT_LIMIT
 
 DEFAULT_LISTEN = "tcp:7890:interface=127.0.0.1"
@@ -44,7 +44,7 @@ class Config:
     #: Agents may start a browser (C{interact {what:"launch_browser"}}, docs/browser.md).
     allow_launch_browser: bool = False
     #: C{--state-key-file}: journals, client state and documents sealed at rest
-    #: (L{gasoline.core.atrest}); None: written in clear.
+    #: (L{gasoline.core.storage.atrest}); None: written in clear.
     state_key_file: Path | None = None
     #: Bytes of request bodies and unfinished WebSocket messages held at once
     #: (gasoline.core.inflight; docs/operations.md, "Memory").

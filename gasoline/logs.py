@@ -42,7 +42,7 @@ from zope.interface import implementer
 
 from gasoline.common import is_factory_chatter, make_private_dir, rfc3339
 from gasoline.core.lifecycle import ClockedTimer
-from gasoline.core.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
@@ -261,7 +261,7 @@ class LogFiles:
     # -- shared logs from the store's writes -----------------------------------------------------
 
     def buffer_written(self, event: Any) -> None:
-        """A L{gasoline.core.store.BufferWrite}: copy its entries to the buffer's shared log."""
+        """A L{gasoline.core.storage.store.BufferWrite}: copy its entries to the buffer's shared log."""
         relpath = SHARED_LOGS.get(event.buffer)
         if relpath is None:
             return

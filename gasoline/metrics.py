@@ -36,8 +36,8 @@ from gasoline.http.routes import ROUTES
 
 if TYPE_CHECKING:
     from twisted.web.server import Request
-    from gasoline.core.extension import ExtensionLink
-    from gasoline.core.journal import BufferJournal
+    from gasoline.core.extension.link import ExtensionLink
+    from gasoline.core.storage.journal import BufferJournal
     from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
     from gasoline.http.ingest import IngestAPI
     from gasoline.mcp.tools import ToolRegistry
@@ -199,7 +199,7 @@ class DaemonCollector:
         self.tools = tools
         self.router = router
         self.extension = extension
-        #: C{buffer name -> journal} (L{gasoline.core.persist.Persistence}'s C{journals}: none
+        #: C{buffer name -> journal} (L{gasoline.core.storage.persist.Persistence}'s C{journals}: none
         #: with C{--no-persist}).
         self.journals: Mapping[str, BufferJournal] = journals if journals is not None else {}
         self.sse = sse

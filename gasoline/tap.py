@@ -39,8 +39,8 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.common import positive_duration, positive_int
-from gasoline.core.files import StateFileError, make_private_dir, write_atomic
-from gasoline.core.store import CONSOLE, DEFAULT_BUFFERS
+from gasoline.core.storage.files import StateFileError, make_private_dir, write_atomic
+from gasoline.core.storage.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
 from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
 from gasoline.logs import LogLimits, LogService
@@ -313,7 +313,7 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--proxy-config: {e}")
         self["proxy-config"] = proxy
         if self["state-key-file"]:
-            from gasoline.core.atrest import AtRest, StateKeyError, load_state_key
+            from gasoline.core.storage.atrest import AtRest, StateKeyError, load_state_key
 
             if self["log-dir"]:
                 raise usage.UsageError(
@@ -325,7 +325,7 @@ class Options(usage.Options):
             except (StateKeyError, OSError) as e:
                 raise usage.UsageError(str(e))
         else:
-            from gasoline.core.atrest import StateKeyError, refuse_clear_start
+            from gasoline.core.storage.atrest import StateKeyError, refuse_clear_start
 
             try:
                 refuse_clear_start(self.config().state_dir)

@@ -72,12 +72,12 @@ def client_headers(source: Any, client_id: str) -> dict[str, str]:
     act as C{client_id} (gasoline.http.client_proof).
 
     C{source} holds the daemon's client key: a built daemon (L{gasoline.app.Gasoline}, its
-    L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.ClientRegistry}, a
-    L{gasoline.core.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
+    L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.registry.ClientRegistry}, a
+    L{gasoline.core.trust.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
     C{client-key} file)."""
     from gasoline.app import Gasoline
     from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
-    from gasoline.core.clientkey import ClientKey
+    from gasoline.core.trust.clientkey import ClientKey
     from gasoline.core.daemon import Daemon
     from gasoline.core.interfaces import IClientRegistry
     from gasoline.testing_process import DaemonProcess
@@ -601,7 +601,7 @@ class PairedExtensionKeys:
 
     @property
     def fingerprint(self) -> str:
-        from gasoline.core.identity import fingerprint_of
+        from gasoline.core.trust.identity import fingerprint_of
 
         return fingerprint_of(self.public)
 
@@ -612,8 +612,8 @@ class PairedExtensionKeys:
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import ec, utils
 
-        from gasoline.core.identity import b64u
-        from gasoline.core.pins import extension_transcript
+        from gasoline.core.trust.identity import b64u
+        from gasoline.core.trust.pins import extension_transcript
 
         eph = ec.generate_private_key(ec.SECP256R1())
         eph_raw = _raw_point(eph.public_key())
@@ -635,8 +635,8 @@ class PairedExtensionKeys:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-        from gasoline.core.identity import challenge_proof, derive_session_key
-        from gasoline.core.seal import seal_key_of
+        from gasoline.core.trust.identity import challenge_proof, derive_session_key
+        from gasoline.core.trust.seal import seal_key_of
 
         eph, eph_raw, nonce = self._pending
         peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.daemon_key)
@@ -651,7 +651,7 @@ class PairedExtensionKeys:
 
     def seal(self, method: str, path: str, body: bytes) -> tuple[dict[str, str], bytes, bytes]:
         """C{(headers, sealed body, iv)} of a request of this session (its next request number)."""
-        from gasoline.core.seal import request_aad, request_iv
+        from gasoline.core.trust.seal import request_aad, request_iv
 
         assert self.session is not None, "pair first"
         self.seq += 1
@@ -664,7 +664,7 @@ class PairedExtensionKeys:
 
     def open_answer(self, request_iv: bytes, body: bytes) -> bytes:
         """The plaintext of a sealed answer to the request sealed with C{request_iv}."""
-        from gasoline.core.seal import response_aad
+        from gasoline.core.trust.seal import response_aad
 
         return self._aead.decrypt(body[:12], body[12:], response_aad(request_iv))
 

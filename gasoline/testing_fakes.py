@@ -24,8 +24,8 @@ from twisted.internet.defer import Deferred, fail
 from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
-from gasoline.core.boundaries import TestBoundaries
-from gasoline.core.clientkey import ClientKey
+from gasoline.core.storage.boundaries import TestBoundaries
+from gasoline.core.trust.clientkey import ClientKey
 from gasoline.core.errors import (
     ExtensionDisconnected,
     GasolineError,
@@ -34,10 +34,10 @@ from gasoline.core.errors import (
     UnknownClient,
 )
 from gasoline.core.interfaces import IClientRegistry, IClientState, IQueryRouter, ITelemetryStore
-from gasoline.core.notify import Notifier
-from gasoline.core.redacted import ReadCache
-from gasoline.core.ring import ReadResult
-from gasoline.core.store import DEFAULT_BUFFERS, Added, BufferWrite
+from gasoline.core.storage.notify import Notifier
+from gasoline.core.redaction.once import ReadCache
+from gasoline.core.storage.ring import ReadResult
+from gasoline.core.storage.store import DEFAULT_BUFFERS, Added, BufferWrite
 
 
 # -- client state ---------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ class MemoryClientRegistry:
 
 class MemoryLog:
     """An unbounded list with ring-buffer sequence numbers and reads (what callers of
-    C{ITelemetryStore.buffers} use of L{gasoline.core.ring.RingBuffer}); nothing is evicted
+    C{ITelemetryStore.buffers} use of L{gasoline.core.storage.ring.RingBuffer}); nothing is evicted
     except by L{clear}, so C{missed} is only ever counted after a clear."""
 
     def __init__(self) -> None:
@@ -312,7 +312,7 @@ class MemoryLog:
 @implementer(ITelemetryStore)
 class MemoryTelemetryStore:
     """The shared buffers as unbounded L{MemoryLog}s of JSON bytes (the buffer names of
-    L{gasoline.core.store}); each write publishes one L{BufferWrite} to C{notifier}."""
+    L{gasoline.core.storage.store}); each write publishes one L{BufferWrite} to C{notifier}."""
 
     def __init__(self, clock: IReactorTime, notifier: Notifier | None = None) -> None:
         self._clock = clock

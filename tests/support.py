@@ -102,7 +102,7 @@ def pair(port: int, origin: str = "chrome-extension://abcdefghijklmnop") -> tupl
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from gasoline.core.identity import b64u, challenge_proof, derive_session_key
+    from gasoline.core.trust.identity import b64u, challenge_proof, derive_session_key
 
     def call(path, body=None):
         request = urllib.request.Request(
@@ -138,8 +138,8 @@ def open_link(port: int, session: str, key: bytes,
 
     import websocket  # websocket-client
 
-    from gasoline.core.identity import b64u, response_proof
-    from gasoline.core.pairing import LINK_BODY
+    from gasoline.core.trust.identity import b64u, response_proof
+    from gasoline.core.trust.pairing import LINK_BODY
 
     nonce = b64u(os.urandom(24))
     ws = websocket.create_connection(

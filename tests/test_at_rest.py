@@ -13,8 +13,8 @@ from twisted.internet.task import Clock
 
 from _mcp_calls import call, session_for
 from gasoline.app import Config, build
-from gasoline.core.atrest import CHECK_FILE, AtRest, StateKeyError, load_state_key
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
+from gasoline.core.storage.atrest import CHECK_FILE, AtRest, StateKeyError, load_state_key
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
 
 MARKERS = {
     CONSOLE: "PLAINTEXT-CONSOLE-MARKER-7f3a",

@@ -18,7 +18,7 @@ from _mcp_calls import session_for, start
 from test_mcp_http import Client
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.core.turns import TURN_BUDGET, TurnBudget
 from gasoline.testing import EXTENSION_HEADERS
 

@@ -29,8 +29,8 @@ from gasoline.common import (
     decode_client_key,
     read_client_key,
 )
-from gasoline.core.clientkey import ClientKey, ClientKeyError
-from gasoline.core.store import CONSOLE
+from gasoline.core.trust.clientkey import ClientKey, ClientKeyError
+from gasoline.core.storage.store import CONSOLE
 from gasoline.http.routes import ROUTES, Caller
 from gasoline.testing import client_headers
 from treq.testing import StubTreq
@@ -335,7 +335,7 @@ def test_a_caller_without_an_id_gets_one_no_one_can_name_and_reserved_ids_are_re
     registry = w.app.registry
     assert registry.dir is not None
     registry.dir.mkdir(parents=True, exist_ok=True)
-    import gasoline.core.clients as clients_module
+    import gasoline.core.clients.registry as clients_module
 
     ids = iter(["aaaaaaaaaaaa", "bbbbbbbbbbbb"])
     (registry.dir / "aaaaaaaaaaaa.json").write_text("{}")

@@ -1,4 +1,4 @@
-"""Unit tests for the client registry and per-client state (gasoline.core.clients)."""
+"""Unit tests for the client registry and per-client state (gasoline.core.clients.registry)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import stat
 import pytest
 from twisted.internet.task import Clock
 
-from gasoline.core.clients import (
+from gasoline.core.clients.registry import (
     ClientRegistry,
     client_id_for_cwd,
     new_client_id,
@@ -339,7 +339,7 @@ def test_unregister_with_another_live_connection_keeps_the_client_live():
 def test_registration_keeps_a_usable_working_directory_only(tmp_path):
     from twisted.internet.task import Clock
 
-    from gasoline.core.clients import ClientRegistry, usable_cwd
+    from gasoline.core.clients.registry import ClientRegistry, usable_cwd
 
     registry = ClientRegistry(Clock(), 3600, 10, None)
     state = registry.register("a", cwd=str(tmp_path))
@@ -366,7 +366,7 @@ def test_a_flush_tick_writes_a_bounded_number_of_files_least_recently_written_fi
     """Fifty agents moving their cursors every second do not make one tick write fifty files
     on the reactor: WRITES_PER_TICK per tick, the least recently written first, so every dirty
     client is written within a few ticks; a forced flush (the daemon's stop) writes them all."""
-    from gasoline.core.clients import WRITES_PER_TICK
+    from gasoline.core.clients.registry import WRITES_PER_TICK
 
     clock, registry = make(tmp_path, max_clients=100)
     ids = [f"c{i:02d}" for i in range(WRITES_PER_TICK * 2 + 5)]

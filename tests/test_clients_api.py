@@ -8,7 +8,7 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.core.clients import client_id_for_cwd
+from gasoline.core.clients.registry import client_id_for_cwd
 from gasoline.testing import client_headers
 
 

@@ -41,7 +41,7 @@ from gasoline.connect.discovery import (
     loopback_port,
 )
 from gasoline.connect.protocol import StdioLines
-from gasoline.core.clients import client_id_for_cwd
+from gasoline.core.clients.registry import client_id_for_cwd
 
 HEALTHY = {"service-name": "gasoline", "version": "test"}
 

@@ -406,7 +406,7 @@ def test_connector_autostarts_a_detached_daemon(tmp_path):
         health = get_json(f"http://127.0.0.1:{port}/health")
         assert health["service-name"] == "gasoline"
         # Identity from the working directory.
-        from gasoline.core.clients import client_id_for_cwd
+        from gasoline.core.clients.registry import client_id_for_cwd
 
         ids = [x["id"] for x in get_json(f"http://127.0.0.1:{port}/clients")["list"]]
         assert client_id_for_cwd(project) in ids

@@ -78,12 +78,12 @@ def test_the_composition_sets_nothing_on_a_built_object(module):
 
 
 #: Modules of gasoline/ that still set an attribute (or an item of one) on an object other than
-#: C{self}: C{core/pairing.py} replaces a sealed request's body with its plaintext on the request
+#: C{self}: C{core/trust/pairing.py} replaces a sealed request's body with its plaintext on the request
 #: (C{request.content = ...}; the typed request context is the HTTP layer's to carry), and modules
 #: of the HTTP layer and the connector. The scan skips them; once one passes, drop it from here
 #: (C{_mutations} of a module lists what is left).
 NOT_YET = frozenset({
-    "core/pairing.py", "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py",
+    "core/trust/pairing.py", "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py",
 })
 
 
@@ -92,9 +92,9 @@ NOT_YET = frozenset({
 #: that module passes over these targets only.
 LIBRARY_CONFIGURED = frozenset({
     # google-re2's Options (a C++ struct): settable only by attribute, then passed to compile.
-    ("core/noise.py", "options.log_errors"), ("core/noise.py", "options.case_sensitive"),
-    ("core/noise.py", "options.max_mem"),
-    ("core/redact_scan.py", "options.log_errors"), ("core/redact_scan.py", "options.max_mem"),
+    ("core/clients/noise.py", "options.log_errors"), ("core/clients/noise.py", "options.case_sensitive"),
+    ("core/clients/noise.py", "options.max_mem"),
+    ("core/redaction/scan.py", "options.log_errors"), ("core/redaction/scan.py", "options.max_mem"),
     ("streaming/subscription.py", "options.log_errors"),
     ("streaming/subscription.py", "options.max_mem"),
     # The HTTP connection pool's own client factory, which Twisted builds: Factory.noisy (public)
@@ -245,7 +245,7 @@ BY_NAME_FOREIGN = {
     ("tools/generate.py", "getattr(os, 'O_NOFOLLOW')"),
     ("analysis/media.py", "getattr(os, 'O_NOFOLLOW')"),
     ("analysis/media.py", "getattr(os, 'O_CLOEXEC')"),
-    ("core/files.py", "getattr(os, 'O_NOFOLLOW')"), ("core/files.py", "getattr(os, 'O_CLOEXEC')"),
+    ("core/storage/files.py", "getattr(os, 'O_NOFOLLOW')"), ("core/storage/files.py", "getattr(os, 'O_CLOEXEC')"),
     ("proxy/_watchdog.py", "getattr(resource, 'RLIMIT_DATA')"),
     # twisted.python.usage's convention: a coercer function may carry its help as coerceDoc.
     ("tap.py", "getattr(coerce, 'coerceDoc')"),

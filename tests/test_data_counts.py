@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _mcp_calls import session_for, start
 
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp.tools import Tool
 
 

@@ -21,7 +21,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.http.request import GasolineSite
 from gasoline.http.routes import ROUTES, Caller, Key, Origins, Route, destructive
 

@@ -19,8 +19,8 @@ from gasoline.core.errors import (
     QueueFull,
     TooManyClients,
 )
-from gasoline.core.store import CONSOLE
-from gasoline.core.ratelimit import SlidingWindowLimiter, RateLimited
+from gasoline.core.storage.store import CONSOLE
+from gasoline.core.clients.ratelimit import SlidingWindowLimiter, RateLimited
 from gasoline.mcp.tools import error_result
 from gasoline.tools.aliases import ALIASES, translate
 

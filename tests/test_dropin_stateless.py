@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.server import STATELESS_CLIENT, STATELESS_VERSION
 from test_connector import INIT, INITIALIZED, handshake, make_bridge, send

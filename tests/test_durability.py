@@ -19,15 +19,15 @@ from twisted.internet.task import Clock
 from twisted.logger import capturedLogs
 
 from gasoline.app import Config, build
-from gasoline.core.files import (
+from gasoline.core.storage.files import (
     DiskHealth,
     open_private,
     prepare_state_dir,
     write_atomic,
     write_new,
 )
-from gasoline.core.journal import DEFAULT_FSYNC_INTERVAL
-from gasoline.core.store import (
+from gasoline.core.storage.journal import DEFAULT_FSYNC_INTERVAL
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     EXTENSION_LOGS,
@@ -365,7 +365,7 @@ def test_daemon_json_is_0600(tmp_path):
 
 
 def test_client_state_files_never_follow_a_symlink(tmp_path):
-    from gasoline.core.clients import ClientRegistry
+    from gasoline.core.clients.registry import ClientRegistry
 
     target = tmp_path / "elsewhere.json"
     target.write_text("{}")

@@ -13,9 +13,9 @@ from twisted.internet.task import Clock
 
 from gasoline.admin_cli import status as status_cli
 from gasoline.cli import main as cli_main
-from gasoline.core.identity import b64u
-from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
-from gasoline.core.pins import PIN_FILE
+from gasoline.core.trust.identity import b64u
+from gasoline.core.trust.pairing import ChallengeRefused, DaemonIdentity
+from gasoline.core.trust.pins import PIN_FILE
 from gasoline.testing import EXTENSION_HEADERS, PairedExtensionKeys
 
 OLD = {"X-Gasoline-Client": "gasoline-extension/0.7.9", "Content-Type": "application/json"}
@@ -213,7 +213,7 @@ def test_the_cdp_link_opens_only_with_the_pinned_extension_s_proof():
     ext = PairedExtensionKeys(ident.public_key)
     assert ext.finish(ident.challenge(ext.challenge()))
     nonce = b64u(os.urandom(24)).encode()
-    from gasoline.core.seal import extension_link_proof
+    from gasoline.core.trust.seal import extension_link_proof
 
     assert ident.link_proof(ext.session, nonce, extension_link_proof(ext.key, nonce)) is not None
     assert ident.link_proof(ext.session, nonce, None) is None

@@ -7,7 +7,7 @@ import json
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.testing import EXTENSION_HEADERS, client_headers
 from treq.testing import StubTreq
 

@@ -1,4 +1,4 @@
-"""The daemon identity and the pairing handshake (gasoline.core.identity and .pairing, /pairing, signed /sync)."""
+"""The daemon identity and the pairing handshake (gasoline.core.trust.identity and .pairing, /pairing, signed /sync)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.task import Clock
 
 from gasoline.cli import main as cli_main
-from gasoline.core.identity import b64u, challenge_proof, derive_session_key, fingerprint_of
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.trust.identity import b64u, challenge_proof, derive_session_key, fingerprint_of
+from gasoline.core.trust.pairing import DaemonIdentity
 from gasoline.testing import EXTENSION_HEADERS, PairedExtensionKeys
 from gasoline.testing import stub_request
 
@@ -183,7 +183,7 @@ def test_cli_never_creates_a_key_and_reads_a_stopped_daemons_key_file(tmp_path, 
 # -- no cryptography at start-up: the public key from the key file, HKDF from the standard library --
 
 def test_the_public_key_is_read_from_the_key_file_as_cryptography_reads_it(tmp_path):
-    from gasoline.core.identity import public_key_from_pem, raw_public_key
+    from gasoline.core.trust.identity import public_key_from_pem, raw_public_key
 
     for _ in range(5):
         key = ec.generate_private_key(ec.SECP256R1())
@@ -219,7 +219,7 @@ def test_a_started_daemon_imports_cryptography_only_at_the_first_challenge(tmp_p
     code = f"""
 import sys, json
 from twisted.internet.task import Clock
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.trust.pairing import DaemonIdentity
 identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
 before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
 from cryptography.exceptions import InvalidTag
@@ -228,7 +228,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 eph = ec.generate_private_key(ec.SECP256R1())
 raw = eph.public_key().public_bytes(serialization.Encoding.X962,
                                     serialization.PublicFormat.UncompressedPoint)
-from gasoline.core.identity import b64u
+from gasoline.core.trust.identity import b64u
 answer = identity.challenge({{"key": b64u(raw), "nonce": b64u(b"n" * 32)}})
 print(json.dumps({{"before": before, "key": b64u(identity.public_key), "answer": answer}}))
 """
@@ -248,7 +248,7 @@ def test_a_first_start_creates_the_key_that_the_first_challenge_proves(tmp_path)
     code = f"""
 import sys, json
 from twisted.internet.task import Clock
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.trust.pairing import DaemonIdentity
 identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
 before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
 from cryptography.exceptions import InvalidTag
@@ -257,7 +257,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 eph = ec.generate_private_key(ec.SECP256R1())
 raw = eph.public_key().public_bytes(serialization.Encoding.X962,
                                     serialization.PublicFormat.UncompressedPoint)
-from gasoline.core.identity import b64u
+from gasoline.core.trust.identity import b64u
 answer = identity.challenge({{"key": b64u(raw), "nonce": b64u(b"n" * 32)}})
 print(json.dumps({{"before": before, "key": b64u(identity.public_key), "answer": answer,
                   "eph": b64u(eph.private_bytes(serialization.Encoding.PEM,
@@ -284,7 +284,7 @@ print(json.dumps({{"before": before, "key": b64u(identity.public_key), "answer":
 
 
 def test_a_key_another_process_created_meanwhile_is_kept(tmp_path):
-    from gasoline.core.identity import _new_key_pem, _store_key, public_key_from_pem
+    from gasoline.core.trust.identity import _new_key_pem, _store_key, public_key_from_pem
 
     path = tmp_path / "identity.pem"
     first = _store_key(path, _new_key_pem())

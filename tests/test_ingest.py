@@ -16,7 +16,14 @@ from gasoline.http.guards import Guard
 from gasoline.http.routes import ROUTES, Caller
 from gasoline.http.site import GasolineRoot
 from gasoline.http.ingest import IngestAPI
-from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.http.ingest import is_extension_client
 from gasoline.testing import EXTENSION_HEADERS
 

@@ -162,7 +162,7 @@ def test_the_installed_daemon_reads_the_secret_names_the_extension_ships(install
     assert "gasoline/_extension/lib/secret-names.js" in zipfile.ZipFile(wheel).namelist()
     out = subprocess.run(
         [str(bindir / "python"), "-c",
-         "from gasoline.core.redact_keys import secret_names_path, is_sensitive_key; "
+         "from gasoline.core.redaction.keys import secret_names_path, is_sensitive_key; "
          "print(secret_names_path()); print(is_sensitive_key('totp'))"],
         capture_output=True, text=True, timeout=60, check=True, cwd="/")
     path, totp = out.stdout.split()

@@ -12,12 +12,12 @@ from twisted.internet.task import Clock
 from zope.interface.exceptions import BrokenImplementation, Invalid
 from zope.interface.verify import verifyClass, verifyObject
 
-from gasoline.core.clients import ClientRegistry, ClientState
+from gasoline.core.clients.registry import ClientRegistry, ClientState
 from gasoline.core.errors import GasolineError, TooManyClients
 from gasoline.core.interfaces import IClientRegistry, IClientState, IQueryRouter, ITelemetryStore
-from gasoline.core.ring import RingBuffer
-from gasoline.core.router import QueryRouter
-from gasoline.core.store import CONSOLE, TelemetryStore
+from gasoline.core.storage.ring import RingBuffer
+from gasoline.core.extension.router import QueryRouter
+from gasoline.core.storage.store import CONSOLE, TelemetryStore
 from gasoline.mcp.resources import ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.tools import ToolRegistry

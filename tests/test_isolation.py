@@ -8,7 +8,7 @@ import json
 import pytest
 from _mcp_calls import session_for, tool_calls
 
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.tools.observe import ERRORS_CURSOR
 
 

@@ -16,8 +16,8 @@ from twisted.internet.task import Clock
 from twisted.python import usage
 from twisted.python.failure import Failure
 
-from gasoline.core.identity import fingerprint_of
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.trust.identity import fingerprint_of
+from gasoline.core.trust.pairing import DaemonIdentity
 from gasoline.launch import prepair
 from gasoline.launch.chromium import (
     BrowserProcess,
@@ -292,7 +292,7 @@ def test_launch_browser_answers_once_the_launched_pages_capture_is_flowing(tmp_p
     arrive and go quiet: an observe right after the answer sees what the page logged."""
     from _mcp_calls import parsed, session_for, start
 
-    from gasoline.core.store import CONSOLE
+    from gasoline.core.storage.store import CONSOLE
     from gasoline.tools._launch_browser import CAPTURE_FIRST, CAPTURE_QUIET
 
     app = _app(tmp_path)

@@ -1,5 +1,5 @@
 """Launched browsers beside the pinned extension: `gasoline browser` grants the launched extension's
-key for the launch (gasoline.core.pins launch grants) without displacing the user's pin."""
+key for the launch (gasoline.core.trust.pins launch grants) without displacing the user's pin."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from test_identity import Daemon, Extension
 
 from gasoline.cli import main as cli_main
-from gasoline.core.identity import PairingError, b64u
-from gasoline.core.pairing import MAX_LAUNCHED_SESSIONS
-from gasoline.core.pins import (
+from gasoline.core.trust.identity import PairingError, b64u
+from gasoline.core.trust.pairing import MAX_LAUNCHED_SESSIONS
+from gasoline.core.trust.pins import (
     LAUNCHED_DIR,
     MAX_LAUNCHED,
     PIN_FILE,

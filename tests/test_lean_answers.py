@@ -15,7 +15,7 @@ import pytest
 
 from _mcp_calls import call, session_for, start, parsed
 from _modes_harness import fired, parse
-from gasoline.core.store import CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import CONSOLE, NETWORK_BODIES
 from gasoline.tools.context import UNTRUSTED_FIELD, UNTRUSTED_NOTE
 from gasoline.tools.interact import MODES as INTERACT
 

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from twisted.logger import globalLogPublisher
 
-from gasoline.core.boundaries import MAX_TEST_ID_LENGTH
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.boundaries import MAX_TEST_ID_LENGTH
+from gasoline.core.storage.store import CONSOLE
 from gasoline.core.validate import MAX_BATCH_ITEMS, MAX_JSON_TOKENS
 from gasoline.http.request import IDLE_TIMEOUT
 from gasoline.tap import raise_nofile_limit

@@ -16,7 +16,7 @@ from twisted.internet.task import Clock
 from twisted.logger import LogLevel, LogPublisher, Logger
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
 from gasoline.durations import parse_duration, parse_size
 from gasoline.logs import LogFiles, LogLimits, LogService, ServerLogObserver
 

@@ -12,7 +12,7 @@ from treq.testing import StubTreq
 
 from gasoline.http.mcp_http import McpHTTP
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.testing import client_headers
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.tools import Tool

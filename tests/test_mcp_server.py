@@ -10,7 +10,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import deferLater
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.server import LATEST_VERSION, SUPPORTED_VERSIONS
 from gasoline.tools import load_tables

@@ -11,7 +11,7 @@ from gasoline.testing import client_headers
 from support import Streams
 from treq.testing import StubTreq
 
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.mcp import jsonrpc
 
 BASE = "http://localhost"

@@ -1,4 +1,4 @@
-"""Noise rules (gasoline.core.noise): matching, scopes, built-ins, limits, RE2, auto-detect."""
+"""Noise rules (gasoline.core.clients.noise): matching, scopes, built-ins, limits, RE2, auto-detect."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gasoline.core.errors import InvalidParam
-from gasoline.core.noise import (
+from gasoline.core.clients.noise import (
     BUILTIN_RULES,
     MAX_PATTERN_LENGTH,
     MAX_RULES,

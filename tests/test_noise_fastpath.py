@@ -17,7 +17,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gasoline.core.noise import BUILTIN_RULES, FIELDS, NoiseRules, _match_builtins
+from gasoline.core.clients.noise import BUILTIN_RULES, FIELDS, NoiseRules, _match_builtins
 
 PIECES = st.sampled_from([
     "", " ", "\n", '"', "\\", "x", "GET ", "/favicon.ico", "/favicon.ico?v=2", "app.js.map",

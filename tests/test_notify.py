@@ -5,8 +5,8 @@ from __future__ import annotations
 from twisted.internet import task
 from twisted.logger import capturedLogs
 
-from gasoline.core.notify import Notifier
-from gasoline.core.store import Added, CONSOLE, TelemetryStore
+from gasoline.core.storage.notify import Notifier
+from gasoline.core.storage.store import Added, CONSOLE, TelemetryStore
 
 
 def one_turn(clock: task.Clock) -> None:

@@ -19,10 +19,10 @@ from twisted.python.threadpool import ThreadPool
 from zope.interface.verify import verifyObject
 
 from gasoline.app import Config, build
-from gasoline.core.files import run_synchronously, thread_runner
-from gasoline.core.journal import FILENAME, ConsoleJournal
-from gasoline.core.ring import RingBuffer
-from gasoline.core.store import CONSOLE, BufferSpec, TelemetryStore
+from gasoline.core.storage.files import run_synchronously, thread_runner
+from gasoline.core.storage.journal import FILENAME, ConsoleJournal
+from gasoline.core.storage.ring import RingBuffer
+from gasoline.core.storage.store import CONSOLE, BufferSpec, TelemetryStore
 
 
 def entry(i: int) -> dict:
@@ -195,7 +195,7 @@ def test_restart_reloads_the_newest_max_entries(tmp_path):
 
 
 def test_load_reads_backwards_across_blocks(tmp_path, monkeypatch):
-    monkeypatch.setattr("gasoline.core.journal._READ_BLOCK", 37)  # lines straddle blocks
+    monkeypatch.setattr("gasoline.core.storage.journal._READ_BLOCK", 37)  # lines straddle blocks
     (tmp_path / FILENAME).write_bytes(b"".join(enc(i) + b"\n" for i in range(40)))
     journal = Rig(tmp_path, max_entries=7).journal
     assert messages(journal.load()) == [f"boom {i}" for i in range(33, 40)]

@@ -80,7 +80,7 @@ def test_gasoline_browser_detach_makes_the_state_dir_and_its_log_private(tmp_pat
 
 
 def test_gasoline_pair_forget_in_a_new_state_dir_is_private(tmp_path):
-    from gasoline.core.pins import pair_command
+    from gasoline.core.trust.pins import pair_command
 
     state = tmp_path / "new"
     assert pair_command(state, "forget")[0] == 0

@@ -222,7 +222,7 @@ def test_har_over_a_large_buffer_runs_in_slices_and_reports_n_of_m(app, monkeypa
     a second, progress strictly increasing, and the answer is the whole HAR."""
     import gasoline.tools._slices as slices
     import gasoline.tools.generate as generate_tool
-    from gasoline.core.store import NETWORK_BODIES
+    from gasoline.core.storage.store import NETWORK_BODIES
     from gasoline.generate.har import har_steps
 
     app.store.add(NETWORK_BODIES, _bodies(10))
@@ -266,7 +266,7 @@ def test_har_over_a_large_buffer_runs_in_slices_and_reports_n_of_m(app, monkeypa
 
 
 def test_a_small_har_is_answered_at_once_without_progress(app):
-    from gasoline.core.store import NETWORK_BODIES
+    from gasoline.core.storage.store import NETWORK_BODIES
 
     app.store.add(NETWORK_BODIES, _bodies(3))
     s = session(app)
@@ -325,7 +325,7 @@ def test_run_in_slices_yields_between_slices_and_stops_when_cancelled():
 # -- configure playback, wait:true: step n of m -------------------------------------------------
 
 def test_playback_with_wait_reports_step_n_of_m_and_answers_the_outcome(app):
-    from gasoline.core.store import ACTIONS
+    from gasoline.core.storage.store import ACTIONS
 
     s = session(app)
     app.extension.touch()
@@ -366,7 +366,7 @@ def test_playback_with_wait_reports_step_n_of_m_and_answers_the_outcome(app):
 
 
 def test_playback_without_wait_sends_no_progress_after_its_answer(app):
-    from gasoline.core.store import ACTIONS
+    from gasoline.core.storage.store import ACTIONS
 
     s = session(app)
     app.extension.touch()

@@ -1,4 +1,4 @@
-"""Secret redaction (gasoline.core.redact): patterns, JSON keys, idempotence, the result cap."""
+"""Secret redaction (gasoline.core.redaction.redactor): patterns, JSON keys, idempotence, the result cap."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gasoline.core.redact import Redactor, cap_text, redact_text, redact_value, secret_kinds
-from gasoline.core.redact_keys import is_sensitive_key
-from gasoline.core.redact_shapes import is_card_number, luhn_valid
+from gasoline.core.redaction.redactor import (
+    Redactor,
+    cap_text,
+    redact_text,
+    redact_value,
+    secret_kinds,
+)
+from gasoline.core.redaction.keys import is_sensitive_key
+from gasoline.core.redaction.shapes import is_card_number, luhn_valid
 
 # Filler text that cannot spell any trigger word (no e, o, s, w, digits, capitals, _ or @).
 SAFE_ALPHABET = "".join(c for c in string.ascii_lowercase if c not in "eosw") + " \n.,;:!?()-'\"/"

@@ -30,10 +30,16 @@ from twisted.internet import task
 from secret_corpus import WINDOW, corpus, leaked, windows
 from gasoline.analysis import error_clusters, summarize_logs
 from gasoline.app import Config, build
-from gasoline.core.noise import auto_detect, normalize_message
-from gasoline.core.redact import redact_value
-from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, \
-    WEBSOCKET_EVENTS
+from gasoline.core.clients.noise import auto_detect, normalize_message
+from gasoline.core.redaction.redactor import redact_value
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.mcp import jsonrpc
 from gasoline.tools.schemas import TOOL_MODES
 

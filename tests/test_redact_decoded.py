@@ -19,8 +19,8 @@ from twisted.internet.task import Clock
 from treq.testing import StubTreq
 
 from gasoline.app import Config, build
-from gasoline.core.redact import Redactor
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.core.redaction.redactor import Redactor
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.testing import EXTENSION_HEADERS

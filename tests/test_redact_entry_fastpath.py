@@ -1,5 +1,5 @@
 """
-The proof on a stored entry's bytes (L{gasoline.core.redacted.proves_clean}) agrees with the walk.
+The proof on a stored entry's bytes (L{gasoline.core.redaction.once.proves_clean}) agrees with the walk.
 
 The first read of a stored entry redacts it (L{redact_entry}); most entries have nothing to redact,
 and one search over their JSON bytes proves it without decoding them. C{proves_clean} may only say
@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from secret_corpus import corpus
 
-from gasoline.core.redact_keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
-from gasoline.core.redacted import (
+from gasoline.core.redaction.keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
+from gasoline.core.redaction.once import (
     ENTRY_DEPTH,
     REDACTOR,
     ReadCache,
@@ -169,7 +169,7 @@ def test_read_cache_keeps_one_verdict_per_entry_and_rule_set():
     """The verdicts are bit masks per slot: each (entry, rule set) is tested once, a slot taken
     by a newer entry starts with none, and past MAX_VERDICTS rule sets every verdict is found
     again (never one rule set's verdict read for another's)."""
-    from gasoline.core.redacted import MAX_VERDICTS
+    from gasoline.core.redaction.once import MAX_VERDICTS
 
     cache = ReadCache(4)
     calls: list[tuple[int, int]] = []

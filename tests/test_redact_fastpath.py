@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
 from gasoline.core.paths import inside, real
-from gasoline.core.redact import Redactor
-from gasoline.core.redact_keys import SENSITIVE_KEYS
+from gasoline.core.redaction.redactor import Redactor
+from gasoline.core.redaction.keys import SENSITIVE_KEYS
 from gasoline.mcp.tools import ToolRegistry
 from gasoline.proxy.paths import within
 

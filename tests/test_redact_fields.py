@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from support import require_tool
-from gasoline.core.redact_fields import action_is_secret, is_sensitive_field, redact_typed_values
+from gasoline.core.redaction.fields import action_is_secret, is_sensitive_field, redact_typed_values
 
 LIB = Path(__file__).resolve().parent.parent / "extension" / "lib" / "redact.js"
 

@@ -1,5 +1,5 @@
 """
-Redact once (L{gasoline.core.redacted}): stored entries are redacted the first time they are read
+Redact once (L{gasoline.core.redaction.once}): stored entries are redacted the first time they are read
 and kept so; a result built from them is a L{RedactedText} the exit only caps. The proof that
 this changes nothing an agent reads: on the held-out secret corpus, in every entry shape the
 redactor treats specially, the composed text equals what the exit's full redaction makes of the
@@ -14,7 +14,7 @@ import pytest
 from _mcp_calls import call, session_for
 from secret_corpus import corpus
 
-from gasoline.core.redacted import (
+from gasoline.core.redaction.once import (
     RedactedEntries,
     RedactedText,
     ReadCache,
@@ -22,7 +22,7 @@ from gasoline.core.redacted import (
     encode,
     REDACTOR,
 )
-from gasoline.core.store import CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import CONSOLE, NETWORK_BODIES
 from gasoline.mcp.tools import ToolRegistry
 
 CORPUS = corpus()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from twisted.web.server import Request
 from twisted.web.test.requesthelper import DummyChannel
 
-from gasoline.core.request_facts import (
+from gasoline.core.trust.request_facts import (
     NOTHING_NOTED, IRequestFacts, RequestFacts, facts_of, note_key, note_sealed)
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from gasoline.core.ring import RingBuffer
+from gasoline.core.storage.ring import RingBuffer
 
 
 def model_tail(writes: list[bytes], cleared_at: int, capacity: int, max_bytes: int) -> int:

@@ -1,4 +1,4 @@
-"""The query router (gasoline.core.router) on a task.Clock: routing, isolation, timeouts,
+"""The query router (gasoline.core.extension.router) on a task.Clock: routing, isolation, timeouts,
 cancellation, disconnects, limits, async mode, and the screenshot path over StubTreq."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from twisted.python.failure import Failure
 from treq.testing import StubTreq
 
 from gasoline.app import Config, build
-from gasoline.core.clients import ClientRegistry
-from gasoline.core.commands import CommandQueue
+from gasoline.core.clients.registry import ClientRegistry
+from gasoline.core.extension.commands import CommandQueue
 from gasoline.core.errors import (
     ExtensionDisconnected,
     ExtensionTimeout,
@@ -24,10 +24,10 @@ from gasoline.core.errors import (
     InvalidParam,
     QueueFull,
 )
-from gasoline.core.extension import ExtensionLink
+from gasoline.core.extension.link import ExtensionLink
 from gasoline.core.errors import CommandCancelled, ExtensionError
-from gasoline.core.router import QueryRouter
-from gasoline.core.store import TelemetryStore
+from gasoline.core.extension.router import QueryRouter
+from gasoline.core.storage.store import TelemetryStore
 from gasoline.testing import EXTENSION_HEADERS
 
 

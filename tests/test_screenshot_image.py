@@ -18,7 +18,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ImageContent, TextContent
 
-from gasoline.core.screenshots import MAX_INLINE_IMAGE_CHARS
+from gasoline.core.storage.screenshots import MAX_INLINE_IMAGE_CHARS
 from gasoline.testing import EXTENSION_HEADERS
 
 pytestmark = [pytest.mark.integration,

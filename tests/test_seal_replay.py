@@ -1,6 +1,6 @@
 """Replay protection of sealed requests: each request of a pairing session carries its number
 (the IV's last 8 bytes, authenticated as associated data); the daemon opens each number once,
-within a sliding window (gasoline.core.seal.Session)."""
+within a sliding window (gasoline.core.trust.seal.Session)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from test_identity import Daemon, Extension
 from twisted.internet.task import Clock
 from twisted.python.components import Componentized
 
-from gasoline.core.identity import PairingError
-from gasoline.core.pairing import DaemonIdentity
-from gasoline.core.request_facts import facts_of
-from gasoline.core.seal import REPLAY_WINDOW, Replayed, Session, request_aad, seal_key_of
+from gasoline.core.trust.identity import PairingError
+from gasoline.core.trust.pairing import DaemonIdentity
+from gasoline.core.trust.request_facts import facts_of
+from gasoline.core.trust.seal import REPLAY_WINDOW, Replayed, Session, request_aad, seal_key_of
 from gasoline.testing import PairedExtensionKeys
 
 
@@ -123,9 +123,9 @@ def test_a_recorded_cdp_link_opening_is_refused_when_sent_again():
     from cryptography.hazmat.primitives.asymmetric import ec
     from twisted.internet.task import Clock
 
-    from gasoline.core.identity import b64u
-    from gasoline.core.pairing import DaemonIdentity
-    from gasoline.core.seal import MAX_LINK_NONCES, extension_link_proof
+    from gasoline.core.trust.identity import b64u
+    from gasoline.core.trust.pairing import DaemonIdentity
+    from gasoline.core.trust.seal import MAX_LINK_NONCES, extension_link_proof
     from gasoline.testing import PairedExtensionKeys
 
     ident = DaemonIdentity(ec.generate_private_key(ec.SECP256R1()), Clock())

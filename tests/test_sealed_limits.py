@@ -30,7 +30,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
 from gasoline.app import Config, build
-from gasoline.core.identity import unb64u
+from gasoline.core.trust.identity import unb64u
 from gasoline.core.validate import MAX_JSON_TOKENS
 from gasoline.http.request import GasolineSite, body_limit_for
 from gasoline.http.routes import ROUTES

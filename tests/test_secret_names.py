@@ -1,5 +1,5 @@
 """
-One list of secret names, read by both sides: the daemon (gasoline/core/redact_keys.py) reads
+One list of secret names, read by both sides: the daemon (gasoline/core/redaction/keys.py) reads
 extension/lib/secret-names.json, the extension (lib/redact.js) the module generated from it. Both
 sides are run, the extension's module through Node, on the same names in every spelling (as
 listed, upper case, dashes, dots, camelCase, with a prefix, without underscores) and on names that
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from support import require_tool
 
-from gasoline.core.redact import Redactor
-from gasoline.core.redact_keys import (
+from gasoline.core.redaction.redactor import Redactor
+from gasoline.core.redaction.keys import (
     SENSITIVE_KEYS,
     SENSITIVE_PARAMS,
     SENSITIVE_SUFFIXES,

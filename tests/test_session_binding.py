@@ -27,7 +27,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 
 from _proxy_harness import Daemon, fake_server
-from gasoline.core.session_ids import session_label
+from gasoline.core.clients.session_ids import session_label
 from gasoline.http import client_proof, mcp_http, proxy_api
 from gasoline.http.routes import ROUTES
 from gasoline.testing import client_headers
@@ -400,7 +400,7 @@ async def test_nothing_the_daemon_shows_holds_a_usable_session_id(tmp_path):
 
 
 def test_session_labels_are_not_ids_and_owner_rules():
-    from gasoline.core.session_ids import session_owner
+    from gasoline.core.clients.session_ids import session_owner
 
     assert session_label("ab" * 16) != "ab" * 16 and session_label("x").startswith("s-")
     assert session_owner("anon-0123456789ab") is None and session_owner("stateless") is None

@@ -2,7 +2,7 @@
 Rate limits in front of every signature check.
 
 The daemon checks one public-key signature: the extension's ECDSA P-256 signature of a pairing
-challenge (L{gasoline.core.pins.verify_extension_signature}), followed by one ECDH with the
+challenge (L{gasoline.core.trust.pins.verify_extension_signature}), followed by one ECDH with the
 challenge's ephemeral key. A source scan finds every public-key operation in the package (so a
 new one fails here until it is listed and tested), and each kind of challenge that reaches the
 check, enumerated, is refused with 429 once its bucket is empty *without* the signature being
@@ -27,10 +27,10 @@ from test_identity import Daemon, Extension
 from twisted.internet.task import Clock
 
 import gasoline
-import gasoline.core.pairing as pairing
-from gasoline.core.identity import b64u
-from gasoline.core.pairing import CHALLENGE_BURST, ChallengeRefused, DaemonIdentity
-from gasoline.core.pins import write_launch_grant
+import gasoline.core.trust.pairing as pairing
+from gasoline.core.trust.identity import b64u
+from gasoline.core.trust.pairing import CHALLENGE_BURST, ChallengeRefused, DaemonIdentity
+from gasoline.core.trust.pins import write_launch_grant
 from gasoline.testing import PairedExtensionKeys
 
 PACKAGE = Path(gasoline.__file__).parent
@@ -38,9 +38,9 @@ PACKAGE = Path(gasoline.__file__).parent
 #: Every public-key operation of the package: (module, function, call). A new one must take a
 #: rate-limit token first and be enumerated in the tests below.
 KNOWN = {
-    ("core/pins.py", "verify_extension_signature", "verify"),
-    ("core/pairing.py", "challenge", "verify_extension_signature"),
-    ("core/pairing.py", "challenge", "exchange"),
+    ("core/trust/pins.py", "verify_extension_signature", "verify"),
+    ("core/trust/pairing.py", "challenge", "verify_extension_signature"),
+    ("core/trust/pairing.py", "challenge", "exchange"),
 }
 
 

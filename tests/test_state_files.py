@@ -33,9 +33,9 @@ from test_startup_errors import one_line, start
 from twisted.internet.testing import MemoryReactorClock
 from twisted.logger import globalLogPublisher
 
-from gasoline.core.pairing import ChallengeRefused
-from gasoline.core.pins import PIN_REFRESH, pair_command, write_launch_grant
-from gasoline.core.store import DEFAULT_BUFFERS
+from gasoline.core.trust.pairing import ChallengeRefused
+from gasoline.core.trust.pins import PIN_REFRESH, pair_command, write_launch_grant
+from gasoline.core.storage.store import DEFAULT_BUFFERS
 from gasoline.tap import OptionError, Options, makeService
 from gasoline.testing import PairedExtensionKeys
 
@@ -229,7 +229,7 @@ def test_an_identity_whose_private_part_is_damaged_refuses_pairing_with_the_line
     challenge is refused (503) with the line naming the file and the fix, never a traceback."""
     from twisted.internet.task import Clock
 
-    from gasoline.core.pairing import DaemonIdentity
+    from gasoline.core.trust.pairing import DaemonIdentity
 
     DaemonIdentity.from_state_dir(tmp_path / "good", Clock())
     pem = (tmp_path / "good" / "identity.pem").read_bytes()

@@ -231,7 +231,7 @@ def test_paired_state_and_the_pinned_fingerprint_come_from_the_identity_s_public
     """Before any pairing: not paired, nothing pinned. Once an extension paired (it is then the
     pinned one, its session in the pinned table): paired, its fingerprint shown. The page reads
     DaemonIdentity.summary(), no private attribute."""
-    from gasoline.core.identity import unb64u
+    from gasoline.core.trust.identity import unb64u
     from gasoline.testing import PairedExtensionKeys
 
     app, clock, treq = make(tmp_path)

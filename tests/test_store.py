@@ -6,7 +6,7 @@ import orjson
 import pytest
 from twisted.internet import task
 
-from gasoline.core.store import (
+from gasoline.core.storage.store import (
     Added,
     ACTIONS,
     CONSOLE,
@@ -291,7 +291,7 @@ def test_stored_entries_cost_about_their_json_size():
 
 
 def test_test_boundaries_are_bounded_and_forget_the_oldest_test_first():
-    from gasoline.core.boundaries import TestBoundaries
+    from gasoline.core.storage.boundaries import TestBoundaries
 
     b = TestBoundaries(max_active=2)
     b.start("a", 1.0)

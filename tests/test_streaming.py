@@ -10,7 +10,7 @@ import pytest
 from twisted.internet.defer import CancelledError
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import CONSOLE, WATERFALL, WEBSOCKET_EVENTS
 from gasoline.streaming.events import classify
 from gasoline.streaming.inbox import Inbox
 from gasoline.streaming.subscription import Matcher, Subscription, parse
@@ -483,7 +483,7 @@ def _events_request(app: Any, query: dict[bytes, list[bytes]], headers: dict[byt
 
     class Request(DummyRequest, Componentized):
         """As twisted.web's Request: C{Componentized} (the guards note the request's facts on
-        it, gasoline.core.request_facts)."""
+        it, gasoline.core.trust.request_facts)."""
 
         producer = None
         content = None  # a GET without a body (twisted.web's Request sets it; DummyRequest not)

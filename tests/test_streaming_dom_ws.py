@@ -10,7 +10,7 @@ import pytest
 from test_streaming import Agent, error_text, ingest, payload
 
 from gasoline.core.errors import InvalidParam
-from gasoline.core.store import WEBSOCKET_EVENTS
+from gasoline.core.storage.store import WEBSOCKET_EVENTS
 from gasoline.streaming.subscription import parse
 from gasoline.testing import EXTENSION_HEADERS
 from treq.testing import StubTreq

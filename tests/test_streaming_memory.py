@@ -12,7 +12,7 @@ from typing import Any
 
 from twisted.internet.defer import Deferred
 
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.streaming.subscription import parse
 
 

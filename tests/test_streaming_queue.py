@@ -7,7 +7,7 @@ import pytest
 from test_streaming import Agent, err, ingest, payload, timers
 
 from gasoline.core.errors import InvalidParam
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.streaming.inbox import QUEUE_CAPACITY
 from gasoline.streaming.subscription import parse
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE, WATERFALL
+from gasoline.core.storage.store import CONSOLE, WATERFALL
 from gasoline.streaming.events import (
     ConsoleCounts,
     classify,

@@ -13,9 +13,9 @@ from twisted.python.failure import Failure
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.app import Config, build
-from gasoline.core.commands import Command, CommandQueue
-from gasoline.core.extension import ExtensionLink
-from gasoline.core.store import EXTENSION_LOGS, TelemetryStore
+from gasoline.core.extension.commands import Command, CommandQueue
+from gasoline.core.extension.link import ExtensionLink
+from gasoline.core.storage.store import EXTENSION_LOGS, TelemetryStore
 from gasoline.http.request import GasolineSite
 from gasoline.testing import EXTENSION_HEADERS, stub_answer
 from treq.testing import StubTreq

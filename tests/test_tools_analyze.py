@@ -11,8 +11,14 @@ from twisted.web.resource import Resource
 from _modes_harness import Harness, fired, parse
 from gasoline.analysis import make_checkpoint
 from gasoline.core.errors import ExtensionDisconnected, ExtensionTimeout, GasolineError
-from gasoline.core.noise import NoiseRules
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.clients.noise import NoiseRules
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.tools._links import LinkValidator
 from gasoline.tools.analyze import MODES, form_issues
 

@@ -9,7 +9,7 @@ import pytest
 from _mcp_calls import call, session_for, tool_calls
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.tools.configure import MODES
 from gasoline.tools.schemas import CONFIGURE_MODES
 

@@ -15,7 +15,7 @@ from referencing.jsonschema import DRAFT6
 from _modes_harness import fired, parse
 from gasoline.analysis import make_checkpoint
 from gasoline.core.errors import GasolineError
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.tools._artifacts import MAX_ARTIFACT_BYTES, write_artifact
 from gasoline.tools.generate import MODES
 

@@ -10,7 +10,7 @@ import pytest
 
 from _modes_harness import Harness, fired, parse
 from gasoline.core.errors import GasolineError
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.generate.classify import CATEGORIES, classify
 from gasoline.generate.heal import heal_code, parse_selector, rank_candidates
 from gasoline.tools import generate

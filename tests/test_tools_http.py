@@ -11,7 +11,7 @@ from treq.testing import StubTreq
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import CONSOLE, NETWORK_BODIES
 from gasoline.testing import client_headers
 
 URL = "http://localhost/mcp"

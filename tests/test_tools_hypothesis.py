@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from twisted.internet.task import Clock
 
 from gasoline.app import Config, build
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
 from gasoline.mcp import jsonrpc
 from gasoline.tools.schemas import TOOL_MODES
 

@@ -10,7 +10,7 @@ from _mcp_calls import session_for, start
 from twisted.internet.defer import Deferred
 
 from gasoline.app import Config, build
-from gasoline.core.ratelimit import SlidingWindowLimiter
+from gasoline.core.clients.ratelimit import SlidingWindowLimiter
 from gasoline.tools import load_tables
 from gasoline.tools.context import ToolContext
 from gasoline.mcp.tools import RESULT_CAP, Tool, ToolRegistry

@@ -9,7 +9,7 @@ import pytest
 
 from _modes_harness import fired, parse
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.store import ACTIONS
+from gasoline.core.storage.store import ACTIONS
 from gasoline.tools.interact import MODES
 from gasoline.tools.schemas import INTERACT_MODES
 

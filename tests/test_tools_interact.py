@@ -12,7 +12,7 @@ import pytest
 from _modes_harness import fired, parse
 from support import require_tool
 from gasoline.core.errors import GasolineError
-from gasoline.core.store import ACTIONS
+from gasoline.core.storage.store import ACTIONS
 from gasoline.generate import reproduction
 from gasoline.tools._actions import selectors_for
 from gasoline.tools._page_text import MARKDOWN_SCRIPT, READABLE_SCRIPT
@@ -482,7 +482,7 @@ def test_a_user_and_an_agent_typing_into_one_field_are_recorded_alike(h):
     """The same rule at ingest (the user's action, as the extension sends it) and for the
     agent's: both keep the field's nature, neither keeps the value."""
     nature = {"input_type": "password", "input_name": "pw", "input_id": "pw", "autocomplete": ""}
-    from gasoline.core.redact_fields import redact_typed_values
+    from gasoline.core.redaction.fields import redact_typed_values
     user = [{"type": "input", "selectors": {"css": "#pw"}, "value": "hunter2", **nature}]
     redact_typed_values(user)
     d = run(h, "type", {"selector": "#pw", "text": "hunter2"})

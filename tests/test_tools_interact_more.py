@@ -13,7 +13,7 @@ import pytest_twisted
 from _modes_harness import Harness, fired, parse
 
 from gasoline.core.errors import GasolineError
-from gasoline.core.store import ACTIONS, CONSOLE
+from gasoline.core.storage.store import ACTIONS, CONSOLE
 from gasoline.tools.interact import MODES
 from gasoline.testing import FakeExtension
 from support import InProcessDaemon

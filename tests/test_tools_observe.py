@@ -11,8 +11,14 @@ import pytest
 from _mcp_calls import call, parse, session_for, start, tool_calls
 
 from gasoline.app import Config, build
-from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WATERFALL, \
-    WEBSOCKET_EVENTS
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.tools.observe import MODES, parse_path
 from gasoline.tools.schemas import OBSERVE_MODES
 

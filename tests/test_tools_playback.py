@@ -6,7 +6,7 @@ import pytest
 
 from _modes_harness import Harness, parse
 from gasoline.core.errors import GasolineError
-from gasoline.core.store import ACTIONS
+from gasoline.core.storage.store import ACTIONS
 from gasoline.tools.configure import MODES as CONFIGURE
 from gasoline.tools.observe import MODES as OBSERVE
 from gasoline.tools._playback import selector_for, step_for

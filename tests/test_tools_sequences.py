@@ -11,7 +11,7 @@ from _mcp_calls import parsed, session_for
 from _mcp_calls import start as _start
 
 from gasoline.app import Config, build
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.core.lifecycle import SHUTDOWN_DELAY
 from gasoline.testing import client_headers
 from gasoline.tools import _playback as playback

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gasoline.core.commands import command_number
+from gasoline.core.extension.commands import command_number
 from gasoline.core.errors import GasolineError
 from gasoline.tools.context import ToolContext
 

@@ -21,7 +21,7 @@ from _mcp_calls import session_for
 
 from gasoline.analysis import error_clusters
 from gasoline.app import Config, build
-from gasoline.core.store import CONSOLE
+from gasoline.core.storage.store import CONSOLE
 from gasoline.core.workers import WorkerCrashed, WorkerJobFailed, WorkerPool, WorkerTimeout
 from gasoline.mcp import jsonrpc
 from gasoline.tools.analyze import POOL_MIN_ERRORS
@@ -43,7 +43,7 @@ async def test_a_job_answers_what_the_function_returns_inline():
         assert got == orjson.loads(orjson.dumps(error_clusters(errors, limit=5)))
         # Big input and output cross the AMP value limit (64 KiB) in chunks.
         big = [{"level": "error", "message": "x" * 70_000}]
-        assert (await pool.run("gasoline.core.redact:redact_value", big)) == big
+        assert (await pool.run("gasoline.core.redaction.redactor:redact_value", big)) == big
         assert pool.started == 1 and pool.done == 2
     finally:
         await pool.stop()
@@ -125,8 +125,8 @@ async def test_a_large_body_is_redacted_in_a_worker_before_its_first_read():
     and the first read takes it from the cache (the same text the reactor would have made)."""
     from twisted.internet.task import deferLater
 
-    from gasoline.core.redacted import OFFLOAD_MIN, REDACTOR, redact_entry
-    from gasoline.core.store import NETWORK_BODIES
+    from gasoline.core.redaction.once import OFFLOAD_MIN, REDACTOR, redact_entry
+    from gasoline.core.storage.store import NETWORK_BODIES
 
     secret = "ghp_" + "a1B2c3D4e5" * 4
     body = orjson.dumps({"items": [{"id": i, "note": "lorem ipsum " * 8} for i in range(3000)],

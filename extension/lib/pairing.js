@@ -1,4 +1,4 @@
-// Gasoline — the extension knows it is talking to the Gasoline daemon (gasoline/core/identity.py).
+// Gasoline — the extension knows it is talking to the Gasoline daemon (gasoline/core/trust/identity.py).
 //
 // The daemon has a P-256 identity key kept in its state dir. The user pins it once: the popup shows
 // the fingerprint the daemon offers (GET /pairing) and the user confirms it matches what

@@ -1,6 +1,6 @@
 // Gasoline — the one redactor every captured item passes through in the service worker, before it
 // is queued for the daemon. It runs here, not in the page's world, because the page can replace
-// anything of ours that runs in its realm. The daemon redacts again (gasoline/core/redact.py) as a
+// anything of ours that runs in its realm. The daemon redacts again (gasoline/core/redaction/redactor.py) as a
 // second line; agents only ever see what both let through.
 //
 // What it does, for every item of every kind (console, exceptions, network bodies, WebSocket
@@ -89,7 +89,7 @@ const TEXT_RULES = [
   [/\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\b/g, () => MARK('jwt')],
   // card numbers: 13-19 digits (spaces or dashes between groups) starting like a card (2-6), Luhn-valid
   [/\b[2-6](?:[ -]?\d){12,18}\b/g, (m) => { const d = m.replace(/\D/g, ''); return d.length >= 13 && d.length <= 19 && luhn(d) ? MARK('card') : m; }],
-  // Credentials in console text, as the daemon's scan finds them (gasoline/core/redact_shapes.py):
+  // Credentials in console text, as the daemon's scan finds them (gasoline/core/redaction/shapes.py):
   // a password input's value in HTML,
   [/<input\s[^<>]{0,4096}/gi, (tag) => (/\stype\s*=\s*\\?["']?password(?![\w-])/i.test(tag)
     ? tag.replace(/(\svalue\s*=\s*)(?:(\\?")((?:[^"\\]|\\[^"])*)(\\?")|(\\?')((?:[^'\\]|\\[^'])*)(\\?')|([^\s"'>\\]+))/gi,

@@ -147,7 +147,7 @@ export async function visualDiff(params) {
   return result;
 }
 
-/** The largest image a tool result inlines, in base64 characters (gasoline/core/screenshots.py). */
+/** The largest image a tool result inlines, in base64 characters (gasoline/core/storage/screenshots.py). */
 export const MAX_INLINE_IMAGE_CHARS = 1000000;
 /** The long edge of the inline preview (what vision models use without scaling further). */
 export const PREVIEW_MAX_EDGE = 1568;

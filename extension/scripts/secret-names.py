@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write extension/lib/secret-names.js from extension/lib/secret-names.json, the one list of names
-whose values are secret, read by the daemon (gasoline/core/redact_keys.py) and, through the
+whose values are secret, read by the daemon (gasoline/core/redaction/keys.py) and, through the
 generated module, by the extension (lib/redact.js). Edit the JSON, then run this script;
 tests/test_secret_names.py fails while the two differ."""
 

@@ -6,7 +6,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
-from gasoline.core.redact import clip
+from gasoline.core.redaction.redactor import clip
 from urllib.parse import urlsplit
 
 from gasoline.common import rfc3339 as iso  # noqa: F401  (the one timestamp formatter)
@@ -60,7 +60,7 @@ def dicts(items: Any) -> list[dict[str, Any]]:
 def text(value: Any, limit: int = 500) -> str:
     if value is None:
         return ""
-    # Redacted before it is cut (gasoline.core.redact.clip): no half secret survives the cut.
+    # Redacted before it is cut (gasoline.core.redaction.redactor.clip): no half secret survives the cut.
     return clip(value, limit)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from gasoline.analysis._util import dicts, entry_time, is_error, is_failed_request, iso, text
 from gasoline.analysis.clusters import fingerprint
-from gasoline.core.redact import clip
+from gasoline.core.redaction.redactor import clip
 
 MAX_WINDOW = 300.0
 

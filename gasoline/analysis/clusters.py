@@ -6,8 +6,8 @@ import hashlib
 from typing import Any
 
 from gasoline.analysis._util import dicts, entry_time, is_error, iso, text
-from gasoline.core.noise import normalize_message
-from gasoline.core.redact import redact_entries
+from gasoline.core.clients.noise import normalize_message
+from gasoline.core.redaction.redactor import redact_entries
 
 
 def message_of(entry: dict[str, Any]) -> str:

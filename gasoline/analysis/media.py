@@ -4,7 +4,7 @@ C{interact record_start} / C{record_stop}): which paths an agent may name, bound
 small writes, and data URLs.
 
 Everything here is plain blocking file I/O meant to run in the reactor's thread pool
-(L{gasoline.core.files.thread_runner}); the path checks (L{resolve_readable}, L{inside}) are a
+(L{gasoline.core.storage.files.thread_runner}); the path checks (L{resolve_readable}, L{inside}) are a
 few C{stat} calls and run where they are called. The sandbox itself is L{gasoline.core.paths}
 (C{real}, C{inside} and C{PathRefused} are re-exported here for the media modes).
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
-from gasoline.core.files import make_private_dir, write_atomic
+from gasoline.core.storage.files import make_private_dir, write_atomic
 
 #: Largest total size of the files one C{upload} sends.
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024

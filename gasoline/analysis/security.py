@@ -13,8 +13,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from gasoline.analysis._util import dicts, host_of, origin_of, site_of, text
-from gasoline.core.redact import redact_text, redact_value, secret_kinds
-from gasoline.core.redact_keys import is_sensitive_key
+from gasoline.core.redaction.redactor import redact_text, redact_value, secret_kinds
+from gasoline.core.redaction.keys import is_sensitive_key
 
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,200}\.[A-Za-z]{2,24}\b")

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 import attrs
 from twisted.internet.interfaces import IReactorTime
 
-from gasoline.core.documents import JsonDocument
-from gasoline.core.extension import ExtensionLink
+from gasoline.core.storage.documents import JsonDocument
+from gasoline.core.extension.link import ExtensionLink
 from gasoline.core.interfaces import IClientRegistry, IQueryRouter, ITelemetryStore
 from gasoline.core.lifecycle import Shutdown
-from gasoline.core.noise import NoiseRules
-from gasoline.core.journal import BufferJournal
-from gasoline.core.persist import Persistence
-from gasoline.core.screenshots import ScreenshotStore
+from gasoline.core.clients.noise import NoiseRules
+from gasoline.core.storage.journal import BufferJournal
+from gasoline.core.storage.persist import Persistence
+from gasoline.core.storage.screenshots import ScreenshotStore
 from gasoline.core.workers import WorkerPool
 
 if TYPE_CHECKING:  # the configuration imports the domain (buffer specs): no cycle at run time

@@ -9,11 +9,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from gasoline import __version__
-from gasoline.core.extension import NOT_CONNECTED_FIX, PAIR_FIX, WAITING_FOR_PAIRING
+from gasoline.core.extension.link import NOT_CONNECTED_FIX, PAIR_FIX, WAITING_FOR_PAIRING
 
 if TYPE_CHECKING:
     from gasoline.core.daemon import Daemon
-    from gasoline.core.extension import ExtensionLink
+    from gasoline.core.extension.link import ExtensionLink
 
 
 def extension_check(link: ExtensionLink | None) -> tuple[bool, str, str]:

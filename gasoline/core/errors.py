@@ -88,7 +88,7 @@ class UnknownClient(GasolineError):
 
 class ClientProofRefused(GasolineError):
     """A caller named a client id (C{X-Gasoline-Client}) without its proof (403): the client id
-    is whoever holds the daemon's client key (gasoline.core.clientkey)."""
+    is whoever holds the daemon's client key (gasoline.core.trust.clientkey)."""
 
     code = "client_proof"
     retry = ("Send X-Gasoline-Client-Proof with X-Gasoline-Client: `gasoline client-proof <id> "

@@ -1,7 +1,7 @@
 """
 Registering a callback on a list of them, with the handle that unregisters it (the shape of
-L{gasoline.core.commands.CommandQueue.on_result} and
-L{gasoline.core.extension.ExtensionLink.on_disconnect}).
+L{gasoline.core.extension.commands.CommandQueue.on_result} and
+L{gasoline.core.extension.link.ExtensionLink.on_disconnect}).
 """
 
 from __future__ import annotations

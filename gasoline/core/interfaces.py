@@ -5,9 +5,9 @@ Four components keep what the daemon knows about its clients and their browser: 
 registry (L{IClientRegistry}), each client's own state (L{IClientState}: cursors, checkpoints,
 noise rules, key-value store), the shared telemetry store (L{ITelemetryStore}) and the query router
 (L{IQueryRouter}), which routes extension-bound commands to the client that asked. Each has two
-implementations: the real one in this package (L{gasoline.core.clients.ClientRegistry},
-L{gasoline.core.clients.ClientState}, L{gasoline.core.store.TelemetryStore},
-L{gasoline.core.router.QueryRouter}) and an in-memory fake in L{gasoline.testing_fakes}, which tests
+implementations: the real one in this package (L{gasoline.core.clients.registry.ClientRegistry},
+L{gasoline.core.clients.registry.ClientState}, L{gasoline.core.storage.store.TelemetryStore},
+L{gasoline.core.extension.router.QueryRouter}) and an in-memory fake in L{gasoline.testing_fakes}, which tests
 of the layers above (tools, MCP) use to test their own layer; C{tests/test_interfaces.py} checks
 both with C{verifyObject}.
 
@@ -26,11 +26,11 @@ from zope.interface import Attribute, Interface
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
-    from gasoline.core.boundaries import TestBoundaries
-    from gasoline.core.clientkey import ClientKey
-    from gasoline.core.notify import Notifier
-    from gasoline.core.ring import ReadResult
-    from gasoline.core.store import Added
+    from gasoline.core.storage.boundaries import TestBoundaries
+    from gasoline.core.trust.clientkey import ClientKey
+    from gasoline.core.storage.notify import Notifier
+    from gasoline.core.storage.ring import ReadResult
+    from gasoline.core.storage.store import Added
 
 
 def attribute(doc: str) -> Any:
@@ -50,7 +50,7 @@ class IClientState(Interface):
         "Read cursors by name (a buffer's, or a tool's own): the next sequence number unread.")
     checkpoints: dict[str, Any] = attribute("Named checkpoints (C{configure checkpoint}).")
     noise_rules: Any = attribute(
-        "The client's noise rules: a list, or the L{gasoline.core.noise.NoiseRules} JSON dict.")
+        "The client's noise rules: a list, or the L{gasoline.core.clients.noise.NoiseRules} JSON dict.")
     kv: dict[str, Any] = attribute("The client's key-value store (C{configure store}).")
     tab_filters: list[str] = attribute("Tab filters the client set.")
     subscriptions: dict[str, Any] = attribute("Context-streaming subscriptions, by key.")
@@ -99,7 +99,7 @@ class IClientState(Interface):
         """Remove the checkpoint C{name}, and have the state written; whether it was there."""
 
     def set_noise_rules(rules: Any) -> None:
-        """Replace the noise rules (the L{gasoline.core.noise.NoiseRules} JSON dict), and have
+        """Replace the noise rules (the L{gasoline.core.clients.noise.NoiseRules} JSON dict), and have
         the state written."""
 
     def set_tab_filters(patterns: list[str]) -> None:
@@ -176,7 +176,7 @@ class ITelemetryStore(Interface):
 
     buffers: dict[str, Any] = attribute(
         "Buffer name -> its ring of encoded entries (C{head}, C{tail}, C{read(cursor, limit)} "
-        "with C{items} as JSON bytes, C{len()}, C{stats()}): see L{gasoline.core.ring}.")
+        "with C{items} as JSON bytes, C{len()}, C{stats()}): see L{gasoline.core.storage.ring}.")
     performance: Any = attribute(
         "URL -> the latest performance snapshot for it, oldest first (an ordered dict).")
     test_boundaries: TestBoundaries = attribute("CI test boundaries (C{configure test_*}).")
@@ -193,10 +193,10 @@ class ITelemetryStore(Interface):
 
     def read(buffer_name: str, cursor: int = 0,
              limit: int | None = None) -> ReadResult[dict[str, Any]]:
-        """Decoded entries of C{buffer_name} from C{cursor} (see L{gasoline.core.ring})."""
+        """Decoded entries of C{buffer_name} from C{cursor} (see L{gasoline.core.storage.ring})."""
 
     def read_cache(buffer_name: str) -> Any:
-        """The L{gasoline.core.redacted.ReadCache} of C{buffer_name}: each entry's redacted form
+        """The L{gasoline.core.redaction.once.ReadCache} of C{buffer_name}: each entry's redacted form
         and noise verdicts, kept so an entry is redacted once, not once per agent and read."""
 
     def note_read(buffer_name: str) -> None:

@@ -45,7 +45,7 @@ from gasoline.core.errors import GasolineError
 log = Logger()
 
 #: Modules a job may name (the worker checks again before importing).
-ALLOWED = ("gasoline.analysis", "gasoline.core.redact", "gasoline.core.redacted")
+ALLOWED = ("gasoline.analysis", "gasoline.core.redaction.redactor", "gasoline.core.redaction.once")
 #: Seconds a job may run before its worker is killed.
 JOB_TIMEOUT = 60.0
 _CHUNK = 60_000

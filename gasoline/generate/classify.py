@@ -42,7 +42,7 @@ import re
 from typing import Any
 
 from gasoline.analysis._util import dicts, is_error, status_of, text
-from gasoline.core.redact import clip
+from gasoline.core.redaction.redactor import clip
 
 #: Most specific first: the tie-break order.
 CATEGORIES = ("selector_not_found", "auth", "server_error", "network_error", "js_error",

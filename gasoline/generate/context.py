@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gasoline.analysis._util import dicts, entry_time, iso, status_of, text
-from gasoline.core.redact import clip
+from gasoline.core.redaction.redactor import clip
 from gasoline.generate.scripts import _first_url, _steps, _target, js
 
 MAX_MESSAGE = 300

@@ -21,7 +21,7 @@ import orjson
 from gasoline._version import __version__
 from gasoline.analysis._util import dicts, entry_time, iso, status_of, text
 from gasoline.analysis.security import headers_of
-from gasoline.core.redact import redact_text, redact_value
+from gasoline.core.redaction.redactor import redact_text, redact_value
 
 HAR_VERSION = "1.2"
 _STATUS_TEXT = {200: "OK", 201: "Created", 204: "No Content", 301: "Moved Permanently",

@@ -7,7 +7,7 @@ from typing import Any
 from gasoline.analysis._util import dicts, is_error, is_failed_request, status_of, text
 from gasoline.analysis.clusters import error_clusters
 from gasoline.analysis.perf import performance
-from gasoline.core.redact import redact_text
+from gasoline.core.redaction.redactor import redact_text
 
 
 def _md(value: Any, limit: int = 200) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from gasoline._version import __version__
 from gasoline.analysis._util import dicts, text
-from gasoline.core.redact import clip, redact_text
+from gasoline.core.redaction.redactor import clip, redact_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"

@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from gasoline.analysis._util import dicts, text
-from gasoline.core.redact import clip
-from gasoline.core.redact_keys import is_marker
+from gasoline.core.redaction.redactor import clip
+from gasoline.core.redaction.keys import is_marker
 
 MAX_ACTIONS = 500
 PASSWORD_ENV = "GASOLINE_TEST_PASSWORD"

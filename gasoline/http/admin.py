@@ -17,10 +17,10 @@ from klein import Klein
 from twisted.web.resource import IResource
 
 from gasoline._version import __version__
-from gasoline.core.extension import rfc3339
+from gasoline.core.extension.link import rfc3339
 from gasoline.core.doctor import doctor_checks
-from gasoline.core.request_facts import facts_of
-from gasoline.core.store import CONSOLE
+from gasoline.core.trust.request_facts import facts_of
+from gasoline.core.storage.store import CONSOLE
 from gasoline.http.json import json_body
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class HealthAPI:
         }
 
     def _persistence(self) -> dict[str, Any]:
-        """Journals' sizes and what fails to reach the disk (gasoline.core.persist)."""
+        """Journals' sizes and what fails to reach the disk (gasoline.core.storage.persist)."""
         p = self.gasoline.persistence
         if p is None:
             return {"journals": {}, "failing": []}

@@ -71,7 +71,7 @@ class Head(Componentized):
     """A request whose headers are in and whose body is not: what the route policy and the
     guards read (and what a refusal sets) before the body is read (L{GasolineRoot.policy}).
     As twisted.web's C{Request}, it is C{Componentized}: the guards note its facts
-    (L{gasoline.core.request_facts}) on it."""
+    (L{gasoline.core.trust.request_facts}) on it."""
 
     content = None
 

@@ -3,7 +3,7 @@ Who the caller is, as a client id: the one place that reads C{X-Gasoline-Client}
 
 A caller that names a client id (C{X-Gasoline-Client: <id>}) must prove it with
 C{X-Gasoline-Client-Proof: <base64url HMAC-SHA256(client key, "gasoline-client-v1\\0" + id)>}
-(L{gasoline.core.clientkey}); without a valid proof the request is refused (403
+(L{gasoline.core.trust.clientkey}); without a valid proof the request is refused (403
 C{client_proof}), never served as another id. A caller that names none is served as today, with
 an id the daemon gives it. Every route that acts as a client id the caller chose calls
 L{claimed_client}: the MCP connector form and legacy C{GET /mcp/sse} (L{gasoline.http.mcp_http}),
@@ -18,17 +18,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gasoline.core.clientkey import ClientKey
-from gasoline.core.clients import ANONYMOUS_PREFIX, CLIENT_ID_RE
+from gasoline.core.trust.clientkey import ClientKey
+from gasoline.core.clients.registry import ANONYMOUS_PREFIX, CLIENT_ID_RE
 from gasoline.core.errors import ClientProofRefused, InvalidParam, SessionOwnerRefused
-from gasoline.core.session_ids import session_label, session_owner
+from gasoline.core.clients.session_ids import session_label, session_owner
 
 if TYPE_CHECKING:
     from twisted.web.server import Request
 
 #: Client ids the daemon gives callers that name none; naming them is refused (400), so an id a
 #: caller proves is never one of them: the shared C{stateless} client, and the C{anon-...} ids
-#: of L{gasoline.core.clients.ClientRegistry.anonymous_client_id}.
+#: of L{gasoline.core.clients.registry.ClientRegistry.anonymous_client_id}.
 RESERVED_IDS = frozenset({"stateless"})
 #: The extension names itself C{gasoline-extension[/...]} on its own routes; an agent id never
 #: does (it would be an agent id all the same, but no one should read it as the extension).
@@ -74,7 +74,7 @@ def require_client(request: Request, key: ClientKey, client_id: str) -> None:
 
 def require_owner(request: Request, key: ClientKey, client_id: str, session_id: str) -> None:
     """Refuse (L{SessionOwnerRefused}, 403) unless C{request} may use the session C{session_id}
-    that was opened for C{client_id} (L{gasoline.core.session_ids}): it proves that client id, or,
+    that was opened for C{client_id} (L{gasoline.core.clients.session_ids}): it proves that client id, or,
     for a session opened without one, names none. A named id with a wrong proof is refused by
     L{claimed_client} itself."""
     owner = session_owner(client_id)

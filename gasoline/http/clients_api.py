@@ -28,7 +28,7 @@ from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.common import client_id_for_cwd
-from gasoline.core.clients import validate_client_id
+from gasoline.core.clients.registry import validate_client_id
 from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.errors import (
     ClientProofRefused,

@@ -23,7 +23,7 @@ from klein import Klein
 from twisted.logger import Logger
 from twisted.web.server import NOT_DONE_YET
 
-from gasoline.core.clients import CLIENT_ID_RE
+from gasoline.core.clients.registry import CLIENT_ID_RE
 from gasoline.http.json import json_error
 from gasoline.http.keepalive import keepalive_service, start_sse
 from gasoline.stream import SSE_LIMIT, request_writer, sse_notice

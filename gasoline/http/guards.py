@@ -31,7 +31,7 @@ the JSON body of a refusal:
     extension's own) needs C{X-Gasoline-Key: <key>} (or C{Authorization: Bearer <key>}), else
     401; a C{UNLESS_EXTENSION} route (pairing, the extension's CDP link) needs it unless the
     request carries an accepted extension C{Origin}. Preflight never needs it. Whether the
-    caller proved the key is noted in the request's facts (L{gasoline.core.request_facts};
+    caller proved the key is noted in the request's facts (L{gasoline.core.trust.request_facts};
     C{/health} lists client ids only then).
 
 The extension header gate (C{X-Gasoline-Client: gasoline-extension...}) is per route and lives in
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import attrs
 
-from gasoline.core.request_facts import note_key
+from gasoline.core.trust.request_facts import note_key
 from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 from gasoline.http.json import json_error
 from gasoline.http.request import body_length, body_limit_for

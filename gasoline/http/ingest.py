@@ -31,12 +31,12 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.core import validate
-from gasoline.core.boundaries import check_test_id
-from gasoline.core.extension import ExtensionLink, rfc3339
-from gasoline.core.redact_fields import redact_typed_values
+from gasoline.core.storage.boundaries import check_test_id
+from gasoline.core.extension.link import ExtensionLink, rfc3339
+from gasoline.core.redaction.fields import redact_typed_values
 from gasoline.core.lifecycle import Shutdown
-from gasoline.core.screenshots import MIME_OF_EXT, ScreenshotStore
-from gasoline.core.store import (
+from gasoline.core.storage.screenshots import MIME_OF_EXT, ScreenshotStore
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     NETWORK_BODIES,
@@ -49,7 +49,7 @@ from gasoline.http.guards import JSON_VALUES_COUNTED_FROM, json_values_refusal
 from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
-    from gasoline.core.pairing import DaemonIdentity
+    from gasoline.core.trust.pairing import DaemonIdentity
 
 log = Logger()
 
@@ -162,7 +162,7 @@ class IngestAPI:
     shutdown: Shutdown
     ws_events_per_second: int = WS_EVENTS_PER_SECOND
     screenshot_interval: float = SCREENSHOT_INTERVAL
-    #: The daemon identity (gasoline.core.pairing): signs C{/sync} answers to paired extensions.
+    #: The daemon identity (gasoline.core.trust.pairing): signs C{/sync} answers to paired extensions.
     identity: DaemonIdentity | None = None
     _ws_window: float = attrs.field(default=-math.inf, init=False)
     _ws_count: int = attrs.field(default=0, init=False)

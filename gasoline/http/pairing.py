@@ -1,5 +1,5 @@
 """
-C{/pairing}: the daemon proves its identity to the Gasoline extension (gasoline.core.identity, gasoline.core.pairing).
+C{/pairing}: the daemon proves its identity to the Gasoline extension (gasoline.core.trust.identity, gasoline.core.trust.pairing).
 
 C{GET /pairing} answers the daemon's public key and fingerprint (what the extension pins once the
 user has compared the fingerprint with C{gasoline identity}); C{POST /pairing/challenge} answers
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from klein import Klein
 
 from gasoline.core import validate
-from gasoline.core.identity import PairingError
-from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
+from gasoline.core.trust.identity import PairingError
+from gasoline.core.trust.pairing import ChallengeRefused, DaemonIdentity
 from gasoline.http.ingest import extension_only
 from gasoline.http.json import json_body, json_error
 

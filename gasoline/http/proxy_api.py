@@ -15,7 +15,7 @@ C{/session}: the session-based MCP proxy's routes (C{docs/proxy.md})::
 
 The session id is also the MCP session: C{POST /mcp} with C{Mcp-Session-Id: <sessionId>}. Every
 route that takes the id needs the identity that opened the session (the same proven client id, or
-none when it was opened without one; else 403 C{session_owner}, see L{gasoline.core.session_ids}).
+none when it was opened without one; else 403 C{session_owner}, see L{gasoline.core.clients.session_ids}).
 Host, Origin and the optional API key are checked by the root's guard before this code runs; on top
 of that, these routes start processes, so a request carrying any C{Origin} (a browser: a page, or
 an extension the guard lets through for the ingest routes) gets 403 C{forbidden_origin}.
@@ -29,7 +29,7 @@ from klein import Klein
 from twisted.logger import Logger
 
 from gasoline.core.errors import GasolineError
-from gasoline.core.session_ids import session_label
+from gasoline.core.clients.session_ids import session_label
 from gasoline.http.client_proof import claimed_client, require_owner
 from gasoline.http.json import json_body, read_json_object
 

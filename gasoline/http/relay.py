@@ -28,7 +28,7 @@ from twisted.web.server import Request
 from twisted.web.resource import IResource, Resource
 
 from gasoline.core.inflight import InFlight
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.trust.pairing import DaemonIdentity
 from gasoline.http.json import json_body, json_error
 from gasoline.http.relay_wire import CDP_PREFIX
 from gasoline.relay.hub import Relay

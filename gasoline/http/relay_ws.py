@@ -19,9 +19,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from gasoline.core.identity import PairingError, b64u, unb64u
+from gasoline.core.trust.identity import PairingError, b64u, unb64u
 from gasoline.core.inflight import InFlight
-from gasoline.core.pairing import DaemonIdentity
+from gasoline.core.trust.pairing import DaemonIdentity
 from gasoline.core.validate import json_tokens
 from gasoline.http.relay_wire import (
     CDP_PREFIX,

@@ -41,7 +41,7 @@ from twisted.web.server import NOT_DONE_YET
 
 from gasoline._version import __version__
 from gasoline.core.lifecycle import ClockedTimer
-from gasoline.core.session_ids import session_label
+from gasoline.core.clients.session_ids import session_label
 from gasoline.http.json import json_body, json_error
 from gasoline.stream import request_writer
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from twisted.web.server import Request
 
     from gasoline.core.daemon import Daemon
-    from gasoline.core.pairing import DaemonIdentity
+    from gasoline.core.trust.pairing import DaemonIdentity
     from gasoline.mcp.tools import ToolRegistry
     from gasoline.proxy.session import ProxyManager
     from gasoline.relay.hub import Relay
@@ -140,7 +140,7 @@ class StatusPage:
     def _extension(self, now: float) -> dict[str, Any]:
         link = self.daemon.extension
         settings = link.settings or {}
-        # The identity's public read-only summary (gasoline.core.pairing.DaemonIdentity.summary).
+        # The identity's public read-only summary (gasoline.core.trust.pairing.DaemonIdentity.summary).
         pairing = self.identity.summary() if self.identity is not None else {}
         return {
             "connected": bool(link.connected),
@@ -251,7 +251,7 @@ class StatusPage:
                                  "enabled": entry.enabled,
                                  "state": child.state if child is not None else None,
                                  "restarts": child.restarts if child is not None else 0})
-            # A label, never the id: the id is the session's credential (gasoline.core.session_ids).
+            # A label, never the id: the id is the session's credential (gasoline.core.clients.session_ids).
             sessions.append({"id": session_label(session.session_id), "client": session.client_id,
                              "project": session.working_directory, "children": children})
         return {"sessions": sessions, "shared": len(proxy.shared)}

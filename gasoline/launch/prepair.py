@@ -21,7 +21,7 @@ Why that is safe (docs/browser.md, "Pre-pairing"):
 The other way round, the daemon pins one extension key (the user's own browser's, trust on first
 use) and refuses others; the launched browser has a new profile, hence a key of its own.
 L{grant_extension} reads that PUBLIC key from the worker over the same pipe and writes a launch
-grant in the daemon's state dir (L{gasoline.core.pins.write_launch_grant}): the daemon opens
+grant in the daemon's state dir (L{gasoline.core.trust.pins.write_launch_grant}): the daemon opens
 sessions for that key beside the pinned one, without pinning it, while this launcher runs; the
 launcher removes the grant when it ends the browser (L{revoke_extension}).
 
@@ -36,13 +36,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gasoline.core.identity import (
+from gasoline.core.trust.identity import (
     PairingError,
     b64u,
     fingerprint_of,
     unb64u,
 )
-from gasoline.core.pins import remove_launch_grant, write_launch_grant
+from gasoline.core.trust.pins import remove_launch_grant, write_launch_grant
 from gasoline.daemon_dir import StateDirProblem, checked_state_dir, daemon_public_key
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gasoline.core.redact import Redactor
+from gasoline.core.redaction.redactor import Redactor
 
 _REDACTOR = Redactor()
 #: Notification parameters that are the protocol's own (C{progressToken} is no secret, whatever

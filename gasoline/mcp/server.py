@@ -28,7 +28,7 @@ from gasoline.core.errors import TooManyClients
 from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.lifecycle import StopHook
 from gasoline.core.turns import DaemonBusy, TurnBudget
-from gasoline.core.session_ids import session_label
+from gasoline.core.clients.session_ids import session_label
 from gasoline.mcp import jsonrpc
 from gasoline.mcp.jsonrpc import (
     INTERNAL_ERROR,

@@ -8,7 +8,7 @@ L{gasoline.core.errors.GasolineError} code, message and retry hint. Protocol fau
 C{arguments} not an object) are JSON-RPC errors, raised by the server before a tool runs.
 
 Central result processing (L{ToolRegistry.call}), for every tool: the per-client rate limit
-(L{gasoline.core.ratelimit}), secret redaction of every text returned, the 100 kB cap with an
+(L{gasoline.core.clients.ratelimit}), secret redaction of every text returned, the 100 kB cap with an
 explicit truncation note, telemetry counters and a bounded per-client audit log. The rate limit
 and the cap are Gasoline's own tools' (a proxied tool, C{Tool.proxied}, has its server's limits).
 """
@@ -26,9 +26,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from gasoline.core.errors import GasolineError
-from gasoline.core.ratelimit import SlidingWindowLimiter
-from gasoline.core.redact import Redactor, cap_text
-from gasoline.core.redacted import RedactedText
+from gasoline.core.clients.ratelimit import SlidingWindowLimiter
+from gasoline.core.redaction.redactor import Redactor, cap_text
+from gasoline.core.redaction.once import RedactedText
 from gasoline.mcp.jsonrpc import JsonRpcError
 from gasoline.mcp.progress import start_for
 

@@ -30,11 +30,11 @@ from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IReactorProcess
 from twisted.logger import Logger
 
-from gasoline.core.clients import CLIENT_ID_RE
-from gasoline.core.documents import JsonDocument
+from gasoline.core.clients.registry import CLIENT_ID_RE
+from gasoline.core.storage.documents import JsonDocument
 from gasoline.core.errors import GasolineError, SessionOwnerRefused
-from gasoline.core.session_ids import session_label
-from gasoline.core.ratelimit import SlidingWindowLimiter
+from gasoline.core.clients.session_ids import session_label
+from gasoline.core.clients.ratelimit import SlidingWindowLimiter
 from gasoline.mcp.jsonrpc import INVALID_REQUEST, JsonRpcError
 from gasoline.proxy.child import ChildServer, child_env
 from gasoline.proxy.config import (
@@ -419,7 +419,7 @@ class ProxyManager:
         session = self.get(session_id)
         if mcp_session.client_id != session.client_id:
             # A proxy session's tools act as its client id: only a connection of that (proven)
-            # client may see them (gasoline.core.session_ids).
+            # client may see them (gasoline.core.clients.session_ids).
             raise SessionOwnerRefused(
                 f"forbidden: proxy session {session_label(session_id)} belongs to another client "
                 "id than this connection's")

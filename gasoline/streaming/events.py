@@ -1,7 +1,7 @@
 """
 Stream events: what a buffer write means for subscribers (the event types agents subscribe to).
 
-L{classify} turns one L{gasoline.core.store.BufferWrite} into the L{StreamEvent}s it carries, once per
+L{classify} turns one L{gasoline.core.storage.store.BufferWrite} into the L{StreamEvent}s it carries, once per
 write whatever the number of subscribers. It only reads the entry dicts the store already holds
 (no decoding, no I/O). Event types and how each is recognised:
 
@@ -23,7 +23,7 @@ write whatever the number of subscribers. It only reads the entry dicts the stor
    a C{preview} of its data (L{WS_PREVIEW} characters, redacted like every event); streamed only
    to agents that name the type (L{OPT_IN_TYPES});
  - C{dom_change}: reported by the extension for an agent's own DOM watch
-   (L{gasoline.core.extension.ExtensionLink.dom_changes}), C{low} unless the watch says
+   (L{gasoline.core.extension.link.ExtensionLink.dom_changes}), C{low} unless the watch says
    otherwise; only to that agent.
 
 Every event also names the MCP log level its severity maps to (C{critical} -> C{critical},
@@ -58,7 +58,7 @@ LOG_LEVEL = {"low": "notice", "medium": "warning", "high": "error", "critical": 
 MAX_MESSAGE = 2000
 MAX_STACK = 4000
 
-# Buffer names (gasoline.core.store), repeated here as plain strings to keep this module free of
+# Buffer names (gasoline.core.storage.store), repeated here as plain strings to keep this module free of
 # anything but the entries it reads.
 _CONSOLE = CONSOLE = "console"
 _WATERFALL = "network_waterfall"

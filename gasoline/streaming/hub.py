@@ -2,8 +2,8 @@
 The streaming hub: L{Streaming}, the component the tools and routes use, and its table of
 subscribed agents.
 
-Flow, for every buffer write (a L{gasoline.core.store.BufferWrite} the store publishes to the
-L{gasoline.core.notify.Notifier}): the notifier asks L{Streaming.wants} on the ingest path (a few
+Flow, for every buffer write (a L{gasoline.core.storage.store.BufferWrite} the store publishes to the
+L{gasoline.core.storage.notify.Notifier}): the notifier asks L{Streaming.wants} on the ingest path (a few
 attribute reads) and calls L{Streaming.on_write} on a later reactor turn (C{callLater(0)},
 batched), never inside the ingest request, so ingest never waits for matching. The hub re-reads
 its agent table (L{Streaming.active}) and hands the write to its
@@ -50,7 +50,7 @@ from gasoline.streaming.subscription import Matcher, Subscription
 
 if TYPE_CHECKING:
     from gasoline.core.interfaces import IClientRegistry, IClientState
-    from gasoline.core.notify import Notifier
+    from gasoline.core.storage.notify import Notifier
 
 #: The key of the streaming subscription in C{ClientState.subscriptions}.
 STATE_KEY = "streaming"
@@ -66,7 +66,7 @@ MAX_NOTE = 240
 
 class DomWatchLink(Protocol):
     """What streaming needs of the extension link for C{dom_change} events
-    (L{gasoline.core.extension.ExtensionLink} is one)."""
+    (L{gasoline.core.extension.link.ExtensionLink} is one)."""
 
     def set_dom_watches(self, watches: list[dict[str, Any]]) -> None: ...
 
@@ -86,11 +86,11 @@ class Streaming:
         @param sessions: the MCP server's session table (session id ->
             L{gasoline.mcp.session.McpSession}): the agents' streams.
         @param redact_text: redacts one text of an event (the daemon's
-            L{Redactor.redact_value<gasoline.core.redact.Redactor>}, on decoded values).
+            L{Redactor.redact_value<gasoline.core.redaction.redactor.Redactor>}, on decoded values).
         @param on_latency: called with the seconds from a write (C{BufferWrite.at}) to its
             first notification being written, once per write that produced any (C{/metrics}'s
             histogram).
-        @param extension: the extension link (L{gasoline.core.extension.ExtensionLink}): it
+        @param extension: the extension link (L{gasoline.core.extension.link.ExtensionLink}): it
             carries the agents' DOM watches to the extension and hands back what it reports
             (C{dom_change}); None: no DOM watches.
         """

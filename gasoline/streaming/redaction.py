@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gasoline.core.redact import Redactor, drop_cut_tail, redact_value
+from gasoline.core.redaction.redactor import Redactor, drop_cut_tail, redact_value
 from gasoline.streaming.events import StreamEvent
 
 #: Redacted texts remembered (at most this many, each at most this long).
@@ -33,7 +33,7 @@ class EventRedactor:
     __slots__ = ("_redact_text", "_seen")
 
     def __init__(self, redact_text: Callable[[str], str] | None = None) -> None:
-        #: Redacts one text (the daemon's L{Redactor.redact_value<gasoline.core.redact.Redactor>},
+        #: Redacts one text (the daemon's L{Redactor.redact_value<gasoline.core.redaction.redactor.Redactor>},
         #: on decoded values); a pure function of the text, so its answers can be remembered.
         self._redact_text = redact_text if redact_text is not None else redact_value
         self._seen: dict[str, str] = {}

@@ -11,10 +11,10 @@ import re
 from typing import Any
 
 from gasoline.common import unquote
-from gasoline.core.redact import clip
-from gasoline.core.redact_fields import FIELD_NATURE, redact_typed_values
-from gasoline.core.redact_keys import marker
-from gasoline.core.store import ACTIONS
+from gasoline.core.redaction.redactor import clip
+from gasoline.core.redaction.fields import FIELD_NATURE, redact_typed_values
+from gasoline.core.redaction.keys import marker
+from gasoline.core.storage.store import ACTIONS
 from gasoline.tools._shared import (
     as_dict,
     page_url,

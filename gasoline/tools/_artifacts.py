@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.common import make_private_dir
-from gasoline.core.files import thread_runner
-from gasoline.core.redact import redact_value
+from gasoline.core.storage.files import thread_runner
+from gasoline.core.redaction.redactor import redact_value
 
 if TYPE_CHECKING:
     from gasoline.tools.context import ToolContext

@@ -11,7 +11,7 @@ from typing import Any
 from gasoline.analysis import (
     changes,
 )
-from gasoline.core.store import (
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     NETWORK_BODIES,

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from gasoline.core.store import ACTIONS, CONSOLE, EXTENSION_LOGS, NETWORK_BODIES, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    EXTENSION_LOGS,
+    NETWORK_BODIES,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.tools._views import ERRORS_CURSOR
 
 if TYPE_CHECKING:

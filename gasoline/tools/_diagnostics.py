@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gasoline import __version__
 from gasoline.core.doctor import extension_check, doctor_checks
 from gasoline.core.errors import GasolineError
-from gasoline.core.session_ids import session_label
+from gasoline.core.clients.session_ids import session_label
 from gasoline.tools.context import ToolContext
 from gasoline.tools.schemas import TOOL_MODES
 
@@ -48,7 +48,7 @@ def configure_health(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
         "mcp_sessions": len(server.sessions) if server is not None else None,
         "you": {
             "client_id": ctx.client_id,
-            # A label: the id is the session's credential (gasoline.core.session_ids).
+            # A label: the id is the session's credential (gasoline.core.clients.session_ids).
             "session_label": session_label(session.session_id)
             if session is not None else None,
             "transport": session.transport if session is not None else None,

@@ -30,7 +30,7 @@ from typing import Any, Callable
 import attrs
 import orjson
 
-from gasoline.core.redacted import ReadCache, RedactedEntries
+from gasoline.core.redaction.once import ReadCache, RedactedEntries
 from gasoline.tools._views import view_filter
 from gasoline.tools.context import ToolContext, client_noise_rules, noise_rules_key
 
@@ -228,7 +228,7 @@ def read_buffer(
         entries = [t for t in (transform(e) for e in entries) if t is not None]
     elif not page.cut:
         # Only entries straight from the cache: the result splices them as they are
-        # (L{gasoline.core.redacted.compose_text}).
+        # (L{gasoline.core.redaction.once.compose_text}).
         entries = RedactedEntries(entries)
     meta.update({
         "count": len(entries),

@@ -18,8 +18,8 @@ from gasoline.analysis import media
 from gasoline.analysis._util import entry_time, iso
 from gasoline.core import paths
 from gasoline.core.errors import GasolineError
-from gasoline.core.files import thread_runner
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES
+from gasoline.core.storage.files import thread_runner
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES
 from gasoline.tools._shared import (
     as_dict,
     heads,

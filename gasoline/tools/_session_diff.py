@@ -10,8 +10,8 @@ from typing import Any
 
 
 from gasoline.core.errors import MissingParam
-from gasoline.core.redact import clip
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
+from gasoline.core.redaction.redactor import clip
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
 from gasoline.tools._state import resolve_checkpoint
 from gasoline.tools.context import ToolContext, decode_entries, newest_entries
 

@@ -10,7 +10,7 @@ import fnmatch
 from typing import Any, Callable
 
 from gasoline.core.errors import GasolineError
-from gasoline.core.store import (
+from gasoline.core.storage.store import (
     CONSOLE,
 )
 from gasoline.tools.context import ToolContext

@@ -37,9 +37,9 @@ from gasoline.analysis._util import (
 )
 from gasoline.core import paths
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.files import thread_runner
-from gasoline.core.screenshots import MIME_OF_EXT, image_content
-from gasoline.core.store import (
+from gasoline.core.storage.files import thread_runner
+from gasoline.core.storage.screenshots import MIME_OF_EXT, image_content
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     NETWORK_BODIES,
@@ -67,7 +67,7 @@ from gasoline.tools._shared import (
 )
 from gasoline.tools.context import reserved_dict, store_reserved_dict
 from gasoline.tools.schemas import MODE_PROPERTIES
-from gasoline.core.redact import clip
+from gasoline.core.redaction.redactor import clip
 
 # -- X: the extension answers -----------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import orjson
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.store import (
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     EXTENSION_LOGS,
@@ -213,7 +213,7 @@ def configure_noise_rule(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
         return ctx.ok(f"{dropped} {scope} noise rules dropped; built-ins re-enabled",
                       {"dropped": dropped, "scope": scope})
     # auto_detect: propose (or, with apply:true, add) rules for repeated messages.
-    from gasoline.core.noise import auto_detect
+    from gasoline.core.clients.noise import auto_detect
 
     threshold = ctx.int_arg(args, "threshold", 10, 2, 100_000)
     apply = ctx.bool_arg(args, "apply", False)
@@ -363,12 +363,12 @@ def configure_select_tab(ctx: ToolContext, args: dict[str, Any]) -> dict[str, An
 
 def _boundary(ctx: ToolContext, args: dict[str, Any], action: str) -> dict[str, Any]:
     """Same as C{POST /test-boundary}: later entries are tagged with the active test ids."""
-    from gasoline.core.extension import rfc3339
+    from gasoline.core.extension.link import rfc3339
 
     test_id = ctx.str_arg(args, "test_id") or ctx.str_arg(args, "name")
     if not test_id:
         raise MissingParam(f"test_boundary_{action} needs 'test_id'", param="test_id")
-    from gasoline.core.boundaries import check_test_id
+    from gasoline.core.storage.boundaries import check_test_id
 
     problem = check_test_id(test_id)
     if problem is not None:

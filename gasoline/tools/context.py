@@ -19,7 +19,7 @@ from twisted.internet.defer import Deferred
 
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
-from gasoline.core.redacted import REDACTOR as _REDACTOR, RedactedEntries, compose_text
+from gasoline.core.redaction.once import REDACTOR as _REDACTOR, RedactedEntries, compose_text
 from gasoline.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ class ToolContext:
                 summary += " (extension not connected)"
         if any(type(v) is RedactedEntries for v in body.values()):
             # Entries read through the redact-once cache: redacted here, once, not again at
-            # the exit (L{gasoline.core.redacted}).
+            # the exit (L{gasoline.core.redaction.once}).
             return {"content": [{"type": "text", "text": compose_text(_REDACTOR, summary, body)}],
                     "isError": False}
         return text_result(summary, body)
@@ -326,10 +326,10 @@ class ToolContext:
 
 
 def client_noise_rules(ctx: ToolContext) -> Any:
-    """The caller's L{gasoline.core.noise.NoiseRules} (client scope + built-ins, linked to the
+    """The caller's L{gasoline.core.clients.noise.NoiseRules} (client scope + built-ins, linked to the
     global set). Persisted as C{NoiseRules.to_json()} in C{state.noise_rules}; parsed once and
     cached per client until the persisted form changes."""
-    from gasoline.core.noise import NoiseRules
+    from gasoline.core.clients.noise import NoiseRules
 
     raw = ctx.state.noise_rules
     key = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""
@@ -348,7 +348,7 @@ def client_noise_rules(ctx: ToolContext) -> Any:
 def noise_rules_key(ctx: ToolContext) -> tuple[bytes, bytes]:
     """A key that changes whenever what the caller's noise rules hide may change: the
     persisted form of its own set and of the global set (noise verdicts are kept per entry
-    under this key, L{gasoline.core.redacted.ReadCache.hidden}). Clients with the same rules
+    under this key, L{gasoline.core.redaction.once.ReadCache.hidden}). Clients with the same rules
     (most: the built-ins only) share it."""
     raw = ctx.state.noise_rules
     own = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""

@@ -24,8 +24,8 @@ from twisted.internet.defer import Deferred
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, resolve_inside
-from gasoline.core.redact import clip
-from gasoline.core.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
+from gasoline.core.redaction.redactor import clip
+from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WATERFALL
 from gasoline.generate import (
     csp,
     origins_by_type,

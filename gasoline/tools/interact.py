@@ -26,8 +26,8 @@ from twisted.logger import Logger
 
 from gasoline.analysis import media
 from gasoline.core.errors import InvalidParam, MissingParam
-from gasoline.core.files import thread_runner
-from gasoline.core.screenshots import MAX_INLINE_IMAGE_CHARS, image_content
+from gasoline.core.storage.files import thread_runner
+from gasoline.core.storage.screenshots import MAX_INLINE_IMAGE_CHARS, image_content
 from gasoline.tools._actions import (
     BROWSER_ACTION_TIMEOUT,
     _looks_secret,

@@ -19,8 +19,8 @@ from typing import Any, Callable
 import orjson
 from twisted.internet.defer import Deferred
 
-from gasoline.core.redact import clip
-from gasoline.core.store import (
+from gasoline.core.redaction.redactor import clip
+from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
     EXTENSION_LOGS,

@@ -1,7 +1,7 @@
 """
 What the tools keep between calls, in memory, for the daemon's lifetime.
 
-Per-client state that must survive a restart lives in L{gasoline.core.clients.ClientState}; this
+Per-client state that must survive a restart lives in L{gasoline.core.clients.registry.ClientState}; this
 is the rest: in-flight playbacks and screen recordings, the element ids C{list_interactive} handed
 out, the last tab list seen, parsed noise rules, the link validator, and the marks C{configure
 clear scope:"all"} left on shared buffers. One L{ToolRuntime} belongs to the daemon's
@@ -38,7 +38,7 @@ class ToolRuntime:
     interactive_lists: dict[str, Any] = attrs.field(factory=dict)
     #: tab id -> URL, from the last C{observe {what:"tabs"}} answer.
     tab_urls: dict[Any, str] = attrs.field(factory=dict)
-    #: client id -> (persisted form, parsed L{gasoline.core.noise.NoiseRules}).
+    #: client id -> (persisted form, parsed L{gasoline.core.clients.noise.NoiseRules}).
     noise_cache: dict[str, Any] = attrs.field(factory=dict)
     #: buffer -> the last C{configure clear scope:"all"} of it (C{{"seq", "at", "by"}}).
     buffer_clears: dict[str, dict[str, Any]] = attrs.field(factory=dict)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import websocket  # websocket-client
 
-from gasoline.core.identity import fingerprint_of
+from gasoline.core.trust.identity import fingerprint_of
 from gasoline.testing import EXTENSION_HEADERS
 
 REPO = Path(__file__).resolve().parents[2]

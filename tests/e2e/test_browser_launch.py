@@ -174,7 +174,7 @@ def test_gasoline_browser_headless_gives_an_agent_the_page_console_error(chromiu
     run_launch(chromium_bin, tmp_path, state_dir)
     # The launched (temporary) extension did not take the first pin: the user's own extension,
     # pairing later, will be the pinned one.
-    from gasoline.core.pins import PIN_FILE, read_pin_file
+    from gasoline.core.trust.pins import PIN_FILE, read_pin_file
 
     assert read_pin_file(state_dir / PIN_FILE)["pinned"] is None
 
@@ -184,8 +184,8 @@ def test_gasoline_browser_works_when_the_daemon_already_pins_another_extension(c
     extension (new profile, new key) still gets capture to the agent, and the pin is unchanged."""
     from cryptography.hazmat.primitives import serialization
 
-    from gasoline.core.identity import b64u, fingerprint_of
-    from gasoline.core.pins import PIN_FILE, read_pin_file, write_pin_file
+    from gasoline.core.trust.identity import b64u, fingerprint_of
+    from gasoline.core.trust.pins import PIN_FILE, read_pin_file, write_pin_file
 
     state_dir = tmp_path / "state"
     user_key = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(

@@ -21,8 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from gasoline.core.identity import PairingError
-from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
+from gasoline.core.trust.identity import PairingError
+from gasoline.core.trust.pairing import ChallengeRefused, DaemonIdentity
 from harness import EXTENSION_DIR, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -130,7 +130,7 @@ class _WallClock:
 class ScriptedDaemon:
     """A stand-in daemon that speaks just enough of the protocol to hand out scripted commands.
 
-    It has an identity of its own (gasoline.core.identity) and answers the pairing challenge and
+    It has an identity of its own (gasoline.core.trust.identity) and answers the pairing challenge and
     signs its /sync answers as the daemon does; ``port`` lets it take a port another daemon had
     (an impostor, when the extension pinned that other daemon)."""
 

@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from harness import EXTENSION_DIR, SECOND_LINK_JS, Chromium, daemon_get, wait_until
 from support import DaemonProcess
 
-from gasoline.core.identity import PairingError
-from gasoline.core.pairing import ChallengeRefused, DaemonIdentity
+from gasoline.core.trust.identity import PairingError
+from gasoline.core.trust.pairing import ChallengeRefused, DaemonIdentity
 from gasoline.testing import PairedExtensionKeys
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

@@ -18,9 +18,9 @@ Only the holder of the daemon's private key can compute C{K}; the extension chec
 WebCrypto and keeps C{K} for the session.
 
 The rest of pairing lives beside this module: the extension's key the daemon pins, launch grants
-and C{gasoline pair} (L{gasoline.core.pins}); the sealed channel of a session, AES-GCM and the
-replay window (L{gasoline.core.seal}); the table of challenges and sessions, its rate limit and the
-check of every extension request (L{gasoline.core.pairing.DaemonIdentity}).
+and C{gasoline pair} (L{gasoline.core.trust.pins}); the sealed channel of a session, AES-GCM and the
+replay window (L{gasoline.core.trust.seal}); the table of challenges and sessions, its rate limit and the
+check of every extension request (L{gasoline.core.trust.pairing.DaemonIdentity}).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 The sealed channel of a pairing session: every request of the extension's session, and the
 C{/sync} answer (the command channel) bound to its request, travel encrypted and authenticated
 with AES-256-GCM under C{HMAC-SHA256(K, "gasoline-seal-v1 key")}, K the session key of the
-handshake (L{gasoline.core.identity}). A process that takes over the port reads no capture or
+handshake (L{gasoline.core.trust.identity}). A process that takes over the port reads no capture or
 command result and cannot feed the extension a single command.
 
 Each sealed request carries the session's request number (the IV's last 8 bytes, authenticated
@@ -22,7 +22,7 @@ import os
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from gasoline.core.identity import PairingError
+from gasoline.core.trust.identity import PairingError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -107,7 +107,7 @@ class Session:
         self._aead: AESGCM | None = None
         self._sid = sid.encode()
         #: The extension key of a launched browser's session (its grant is checked again at
-        #: most once per L{gasoline.core.pins.PIN_REFRESH} s), else C{None}.
+        #: most once per L{gasoline.core.trust.pins.PIN_REFRESH} s), else C{None}.
         self.launched = launched
         self.checked = used
         #: Replay window (as IPsec's, RFC 4303 3.4.3): the highest request number opened, and a

@@ -3,9 +3,9 @@ Small daemon-wide JSON documents in the state dir (today: the global noise rules
 
 A L{JsonDocument} is read once when the daemon starts and written by a timer when it was marked
 dirty (and once more when its service stops), never inside a request, the same way client states
-are (L{gasoline.core.clients}). Writes are atomic (a temporary file renamed over the old one) and
+are (L{gasoline.core.clients.registry}). Writes are atomic (a temporary file renamed over the old one) and
 private (mode 0600); an unreadable or corrupt file is moved aside with one log line naming it
-and the fix (L{gasoline.core.files.set_aside}), never fatal.
+and the fix (L{gasoline.core.storage.files.set_aside}), never fatal.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import read_nofollow
-from gasoline.core.atrest import MAGIC
-from gasoline.core.files import (
+from gasoline.core.storage.atrest import MAGIC
+from gasoline.core.storage.files import (
     DiskHealth,
     describe,
     make_private_dir,
@@ -54,7 +54,7 @@ class JsonDocument:
     health: DiskHealth | None = None
     #: What the daemon goes on without when the file is corrupt (said in the one log line).
     what: str = "what it held"
-    #: C{--state-key-file}: the file is sealed (L{gasoline.core.atrest}).
+    #: C{--state-key-file}: the file is sealed (L{gasoline.core.storage.atrest}).
     at_rest: Any = None
     _dirty: bool = attrs.field(default=False, init=False)
     _written: bytes | None = attrs.field(default=None, init=False)

@@ -1,14 +1,14 @@
 """
 Durable state: the state dir prepared and checked, one journal per telemetry buffer wired to the store.
 
-L{wire_journals} prepares the state dir (L{gasoline.core.files.prepare_state_dir}), builds one
-L{gasoline.core.journal.BufferJournal} per ring buffer, reloads them at start-up and attaches them
+L{wire_journals} prepares the state dir (L{gasoline.core.storage.files.prepare_state_dir}), builds one
+L{gasoline.core.storage.journal.BufferJournal} per ring buffer, reloads them at start-up and attaches them
 to the store; L{Persistence} is what it returns (the daemon's durable side: state dir warnings,
 disk health, the journals). C{sequence.json} (every journaled buffer's head) is written here too;
 it only matters for a journal written before sequence markers existed.
 
-The file primitives and L{gasoline.core.files.DiskHealth} live in L{gasoline.core.files}, the
-journals in L{gasoline.core.journal}.
+The file primitives and L{gasoline.core.storage.files.DiskHealth} live in L{gasoline.core.storage.files}, the
+journals in L{gasoline.core.storage.journal}.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from twisted.logger import Logger
 import orjson
 
 from gasoline.common import read_nofollow
-from gasoline.core.files import (
+from gasoline.core.storage.files import (
     DiskHealth,
     describe,
     prepare_state_dir,
@@ -35,13 +35,13 @@ from gasoline.core.files import (
     thread_runner,
     write_atomic,
 )
-from gasoline.core.journal import MiB, BufferJournal
+from gasoline.core.storage.journal import MiB, BufferJournal
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
-    from gasoline.core.atrest import AtRest
-    from gasoline.core.store import TelemetryStore
+    from gasoline.core.storage.atrest import AtRest
+    from gasoline.core.storage.store import TelemetryStore
 
 __all__ = ["SEQUENCE_FILE", "Persistence", "wire_journals"]
 
@@ -92,7 +92,7 @@ class Persistence:
     store: "TelemetryStore"
     health: DiskHealth
     journals: dict[str, BufferJournal] = attrs.field(factory=dict)
-    #: C{--state-key-file}'s sealing (L{gasoline.core.atrest.AtRest}), or None.
+    #: C{--state-key-file}'s sealing (L{gasoline.core.storage.atrest.AtRest}), or None.
     at_rest: "AtRest | None" = None
 
     def stats(self) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def wire_journals(
     For each buffer: read its journal (blocking: start-up only, before the reactor runs), put the
     newest entries back in the ring under their old sequence numbers, attach the journal to the
     store and its service to C{services}. With C{persist} false only the state dir is prepared.
-    With C{at_rest} (L{gasoline.core.atrest.AtRest}) every entry is sealed on disk.
+    With C{at_rest} (L{gasoline.core.storage.atrest.AtRest}) every entry is sealed on disk.
     """
     state_dir = Path(state_dir)
     health = health if health is not None else DiskHealth(clock)

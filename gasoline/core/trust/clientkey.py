@@ -29,7 +29,7 @@ from gasoline.common import (
     encode_client_key,
     read_nofollow,
 )
-from gasoline.core.files import StateFileError, make_private_dir, unlink_quietly, write_new
+from gasoline.core.storage.files import StateFileError, make_private_dir, unlink_quietly, write_new
 
 log = Logger()
 

@@ -20,7 +20,7 @@ agent and every read. Here instead:
    L{RedactedText} as proven (it only caps it).
 
 Why the splice equals the exit's redaction: the exit walks the decoded JSON
-(L{gasoline.core.redact.Redactor.redact_value}), so it reaches a list under key C{k} of the
+(L{gasoline.core.redaction.redactor.Redactor.redact_value}), so it reaches a list under key C{k} of the
 body at depth 1 and its entries at depth 2, after checking the key rules of the body's own
 level (a sensitive key, a name/value pair, a typed secret field, C{cookies}). Entries are
 redacted here at depth 2 (L{ENTRY_DEPTH}), so the walk would give each back unchanged (the
@@ -36,10 +36,10 @@ from typing import Any, Callable
 
 import orjson
 
-from gasoline.core.redact import Redactor
-from gasoline.core.redact_fields import TYPED_VALUES
-from gasoline.core.redact_keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
-from gasoline.core.redact_scan import no_candidates, prefilter_with
+from gasoline.core.redaction.redactor import Redactor
+from gasoline.core.redaction.fields import TYPED_VALUES
+from gasoline.core.redaction.keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
+from gasoline.core.redaction.scan import no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
 ENTRY_DEPTH = 2
@@ -97,7 +97,7 @@ def compose_text(redactor: Redactor, summary: str, body: dict[str, Any]) -> str:
 
 
 #: Separators a key name may hold anywhere without changing what it names
-#: (L{gasoline.core.redact_keys}: C{-}, C{.} and whitespace read as C{_}, which the flat form
+#: (L{gasoline.core.redaction.keys}: C{-}, C{.} and whitespace read as C{_}, which the flat form
 #: drops; camelCase adds only C{_}).
 _SEP = r"[-_.\s]*"
 
@@ -276,7 +276,7 @@ OFFLOAD_QUEUE = 64
 
 class Offload:
     """Redacts large stored entries in the worker pool ahead of their first read
-    (L{gasoline.core.store.TelemetryStore.offload}): a 1 MB JSON body costs ~200 ms of redaction,
+    (L{gasoline.core.storage.store.TelemetryStore.offload}): a 1 MB JSON body costs ~200 ms of redaction,
     which the reactor must not spend. A read that comes first redacts the entry itself, as
     always; the worker's answer then finds the slot filled and is dropped."""
 
@@ -295,7 +295,7 @@ class Offload:
                 continue
             seq = first_seq + i
             try:
-                d = self.pool.run("gasoline.core.redacted:redact_json", raw.decode("utf-8"))
+                d = self.pool.run("gasoline.core.redaction.once:redact_json", raw.decode("utf-8"))
             except Exception:
                 self.skipped += 1
                 continue

@@ -42,17 +42,17 @@ from twisted.logger import Logger
 
 from gasoline._version import EXTENSION_COMPAT_VERSION
 from gasoline.common import rfc3339  # re-exported
-from gasoline.core.commands import CommandQueue
+from gasoline.core.extension.commands import CommandQueue
 from gasoline.core.errors import ExtensionDisconnected
 from gasoline.core.hooks import add_hook
 from gasoline.core.lifecycle import StopHook
-from gasoline.core.redact import Redactor
-from gasoline.core.store import EXTENSION_LOGS
+from gasoline.core.redaction.redactor import Redactor
+from gasoline.core.storage.store import EXTENSION_LOGS
 from gasoline.core.validate import encodable
 
 if TYPE_CHECKING:
-    from gasoline.core.pairing import DaemonIdentity
-    from gasoline.core.store import TelemetryStore
+    from gasoline.core.trust.pairing import DaemonIdentity
+    from gasoline.core.storage.store import TelemetryStore
 
 log = Logger()
 
@@ -100,7 +100,7 @@ class ExtensionLink:
     status: dict[str, Any] = attrs.field(factory=dict, init=False)
     status_at: float | None = attrs.field(default=None, init=False)
     syncs: int = attrs.field(default=0, init=False)
-    #: The daemon identity (gasoline.core.pairing.DaemonIdentity, passed by C{app.build}):
+    #: The daemon identity (gasoline.core.trust.pairing.DaemonIdentity, passed by C{app.build}):
     #: pairing state for C{/health} and C{configure health}.
     identity: DaemonIdentity | None = attrs.field(default=None, kw_only=True)
     #: Names this daemon process in every SyncResponse (C{daemon_instance}): command ids restart at

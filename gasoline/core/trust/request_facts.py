@@ -19,7 +19,7 @@ from zope.interface import Interface, implementer
 if TYPE_CHECKING:
     from twisted.python.components import Componentized
 
-    from gasoline.core.seal import Session
+    from gasoline.core.trust.seal import Session
 
 
 class IRequestFacts(Interface):
@@ -33,7 +33,7 @@ class RequestFacts:
     #: configured (L{gasoline.http.guards.Guard}).
     key_ok: bool = True
     #: The pairing session that sealed the request's body and the body's IV, or None when it
-    #: was not sealed (L{gasoline.core.pairing.DaemonIdentity.admit}).
+    #: was not sealed (L{gasoline.core.trust.pairing.DaemonIdentity.admit}).
     sealed: tuple[Session, bytes] | None = None
 
 

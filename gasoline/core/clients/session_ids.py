@@ -17,7 +17,7 @@ L{gasoline.http.client_proof.require_owner}.
 from __future__ import annotations
 
 from gasoline.common import session_label
-from gasoline.core.clients import ANONYMOUS_PREFIX
+from gasoline.core.clients.registry import ANONYMOUS_PREFIX
 
 #: Client ids the daemon gives callers that name none (besides C{anon-...}).
 _UNNAMED = frozenset({"stateless"})

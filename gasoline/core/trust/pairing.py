@@ -2,10 +2,10 @@
 The pairing table: challenges answered, the sessions they open (per purpose, bounded), the rate
 limit of challenges, and the check of every extension request (L{DaemonIdentity.admit}).
 
-The daemon proves its key in each challenge (L{gasoline.core.identity}), pins the extension's key
-on first use and opens sessions for that key only (L{gasoline.core.pins}); every request of a
-session is sealed under the session key (L{gasoline.core.seal}). A browser C{gasoline browser}
-launched pairs on a launch grant (L{gasoline.core.pins.write_launch_grant}): its key gets
+The daemon proves its key in each challenge (L{gasoline.core.trust.identity}), pins the extension's key
+on first use and opens sessions for that key only (L{gasoline.core.trust.pins}); every request of a
+session is sealed under the session key (L{gasoline.core.trust.seal}). A browser C{gasoline browser}
+launched pairs on a launch grant (L{gasoline.core.trust.pins.write_launch_grant}): its key gets
 sessions beside the pinned one, never the pin.
 
 Clients that do not know pairing (the published 0.7.9 extension) never send the headers; the
@@ -27,8 +27,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import read_nofollow
-from gasoline.core.files import StateFileError, describe
-from gasoline.core.identity import (
+from gasoline.core.storage.files import StateFileError, describe
+from gasoline.core.trust.identity import (
     ALGORITHM,
     IDENTITY_FILE,
     PROTOCOL,
@@ -44,7 +44,7 @@ from gasoline.core.identity import (
     response_proof,
     unb64u,
 )
-from gasoline.core.pins import (
+from gasoline.core.trust.pins import (
     PIN_FILE,
     PIN_REFRESH,
     ExtensionPins,
@@ -52,8 +52,8 @@ from gasoline.core.pins import (
     read_launch_grant,
     verify_extension_signature,
 )
-from gasoline.core.request_facts import facts_of, note_sealed
-from gasoline.core.seal import (
+from gasoline.core.trust.request_facts import facts_of, note_sealed
+from gasoline.core.trust.seal import (
     MAX_LINK_NONCES,
     SEAL,
     SEALED_HEADER,

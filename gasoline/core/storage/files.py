@@ -19,7 +19,7 @@ the reactor's thread pool when the clock is a real reactor and L{run_synchronous
 unit tests on C{task.Clock} run file work (journal compaction and syncs, artefacts) synchronously
 and deterministically.
 
-The buffers' journals are in L{gasoline.core.journal}; L{gasoline.core.persist} wires them.
+The buffers' journals are in L{gasoline.core.storage.journal}; L{gasoline.core.storage.persist} wires them.
 """
 
 from __future__ import annotations

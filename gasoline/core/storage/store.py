@@ -4,7 +4,7 @@ The shared telemetry store: one ring buffer per kind of telemetry, plus two deri
 Entries arrive as validated dicts (validation is the ingest layer's job), are stored as compact JSON
 C{bytes} (about a third of the memory of the dicts), and are decoded again when read. Every write
 publishes one L{BufferWrite} per batch to the notifier; an optional journal (see
-L{gasoline.core.journal}) receives the same bytes for the console buffer.
+L{gasoline.core.storage.journal}) receives the same bytes for the console buffer.
 
 Derived views, updated on write:
  - C{performance}: the latest snapshot per URL (bounded, least recently updated URL leaves first);
@@ -22,11 +22,11 @@ import orjson
 from twisted.internet.interfaces import IReactorTime
 from zope.interface import implementer
 
-from gasoline.core.boundaries import TestBoundaries
+from gasoline.core.storage.boundaries import TestBoundaries
 from gasoline.core.interfaces import ITelemetryStore
-from gasoline.core.notify import Notifier
-from gasoline.core.redacted import ReadCache
-from gasoline.core.ring import ReadResult, RingBuffer
+from gasoline.core.storage.notify import Notifier
+from gasoline.core.redaction.once import ReadCache
+from gasoline.core.storage.ring import ReadResult, RingBuffer
 
 #: Buffer names, as used in cursors, C{/health} and tool arguments.
 CONSOLE = "console"
@@ -151,7 +151,7 @@ class Added:
 @implementer(ITelemetryStore)
 class TelemetryStore:
     """The shared telemetry buffers every client reads. Entries are JSON objects, kept as
-    compact JSON C{bytes} in ring buffers (L{gasoline.core.ring.RingBuffer}) and decoded on read;
+    compact JSON C{bytes} in ring buffers (L{gasoline.core.storage.ring.RingBuffer}) and decoded on read;
     each write publishes one L{BufferWrite} to the notifier. All methods run on the reactor
     thread; none blocks."""
 
@@ -183,7 +183,7 @@ class TelemetryStore:
         self._closed_connections: OrderedDict[str, WebSocketConnection] = OrderedDict()
         #: Told C{(read cache, first_seq, encoded)} after each network-bodies write: redacts
         #: the large ones in a worker process ahead of their first read
-        #: (L{gasoline.core.redacted.Offload}; C{None}: no worker pool).
+        #: (L{gasoline.core.redaction.once.Offload}; C{None}: no worker pool).
         self.offload = offload
         #: Reads per buffer (C{gasoline_client_reads_total} on C{/metrics}).
         self.reads: dict[str, int] = dict.fromkeys(specs, 0)

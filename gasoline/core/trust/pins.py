@@ -9,8 +9,8 @@ IndexedDB). Its challenge carries the public key and an ECDSA-SHA256 signature o
 so the session that challenge opens belongs to the holder of that key: nobody else knows the
 ephemeral private key, hence nobody else can derive the session key K. The daemon pins the first
 extension key it sees (C{<state_dir>/extension-pin.json}) and from then on opens sessions for that
-key only (L{gasoline.core.pairing.DaemonIdentity}); every later request of the session proves K
-(L{gasoline.core.seal}). A key the daemon does not pin is refused (403) and remembered as a
+key only (L{gasoline.core.trust.pairing.DaemonIdentity}); every later request of the session proves K
+(L{gasoline.core.trust.seal}). A key the daemon does not pin is refused (403) and remembered as a
 candidate the user can accept (C{gasoline pair accept <fingerprint>}).
 
 Launched extensions (C{gasoline browser}): a browser that C{gasoline browser} starts runs a new
@@ -42,8 +42,8 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.common import make_private_dir, read_nofollow
-from gasoline.core.files import StateFileError, set_aside, unreadable
-from gasoline.core.identity import PairingError, b64u, fingerprint_of, unb64u
+from gasoline.core.storage.files import StateFileError, set_aside, unreadable
+from gasoline.core.trust.identity import PairingError, b64u, fingerprint_of, unb64u
 
 log = Logger()
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from gasoline.core.errors import GasolineError
-from gasoline.core.files import DiskHealth, describe, make_private_dir, write_new
+from gasoline.core.storage.files import DiskHealth, describe, make_private_dir, write_new
 
 #: The largest image a tool result carries inline, in base64 characters (about 750 KB of image):
 #: MCP clients refuse or drop larger image blocks. Bigger screenshots are inlined from the

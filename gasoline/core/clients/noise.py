@@ -28,7 +28,7 @@ import attrs
 import re2
 
 from gasoline.core.errors import InvalidParam
-from gasoline.core.redact import redact_value
+from gasoline.core.redaction.redactor import redact_value
 
 MAX_PATTERN_LENGTH = 512
 MAX_RULES = 100
@@ -495,7 +495,7 @@ MAX_REDACT_INPUT = MAX_FINGERPRINT_INPUT + 8192
 def normalize_message(message: Any) -> str:
     """A message with its variable parts replaced: URLs, quoted strings, ids, numbers.
 
-    The message is redacted first, on its decoded values (C{gasoline.core.redact.redact_value}), and only then cut and
+    The message is redacted first, on its decoded values (C{gasoline.core.redaction.redactor.redact_value}), and only then cut and
     templated: a template never shows more of a secret than the redacted message does (digits
     turned into C{<num>} would otherwise break a key's shape and let the rest through)."""
     return _template(redacted_message(message))

@@ -6,13 +6,13 @@ artefacts, proxied servers' answers: docs/security.md, "Redaction"), on decoded 
 
  - L{Redactor.redact_value} walks a JSON-like structure (dicts, lists, strings, numbers) and
    replaces the value under any sensitive key name (C{password}, C{token}, C{authorization},
-   C{cookie}, ...; case-insensitive, at any depth: L{gasoline.core.redact_keys}), including
+   C{cookie}, ...; case-insensitive, at any depth: L{gasoline.core.redaction.keys}), including
    header lists of C{{name, value}} pairs, cookies and typed values of secret fields
-   (L{gasoline.core.redact_fields}). A string that itself parses as JSON (a network body
+   (L{gasoline.core.redaction.fields}). A string that itself parses as JSON (a network body
    C{'{"password":"x"}'}) is parsed and walked; a URL's query string or a form body is split
    into its decoded parameters. Every other string goes through L{Redactor.redact_text}.
  - L{Redactor.redact_text} finds secret-shaped text (the shapes are
-   L{gasoline.core.redact_shapes}, the scan L{gasoline.core.redact_scan}) and replaces each with
+   L{gasoline.core.redaction.shapes}, the scan L{gasoline.core.redaction.scan}) and replaces each with
    C{[REDACTED:<kind>]}.
  - L{Redactor.unchanged} proves, cheaply, that there is nothing to redact.
 
@@ -32,10 +32,16 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import orjson
 
-from gasoline.core.redact_fields import FIELD_DESCRIBERS, TYPED_VALUES, describes_secret_field
-from gasoline.core.redact_keys import is_marker, is_sensitive_key, is_sensitive_param, key_label, marker
-from gasoline.core.redact_scan import no_candidates
-from gasoline.core.redact_scan import redact_text as scan_text
+from gasoline.core.redaction.fields import FIELD_DESCRIBERS, TYPED_VALUES, describes_secret_field
+from gasoline.core.redaction.keys import (
+    is_marker,
+    is_sensitive_key,
+    is_sensitive_param,
+    key_label,
+    marker,
+)
+from gasoline.core.redaction.scan import no_candidates
+from gasoline.core.redaction.scan import redact_text as scan_text
 
 
 class Redactor:
@@ -48,7 +54,7 @@ class Redactor:
 
     def redact_text(self, text: str) -> str:
         """C{text} with every secret shape replaced by its marker (the text scan,
-        L{gasoline.core.redact_scan.redact_text}); C{text} itself when nothing changed."""
+        L{gasoline.core.redaction.scan.redact_text}); C{text} itself when nothing changed."""
         return scan_text(text)
 
     def redact_value(self, value: Any) -> Any:
@@ -69,7 +75,7 @@ class Redactor:
         (it starts with a brace or a bracket), a query string or a form body (it holds C{=}),
         a tuple or anything else not JSON (NaN included), nesting deeper than L{max_depth}.
         Every other string is only scanned by the full path, and left as it is when no rule
-        can even start in it (L{gasoline.core.redact_scan.no_candidates}, one search over all
+        can even start in it (L{gasoline.core.redaction.scan.no_candidates}, one search over all
         of them).
         """
         strings = list(texts)

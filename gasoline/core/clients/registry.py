@@ -46,10 +46,17 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from gasoline.common import client_id_for_cwd, read_nofollow
-from gasoline.core.atrest import MAGIC
-from gasoline.core.clientkey import ClientKey
+from gasoline.core.storage.atrest import MAGIC
+from gasoline.core.trust.clientkey import ClientKey
 from gasoline.core.errors import InvalidParam, TooManyClients, UnknownClient
-from gasoline.core.files import DiskHealth, describe, make_private_dir, set_aside, unreadable, write_atomic
+from gasoline.core.storage.files import (
+    DiskHealth,
+    describe,
+    make_private_dir,
+    set_aside,
+    unreadable,
+    write_atomic,
+)
 from gasoline.core.interfaces import IClientRegistry, IClientState
 
 log = Logger()
@@ -313,12 +320,12 @@ class ClientRegistry:
         at_rest: Any = None,
     ) -> None:
         self.clock = clock
-        #: C{--state-key-file}: state files are sealed (L{gasoline.core.atrest}).
+        #: C{--state-key-file}: state files are sealed (L{gasoline.core.storage.atrest}).
         self.at_rest = at_rest
         #: Who may act as a client id: a caller naming one proves it with this key
         #: (L{gasoline.http.client_proof}); an in-memory one when none is given.
         self.client_key = client_key if client_key is not None else ClientKey.random()
-        #: Where failing state writes are reported (gasoline.core.files.DiskHealth).
+        #: Where failing state writes are reported (gasoline.core.storage.files.DiskHealth).
         self.health = health if health is not None else DiskHealth(clock)
         self.ttl = float(ttl)
         self.max_clients = int(max_clients)

@@ -1,5 +1,5 @@
 """
-The text scan: every secret shape of L{gasoline.core.redact_shapes.RULES} found in a text and
+The text scan: every secret shape of L{gasoline.core.redaction.shapes.RULES} found in a text and
 replaced with its marker, in one pass.
 
 The scan has two stages. RE2 (a DFA: linear time, one pass for all rules) finds the next position
@@ -13,7 +13,7 @@ exact rules, in order, at that position only. Text without candidates costs one 
    (the prefilter finds no place where a rule could start).
 
 Scanning is over the UTF-8 bytes of the text; a value's structure (JSON, query strings, header
-lists) is L{gasoline.core.redact}'s job.
+lists) is L{gasoline.core.redaction.redactor}'s job.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import re2
 
-from gasoline.core.redact_shapes import RULES
+from gasoline.core.redaction.shapes import RULES
 
 _LOOKAHEAD_NEG = re.compile(r"\(\?<?!(?:[^()\\]|\\.|\([^()]*\))*\)")
 _LOOKAHEAD_POS = re.compile(r"\(\?=((?:[^()\\]|\\.)*)\)")
@@ -189,5 +189,5 @@ def no_candidates(texts: Iterable[str]) -> bool:
 def prefilter_with(extra: str) -> Any:
     """The candidates of every rule (as L{no_candidates} searches them) or the RE2 pattern
     C{extra}, in one automaton: one search both looks for a place where a rule could start and
-    for whatever else the caller must not miss (L{gasoline.core.redacted.proves_clean})."""
+    for whatever else the caller must not miss (L{gasoline.core.redaction.once.proves_clean})."""
     return _compile_prefilter(groups=False, extra=extra)

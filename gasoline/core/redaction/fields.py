@@ -9,7 +9,7 @@ describe their field another way (a selector, a label, a placeholder).
 
 L{redact_typed_values} applies it where actions are stored (the user's, at ingest, and the
 agent's own), so such a value never reaches a reader, a journal or a generator;
-L{gasoline.core.redact.Redactor} applies the same tables (L{FIELD_DESCRIBERS},
+L{gasoline.core.redaction.redactor.Redactor} applies the same tables (L{FIELD_DESCRIBERS},
 L{TYPED_VALUES}) to any value it walks.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gasoline.core.redact_keys import is_marker, marker
+from gasoline.core.redaction.keys import is_marker, marker
 
 #: An input's type, name, id, autocomplete, label or selector saying its value is secret.
 _SECRET_FIELD = re.compile(

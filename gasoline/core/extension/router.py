@@ -46,7 +46,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from gasoline.core.commands import Command, CommandQueue, command_number
+from gasoline.core.extension.commands import Command, CommandQueue, command_number
 from gasoline.core.errors import (  # CommandCancelled, ExtensionError re-exported
     EXTENSION_CODES,
     CommandCancelled,
@@ -61,8 +61,8 @@ from gasoline.core.interfaces import IClientState, IQueryRouter
 from gasoline.core.lifecycle import StopHook
 
 if TYPE_CHECKING:
-    from gasoline.core.clients import ClientRegistry
-    from gasoline.core.extension import ExtensionLink
+    from gasoline.core.clients.registry import ClientRegistry
+    from gasoline.core.extension.link import ExtensionLink
 
 log = Logger()
 
@@ -196,7 +196,7 @@ def _status_of(failure: Failure) -> str:
 class QueryRouter:
     """Routes extension-bound commands to their owners; see the module docstring.
 
-    C{extension_link} is the L{gasoline.core.extension.ExtensionLink} (C{connected},
+    C{extension_link} is the L{gasoline.core.extension.link.ExtensionLink} (C{connected},
     C{commands}, C{on_disconnect}). C{registry}, when given, mirrors each owner's pending command
     ids into its C{ClientState.pending_commands}.
     """

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gasoline.common import make_private_dir, read_nofollow
-from gasoline.core.files import write_atomic
+from gasoline.core.storage.files import write_atomic
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

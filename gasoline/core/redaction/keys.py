@@ -16,7 +16,7 @@ The names are not written here: they are the one list the extension reads too,
 C{extension/lib/secret-names.json} (L{secret_names_path}).
 
 Plain tables and string tests: no patterns over text here (those are in
-L{gasoline.core.redact_shapes}), no walking of values (L{gasoline.core.redact}).
+L{gasoline.core.redaction.shapes}), no walking of values (L{gasoline.core.redaction.redactor}).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ SECRET_NAMES_FILE = "secret-names.json"
 def secret_names_path() -> Path:
     """Where the shared list is: the wheel's copy of the extension, else the checkout's.
     @raise FileNotFoundError: neither (a broken install: reinstall gasoline)."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]
     for lib in (package / "_extension" / "lib", package.parent / "extension" / "lib"):
         if (lib / SECRET_NAMES_FILE).is_file():
             return lib / SECRET_NAMES_FILE

@@ -2,9 +2,9 @@
 One append-only journal per telemetry buffer: L{BufferJournal}.
 
 L{BufferJournal} persists one ring buffer (console, network bodies, waterfall, WebSocket events,
-actions, extension logs); L{gasoline.core.persist.wire_journals} builds one per buffer, reloads
+actions, extension logs); L{gasoline.core.storage.persist.wire_journals} builds one per buffer, reloads
 them at start-up and attaches them to the store. Its files are written with the primitives of
-L{gasoline.core.files}.
+L{gasoline.core.storage.files}.
 
 A journal file (C{<state_dir>/<buffer>.jsonl}, C{console.jsonl} for the console) holds one
 compact JSON object per line, oldest first: the bytes the ring buffer stores. Before each batch
@@ -25,7 +25,7 @@ Durability (see docs/persistence.md, "Durability"):
  - Compaction (a timer check every 5 s; two comparisons) rewrites a journal as the entries its ring
    still retains, in a thread, off the request path; it is what keeps each file bounded.
 
-The thread runner is injectable (L{gasoline.core.files.thread_runner}), so unit tests on
+The thread runner is injectable (L{gasoline.core.storage.files.thread_runner}), so unit tests on
 C{task.Clock} run compaction and syncs synchronously and deterministically.
 """
 
@@ -45,9 +45,9 @@ from zope.interface import implementer
 
 import orjson
 
-from gasoline.core.atrest import LINE_MARK, AtRest, LineSealer
+from gasoline.core.storage.atrest import LINE_MARK, AtRest, LineSealer
 from gasoline.core.lifecycle import ClockedTimer
-from gasoline.core.files import (
+from gasoline.core.storage.files import (
     CLOEXEC,
     NOFOLLOW,
     DiskHealth,
@@ -207,7 +207,7 @@ class BufferJournal(MultiService):
         at_rest: AtRest | None = None,
     ) -> None:
         super().__init__()
-        #: C{--state-key-file}: every entry line is sealed (L{gasoline.core.atrest}).
+        #: C{--state-key-file}: every entry line is sealed (L{gasoline.core.storage.atrest}).
         self.at_rest = at_rest
         self._purpose = f"journal:{buffer}".encode()
         self._sealer: LineSealer | None = None

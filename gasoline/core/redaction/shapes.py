@@ -10,10 +10,10 @@ text, and some sixty vendor token shapes (L{_VENDOR_TOKENS}). A handler gets its
 secret part of it, or the match itself when a check (L{is_card_number}, a basic credential that
 decodes to C{user:password}, a bearer token that is not prose) says it is no secret.
 
-This module is data and the checks the data needs; L{gasoline.core.redact_scan} compiles the
+This module is data and the checks the data needs; L{gasoline.core.redaction.scan} compiles the
 table and runs it over text. The patterns are fixed and written here, for Python's C{re} (the
 exact match; the scan derives its RE2 prefilter from them); user-supplied patterns never reach
-this module (noise rules use RE2, see L{gasoline.core.noise}).
+this module (noise rules use RE2, see L{gasoline.core.clients.noise}).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import binascii
 import re
 from typing import Callable
 
-from gasoline.core.redact_keys import is_marker, key_label, marker
+from gasoline.core.redaction.keys import is_marker, key_label, marker
 
 # -- validators used by some patterns ---------------------------------------------------------
 
@@ -105,7 +105,7 @@ _WHOLE_LINE_KEY = r"(?:proxy-authorization|authorization|set-cookie|cookie)"
 _NOT_MARKER = r"(?!\[REDACTED:)"
 
 #: What a rule does with its pattern's match: matching runs on the UTF-8 bytes of the text (see
-#: L{gasoline.core.redact_scan}); a handler gets the pattern's own match and returns the
+#: L{gasoline.core.redaction.scan}); a handler gets the pattern's own match and returns the
 #: replacement bytes for the matched span, or C{None} when the rule does not apply there after
 #: all (its context is missing): then the next rules are tried at the same place, so a secret
 #: inside the span is still found.

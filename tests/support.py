@@ -26,7 +26,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
 from twisted.web.http import PotentialDataLoss
-from twisted.web.resource import Resource
+from twisted.web.pages import notFound
 
 # The real daemon as a subprocess is shared with the benchmarks: it lives in the package.
 from gasoline.http.request import GasolineSite
@@ -180,10 +180,10 @@ def listening_sockets(port: int) -> set[str] | None:
 
 
 def site_on_clock(**kwargs):
-    """A L{GasolineSite} over an empty resource on a L{Clock} (its timers advance by hand), and
-    that clock."""
+    """A L{GasolineSite} over a resource that answers 404 to every path (twisted.web's
+    C{pages.notFound}) on a L{Clock} (its timers advance by hand), and that clock."""
     clock = Clock()
-    return GasolineSite(Resource(), reactor=clock, **kwargs), clock
+    return GasolineSite(notFound(), reactor=clock, **kwargs), clock
 
 
 def connect(site):

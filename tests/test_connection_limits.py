@@ -213,7 +213,7 @@ def test_idle_connections_close_at_the_idle_timeout_on_one_timer_and_never_while
 def test_deadlines_keep_one_timer_when_an_expiry_starts_another_deadline():
     """A connection handed over at its deadline may start another one's (its end runs code):
     still one timer, and every deadline kept."""
-    from gasoline.http.request import Deadlines
+    from gasoline.http.deadlines import Deadlines
 
     clock = Clock()
     ended: list[tuple[str, float]] = []

@@ -2,7 +2,7 @@
 (C{gasoline.tap}) pass every collaborator when they build an object and never set an attribute
 (or an item of an attribute, C{root.mounts[b"x"] = ...}) on an object afterwards; the built
 daemon's hooks are the ones passed at construction. The same scan covers every other module of
-the package but those listed in C{NOT_YET}."""
+the package."""
 
 from __future__ import annotations
 
@@ -77,16 +77,6 @@ def test_the_composition_sets_nothing_on_a_built_object(module):
     assert _mutations(module.__name__, inspect.getsource(module)) == []
 
 
-#: Modules of gasoline/ that still set an attribute (or an item of one) on an object other than
-#: C{self}: C{core/trust/pairing.py} replaces a sealed request's body with its plaintext on the request
-#: (C{request.content = ...}; the typed request context is the HTTP layer's to carry), and modules
-#: of the HTTP layer and the connector. The scan skips them; once one passes, drop it from here
-#: (C{_mutations} of a module lists what is left).
-NOT_YET = frozenset({
-    "core/trust/pairing.py", "http/ingest.py", "http/mcp_http.py", "http/mcp_sse.py",
-})
-
-
 #: Objects of other libraries configured, before use, the one way their library offers: no
 #: constructor argument and no class attribute to subclass. C{(module, target)}; the scan of
 #: that module passes over these targets only.
@@ -110,9 +100,9 @@ def _package_modules() -> list[str]:
     return sorted(f.relative_to(root).as_posix() for f in root.rglob("*.py"))
 
 
-@pytest.mark.parametrize("module", [m for m in _package_modules() if m not in NOT_YET])
+@pytest.mark.parametrize("module", _package_modules())
 def test_no_module_of_the_package_sets_anything_on_another_object(module):
-    """The rule of the composition root, over every module of gasoline/ but L{NOT_YET}:
+    """The rule of the composition root, over every module of gasoline/:
     collaborators and hooks arrive at construction; an object changes its own attributes
     (C{self.x = ...}), or through its own methods, never from outside."""
     from pathlib import Path
@@ -133,11 +123,10 @@ def test_each_library_configured_target_is_still_there():
         assert f"{target} = ..." in [m.split(": ", 1)[1] for m in found], (module, target)
 
 
-def test_most_of_the_package_keeps_the_construction_rule():
-    """The scan covers the whole package, and the modules outside it are the smaller part."""
+def test_the_scan_covers_the_whole_package():
+    """The scan's module list is the package's: every module under gasoline/."""
     modules = _package_modules()
     assert len(modules) > 150 and {"app.py", "tap.py", "core/interfaces.py"} <= set(modules)
-    assert len(NOT_YET & set(modules)) < len(modules) / 2
 
 
 def test_the_check_finds_a_mutation():
@@ -209,13 +198,13 @@ def _container_changes(source: str) -> list[str]:
 def test_no_container_of_another_object_is_changed_from_outside():
     """The construction rule for containers: an object's lists, sets and dicts change through
     its methods (C{state.command_queued(id)}, not C{state.pending_commands.add(id)}). Outside
-    the modules other work is changing now (L{BY_NAME_PENDING_MODULES}) and L{NOT_YET}."""
+    the modules other work is changing now (L{BY_NAME_PENDING_MODULES})."""
     from pathlib import Path
 
     root = Path(gasoline.app.__file__).parent
     found = set()
     for module in _package_modules():
-        if module.startswith(BY_NAME_PENDING_MODULES) or module in NOT_YET:
+        if module.startswith(BY_NAME_PENDING_MODULES):
             continue
         found |= {(module, c) for c in _container_changes((root / module).read_text("utf-8"))}
     assert found == OWN_METHODS | CONTAINER_PENDING

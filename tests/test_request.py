@@ -5,6 +5,7 @@ from __future__ import annotations
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
+from twisted.web.pages import notFound
 from twisted.web.resource import Resource
 
 from gasoline.http.request import GasolineSite
@@ -26,7 +27,7 @@ REQUEST = b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 def _connect(transport: StringTransport):
-    site = GasolineSite(Resource(), reactor=Clock())
+    site = GasolineSite(notFound(), reactor=Clock())  # (a 404 for every path)
     channel = site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 5555))
     channel.makeConnection(transport)
     return channel

@@ -152,9 +152,9 @@ def is_extension_fetch(request: Request) -> bool:
 def json_values_refusal(request: Request) -> bytes | None:
     """The 413 of a body with more than L{MAX_JSON_TOKENS} JSON separators, counted on
     C{request.content} as it will be parsed (without parsing it), else C{None}. The guard calls
-    it for every route but the sealed ones (L{Route.sealed}), whose handler calls it once the
-    body is opened (L{gasoline.http.ingest.extension_session}): a sealed body's ciphertext is
-    capped by bytes only, its plaintext by values."""
+    it for every route but the sealed ones (L{Route.sealed}), whose handler counts the opened
+    body instead (L{body_values_refusal}, in L{gasoline.http.ingest.extension_session}): a
+    sealed body's ciphertext is capped by bytes only, its plaintext by values."""
     content = request.content
     if content is None:
         return None
@@ -171,8 +171,14 @@ def json_values_refusal(request: Request) -> bytes | None:
         content.seek(0)
         body = content.read()
         content.seek(position)
-        if len(body) <= _TOKEN_CHECK_FROM:
-            return None
+    return body_values_refusal(request, body)
+
+
+def body_values_refusal(request: Request, body: bytes) -> bytes | None:
+    """The 413 of C{request} when C{body} (what its route parses) has more than
+    L{MAX_JSON_TOKENS} JSON separators, else C{None}."""
+    if len(body) <= _TOKEN_CHECK_FROM:
+        return None
     tokens = json_tokens(body)
     if tokens <= MAX_JSON_TOKENS:
         return None

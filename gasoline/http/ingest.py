@@ -45,10 +45,14 @@ from gasoline.core.storage.store import (
 )
 from gasoline.core.interfaces import ITelemetryStore
 from gasoline.core.validate import PayloadError
-from gasoline.http.guards import JSON_VALUES_COUNTED_FROM, json_values_refusal
+from gasoline.http.guards import JSON_VALUES_COUNTED_FROM, body_values_refusal
 from gasoline.http.json import json_body, json_error
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.web.server import Request
+
+    from gasoline.core.extension.commands import CommandQueue
     from gasoline.core.trust.pairing import DaemonIdentity
 
 log = Logger()
@@ -74,11 +78,19 @@ def is_extension_client(value: bytes | None) -> bool:
     )
 
 
-def extension_only(route: Callable) -> Callable:
+#: The handlers that carry the extension's header gate, as L{extension_only} returned them: the
+#: route policy's EXTENSION routes, and only they (tests/test_route_policy.py).
+EXTENSION_GATED: set[Callable[..., Any]] = set()
+#: The handlers that open a sealed body, as L{extension_session} returned them: the methods
+#: L{gasoline.http.routes.Route.sealed} declares, and only they (tests/test_sealed_limits.py).
+OPENS_SEALED: set[Callable[..., Any]] = set()
+
+
+def extension_only(route: Callable[..., Any]) -> Callable[..., Any]:
     """Refuse (403) a request that does not carry the extension's C{X-Gasoline-Client}."""
 
     @functools.wraps(route)
-    def gated(self, request, *args, **kwargs):
+    def gated(self: Any, request: Request, *args: Any, **kwargs: Any) -> Any:
         if not is_extension_client(request.getHeader(b"x-gasoline-client")):
             return json_error(
                 request,
@@ -88,39 +100,42 @@ def extension_only(route: Callable) -> Callable:
             )
         return route(self, request, *args, **kwargs)
 
-    #: The route policy's EXTENSION routes, and only they, carry this gate (tests/test_route_policy.py).
-    gated.extension_only = True  # type: ignore[attr-defined]
+    EXTENSION_GATED.add(gated)
     return gated
 
 
-def extension_session(route: Callable) -> Callable:
+def extension_session(route: Callable[..., Any]) -> Callable[..., Any]:
     """A capture or command route of the extension: once the daemon pins an extension, only its
-    sealed requests pass; a sealed request is opened here (L{DaemonIdentity.admit}). The
-    structural JSON limits are counted here, on the body the route will parse (a sealed body's
-    plaintext): the guard skips these routes (L{gasoline.http.routes.Route.sealed})."""
+    sealed requests pass; a sealed request is opened here (L{DaemonIdentity.admit}), and the route
+    is called with the body it parses (a sealed body's plaintext, else the body as it came) after
+    the request. The structural JSON limits are counted here, on that body: the guard skips these
+    routes (L{gasoline.http.routes.Route.sealed})."""
 
     @functools.wraps(route)
-    def gated(self, request, *args, **kwargs):
-        if self.identity is not None:
-            refused = self.identity.admit(request)
-            if refused is not None:
-                status, message, extra = refused
+    def gated(self: IngestAPI, request: Request, *args: Any, **kwargs: Any) -> Any:
+        identity = self.identity
+        if identity is None:
+            content = request.content
+            body = content.read() if content is not None else b""
+        else:
+            opened = identity.admit(request)
+            if isinstance(opened, tuple):
+                status, message, extra = opened
                 return json_error(request, status, message, **extra)
-        # (A body received this short cannot hold too many values, nor can its plaintext:
-        # most capture requests skip the count.)
-        received = getattr(request, "body_length", None)
-        if received.__class__ is int and received <= JSON_VALUES_COUNTED_FROM:
-            return route(self, request, *args, **kwargs)
-        too_many = json_values_refusal(request)
-        if too_many is not None:
-            return too_many
-        return route(self, request, *args, **kwargs)
+            body = opened
+        # (Most capture bodies are too short to hold too many values: they skip the count.)
+        if len(body) > JSON_VALUES_COUNTED_FROM:
+            too_many = body_values_refusal(request, body)
+            if too_many is not None:
+                return too_many
+        return route(self, request, body, *args, **kwargs)
 
-    gated.opens_sealed = True  # type: ignore[attr-defined]
-    return extension_only(gated)
+    checked = extension_only(gated)
+    OPENS_SEALED.add(checked)
+    return checked
 
 
-def _ok(request, **extra: Any) -> bytes:
+def _ok(request: Request, **extra: Any) -> bytes:
     return json_body(request, {"status": "ok", **extra})
 
 
@@ -171,15 +186,10 @@ class IngestAPI:
     rejected_entries: dict[str, int] = attrs.field(factory=dict, init=False)
 
     @property
-    def commands(self):
+    def commands(self) -> CommandQueue:
         return self.extension.commands
 
     # -- helpers ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def _payload(request) -> tuple[dict[str, Any], int]:
-        body = request.content.read()
-        return validate.parse_object(body), len(body)
 
     def _add(self, buffer: str, items: list[dict[str, Any]]) -> tuple[int, str | None]:
         """Store a batch; entries orjson cannot re-encode (too deeply nested) are dropped.
@@ -198,7 +208,8 @@ class IngestAPI:
         self.rejected_entries[buffer] = self.rejected_entries.get(buffer, 0) + n
 
     @staticmethod
-    def _durability(request, body: dict[str, Any], error: str | None) -> dict[str, Any]:
+    def _durability(request: Request, body: dict[str, Any], error: str | None
+                    ) -> dict[str, Any]:
         """Add C{"persisted": false} and the reason (C{error}) when the batch just stored is not
         on disk.
 
@@ -218,8 +229,7 @@ class IngestAPI:
 
     @app.route("/logs", methods=["POST"])
     @extension_session
-    def post_logs(self, request):
-        body = request.content.read()
+    def post_logs(self, request: Request, body: bytes) -> bytes:
         payload = validate.parse_object(body)
         items = validate.batch(payload, "entries")
         valid, rejected = validate.log_entries(items, len(body))
@@ -240,14 +250,16 @@ class IngestAPI:
         ))
 
     @app.route("/logs", methods=["DELETE"])
-    def delete_logs(self, request):
+    def delete_logs(self, request: Request) -> bytes:
         self.store.clear(CONSOLE)
         return json_body(request, {"cleared": True})
 
     # -- other telemetry -------------------------------------------------------------------------
 
-    def _store_batch(self, request, field: str, buffer: str, extra=None) -> bytes:
-        payload, _ = self._payload(request)
+    def _store_batch(self, request: Request, body: bytes, field: str, buffer: str,
+                     extra: Callable[[dict[str, Any], list[dict[str, Any]]], object] | None = None
+                     ) -> bytes:
+        payload = validate.parse_object(body)
         items = validate.batch(payload, field)
         valid, rejected = validate.objects(items)
         if extra is not None:
@@ -261,31 +273,31 @@ class IngestAPI:
 
     @app.route("/network-bodies", methods=["POST"])
     @extension_session
-    def network_bodies(self, request):
-        return self._store_batch(request, "bodies", NETWORK_BODIES)
+    def network_bodies(self, request: Request, body: bytes) -> bytes:
+        return self._store_batch(request, body, "bodies", NETWORK_BODIES)
 
     @app.route("/enhanced-actions", methods=["POST"])
     @extension_session
-    def enhanced_actions(self, request):
+    def enhanced_actions(self, request: Request, body: bytes) -> bytes:
         # Typed values of password/OTP/PIN/token inputs are redacted before they are stored.
-        return self._store_batch(request, "actions", ACTIONS,
+        return self._store_batch(request, body, "actions", ACTIONS,
                                  lambda payload, valid: redact_typed_values(valid))
 
     @app.route("/network-waterfall", methods=["POST"])
     @extension_session
-    def network_waterfall(self, request):
-        def page_url(payload, entries):
+    def network_waterfall(self, request: Request, body: bytes) -> bytes:
+        def page_url(payload: dict[str, Any], entries: list[dict[str, Any]]) -> None:
             url = payload.get("page_url")
             if isinstance(url, str):
                 for entry in entries:
                     entry.setdefault("page_url", url)
 
-        return self._store_batch(request, "entries", WATERFALL, page_url)
+        return self._store_batch(request, body, "entries", WATERFALL, page_url)
 
     @app.route("/websocket-events", methods=["POST"])
     @extension_session
-    def websocket_events(self, request):
-        payload, _ = self._payload(request)
+    def websocket_events(self, request: Request, body: bytes) -> bytes:
+        payload = validate.parse_object(body)
         items = validate.batch(payload, "events")
         now = self.clock.seconds()
         if now - self._ws_window >= 1.0:
@@ -306,17 +318,17 @@ class IngestAPI:
 
     @app.route("/dom-changes", methods=["POST"])
     @extension_session
-    def dom_changes(self, request):
+    def dom_changes(self, request: Request, body: bytes) -> bytes:
         """DOM watches met in a tracked tab (C{dom_change} streaming events, one agent each)."""
-        payload, _ = self._payload(request)
+        payload = validate.parse_object(body)
         changes = validate.batch(payload, "changes")
         events = self.extension.dom_changes({**payload, "changes": changes})
         return _ok(request, count=len(changes), events=events)
 
     @app.route("/performance-snapshots", methods=["POST"])
     @extension_session
-    def performance_snapshots(self, request):
-        payload, _ = self._payload(request)
+    def performance_snapshots(self, request: Request, body: bytes) -> bytes:
+        payload = validate.parse_object(body)
         items = validate.batch(payload, "snapshots")
         valid, rejected = validate.objects(items)
         valid, dropped = validate.encodable(valid)
@@ -326,16 +338,16 @@ class IngestAPI:
 
     @app.route("/extension-logs", methods=["POST"])
     @extension_session
-    def extension_logs(self, request):
-        payload, _ = self._payload(request)
+    def extension_logs(self, request: Request, body: bytes) -> bytes:
+        payload = validate.parse_object(body)
         items = validate.batch(payload, "logs")
         kept, error = self.extension.add_extension_logs(items)
         return _ok(request, **self._durability(request, {"count": kept}, error))
 
     @app.route("/api/extension-status", methods=["POST"])
     @extension_session
-    def extension_status(self, request):
-        payload, _ = self._payload(request)
+    def extension_status(self, request: Request, body: bytes) -> bytes:
+        payload = validate.parse_object(body)
         self.extension.set_status(payload)
         return _ok(request)
 
@@ -343,13 +355,13 @@ class IngestAPI:
 
     @app.route("/sync", methods=["POST"])
     @extension_session
-    def sync(self, request):
-        payload, _ = self._payload(request)
+    def sync(self, request: Request, body: bytes) -> Deferred[bytes]:
+        payload = validate.parse_object(body)
         d = self.extension.sync(payload)
         d.addCallback(lambda response: self._signed(request, json_body(request, response)))
         return d
 
-    def _signed(self, request, body: bytes) -> bytes:
+    def _signed(self, request: Request, body: bytes) -> bytes:
         if self.identity is not None:
             # A paired extension's /sync answer is sealed under its session and bound to the
             # request (its commands cannot come from anyone else); others are answered as before.
@@ -358,14 +370,14 @@ class IngestAPI:
 
     @app.route("/pending-queries", methods=["GET"])
     @extension_session
-    def pending_queries(self, request):
+    def pending_queries(self, request: Request, body: bytes) -> bytes:
         self.extension.touch()
         return json_body(
             request, {"queries": [c.to_json() for c in self.commands.deliverable()]}
         )
 
-    def _resolve(self, request) -> bytes:
-        payload, _ = self._payload(request)
+    def _resolve(self, request: Request, body: bytes) -> bytes:
+        payload = validate.parse_object(body)
         command_id = payload.get("id")
         if not isinstance(command_id, str):
             raise PayloadError("field 'id' must be a command id string (q-<n>)")
@@ -374,20 +386,20 @@ class IngestAPI:
 
     @app.route("/query-result", methods=["POST"])
     @extension_session
-    def query_result(self, request):
-        return self._resolve(request)
+    def query_result(self, request: Request, body: bytes) -> bytes:
+        return self._resolve(request, body)
 
     @app.route("/dom-result", methods=["POST"])
     @extension_session
-    def dom_result(self, request):
-        return self._resolve(request)
+    def dom_result(self, request: Request, body: bytes) -> bytes:
+        return self._resolve(request, body)
 
     # -- screenshots -----------------------------------------------------------------------------
 
     @app.route("/screenshots", methods=["POST"])
     @extension_session
-    def post_screenshot(self, request):
-        payload, _ = self._payload(request)
+    def post_screenshot(self, request: Request, body: bytes) -> bytes:
+        payload = validate.parse_object(body)
 
         def field(*names: str) -> Any:
             for name in names:
@@ -461,8 +473,9 @@ class IngestAPI:
     # -- CI support ------------------------------------------------------------------------------
 
     @app.route("/test-boundary", methods=["POST"])
-    def test_boundary(self, request):
-        payload, _ = self._payload(request)
+    def test_boundary(self, request: Request) -> bytes:
+        content = request.content
+        payload = validate.parse_object(content.read() if content is not None else b"")
         test_id = payload.get("test_id")
         action = payload.get("action")
         problem = check_test_id(test_id)
@@ -478,7 +491,7 @@ class IngestAPI:
         return json_body(request, {"test_id": test_id, "action": action, "timestamp": rfc3339(now)})
 
     @app.route("/snapshot", methods=["GET"])
-    def snapshot(self, request):
+    def snapshot(self, request: Request) -> bytes:
         since_arg = request.args.get(b"since", [b""])[0].decode("utf-8", "replace")
         test_id = request.args.get(b"test_id", [b""])[0].decode("utf-8", "replace") or None
         since = _time_ms(since_arg) if since_arg else None
@@ -521,12 +534,12 @@ class IngestAPI:
         return json_body(request, out)
 
     @app.route("/clear", methods=["POST", "DELETE"])
-    def clear(self, request):
+    def clear(self, request: Request) -> bytes:
         removed = self.store.clear()
         return json_body(request, {"cleared": True, "entries_removed": removed})
 
     @app.route("/shutdown", methods=["POST"])
-    def post_shutdown(self, request):
+    def post_shutdown(self, request: Request) -> bytes:
         if not self.shutdown.request("POST /shutdown"):
             return json_error(request, 503, "shutdown is not available in this daemon")
         return json_body(request, {"status": "shutting_down"})

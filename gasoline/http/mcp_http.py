@@ -228,8 +228,8 @@ class McpHTTP:
             if self.connections.get(key) is s:
                 del self.connections[key]
 
-        session.on_close.append(forget)
-        session.on_close.append(_finish_streams)
+        session.when_closed(forget)
+        session.when_closed(_finish_streams)
         return session
 
     def _bind_proxy(self, request: Request, session: McpSession) -> bytes | None:
@@ -309,7 +309,7 @@ class McpHTTP:
                 # Each initialize is a session of its own, for the named client (its state
                 # shared by its sessions) or for a fresh anonymous id.
                 session = self.server.open_session(self._named_client(request), "streamable")
-                session.on_close.append(_finish_streams)
+                session.when_closed(_finish_streams)
                 new_session = True
             else:
                 session, refused = self._find(request)
@@ -323,7 +323,7 @@ class McpHTTP:
             # Browser-based MCP clients can only read the id if it is exposed (CORS).
             request.setHeader(b"access-control-expose-headers", b"Mcp-Session-Id")
         self.server.touch(session)
-        session.transport_key = _connection_key(request)
+        session.arrived_on(_connection_key(request))
 
         if isinstance(obj, list):
             has_requests = any(jsonrpc.is_request_obj(m) for m in obj)
@@ -349,23 +349,14 @@ class McpHTTP:
             d = self.server.handle_batch(session, obj, exchange.emit)
         else:
             d = self.server.handle(session, obj, exchange.emit, exchange.close_stream)
-        exchange.deferred = d
-        d.addCallback(exchange.respond)
-        d.addErrback(exchange.failed)
-        exchange.in_render = False
+        exchange.follow(d)
+        exchange.end_render()
         if new_session and isinstance(exchange.response, dict) and "error" in exchange.response:
             # A refused initialize leaves no session behind.
             self.server.close_session(session)
             request.responseHeaders.removeHeader(b"mcp-session-id")
-        if exchange.sync_body is not None:
-            return exchange.sync_body
-        if exchange.finisher is None:
-            # Still working: answer on an SSE stream when the client takes one, else JSON later.
-            exchange.finisher = _Finisher(request, self.server.clock)
-            if sse_ok:
-                exchange.upgrade()
-            request.notifyFinish().addErrback(exchange.client_gone)
-        return NOT_DONE_YET
+        # Still working: answer on an SSE stream when the client takes one, else JSON later.
+        return exchange.render_result(upgrade=sse_ok)
 
     def _stateless(self, request: Request, session: McpSession, obj: Any,
                    has_requests: bool) -> bytes | int:
@@ -378,17 +369,10 @@ class McpHTTP:
                 self.server.close_session(session)
         exchange = _PostExchange(self, request, session, False, False)
         d = self.server.handle(session, obj, exchange.emit, exchange.close_stream)
-        exchange.deferred = d
-        d.addCallback(exchange.respond)
-        d.addErrback(exchange.failed)
+        exchange.follow(d)
         d.addBoth(lambda _: self.server.close_session(session))
-        exchange.in_render = False
-        if exchange.sync_body is not None:
-            return exchange.sync_body
-        if exchange.finisher is None:
-            exchange.finisher = _Finisher(request, self.server.clock)
-            request.notifyFinish().addErrback(exchange.client_gone)
-        return NOT_DONE_YET
+        exchange.end_render()
+        return exchange.render_result(upgrade=False)
 
     def _accept(self, request: Request, session: McpSession, obj: Any) -> bytes:
         """Notifications and responses only: process them; 202 without a body."""
@@ -422,7 +406,7 @@ class McpHTTP:
             return refused
         assert session is not None
         self.server.touch(session)
-        session.transport_key = _connection_key(request)
+        session.arrived_on(_connection_key(request))
         last = request.getHeader(b"last-event-id")
         last_id = last.decode("latin-1") if last else None
         stream = session.standalone
@@ -445,13 +429,11 @@ class McpHTTP:
         def writer(event_id: str, payload: bytes) -> None:
             finisher.write(_sse_event(event_id, payload))
 
-        stream.closer = finisher.finish
-        stream.attach(writer, last_id)
+        stream.attach(writer, last_id, closer=finisher.finish)
 
         def gone(_: Any) -> None:
             stream.detach(writer)
-            if stream.closer == finisher.finish:
-                stream.closer = None
+            stream.forget_closer(finisher.finish)
 
         request.notifyFinish().addBoth(gone)
         if stream.done:
@@ -491,9 +473,8 @@ class McpHTTP:
         def writer(event_id: str, payload: bytes) -> None:
             finisher.write(_sse_event(event_id, payload, b"message"))
 
-        session.standalone.attach(writer)
-        session.standalone.closer = finisher.finish
-        session.on_close.append(lambda s: finisher.finish())
+        session.standalone.attach(writer, closer=finisher.finish)
+        session.when_closed(lambda s: finisher.finish())
         # Disconnect detection: the stream is the session.
         request.notifyFinish().addBoth(lambda _: self.server.close_session(session))
         return NOT_DONE_YET
@@ -517,7 +498,7 @@ class McpHTTP:
         except jsonrpc.JsonRpcError as e:
             return _error_body(request, 400, PARSE_ERROR, e.message)
         self.server.touch(session)
-        session.transport_key = _connection_key(request)
+        session.arrived_on(_connection_key(request))
         if isinstance(obj, list):
             d = self.server.handle_batch(session, obj)
         else:
@@ -537,10 +518,8 @@ class McpHTTP:
 def _finish_streams(session: McpSession) -> None:
     """A session ended: end every HTTP stream still attached to it."""
     for stream in list(session.streams.values()):
-        closer = stream.closer
-        stream.detach()
+        closer = stream.end()
         if closer is not None:
-            stream.closer = None
             closer()
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.server import NOT_DONE_YET
 
 from gasoline.http.keepalive import start_sse
 from gasoline.mcp import jsonrpc
@@ -123,10 +124,9 @@ class _PostExchange:
         def writer(event_id: str, payload: bytes) -> None:
             finisher.write(_sse_event(event_id, payload))
 
-        stream.attach(writer)
+        stream.attach(writer, closer=finisher.finish)
         finisher.write(b"retry: %d\n" % RETRY_MS)
         stream.push(b"")
-        stream.closer = finisher.finish
         request.notifyFinish().addBoth(lambda _: stream.detach(writer))
 
     def close_stream(self) -> None:
@@ -135,8 +135,7 @@ class _PostExchange:
             return
         self.upgrade()
         assert self.stream is not None and self.finisher is not None
-        self.stream.detach()
-        self.stream.closer = None
+        self.stream.end()  # (the closer is this finisher's: finished here)
         self.finisher.finish()
 
     def respond(self, response: Any) -> None:
@@ -147,12 +146,7 @@ class _PostExchange:
         if stream is not None:
             if response is not None:
                 stream.push(jsonrpc.encode(response))
-            stream.done = True
-            closer = stream.closer
-            stream.detach()
-            stream.closer = None
-            if closer is not None:
-                closer()
+            stream.complete()
             return
         request = self.request
         if response is None:
@@ -169,6 +163,29 @@ class _PostExchange:
             request.setHeader(b"content-length", b"%d" % len(body))
             self.finisher.write(body)
             self.finisher.finish()
+
+    def follow(self, d: Deferred[Any]) -> None:
+        """Answer with what C{d} (the handling of the request's messages) fires with."""
+        self.deferred = d
+        d.addCallback(self.respond)
+        d.addErrback(self.failed)
+
+    def end_render(self) -> None:
+        """The render of the request returns: an answer from now on is written, not returned."""
+        self.in_render = False
+
+    def render_result(self, upgrade: bool) -> bytes | int:
+        """What the render returns: the body answered during it, else C{NOT_DONE_YET} with the
+        answer to follow (on an SSE stream at once when C{upgrade}; the work cancelled if the
+        client goes before a JSON answer)."""
+        if self.sync_body is not None:
+            return self.sync_body
+        if self.finisher is None:
+            self.finisher = _Finisher(self.request, self.http.server.clock)
+            if upgrade:
+                self.upgrade()
+            self.request.notifyFinish().addErrback(self.client_gone)
+        return NOT_DONE_YET
 
     def failed(self, failure: Failure) -> None:
         log.failure("MCP POST handling failed", failure)

@@ -46,6 +46,7 @@ from twisted.web import http, server
 
 import orjson
 from gasoline.core.inflight import InFlight
+from gasoline.http.deadlines import Deadlines
 from gasoline.http.body_policy import (  # noqa: F401 (re-exported: tests and benches import them)
     BODY_CHECK_EVERY,
     BODY_DEADLINE,
@@ -210,76 +211,6 @@ MAX_CONNECTIONS = 1000
 HEADER_DEADLINE = 10.0
 
 
-class Deadlines:
-    """One deadline, the same for many connections of a site, on one timer.
-
-    A connection is watched from when its deadline starts (L{watch}, again when it restarts)
-    until it is met (the channel removes itself from L{watched}); one still watched L{deadline}
-    seconds after it started is handed to C{expired}. The watched connections are kept in the
-    order they started (a dict, in insertion order: a connection watched again goes to the end),
-    so the one timer is due at the oldest one's deadline, and each time it fires it hands over
-    those past theirs, oldest first, and is set again for the next one's. A request costs an
-    insertion and a removal in a dict, not a timer set and cancelled; each deadline is as exact
-    as one timer per connection would keep it.
-
-    A site has two (L{GasolineSite}): the header deadline (L{HEADER_DEADLINE}, from a
-    connection's opening or a request's first byte to the end of its headers) and the idle
-    timeout between requests (L{IDLE_TIMEOUT}, twisted.web's C{TimeoutMixin} timeout, which
-    L{GasolineChannel} keeps here).
-    """
-
-    def __init__(self, clock: IReactorTime, deadline: float,
-                 expired: Callable[[GasolineChannel], object]) -> None:
-        self._clock = clock
-        #: The clock's time now (bound once).
-        self.now = clock.seconds
-        self.deadline = deadline
-        self.expired = expired
-        #: Watched connections -> when their deadline started.
-        self.watched: dict[GasolineChannel, float] = {}
-        self._timer: Any = None
-
-    def watch(self, channel: GasolineChannel) -> None:
-        """C{channel}'s deadline starts now (or starts again)."""
-        watched = self.watched
-        if channel in watched:
-            del watched[channel]  # (to the end: the order is the order they started)
-        watched[channel] = self._clock.seconds()
-        if self._timer is None:
-            self._timer = self._clock.callLater(self.deadline, self._expire)
-
-    def forget(self, channel: GasolineChannel) -> None:
-        """C{channel} is gone (its connection was lost): not watched any more, and with nothing
-        left to watch the timer is cancelled (a request's own end only removes it from
-        L{watched}: the timer then fires once for nothing, instead of being cancelled and set
-        again for every request)."""
-        self.watched.pop(channel, None)
-        timer = self._timer
-        if not self.watched and timer is not None:
-            self._timer = None
-            if timer.active():
-                timer.cancel()
-
-    def _expire(self) -> None:
-        self._timer = None
-        now = self._clock.seconds()
-        watched = self.watched
-        while watched:
-            channel = next(iter(watched))
-            due = watched[channel] + self.deadline
-            if due > now:
-                timer = self._timer  # (set again by a watch from an expired connection's end)
-                if timer is not None and timer.active():
-                    timer.cancel()
-                self._timer = self._clock.callLater(due - now, self._expire)
-                return
-            del watched[channel]
-            try:
-                self.expired(channel)
-            except Exception:
-                _log.failure("ending a connection past its deadline failed")
-
-
 class GasolineChannel(http.HTTPChannel):
     """An C{HTTPChannel} with an absolute deadline for each request's headers
     (L{HEADER_DEADLINE}), Nagle's algorithm off (L{no_delay}), and a streaming producer registered
@@ -300,11 +231,11 @@ class GasolineChannel(http.HTTPChannel):
     #: The current request's line (method, target, version), as it came.
     _request_line = b""
     #: The site's header deadlines (L{Deadlines}) and the connections they watch.
-    _deadlines: Deadlines | None = None
+    _deadlines: Deadlines[GasolineChannel] | None = None
     _watched: dict[GasolineChannel, float] | None = None
     #: The site's idle timeouts (L{Deadlines}; C{None}: twisted.web's own timer per connection),
     #: and whether this connection's timeout is on twisted.web's timer (another period).
-    _idle: Deadlines | None = None
+    _idle: Deadlines[GasolineChannel] | None = None
     _own_timeout = False
     #: The body deadline's timer, when it is set: (delayed call, when it is due).
     _body_timer = None
@@ -330,7 +261,8 @@ class GasolineChannel(http.HTTPChannel):
     def __init__(self, *, header_deadline: float = HEADER_DEADLINE,
                  body_policy: BodyPolicy | None = None, policy_on_headers: bool = True,
                  clock: IReactorTime | None = None,
-                 deadlines: Deadlines | None = None, idle: Deadlines | None = None,
+                 deadlines: Deadlines[GasolineChannel] | None = None,
+                 idle: Deadlines[GasolineChannel] | None = None,
                  on_proven: Callable[[GasolineChannel], None] | None = None,
                  on_lost: Callable[[GasolineChannel], None] | None = None) -> None:
         """Everything the site decides for its channels is passed here (L{GasolineSite.protocol}).
@@ -658,7 +590,7 @@ class GasolineSite(server.Site):
                                deadlines=self._header_deadlines(), idle=self._idle_deadlines(),
                                on_proven=self._proven, on_lost=self._lost)
 
-    def _header_deadlines(self) -> Deadlines:
+    def _header_deadlines(self) -> Deadlines[GasolineChannel]:
         """The header deadlines of this site's connections (one timer for all of them)."""
         deadlines = self.__dict__.get("header_deadlines")
         if deadlines is None or deadlines.deadline != self.header_deadline:
@@ -666,14 +598,14 @@ class GasolineSite(server.Site):
                 self.reactor, self.header_deadline, GasolineChannel.headers_too_slow)
         return deadlines
 
-    def _idle_deadlines(self) -> Deadlines | None:
+    def _idle_deadlines(self) -> Deadlines[GasolineChannel] | None:
         """The idle timeouts of this site's connections (C{timeOut}; one timer for all)."""
         if not self.timeOut:
             return None
-        deadlines = self.__dict__.get("idle_deadlines")
+        deadlines: Deadlines[GasolineChannel] | None = self.__dict__.get("idle_deadlines")
         if deadlines is None or deadlines.deadline != self.timeOut:
-            deadlines = self.idle_deadlines = Deadlines(
-                self.reactor, self.timeOut, GasolineChannel.timeoutConnection)
+            expired: Callable[[GasolineChannel], object] = GasolineChannel.timeoutConnection
+            deadlines = self.idle_deadlines = Deadlines(self.reactor, self.timeOut, expired)
         return deadlines
 
     def __init__(self, resource: Any, *args: Any, max_connections: int = MAX_CONNECTIONS,

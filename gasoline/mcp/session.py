@@ -76,12 +76,17 @@ class EventStream:
             writer(event_id, payload)
         return event_id
 
-    def attach(self, writer: Writer, last_event_id: str | None = None) -> int:
+    def attach(self, writer: Writer, last_event_id: str | None = None,
+               closer: Callable[[], None] | None = None) -> int:
         """Make C{writer} receive this stream's events; first replay what it has not seen.
 
         With C{last_event_id}, every logged event after that one is replayed; without it, the
-        events no writer has received yet. Return how many were replayed.
+        events no writer has received yet. C{closer} ends the HTTP response C{writer} belongs to
+        (L{closer}; without it, the stream's closer stays as it is). Return how many were
+        replayed.
         """
+        if closer is not None:
+            self.closer = closer
         after = self.delivered
         if last_event_id is not None:
             after = event_number(last_event_id)
@@ -97,6 +102,27 @@ class EventStream:
     def detach(self, writer: Writer | None = None) -> None:
         if writer is None or self.writer is writer:
             self.writer = None
+
+    def end(self) -> Callable[[], None] | None:
+        """Detach the writer and forget the closer of its response: the closer, for the caller
+        to call (or C{None})."""
+        closer = self.closer
+        self.writer = None
+        self.closer = None
+        return closer
+
+    def complete(self) -> None:
+        """The stream's last event (a POST's response) was pushed: the stream is done, its
+        writer detached and its response ended."""
+        self.done = True
+        closer = self.end()
+        if closer is not None:
+            closer()
+
+    def forget_closer(self, closer: Callable[[], None]) -> None:
+        """C{closer}'s response is gone: forget it, if it is still this stream's closer."""
+        if self.closer == closer:
+            self.closer = None
 
     def __len__(self) -> int:
         return len(self._log)
@@ -165,6 +191,15 @@ class McpSession:
 
     def __attrs_post_init__(self) -> None:
         self.streams[self.standalone.stream_id] = self.standalone
+
+    def when_closed(self, hook: Callable[["McpSession"], None]) -> None:
+        """Call C{hook(self)} once when this session ends (L{on_close})."""
+        self.on_close.append(hook)
+
+    def arrived_on(self, transport_key: str | None) -> None:
+        """The latest request came on the transport connection C{transport_key}
+        (L{transport_key})."""
+        self.transport_key = transport_key
 
     def show_tools(self, tools: ISessionTools,
                    on_close: Callable[["McpSession"], None]) -> None:

@@ -445,13 +445,14 @@ class DaemonIdentity:
                 return None
         return response_proof(entry.key, nonce, LINK_BODY)
 
-    def admit(self, request: Request) -> tuple[int, str, dict[str, Any]] | None:
-        """Check an extension request to a capture or command route; C{None} when it may pass.
+    def admit(self, request: Request) -> bytes | tuple[int, str, dict[str, Any]]:
+        """Check an extension request to a capture or command route: the body its route parses
+        when it may pass, else the refusal C{(status, message, extra)}.
 
-        A request naming a session must be sealed under that session's key: its body is
-        replaced by the plaintext and the session noted on the request (L{seal_answer}). A
-        request naming no session (the published 0.7.9 extension) passes while no extension is
-        pinned, and is refused once one is.
+        A request naming a session must be sealed under that session's key: the body returned
+        is its plaintext, and the session is noted in the request's facts (L{seal_answer}). A
+        request naming no session (the published 0.7.9 extension) passes, its body as it came,
+        while no extension is pinned, and is refused once one is.
         """
         sid = request.getHeader(SESSION_HEADER)
         if sid is None:
@@ -460,7 +461,8 @@ class DaemonIdentity:
                 self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1
                 return 503, self.pins.corrupt, {"code": "pin_file_corrupt"}
             if pinned is None:
-                return None
+                content = request.content
+                return content.read() if content is not None else b""
             self.refused["unpaired_request"] = self.refused.get("unpaired_request", 0) + 1
             return 403, (f"this daemon is paired with the Gasoline extension {pinned}: requests "
                          "of an extension that has not paired (the published 0.7.9 extension, or "
@@ -487,9 +489,8 @@ class DaemonIdentity:
             return 400, str(e), {"code": "replayed"}
         except PairingError as e:
             return 400, str(e), {"code": "bad_seal"}
-        request.content = io.BytesIO(plain)
         note_sealed(request, session, iv)
-        return None
+        return plain
 
     @staticmethod
     def seal_answer(request: Request, body: bytes) -> bytes:

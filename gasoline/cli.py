@@ -229,7 +229,7 @@ def _client_proof(rest: list[str]) -> int:
         return 1
     except (OSError, ValueError) as e:
         sys.stderr.write(f"gasoline client-proof: cannot read {client_key_path(state_dir)}: "
-                         f"{getattr(e, 'strerror', None) or e}\n")
+                         f"{(e.strerror if isinstance(e, OSError) else None) or e}\n")
         return 1
     headers = {"X-Gasoline-Client": cid, CLIENT_PROOF_HEADER: client_proof(key, cid)}
     if opts.json:

@@ -155,6 +155,9 @@ def test_sniff_id_finds_the_top_level_id_before_params():
 
 
 class FakeStream:
+    #: The daemon answered its GET /mcp with an event stream.
+    streaming = True
+
     def __init__(self, on_message, last_event_id):
         self.on_message = on_message
         self.last_event_id_sent = last_event_id
@@ -196,6 +199,9 @@ class FakeDaemon:
     def unregister(self):
         self.unregistrations += 1
         return succeed(200)
+
+    def ensure_proxy_session(self, cwd, capabilities=None):
+        return succeed(None)  # a daemon without proxy servers
 
     def post_mcp(self, body, on_message, stateless=False):
         if not self.up:

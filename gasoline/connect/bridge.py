@@ -462,7 +462,7 @@ class Bridge:
             status = yield self.discovery.check()
             if status != "up":
                 self.last_problem = self.discovery.problem
-                if getattr(self.discovery, "permanent", False):
+                if self.discovery.permanent:
                     raise PermanentProblem(self.discovery.problem)
                 if status == "starting":
                     self._backoff = self.min_backoff
@@ -471,9 +471,8 @@ class Bridge:
             self._registered = True
             if self._closing:
                 raise _NotYet("closing")
-            ensure = getattr(self.daemon, "ensure_proxy_session", None)
-            if ensure is not None:
-                yield ensure(self.cwd, self._agent_capabilities())  # never fails (docs/proxy.md)
+            # (never fails: docs/proxy.md)
+            yield self.daemon.ensure_proxy_session(self.cwd, self._agent_capabilities())
             yield self._restore_session()
         except _NotYet:
             self._attempt_again()
@@ -573,7 +572,7 @@ class Bridge:
         stream.done.addBoth(self._stream_ended, stream)
 
     def _stream_opened(self, status: int, stream: Stream) -> None:
-        if status != 200 or not getattr(stream, "streaming", True):
+        if status != 200 or not stream.streaming:
             self._stream_unsupported = True
             log.warn("the daemon offers no server->client stream (GET /mcp answered {status}); "
                      "notifications will not be forwarded", status=status)
@@ -586,7 +585,7 @@ class Bridge:
         self._stream = None
         if self._stream_unsupported or self._closing:
             return None
-        reason = getattr(result, "getErrorMessage", lambda: "it ended")()
+        reason = result.getErrorMessage() if isinstance(result, Failure) else "it ended"
         self._lost(f"the server->client stream closed: {reason}")
         return None
 

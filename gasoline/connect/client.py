@@ -216,7 +216,7 @@ class DaemonHTTP:
         if isinstance(data, dict) and data.get("service-name") == "gasoline":
             self.key_file.daemon_state_dir(data.get("state_dir"))
             return data
-        return {"_not_gasoline": True, "status": getattr(response, "code", None)}
+        return {"_not_gasoline": True, "status": None if response is None else response.code}
 
     @inlineCallbacks
     def register(self, cwd: str | None = None) -> Generator[Deferred[Any], Any, Any]:

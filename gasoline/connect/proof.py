@@ -51,8 +51,8 @@ class ClientKeyFile:
             try:
                 self._key = read_client_key(self.state_dir)
             except (OSError, ValueError) as e:
-                self._tell(str(client_key_path(self.state_dir)), getattr(e, "strerror", None)
-                           or str(e))
+                self._tell(str(client_key_path(self.state_dir)),
+                           (e.strerror if isinstance(e, OSError) else None) or str(e))
         return self._key
 
     def _tell(self, path: str, why: str) -> None:

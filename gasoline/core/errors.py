@@ -36,6 +36,8 @@ class GasolineError(Exception):
     #: C{None}: decided by the code (L{is_retryable}).
     retryable: bool | None = None
     retry_after_ms: int | None = None
+    #: The HTTP status of its answer on an HTTP route (L{gasoline.http.dispatch.answer_failure}).
+    http_status = 400
 
     def __init__(self, message: str, *, code: str | None = None, retry: str | None = None,
                  retryable: bool | None = None, retry_after_ms: int | None = None,

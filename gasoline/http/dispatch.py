@@ -281,7 +281,7 @@ def answer_failure(request: Request, failure: Failure) -> bytes | None:
     if isinstance(error, PayloadError):
         return json_error(request, 400, str(error))
     if isinstance(error, GasolineError):
-        return json_body(request, error.to_json(), getattr(error, "http_status", 400))
+        return json_body(request, error.to_json(), error.http_status)
     if isinstance(error, CancelledError):
         return None
     log.failure("route {path} failed", failure, path=request.path)

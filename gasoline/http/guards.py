@@ -50,7 +50,7 @@ import attrs
 from gasoline.core.trust.request_facts import note_key
 from gasoline.core.validate import MAX_JSON_TOKENS, json_tokens
 from gasoline.http.json import json_error
-from gasoline.http.request import body_length, body_limit_for
+from gasoline.http.request import GasolineRequest, body_length, body_limit_for
 from gasoline.http.routes import Key, Origins, Route
 
 if TYPE_CHECKING:
@@ -158,8 +158,7 @@ def json_values_refusal(request: Request) -> bytes | None:
     content = request.content
     if content is None:
         return None
-    received = getattr(request, "body_length", None)  # (GasolineRequest: the bytes received)
-    if isinstance(received, int) and received <= _TOKEN_CHECK_FROM:
+    if isinstance(request, GasolineRequest) and request.body_length <= _TOKEN_CHECK_FROM:
         return None  # a body (or a sealed body's plaintext, shorter) this short is under it
     if isinstance(content, BytesIO):
         with content.getbuffer() as view:

@@ -5,12 +5,15 @@ and clients do not take a quiet stream for a dead one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from gasoline.core.lifecycle import ClockedTimer
+
+if TYPE_CHECKING:
+    from twisted.web.server import Request
 
 log = Logger()
 
@@ -43,7 +46,7 @@ def keepalive_service(clock: IReactorTime, streams: set[Any], name: str,
     return service
 
 
-def start_sse(request: Any) -> None:
+def start_sse(request: Request) -> None:
     """Answer C{request} with an SSE stream: status 200 and the four stream headers
     (C{Content-Type: text/event-stream}, C{Cache-Control: no-cache}, C{X-Accel-Buffering: no},
     C{Connection: keep-alive}).
@@ -56,6 +59,6 @@ def start_sse(request: Any) -> None:
     request.setHeader(b"content-type", b"text/event-stream")
     request.setHeader(b"cache-control", b"no-cache")
     request.setHeader(b"x-accel-buffering", b"no")
-    if getattr(request, "clientproto", b"HTTP/1.1") == b"HTTP/1.1" \
+    if request.clientproto == b"HTTP/1.1" \
             and not request.responseHeaders.hasHeader(b"connection"):
         request.setHeader(b"connection", b"keep-alive")

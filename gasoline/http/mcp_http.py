@@ -526,5 +526,5 @@ def _finish_streams(session: McpSession) -> None:
 def _connection_key(request: Request) -> str | None:
     """A rate-limit key for the TCP connection C{request} came on: switching client
     ids within one connection must not buy more tool calls."""
-    channel = getattr(request, "channel", None)
+    channel = request.channel
     return None if channel is None else f"connection:{id(channel):x}"

@@ -47,6 +47,7 @@ from twisted.web import http, server
 import orjson
 from gasoline.core.inflight import InFlight
 from gasoline.http.deadlines import Deadlines
+from gasoline.http.site import GasolineRoot
 from gasoline.http.body_policy import (  # noqa: F401 (re-exported: tests and benches import them)
     BODY_CHECK_EVERY,
     BODY_DEADLINE,
@@ -86,12 +87,14 @@ def body_limit_for(path: bytes) -> int:
     return LOGS_LIMIT if path == b"/logs" else DEFAULT_LIMIT
 
 
-def body_length(request: Any) -> int:
-    """Bytes of body C{request} received (works for any twisted.web request, e.g. in StubTreq)."""
-    n = getattr(request, "body_length", None)
-    if n is not None:
-        return n
-    content = getattr(request, "content", None)
+def body_length(request: server.Request | Head) -> int:
+    """Bytes of body C{request} received (works for any twisted.web request, e.g. in StubTreq:
+    its kept body is measured)."""
+    if isinstance(request, GasolineRequest):  # (every request of the daemon's: one check)
+        return request.body_length
+    if isinstance(request, Head):
+        return request.body_length
+    content = request.content
     if content is None:
         return 0
     position = content.tell()
@@ -164,8 +167,9 @@ class GasolineRequest(server.Request):
         C{Site.buildProtocol}; a request on a channel of another site has none)."""
         budget = self._inflight
         if budget is False:
-            site = getattr(self.channel, "site", None)
-            budget = self._inflight = site.inflight if isinstance(site, GasolineSite) else None
+            channel = self.channel
+            site = channel.site if isinstance(channel, GasolineChannel) else None
+            budget = self._inflight = site.inflight if site is not None else None
         return budget if isinstance(budget, InFlight) else None
 
     def _release(self) -> None:
@@ -182,7 +186,7 @@ class GasolineRequest(server.Request):
         self.kept_body = None
         self.content = BytesIO()
         channel = self.channel
-        if channel is not None and hasattr(channel, "refuse_now"):
+        if isinstance(channel, GasolineChannel):
             channel.refuse_now(503, orjson.dumps({"error": why, "code": "in_flight_budget"}))
 
     def finish(self) -> None:
@@ -228,6 +232,8 @@ class GasolineChannel(http.HTTPChannel):
     policy_on_headers = True
     proven = False
     transport_paused = False
+    #: The site that built this channel (twisted.web's C{Site.buildProtocol} sets it).
+    site: GasolineSite | None = None
     #: The current request's line (method, target, version), as it came.
     _request_line = b""
     #: The site's header deadlines (L{Deadlines}) and the connections they watch.
@@ -375,34 +381,31 @@ class GasolineChannel(http.HTTPChannel):
         if self._discarding:
             return self._body_received
         request = self.requests[-1] if self.requests else None
-        received = getattr(request, "body_length", 0)
-        return received if isinstance(received, int) else 0
+        return request.body_length if isinstance(request, GasolineRequest) else 0
 
     # -- the request-body policy ----------------------------------------------------------------
 
     def _refused_on_headers(self) -> bool:
         """Run the root's route policy and guards on the headers of the request now being read;
         on a refusal answer it, close the connection and drop the body. True if refused."""
-        site = getattr(self, "site", None)
-        root = getattr(site, "resource", None)
-        decide = getattr(root, "policy", None)
+        site = self.site
+        root = None if site is None else site.root
         parts = self._request_line.split(b" ")
-        if decide is None or len(parts) != 3 or not self.requests:
+        if site is None or root is None or len(parts) != 3 or not self.requests:
             return False
         method, target = parts[0], parts[1]
         if method == b"OPTIONS":
             return False
         head = Head(self.requests[-1], method, target, self.length)
         try:
-            body = decide(head)
+            body = root.policy(head)  # type: ignore[arg-type]  # (a Head reads as a Request)
         except Exception:
             _log.failure("the route policy failed on a request's headers")
             return False
         if body is None:
             return False
-        if isinstance(site, GasolineSite):
-            site.count_refused_on_headers()
-        counted = getattr(root, "on_response", None)
+        site.count_refused_on_headers()
+        counted = root.on_response
         if counted is not None:  # /metrics counts it as the late check would have
             counted(head.path, head.code)
         self._answer_and_drop(head.code, list(head.responseHeaders.getAllRawHeaders()), body,
@@ -488,8 +491,8 @@ class GasolineChannel(http.HTTPChannel):
         if why is not None:
             self._body_timer = None
             if transport is not None:
-                site = getattr(self, "site", None)  # (Site.buildProtocol sets it)
-                if isinstance(site, GasolineSite):
+                site = self.site
+                if site is not None:
                     site.count_slow_body()
                 _log.debug("request body too slow ({why}): connection closed", why=why)
                 abort_transport(transport)
@@ -620,7 +623,11 @@ class GasolineSite(server.Site):
         self.max_connections = max_connections
         #: The daemon-wide in-flight budget: the root's (shared with its WebSocket routes), else
         #: one of the site's own.
-        self.inflight = inflight or getattr(resource, "inflight", None) or InFlight()
+        #: The daemon's root resource (C{None}: the site serves another resource; the route
+        #: policy is then not decided on a request's headers).
+        self.root = resource if isinstance(resource, GasolineRoot) else None
+        self.inflight = inflight or (self.root.inflight if self.root is not None else None) \
+            or InFlight()
         self.open_connections = 0
         #: Connections refused at the cap since start.
         self.refused_connections = 0

@@ -39,6 +39,7 @@ from twisted.application.service import MultiService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
 from zope.interface import implementer
+from twisted.python.threadpool import ThreadPool
 
 from gasoline.common import is_factory_chatter, make_private_dir, rfc3339
 from gasoline.core.lifecycle import ClockedTimer
@@ -398,8 +399,6 @@ class LogService(MultiService):
         self._pool = None
         run: Callable[..., None] = run_inline
         if thread:
-            from twisted.python.threadpool import ThreadPool
-
             # One thread: writes stay in order and no two threads touch a file.
             self._pool = ThreadPool(minthreads=1, maxthreads=1, name="gasoline-logs")
             run = self._pool.callInThread

@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
+import shlex
 
 #: The clients, each with its configuration file(s) (user scope, project scope: relative to the
 #: working directory) and the key under which servers are listed.
@@ -175,8 +176,6 @@ def _cli_command(name: str, cli: str, server: str, scope: str, argv: list[str],
 
 
 def _quote(arg: str) -> str:
-    import shlex
-
     return shlex.quote(arg)
 
 

@@ -11,12 +11,17 @@ import json
 import os
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
+import errno
+import ipaddress
+import socket
+import tempfile
+import urllib.request
 
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.endpoints import serverFromString
-from twisted.internet.error import CannotListenError
+from twisted.internet.error import CannotListenError, ReactorNotRunning
 from twisted.internet.interfaces import (
     IListeningPort,
     IProtocolFactory,
@@ -26,6 +31,7 @@ from twisted.internet.interfaces import (
 from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
 from twisted.python.failure import Failure
+from twisted.internet.protocol import Factory
 
 from gasoline import __version__
 from gasoline.app import (
@@ -44,6 +50,8 @@ from gasoline.core.storage.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
 from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
 from gasoline.logs import LogLimits, LogService
+from gasoline.core.storage.atrest import AtRest, StateKeyError, load_state_key, refuse_clear_start
+from gasoline.http.guards import normalize_origin
 
 log = Logger()
 _LIMITS = LogLimits()
@@ -153,8 +161,6 @@ def listen_address(description: str) -> ListenAddress:
 
     @raise ValueError: (or another of L{ENDPOINT_ERRORS}) C{description} is not a valid endpoint.
     """
-    from twisted.internet.protocol import Factory
-
     recorder = _ListenRecorder()
     endpoint = serverFromString(recorder, description)
     endpoint.listen(Factory()).addErrback(lambda _: None)  # fired already: nothing waits
@@ -162,8 +168,6 @@ def listen_address(description: str) -> ListenAddress:
 
 
 def _loopback(interface: str) -> bool:
-    import ipaddress
-
     if interface.lower() == "localhost":
         return True
     try:
@@ -256,8 +260,6 @@ class Options(usage.Options):
     def opt_allow_origin(self, value: str) -> None:
         """Let a browser page at this origin (http(s)://host[:port]) call the daemon: CORS and
         every route but /shutdown. Repeatable. Default: only the extension's origin."""
-        from gasoline.http.guards import normalize_origin
-
         try:
             self["allow-origin"].append(normalize_origin(value))
         except ValueError as e:
@@ -313,8 +315,6 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--proxy-config: {e}")
         self["proxy-config"] = proxy
         if self["state-key-file"]:
-            from gasoline.core.storage.atrest import AtRest, StateKeyError, load_state_key
-
             if self["log-dir"]:
                 raise usage.UsageError(
                     "--log-dir writes plain-text logs (tool arguments, page text): it cannot be "
@@ -325,8 +325,6 @@ class Options(usage.Options):
             except (StateKeyError, OSError) as e:
                 raise usage.UsageError(str(e))
         else:
-            from gasoline.core.storage.atrest import StateKeyError, refuse_clear_start
-
             try:
                 refuse_clear_start(self.config().state_dir)
             except StateKeyError as e:
@@ -359,8 +357,6 @@ def _probe_gasoline(host: str, port: int) -> str:
     Only called when listening failed at start-up, before the reactor runs, so a short blocking
     request is harmless here (and only here).
     """
-    import urllib.request
-
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.5) as resp:
             body = json.loads(resp.read(65536) or b"{}")
@@ -384,9 +380,6 @@ def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:
     daemonized child's error would reach the user as a truncated repr): a TCP port that is
     already taken is one L{ListenFailed} line. Binding a throwaway socket is the test; the real
     listen still reports any other failure."""
-    import errno
-    import socket
-
     try:
         where = listen_address(spec)
     except ENDPOINT_ERRORS:
@@ -411,8 +404,6 @@ def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:
 def check_state_dir(path: Path, named: str) -> None:
     """The state dir is a directory the daemon can create and write, else one L{OptionError}
     line naming where it came from (C{named}: the option or environment variable)."""
-    import tempfile
-
     fix = "point it at a directory this user can write"
     if path.exists() and not path.is_dir():
         raise OptionError(f"{named} {str(path)!r} is not a directory; {fix}")
@@ -582,8 +573,6 @@ def _reactor_stopper(reactor: IReactorCore) -> Callable[[], None]:
     """A graceful stop for C{POST /shutdown}: stop the reactor (services stop in order)."""
 
     def stop() -> None:
-        from twisted.internet.error import ReactorNotRunning
-
         try:
             reactor.stop()
         except ReactorNotRunning:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+import json
 
 from gasoline.core.trust.identity import (
     PairingError,
@@ -87,8 +88,6 @@ def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, t
 
 async def apply(cdp: BrowserProcess, worker_session: str, settings: dict[str, Any]) -> None:
     """Write C{settings} into the extension's storage through its service worker."""
-    import json
-
     await cdp.evaluate(worker_session,
                        f"chrome.storage.local.set({json.dumps(settings)}).then(() => true)")
 

@@ -47,6 +47,8 @@ import os
 import signal
 import sys
 import time
+import socket
+import struct
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -202,9 +204,6 @@ def _isolate_network(mode: str) -> None:
                 f.write(text)
     if mode == "loopback":
         import fcntl
-        import socket
-        import struct
-
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             ifr = struct.pack("16sH14s", b"lo", 0, b"")
             flags = struct.unpack("16sH14s", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]

@@ -8,11 +8,13 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 from typing import Any
+import shutil
 
 import attrs
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
+import orjson
 
 from gasoline.analysis import media
 from gasoline.analysis._util import entry_time, iso
@@ -226,15 +228,11 @@ def _timeline(ctx: Any, rec: ScreenRecording) -> tuple[list[dict[str, Any]], dic
 
 
 def _write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
-    import orjson
-
     return media.write_new(directory / "manifest.json",
                            orjson.dumps(manifest, option=orjson.OPT_INDENT_2, default=str))
 
 
 def _remove_tree(directory: Path) -> None:
-    import shutil
-
     shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -362,8 +360,6 @@ def record_stop(ctx: Any, args: dict[str, Any]) -> Deferred:
         raise GasolineError(f"screen recording {wanted!r} is not readable", code="no_data")
 
     def read() -> dict[str, Any]:
-        import orjson
-
         try:
             value = orjson.loads(media.read_bounded(path, 64 * 1024 * 1024, "recording_id"))
         except (OSError, orjson.JSONDecodeError, GasolineError):

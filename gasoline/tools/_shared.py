@@ -21,6 +21,7 @@ from gasoline.tools.context import (
     client_noise_rules,
     decode_entries,
 )
+from gasoline.tools._views import view_filter
 
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000
@@ -142,8 +143,6 @@ def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any
     C{tab_id} as one predicate, exactly as observe applies them (None: everything)."""
     if args is None:
         return None, {}
-    from gasoline.tools._views import view_filter
-
     return view_filter(ctx, args)
 
 

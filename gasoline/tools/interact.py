@@ -72,6 +72,7 @@ from gasoline.tools._forms import fill_form
 from gasoline.tools._page_text import get_markdown, get_readable
 from gasoline.tools._launch_browser import launch_browser
 from gasoline.tools.schemas import MODE_PROPERTIES
+from gasoline.tools._a11y import sarif_mode
 
 log = Logger()
 
@@ -412,8 +413,6 @@ async def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> dict[str, Any
 
 
 def run_a11y_and_export_sarif(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.tools._a11y import sarif_mode
-
     return sarif_mode(ctx, {k: v for k, v in args.items() if k not in ("a11y_result", "result")})
 
 

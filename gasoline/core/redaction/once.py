@@ -33,6 +33,7 @@ C{tests/test_redact_once.py} checks the equality on the secret corpus.
 from __future__ import annotations
 
 from typing import Any, Callable
+import json
 
 import orjson
 
@@ -69,8 +70,6 @@ def encode(data: Any) -> str:
     try:
         return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
     except orjson.JSONEncodeError:
-        import json
-
         return json.dumps(data, default=str, separators=(",", ":"))
 
 

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from twisted.logger import Logger
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from gasoline.common import make_private_dir
 
@@ -81,11 +83,9 @@ def derive_session_key(shared: bytes, nonce: bytes, daemon_key: bytes, ephemeral
 
 # -- the key file, read without cryptography -------------------------------------------------------
 #
-# This module imports cryptography only to create the key (L{create_key_file}) and, from the first
-# pairing challenge on, for the ECDH of challenges. Reading the public key, which is all that
-# C{gasoline browser} and the daemon's start need, takes the key file alone: C{identity.pem} is
-# PKCS#8 and its ECPrivateKey holds the public point. (In the daemon, Twisted's reactor has
-# imported cryptography already, through pyOpenSSL; other programs do not pay for it.)
+# Reading the public key, which is all that C{gasoline browser} and the daemon's start need, takes
+# the key file alone (no private key is loaded until the first pairing challenge): C{identity.pem}
+# is PKCS#8 and its ECPrivateKey holds the public point.
 
 _EC_PUBLIC_KEY_OID = bytes.fromhex("06072a8648ce3d0201")  # 1.2.840.10045.2.1
 _P256_OID = bytes.fromhex("06082a8648ce3d030107")  # 1.2.840.10045.3.1.7
@@ -162,9 +162,6 @@ def response_proof(key: bytes, nonce: bytes, body: bytes) -> bytes:
 
 
 def load_key(data: bytes, path: Path) -> Any:
-    from cryptography.hazmat.primitives import serialization  # lazy: see above
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     key = serialization.load_pem_private_key(data, password=None)
     if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
         raise ValueError(f"{path} is not a P-256 private key")
@@ -178,9 +175,6 @@ def create_key_file(state_dir: Path) -> bytes:
 
 
 def _new_key_pem() -> bytes:
-    from cryptography.hazmat.primitives import serialization  # lazy: see above
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     key = ec.generate_private_key(ec.SECP256R1())
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
@@ -207,7 +201,5 @@ def _store_key(path: Path, pem: bytes) -> bytes:
 
 
 def raw_public_key(key: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
     return key.public_key().public_bytes(serialization.Encoding.X962,
                                          serialization.PublicFormat.UncompressedPoint)

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -350,8 +351,6 @@ class DaemonIdentity:
                 f"`gasoline pair accept {other}` on this machine (or `gasoline pair forget`), "
                 "then pair again", extension_fingerprint=other,
                 pinned_fingerprint=pinned["fingerprint"]))
-        from cryptography.hazmat.primitives.asymmetric import ec  # lazy
-
         try:
             peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)
         except ValueError as e:

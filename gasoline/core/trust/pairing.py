@@ -187,8 +187,8 @@ class DaemonIdentity:
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
-        """The identity in C{state_dir}: the key file is read for its public key only (no
-        C{cryptography} at start-up); a missing one is created (L{create_key_file})."""
+        """The identity in C{state_dir}: the key file is read for its public key only (the private
+        key is loaded at the first challenge); a missing one is created (L{create_key_file})."""
         path = Path(state_dir) / IDENTITY_FILE
         pin_file = Path(state_dir) / PIN_FILE
         try:

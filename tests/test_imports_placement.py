@@ -34,10 +34,12 @@ _CTYPES = ("ctypes may be missing from a Python build; only Linux has what it ca
 _FIRST_EXCHANGE = ("the connector's first exchange (client_rules.py, used by connect/fast.py) "
                    "imports nothing beyond the standard library's socket/signal/hashlib/hmac/"
                    "binascii/os; platformdirs only when the default state dir is needed")
-_AUTOBAHN = ("autobahn (with click, cbor2, txaio and the cryptography WAMP imports) at the first "
-             "/cdp or /extension/cdp request: ~11 MiB of idle RSS (docs/operations.md)")
+_AUTOBAHN = ("autobahn (with click, cbor2 and txaio) at the first /cdp or /extension/cdp "
+             "request: imported at start it adds 4.3 MiB to the idle daemon's RSS "
+             "(docs/operations.md)")
 _PROXY = ("the session proxy (and treq, Twisted's HTTP client, which it imports) only with "
-          "--proxy-config (docs/operations.md)")
+          "--proxy-config: imported at start, with autobahn, another 1.2 MiB of idle RSS "
+          "(docs/operations.md)")
 
 #: (module of the package, imported module, imported name or "" for C{import module}): why.
 ALLOWED: dict[tuple[str, str, str], str] = {

@@ -40,11 +40,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from gasoline.common import default_state_dir, not_private
-from gasoline.core.trust.identity import IDENTITY_FILE, fingerprint_of, public_key_from_pem
+from gasoline.core.trust.keyfile import (
+    IDENTITY_FILE,
+    fingerprint_of,
+    public_key_from_pem,
+)
 from gasoline.daemon_dir import StateDirProblem, checked_state_dir
-from urllib.parse import urlsplit
 
 #: The port a daemon started with no options listens on (only ever used when named: --port).
 DEFAULT_PORT = 7890

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from twisted.application.service import MultiService
 from twisted.internet.interfaces import IReactorProcess, IReactorTime
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from gasoline.config import (  # noqa: F401  (re-exported: the tac file and tests import them here)
     DEFAULT_CLIENT_TTL,
@@ -59,6 +59,7 @@ from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.reads import CursorReads
 from gasoline.http.site import GasolineRoot
 from gasoline.http.status_page import StatusPage
+from gasoline.logs import ClientLogs, LogFiles
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.session import McpSession
@@ -70,9 +71,8 @@ from gasoline.streaming.hub import Streaming
 from gasoline.streaming.metrics import latency_observer as streaming_latency
 from gasoline.streaming.metrics import register as register_streaming_metrics
 from gasoline.tools import GasolineTools
-from gasoline.tools.resources import gasoline_resources
-from gasoline.logs import ClientLogs, LogFiles
 from gasoline.tools._launch import BrowserLauncher
+from gasoline.tools.resources import gasoline_resources
 
 #: Minimum spacing of the store notifier's flushes under a burst (seconds; see
 #: L{gasoline.core.storage.notify}). 0: each write goes to the subscribers on the next reactor turn.

@@ -13,8 +13,8 @@ The C{gasoline} console script::
 
 from __future__ import annotations
 
-import sys
 import os
+import sys
 
 from gasoline import __version__
 

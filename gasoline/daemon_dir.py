@@ -22,7 +22,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gasoline.core.trust.identity import IDENTITY_FILE, b64u, fingerprint_of, public_key_from_pem
+from gasoline.core.trust.keyfile import (
+    IDENTITY_FILE,
+    b64u,
+    fingerprint_of,
+    public_key_from_pem,
+)
+
 
 class StateDirProblem(RuntimeError):
     """No state dir can be trusted for the daemon named: it does not answer, names none, or the

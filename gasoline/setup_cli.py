@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
-import shlex
 
 #: The clients, each with its configuration file(s) (user scope, project scope: relative to the
 #: working directory) and the key under which servers are listed.

@@ -7,15 +7,15 @@ only one that turns endpoint strings into listening services.
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-from typing import Any, Callable, NamedTuple
 import errno
 import ipaddress
+import json
+import os
 import socket
 import tempfile
 import urllib.request
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 from twisted.application.service import IService, MultiService, Service
 from twisted.internet.address import IPv4Address, IPv6Address
@@ -28,10 +28,10 @@ from twisted.internet.interfaces import (
     IReactorCore,
     IStreamServerEndpoint,
 )
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
 from twisted.python.failure import Failure
-from twisted.internet.protocol import Factory
 
 from gasoline import __version__
 from gasoline.app import (
@@ -45,13 +45,18 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.common import positive_duration, positive_int
+from gasoline.core.storage.atrest import (
+    AtRest,
+    StateKeyError,
+    load_state_key,
+    refuse_clear_start,
+)
 from gasoline.core.storage.files import StateFileError, make_private_dir, write_atomic
 from gasoline.core.storage.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
+from gasoline.http.guards import normalize_origin
 from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
 from gasoline.logs import LogLimits, LogService
-from gasoline.core.storage.atrest import AtRest, StateKeyError, load_state_key, refuse_clear_start
-from gasoline.http.guards import normalize_origin
 
 log = Logger()
 _LIMITS = LogLimits()

@@ -14,36 +14,42 @@ sockets in this process, skip tests or read CI variables live in the test suite
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from itertools import count as _count
 from typing import Any, Callable, Sequence
-import base64
-import os
 
 import attrs
-from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
-from zope.interface import implementer
+import treq
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, utils
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-import treq
 from treq.client import HTTPClient
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, HTTPConnectionPool
+from zope.interface import implementer
 
-from gasoline.interfaces import ISessionTools
 from gasoline.app import Gasoline
 from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
 from gasoline.connect.fast import dechunk, parse_head
 from gasoline.core.daemon import Daemon
 from gasoline.core.interfaces import IClientRegistry
 from gasoline.core.trust.clientkey import ClientKey
-from gasoline.core.trust.identity import b64u, challenge_proof, derive_session_key, fingerprint_of
+from gasoline.core.trust.identity import (
+    b64u,
+    challenge_proof,
+    derive_session_key,
+    fingerprint_of,
+)
 from gasoline.core.trust.pins import extension_transcript
 from gasoline.core.trust.seal import request_aad, request_iv, response_aad, seal_key_of
+from gasoline.interfaces import ISessionTools
 from gasoline.mcp.tools import Tool
 from gasoline.testing_process import DaemonProcess
+
 
 @implementer(ISessionTools)
 class FakeSessionTools:

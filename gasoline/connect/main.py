@@ -18,27 +18,30 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import sys
-from typing import TYPE_CHECKING, Any
-import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from twisted.logger import FilteringLogObserver, ILogFilterPredicate, LogEvent, PredicateResult
-from twisted.python import usage
-from zope.interface import implementer
 from treq.client import HTTPClient
 from twisted.internet import stdio
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.task import react
 from twisted.logger import (
+    FilteringLogObserver,
+    ILogFilterPredicate,
+    LogEvent,
+    Logger,
     LogLevel,
     LogLevelFilterPredicate,
-    Logger,
+    PredicateResult,
     globalLogBeginner,
     textFileLogObserver,
 )
+from twisted.python import usage
 from twisted.web.client import Agent, HTTPConnectionPool
+from zope.interface import implementer
 
 from gasoline import __version__
 from gasoline.common import (
@@ -49,12 +52,12 @@ from gasoline.common import (
     tcp_port,
 )
 from gasoline.connect.bridge import DEFAULT_BOUND, Bridge
-from gasoline.connect.discovery import Discovery, Spawner, loopback_port
-from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
-from gasoline.connect.protocol import DEFAULT_MAX_LINE, StdioLines
 from gasoline.connect.client import DaemonHTTP
+from gasoline.connect.discovery import Discovery, Spawner, loopback_port
 from gasoline.connect.fast import resend
+from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
 from gasoline.connect.proof import ClientKeyFile
+from gasoline.connect.protocol import DEFAULT_MAX_LINE, StdioLines
 
 if TYPE_CHECKING:
     from gasoline.connect.fast import Prelude

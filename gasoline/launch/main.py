@@ -34,19 +34,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-from twisted.python import usage
 import treq
 from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.defer import TimeoutError as StepTimeout
 from twisted.internet.task import deferLater, react
+from twisted.python import usage
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 
-from gasoline.common import default_state_dir, make_private_dir, make_private_file, tcp_port
-from gasoline.connect.discovery import DEFAULT_PORT, UP, Discovery, Spawner, loopback_port
 from gasoline import __version__
+from gasoline.common import (
+    default_state_dir,
+    make_private_dir,
+    make_private_file,
+    tcp_port,
+)
 from gasoline.connect.client import DaemonHTTP
+from gasoline.connect.discovery import (
+    DEFAULT_PORT,
+    UP,
+    Discovery,
+    Spawner,
+    loopback_port,
+)
 from gasoline.daemon_dir import checked_state_dir
 from gasoline.launch import prepair
 from gasoline.launch.chromium import (

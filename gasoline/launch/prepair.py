@@ -32,12 +32,12 @@ C{--profile} is given, in which case its existing pairing is overwritten with th
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-import json
 
-from gasoline.core.trust.identity import (
+from gasoline.core.trust.keyfile import (
     PairingError,
     b64u,
     fingerprint_of,

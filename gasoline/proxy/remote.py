@@ -28,14 +28,14 @@ from typing import Any, Callable, cast
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
+from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http_headers import Headers
-from treq.client import HTTPClient
 from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone
+from twisted.web.http_headers import Headers
 
 from gasoline.proxy.peer import ChildDown, ServerPeer
 from gasoline.sse import SSEParser

@@ -21,21 +21,25 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import attrs
+import treq
+from treq.client import HTTPClient
 from twisted.internet.defer import (
     Deferred,
     DeferredSemaphore,
     gatherResults,
     maybeDeferred,
 )
+from twisted.internet.endpoints import (
+    TCP4ClientEndpoint,
+    TCP6ClientEndpoint,
+    wrapClientTLS,
+)
 from twisted.internet.interfaces import IReactorTime
-from twisted.logger import Logger
-from zope.interface import implementer
-import treq
-from treq.client import HTTPClient
-from twisted.internet.endpoints import TCP4ClientEndpoint, TCP6ClientEndpoint, wrapClientTLS
 from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
 from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
 from twisted.web.iweb import IAgentEndpointFactory
+from zope.interface import implementer
 
 from gasoline.analysis import is_public_http_url, summarize_link_results
 

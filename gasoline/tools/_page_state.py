@@ -10,8 +10,8 @@ import json
 import re
 from typing import Any
 
-from twisted.internet.defer import Deferred
 import orjson
+from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
 from gasoline.tools._actions import (

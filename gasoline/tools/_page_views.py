@@ -6,22 +6,20 @@ the views that ask the extension (screenshot, storage, IndexedDB), the command q
 
 from __future__ import annotations
 
-from typing import Any
 import base64
 import binascii
 import re
+from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from gasoline.analysis.perf import page_performance
 from gasoline.core.errors import GasolineError, MissingParam
+from gasoline.tools._page_scope import current_page
+from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT
 from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools._views import view_filter
 from gasoline.tools.context import ToolContext
-
-from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT
-from gasoline.analysis.perf import page_performance
-from gasoline.tools._page_scope import current_page
-
 
 # -- vitals, page, tabs, pilot ------------------------------------------------------------------
 

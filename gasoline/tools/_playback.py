@@ -48,8 +48,8 @@ from twisted.logger import Logger
 
 from gasoline.common import rfc3339
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam, QueueFull
-from gasoline.core.storage.store import ACTIONS
 from gasoline.core.redaction.keys import is_marker
+from gasoline.core.storage.store import ACTIONS
 from gasoline.tools._commands import require_pilot
 from gasoline.tools._shared import newest
 from gasoline.tools._state import recording_named, recordings_of

@@ -6,15 +6,15 @@ buffers' timeline, written under the state dir per client (docs/analyze-generate
 from __future__ import annotations
 
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
-import shutil
 
 import attrs
+import orjson
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
-import orjson
 
 from gasoline.analysis import media
 from gasoline.analysis._util import entry_time, iso

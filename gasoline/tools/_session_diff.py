@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-
-from gasoline.core.errors import MissingParam
-from gasoline.core.redaction.redactor import clip
-from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
-from gasoline.tools._state import resolve_checkpoint
-from gasoline.tools.context import ToolContext, decode_entries, newest_entries
 from gasoline.analysis._util import is_failed_request
 from gasoline.analysis.changes import changes
 from gasoline.analysis.clusters import fingerprint
+from gasoline.core.errors import MissingParam
+from gasoline.core.redaction.redactor import clip
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    NETWORK_BODIES,
+    WEBSOCKET_EVENTS,
+)
 from gasoline.tools._shared import noise_filter, view
-
+from gasoline.tools._state import resolve_checkpoint
+from gasoline.tools.context import ToolContext, decode_entries, newest_entries
 
 # -- session snapshots and diff_sessions ----------------------------------------------------------
 

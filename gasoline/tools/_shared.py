@@ -17,11 +17,11 @@ from typing import Any, Callable
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import InvalidParam, MissingParam
+from gasoline.tools._views import view_filter
 from gasoline.tools.context import (
     client_noise_rules,
     decode_entries,
 )
-from gasoline.tools._views import view_filter
 
 #: Default and largest number of entries an analysis reads from one buffer.
 DEFAULT_ANALYSIS_ENTRIES = 1000

@@ -18,7 +18,11 @@ from typing import Any, Callable
 
 import orjson
 
+from gasoline.analysis import make_checkpoint
+from gasoline.core.clients.noise import auto_detect
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
+from gasoline.core.extension.link import rfc3339
+from gasoline.core.storage.boundaries import check_test_id
 from gasoline.core.storage.store import (
     ACTIONS,
     CONSOLE,
@@ -45,10 +49,6 @@ from gasoline.tools.context import (
     save_noise_rules,
 )
 from gasoline.tools.schemas import MODE_PROPERTIES
-from gasoline.analysis import make_checkpoint
-from gasoline.core.clients.noise import auto_detect
-from gasoline.core.extension.link import rfc3339
-from gasoline.core.storage.boundaries import check_test_id
 
 DEFAULT_NAMESPACE = "default"
 #: kv namespaces Gasoline keeps for itself (recordings); agents cannot store or list them.

@@ -10,25 +10,26 @@ result and route extension-bound commands to the caller.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
-import json
 
 import attrs
 import orjson
 from twisted.internet.defer import Deferred
 
+from gasoline.core.clients.noise import NoiseRules
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
-from gasoline.core.redaction.once import REDACTOR as _REDACTOR, RedactedEntries, compose_text
+from gasoline.core.redaction.once import REDACTOR as _REDACTOR
+from gasoline.core.redaction.once import RedactedEntries, compose_text
 from gasoline.tools.runtime import ToolRuntime
-from gasoline.core.clients.noise import NoiseRules
 
 if TYPE_CHECKING:
     from gasoline.core.interfaces import IClientState, IQueryRouter
-    from gasoline.tools import GasolineTools
     from gasoline.mcp.context import RequestContext
     from gasoline.mcp.session import McpSession
+    from gasoline.tools import GasolineTools
 
 
 def encode_json(data: Any) -> str:

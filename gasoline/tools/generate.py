@@ -22,6 +22,7 @@ import orjson
 from twisted.internet.defer import Deferred
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
+from gasoline.analysis.clusters import fingerprint
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, resolve_inside
 from gasoline.core.redaction.redactor import clip
@@ -35,8 +36,8 @@ from gasoline.generate import (
     sri,
 )
 from gasoline.generate.classify import classify
-from gasoline.generate.har import har_steps
 from gasoline.generate.context import context_test, visual_test
+from gasoline.generate.har import har_steps
 from gasoline.generate.heal import (
     apply_count,
     forms,
@@ -47,7 +48,7 @@ from gasoline.generate.heal import (
 )
 from gasoline.tools._a11y import sarif_mode
 from gasoline.tools._artifacts import _finish
-from gasoline.tools._slices import run_in_slices
+from gasoline.tools._changes import compute_changes
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -56,13 +57,12 @@ from gasoline.tools._shared import (
     noise_filter,
     nulls_absent,
     page_url,
+    require_str,
     tab_of,
     timeout_of,
 )
+from gasoline.tools._slices import run_in_slices
 from gasoline.tools.schemas import MAX_CONTEXT_WINDOW, MODE_PROPERTIES
-from gasoline.analysis.clusters import fingerprint
-from gasoline.tools._changes import compute_changes
-from gasoline.tools._shared import require_str
 
 DEFAULT_ACTIONS = 200
 DEFAULT_ENTRIES = 1000

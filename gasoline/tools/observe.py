@@ -19,6 +19,8 @@ from typing import Any, Callable
 import orjson
 from twisted.internet.defer import Deferred
 
+from gasoline.analysis import error_bundles, summarize_logs
+from gasoline.analysis._util import entry_time
 from gasoline.core.redaction.redactor import clip
 from gasoline.core.storage.store import (
     ACTIONS,
@@ -28,12 +30,7 @@ from gasoline.core.storage.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
-from gasoline.tools._views import (
-    ERRORS_CURSOR,
-    tab_of,
-    view_filter,
-)
-from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
+from gasoline.tools._page_scope import current_page
 from gasoline.tools._page_views import (
     observe_command_result,
     observe_failed_commands,
@@ -48,11 +45,14 @@ from gasoline.tools._page_views import (
     observe_tabs,
     observe_vitals,
 )
-from gasoline.tools._page_scope import current_page
 from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT, buffer_result, read_buffer
+from gasoline.tools._views import (
+    ERRORS_CURSOR,
+    tab_of,
+    view_filter,
+)
+from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
 from gasoline.tools.schemas import MODE_PROPERTIES
-from gasoline.analysis import error_bundles, summarize_logs
-from gasoline.analysis._util import entry_time
 
 #: How far back the derived views (timeline, bundles, summaries, history) look.
 VIEW_ENTRIES = 2000

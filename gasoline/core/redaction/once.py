@@ -32,14 +32,14 @@ C{tests/test_redact_once.py} checks the equality on the secret corpus.
 
 from __future__ import annotations
 
-from typing import Any, Callable
 import json
+from typing import Any, Callable
 
 import orjson
 
-from gasoline.core.redaction.redactor import Redactor
 from gasoline.core.redaction.fields import TYPED_VALUES
 from gasoline.core.redaction.keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
+from gasoline.core.redaction.redactor import Redactor
 from gasoline.core.redaction.scan import no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.

@@ -33,8 +33,8 @@ from typing import Any, Callable
 import attrs
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorThreads, IReactorTime
-from twisted.logger import Logger
 from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
 
 from gasoline.common import make_private_dir
 

@@ -38,11 +38,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.interfaces import IReactorTime
-from twisted.logger import Logger
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, utils
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from gasoline.common import make_private_dir, read_nofollow
 from gasoline.core.storage.files import StateFileError, set_aside, unreadable

@@ -40,6 +40,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+from gasoline.common import default_state_dir, not_private
+from gasoline.core.trust.keyfile import (
+    IDENTITY_FILE,
+    fingerprint_of,
+    public_key_from_pem,
+)
+from gasoline.daemon_dir import StateDirProblem, checked_state_dir
 
 #: The port a daemon started with no options listens on (only ever used when named: --port).
 DEFAULT_PORT = 7890
@@ -80,8 +89,6 @@ def _parser(command: str) -> argparse.ArgumentParser:
 def _state_dir(arg: Path | None) -> Path:
     if arg is not None:
         return arg
-    from gasoline.common import default_state_dir  # imports platformdirs
-
     return default_state_dir()
 
 
@@ -116,8 +123,6 @@ class Target:
         its identity (C{offered} by its C{/pairing}) checked (the rule of the connector and of
         gasoline browser: L{gasoline.daemon_dir.checked_state_dir}); or, when that fails,
         L{state_dir_problem} says why."""
-        from gasoline.daemon_dir import StateDirProblem, checked_state_dir
-
         assert self.url is not None
         try:
             self.state_dir = checked_state_dir(self.url, health, offered)
@@ -281,8 +286,6 @@ def status(argv: list[str]) -> int:
 
 
 def _port_of(url: str | None) -> int | None:
-    from urllib.parse import urlsplit
-
     try:
         return urlsplit(url or "").port
     except ValueError:
@@ -305,8 +308,6 @@ def _ask_doctor(url: str, opts: argparse.Namespace) -> dict[str, Any] | None:
 def _privacy_check(state_dir: Path) -> dict[str, Any]:
     """Warn when the state dir or anything in it is not private (0700 folders, 0600 files): it
     holds client ids, project paths, captured telemetry and the keys."""
-    from gasoline.common import not_private
-
     loose = not_private(state_dir)
     if not loose:
         return {"check": "state_dir_private", "status": "ok",
@@ -456,9 +457,6 @@ def identity(argv: list[str]) -> int:
     if target.state_dir is None:
         print(f"gasoline: {why}", file=sys.stderr)
         return NOT_RUNNING
-    from gasoline.core.trust.identity import IDENTITY_FILE, fingerprint_of
-    from gasoline.core.trust.identity import public_key_from_pem
-
     path = target.state_dir / IDENTITY_FILE
     try:
         raw = public_key_from_pem(path.read_bytes())

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from twisted.application.service import MultiService
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IReactorProcess, IReactorTime
 
 from gasoline.config import (  # noqa: F401  (re-exported: the tac file and tests import them here)
     DEFAULT_CLIENT_TTL,
@@ -58,6 +59,7 @@ from gasoline.http.proxy_api import ProxyAPI
 from gasoline.http.reads import CursorReads
 from gasoline.http.site import GasolineRoot
 from gasoline.http.status_page import StatusPage
+from gasoline.logs import ClientLogs, LogFiles
 from gasoline.mcp.resources import PromptRegistry, ResourceRegistry
 from gasoline.mcp.server import McpServer
 from gasoline.mcp.session import McpSession
@@ -69,6 +71,7 @@ from gasoline.streaming.hub import Streaming
 from gasoline.streaming.metrics import latency_observer as streaming_latency
 from gasoline.streaming.metrics import register as register_streaming_metrics
 from gasoline.tools import GasolineTools
+from gasoline.tools._launch import BrowserLauncher
 from gasoline.tools.resources import gasoline_resources
 
 #: Minimum spacing of the store notifier's flushes under a burst (seconds; see
@@ -78,8 +81,6 @@ from gasoline.tools.resources import gasoline_resources
 NOTIFY_INTERVAL = 0.0
 
 if TYPE_CHECKING:  # the session proxy is imported only with --proxy-config (build_proxy)
-    from gasoline.logs import ClientLogs, LogFiles
-    from gasoline.tools._launch import BrowserLauncher
     from gasoline.proxy.session import ProxyManager
 
 
@@ -215,8 +216,6 @@ def _worker_pool(clock: IReactorTime, services: MultiService) -> WorkerPool | No
     """The process pool for CPU-heavy work (one worker per core, started on first use), on a
     reactor that can start processes; C{None} otherwise (a test's clock: the work runs
     inline)."""
-    from twisted.internet.interfaces import IReactorProcess
-
     if not IReactorProcess.providedBy(clock):
         return None
     pool = WorkerPool(clock)
@@ -318,8 +317,6 @@ def build_http(daemon: Daemon, mcp: McpServer, services: MultiService,
 
 def _inflight_series(inflight: InFlight) -> Any:
     """C{/metrics}: the in-flight budget (docs/operations.md)."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
     held = GaugeMetricFamily("gasoline_inflight_bytes", "Bytes of request bodies and unfinished "
                              "WebSocket messages held now.")
     held.add_metric([], inflight.held)
@@ -381,12 +378,8 @@ def build_proxy(daemon: Daemon, mcp: McpServer, services: MultiService,
 def _browser_launcher(config: Config, clock: IReactorTime) -> BrowserLauncher | None:
     """What runs C{interact launch_browser} (docs/browser.md): only with
     C{--allow-launch-browser}, and only on a reactor that can start processes."""
-    from twisted.internet.interfaces import IReactorProcess
-
     if not config.allow_launch_browser or not IReactorProcess.providedBy(clock):
         return None
-    from gasoline.tools._launch import BrowserLauncher
-
     return BrowserLauncher(clock, config.state_dir)
 
 
@@ -394,8 +387,6 @@ def _client_logs(daemon: Daemon, files: LogFiles | None) -> ClientLogs | None:
     """The C{--log-dir} client logs (None without one); the shared logs get the store's writes."""
     if files is None:
         return None
-    from gasoline.logs import ClientLogs  # only with --log-dir
-
     daemon.store.notifier.subscribe(files.buffer_written)
     return ClientLogs(files, daemon.registry)
 

@@ -13,6 +13,7 @@ The C{gasoline} console script::
 
 from __future__ import annotations
 
+import os
 import sys
 
 from gasoline import __version__
@@ -65,8 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(argv)
         sys.stdout.flush()
     except BrokenPipeError:
-        import os
-
         # Nothing more can reach the reader: point stdout at /dev/null so the interpreter's own
         # flush at exit fails no more (the recipe of Python's signal module documentation).
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -101,8 +100,6 @@ def _main(argv: list[str] | None) -> int:
     if command == "connect":
         # Answer the agent's initialize before importing Twisted (gasoline.connect.fast).
         from gasoline.connect.fast import first_exchange
-
-        import os  # already loaded by the interpreter
 
         fast = argv is None and os.environ.get("GASOLINE_CONNECT_FAST", "1") != "0"
         prelude = first_exchange(rest) if fast else None
@@ -244,8 +241,6 @@ def _named_state_dir(command: str, opts: Any) -> Path | None:
     one its C{/health} names; its identity must be the one the daemon offers (never another
     daemon's pins or key: L{gasoline.daemon_dir}). None, the reason on stderr, when there is
     none."""
-    import os
-
     from gasoline.daemon_dir import StateDirProblem, state_dir_at
 
     url = opts.url.rstrip("/") if opts.url else f"http://127.0.0.1:{opts.port}"

@@ -22,6 +22,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from gasoline.core.trust.keyfile import (
+    IDENTITY_FILE,
+    b64u,
+    fingerprint_of,
+    public_key_from_pem,
+)
+
+
 class StateDirProblem(RuntimeError):
     """No state dir can be trusted for the daemon named: it does not answer, names none, or the
     identity in the dir is not the one the daemon offers."""
@@ -30,8 +38,6 @@ class StateDirProblem(RuntimeError):
 def daemon_public_key(state_dir: Path | str) -> bytes | None:
     """The raw P-256 public key in C{<state_dir>/identity.pem}, or C{None} (no such file, or a
     form the PEM reader does not know)."""
-    from gasoline.core.trust.identity import IDENTITY_FILE, public_key_from_pem
-
     try:
         data = (Path(state_dir) / IDENTITY_FILE).read_bytes()
     except OSError:
@@ -54,8 +60,6 @@ def checked_state_dir(url: str, health: dict[str, Any] | None, offered: dict[str
     (C{offered}, its C{GET /pairing} answer).
 
     @raise StateDirProblem: no dir is named, or the identities differ (or either is missing)."""
-    from gasoline.core.trust.identity import IDENTITY_FILE, b64u, fingerprint_of
-
     state_dir = explicit if explicit is not None else reported_state_dir(health)
     if state_dir is None:
         raise StateDirProblem(f"the daemon at {url} does not name its state dir (an older "

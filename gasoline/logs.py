@@ -38,17 +38,22 @@ import orjson
 from twisted.application.service import MultiService
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import ILogObserver, LogLevel, formatEvent
+from twisted.python.threadpool import ThreadPool
 from zope.interface import implementer
 
 from gasoline.common import is_factory_chatter, make_private_dir, rfc3339
 from gasoline.core.lifecycle import ClockedTimer
-from gasoline.core.storage.store import CONSOLE, NETWORK_BODIES, WATERFALL, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import (
+    CONSOLE,
+    NETWORK_BODIES,
+    WATERFALL,
+    WEBSOCKET_EVENTS,
+)
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
     from gasoline.core.interfaces import IClientRegistry
-
     from gasoline.mcp.session import McpSession
 
 MB = 1_000_000
@@ -398,8 +403,6 @@ class LogService(MultiService):
         self._pool = None
         run: Callable[..., None] = run_inline
         if thread:
-            from twisted.python.threadpool import ThreadPool
-
             # One thread: writes stay in order and no two threads touch a file.
             self._pool = ThreadPool(minthreads=1, maxthreads=1, name="gasoline-logs")
             run = self._pool.callInThread

@@ -7,8 +7,13 @@ only one that turns endpoint strings into listening services.
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import json
 import os
+import socket
+import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -16,13 +21,14 @@ from twisted.application.service import IService, MultiService, Service
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.endpoints import serverFromString
-from twisted.internet.error import CannotListenError
+from twisted.internet.error import CannotListenError, ReactorNotRunning
 from twisted.internet.interfaces import (
     IListeningPort,
     IProtocolFactory,
     IReactorCore,
     IStreamServerEndpoint,
 )
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger, globalLogPublisher
 from twisted.python import usage
 from twisted.python.failure import Failure
@@ -39,9 +45,16 @@ from gasoline.app import (
     default_state_dir,
 )
 from gasoline.common import positive_duration, positive_int
+from gasoline.core.storage.atrest import (
+    AtRest,
+    StateKeyError,
+    load_state_key,
+    refuse_clear_start,
+)
 from gasoline.core.storage.files import StateFileError, make_private_dir, write_atomic
 from gasoline.core.storage.store import CONSOLE, DEFAULT_BUFFERS
 from gasoline.durations import parse_duration, parse_size
+from gasoline.http.guards import normalize_origin
 from gasoline.http.request import MAX_CONNECTIONS, GasolineSite
 from gasoline.logs import LogLimits, LogService
 
@@ -153,8 +166,6 @@ def listen_address(description: str) -> ListenAddress:
 
     @raise ValueError: (or another of L{ENDPOINT_ERRORS}) C{description} is not a valid endpoint.
     """
-    from twisted.internet.protocol import Factory
-
     recorder = _ListenRecorder()
     endpoint = serverFromString(recorder, description)
     endpoint.listen(Factory()).addErrback(lambda _: None)  # fired already: nothing waits
@@ -162,8 +173,6 @@ def listen_address(description: str) -> ListenAddress:
 
 
 def _loopback(interface: str) -> bool:
-    import ipaddress
-
     if interface.lower() == "localhost":
         return True
     try:
@@ -256,8 +265,6 @@ class Options(usage.Options):
     def opt_allow_origin(self, value: str) -> None:
         """Let a browser page at this origin (http(s)://host[:port]) call the daemon: CORS and
         every route but /shutdown. Repeatable. Default: only the extension's origin."""
-        from gasoline.http.guards import normalize_origin
-
         try:
             self["allow-origin"].append(normalize_origin(value))
         except ValueError as e:
@@ -313,8 +320,6 @@ class Options(usage.Options):
                 raise usage.UsageError(f"--proxy-config: {e}")
         self["proxy-config"] = proxy
         if self["state-key-file"]:
-            from gasoline.core.storage.atrest import AtRest, StateKeyError, load_state_key
-
             if self["log-dir"]:
                 raise usage.UsageError(
                     "--log-dir writes plain-text logs (tool arguments, page text): it cannot be "
@@ -325,8 +330,6 @@ class Options(usage.Options):
             except (StateKeyError, OSError) as e:
                 raise usage.UsageError(str(e))
         else:
-            from gasoline.core.storage.atrest import StateKeyError, refuse_clear_start
-
             try:
                 refuse_clear_start(self.config().state_dir)
             except StateKeyError as e:
@@ -359,8 +362,6 @@ def _probe_gasoline(host: str, port: int) -> str:
     Only called when listening failed at start-up, before the reactor runs, so a short blocking
     request is harmless here (and only here).
     """
-    import urllib.request
-
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.5) as resp:
             body = json.loads(resp.read(65536) or b"{}")
@@ -384,9 +385,6 @@ def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:
     daemonized child's error would reach the user as a truncated repr): a TCP port that is
     already taken is one L{ListenFailed} line. Binding a throwaway socket is the test; the real
     listen still reports any other failure."""
-    import errno
-    import socket
-
     try:
         where = listen_address(spec)
     except ENDPOINT_ERRORS:
@@ -411,8 +409,6 @@ def check_port_free(spec: str, probe: Callable[[str, int], str]) -> None:
 def check_state_dir(path: Path, named: str) -> None:
     """The state dir is a directory the daemon can create and write, else one L{OptionError}
     line naming where it came from (C{named}: the option or environment variable)."""
-    import tempfile
-
     fix = "point it at a directory this user can write"
     if path.exists() and not path.is_dir():
         raise OptionError(f"{named} {str(path)!r} is not a directory; {fix}")
@@ -582,8 +578,6 @@ def _reactor_stopper(reactor: IReactorCore) -> Callable[[], None]:
     """A graceful stop for C{POST /shutdown}: stop the reactor (services stop in order)."""
 
     def stop() -> None:
-        from twisted.internet.error import ReactorNotRunning
-
         try:
             reactor.stop()
         except ReactorNotRunning:

@@ -14,18 +14,42 @@ sockets in this process, skip tests or read CI variables live in the test suite
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 from itertools import count as _count
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import attrs
-from twisted.internet.defer import Deferred, succeed
+import treq
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, utils
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from treq.client import HTTPClient
+from twisted.internet.defer import CancelledError, Deferred, maybeDeferred, succeed
+from twisted.internet.task import deferLater
+from twisted.python.failure import Failure
+from twisted.web.client import Agent, HTTPConnectionPool
 from zope.interface import implementer
 
+from gasoline.app import Gasoline
+from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
+from gasoline.connect.fast import dechunk, parse_head
+from gasoline.core.daemon import Daemon
+from gasoline.core.interfaces import IClientRegistry
+from gasoline.core.trust.clientkey import ClientKey
+from gasoline.core.trust.identity import (
+    b64u,
+    challenge_proof,
+    derive_session_key,
+    fingerprint_of,
+)
+from gasoline.core.trust.pins import extension_transcript
+from gasoline.core.trust.seal import request_aad, request_iv, response_aad, seal_key_of
 from gasoline.interfaces import ISessionTools
+from gasoline.mcp.tools import Tool
+from gasoline.testing_process import DaemonProcess
 
-if TYPE_CHECKING:
-    from twisted.python.failure import Failure
 
 @implementer(ISessionTools)
 class FakeSessionTools:
@@ -39,8 +63,6 @@ class FakeSessionTools:
     """
 
     def __init__(self, names: Sequence[str]) -> None:
-        from gasoline.mcp.tools import Tool
-
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.progress_seen: list[dict[str, Any]] = []
         self._tools = {
@@ -75,13 +97,6 @@ def client_headers(source: Any, client_id: str) -> dict[str, str]:
     L{gasoline.core.daemon.Daemon}), a L{gasoline.core.clients.registry.ClientRegistry}, a
     L{gasoline.core.trust.clientkey.ClientKey}, a L{DaemonProcess}, or a state dir (its
     C{client-key} file)."""
-    from gasoline.app import Gasoline
-    from gasoline.common import CLIENT_PROOF_HEADER, client_proof, read_client_key
-    from gasoline.core.trust.clientkey import ClientKey
-    from gasoline.core.daemon import Daemon
-    from gasoline.core.interfaces import IClientRegistry
-    from gasoline.testing_process import DaemonProcess
-
     if isinstance(source, Gasoline):
         source = source.daemon
     if isinstance(source, Daemon):
@@ -133,8 +148,6 @@ def stub_request(treq: Any, method: str, url: str, *, clock: Any = None, wait: f
 def response_body(raw: bytes) -> bytes:
     """The body of one whole HTTP/1.1 response C{raw} (what a C{StringTransport} holds): as is
     after a C{Content-Length}, reassembled from its chunks when chunked."""
-    from gasoline.connect.fast import dechunk, parse_head
-
     head, _, body = raw.partition(b"\r\n\r\n")
     _, fields = parse_head(head)
     return dechunk(body) if fields.get(b"transfer-encoding", b"").lower() == b"chunked" else body
@@ -237,10 +250,6 @@ class FakeExtension:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> "FakeExtension":
-        from treq.client import HTTPClient
-        from twisted.internet.defer import Deferred
-        from twisted.web.client import Agent, HTTPConnectionPool
-
         if self.running:
             return self
         self.running = True
@@ -276,9 +285,6 @@ class FakeExtension:
 
     def connected(self, timeout: float = 10.0) -> Deferred:
         """A Deferred firing once the daemon's C{GET /health} says the extension is connected."""
-        from twisted.internet.defer import Deferred
-        from twisted.internet.task import deferLater
-
         async def poll() -> None:
             deadline = self.reactor.seconds() + timeout
             problem: Any = None
@@ -311,8 +317,6 @@ class FakeExtension:
         return d
 
     async def _request(self, method: str, path: str, body: Any) -> dict[str, Any]:
-        import treq
-
         data = None if body is None else json.dumps(body).encode()
         response = await self._track(self._http.request(
             method, self.url + path, data=data, headers=EXTENSION_HEADERS,
@@ -362,9 +366,6 @@ class FakeExtension:
             self._schedule_flush()
 
     async def _poll_loop(self) -> None:
-        from twisted.internet.defer import CancelledError
-        from twisted.internet.task import deferLater
-
         while self.running:
             try:
                 await self._sync_once()
@@ -396,9 +397,6 @@ class FakeExtension:
         """Send every finished result now, one result sync at a time (the daemon answers a sync
         that reports results at once, so one in flight is enough; results finished meanwhile go
         in the next one)."""
-        from twisted.internet.defer import CancelledError, Deferred
-        from twisted.python.failure import Failure
-
         self._flush_call = None
         if not self.running or not self._outbox or self._flush_d is not None:
             return  # a flush in flight schedules the next one when it returns
@@ -418,8 +416,6 @@ class FakeExtension:
         d.addBoth(done)
 
     def _swallow(self, failure: Failure) -> None:
-        from twisted.internet.defer import CancelledError
-
         if not failure.check(CancelledError) and self.running:
             self.errors.append(failure.value)
 
@@ -469,11 +465,6 @@ class FakeExtension:
 
     def _run_command(self, command: dict[str, Any]) -> Deferred:
         """Run one command; a Deferred that fires (with None) once its result is reported."""
-        from twisted.internet.defer import (
-            Deferred,
-            maybeDeferred,
-        )
-
         kind = str(command.get("type"))
         params = raw_params if isinstance(raw_params := command.get("params"), dict) else {}
         self._running_cmds[command["id"]] = (command, int(self.reactor.seconds() * 1000))
@@ -588,8 +579,6 @@ class PairedExtensionKeys:
     (tests, C{bench/ingest.py}). Needs C{cryptography}."""
 
     def __init__(self, daemon_key: bytes, extension_key: Any = None) -> None:
-        from cryptography.hazmat.primitives.asymmetric import ec
-
         self.daemon_key = daemon_key
         self.private = extension_key or ec.generate_private_key(ec.SECP256R1())
         self.public = _raw_point(self.private.public_key())
@@ -601,20 +590,10 @@ class PairedExtensionKeys:
 
     @property
     def fingerprint(self) -> str:
-        from gasoline.core.trust.identity import fingerprint_of
-
         return fingerprint_of(self.public)
 
     def challenge(self, with_key: bool = True) -> dict[str, str]:
         """The body of C{POST /pairing/challenge}."""
-        import os
-
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec, utils
-
-        from gasoline.core.trust.identity import b64u
-        from gasoline.core.trust.pins import extension_transcript
-
         eph = ec.generate_private_key(ec.SECP256R1())
         eph_raw = _raw_point(eph.public_key())
         nonce = os.urandom(32)
@@ -630,14 +609,6 @@ class PairedExtensionKeys:
 
     def finish(self, answer: dict[str, Any]) -> bool:
         """Check the daemon's proof (an answer to L{challenge}); keep the session if it holds."""
-        import base64
-
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-        from gasoline.core.trust.identity import challenge_proof, derive_session_key
-        from gasoline.core.trust.seal import seal_key_of
-
         eph, eph_raw, nonce = self._pending
         peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), self.daemon_key)
         key = derive_session_key(eph.exchange(ec.ECDH(), peer), nonce, self.daemon_key, eph_raw)
@@ -651,8 +622,6 @@ class PairedExtensionKeys:
 
     def seal(self, method: str, path: str, body: bytes) -> tuple[dict[str, str], bytes, bytes]:
         """C{(headers, sealed body, iv)} of a request of this session (its next request number)."""
-        from gasoline.core.trust.seal import request_aad, request_iv
-
         assert self.session is not None, "pair first"
         self.seq += 1
         iv = request_iv(self.seq)
@@ -664,13 +633,9 @@ class PairedExtensionKeys:
 
     def open_answer(self, request_iv: bytes, body: bytes) -> bytes:
         """The plaintext of a sealed answer to the request sealed with C{request_iv}."""
-        from gasoline.core.trust.seal import response_aad
-
         return self._aead.decrypt(body[:12], body[12:], response_aad(request_iv))
 
 
 def _raw_point(public: Any) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
     return public.public_bytes(serialization.Encoding.X962,
                                serialization.PublicFormat.UncompressedPoint)

@@ -180,7 +180,7 @@ def test_cli_never_creates_a_key_and_reads_a_stopped_daemons_key_file(tmp_path, 
     assert fingerprint in out and "no daemon runs" in out
 
 
-# -- no cryptography at start-up: the public key from the key file, HKDF from the standard library --
+# -- start-up reads the public key from the key file; HKDF from the standard library ----------
 
 def test_the_public_key_is_read_from_the_key_file_as_cryptography_reads_it(tmp_path):
     from gasoline.core.trust.identity import public_key_from_pem, raw_public_key
@@ -210,33 +210,30 @@ def test_session_keys_are_hkdf_sha256_byte_for_byte():
         assert derive_session_key(shared, nonce, daemon_key, eph) == expected
 
 
-def test_a_started_daemon_imports_cryptography_only_at_the_first_challenge(tmp_path):
-    """Start-up reads the existing key file without cryptography; a challenge then works."""
-    import subprocess
-    import sys
+def test_a_started_daemon_loads_its_private_key_only_at_the_first_challenge(tmp_path,
+                                                                           monkeypatch):
+    """Start-up reads the existing key file for its public key alone; the private key is loaded
+    (once) by the first challenge, which then works."""
+    from twisted.internet.task import Clock
+
+    from gasoline.core.trust import pairing
+    from gasoline.core.trust.identity import b64u
 
     Daemon(tmp_path)  # creates identity.pem
-    code = f"""
-import sys, json
-from twisted.internet.task import Clock
-from gasoline.core.trust.pairing import DaemonIdentity
-identity = DaemonIdentity.from_state_dir({str(tmp_path)!r}, Clock())
-before = sorted(m for m in sys.modules if m.split(".")[0] in ("cryptography", "OpenSSL"))
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-eph = ec.generate_private_key(ec.SECP256R1())
-raw = eph.public_key().public_bytes(serialization.Encoding.X962,
-                                    serialization.PublicFormat.UncompressedPoint)
-from gasoline.core.trust.identity import b64u
-answer = identity.challenge({{"key": b64u(raw), "nonce": b64u(b"n" * 32)}})
-print(json.dumps({{"before": before, "key": b64u(identity.public_key), "answer": answer}}))
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout)
-    assert result["before"] == []
-    assert unb64u(result["key"]) == Daemon(tmp_path).public_key
-    assert result["answer"]["session"] and result["answer"]["proof"]
+    loaded = []
+    real_load_key = pairing.load_key
+    monkeypatch.setattr(pairing, "load_key",
+                        lambda data, path: loaded.append(path) or real_load_key(data, path))
+    identity = pairing.DaemonIdentity.from_state_dir(tmp_path, Clock())
+    assert loaded == []
+    assert identity.public_key == Daemon(tmp_path).public_key
+    for n in (b"n", b"m"):
+        eph = ec.generate_private_key(ec.SECP256R1())
+        raw = eph.public_key().public_bytes(serialization.Encoding.X962,
+                                            serialization.PublicFormat.UncompressedPoint)
+        answer = identity.challenge({"key": b64u(raw), "nonce": b64u(n * 32)})
+        assert answer["session"] and answer["proof"]
+    assert loaded == [tmp_path / "identity.pem"]
 
 
 def test_a_first_start_creates_the_key_that_the_first_challenge_proves(tmp_path):

@@ -111,11 +111,12 @@ def test_the_browser_is_found_where_macos_and_windows_install_it(monkeypatch, tm
 
 
 def test_without_the_devtools_pipe_gasoline_browser_says_so_in_one_line(monkeypatch, capsys):
+    from gasoline.launch import main as launch_main
     from gasoline.launch.main import main
 
     assert chromium.pipe_supported("linux") and chromium.pipe_supported("darwin")
     assert not chromium.pipe_supported("win32")
-    monkeypatch.setattr(chromium, "pipe_supported", lambda: False)
+    monkeypatch.setattr(launch_main, "pipe_supported", lambda: False)
     assert main(["--headless", "http://example.test/"]) == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "DevTools pipe" in err and "popup" in err

@@ -18,12 +18,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from twisted.logger import ILogFilterPredicate, LogEvent, PredicateResult
+from treq.client import HTTPClient
+from twisted.internet import stdio
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.task import react
+from twisted.logger import (
+    FilteringLogObserver,
+    ILogFilterPredicate,
+    LogEvent,
+    Logger,
+    LogLevel,
+    LogLevelFilterPredicate,
+    PredicateResult,
+    globalLogBeginner,
+    textFileLogObserver,
+)
 from twisted.python import usage
+from twisted.web.client import Agent, HTTPConnectionPool
 from zope.interface import implementer
 
 from gasoline import __version__
@@ -34,14 +51,15 @@ from gasoline.common import (
     positive_duration,
     tcp_port,
 )
-from gasoline.connect.bridge import DEFAULT_BOUND
-from gasoline.connect.discovery import loopback_port
+from gasoline.connect.bridge import DEFAULT_BOUND, Bridge
+from gasoline.connect.client import DaemonHTTP
+from gasoline.connect.discovery import Discovery, Spawner, loopback_port
+from gasoline.connect.fast import resend
 from gasoline.connect.options import DEFAULT_PORT, FLAGS, VALUE_OPTIONS
-from gasoline.connect.protocol import DEFAULT_MAX_LINE
+from gasoline.connect.proof import ClientKeyFile
+from gasoline.connect.protocol import DEFAULT_MAX_LINE, StdioLines
 
 if TYPE_CHECKING:
-    from twisted.internet.defer import Deferred
-
     from gasoline.connect.fast import Prelude
 
 
@@ -86,8 +104,6 @@ class ConnectOptions(usage.Options):
             self["base-url"] = f"http://127.0.0.1:{self['port'] or DEFAULT_PORT}"
         cid = self["client-id"]
         if cid is not None:
-            import re
-
             if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$", cid):
                 raise usage.UsageError(
                     "--client-id must be 1-64 characters of letters, digits, '.', '_' or '-'")
@@ -107,14 +123,6 @@ def resolve_client_id(explicit: str | None) -> tuple[str, str | None]:
 
 
 def _log_to_stderr() -> None:
-    from twisted.logger import (
-        FilteringLogObserver,
-        LogLevel,
-        LogLevelFilterPredicate,
-        globalLogBeginner,
-        textFileLogObserver,
-    )
-
     level = LogLevel.levelWithName(os.environ.get("GASOLINE_CONNECT_LOG_LEVEL", "info"))
     observer = FilteringLogObserver(
         textFileLogObserver(sys.stderr),
@@ -153,8 +161,6 @@ def _run(options: ConnectOptions) -> int:
 
     C{task.react} resolves the reactor and hands it in; nothing here reads the global one.
     """
-    from twisted.internet.task import react
-
     try:
         react(_connect, (options,))
     except SystemExit as e:
@@ -163,20 +169,6 @@ def _run(options: ConnectOptions) -> int:
 
 
 def _connect(reactor: Any, options: ConnectOptions) -> Deferred[None]:
-    from pathlib import Path
-
-    from treq.client import HTTPClient
-    from twisted.internet import stdio
-    from twisted.internet.defer import Deferred, DeferredList
-    from twisted.logger import Logger
-    from twisted.web.client import Agent, HTTPConnectionPool
-
-    from gasoline.connect.bridge import Bridge
-    from gasoline.connect.client import DaemonHTTP
-    from gasoline.connect.discovery import Discovery, Spawner
-    from gasoline.connect.proof import ClientKeyFile
-    from gasoline.connect.protocol import StdioLines
-
     log = Logger(namespace="gasoline.connect")
     client_id, cwd = resolve_client_id(options["client-id"])
     prelude = options.get("prelude")
@@ -220,8 +212,6 @@ def _connect(reactor: Any, options: ConnectOptions) -> Deferred[None]:
                     on_permanent=permanent)
     if init_message is not None:
         bridge.adopt_initialize(init_message)
-        from gasoline.connect.fast import resend
-
         resend(reactor)  # a SIGTERM/SIGINT that came while Twisted was loading
     done: Deferred = Deferred()
     stopping = [False]

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 from twisted.application.service import Service
 from twisted.internet import protocol
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.error import ProcessDone
 from twisted.logger import Logger
 from twisted.protocols import amp
@@ -321,6 +321,4 @@ class WorkerPool:
             worker.kill()
         if not ends:
             return succeed(None)
-        from twisted.internet.defer import DeferredList
-
         return DeferredList(ends).addCallback(lambda _: None)

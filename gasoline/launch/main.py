@@ -32,18 +32,45 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import treq
+from treq.client import HTTPClient
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.defer import TimeoutError as StepTimeout
+from twisted.internet.task import deferLater, react
 from twisted.python import usage
+from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.http_headers import Headers
 
-from gasoline.common import default_state_dir, make_private_dir, make_private_file, tcp_port
-from gasoline.connect.discovery import DEFAULT_PORT
-
-if TYPE_CHECKING:
-    from treq.client import HTTPClient
-    from twisted.internet.defer import Deferred
-
-    from gasoline.launch.chromium import BrowserProcess
+from gasoline import __version__
+from gasoline.common import (
+    default_state_dir,
+    make_private_dir,
+    make_private_file,
+    tcp_port,
+)
+from gasoline.connect.client import DaemonHTTP
+from gasoline.connect.discovery import (
+    DEFAULT_PORT,
+    UP,
+    Discovery,
+    Spawner,
+    loopback_port,
+)
+from gasoline.daemon_dir import checked_state_dir
+from gasoline.launch import prepair
+from gasoline.launch.chromium import (
+    BrowserProcess,
+    CDPError,
+    LaunchError,
+    chromium_argv,
+    extension_dir,
+    find_chromium,
+    pipe_supported,
+    unpacked_extension_id,
+)
+from gasoline.launch.prepair import IdentityMismatch
 
 #: Seconds each start-up step may take (daemon, browser, extension) before the launch gives up.
 STEP_TIMEOUT = 45.0
@@ -79,8 +106,6 @@ class BrowserOptions(usage.Options):
 
     def opt_version(self) -> None:
         """Print Gasoline's version and exit."""
-        from gasoline import __version__
-
         print(f"gasoline {__version__}")
         raise SystemExit(0)
 
@@ -135,8 +160,6 @@ def main(argv: list[str]) -> int:
     except usage.UsageError as e:
         sys.stderr.write(f"gasoline browser: {e}\n\n{options}\n")
         return 2
-    from gasoline.launch.chromium import pipe_supported
-
     if not pipe_supported():
         sys.stderr.write("gasoline browser: this platform cannot hand the browser its private "
                          "DevTools pipe (Windows): load the extension unpacked in Chrome and pair "
@@ -144,8 +167,6 @@ def main(argv: list[str]) -> int:
         return 1
     if options["detach"]:
         return _detach(argv, options)
-    from twisted.internet.task import react
-
     try:
         react(_react, (options,))
     except SystemExit as e:
@@ -154,8 +175,6 @@ def main(argv: list[str]) -> int:
 
 
 def _react(reactor: Any, options: BrowserOptions) -> Deferred[None]:
-    from twisted.internet.defer import ensureDeferred
-
     return ensureDeferred(Launch(reactor, options).run())
 
 
@@ -179,11 +198,6 @@ class Launch:
         self.grant: Path | None = None
 
     async def run(self) -> None:
-        from twisted.internet.defer import TimeoutError as StepTimeout
-
-        from gasoline.launch.chromium import CDPError, LaunchError
-        from gasoline.launch.prepair import IdentityMismatch
-
         self.reactor.addSystemEventTrigger("before", "shutdown", self.cleanup)
         try:
             tab = await self.start()
@@ -220,22 +234,11 @@ class Launch:
 
     async def start(self) -> int:
         """Steps 1-3 of the module docstring; the tracked tab's id."""
-        from gasoline.launch import prepair
-        from gasoline.launch.chromium import (
-            BrowserProcess,
-            LaunchError,
-            chromium_argv,
-            extension_dir,
-            find_chromium,
-        )
-
         options = self.options
         executable = find_chromium(options["chromium"])
         extension = extension_dir()
         base = options["base-url"]
         health, offered = await self._daemon()
-        from gasoline.daemon_dir import checked_state_dir
-
         # The daemon's own state dir (as the connector finds it), its identity checked.
         options["state-dir"] = checked_state_dir(base, health, offered,
                                                  options["state-dir-given"])
@@ -277,15 +280,6 @@ class Launch:
 
     async def _daemon(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Find (or start) the daemon; its C{GET /health} and C{GET /pairing} answers."""
-        import treq
-        from treq.client import HTTPClient
-        from twisted.web.client import Agent, HTTPConnectionPool
-        from twisted.web.http_headers import Headers
-
-        from gasoline.connect.client import DaemonHTTP
-        from gasoline.connect.discovery import UP, Discovery, Spawner, loopback_port
-        from gasoline.launch.chromium import LaunchError
-
         options = self.options
         base = options["base-url"]
         http = self._http = HTTPClient(Agent(self.reactor, pool=HTTPConnectionPool(
@@ -320,8 +314,6 @@ class Launch:
 
     async def _worker(self, extension: Path) -> str:
         """Attach to the extension's service worker once its APIs are up; the session id."""
-        from gasoline.launch.chromium import LaunchError, unpacked_extension_id
-
         assert self.browser is not None  # spawned
         wanted = f"chrome-extension://{unpacked_extension_id(extension)}/background.js"
         deadline = self.reactor.seconds() + STEP_TIMEOUT
@@ -347,10 +339,6 @@ class Launch:
         """Wait until the daemon has had a C{/sync} from this extension: its settings name our
         tab. The extension sends no C{/sync} before it has proved the daemon's identity, so this
         also says the pairing holds (waiting for the worker's own status would cost a long poll)."""
-        import treq
-
-        from gasoline.launch.chromium import LaunchError
-
         assert self._http is not None  # _daemon() made it
         expr = "chrome.storage.session.get('gasolineStatus').then(r => r.gasolineStatus || {})"
         deadline = self.reactor.seconds() + STEP_TIMEOUT
@@ -371,8 +359,6 @@ class Launch:
             await self._sleep(0.2)
 
     async def _try(self, session: str, expression: str) -> Any:
-        from gasoline.launch.chromium import CDPError
-
         assert self.browser is not None  # spawned
         try:
             return await self.browser.evaluate(session, expression)
@@ -380,14 +366,10 @@ class Launch:
             return None
 
     def _sleep(self, seconds: float) -> Deferred[None]:
-        from twisted.internet.task import deferLater
-
         return deferLater(self.reactor, seconds, lambda: None)
 
     def cleanup(self) -> Deferred[None]:
         """End the browser (if it runs) and remove a temporary profile; once."""
-        from twisted.internet.defer import ensureDeferred
-
         if self._cleaned is None:
             self._cleaned = ensureDeferred(self._cleanup())
         return self._cleaned
@@ -395,8 +377,6 @@ class Launch:
     async def _cleanup(self) -> None:
         if self.browser is not None and self.browser.running:
             await self.browser.terminate()
-        from gasoline.launch import prepair
-
         prepair.revoke_extension(self.grant)
         self.grant = None
         if self.temporary_profile and self.profile is not None:

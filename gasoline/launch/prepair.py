@@ -32,11 +32,12 @@ C{--profile} is given, in which case its existing pairing is overwritten with th
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gasoline.core.trust.identity import (
+from gasoline.core.trust.keyfile import (
     PairingError,
     b64u,
     fingerprint_of,
@@ -87,8 +88,6 @@ def prepaired_settings(server_url: str, identity: dict[str, Any], tab_id: int, t
 
 async def apply(cdp: BrowserProcess, worker_session: str, settings: dict[str, Any]) -> None:
     """Write C{settings} into the extension's storage through its service worker."""
-    import json
-
     await cdp.evaluate(worker_session,
                        f"chrome.storage.local.set({json.dumps(settings)}).then(() => true)")
 

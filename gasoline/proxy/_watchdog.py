@@ -43,8 +43,12 @@ what the daemon asks at start-up before accepting a servers file that sets a pol
 Standard library only and no site-packages (C{-I -S}): it starts in a few milliseconds.
 """
 
+import fcntl
 import os
+import resource
 import signal
+import socket
+import struct
 import sys
 import time
 
@@ -163,8 +167,6 @@ def _clear(group: int, grace: float, stopping: list[int]) -> None:
 
 
 def _limits(options: list[str]) -> list[tuple[int, int, int]]:
-    import resource
-
     out = []
     for option in options:
         key, _, value = option.partition("=")
@@ -201,10 +203,6 @@ def _isolate_network(mode: str) -> None:
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
     if mode == "loopback":
-        import fcntl
-        import socket
-        import struct
-
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             ifr = struct.pack("16sH14s", b"lo", 0, b"")
             flags = struct.unpack("16sH14s", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
@@ -269,8 +267,6 @@ def main() -> None:
                 os._exit(126)
         try:
             if limits:
-                import resource
-
                 for which, soft, hard in limits:
                     resource.setrlimit(which, (soft, hard))
             os.execvp(argv[0], argv)

@@ -28,11 +28,13 @@ from typing import Any, Callable, cast
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import orjson
+from treq.client import HTTPClient
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.client import Agent, HTTPConnectionPool, ResponseDone
 from twisted.web.http_headers import Headers
 
 from gasoline.proxy.peer import ChildDown, ServerPeer
@@ -90,8 +92,6 @@ class _Body(Protocol):
             self._on_data(data)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
-        from twisted.web.client import ResponseDone  # loaded by now: a response
-
         if self.done.called:
             return
         if reason.check(ResponseDone) or self.aborted:
@@ -186,9 +186,6 @@ class RemoteServer(ServerPeer):
         self.headers = dict(headers)
         self._pool: Any = None
         if http is None:
-            from treq.client import HTTPClient
-            from twisted.web.client import Agent, HTTPConnectionPool
-
             class _Pool(HTTPConnectionPool):
                 maxPersistentPerHost = 8  # (Twisted's documented knob is this class attribute)
 

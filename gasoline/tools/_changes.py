@@ -24,6 +24,7 @@ from gasoline.tools._shared import (
     result_limit,
     since,
 )
+from gasoline.tools._state import resolve_checkpoint
 
 #: Buffers a checkpoint diff reads (errors, failed requests, WebSocket events, actions).
 CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
@@ -32,8 +33,6 @@ CHANGE_BUFFERS = (CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS, ACTIONS)
 def _checkpoint(ctx: Any, name: str) -> dict[str, Any]:
     """The caller's checkpoint C{name}; C{client:name} reaches another client's on purpose
     (the same resolution as configure's checkpoint modes)."""
-    from gasoline.tools._state import resolve_checkpoint
-
     return resolve_checkpoint(ctx, name)
 
 

@@ -12,7 +12,10 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
+from twisted.internet.task import deferLater
+
 from gasoline.core.errors import InvalidParam
+from gasoline.tools._launch import LaunchDisabled
 
 if TYPE_CHECKING:
     from gasoline.core.interfaces import ITelemetryStore
@@ -21,8 +24,6 @@ if TYPE_CHECKING:
 async def launch_browser(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     """Start a browser paired with this daemon (C{gasoline browser --detach}; docs/browser.md).
     Off unless the daemon runs with C{--allow-launch-browser}."""
-    from gasoline.tools._launch import LaunchDisabled
-
     launcher = ctx.tools.launcher if ctx.tools is not None else None
     if launcher is None:
         raise LaunchDisabled("interact launch_browser is off: the daemon was not started with "
@@ -71,8 +72,6 @@ async def _capture_flowing(ctx: Any, url: str) -> tuple[bool, int]:
         L{CAPTURE_FIRST} s of step 1 counts as flowing.
 
     C{(flowing, waited ms)}."""
-    from twisted.internet.task import deferLater
-
     link = ctx.app.extension
     store = ctx.app.store
     start = ctx.now()

@@ -21,14 +21,24 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import attrs
+import treq
+from treq.client import HTTPClient
 from twisted.internet.defer import (
     Deferred,
     DeferredSemaphore,
     gatherResults,
     maybeDeferred,
 )
+from twisted.internet.endpoints import (
+    TCP4ClientEndpoint,
+    TCP6ClientEndpoint,
+    wrapClientTLS,
+)
 from twisted.internet.interfaces import IReactorTime
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
+from twisted.web.client import Agent, BrowserLikePolicyForHTTPS, HTTPConnectionPool
+from twisted.web.iweb import IAgentEndpointFactory
 from zope.interface import implementer
 
 from gasoline.analysis import is_public_http_url, summarize_link_results
@@ -155,8 +165,6 @@ class LinkValidator:
 
     async def _discard(self, response: Any) -> None:
         """Stop reading the body after the status line (the status is all we want)."""
-        import treq
-
         def stop(_data: bytes) -> None:
             raise _Enough()
 
@@ -173,8 +181,6 @@ class LinkValidator:
 
 def thread_resolver(reactor: Any) -> Resolver:
     """Resolve with C{socket.getaddrinfo} in the reactor's thread pool (never on the reactor)."""
-    from twisted.internet.threads import deferToThreadPool
-
     def lookup(host: str) -> list[str]:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
         seen: list[str] = []
@@ -193,19 +199,6 @@ def thread_resolver(reactor: Any) -> Resolver:
 def pinned_client_factory(reactor: Any) -> ClientFactory:
     """Clients whose connections go to the pinned address of each host (TLS still verifies and
     sends SNI for the host name)."""
-    from treq.client import HTTPClient
-    from twisted.internet.endpoints import (
-        TCP4ClientEndpoint,
-        TCP6ClientEndpoint,
-        wrapClientTLS,
-    )
-    from twisted.web.client import (
-        Agent,
-        BrowserLikePolicyForHTTPS,
-        HTTPConnectionPool,
-    )
-    from twisted.web.iweb import IAgentEndpointFactory
-
     policy = BrowserLikePolicyForHTTPS()
 
     class _Quiet:

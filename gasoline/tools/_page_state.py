@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+import orjson
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
@@ -167,8 +168,6 @@ def save_state(ctx: Any, args: dict[str, Any]) -> Deferred:
         state = {k: r.get(k) for k in ("url", "title", "local_storage", "session_storage",
                                        "cookie_names", "scroll", "form_values", "captured_at")}
         state["saved_at"] = ctx.now()
-        import orjson
-
         size = len(orjson.dumps(state))
         if size > MAX_STATE_BYTES:
             raise InvalidParam(f"the captured state is {size} bytes (limit {MAX_STATE_BYTES})",

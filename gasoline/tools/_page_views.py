@@ -6,26 +6,25 @@ the views that ask the extension (screenshot, storage, IndexedDB), the command q
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from gasoline.analysis.perf import page_performance
 from gasoline.core.errors import GasolineError, MissingParam
+from gasoline.tools._page_scope import current_page
+from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT
 from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools._views import view_filter
 from gasoline.tools.context import ToolContext
-
-from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT
-
 
 # -- vitals, page, tabs, pilot ------------------------------------------------------------------
 
 
 def observe_vitals(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis.perf import page_performance
-
-    from gasoline.tools._page_scope import current_page
-
     url = ctx.str_arg(args, "url")
     view, applied = view_filter(ctx, args)
     # By default the current page only (gasoline.tools._page_scope); scope "all" for every page.
@@ -81,8 +80,6 @@ def observe_page(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     }
     perf = ctx.app.store.performance.get(url) if url else None
     if perf is not None:
-        from gasoline.analysis.perf import page_performance
-
         try:
             page["vitals"] = page_performance(perf)
         except Exception:
@@ -157,10 +154,6 @@ def observe_screenshot(ctx: ToolContext, args: dict[str, Any]) -> Deferred:
 
 
 def _save_data_url(ctx: ToolContext, data_url: str, result: dict[str, Any]) -> dict[str, Any]:
-    import base64
-    import binascii
-    import re
-
     m = re.match(r"^data:image/(jpeg|jpg|png|webp);base64,", data_url)
     if m is None:
         raise GasolineError("the extension's screenshot is not a base64 image data URL",

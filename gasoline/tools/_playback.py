@@ -47,13 +47,14 @@ from twisted.internet.defer import (
 from twisted.logger import Logger
 
 from gasoline.common import rfc3339
-from gasoline.core.errors import GasolineError, InvalidParam, MissingParam
-from gasoline.core.storage.store import ACTIONS
+from gasoline.core.errors import GasolineError, InvalidParam, MissingParam, QueueFull
 from gasoline.core.redaction.keys import is_marker
+from gasoline.core.storage.store import ACTIONS
 from gasoline.tools._commands import require_pilot
 from gasoline.tools._shared import newest
 from gasoline.tools._state import recording_named, recordings_of
 from gasoline.tools.context import ToolContext, state_of_ref
+from gasoline.tools.schemas import INTERACT_MODES
 
 if TYPE_CHECKING:
     from gasoline.core.interfaces import IClientState
@@ -303,8 +304,6 @@ def sequences_of(state: IClientState) -> dict[str, Any]:
 def validate_steps(steps: Any) -> list[dict[str, Any]]:
     """The steps as C{{what, ...}} objects, each naming an interact mode; L{InvalidParam} names
     the first bad one."""
-    from gasoline.tools.schemas import INTERACT_MODES
-
     if not isinstance(steps, list) or not steps:
         raise InvalidParam("steps must be a non-empty list of interact argument objects, e.g. "
                            "[{what:'navigate', url:'https://...'}, {what:'click', "
@@ -453,8 +452,6 @@ async def configure_replay_sequence(ctx: ToolContext, args: dict[str, Any]) -> d
     router = ctx.router
     limit = router.per_client_limit
     if router.pending_count(ctx.client_id) >= limit:
-        from gasoline.core.errors import QueueFull
-
         raise QueueFull(f"you already have {limit} commands waiting for the extension",
                         limit=limit, scope="client")
     ctx.app.extension.require_connected()

@@ -6,10 +6,12 @@ buffers' timeline, written under the state dir per client (docs/analyze-generate
 from __future__ import annotations
 
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
 import attrs
+import orjson
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
@@ -226,15 +228,11 @@ def _timeline(ctx: Any, rec: ScreenRecording) -> tuple[list[dict[str, Any]], dic
 
 
 def _write_manifest(directory: Path, manifest: dict[str, Any]) -> Path:
-    import orjson
-
     return media.write_new(directory / "manifest.json",
                            orjson.dumps(manifest, option=orjson.OPT_INDENT_2, default=str))
 
 
 def _remove_tree(directory: Path) -> None:
-    import shutil
-
     shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -362,8 +360,6 @@ def record_stop(ctx: Any, args: dict[str, Any]) -> Deferred:
         raise GasolineError(f"screen recording {wanted!r} is not readable", code="no_data")
 
     def read() -> dict[str, Any]:
-        import orjson
-
         try:
             value = orjson.loads(media.read_bounded(path, 64 * 1024 * 1024, "recording_id"))
         except (OSError, orjson.JSONDecodeError, GasolineError):

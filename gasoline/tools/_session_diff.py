@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-
+from gasoline.analysis._util import is_failed_request
+from gasoline.analysis.changes import changes
+from gasoline.analysis.clusters import fingerprint
 from gasoline.core.errors import MissingParam
 from gasoline.core.redaction.redactor import clip
-from gasoline.core.storage.store import ACTIONS, CONSOLE, NETWORK_BODIES, WEBSOCKET_EVENTS
+from gasoline.core.storage.store import (
+    ACTIONS,
+    CONSOLE,
+    NETWORK_BODIES,
+    WEBSOCKET_EVENTS,
+)
+from gasoline.tools._shared import noise_filter, view
 from gasoline.tools._state import resolve_checkpoint
 from gasoline.tools.context import ToolContext, decode_entries, newest_entries
-
 
 # -- session snapshots and diff_sessions ----------------------------------------------------------
 
@@ -64,9 +71,6 @@ def _vitals_of(snapshot: dict[str, Any]) -> dict[str, float]:
 def session_snapshot(ctx: ToolContext) -> dict[str, Any]:
     """The parts of "now" a checkpoint keeps for diff_sessions: the messages of recent errors by
     fingerprint, the request URLs failing recently, and the latest vitals per page URL."""
-    from gasoline.analysis._util import is_failed_request
-    from gasoline.analysis.clusters import fingerprint
-
     messages: dict[str, str] = {}
     failing: dict[str, None] = {}  # ordered set, most recent last
     for e in newest_entries(ctx, CONSOLE, SNAPSHOT_ENTRIES):
@@ -130,9 +134,6 @@ def _compare_vitals(before: dict[str, Any], after: dict[str, Any]) -> list[dict[
 
 
 def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis.changes import changes
-    from gasoline.tools._shared import noise_filter, view
-
     ref_a = ctx.str_arg(args, "from_checkpoint") or ctx.str_arg(args, "checkpoint") \
         or ctx.str_arg(args, "name")
     if not ref_a:
@@ -191,8 +192,6 @@ def configure_diff_sessions(ctx: ToolContext, args: dict[str, Any]) -> dict[str,
         notes.append("the from checkpoint predates error messages in checkpoints: resolved "
                      "errors are named by fingerprint only")
     failing_before = a.get("failing_urls") if isinstance(a.get("failing_urls"), list) else None
-    from gasoline.analysis._util import is_failed_request
-
     between: dict[str, None] = {}
     for item in entries[NETWORK_BODIES] + [e for e in entries[CONSOLE]
                                            if e.get("type") == "network"]:

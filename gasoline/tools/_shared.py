@@ -17,6 +17,7 @@ from typing import Any, Callable
 from twisted.internet.defer import Deferred
 
 from gasoline.core.errors import InvalidParam, MissingParam
+from gasoline.tools._views import view_filter
 from gasoline.tools.context import (
     client_noise_rules,
     decode_entries,
@@ -142,8 +143,6 @@ def view(ctx: Any, args: dict[str, Any] | None) -> tuple[Callable[[dict[str, Any
     C{tab_id} as one predicate, exactly as observe applies them (None: everything)."""
     if args is None:
         return None, {}
-    from gasoline.tools._views import view_filter
-
     return view_filter(ctx, args)
 
 

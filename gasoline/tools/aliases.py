@@ -25,6 +25,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.python.failure import Failure
 
 from gasoline.core.errors import GasolineError, InvalidParam
+from gasoline.tools.context import text_result
 
 Args = dict[str, Any]
 #: C{rewrite(args)} -> C{(tool, [args, ...])}, or None when the entry does not apply.
@@ -363,8 +364,6 @@ def with_alias_notice(run: Callable[[Args], Any], translation: Translation) -> D
             return maybeDeferred(run, calls[len(results)]).addCallback(step)
         if len(calls) == 1:
             return results[0]
-        from gasoline.tools.context import text_result
-
         bodies = [_body_of(r) for r in results]
         return text_result(f"{len(calls)} calls done",
                            {"results": bodies, "count": len(calls)})

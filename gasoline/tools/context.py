@@ -10,6 +10,7 @@ result and route extension-bound commands to the caller.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
@@ -17,16 +18,18 @@ import attrs
 import orjson
 from twisted.internet.defer import Deferred
 
+from gasoline.core.clients.noise import NoiseRules
 from gasoline.core.daemon import Daemon
 from gasoline.core.errors import GasolineError, InvalidParam
-from gasoline.core.redaction.once import REDACTOR as _REDACTOR, RedactedEntries, compose_text
+from gasoline.core.redaction.once import REDACTOR as _REDACTOR
+from gasoline.core.redaction.once import RedactedEntries, compose_text
 from gasoline.tools.runtime import ToolRuntime
 
 if TYPE_CHECKING:
     from gasoline.core.interfaces import IClientState, IQueryRouter
-    from gasoline.tools import GasolineTools
     from gasoline.mcp.context import RequestContext
     from gasoline.mcp.session import McpSession
+    from gasoline.tools import GasolineTools
 
 
 def encode_json(data: Any) -> str:
@@ -35,8 +38,6 @@ def encode_json(data: Any) -> str:
     try:
         return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
     except orjson.JSONEncodeError:
-        import json
-
         return json.dumps(data, default=str, separators=(",", ":"))
 
 
@@ -329,8 +330,6 @@ def client_noise_rules(ctx: ToolContext) -> Any:
     """The caller's L{gasoline.core.clients.noise.NoiseRules} (client scope + built-ins, linked to the
     global set). Persisted as C{NoiseRules.to_json()} in C{state.noise_rules}; parsed once and
     cached per client until the persisted form changes."""
-    from gasoline.core.clients.noise import NoiseRules
-
     raw = ctx.state.noise_rules
     key = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS, default=str) if raw else b""
     cache = ctx.runtime.noise_cache

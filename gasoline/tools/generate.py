@@ -22,6 +22,7 @@ import orjson
 from twisted.internet.defer import Deferred
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
+from gasoline.analysis.clusters import fingerprint
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, resolve_inside
 from gasoline.core.redaction.redactor import clip
@@ -35,8 +36,8 @@ from gasoline.generate import (
     sri,
 )
 from gasoline.generate.classify import classify
-from gasoline.generate.har import har_steps
 from gasoline.generate.context import context_test, visual_test
+from gasoline.generate.har import har_steps
 from gasoline.generate.heal import (
     apply_count,
     forms,
@@ -47,7 +48,7 @@ from gasoline.generate.heal import (
 )
 from gasoline.tools._a11y import sarif_mode
 from gasoline.tools._artifacts import _finish
-from gasoline.tools._slices import run_in_slices
+from gasoline.tools._changes import compute_changes
 from gasoline.tools._shared import (
     as_dict,
     call,
@@ -56,9 +57,11 @@ from gasoline.tools._shared import (
     noise_filter,
     nulls_absent,
     page_url,
+    require_str,
     tab_of,
     timeout_of,
 )
+from gasoline.tools._slices import run_in_slices
 from gasoline.tools.schemas import MAX_CONTEXT_WINDOW, MODE_PROPERTIES
 
 DEFAULT_ACTIONS = 200
@@ -157,8 +160,6 @@ def pr_summary_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
     diff = None
     checkpoint = ctx.str_arg(args, "checkpoint")
     if checkpoint:
-        from gasoline.tools._changes import compute_changes
-
         diff = compute_changes(ctx, args, checkpoint)
     result = pr_summary(_errors(ctx, args, n), newest(ctx, NETWORK_BODIES, n, args),
                         newest(ctx, ACTIONS, n, args), list(ctx.app.store.performance.values()),
@@ -184,8 +185,6 @@ LIVE_TIMEOUT = 5.0
 
 
 def _error_ids(entry: dict[str, Any]) -> list[str]:
-    from gasoline.analysis.clusters import fingerprint
-
     ids = [str(entry[k]) for k in ("_errorId", "errorId", "error_id", "id") if entry.get(k)]
     try:
         ids.append(fingerprint(entry))
@@ -303,8 +302,6 @@ def read_test_file(ctx: Any, path: str) -> str:
 
 
 async def test_heal_mode(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.tools._shared import require_str
-
     broken = require_str(ctx, args, "selector").strip()
     if len(broken) > 2000:
         raise InvalidParam("selector has at most 2000 characters", param="selector")
@@ -388,8 +385,6 @@ async def _heal_live(ctx: Any, args: dict[str, Any], broken: str, actions: list[
 
 
 def test_classify_mode(ctx: Any, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.tools._shared import require_str
-
     failure = require_str(ctx, args, "failure", "error", "message")
     if len(failure) > 200_000:
         raise InvalidParam("failure has at most 200000 characters", param="failure")

@@ -28,6 +28,8 @@ from gasoline.analysis import media
 from gasoline.core.errors import InvalidParam, MissingParam
 from gasoline.core.storage.files import thread_runner
 from gasoline.core.storage.screenshots import MAX_INLINE_IMAGE_CHARS, image_content
+from gasoline.tools import _interactive_list as interactive_list
+from gasoline.tools._a11y import sarif_mode
 from gasoline.tools._actions import (
     BROWSER_ACTION_TIMEOUT,
     _looks_secret,
@@ -35,11 +37,13 @@ from gasoline.tools._actions import (
     execute_params,
     record,
 )
-from gasoline.tools._input import modes as input_modes
 from gasoline.tools._commands import (
     newer_command,
     require_pilot,
 )
+from gasoline.tools._forms import fill_form
+from gasoline.tools._input import modes as input_modes
+from gasoline.tools._launch_browser import launch_browser
 from gasoline.tools._page_state import (
     clear_storage,
     delete_cookie,
@@ -51,11 +55,11 @@ from gasoline.tools._page_state import (
     set_cookie,
     set_storage,
 )
+from gasoline.tools._page_text import get_markdown, get_readable
 from gasoline.tools._screen_recording import (
     record_start,
     record_stop,
 )
-from gasoline.tools._snapshot import ref_selector
 from gasoline.tools._shared import (
     action_data,
     as_dict,
@@ -67,10 +71,7 @@ from gasoline.tools._shared import (
     require_str,
     timeout_of,
 )
-from gasoline.tools import _interactive_list as interactive_list
-from gasoline.tools._forms import fill_form
-from gasoline.tools._page_text import get_markdown, get_readable
-from gasoline.tools._launch_browser import launch_browser
+from gasoline.tools._snapshot import ref_selector
 from gasoline.tools.schemas import MODE_PROPERTIES
 
 log = Logger()
@@ -412,8 +413,6 @@ async def navigate_and_wait_for(ctx: Any, args: dict[str, Any]) -> dict[str, Any
 
 
 def run_a11y_and_export_sarif(ctx: Any, args: dict[str, Any]) -> Any:
-    from gasoline.tools._a11y import sarif_mode
-
     return sarif_mode(ctx, {k: v for k, v in args.items() if k not in ("a11y_result", "result")})
 
 

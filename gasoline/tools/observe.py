@@ -19,6 +19,8 @@ from typing import Any, Callable
 import orjson
 from twisted.internet.defer import Deferred
 
+from gasoline.analysis import error_bundles, summarize_logs
+from gasoline.analysis._util import entry_time
 from gasoline.core.redaction.redactor import clip
 from gasoline.core.storage.store import (
     ACTIONS,
@@ -28,12 +30,7 @@ from gasoline.core.storage.store import (
     WATERFALL,
     WEBSOCKET_EVENTS,
 )
-from gasoline.tools._views import (
-    ERRORS_CURSOR,
-    tab_of,
-    view_filter,
-)
-from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
+from gasoline.tools._page_scope import current_page
 from gasoline.tools._page_views import (
     observe_command_result,
     observe_failed_commands,
@@ -48,8 +45,13 @@ from gasoline.tools._page_views import (
     observe_tabs,
     observe_vitals,
 )
-from gasoline.tools._page_scope import current_page
 from gasoline.tools._reader import DEFAULT_LIMIT, MAX_LIMIT, buffer_result, read_buffer
+from gasoline.tools._views import (
+    ERRORS_CURSOR,
+    tab_of,
+    view_filter,
+)
+from gasoline.tools.context import ToolContext, client_noise_rules, newest_entries
 from gasoline.tools.schemas import MODE_PROPERTIES
 
 #: How far back the derived views (timeline, bundles, summaries, history) look.
@@ -417,8 +419,6 @@ _TIMELINE_SOURCES = {
 
 
 def _seconds(e: dict[str, Any]) -> float | None:
-    from gasoline.analysis._util import entry_time
-
     try:
         return entry_time(e)
     except Exception:
@@ -472,8 +472,6 @@ def observe_timeline(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def observe_error_bundles(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis import error_bundles
-
     window = ctx.num_arg(args, "window_seconds", 3.0, 0, 3600)
     limit = ctx.int_arg(args, "limit", 20, 1, 100)
     logs, applied, hidden = _view_entries(ctx, args, CONSOLE, noise=True)
@@ -489,8 +487,6 @@ def observe_error_bundles(ctx: ToolContext, args: dict[str, Any]) -> dict[str, A
 
 
 def observe_summarized_logs(ctx: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
-    from gasoline.analysis import summarize_logs
-
     limit = ctx.int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     match = _console_match(ctx, args, False)
     logs, applied, hidden = _view_entries(ctx, args, CONSOLE, noise=True)

@@ -32,13 +32,14 @@ C{tests/test_redact_once.py} checks the equality on the secret corpus.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 import orjson
 
-from gasoline.core.redaction.redactor import Redactor
 from gasoline.core.redaction.fields import TYPED_VALUES
 from gasoline.core.redaction.keys import SENSITIVE_KEYS, SENSITIVE_SUFFIXES
+from gasoline.core.redaction.redactor import Redactor
 from gasoline.core.redaction.scan import no_candidates, prefilter_with
 
 #: Depth at which a reader's entries sit in a result body: C{body[key][i]}.
@@ -69,8 +70,6 @@ def encode(data: Any) -> str:
     try:
         return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
     except orjson.JSONEncodeError:
-        import json
-
         return json.dumps(data, default=str, separators=(",", ":"))
 
 

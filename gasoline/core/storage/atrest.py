@@ -28,17 +28,15 @@ import binascii
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
-from typing import TYPE_CHECKING, Any
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gasoline.common import make_private_dir, read_nofollow
 from gasoline.core.storage.files import write_atomic
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-# cryptography is imported by the first AtRest (only with --state-key-file): an idle daemon
-# without the option never loads it.
 
 CHECK_FILE = "state-key.check"
 _CHECK_TEXT = b"gasoline state key check v1"
@@ -109,10 +107,6 @@ class AtRest:
     def _aead(self, purpose: bytes, salt: bytes) -> AESGCM:
         hit = self._keys.get((purpose, salt))
         if hit is None:
-            from cryptography.hazmat.primitives import hashes
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-            from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
             if len(self._keys) >= _MAX_KEYS:
                 self._keys.clear()
             derived = HKDF(hashes.SHA256(), 32, salt, b"gasoline-at-rest-v1:" + purpose
@@ -137,8 +131,6 @@ class AtRest:
             return None
         salt, nonce, sealed = raw[:_SALT], raw[_SALT:_SALT + _NONCE], raw[_SALT + _NONCE:]
         aead = self._aead(purpose, salt)
-        from cryptography.exceptions import InvalidTag
-
         try:
             return aead.decrypt(nonce, sealed, purpose + salt)
         except InvalidTag:

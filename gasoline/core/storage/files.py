@@ -33,6 +33,7 @@ from typing import Any, Callable
 import attrs
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorThreads, IReactorTime
+from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
 from gasoline.common import make_private_dir
@@ -61,8 +62,6 @@ def thread_runner(reactor: Any) -> ThreadRunner:
     """Run in C{reactor}'s thread pool when it has one, else synchronously (a C{task.Clock})."""
     if not IReactorThreads.providedBy(reactor):
         return run_synchronously
-    from twisted.internet.threads import deferToThreadPool
-
     def run(f: Callable[..., Any], *args: Any, **kwargs: Any) -> defer.Deferred[Any]:
         return deferToThreadPool(reactor, reactor.getThreadPool(), f, *args, **kwargs)
 

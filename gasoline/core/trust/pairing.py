@@ -23,6 +23,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -186,8 +187,8 @@ class DaemonIdentity:
 
     @classmethod
     def from_state_dir(cls, state_dir: Path, clock: IReactorTime) -> DaemonIdentity:
-        """The identity in C{state_dir}: the key file is read for its public key only (no
-        C{cryptography} at start-up); a missing one is created (L{create_key_file})."""
+        """The identity in C{state_dir}: the key file is read for its public key only (the private
+        key is loaded at the first challenge); a missing one is created (L{create_key_file})."""
         path = Path(state_dir) / IDENTITY_FILE
         pin_file = Path(state_dir) / PIN_FILE
         try:
@@ -350,8 +351,6 @@ class DaemonIdentity:
                 f"`gasoline pair accept {other}` on this machine (or `gasoline pair forget`), "
                 "then pair again", extension_fingerprint=other,
                 pinned_fingerprint=pinned["fingerprint"]))
-        from cryptography.hazmat.primitives.asymmetric import ec  # lazy
-
         try:
             peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), ephemeral)
         except ValueError as e:

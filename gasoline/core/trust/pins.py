@@ -38,6 +38,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, utils
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
@@ -176,10 +179,6 @@ def extension_transcript(ephemeral: bytes, nonce: bytes) -> bytes:
 
 def verify_extension_signature(public: bytes, signature: bytes, data: bytes) -> None:
     """Check a WebCrypto ECDSA P-256/SHA-256 signature (raw C{r || s}, 64 bytes)."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec, utils
-
     if len(signature) != 64:
         raise PairingError("field 'ext_sig' must be a 64-byte ECDSA P-256 signature (r || s)")
     try:

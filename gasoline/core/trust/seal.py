@@ -20,12 +20,11 @@ import hashlib
 import hmac
 import os
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from gasoline.core.trust.identity import PairingError
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 _EXT_LINK_LABEL = b"gasoline-extension-v1 link"
 _SEAL_KEY_LABEL = b"gasoline-seal-v1 key"
@@ -84,14 +83,6 @@ class Replayed(PairingError):
     """A sealed request whose sequence number was already used (or is too old)."""
 
 
-def _aesgcm(key: bytes) -> AESGCM:
-    """An AES-256-GCM cipher of C{key} (C{cryptography} is imported here, when a session first
-    opens a body: programs that only read pins, such as C{gasoline browser}, never import it)."""
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
-    return AESGCM(key)
-
-
 class Session:
     """One paired connection: its key K, the extension key it belongs to (C{None}: an extension
     that proved no key, allowed only while no extension is pinned), its last use."""
@@ -144,7 +135,7 @@ class Session:
     def aead(self) -> AESGCM:
         aead = self._aead
         if aead is None:
-            aead = self._aead = _aesgcm(seal_key_of(self.key))
+            aead = self._aead = AESGCM(seal_key_of(self.key))
         return aead
 
     def open(self, method: bytes, path: bytes, body: bytes | memoryview) -> tuple[bytes, bytes]:
@@ -164,8 +155,6 @@ class Session:
             plain = aead.decrypt(iv, memoryview(body)[_IV:],
                                  _REQUEST_AAD % (method, path, self._sid, seq))
         except Exception as e:
-            from cryptography.exceptions import InvalidTag  # (imported by _aesgcm's import)
-
             if not isinstance(e, InvalidTag):
                 raise
             raise PairingError("the sealed body does not open under this session's key (or was "

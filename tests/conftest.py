@@ -17,7 +17,9 @@ from support import USER_PORT, DaemonProcess, listening_sockets
 #    command or connector that names no daemon finds the suite's (empty) state dir, never the
 #    user's, and the lifecycle commands never fall back to a port (gasoline.admin_cli);
 #  - what listens on 7890 at the start of the session (read from /proc/net/tcp*, without connecting)
-#    must still listen, the same socket, at its end: a suite that stopped the user's daemon fails.
+#    must still listen, the same socket, at its end, and nothing else may: a suite that stopped
+#    the user's daemon fails, and so does one that left something of its own listening there
+#    (a daemon a command started on the default port).
 
 _user_port_at_start: set[str] | None = None
 
@@ -38,16 +40,24 @@ def pytest_sessionfinish(session, exitstatus):
     suite_state = os.environ.get("GASOLINE_STATE_DIR", "")
     if "gasoline-suite-state-" in suite_state:
         shutil.rmtree(suite_state, ignore_errors=True)
-    if not _user_port_at_start:
-        return
+    if _user_port_at_start is None:
+        return  # no /proc: the check is not made
     now = listening_sockets(USER_PORT) or set()
-    stopped = _user_port_at_start - now
+    stopped, started = _user_port_at_start - now, now - _user_port_at_start
+    messages = []
     if stopped:
+        messages.append(f"the test suite stopped what was listening on port {USER_PORT} when it "
+                        f"started (socket inodes {sorted(stopped)}): a test acted on the user's "
+                        "daemon")
+    if started:
+        messages.append(f"something the test suite started still listens on port {USER_PORT} "
+                        f"(socket inodes {sorted(started)}): a test started a daemon on the "
+                        "user's port")
+    if messages:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        message = (f"the test suite stopped what was listening on port {USER_PORT} when it "
-                   f"started (socket inodes {sorted(stopped)}): a test acted on the user's daemon")
-        if reporter is not None:
-            reporter.write_line(f"ERROR: {message}", red=True)
+        for message in messages:
+            if reporter is not None:
+                reporter.write_line(f"ERROR: {message}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -107,17 +107,24 @@ def not_private(state_dir: str | os.PathLike[str], limit: int = 10_000) -> list[
     return found
 
 
-def make_private_file(path: str | os.PathLike[str]) -> Path:
-    """Make sure the file C{path} exists and only this user may read it: created 0600, an
-    existing one set back to 0600 through its descriptor (a symbolic link there is refused,
-    never followed). For files another program writes into (the daemon's and the launcher's
-    logs: twistd keeps the mode of the file it finds, its rotated files included)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) \
-        | getattr(os, "O_CLOEXEC", 0)
+#: C{os.open} flags: refuse a symbolic link / close on C{exec} / do not block on a FIFO (0 where
+#: the platform lacks them: Windows has none of the three).
+NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+
+
+def open_private(path: str | os.PathLike[str], flags: int) -> int:
+    """Open C{path} for writing as a private regular file; return the descriptor.
+
+    A symbolic link at C{path} is refused (C{ELOOP}), never followed; so is anything that is not a
+    regular file. A new file is created 0600; an existing one with a looser mode is set back to
+    0600 through the descriptor (never C{chmod} by path, which would follow a link).
+    """
     try:
-        fd = os.open(path, flags, 0o600)
+        fd = os.open(path, flags | NOFOLLOW | CLOEXEC, 0o600)
     except OSError as e:
-        if e.errno == errno.ELOOP:
+        if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and os.path.islink(path)):
             raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
                           str(path)) from None
         raise
@@ -127,8 +134,18 @@ def make_private_file(path: str | os.PathLike[str]) -> Path:
             raise OSError(errno.EINVAL, "is not a regular file", str(path))
         if info.st_mode & 0o7077:
             os.fchmod(fd, 0o600)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def make_private_file(path: str | os.PathLike[str]) -> Path:
+    """Make sure the file C{path} exists and only this user may read it: created 0600, an
+    existing one set back to 0600 through its descriptor (a symbolic link there is refused,
+    never followed). For files another program writes into (the daemon's and the launcher's
+    logs: twistd keeps the mode of the file it finds, its rotated files included)."""
+    os.close(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
     return Path(path)
 
 

@@ -26,6 +26,7 @@ from zope.interface import implementer
 
 from gasoline.core.storage.boundaries import TestBoundaries
 from gasoline.core.trust.clientkey import ClientKey
+from gasoline.core.clients.registry import ClientStateEdits
 from gasoline.core.errors import (
     ExtensionDisconnected,
     GasolineError,
@@ -44,7 +45,7 @@ from gasoline.core.storage.store import DEFAULT_BUFFERS, Added, BufferWrite
 
 @implementer(IClientState)
 @attrs.define(eq=False)
-class MemoryClientState:
+class MemoryClientState(ClientStateEdits):
     """One client's state, in memory; counts the persistence requests it gets (C{dirty})."""
 
     client_id: str
@@ -75,64 +76,6 @@ class MemoryClientState:
 
     def mark_dirty(self) -> None:
         self.dirty += 1
-
-    def command_queued(self, command_id: str) -> None:
-        self.pending_commands.add(command_id)
-
-    def command_ended(self, command_id: str) -> None:
-        self.pending_commands.discard(command_id)
-
-    def set_cursor(self, name: str, seq: int) -> None:
-        self.cursors[name] = seq
-
-    def put(self, key: str, value: Any) -> None:
-        self.kv[key] = value
-        self.mark_dirty()
-
-    def drop(self, key: str) -> None:
-        self.kv.pop(key, None)
-        self.mark_dirty()
-
-    def store_value(self, namespace: str, key: str, value: Any) -> None:
-        space = self.kv.get(namespace)
-        if not isinstance(space, dict):
-            space = self.kv[namespace] = {}
-        space[key] = value
-        self.mark_dirty()
-
-    def delete_value(self, namespace: str, key: str) -> bool:
-        space = self.kv.get(namespace)
-        existed = isinstance(space, dict) and space.pop(key, None) is not None
-        if isinstance(space, dict) and not space:
-            del self.kv[namespace]
-        self.mark_dirty()
-        return existed
-
-    def set_checkpoint(self, name: str, checkpoint: dict[str, Any]) -> None:
-        self.checkpoints[name] = checkpoint
-        self.mark_dirty()
-
-    def delete_checkpoint(self, name: str) -> bool:
-        existed = self.checkpoints.pop(name, None) is not None
-        if existed:
-            self.mark_dirty()
-        return existed
-
-    def set_noise_rules(self, rules: Any) -> None:
-        self.noise_rules = rules
-        self.mark_dirty()
-
-    def set_tab_filters(self, patterns: list[str]) -> None:
-        self.tab_filters = list(patterns)
-        self.mark_dirty()
-
-    def set_subscription(self, key: str, raw: Any) -> None:
-        self.subscriptions[key] = raw
-        self.mark_dirty()
-
-    def drop_subscription(self, key: str) -> None:
-        self.subscriptions.pop(key, None)
-        self.mark_dirty()
 
     def come_back(self, now: float, cwd: str | None) -> None:
         """Registered again: live, inheriting what it had if it had gone."""

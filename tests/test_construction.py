@@ -231,14 +231,10 @@ def test_the_container_check_finds_each_form():
 #: the platform (duck typing what that library does not declare), with the reason.
 BY_NAME_FOREIGN = {
     # Platform constants that do not exist everywhere (Windows has no O_NOFOLLOW, O_CLOEXEC,
-    # O_NONBLOCK; some systems no RLIMIT_DATA).
+    # O_NONBLOCK; some systems no RLIMIT_DATA): read once in common.py, which the rest imports;
+    # client_rules.py reads its two itself (the connector's first exchange imports it alone).
     ("common.py", "getattr(os, 'O_NOFOLLOW')"), ("common.py", "getattr(os, 'O_CLOEXEC')"),
-    ("tools/_artifacts.py", "getattr(os, 'O_NOFOLLOW')"),
-    ("tools/generate.py", "getattr(os, 'O_NONBLOCK')"),
-    ("tools/generate.py", "getattr(os, 'O_NOFOLLOW')"),
-    ("analysis/media.py", "getattr(os, 'O_NOFOLLOW')"),
-    ("analysis/media.py", "getattr(os, 'O_CLOEXEC')"),
-    ("core/storage/files.py", "getattr(os, 'O_NOFOLLOW')"), ("core/storage/files.py", "getattr(os, 'O_CLOEXEC')"),
+    ("common.py", "getattr(os, 'O_NONBLOCK')"),
     ("client_rules.py", "getattr(os, 'O_NOFOLLOW')"), ("client_rules.py", "getattr(os, 'O_CLOEXEC')"),
     ("proxy/_watchdog.py", "getattr(resource, 'RLIMIT_DATA')"),
     # twisted.python.usage's convention: a coercer function may carry its help as coerceDoc.

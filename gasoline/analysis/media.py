@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from gasoline.common import CLOEXEC, NOFOLLOW
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
 from gasoline.core.storage.files import make_private_dir, write_atomic
@@ -120,7 +121,7 @@ def read_files(paths: Iterable[Path], limit: int = MAX_UPLOAD_BYTES) -> list[tup
 
 
 def read_bounded(path: Path, limit: int, param: str) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | NOFOLLOW | CLOEXEC
     try:
         fd = os.open(path, flags)
     except OSError as e:

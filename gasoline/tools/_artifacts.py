@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, inside, real, resolve_inside
-from gasoline.common import make_private_dir
+from gasoline.common import NOFOLLOW, make_private_dir
 from gasoline.core.storage.files import thread_runner
 from gasoline.core.redaction.redactor import redact_value
 
@@ -77,7 +77,7 @@ def write_artifact(ctx: ToolContext, save_to: str, content: str) -> dict[str, An
     if not any(inside(real_parent, r) for r in roots):
         raise PathRefused(f"save_to {save_to!r} resolves outside the allowed roots",
                           param="save_to", retry=SAVE_TO_RETRY)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | NOFOLLOW
     try:
         fd = os.open(real_parent / path.name, flags, 0o600 if private else 0o644)
     except OSError as e:

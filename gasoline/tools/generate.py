@@ -23,6 +23,7 @@ from twisted.internet.defer import Deferred
 
 from gasoline.analysis._util import entry_time, is_error, is_failed_request
 from gasoline.analysis.clusters import fingerprint
+from gasoline.common import NOFOLLOW, NONBLOCK
 from gasoline.core.errors import GasolineError, InvalidParam
 from gasoline.core.paths import PathRefused, resolve_inside
 from gasoline.core.redaction.redactor import clip
@@ -272,8 +273,7 @@ def read_test_file(ctx: Any, path: str) -> str:
     resolved = resolve_inside(path, [ctx.cwd], param="test_file", parent_refs=False,
                               where="your working directory")
     try:
-        fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(resolved, os.O_RDONLY | NONBLOCK | NOFOLLOW)
     except OSError as e:
         raise InvalidParam(f"cannot open test_file {path!r}: {e.strerror or e}",
                            param="test_file") from None

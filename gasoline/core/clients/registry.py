@@ -101,44 +101,21 @@ def validate_client_id(client_id: Any) -> str:
     return client_id
 
 
-@implementer(IClientState)
-@attrs.define
-class ClientState:
-    """Everything that belongs to one agent: never visible to another."""
+class ClientStateEdits:
+    """How a client's state changes, the one definition for the daemon's L{ClientState} and the
+    testing package's in-memory one: each change to what is persisted marks the state for
+    writing (C{mark_dirty}, the class's own)."""
 
-    client_id: str
-    connected_at: float
-    last_seen: float
-    cursors: dict[str, int] = attrs.field(factory=dict)
-    checkpoints: dict[str, Any] = attrs.field(factory=dict)
-    noise_rules: list[Any] = attrs.field(factory=list)
-    kv: dict[str, Any] = attrs.field(factory=dict)
-    tab_filters: list[str] = attrs.field(factory=list)
-    subscriptions: dict[str, Any] = attrs.field(factory=dict)
-    pending_commands: set[str] = attrs.field(factory=set)
-    #: Live connections (MCP sessions, SSE streams) using this client id right now.
-    connections: int = 0
-    #: Clock seconds when the client went away (last connection ended / unregistered), else None.
-    gone_at: float | None = None
-    #: True when the latest C{register} found earlier state (in memory or on disk) and kept it.
-    inherited: bool = False
-    #: The agent's working directory as its connector reported it (see L{usable_cwd}); bounds where
-    #: C{generate save_to} may write. Not persisted: every registration reports it again.
-    cwd: str | None = None
-    _dirty: bool = attrs.field(default=False, repr=False, eq=False)
-
-    @property
-    def live(self) -> bool:
-        """Registered and not gone (it counts towards C{max_clients})."""
-        return self.gone_at is None
-
-    def touch(self, now: float) -> None:
-        self.last_seen = now
-        self._dirty = True
+    pending_commands: set[str]
+    cursors: dict[str, int]
+    kv: dict[str, Any]
+    checkpoints: dict[str, Any]
+    noise_rules: list[Any]
+    tab_filters: list[str]
+    subscriptions: dict[str, Any]
 
     def mark_dirty(self) -> None:
-        """Ask for the persistent parts to be written on the next tick."""
-        self._dirty = True
+        raise NotImplementedError
 
     def command_queued(self, command_id: str) -> None:
         self.pending_commands.add(command_id)
@@ -197,6 +174,46 @@ class ClientState:
     def drop_subscription(self, key: str) -> None:
         self.subscriptions.pop(key, None)
         self.mark_dirty()
+
+
+@implementer(IClientState)
+@attrs.define
+class ClientState(ClientStateEdits):
+    """Everything that belongs to one agent: never visible to another."""
+
+    client_id: str
+    connected_at: float
+    last_seen: float
+    cursors: dict[str, int] = attrs.field(factory=dict)
+    checkpoints: dict[str, Any] = attrs.field(factory=dict)
+    noise_rules: list[Any] = attrs.field(factory=list)
+    kv: dict[str, Any] = attrs.field(factory=dict)
+    tab_filters: list[str] = attrs.field(factory=list)
+    subscriptions: dict[str, Any] = attrs.field(factory=dict)
+    pending_commands: set[str] = attrs.field(factory=set)
+    #: Live connections (MCP sessions, SSE streams) using this client id right now.
+    connections: int = 0
+    #: Clock seconds when the client went away (last connection ended / unregistered), else None.
+    gone_at: float | None = None
+    #: True when the latest C{register} found earlier state (in memory or on disk) and kept it.
+    inherited: bool = False
+    #: The agent's working directory as its connector reported it (see L{usable_cwd}); bounds where
+    #: C{generate save_to} may write. Not persisted: every registration reports it again.
+    cwd: str | None = None
+    _dirty: bool = attrs.field(default=False, repr=False, eq=False)
+
+    @property
+    def live(self) -> bool:
+        """Registered and not gone (it counts towards C{max_clients})."""
+        return self.gone_at is None
+
+    def touch(self, now: float) -> None:
+        self.last_seen = now
+        self._dirty = True
+
+    def mark_dirty(self) -> None:
+        """Ask for the persistent parts to be written on the next tick."""
+        self._dirty = True
 
     @property
     def dirty(self) -> bool:

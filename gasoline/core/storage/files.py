@@ -36,14 +36,9 @@ from twisted.internet.interfaces import IReactorThreads, IReactorTime
 from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 
-from gasoline.common import make_private_dir
+from gasoline.common import make_private_dir, open_private
 
 log = Logger()
-
-#: C{os.open} flags: refuse a symbolic link / close on C{exec} (0 where the platform lacks them).
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
 
 #: First back-off (seconds) between two log reports of the same failing write; it doubles up to
 #: L{MAX_REPORT_INTERVAL}.
@@ -76,32 +71,6 @@ def describe(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
     return str(error) or type(error).__name__
-
-
-def open_private(path: Path | str, flags: int) -> int:
-    """Open C{path} for writing as a private regular file; return the descriptor.
-
-    A symbolic link at C{path} is refused (C{ELOOP}), never followed; so is anything that is not a
-    regular file. A new file is created 0600; an existing one with a looser mode is set back to
-    0600 through the descriptor (never C{chmod} by path, which would follow a link).
-    """
-    try:
-        fd = os.open(path, flags | NOFOLLOW | CLOEXEC, 0o600)
-    except OSError as e:
-        if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and os.path.islink(path)):
-            raise OSError(errno.ELOOP, "is a symbolic link; refusing to follow it",
-                          str(path)) from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "is not a regular file", str(path))
-        if info.st_mode & 0o7077:
-            os.fchmod(fd, 0o600)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:

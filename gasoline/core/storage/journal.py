@@ -47,9 +47,8 @@ import orjson
 
 from gasoline.core.storage.atrest import LINE_MARK, AtRest, LineSealer
 from gasoline.core.lifecycle import ClockedTimer
+from gasoline.common import CLOEXEC, NOFOLLOW
 from gasoline.core.storage.files import (
-    CLOEXEC,
-    NOFOLLOW,
     DiskHealth,
     ThreadRunner,
     describe,
